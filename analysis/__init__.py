@@ -1,0 +1,1 @@
+"""Analysis of trained candidates (imported as `archdsl.analysis`)."""

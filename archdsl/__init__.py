@@ -1,0 +1,44 @@
+"""archdsl: a language for hybrid CNN/Transformer vision networks.
+
+Curated exports; each is imported on first use, so that `import archdsl` (and the
+front end) never pays for torch.
+
+    >>> import archdsl
+    >>> arch = archdsl.load_spec("alter50")          # a built-in spec, or a path
+    >>> model = archdsl.create_model(arch)            # an nn.Module named after the spec
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    # front end (pure Python)
+    "parse_spec": "archdsl.spec",
+    "load_spec": "archdsl.spec",
+    "resolve_spec": "archdsl.spec",
+    "format_arch": "archdsl.printer",
+    "SpecError": "archdsl.diagnostics",
+    "UserError": "archdsl.errors",
+    "Arch": "archdsl.ir",
+    # build-up transforms
+    "layout": "archdsl.buildup",
+    "buildup": "archdsl.buildup",
+    "ratio": "archdsl.buildup",
+    # compiler (imports torch)
+    "create_model": "archdsl.build",
+    "build": "archdsl.build",
+    "summarize": "archdsl.summary",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'archdsl' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,5 @@
+import sys
+
+from archdsl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Blocks: pre-activation conv blocks, the AlterNet MSA block, stem and head."""

@@ -1,0 +1,1 @@
+"""Search where the MSAs go (imported as `archdsl.search`)."""
