@@ -147,8 +147,8 @@ def block_out_channels(arch: Arch, stage: Stage, block: ConvBlock | MSABlock, in
 def block_shapes(arch: Arch) -> list[BlockShape]:
     """Shape inference: every block's channels and feature-map size, in model order.
 
-    Pure arithmetic on the IR; raises nothing. A map that strides below 1x1 shows up as a
-    size of 0 (reported by `archdsl.checks`).
+    Pure arithmetic on the IR; raises nothing. Ceil division never reaches 0, so a map
+    strided past 1x1 is caught by `archdsl.checks` (a side smaller than the stride).
     """
     shapes: list[BlockShape] = []
     channels = arch.stem.channels

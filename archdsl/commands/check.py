@@ -1,0 +1,48 @@
+"""`archdsl check FILE...`: validate specs and print one summary line per good one.
+
+Pure front end: importing or running this command never imports torch, so checking a
+spec answers at once (a test holds it to that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from archdsl.errors import UserError
+
+if TYPE_CHECKING:
+    from archdsl.ir import Arch
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="validate .arch specs (syntax, shapes, windows) without building them",
+        description="Parse and check each spec; print `path: ok (...)` or every mistake with its place.",
+    )
+    parser.add_argument("specs", nargs="+", metavar="SPEC", help="a .arch file, or the name of a built-in spec (e.g. alter50)")
+    parser.set_defaults(func=run)
+
+
+def summary_line(label: str, arch: Arch) -> str:
+    """`label: ok (name, N blocks, M MSA, id <short id>)`."""
+    return f"{label}: ok ({arch.name}, {arch.n_blocks} blocks, {arch.n_msa} MSA, id {arch.short_id})"
+
+
+def run(args: argparse.Namespace) -> int:
+    from archdsl.spec import load_spec
+
+    status = 0
+    for spec in args.specs:
+        try:
+            arch = load_spec(spec)
+        except UserError as err:
+            # Report every file, not just the first bad one; the exit status remembers.
+            text = str(err) if getattr(err, "diagnostics", None) else f"archdsl: error: {err}"
+            print(text, file=sys.stderr)
+            status = max(status, err.exit_code)
+            continue
+        print(summary_line(spec, arch))
+    return status

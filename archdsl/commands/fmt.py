@@ -1,0 +1,67 @@
+"""`archdsl fmt FILE... [--check] [--diff]`: rewrite specs in their canonical layout.
+
+Comments are kept (attached to the line they end or to the item below them). A file is
+rewritten only if its meaning is unchanged (the IR of the new text equals the old one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from pathlib import Path
+
+from archdsl.errors import UsageError, UserError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "fmt",
+        help="rewrite .arch files in the canonical layout (comments kept)",
+        description="Format .arch files in place; with --check or --diff nothing is written.",
+    )
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help=".arch files to format")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change, listing it")
+    parser.add_argument("--diff", action="store_true", help="write nothing; print a unified diff of the changes")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from archdsl.printer import format_source
+    from archdsl.spec import parse_spec
+
+    # Check every path before touching any file, so a typo leaves everything as it was.
+    for path in args.files:
+        if not path.is_file():
+            raise UsageError(f"no such file: {str(path)!r}", hint="fmt takes paths to .arch files")
+    status = 0
+    changed: list[Path] = []
+    for path in args.files:
+        try:
+            text = path.read_text(encoding="utf-8")
+            formatted = format_source(text, str(path))
+        except UserError as err:
+            print(str(err) if getattr(err, "diagnostics", None) else f"archdsl: error: {err}", file=sys.stderr)
+            status = max(status, err.exit_code)
+            continue
+        except UnicodeDecodeError:
+            print(f"archdsl: error: {str(path)!r} is not UTF-8 text", file=sys.stderr)
+            status = 1
+            continue
+        if formatted == text:
+            continue
+        # A formatter must never change what a spec means.
+        assert parse_spec(formatted, str(path)) == parse_spec(text, str(path)), f"fmt changed the meaning of {path}"
+        changed.append(path)
+        if args.diff:
+            sys.stdout.writelines(
+                difflib.unified_diff(text.splitlines(True), formatted.splitlines(True), f"{path}", f"{path} (formatted)")
+            )
+        if args.check:
+            print(f"would reformat {path}")
+        elif not args.diff:
+            path.write_text(formatted, encoding="utf-8")
+            print(f"reformatted {path}")
+    if (args.check or args.diff) and changed:
+        status = max(status, 1)
+    return status

@@ -1,0 +1,75 @@
+"""Specs in, IRs out: the front end's public entry points.
+
+    parse_spec(text, path)  text -> valid `Arch` (or `SpecError` with every mistake)
+    load_spec(name_or_path) a file, or a built-in spec by bare name (`alter50`)
+    resolve_spec(...)       where that spec lives
+
+A spec is data: it is parsed and lowered, never executed, and nothing in it can make
+archdsl import or run code.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.resources
+from pathlib import Path
+
+from archdsl.errors import UserError
+from archdsl.ir import Arch
+from archdsl.lower import lower
+from archdsl.parser import parse
+
+SPEC_SUFFIX = ".arch"
+
+
+def parse_spec(text: str, path: str = "<string>") -> Arch:
+    """Parse and lower spec text; `path` only names the source in error messages."""
+    return lower(parse(text, path), source=text, path=path)
+
+
+def _builtin_dir() -> Path:
+    # `specs/` at the top of the repository is installed as the package `archdsl.specs`.
+    return Path(str(importlib.resources.files("archdsl.specs")))
+
+
+def builtin_names() -> list[str]:
+    """The names of the specs that ship with archdsl (`alter50`, `tiny`, ...)."""
+    return sorted(p.stem for p in _builtin_dir().glob(f"*{SPEC_SUFFIX}"))
+
+
+def is_builtin_name(name_or_path: str | Path) -> bool:
+    """A bare name (no `/`, no `.arch`) refers to a built-in spec, not to a file."""
+    if isinstance(name_or_path, Path):
+        return False
+    return "/" not in name_or_path and "\\" not in name_or_path and not name_or_path.endswith(SPEC_SUFFIX)
+
+
+def resolve_spec(name_or_path: str | Path) -> Path:
+    """The file of a spec: a path as given, or `archdsl/specs/<name>.arch` for a bare name."""
+    names = builtin_names()
+    listing = f"built-in specs: {', '.join(names)}" if names else "no built-in specs are installed"
+    if is_builtin_name(name_or_path):
+        name = str(name_or_path)
+        path = _builtin_dir() / f"{name}{SPEC_SUFFIX}"
+        if not path.is_file():
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"did you mean `{close[0]}`? {listing}" if close else f"{listing}; or give a path to a .arch file"
+            raise UserError(f"no built-in spec named `{name}`", hint=hint)
+        return path
+    path = Path(name_or_path)
+    if not path.is_file():
+        what = "is a directory, not a spec file" if path.is_dir() else "does not exist"
+        raise UserError(f"spec file {str(path)!r} {what}", hint=listing)
+    return path
+
+
+def load_spec(name_or_path: str | Path) -> Arch:
+    """Read, parse and lower a spec file or a built-in spec."""
+    path = resolve_spec(name_or_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"spec file {str(path)!r} is not UTF-8 text ({err.reason})") from None
+    except OSError as err:
+        raise UserError(f"cannot read spec file {str(path)!r}: {err.strerror}") from None
+    return parse_spec(text, str(path))

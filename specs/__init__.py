@@ -1,0 +1,1 @@
+"""The built-in `.arch` specs, shipped as package data `archdsl.specs` (see archdsl.spec)."""
