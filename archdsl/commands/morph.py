@@ -1,0 +1,86 @@
+"""`archdsl morph BASE`: move a design along the AlterNet build-up rule and print the spec.
+
+Exactly one of `--layout k1,k2,...` (MSAs per stage), `--msa N` (the first N MSAs of the
+build-up order) or `--ratio R` (0 = the base, 1 = the Swin-like endpoint). The result is
+printed as canonical `.arch` text, or written with `-o`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from archdsl.errors import UsageError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "morph",
+        help="place MSAs in a base spec by the build-up rule (layout, count or ratio)",
+        description="Rewrite BASE by the AlterNet build-up rule: k MSAs at the end of each stage "
+        "(C*(n-2k) [C M]*k), and print the resulting .arch spec.",
+    )
+    parser.add_argument("base", help="a .arch file or a built-in spec name (e.g. alter50-base)")
+    how = parser.add_mutually_exclusive_group(required=True)
+    how.add_argument("--layout", metavar="K,K,...", help="MSAs per stage, e.g. 0,1,1,2")
+    how.add_argument("--msa", metavar="N", type=int, help="add N MSAs in build-up order")
+    how.add_argument("--ratio", metavar="R", type=float, help="0 (the base) .. 1 (Swin-like: every stage full)")
+    parser.add_argument("--heads", metavar="H,H,...",
+                        help="heads per stage, or one value for all (default 3 per 64 channels of width)")
+    parser.add_argument("--window", metavar="W",
+                        help="window size or `global`, one for all or per stage "
+                        "(default 4 where it tiles the map, else global)")
+    parser.add_argument("--name", help="name of the new arch (default: derived from the base)")
+    parser.add_argument("-o", "--output", type=Path, help="write the spec here instead of printing it")
+    parser.set_defaults(func=run)
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise UsageError(f"{option} takes comma-separated integers, not {text!r}") from None
+    return values
+
+
+def _windows(text: str | None) -> list | str | int | None:
+    if text is None:
+        return None
+    values: list[int | str] = []
+    for part in text.split(","):
+        part = part.strip()
+        if part == "global":
+            values.append("global")
+        else:
+            try:
+                values.append(int(part))
+            except ValueError:
+                raise UsageError(f"--window takes integers or `global`, not {part!r}") from None
+    return values[0] if len(values) == 1 else values
+
+
+def run(args: argparse.Namespace) -> int:
+    from archdsl.buildup import buildup, layout, ratio
+    from archdsl.printer import format_arch
+    from archdsl.spec import load_spec
+
+    base = load_spec(args.base)
+    heads = None
+    if args.heads is not None:
+        heads_list = _int_list(args.heads, "--heads")
+        heads = heads_list[0] if len(heads_list) == 1 else heads_list
+    window = _windows(args.window)
+    if args.layout is not None:
+        arch = layout(base, _int_list(args.layout, "--layout"), heads, window, name=args.name)
+    elif args.msa is not None:
+        arch = buildup(base, args.msa, heads, window, name=args.name)
+    else:
+        arch = ratio(base, args.ratio, heads, window, name=args.name)
+    text = format_arch(arch)
+    if args.output is None:
+        print(text, end="" if text.endswith("\n") else "\n")
+    else:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+        print(f"wrote {arch.name} ({arch.n_msa} MSA, digest {arch.short_id}) to {args.output}")
+    return 0

@@ -1,0 +1,86 @@
+"""The blocks against the reference: exact parameter counts, FLOPs, and summary == model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from archdsl.blocks.attention import math_attention
+from archdsl.build import ArchNet, build
+from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
+from archdsl.spec import load_spec
+from archdsl.summary import summarize
+
+# (spec, params, GFLOPs per image) measured on the authors' implementation (ALTERNET.md).
+REFERENCE = [
+    ("resnet50", 23_697_572, 2.596),
+    ("alter50", 33_012_840, 3.020),
+    ("alter50-code", 34_062_538, 3.160),
+    ("alter18", 9_499_063, 0.996),
+]
+
+
+def n_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(("name", "params", "gflops"), REFERENCE)
+def test_reference_parameter_counts_and_flops(name: str, params: int, gflops: float) -> None:
+    arch = load_spec(name)
+    assert n_params(build(arch)) == params
+    summary = summarize(arch)
+    assert summary.params == params
+    assert summary.flops / 1e9 == pytest.approx(gflops, rel=0.01)
+
+
+def odd_arch() -> Arch:
+    """Paths the reference layouts never take: an MSA right after the stem (channels change,
+    so a projection shortcut), global attention on a non-square map, basic blocks with
+    expansion 2, an odd dim_head and stride 1 after stage 1."""
+    conv = ConvBlock(variant="basic", expansion=2)
+    return Arch(
+        name="odd",
+        input=InputShape(channels=3, height=8, width=12),
+        classes=7,
+        stem=Stem(channels=8),
+        conv=conv,
+        stages=(
+            Stage(name="a", width=8, stride=1, blocks=(MSABlock(heads=2, window=4, dim_head=8), conv)),
+            Stage(name="b", width=16, stride=2, blocks=(conv, MSABlock(heads=3, window=None, dim_head=5))),
+            Stage(name="c", width=8, stride=1,
+                  blocks=(ConvBlock(variant="bottleneck", expansion=4), MSABlock(heads=1, window=2))),
+        ),
+    )
+
+
+def counted_flops(model: ArchNet, arch: Arch) -> int:
+    x = torch.randn(1, arch.input.channels, arch.input.height, arch.input.width)
+    with math_attention(), FlopCounterMode(display=False) as counter, torch.no_grad():
+        model.eval()(x)
+    return counter.get_total_flops()
+
+
+@pytest.mark.parametrize("name", ["alter18", "alter50", "odd"])
+def test_summary_agrees_with_built_model_and_torch_flop_counter(name: str) -> None:
+    arch = odd_arch() if name == "odd" else load_spec(name)
+    model = build(arch, seed=0)
+    summary = summarize(arch)
+    assert summary.params == n_params(model)
+    # per block too, so an error cannot hide behind a compensating one
+    for block, (qualified, module) in zip(summary.blocks, model.named_blocks()):
+        assert block.qualified_name == qualified
+        assert block.kind == module.kind
+        assert block.params == n_params(module)
+    assert summary.flops == counted_flops(model, arch)
+
+
+def test_summary_output_shapes_match_forward_hooks() -> None:
+    arch = odd_arch()
+    model = build(arch, seed=0).eval()
+    shapes: dict[str, tuple[int, ...]] = {}
+    for name, module in model.named_blocks():
+        module.register_forward_hook(lambda m, i, o, name=name: shapes.__setitem__(name, tuple(o.shape[1:])))
+    with torch.no_grad():
+        model(torch.randn(1, 3, 8, 12))
+    assert {b.qualified_name: b.out_shape for b in summarize(arch).blocks} == shapes
