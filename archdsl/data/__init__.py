@@ -1,0 +1,23 @@
+"""Datasets: CIFAR-10/100, CIFAR-10-C/100-C, the built-in synthetic set and its corruptions.
+
+    from archdsl.data import load_split, load_corrupted
+    train = load_split("synthetic", "train")
+    sets = load_corrupted("cifar100-c", root="data", corruptions=["fog"], severities=[5])
+"""
+
+from archdsl.data.base import CorruptedSet, ImageSet
+from archdsl.data.cifar_c import write_corrupted
+from archdsl.data.names import resolve_data_root
+from archdsl.data.registry import DatasetInfo, dataset_names, describe, load_corrupted, load_split
+
+__all__ = [
+    "CorruptedSet",
+    "DatasetInfo",
+    "ImageSet",
+    "dataset_names",
+    "describe",
+    "load_corrupted",
+    "load_split",
+    "resolve_data_root",
+    "write_corrupted",
+]

@@ -1,0 +1,66 @@
+"""The in-memory image set every loader returns and every consumer takes.
+
+All datasets archdsl knows are small (32x32 RGB): they are held as one uint8 array in
+the released CIFAR layout (N, H, W, C), which is also what CIFAR-100-C's `.npy` files
+hold (memory-mapped there). Training, evaluation and analysis turn it into tensors.
+The arrays may be read-only (memory-mapped files, cached generated sets): copy before
+writing into them (`torch.from_numpy` of a read-only slice warns; index or copy first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ImageSet:
+    name: str
+    images: np.ndarray  # uint8, (N, H, W, C)
+    labels: np.ndarray  # int64, (N,)
+    num_classes: int
+    mean: tuple[float, float, float]  # per-channel normalisation, images scaled to [0, 1]
+    std: tuple[float, float, float]
+    class_names: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.images.ndim != 4 or self.images.dtype != np.uint8:
+            raise ValueError(f"images must be uint8 (N, H, W, C), got {self.images.dtype} {self.images.shape}")
+        if len(self.images) != len(self.labels):
+            raise ValueError(f"{len(self.images)} images but {len(self.labels)} labels")
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(C, H, W), as a spec's `input` line writes it."""
+        _, h, w, c = self.images.shape
+        return (c, h, w)
+
+    def take(self, indices: np.ndarray, name: str | None = None) -> "ImageSet":
+        return replace(self, name=name or self.name, images=self.images[indices], labels=self.labels[indices])
+
+    def subset(self, fraction: float, seed: int = 0) -> "ImageSet":
+        """A class-stratified random fraction (0 < fraction <= 1) of the set, deterministic by seed."""
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+        if fraction == 1:
+            return self
+        rng = np.random.default_rng(seed)
+        keep = []
+        for label in np.unique(self.labels):
+            members = np.flatnonzero(self.labels == label)
+            count = max(1, round(len(members) * fraction))
+            keep.append(rng.choice(members, size=count, replace=False))
+        return self.take(np.sort(np.concatenate(keep)), name=f"{self.name}[{fraction:g}]")
+
+
+@dataclass(frozen=True)
+class CorruptedSet:
+    """One corrupted test set: a corruption at one severity (1..5)."""
+
+    corruption: str
+    severity: int
+    images: ImageSet

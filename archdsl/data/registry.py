@@ -1,0 +1,212 @@
+"""One registry for every dataset archdsl knows: names, descriptions, loading.
+
+`load_split(name, split)` returns an `ImageSet` whatever the source (torchvision's CIFAR
+files, memory-mapped CIFAR-C arrays, or the generator); `load_corrupted(name)` returns
+the corrupted test sets of a dataset, from the released files or generated.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from archdsl.data import cifar, synthetic
+from archdsl.data.base import CorruptedSet, ImageSet
+from archdsl.data.cifar_c import CorruptedFolder, corruption_seed, read_corrupted
+from archdsl.data.corruptions import CORRUPTIONS, SEVERITIES, check_corruption, check_severity, corrupt
+from archdsl.data.names import DatasetName, parse_dataset_name, resolve_data_root
+from archdsl.errors import UserError
+
+SPLITS = ("train", "test")
+_SYNTHETIC_PARAMS = ("classes", "train", "test", "seed")
+_PICK_PARAMS = ("corruption", "severity")
+_PARAMS = {
+    "synthetic": _SYNTHETIC_PARAMS,
+    "synthetic-c": _SYNTHETIC_PARAMS + _PICK_PARAMS,
+    "cifar10-c": _PICK_PARAMS,
+    "cifar100-c": _PICK_PARAMS,
+}
+_DESCRIPTIONS = {
+    "cifar10": "CIFAR-10, 60,000 32x32 photos in 10 classes (torchvision, python-version files)",
+    "cifar100": "CIFAR-100, 60,000 32x32 photos in 100 classes (torchvision, python-version files)",
+    "cifar10-c": "CIFAR-10-C, the CIFAR-10 test set under 19 corruptions x 5 severities (released .npy files)",
+    "cifar100-c": "CIFAR-100-C, the CIFAR-100 test set under 19 corruptions x 5 severities (released .npy files)",
+    "synthetic": "built-in generated shapes: 32x32 RGB, classes differ in shape, texture and colour; no download",
+    "synthetic-c": "the synthetic test set under the corruption generator (made in memory)",
+}
+_CORRUPTED_OF = {"cifar10": "cifar10-c", "cifar100": "cifar100-c", "synthetic": "synthetic-c"}
+_C_FOLDERS = {
+    "cifar10-c": ("CIFAR-10-C", "cifar10", "https://zenodo.org/record/2535967"),
+    "cifar100-c": ("CIFAR-100-C", "cifar100", "https://zenodo.org/record/3555552"),
+}
+
+
+def dataset_names() -> tuple[str, ...]:
+    return tuple(_DESCRIPTIONS)
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What `describe` knows about a dataset without loading it."""
+
+    name: str
+    description: str
+    num_classes: int
+    image_shape: tuple[int, int, int]  # (C, H, W)
+    split_sizes: dict[str, int]  # images per split (for -C sets: per corruption and severity)
+    source: str  # a directory, or "generated in memory"
+    available: bool  # the files are there (always true for generated sets)
+    parameters: dict[str, str] = field(default_factory=dict)
+    corruptions: tuple[str, ...] = ()
+
+
+def _parse(name: str) -> DatasetName:
+    return parse_dataset_name(name, dataset_names(), _PARAMS)
+
+
+def _synthetic_config(parsed: DatasetName) -> synthetic.SyntheticConfig:
+    try:
+        return synthetic.SyntheticConfig(
+            classes=parsed.int_param("classes", 10),
+            train=parsed.int_param("train", 5000),
+            test=parsed.int_param("test", 1000),
+            seed=parsed.int_param("seed", 0),
+        )
+    except ValueError as err:
+        raise UserError(f"dataset {parsed.base}: {err}") from None
+
+
+def _canonical(parsed: DatasetName) -> str:
+    if not parsed.params:
+        return parsed.base
+    return parsed.base + ":" + ",".join(f"{k}={v}" for k, v in sorted(parsed.params.items()))
+
+
+def _c_folder(base: str, root: Path) -> CorruptedFolder:
+    title, clean_name, url = _C_FOLDERS[base]
+    spec = cifar.SPECS[clean_name]
+    return CorruptedFolder(title, root / title, spec.num_classes, spec.mean, spec.std, url, clean_name)
+
+
+def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
+    parsed = _parse(name)
+    base = parsed.base
+    if base in ("synthetic", "synthetic-c"):
+        config = _synthetic_config(parsed)
+        sizes = {"train": config.train, "test": config.test} if base == "synthetic" else {"test": config.test}
+        return DatasetInfo(
+            _canonical(parsed), _DESCRIPTIONS[base], config.classes, (3, 32, 32), sizes,
+            "generated in memory", True, dict(parsed.params),
+            CORRUPTIONS if base == "synthetic-c" else (),
+        )
+    data_root = resolve_data_root(root)
+    if base in cifar.SPECS:
+        spec = cifar.SPECS[base]
+        files = cifar.expected_files(spec, data_root)
+        return DatasetInfo(
+            base, _DESCRIPTIONS[base], spec.num_classes, (3, 32, 32),
+            {"train": spec.train_size, "test": spec.test_size}, str(files[0].parent),
+            all(path.is_file() for path in files),
+        )
+    folder = _c_folder(base, data_root)
+    present = tuple(sorted(p.stem for p in folder.folder.glob("*.npy") if p.stem != "labels"))
+    return DatasetInfo(
+        _canonical(parsed), _DESCRIPTIONS[base], folder.num_classes, (3, 32, 32), {"test": 10000},
+        str(folder.folder), (folder.folder / "labels.npy").is_file(), dict(parsed.params), present,
+    )
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise UserError(f"unknown split {split!r}: use 'train' or 'test'")
+
+
+@lru_cache(maxsize=16)
+def _synthetic_split(config: synthetic.SyntheticConfig, split: str, name: str) -> ImageSet:
+    images, labels = synthetic.generate(config, split)
+    train_images, _ = synthetic.generate(config, "train")
+    # Normalisation always comes from the train split, as for CIFAR.
+    scaled = train_images.reshape(-1, 3).astype(np.float64) / 255.0
+    mean, std = scaled.mean(axis=0), scaled.std(axis=0)
+    return ImageSet(
+        name=name if split == "train" else f"{name}-test",
+        images=images,
+        labels=labels,
+        num_classes=config.classes,
+        mean=tuple(float(v) for v in mean),
+        std=tuple(float(v) for v in std),
+        class_names=tuple(cue.name for cue in synthetic.class_cues(config.classes)),
+    )
+
+
+def load_split(name: str, split: str, root: str | os.PathLike | None = None, download: bool = False) -> ImageSet:
+    """The `split` ("train" or "test") of dataset `name` (see `dataset_names()`)."""
+    parsed = _parse(name)
+    _check_split(split)
+    if parsed.base == "synthetic":
+        return _synthetic_split(_synthetic_config(parsed), split, _canonical(parsed))
+    if parsed.base in cifar.SPECS:
+        return cifar.load_cifar(cifar.SPECS[parsed.base], split, resolve_data_root(root), download)
+    # A corrupted dataset has only test sets, one per corruption and severity.
+    if split != "test":
+        raise UserError(f"{parsed.base} has no train split: it holds corrupted test sets only")
+    if "corruption" not in parsed.params or "severity" not in parsed.params:
+        raise UserError(
+            f"{parsed.base} holds one test set per corruption and severity: name one",
+            hint=f"e.g. {parsed.base}:corruption=fog,severity=3, or use load_corrupted()",
+        )
+    corruption = parsed.params["corruption"]
+    severity = parsed.int_param("severity", 0)
+    rest = DatasetName(parsed.base, {k: v for k, v in parsed.params.items() if k not in _PICK_PARAMS})
+    [picked] = load_corrupted(_canonical(rest), root, [corruption], [severity], download=download)
+    return picked.images
+
+
+def load_corrupted(
+    name: str,
+    root: str | os.PathLike | None = None,
+    corruptions: list[str] | tuple[str, ...] | None = None,
+    severities: list[int] | tuple[int, ...] | None = None,
+    download: bool = False,
+) -> list[CorruptedSet]:
+    """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from),
+    one per corruption (default: the 15) and severity (default: 1..5), in that order."""
+    parsed = _parse(name)
+    if parsed.base in _CORRUPTED_OF:
+        parsed = DatasetName(_CORRUPTED_OF[parsed.base], parsed.params)
+    picked = [p for p in _PICK_PARAMS if p in parsed.params]
+    if picked:
+        raise UserError(f"load_corrupted takes corruptions and severities as arguments, not {', '.join(picked)}=")
+    chosen = tuple(check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions))
+    levels = tuple(check_severity(s) for s in (SEVERITIES if severities is None else severities))
+    if parsed.base == "synthetic-c":
+        config = _synthetic_config(parsed)
+        label = _canonical(parsed)
+        return [CorruptedSet(c, s, _synthetic_corrupted(config, c, s, label)) for c in chosen for s in levels]
+    if download:
+        raise UserError(f"{parsed.base} cannot be downloaded by archdsl (2-3 GB)",
+                        hint=f"fetch it from {_C_FOLDERS[parsed.base][2]}")
+    folder = _c_folder(parsed.base, resolve_data_root(root))
+    return read_corrupted(folder, chosen, levels, parsed.base)
+
+
+@lru_cache(maxsize=128)
+def _synthetic_corrupted(config: synthetic.SyntheticConfig, corruption: str, severity: int, label: str) -> ImageSet:
+    """Generated once per process and kept: analysis asks for the same 75 sets per model."""
+    clean = _synthetic_split(config, "test", "synthetic")
+    stream = int(np.random.SeedSequence(corruption_seed(config.seed, corruption, severity)).generate_state(1)[0])
+    images = corrupt(clean.images, corruption, severity, stream)
+    images.setflags(write=False)
+    return ImageSet(
+        name=f"{label}/{corruption}/{severity}",
+        images=images,
+        labels=clean.labels,
+        num_classes=clean.num_classes,
+        mean=clean.mean,
+        std=clean.std,
+        class_names=clean.class_names,
+    )
