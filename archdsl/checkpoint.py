@@ -1,0 +1,183 @@
+"""Checkpoints: one safetensors file that knows how to rebuild its model.
+
+The weights are the model's state dict; the safetensors metadata (strings only) carries
+`archdsl.ir` (the design as IR JSON, from which `load_checkpoint` rebuilds the model) and
+`archdsl.meta` (free JSON: dataset, epoch, accuracy, config...). A checkpoint written
+during training may also carry the state needed to resume: optimizer tensors under the
+`train_state/` prefix and the rest (optimizer hyper-parameters, epoch, history) as JSON in
+`archdsl.train_state`. Nothing is ever unpickled, so loading an untrusted file cannot run
+code. Files are written to a temporary name and renamed, so a crash (or Ctrl-C) mid-write
+leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from archdsl.errors import UserError
+from archdsl.ir import Arch
+
+FORMAT_VERSION = "1"
+_KEY_FORMAT = "archdsl.format"
+_KEY_IR = "archdsl.ir"
+_KEY_META = "archdsl.meta"
+_KEY_TRAIN_STATE = "archdsl.train_state"
+_TRAIN_PREFIX = "train_state/"
+
+
+@dataclass
+class TrainState:
+    """What a resumed run needs besides the weights: optimizer state and free JSON."""
+
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Checkpoint:
+    model: nn.Module
+    arch: Arch
+    meta: dict[str, Any]
+    train_state: TrainState | None = None
+
+
+def _plain_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    # safetensors refuses tensors that share storage and non-contiguous views.
+    result: dict[str, torch.Tensor] = {}
+    seen: set[tuple[int, int]] = set()
+    for key, tensor in state.items():
+        tensor = tensor.detach().to("cpu")
+        ident = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+        if ident in seen or not tensor.is_contiguous():
+            tensor = tensor.contiguous().clone()
+        seen.add((tensor.untyped_storage().data_ptr(), tensor.storage_offset()))
+        result[key] = tensor
+    return result
+
+
+def save_checkpoint(
+    path: str | os.PathLike[str],
+    model: nn.Module,
+    arch: Arch,
+    meta: dict[str, Any] | None = None,
+    *,
+    train_state: TrainState | None = None,
+) -> Path:
+    """Write `model`'s weights, its IR and `meta` to `path` atomically; returns the path."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    tensors = _plain_tensors(model.state_dict())
+    metadata = {
+        _KEY_FORMAT: FORMAT_VERSION,
+        _KEY_IR: arch.model_dump_json(),
+        _KEY_META: json.dumps(meta or {}, sort_keys=True),
+    }
+    if train_state is not None:
+        for key, tensor in _plain_tensors(train_state.tensors).items():
+            tensors[_TRAIN_PREFIX + key] = tensor
+        metadata[_KEY_TRAIN_STATE] = json.dumps(train_state.info, sort_keys=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(handle)
+    try:
+        save_file(tensors, tmp_name, metadata=metadata)
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_checkpoint_file(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The raw tensors and metadata of an archdsl checkpoint; `UserError` for anything else."""
+    from safetensors import safe_open
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such checkpoint file")
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as handle:
+            metadata = handle.metadata() or {}
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+    except Exception as err:  # safetensors raises several types for truncated/garbled files
+        raise UserError(
+            f"{path}: not a readable safetensors checkpoint ({err})",
+            hint="the file may be truncated or not a checkpoint; archdsl writes *.safetensors files",
+        ) from None
+    if _KEY_IR not in metadata:
+        raise UserError(f"{path}: a safetensors file, but not an archdsl checkpoint (no {_KEY_IR} metadata)")
+    return tensors, metadata
+
+
+def load_checkpoint(
+    path: str | os.PathLike[str], *, device: str | torch.device = "cpu", with_train_state: bool = False
+) -> Checkpoint:
+    """Rebuild the model from the IR stored in the checkpoint and load its weights (in eval mode)."""
+    from pydantic import ValidationError
+
+    from archdsl.build import build
+
+    tensors, metadata = read_checkpoint_file(path)
+    try:
+        arch = Arch.model_validate_json(metadata[_KEY_IR])
+        meta = json.loads(metadata.get(_KEY_META, "{}"))
+    except (ValidationError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: the checkpoint's design or metadata does not parse ({err})") from None
+    weights = {k: v for k, v in tensors.items() if not k.startswith(_TRAIN_PREFIX)}
+    model = build(arch)
+    try:
+        model.load_state_dict(weights, strict=True)
+    except RuntimeError as err:
+        raise UserError(
+            f"{path}: the weights do not fit the design stored with them",
+            hint=str(err).splitlines()[0],
+        ) from None
+    model.to(device).eval()
+    train_state = None
+    if with_train_state and _KEY_TRAIN_STATE in metadata:
+        train_state = TrainState(
+            tensors={k[len(_TRAIN_PREFIX):]: v for k, v in tensors.items() if k.startswith(_TRAIN_PREFIX)},
+            info=json.loads(metadata[_KEY_TRAIN_STATE]),
+        )
+    return Checkpoint(model=model, arch=arch, meta=meta, train_state=train_state)
+
+
+# Optimizer state <-> (tensors, JSON). torch's optimizer state_dict is nested dicts of
+# tensors and plain values; we flatten the tensors to `optimizer/<param>/<name>` keys.
+
+
+def optimizer_to_state(optimizer: torch.optim.Optimizer) -> TrainState:
+    state = optimizer.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    plain: dict[str, dict[str, Any]] = {}
+    for param_id, entries in state["state"].items():
+        for name, value in entries.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optimizer/{param_id}/{name}"] = value
+            else:
+                plain.setdefault(str(param_id), {})[name] = value
+    return TrainState(tensors=tensors, info={"param_groups": state["param_groups"], "plain_state": plain})
+
+
+def optimizer_from_state(optimizer: torch.optim.Optimizer, train_state: TrainState) -> None:
+    entries: dict[int, dict[str, Any]] = {}
+    for key, tensor in train_state.tensors.items():
+        kind, param_id, name = key.split("/", 2)
+        if kind == "optimizer":
+            entries.setdefault(int(param_id), {})[name] = tensor
+    for param_id, values in train_state.info.get("plain_state", {}).items():
+        entries.setdefault(int(param_id), {}).update(values)
+    groups = train_state.info["param_groups"]
+    for group in groups:  # JSON turned tuples into lists
+        if "betas" in group and isinstance(group["betas"], list):
+            group["betas"] = tuple(group["betas"])
+    optimizer.load_state_dict({"state": entries, "param_groups": groups})

@@ -1,0 +1,128 @@
+"""`archdsl eval CKPT --dataset NAME`: accuracy, NLL (and ECE) of a checkpoint; per corruption for `-c` sets."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from archdsl.commands.train import add_data_arguments, device_name, positive_int
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "eval",
+        help="evaluate a checkpoint on a test set (or a corrupted -c set)",
+        description=(
+            "Top-1 accuracy, NLL and (with the analysis module) ECE of a checkpoint on a dataset's test "
+            "split. For a corrupted dataset (a name ending in -c, e.g. cifar100-c or synthetic-c) it "
+            "reports accuracy per corruption and severity, and their mean."
+        ),
+    )
+    parser.add_argument("checkpoint", metavar="CKPT", help="a .safetensors checkpoint written by archdsl train")
+    parser.add_argument("--dataset", metavar="NAME", help="dataset (default: the one the checkpoint was trained on)")
+    add_data_arguments(parser)
+    parser.add_argument("--corruptions", nargs="+", metavar="NAME", help="-c sets only: these corruptions")
+    parser.add_argument("--severities", nargs="+", type=positive_int, metavar="S", help="-c sets only: these severities")
+    parser.add_argument("--batch-size", type=positive_int, default=256, help="evaluation batch size (default: 256)")
+    parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def _metrics(logits, labels) -> dict[str, float]:
+    try:
+        from archdsl.analysis.metrics import classification_metrics
+    except ImportError:  # the analysis module is optional for plain accuracy/NLL
+        from archdsl.evaluate import score_logits
+
+        scored = score_logits(logits, labels)
+        return {"top1": scored.top1, "nll": scored.nll}
+    from archdsl.evaluate import labels_tensor
+
+    scored = classification_metrics(logits, labels_tensor(labels))
+    return {"top1": float(scored.top1), "nll": float(scored.nll), "ece": float(scored.ece)}
+
+
+def run(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from archdsl.checkpoint import load_checkpoint
+    from archdsl.device import select_device
+    from archdsl.errors import UserError
+    from archdsl.evaluate import predict_logits, score_logits
+    from archdsl.train import check_compatible
+
+    device = select_device(args.device)
+    checkpoint = load_checkpoint(args.checkpoint, device=device)
+    dataset = args.dataset or checkpoint.meta.get("dataset")
+    if not dataset:
+        raise UserError(f"{args.checkpoint} does not say which dataset it was trained on", hint="pass --dataset NAME")
+    progress = not args.no_progress
+    amp = device.type == "cuda"
+    predict = dict(batch_size=args.batch_size, device=device, amp=amp)
+
+    corrupted = dataset.split(":", 1)[0].endswith("-c")  # e.g. cifar100-c, synthetic-c:test=200
+    if not corrupted:
+        if args.corruptions or args.severities:
+            from archdsl.errors import UsageError
+
+            raise UsageError("--corruptions/--severities only apply to corrupted (-c) datasets")
+        from archdsl.data import load_split
+
+        test_set = load_split(dataset, "test", root=args.data_root, download=args.download)
+        check_compatible(checkpoint.arch, test_set)
+        logits = predict_logits(checkpoint.model, test_set, progress=progress, **predict)
+        result = {"checkpoint": str(args.checkpoint), "dataset": dataset, "images": len(test_set),
+                  **_metrics(logits, test_set.labels)}
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            line = f"{checkpoint.arch.name} on {dataset} ({len(test_set)} images): top-1 {result['top1']:.2%}  NLL {result['nll']:.4f}"
+            if "ece" in result:
+                line += f"  ECE {result['ece']:.4f}"
+            print(line)
+        return 0
+
+    from archdsl.data import load_corrupted
+
+    sets = load_corrupted(
+        dataset, root=args.data_root, corruptions=args.corruptions, severities=args.severities, download=args.download
+    )
+    if not sets:
+        raise UserError(f"{dataset}: no corrupted sets selected")
+    rows = []
+    for corrupted in tqdm(sets, desc=f"eval {dataset}", disable=not progress):
+        check_compatible(checkpoint.arch, corrupted.images)
+        logits = predict_logits(checkpoint.model, corrupted.images, **predict)
+        scored = score_logits(logits, corrupted.images.labels)
+        rows.append({"corruption": corrupted.corruption, "severity": corrupted.severity, "top1": scored.top1,
+                     "nll": scored.nll})
+    mean = sum(r["top1"] for r in rows) / len(rows)
+    if args.json:
+        print(json.dumps({"checkpoint": str(args.checkpoint), "dataset": dataset, "mean_top1": mean, "sets": rows},
+                         indent=2))
+        return 0
+    _print_table(rows, mean, checkpoint.arch.name, dataset)
+    return 0
+
+
+def _print_table(rows: list[dict], mean: float, name: str, dataset: str) -> None:
+    severities = sorted({r["severity"] for r in rows})
+    corruptions = list(dict.fromkeys(r["corruption"] for r in rows))
+    by_key = {(r["corruption"], r["severity"]): r["top1"] for r in rows}
+    width = max(len(c) for c in corruptions + ["corruption"])
+    out = sys.stdout
+    out.write(f"{name} on {dataset}: top-1 % per corruption and severity\n")
+    out.write(f"{'corruption':<{width}} " + " ".join(f"{s:>6}" for s in severities) + f" {'mean':>6}\n")
+    for corruption in corruptions:
+        values = [by_key.get((corruption, s)) for s in severities]
+        present = [v for v in values if v is not None]
+        cells = " ".join(f"{100 * v:6.2f}" if v is not None else f"{'-':>6}" for v in values)
+        out.write(f"{corruption:<{width}} {cells} {100 * sum(present) / len(present):6.2f}\n")
+    per_severity = []
+    for s in severities:
+        values = [by_key[(c, s)] for c in corruptions if (c, s) in by_key]
+        per_severity.append(f"{100 * sum(values) / len(values):6.2f}")
+    out.write(f"{'mean':<{width}} " + " ".join(per_severity) + f" {100 * mean:6.2f}\n")

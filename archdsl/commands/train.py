@@ -1,0 +1,196 @@
+"""`archdsl train SPEC --dataset NAME`: train a design and keep a resumable run directory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from archdsl.errors import UsageError, UserError
+
+RECIPES = ("deit", "weak")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text}")
+    return value
+
+
+def rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rate in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a rate in [0, 1), got {text}")
+    return value
+
+
+def device_name(text: str) -> str:
+    kind, _, index = text.partition(":")
+    if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
+        raise argparse.ArgumentTypeError(f"unknown device {text!r} (choose from {', '.join(DEVICES)}, or cuda:N)")
+    return text
+
+
+def add_data_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data-root", metavar="DIR", help="where datasets live (default: the data module's default)")
+    parser.add_argument("--download", action="store_true", help="download the dataset if it is missing")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train a spec on a dataset (resumable run directory)",
+        description=(
+            "Train a design with the paper's DeiT-style recipe (`--recipe deit`) or a short SGD recipe "
+            "(`--recipe weak`). Each epoch writes metrics and a checkpoint to the run directory; "
+            "`--resume` continues a stopped run exactly where it stopped."
+        ),
+    )
+    parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
+    parser.add_argument("--dataset", required=True, metavar="NAME", help="dataset name (e.g. synthetic, cifar100)")
+    add_data_arguments(parser)
+    parser.add_argument("--recipe", choices=RECIPES, help="training recipe (default: deit)")
+    parser.add_argument("--epochs", type=positive_int, help="epochs (default: 300)")
+    parser.add_argument("--batch-size", type=positive_int, help="batch size (default: 96 deit, 128 weak)")
+    parser.add_argument("--lr", type=positive_float, help="peak learning rate (default: scaled with the batch size)")
+    parser.add_argument("--warmup-epochs", type=non_negative_int, help="linear warm-up epochs (default: 5 deit, 0 weak)")
+    parser.add_argument("--drop-path", type=rate, help="stochastic depth rate (default: 0.1 deit, 0 weak)")
+    parser.add_argument("--seed", type=int, help="random seed (default: 0)")
+    parser.add_argument("--subset", type=fraction, help="train on this fraction of the training set (default: 1)")
+    parser.add_argument("--device", type=device_name, help="auto (default), cpu, cuda, cuda:N or mps")
+    parser.add_argument("--workers", type=non_negative_int, help="data-loading worker processes (default: 0)")
+    parser.add_argument("--resident", action="store_true", default=None,
+                        help="keep the training set on the device and augment there (recipes without RandAugment)")
+    parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/train/<spec>-<id>)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+# argparse destination -> TrainConfig field, for the flags that set a config value.
+_CONFIG_FLAGS = {
+    "recipe": "recipe",
+    "epochs": "epochs",
+    "batch_size": "batch_size",
+    "lr": "lr",
+    "warmup_epochs": "warmup_epochs",
+    "drop_path": "drop_path",
+    "seed": "seed",
+    "subset": "subset",
+    "device": "device",
+    "workers": "workers",
+    "resident": "resident",
+}
+
+
+def _saved_config(run_dir: Path) -> dict:
+    """The config a run was started with (from its last checkpoint), for `--resume`."""
+    from archdsl.checkpoint import read_checkpoint_file
+    from archdsl.train import LAST_CHECKPOINT
+
+    path = run_dir / LAST_CHECKPOINT
+    if not path.is_file():
+        raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
+    _, metadata = read_checkpoint_file(path)
+    state = json.loads(metadata.get("archdsl.train_state", "{}"))
+    if "config" not in state:
+        raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
+    return state["config"]
+
+
+def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from archdsl.spec import load_spec
+
+    arch = load_spec(args.spec)
+    run_dir = Path(args.out) if args.out else Path("runs") / "train" / f"{arch.name}-{arch.short_id}"
+    given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
+    if args.resume:
+        # Flags left out mean "as the run was started"; a flag that changes the result is refused by train().
+        settings = {**_saved_config(run_dir), **given}
+    else:
+        if (run_dir / "last.safetensors").exists():
+            raise UserError(f"{run_dir} already holds a run", hint="add --resume to continue it, or pass another --out")
+        settings = given
+    from archdsl.recipe import TrainConfig
+
+    try:
+        config = TrainConfig(**settings)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in err.errors())
+        raise UsageError(f"bad training settings: {problems}") from None
+
+    from archdsl.data import load_split
+
+    train_set = load_split(args.dataset, "train", root=args.data_root, download=args.download)
+    test_set = load_split(args.dataset, "test", root=args.data_root, download=args.download)
+
+    from archdsl.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, train
+
+    print(
+        f"training {arch.name} ({arch.short_id}) on {args.dataset}: recipe {config.recipe}, {config.epochs} epoch(s), "
+        f"batch {config.batch_size}, lr {config.lr:g} -> {run_dir}",
+        file=sys.stderr,
+    )
+    try:
+        result = train(
+            arch, train_set, test_set, config, run_dir=run_dir, resume=args.resume, progress=not args.no_progress
+        )
+    except KeyboardInterrupt:
+        if not (run_dir / LAST_CHECKPOINT).exists():
+            print("archdsl: interrupted before the first epoch finished; nothing was saved", file=sys.stderr)
+            return 130
+        print(
+            f"archdsl: interrupted; the last finished epoch is saved in {run_dir / LAST_CHECKPOINT}\n"
+            f"  continue with: archdsl train {args.spec} --dataset {args.dataset} --out {run_dir} --resume",
+            file=sys.stderr,
+        )
+        return 130
+
+    history = result.history
+    best = max(history, key=lambda m: m.test_acc)
+    total = sum(m.seconds for m in history)
+    mean_speed = sum(m.img_per_s for m in history) / len(history)
+    print(f"{arch.name} on {args.dataset}: {len(history)} epoch{'s' if len(history) != 1 else ''} in {total:.1f} s")
+    print(f"  final test top-1 {history[-1].test_acc:.2%}  NLL {history[-1].test_loss:.4f}")
+    print(f"  best  test top-1 {best.test_acc:.2%} (epoch {best.epoch})")
+    print(f"  training speed   {mean_speed:.0f} img/s")
+    print(f"  run directory    {run_dir} ({FINAL_CHECKPOINT}, metrics.csv)")
+    return 0

@@ -1,0 +1,77 @@
+"""Running a trained model over an ImageSet: logits, top-1 accuracy and NLL.
+
+Calibration (ECE) and corruption robustness belong to `archdsl.analysis`; this module
+only produces the logits they are computed from.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from archdsl.data.base import ImageSet
+from archdsl.device import autocast, model_device
+from archdsl.loader import make_loader
+
+
+class Evaluation(NamedTuple):
+    top1: float  # fraction in [0, 1]
+    nll: float  # mean negative log-likelihood (cross-entropy), nats
+
+
+@torch.no_grad()
+def predict_logits(
+    model: nn.Module,
+    image_set: ImageSet,
+    *,
+    batch_size: int = 256,
+    device: str | torch.device | None = None,
+    amp: bool = False,
+    workers: int = 0,
+    progress: bool = False,
+) -> torch.Tensor:
+    """float32 logits (N, classes) on the CPU, in the order of `image_set`; the model in eval mode.
+
+    `device=None` runs where the model already is; otherwise the model is moved there.
+    """
+    device = model_device(model) if device is None else torch.device(device)
+    model.to(device)
+    was_training = model.training
+    model.eval()
+    outputs = []
+    loader = make_loader(image_set, batch_size, augment=False, shuffle=False, workers=workers)
+    try:
+        for images, _ in tqdm(loader, desc=f"predict {image_set.name}", disable=not progress, leave=False):
+            with autocast(device, amp):
+                logits = model(images.to(device, non_blocking=True))
+            outputs.append(logits.float().cpu())
+    finally:
+        model.train(was_training)
+    if not outputs:
+        return torch.empty(0, getattr(model, "num_classes", 0))
+    return torch.cat(outputs)
+
+
+def labels_tensor(labels) -> torch.Tensor:
+    """int64 labels as a tensor (a copy: ImageSet labels may be read-only arrays)."""
+    if isinstance(labels, torch.Tensor):
+        return labels.to(torch.int64)
+    import numpy as np
+
+    return torch.tensor(np.asarray(labels), dtype=torch.int64)
+
+
+def score_logits(logits: torch.Tensor, labels) -> Evaluation:
+    labels = labels_tensor(labels)
+    top1 = (logits.argmax(dim=1) == labels).float().mean().item()
+    nll = F.cross_entropy(logits, labels).item()
+    return Evaluation(top1=top1, nll=nll)
+
+
+def evaluate(model: nn.Module, image_set: ImageSet, **kwargs) -> Evaluation:
+    """(top-1, NLL) of `model` on `image_set`; keyword arguments go to `predict_logits`."""
+    return score_logits(predict_logits(model, image_set, **kwargs), image_set.labels)

@@ -1,0 +1,189 @@
+"""ImageSet -> torch DataLoader of normalised float batches, with the recipe's augmentation.
+
+Images stay uint8 until a whole batch is collated: normalising once per batch is cheaper
+than per image. Augmentation follows timm's CIFAR pipeline on PIL images (random crop with
+padding, horizontal flip, then RandAugment); unaugmented sets skip PIL altogether and are
+fetched a batch at a time (`__getitems__`).
+
+Determinism: the shuffle order comes from a generator seeded with `seed`; the per-image
+augmentation draws from torch's, numpy's and Python's global generators (torchvision and
+timm use those), which `seed_everything` resets and DataLoader workers derive from the
+loader's generator. So for a fixed seed, the batches are the same on every run.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from archdsl.data.base import ImageSet
+
+
+def seed_everything(seed: int) -> None:
+    """Reset Python's, numpy's and torch's global generators (all the augmentation draws from)."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def derive_seed(*parts: int) -> int:
+    """A well-mixed 63-bit seed from several integers (e.g. run seed and epoch)."""
+    sequence = np.random.SeedSequence([p % 2**32 for p in parts])
+    high, low = (int(word) for word in sequence.generate_state(2, dtype=np.uint32))
+    return ((high << 32) | low) & (2**63 - 1)
+
+
+def _train_transform(image_size: int, padding: int, hflip: bool, randaugment: str | None, mean) -> Any:
+    from torchvision import transforms
+
+    steps: list[Any] = []
+    if padding:
+        steps.append(transforms.RandomCrop(image_size, padding=padding))
+    if hflip:
+        steps.append(transforms.RandomHorizontalFlip())
+    if randaugment:
+        from timm.data.auto_augment import rand_augment_transform
+
+        # RandAugment fills uncovered pixels (rotate, shear, translate) with the mean colour.
+        fill = tuple(round(255 * m) for m in mean)
+        steps.append(rand_augment_transform(randaugment, {"translate_const": int(image_size * 0.45), "img_mean": fill}))
+    steps.append(transforms.PILToTensor())
+    return transforms.Compose(steps)
+
+
+class ImageSetDataset(Dataset):
+    """Yields uint8 (C, H, W) tensors and int64 labels; augmented through PIL if a transform is given."""
+
+    def __init__(self, image_set: ImageSet, transform: Any = None) -> None:
+        self.images = image_set.images
+        self.labels = torch.tensor(np.asarray(image_set.labels), dtype=torch.int64)  # a copy: labels may be read-only
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.transform is None:
+            image = torch.tensor(np.asarray(self.images[index])).permute(2, 0, 1)
+        else:
+            from PIL import Image
+
+            image = self.transform(Image.fromarray(np.asarray(self.images[index])))
+        return image, self.labels[index]
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        if self.transform is not None:
+            return [self[i] for i in indices]
+        # One fancy-index for the whole batch (also fast on memory-mapped CIFAR-C arrays).
+        batch = torch.from_numpy(np.ascontiguousarray(self.images[np.asarray(indices)])).permute(0, 3, 1, 2)
+        return batch, self.labels[indices]
+
+
+class Normalize:
+    """Collate function: stack uint8 images, scale to [0, 1] and normalise per channel."""
+
+    def __init__(self, mean, std) -> None:
+        self.mean = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
+        self.std = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+
+    def __call__(self, items: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if isinstance(items, tuple):  # a whole batch from __getitems__
+            images, labels = items
+        else:
+            images = torch.stack([image for image, _ in items])
+            labels = torch.stack([label for _, label in items])
+        images = (images.float().div_(255) - self.mean) / self.std
+        return images.contiguous(), labels
+
+
+def make_loader(
+    image_set: ImageSet,
+    batch_size: int,
+    *,
+    augment: bool,
+    recipe: str | Any = "deit",
+    seed: int = 0,
+    shuffle: bool | None = None,
+    workers: int = 0,
+    drop_last: bool | None = None,
+) -> DataLoader:
+    """A DataLoader of (float32 (N, 3, H, W) normalised images, int64 labels).
+
+    `augment=True` applies the recipe's augmentation (`recipe` is a recipe name or a
+    `TrainConfig`) and, by default, shuffles and drops the last incomplete batch (Mixup
+    needs even, full batches). Mixup/CutMix are not applied here: they act on whole
+    batches in the training step.
+    """
+    from archdsl.recipe import TrainConfig
+
+    config = recipe if isinstance(recipe, TrainConfig) else TrainConfig(recipe=recipe)
+    transform = None
+    if augment:
+        height = image_set.images.shape[1]
+        transform = _train_transform(height, config.crop_padding, config.hflip, config.randaugment, image_set.mean)
+    shuffle = augment if shuffle is None else shuffle
+    generator = torch.Generator()
+    generator.manual_seed(seed)
+    return DataLoader(
+        ImageSetDataset(image_set, transform),
+        batch_size=batch_size,
+        shuffle=shuffle,
+        drop_last=augment if drop_last is None else drop_last,
+        num_workers=workers,
+        collate_fn=Normalize(image_set.mean, image_set.std),
+        generator=generator,
+        persistent_workers=False,
+        pin_memory=False,
+    )
+
+
+class ResidentLoader:
+    """Training batches cut from one uint8 tensor kept on the device: no workers, no PIL.
+
+    Augmentation is what the weak recipe needs, done on whole batches: random crop with
+    zero padding (as torchvision's RandomCrop) and horizontal flip. Every draw comes from a
+    CPU generator seeded with `seed`, so batches are the same on any device.
+    """
+
+    def __init__(self, image_set: ImageSet, batch_size: int, *, device, padding: int, hflip: bool, seed: int = 0) -> None:
+        self.images = torch.tensor(np.asarray(image_set.images)).to(device).permute(0, 3, 1, 2)
+        self.labels = torch.tensor(np.asarray(image_set.labels), dtype=torch.int64).to(device)
+        self.mean = torch.tensor(image_set.mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+        self.std = torch.tensor(image_set.std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+        self.batch_size, self.padding, self.hflip = batch_size, padding, hflip
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def reseed(self, seed: int) -> "ResidentLoader":
+        """Restart the draws (a new epoch) without copying the images again."""
+        self.generator.manual_seed(seed)
+        return self
+
+    def __len__(self) -> int:
+        return len(self.labels) // self.batch_size  # full batches only, as the DataLoader's drop_last
+
+    def __iter__(self):
+        order = torch.randperm(len(self.labels), generator=self.generator).to(self.labels.device)
+        for start in range(0, len(self) * self.batch_size, self.batch_size):
+            index = order[start : start + self.batch_size]
+            yield self._augment(self.images[index]), self.labels[index]
+
+    def _augment(self, images: torch.Tensor) -> torch.Tensor:
+        count, _, height, width = images.shape
+        device = images.device
+        if self.padding:
+            pad = self.padding
+            padded = torch.nn.functional.pad(images, (pad, pad, pad, pad))
+            offsets = torch.randint(0, 2 * pad + 1, (count, 2), generator=self.generator).to(device)
+            rows = (offsets[:, :1] + torch.arange(height, device=device))[:, None, :, None]
+            cols = (offsets[:, 1:] + torch.arange(width, device=device))[:, None, None, :]
+            batch = torch.arange(count, device=device)[:, None, None, None]
+            channel = torch.arange(images.shape[1], device=device)[None, :, None, None]
+            images = padded[batch, channel, rows, cols]
+        if self.hflip:
+            flip = (torch.rand(count, generator=self.generator) < 0.5).to(device)
+            images = torch.where(flip[:, None, None, None], images.flip(-1), images)
+        return (images.float().div_(255) - self.mean) / self.std

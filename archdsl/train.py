@@ -1,0 +1,339 @@
+"""Training an IR on an ImageSet with the paper's recipe (or the weak one), resumably.
+
+`train(arch, train_set, test_set, config)` builds the model, runs the epochs and returns
+a `TrainResult`. With a `run_dir` it also keeps a run directory:
+
+    spec.arch            the design (canonical text; IR JSON if no printer is installed)
+    config.json          the full TrainConfig
+    metrics.jsonl/.csv   one row per finished epoch
+    last.safetensors     weights + optimizer state after the latest epoch (for --resume)
+    final.safetensors    weights only, written when the run completes
+
+Exact resumption: every epoch reseeds all generators from (seed, epoch) before drawing
+anything, and checkpoints are written only between epochs. So a run resumed from
+`last.safetensors` computes bit for bit what the uninterrupted run would have (on the
+CPU; GPU kernels need not be deterministic), without storing RNG states.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from archdsl.checkpoint import TrainState, load_checkpoint, optimizer_from_state, optimizer_to_state, save_checkpoint
+from archdsl.data.base import ImageSet
+from archdsl.device import autocast, select_device
+from archdsl.errors import UserError
+from archdsl.evaluate import predict_logits, score_logits
+from archdsl.ir import Arch
+from archdsl.loader import ResidentLoader, derive_seed, make_loader, seed_everything
+from archdsl.recipe import TrainConfig, make_loss, make_mixup, make_optimizer, make_scheduler
+
+__all__ = ["EpochMetrics", "TrainConfig", "TrainResult", "TrainingDiverged", "make_loader", "train"]
+
+LAST_CHECKPOINT = "last.safetensors"
+FINAL_CHECKPOINT = "final.safetensors"
+
+
+class TrainingDiverged(UserError):
+    """The training loss became NaN or infinite (too high a learning rate, a broken design)."""
+
+    def __init__(self, epoch: int, step: int, loss: float) -> None:
+        super().__init__(
+            f"training diverged: loss is {loss} in epoch {epoch + 1} (step {step})",
+            hint="lower --lr, or use more warm-up epochs",
+        )
+        self.epoch, self.step, self.loss = epoch, step, loss
+
+
+@dataclass(frozen=True)
+class EpochMetrics:
+    epoch: int  # 1-based: the number of epochs finished
+    train_loss: float  # the training objective (with Mixup/label smoothing if the recipe has them)
+    train_acc: float  # top-1 against the un-mixed labels
+    test_loss: float  # plain cross-entropy (NLL)
+    test_acc: float
+    lr: float  # at the end of the epoch
+    img_per_s: float  # training images per second (evaluation excluded)
+    seconds: float  # wall time of the whole epoch
+
+
+@dataclass
+class TrainResult:
+    model: nn.Module  # trained, in eval mode, on the training device
+    arch: Arch
+    config: TrainConfig
+    history: list[EpochMetrics] = field(default_factory=list)
+    run_dir: Path | None = None
+
+    @property
+    def test_acc(self) -> float:
+        """Final test top-1 (fraction); NaN if no epoch ran."""
+        return self.history[-1].test_acc if self.history else math.nan
+
+
+def check_compatible(arch: Arch, image_set: ImageSet) -> None:
+    shape = (arch.input.channels, arch.input.height, arch.input.width)
+    if image_set.image_shape != shape:
+        raise UserError(
+            f"design {arch.name!r} takes {shape[0]}x{shape[1]}x{shape[2]} inputs, "
+            f"but {image_set.name!r} has {'x'.join(map(str, image_set.image_shape))} images"
+        )
+    if arch.classes != image_set.num_classes:
+        raise UserError(
+            f"design {arch.name!r} has {arch.classes} classes, but {image_set.name!r} has {image_set.num_classes}",
+            hint="set `classes` in the spec to match the dataset",
+        )
+
+
+def _write_run_files(run_dir: Path, history: list[EpochMetrics]) -> None:
+    names = [f.name for f in fields(EpochMetrics)]
+    with open(run_dir / "metrics.jsonl", "w") as out:
+        for row in history:
+            out.write(json.dumps(asdict(row)) + "\n")
+    with open(run_dir / "metrics.csv", "w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=names)
+        writer.writeheader()
+        writer.writerows(asdict(row) for row in history)
+
+
+def spec_text(arch: Arch) -> tuple[str, str]:
+    """(file name, text) of the design: canonical `.arch` text when the printer exists."""
+    try:
+        from archdsl.printer import format_arch
+    except ImportError:
+        return "spec.json", arch.model_dump_json(indent=2) + "\n"
+    return "spec.arch", format_arch(arch)
+
+
+def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig):
+    path = run_dir / LAST_CHECKPOINT
+    if not path.is_file():
+        raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
+    checkpoint = load_checkpoint(path, with_train_state=True)
+    state = checkpoint.train_state
+    if state is None:
+        raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
+    if checkpoint.arch.digest() != arch.digest():
+        raise UserError(f"{path} was trained from a different design than the one given")
+    saved = TrainConfig.model_validate(state.info["config"])
+    changed = sorted(k for k, v in config.result_fields().items() if saved.result_fields().get(k) != v)
+    if changed:
+        raise UserError(
+            f"cannot resume {run_dir} with different settings: {', '.join(changed)}",
+            hint="resume with the settings of the original run (see its config.json)",
+        )
+    return checkpoint.model.state_dict(), state
+
+
+def train(
+    arch: Arch,
+    train_set: ImageSet,
+    test_set: ImageSet,
+    config: TrainConfig,
+    *,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    on_epoch: Callable[[EpochMetrics], None] | None = None,
+    progress: bool = True,
+) -> TrainResult:
+    """Train `arch` from scratch (or resume from `run_dir`) and evaluate it after every epoch.
+
+    `on_epoch(metrics)` is called after each epoch (after its checkpoint is written); an
+    exception it raises stops training and propagates (Optuna pruning). A NaN/inf loss
+    raises `TrainingDiverged`.
+    """
+    from archdsl.build import build
+
+    check_compatible(arch, train_set)
+    check_compatible(arch, test_set)
+    run_dir = Path(run_dir) if run_dir is not None else None
+    if resume and run_dir is None:
+        raise UserError("resume needs the run directory of the run to continue")
+    if run_dir is not None and not resume and (run_dir / LAST_CHECKPOINT).exists():
+        raise UserError(f"{run_dir} already holds a run", hint="resume it, or choose another directory")
+
+    device = select_device(config.device)
+    amp = device.type == "cuda" if config.amp is None else config.amp
+    channels_last = device.type == "cuda" if config.channels_last is None else config.channels_last
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+
+    if config.subset < 1:
+        train_set = train_set.subset(config.subset, seed=config.seed)
+    steps_per_epoch = len(train_set) // config.batch_size
+    if steps_per_epoch == 0:
+        raise UserError(
+            f"the training set has {len(train_set)} images, fewer than one batch of {config.batch_size}",
+            hint="use a smaller --batch-size or a larger --subset",
+        )
+    if config.uses_mixup and config.batch_size % 2:
+        raise UserError(f"Mixup/CutMix need an even batch size, got {config.batch_size}")
+
+    model = build(arch, drop_path=config.drop_path, seed=config.seed)
+    history: list[EpochMetrics] = []
+    start_epoch = 0
+    resumed_state: TrainState | None = None
+    if resume:
+        weights, resumed_state = _resume_state(run_dir, arch, config)
+        model.load_state_dict(weights)
+        history = [EpochMetrics(**row) for row in resumed_state.info["history"]]
+        start_epoch = int(resumed_state.info["epoch"])
+    model.to(device=device, memory_format=memory_format)
+
+    optimizer = make_optimizer(model, config)
+    if resumed_state is not None:
+        optimizer_from_state(optimizer, resumed_state)
+    scheduler = make_scheduler(optimizer, config, steps_per_epoch)
+    scheduler.step_update(start_epoch * steps_per_epoch)
+    loss_fn = make_loss(config)
+    mixup = make_mixup(config, arch.classes)
+    resident = None
+    if config.resident:
+        resident = ResidentLoader(train_set, config.batch_size, device=device, padding=config.crop_padding,
+                                  hflip=config.hflip)
+
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        name, text = spec_text(arch)
+        (run_dir / name).write_text(text)
+        (run_dir / "config.json").write_text(config.model_dump_json(indent=2) + "\n")
+
+    bar = tqdm(
+        total=config.epochs * steps_per_epoch,
+        initial=start_epoch * steps_per_epoch,
+        disable=not progress,
+        unit="step",
+        dynamic_ncols=True,
+    )
+    try:
+        for epoch in range(start_epoch, config.epochs):
+            bar.set_description(f"epoch {epoch + 1}/{config.epochs}")
+            metrics = _run_epoch(
+                model, train_set, test_set, config, epoch, optimizer, scheduler, loss_fn, mixup,
+                device=device, amp=amp, memory_format=memory_format, steps_per_epoch=steps_per_epoch, bar=bar,
+                resident=resident,
+            )
+            history.append(metrics)
+            if run_dir is not None:
+                info = optimizer_to_state(optimizer)
+                info.info.update(
+                    epoch=epoch + 1, history=[asdict(m) for m in history], config=config.model_dump(mode="json")
+                )
+                save_checkpoint(run_dir / LAST_CHECKPOINT, model, arch, _meta(train_set, config, metrics), train_state=info)
+                _write_run_files(run_dir, history)
+            if on_epoch is not None:
+                on_epoch(metrics)
+    finally:
+        bar.close()
+
+    if run_dir is not None and history:
+        save_checkpoint(run_dir / FINAL_CHECKPOINT, model, arch, _meta(train_set, config, history[-1]))
+    model.eval()
+    return TrainResult(model=model, arch=arch, config=config, history=history, run_dir=run_dir)
+
+
+def _meta(train_set: ImageSet, config: TrainConfig, metrics: EpochMetrics) -> dict:
+    return {
+        "dataset": train_set.name.split("[")[0],
+        "epoch": metrics.epoch,
+        "test_acc": metrics.test_acc,
+        "test_loss": metrics.test_loss,
+        "mean": list(train_set.mean),
+        "std": list(train_set.std),
+        "config": config.model_dump(mode="json"),
+    }
+
+
+def train_step(
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: nn.Module,
+    mixup,
+    config: TrainConfig,
+    *,
+    amp: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One optimisation step on a batch already on the model's device: (loss, logits), detached.
+
+    Mixup/CutMix (if the recipe has them) act here on the whole batch; the gradient is
+    clipped to `config.clip_grad`. The learning-rate schedule is the caller's.
+    """
+    targets = labels
+    if mixup is not None:
+        images, targets = mixup(images, labels)
+    with autocast(images.device, amp):
+        logits = model(images)
+        loss = loss_fn(logits, targets)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if config.clip_grad:
+        nn.utils.clip_grad_norm_(model.parameters(), config.clip_grad)
+    optimizer.step()
+    return loss.detach(), logits.detach()
+
+
+def _run_epoch(
+    model, train_set, test_set, config: TrainConfig, epoch: int, optimizer, scheduler, loss_fn, mixup,
+    *, device, amp, memory_format, steps_per_epoch: int, bar, resident: ResidentLoader | None,
+) -> EpochMetrics:
+    started = time.perf_counter()
+    # Everything random in this epoch (shuffle, augmentation, Mixup, drop path) starts from
+    # (seed, epoch): that is what makes a resumed run identical to an uninterrupted one.
+    seed_everything(derive_seed(config.seed, epoch))
+    loader_seed = derive_seed(config.seed, epoch, 1)
+    if resident is not None:
+        loader = resident.reseed(loader_seed)
+    else:
+        loader = make_loader(train_set, config.batch_size, augment=True, recipe=config, seed=loader_seed,
+                             workers=config.workers)
+    model.train()
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device, dtype=torch.int64)
+    seen = 0
+    step_base = epoch * steps_per_epoch
+    for step, (images, labels) in enumerate(loader):
+        images = images.to(device, non_blocking=True).contiguous(memory_format=memory_format)
+        labels = labels.to(device, non_blocking=True)
+        loss, logits = train_step(model, images, labels, optimizer, loss_fn, mixup, config, amp=amp)
+        scheduler.step_update(step_base + step + 1)
+
+        loss_sum += loss.float() * len(labels)
+        correct += (logits.argmax(dim=1) == labels).sum()
+        seen += len(labels)
+        bar.update(1)
+        # Reading the loss back syncs the GPU, so only every few steps.
+        if (step + 1) % 20 == 0 or step + 1 == steps_per_epoch:
+            mean_loss = loss_sum.item() / seen
+            if not math.isfinite(mean_loss):
+                raise TrainingDiverged(epoch, step + 1, mean_loss)
+            elapsed = time.perf_counter() - started
+            bar.set_postfix(loss=f"{mean_loss:.3f}", acc=f"{correct.item() / seen:.3f}", img_s=f"{seen / elapsed:.0f}")
+    train_seconds = time.perf_counter() - started
+    train_loss = loss_sum.item() / max(seen, 1)
+    if not math.isfinite(train_loss):
+        raise TrainingDiverged(epoch, steps_per_epoch, train_loss)
+
+    logits = predict_logits(model, test_set, batch_size=config.eval_batch_size, amp=amp, workers=config.workers)
+    test = score_logits(logits, test_set.labels)
+    bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{correct.item() / seen:.3f}", test_acc=f"{test.top1:.3f}")
+    return EpochMetrics(
+        epoch=epoch + 1,
+        train_loss=train_loss,
+        train_acc=correct.item() / max(seen, 1),
+        test_loss=test.nll,
+        test_acc=test.top1,
+        lr=float(optimizer.param_groups[0]["lr"]),
+        img_per_s=seen / train_seconds if train_seconds > 0 else 0.0,
+        seconds=time.perf_counter() - started,
+    )

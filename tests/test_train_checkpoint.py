@@ -1,0 +1,127 @@
+"""Checkpoints (safetensors + IR) and evaluation helpers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from archdsl.build import build
+from archdsl.checkpoint import (
+    TrainState,
+    load_checkpoint,
+    optimizer_from_state,
+    optimizer_to_state,
+    save_checkpoint,
+)
+from archdsl.data.base import ImageSet
+from archdsl.errors import UserError
+from archdsl.evaluate import evaluate, predict_logits
+from archdsl.spec import load_spec
+
+
+@pytest.fixture(scope="module")
+def arch():
+    return load_spec("tiny-basic")
+
+
+def toy_set(n: int = 24, size: int = 16, classes: int = 10) -> ImageSet:
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8)
+    return ImageSet("toy", images, np.arange(n, dtype=np.int64) % classes, classes, (0.5,) * 3, (0.25,) * 3)
+
+
+def trained_a_little(arch):
+    # A step of training moves the BN running statistics and weights away from their init,
+    # so a round trip that forgot buffers or parameters would show.
+    model = build(arch, seed=3)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    x = torch.randn(8, 3, 16, 16)
+    model(x).logsumexp(1).mean().backward()
+    optimizer.step()
+    return model.eval(), optimizer
+
+
+def test_round_trip_gives_the_same_logits(arch, tmp_path: Path) -> None:
+    model, _ = trained_a_little(arch)
+    path = save_checkpoint(tmp_path / "m.safetensors", model, arch, {"dataset": "toy", "epoch": 1})
+    assert [p.name for p in tmp_path.iterdir()] == ["m.safetensors"]  # no temporary file left behind
+    loaded = load_checkpoint(path)
+    assert loaded.arch == arch and loaded.meta == {"dataset": "toy", "epoch": 1}
+    assert not loaded.model.training
+    data = toy_set()
+    assert torch.equal(predict_logits(model, data), predict_logits(loaded.model, data))
+
+
+def test_optimizer_state_round_trips(arch, tmp_path: Path) -> None:
+    model, optimizer = trained_a_little(arch)
+    state = optimizer_to_state(optimizer)
+    state.info["epoch"] = 4
+    save_checkpoint(tmp_path / "last.safetensors", model, arch, {}, train_state=state)
+    loaded = load_checkpoint(tmp_path / "last.safetensors", with_train_state=True)
+    assert loaded.train_state is not None and loaded.train_state.info["epoch"] == 4
+    fresh = torch.optim.AdamW(loaded.model.parameters(), lr=1.0)
+    optimizer_from_state(fresh, loaded.train_state)
+    before, after = optimizer.state_dict(), fresh.state_dict()
+    assert after["param_groups"][0]["lr"] == before["param_groups"][0]["lr"]
+    assert after["param_groups"][0]["betas"] == before["param_groups"][0]["betas"]
+    for key, entry in before["state"].items():
+        for name, value in entry.items():
+            assert torch.equal(after["state"][key][name], value)
+    # The train-state tensors are not mistaken for weights.
+    assert load_checkpoint(tmp_path / "last.safetensors").train_state is None
+
+
+def test_truncated_file_is_a_user_error(arch, tmp_path: Path) -> None:
+    model, _ = trained_a_little(arch)
+    path = save_checkpoint(tmp_path / "m.safetensors", model, arch)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(UserError, match="not a readable safetensors"):
+        load_checkpoint(path)
+    path.write_bytes(b"garbage, not a checkpoint")
+    with pytest.raises(UserError):
+        load_checkpoint(path)
+
+
+def test_foreign_or_mismatched_files_are_user_errors(arch, tmp_path: Path) -> None:
+    foreign = tmp_path / "foreign.safetensors"
+    save_file({"w": torch.zeros(2)}, str(foreign))
+    with pytest.raises(UserError, match="not an archdsl checkpoint"):
+        load_checkpoint(foreign)
+    with pytest.raises(UserError, match="no such checkpoint"):
+        load_checkpoint(tmp_path / "missing.safetensors")
+    # Weights that do not fit the stored design (here: the design of another spec).
+    model, _ = trained_a_little(arch)
+    other = load_spec("tiny")
+    wrong = save_checkpoint(tmp_path / "wrong.safetensors", model, other)
+    with pytest.raises(UserError, match="do not fit"):
+        load_checkpoint(wrong)
+
+
+def test_checkpoint_metadata_is_plain_json(arch, tmp_path: Path) -> None:
+    from safetensors import safe_open
+
+    model, _ = trained_a_little(arch)
+    save_checkpoint(tmp_path / "m.safetensors", model, arch, {"test_acc": 0.5}, train_state=TrainState(info={"a": 1}))
+    with safe_open(str(tmp_path / "m.safetensors"), "pt") as handle:
+        metadata = handle.metadata()
+    assert json.loads(metadata["archdsl.ir"])["stem"]["channels"] == arch.stem.channels
+    assert json.loads(metadata["archdsl.meta"]) == {"test_acc": 0.5}
+    assert json.loads(metadata["archdsl.train_state"]) == {"a": 1}
+
+
+def test_evaluate_scores_the_logits(arch) -> None:
+    model, _ = trained_a_little(arch)
+    data = toy_set()
+    logits = predict_logits(model, data, batch_size=5)
+    assert logits.shape == (24, 10) and logits.dtype == torch.float32
+    top1, nll = evaluate(model, data, batch_size=7)
+    labels = torch.from_numpy(data.labels)
+    assert top1 == pytest.approx((logits.argmax(1) == labels).float().mean().item())
+    assert nll == pytest.approx(torch.nn.functional.cross_entropy(logits, labels).item(), rel=1e-5)
+    assert model.training is False

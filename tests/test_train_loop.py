@@ -1,0 +1,145 @@
+"""The training loop: learning, run directories, exact resumption, divergence, callbacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from archdsl.data.base import ImageSet
+from archdsl.errors import UserError
+from archdsl.spec import parse_spec
+from archdsl.train import EpochMetrics, TrainConfig, TrainingDiverged, train
+
+
+def colour_classes(n: int, seed: int, size: int = 16, classes: int = 10) -> ImageSet:
+    """Each class a fixed colour plus heavy noise: learnable in a couple of epochs, not trivially."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, n)
+    colours = np.random.default_rng(123).integers(0, 256, (classes, 3))
+    images = rng.normal(0, 30, (n, size, size, 3)) + colours[labels][:, None, None, :]
+    return ImageSet("colours", np.clip(images, 0, 255).astype(np.uint8), labels.astype(np.int64), classes,
+                    (0.5,) * 3, (0.25,) * 3)
+
+
+# A few conv blocks and one MSA, widths 16/32: the smallest design that has every kind of part.
+MICRO = """
+arch micro {
+    input   3x16x16
+    classes 10
+    stem    conv3x3(16)
+    conv  = basic
+    stage c1(width=16)           { conv }
+    stage c2(width=32, stride=2) { conv msa(2, 4, dim_head=16) }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def arch():
+    return parse_spec(MICRO)
+
+
+@pytest.fixture(scope="module")
+def data():
+    return colour_classes(256, 0), colour_classes(64, 1)
+
+
+@pytest.mark.slow
+def test_weak_recipe_learns_and_keeps_a_run_directory(arch, data, tmp_path: Path) -> None:
+    train_set, test_set = data
+    seen: list[EpochMetrics] = []
+    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, lr=0.1, device="cpu")
+    result = train(arch, train_set, test_set, config, run_dir=tmp_path, on_epoch=seen.append, progress=False)
+    assert [m.epoch for m in result.history] == [1, 2] and seen == result.history
+    assert result.test_acc > 0.3  # chance is 0.1
+    assert result.history[-1].train_loss < result.history[0].train_loss
+    assert all(m.img_per_s > 0 and m.seconds > 0 for m in result.history)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == [1, 2] and rows[-1]["test_acc"] == result.test_acc
+    assert (tmp_path / "metrics.csv").read_text().splitlines()[0].startswith("epoch,train_loss,train_acc")
+    assert parse_spec((tmp_path / "spec.arch").read_text()) == arch
+    assert TrainConfig.model_validate_json((tmp_path / "config.json").read_text()).epochs == 2
+    from archdsl.checkpoint import load_checkpoint
+
+    final = load_checkpoint(tmp_path / "final.safetensors")
+    assert final.meta["epoch"] == 2 and final.meta["test_acc"] == result.test_acc
+    for key, value in result.model.state_dict().items():
+        assert torch.equal(final.model.state_dict()[key], value)
+    # A second run into the same directory must not silently overwrite the first.
+    with pytest.raises(UserError, match="already holds a run"):
+        train(arch, train_set, test_set, TrainConfig(recipe="weak", epochs=1, batch_size=32, device="cpu"),
+              run_dir=tmp_path, progress=False)
+
+
+@pytest.mark.slow
+def test_a_small_hybrid_learns_the_synthetic_set(tmp_path: Path) -> None:
+    from archdsl.data import load_split
+
+    arch = parse_spec(MICRO.replace("3x16x16", "3x32x32"))
+    name = "synthetic:train=800,test=200"
+    train_set, test_set = load_split(name, "train"), load_split(name, "test")
+    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, lr=0.3, device="cpu", resident=True)
+    result = train(arch, train_set, test_set, config, progress=False)
+    assert result.test_acc > 0.3  # 10 classes: chance is 0.1
+
+
+class Stop(Exception):
+    pass
+
+
+def _stop(metrics: EpochMetrics) -> None:
+    raise Stop
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recipe, resident", [("deit", False), ("weak", False), ("weak", True)])
+def test_resumed_run_equals_an_uninterrupted_one(arch, tmp_path: Path, recipe: str, resident: bool) -> None:
+    # The deit recipe exercises Mixup/CutMix, RandAugment, drop path, warm-up and AdamW state.
+    train_set, test_set = colour_classes(64, 2), colour_classes(16, 3)
+    config = TrainConfig(recipe=recipe, epochs=2, batch_size=32, warmup_epochs=1, device="cpu", resident=resident)
+    full = train(arch, train_set, test_set, config, run_dir=tmp_path / "full", progress=False)
+    with pytest.raises(Stop):  # killed after the first epoch
+        train(arch, train_set, test_set, config, run_dir=tmp_path / "cut", on_epoch=_stop, progress=False)
+    resumed = train(arch, train_set, test_set, config, run_dir=tmp_path / "cut", resume=True, progress=False)
+    assert [m.epoch for m in resumed.history] == [1, 2]
+    expected = full.model.state_dict()
+    for key, value in resumed.model.state_dict().items():
+        assert torch.equal(value, expected[key]), key
+    assert resumed.history[-1].test_loss == full.history[-1].test_loss
+
+
+def test_resume_needs_a_checkpoint_and_the_same_settings(arch, tmp_path: Path) -> None:
+    train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
+    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, device="cpu")
+    with pytest.raises(UserError, match="nothing to resume"):
+        train(arch, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
+    with pytest.raises(Stop):
+        train(arch, train_set, test_set, config, run_dir=tmp_path, on_epoch=_stop, progress=False)
+    changed = config.model_copy(update={"lr": 0.01})
+    with pytest.raises(UserError, match="different settings: lr"):
+        train(arch, train_set, test_set, changed, run_dir=tmp_path, resume=True, progress=False)
+
+
+def test_a_diverging_loss_raises_training_diverged(arch) -> None:
+    train_set, test_set = colour_classes(64, 6), colour_classes(16, 7)
+    config = TrainConfig(recipe="weak", epochs=1, batch_size=32, lr=1e12, device="cpu")
+    with pytest.raises(TrainingDiverged, match="diverged") as caught:
+        train(arch, train_set, test_set, config, progress=False)
+    assert isinstance(caught.value, UserError) and caught.value.epoch == 0
+
+
+def test_mismatched_data_and_tiny_sets_are_user_errors(arch) -> None:
+    config = TrainConfig(recipe="weak", epochs=1, batch_size=32, device="cpu")
+    wrong_size = colour_classes(64, 0, size=8)
+    with pytest.raises(UserError, match="inputs"):
+        train(arch, wrong_size, wrong_size, config, progress=False)
+    wrong_classes = colour_classes(64, 0, classes=4)
+    with pytest.raises(UserError, match="classes"):
+        train(arch, wrong_classes, wrong_classes, config, progress=False)
+    small = colour_classes(16, 0)
+    with pytest.raises(UserError, match="fewer than one batch"):
+        train(arch, small, small, config, progress=False)

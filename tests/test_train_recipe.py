@@ -1,0 +1,137 @@
+"""Training configuration, data loaders and device selection."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from pydantic import ValidationError
+
+from archdsl.data.base import ImageSet
+from archdsl.device import select_device
+from archdsl.errors import UserError
+from archdsl.loader import derive_seed, make_loader
+from archdsl.recipe import TrainConfig
+
+
+def image_set(n: int = 40, size: int = 8, classes: int = 4) -> ImageSet:
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (n, size, size, 3), dtype=np.uint8)
+    labels = np.arange(n, dtype=np.int64) % classes
+    return ImageSet("toy", images, labels, classes, (0.4, 0.5, 0.6), (0.2, 0.25, 0.3))
+
+
+def test_deit_defaults_follow_the_paper_recipe() -> None:
+    config = TrainConfig()
+    assert (config.batch_size, config.optimizer, config.lr) == (96, "adamw", pytest.approx(1.25e-4))
+    assert (config.weight_decay, config.clip_grad, config.warmup_epochs) == (0.05, 5.0, 5)
+    assert (config.mixup, config.cutmix, config.mixup_prob, config.label_smoothing) == (1.0, 0.8, 1.0, 0.1)
+    assert config.randaugment == "rand-m9-n2-mstd1.0" and config.drop_path == 0.1
+    assert config.uses_mixup
+
+
+def test_learning_rate_scales_with_the_batch_size_unless_given() -> None:
+    assert TrainConfig(batch_size=192).lr == pytest.approx(2.5e-4)
+    assert TrainConfig(recipe="weak", batch_size=64).lr == pytest.approx(0.05)
+    assert TrainConfig(recipe="weak", batch_size=64, lr=0.3).lr == 0.3
+    weak = TrainConfig(recipe="weak")
+    assert (weak.optimizer, weak.batch_size, weak.weight_decay, weak.uses_mixup) == ("sgd", 128, 5e-4, False)
+
+
+def test_config_round_trips_through_json() -> None:
+    for config in (TrainConfig(epochs=3), TrainConfig(recipe="weak", epochs=2, seed=5)):
+        assert TrainConfig.model_validate_json(config.model_dump_json()) == config
+
+
+def test_warmup_is_clamped_below_the_epoch_count() -> None:
+    assert TrainConfig(epochs=3).effective_warmup() == 2
+    assert TrainConfig(epochs=1).effective_warmup() == 0
+    assert TrainConfig(epochs=50).effective_warmup() == 5
+
+
+@pytest.mark.parametrize("bad", [{"epochs": 0}, {"epochs": -2}, {"recipe": "adam"}, {"subset": 1.5}, {"lr": -1.0}])
+def test_bad_settings_are_rejected(bad: dict) -> None:
+    with pytest.raises(ValidationError):
+        TrainConfig(**bad)
+
+
+def test_unaugmented_loader_keeps_order_and_normalises() -> None:
+    data = image_set()
+    batches = list(make_loader(data, 16, augment=False))
+    images = torch.cat([b[0] for b in batches])
+    labels = torch.cat([b[1] for b in batches])
+    assert [len(b[1]) for b in batches] == [16, 16, 8]
+    assert images.dtype == torch.float32 and images.shape == (40, 3, 8, 8)
+    assert labels.dtype == torch.int64 and torch.equal(labels, torch.from_numpy(data.labels))
+    expected = (data.images[3, 2, 5, 1] / 255 - 0.5) / 0.25
+    assert images[3, 1, 2, 5].item() == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("recipe", ["deit", "weak"])
+def test_augmented_loader_is_deterministic_per_seed(recipe: str) -> None:
+    data = image_set()
+
+    def first_batch(seed: int):
+        torch.manual_seed(seed)  # the per-image transforms draw from the global generators
+        np.random.seed(seed)
+        import random
+
+        random.seed(seed)
+        return next(iter(make_loader(data, 16, augment=True, recipe=recipe, seed=seed)))
+
+    a, b, c = first_batch(1), first_batch(1), first_batch(2)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[0], c[0])
+    assert a[0].shape == (16, 3, 8, 8)
+    # Augmented batches are full (Mixup needs them even): 40 images -> 2 batches of 16.
+    assert len(make_loader(data, 16, augment=True, recipe=recipe)) == 2
+
+
+def test_derived_seeds_differ_per_part() -> None:
+    seeds = {derive_seed(0, epoch) for epoch in range(50)} | {derive_seed(1, 0), derive_seed(0, 0, 1)}
+    assert len(seeds) == 52
+    assert derive_seed(3, 4) == derive_seed(3, 4)
+    assert all(0 <= s < 2**63 for s in seeds)
+
+
+def test_device_selection() -> None:
+    assert select_device("cpu") == torch.device("cpu")
+    assert select_device("auto").type in {"cpu", "cuda", "mps"}
+    with pytest.raises(UserError, match="unknown device"):
+        select_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="no CUDA"):
+            select_device("cuda")
+
+
+def test_resident_loader_crops_padded_windows_and_flips() -> None:
+    from archdsl.loader import ResidentLoader
+
+    data = image_set(n=32, size=8)
+    loader = ResidentLoader(data, 8, device="cpu", padding=2, hflip=True, seed=5)
+    batches = list(loader)
+    assert len(loader) == 4 and [len(labels) for _, labels in batches] == [8] * 4
+    labels = torch.cat([labels for _, labels in batches])
+    assert sorted(labels.tolist()) == sorted(data.labels.tolist())  # a permutation of the set
+    # Each augmented image is some 8x8 window of its zero-padded original, maybe mirrored.
+    mean = torch.tensor(data.mean).view(3, 1, 1)
+    std = torch.tensor(data.std).view(3, 1, 1)
+    order = torch.randperm(32, generator=torch.Generator().manual_seed(5))
+    images = torch.cat([images for images, _ in batches])
+    for position in range(0, 32, 7):
+        raw = torch.from_numpy(data.images[order[position]]).permute(2, 0, 1).float()
+        padded = torch.nn.functional.pad(raw, (2, 2, 2, 2))
+        pixels = (images[position] * std + mean) * 255
+        windows = [padded[:, r : r + 8, c : c + 8] for r in range(5) for c in range(5)]
+        assert any(torch.allclose(pixels, w, atol=1e-3) or torch.allclose(pixels, w.flip(-1), atol=1e-3)
+                   for w in windows)
+    again = list(ResidentLoader(data, 8, device="cpu", padding=2, hflip=True, seed=5))
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again))
+    loader.reseed(6)
+    assert not torch.equal(next(iter(loader))[0], batches[0][0])
+
+
+def test_resident_data_refuses_randaugment() -> None:
+    with pytest.raises(ValidationError, match="RandAugment"):
+        TrainConfig(recipe="deit", resident=True)
+    assert TrainConfig(recipe="weak", resident=True).resident
