@@ -1,0 +1,101 @@
+"""`archdsl data`: list the datasets, describe one, write a CIFAR-C style corrupted copy."""
+
+from __future__ import annotations
+
+import argparse
+
+from archdsl.errors import UsageError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "data",
+        help="list datasets, show where one loads from, generate corrupted test sets",
+        description="Datasets: cifar10, cifar100, cifar10-c, cifar100-c, synthetic, synthetic-c. "
+        "Parameters follow the name, e.g. synthetic:classes=5,train=2000.",
+    )
+    actions = parser.add_subparsers(dest="data_command", metavar="ACTION")
+
+    listing = actions.add_parser("list", help="the dataset names and what they are")
+    listing.set_defaults(func=run)
+
+    info = actions.add_parser("info", help="sizes, classes and where a dataset loads from")
+    info.add_argument("--dataset", required=True, metavar="NAME")
+    info.add_argument("--data-root", metavar="DIR", help="where dataset files live (default: $ARCHDSL_DATA or ./data)")
+    info.add_argument("--checksums", action="store_true", help="also compare CIFAR files with the official MD5s")
+    info.set_defaults(func=run)
+
+    corrupt = actions.add_parser(
+        "corrupt",
+        help="corrupt a dataset's test split into the CIFAR-C layout (<corruption>.npy, labels.npy)",
+    )
+    corrupt.add_argument("--dataset", required=True, metavar="NAME", help="the clean dataset, e.g. cifar100")
+    corrupt.add_argument("--data-root", metavar="DIR", help="where dataset files live (default: $ARCHDSL_DATA or ./data)")
+    corrupt.add_argument("--out", required=True, metavar="DIR", help="folder to write the .npy files into")
+    corrupt.add_argument("--corruptions", metavar="A,B", help="comma-separated names (default: the 15; 'all' adds the 4 extras)")
+    corrupt.add_argument("--seed", type=int, default=0)
+    corrupt.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    corrupt.set_defaults(func=run)
+
+    parser.set_defaults(func=run, data_parser=parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    command = getattr(args, "data_command", None)
+    if command == "list":
+        return _list()
+    if command == "info":
+        return _info(args)
+    if command == "corrupt":
+        return _corrupt(args)
+    args.data_parser.print_help()
+    raise UsageError("choose an action: list, info or corrupt")
+
+
+def _list() -> int:
+    from archdsl.data import dataset_names, describe
+
+    for name in dataset_names():
+        print(f"{name:12s} {describe(name).description}")
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from archdsl.data import describe
+
+    info = describe(args.dataset, args.data_root)
+    c, h, w = info.image_shape
+    print(f"dataset:  {info.name}")
+    print(f"about:    {info.description}")
+    print(f"classes:  {info.num_classes}")
+    print(f"images:   {c}x{h}x{w}")
+    per = " per corruption and severity" if info.name.split(":")[0].endswith("-c") else ""
+    print("splits:   " + ", ".join(f"{split} {size:,}" for split, size in info.split_sizes.items()) + per)
+    print(f"source:   {info.source}" + ("" if info.available else "  (not found)"))
+    if info.corruptions:
+        print(f"corruptions: {', '.join(info.corruptions)}")
+    if args.checksums and info.available and info.name in ("cifar10", "cifar100"):
+        from archdsl.data.cifar import SPECS, official_checksums
+        from archdsl.data.names import resolve_data_root
+
+        matches = official_checksums(SPECS[info.name], resolve_data_root(args.data_root))
+        print(f"checksums: {'official' if matches else 'differ from the official release'}")
+    return 0
+
+
+def _corrupt(args: argparse.Namespace) -> int:
+    from archdsl.data import load_split, write_corrupted
+    from archdsl.data.corruptions import CORRUPTIONS, all_corruptions
+
+    if args.corruptions is None:
+        corruptions = list(CORRUPTIONS)
+    elif args.corruptions.strip() == "all":
+        corruptions = list(all_corruptions())
+    else:
+        corruptions = [name.strip() for name in args.corruptions.split(",") if name.strip()]
+        if not corruptions:
+            raise UsageError("--corruptions names no corruption")
+    clean = load_split(args.dataset, "test", root=args.data_root)
+    written = write_corrupted(args.out, clean, corruptions, seed=args.seed, progress=args.progress)
+    print(f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) to {args.out}")
+    return 0
