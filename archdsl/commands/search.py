@@ -1,0 +1,228 @@
+"""`archdsl search`: search where the MSAs go (Optuna), then write the study's report.
+
+With no arguments it runs the paper's build-up procedure on the built-in synthetic data
+with a small base network, at a fidelity that finishes in minutes on a laptop CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from archdsl.errors import UsageError
+
+SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
+PAPER_BASE = "alter50-base"  # the default base on real datasets
+# Default fidelity: the synthetic set's 2,000 of 5,000 training images for 2 epochs trains a
+# small-base candidate in seconds on a laptop CPU; real datasets start from a tenth.
+SYNTHETIC_SUBSET = 0.4
+REAL_SUBSET = 0.1
+STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = _positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
+    return value
+
+
+def register(subparsers) -> None:
+    from archdsl.search.objectives import OBJECTIVES
+    from archdsl.search import STRATEGIES
+
+    parser = subparsers.add_parser(
+        "search",
+        help="search where the MSAs go (build-up, TPE, NSGA-II, grid, random)",
+        description=(
+            "Search the build-up space of a base network: k MSAs per stage, placed C*(n-2k) [C M]*k, "
+            "optionally heads/window/dim_head per stage. Trials live in an Optuna storage (a journal "
+            "file under OUT/STUDY by default, or --storage URL); run the same command on several "
+            "machines to share a study, or again to resume it. Ends with OUT/STUDY/report/report.md."
+        ),
+    )
+    data = parser.add_argument_group("data and base")
+    data.add_argument("--dataset", default="synthetic", help="dataset name (default: synthetic, built in)")
+    data.add_argument("--data-root", metavar="DIR", help="where datasets live")
+    data.add_argument("--base", metavar="SPEC",
+                      help=f"base network, a spec path or built-in name (default: {SMALL_BASE} on synthetic, "
+                           f"{PAPER_BASE} otherwise)")
+    data.add_argument("--search", default="k", metavar="KNOBS",
+                      help="what to search, comma-separated from k,heads,window,dim_head (default: k)")
+
+    how = parser.add_argument_group("strategy and objectives")
+    how.add_argument("--strategy", default="buildup", choices=STRATEGIES, help="default: buildup (the paper's rule)")
+    how.add_argument("--objectives", default="accuracy", metavar="LIST",
+                     help=f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front "
+                          "(default: accuracy)")
+    how.add_argument("--n-trials", type=_positive_int, default=8,
+                     help="finished trials the study should hold (a study total, default: 8)")
+    how.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help="stop starting trials after this")
+    how.add_argument("--seed-endpoints", action="store_true",
+                     help="measure the ResNet, AlterNet and Swin-like ends of the space first")
+    how.add_argument("--max-params", type=_positive_float, help="skip designs with more parameters (before training)")
+    how.add_argument("--max-flops", type=_positive_float, help="skip designs with more FLOPs per image")
+    how.add_argument("--seed", type=int, default=0, help="sampler and training seed (default: 0)")
+
+    fid = parser.add_argument_group("fidelity")
+    fid.add_argument("--epochs", type=_positive_int, default=2, help="training epochs per candidate (default: 2)")
+    fid.add_argument("--subset", type=_fraction,
+                     help="fraction of the train/test sets (default: 0.4 on synthetic, 0.1 otherwise)")
+    fid.add_argument("--recipe", default="weak", choices=("weak", "deit"),
+                     help="training recipe (default: weak, which learns fastest in few epochs)")
+    fid.add_argument("--batch-size", type=_positive_int, help="default: the recipe's")
+    fid.add_argument("--lr", type=_positive_float, help="learning rate (default: the recipe's, scaled to the batch)")
+    fid.add_argument("--hessian-batches", type=_positive_int, default=2, help="batches of 16 for nep/ape (default: 2)")
+    fid.add_argument("--hessian-iters", type=_positive_int, default=20,
+                     help="power-iteration steps per eigenvalue for nep/ape (default: 20)")
+    fid.add_argument("--severities", default="3", help="corruption severities for robustness (default: 3)")
+
+    where = parser.add_argument_group("storage and output")
+    where.add_argument("--study-name", help="default: BASE-DATASET-STRATEGY")
+    where.add_argument("--storage", metavar="URL",
+                       help="sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH "
+                            "(default: the journal file OUT/STUDY/study.journal)")
+    where.add_argument("--heartbeat", type=_positive_int, default=30, metavar="SECONDS",
+                       help="worker heartbeat interval (default: 30)")
+    where.add_argument("--grace-period", type=_positive_int, metavar="SECONDS",
+                       help="a worker silent this long is dead; its trial is failed and retried (default: 3 x heartbeat)")
+    where.add_argument("--max-retry", type=int, default=2, help="retries of a trial whose worker died (default: 2)")
+    where.add_argument("--out", default="runs", metavar="DIR", help="runs folder (default: runs)")
+    where.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps (default: auto)")
+    where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
+    where.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+
+    import optuna
+
+    from archdsl.search import objective as measure
+    from archdsl.search.objectives import parse_objectives
+    from archdsl.search.runner import SearchConfig, run_search
+    from archdsl.search.space import make_space, parse_searched
+    from archdsl.search.storage import StorageOptions
+    from archdsl.search.trial import TrialSettings
+
+    objectives = parse_objectives(args.objectives)
+    searched = parse_searched(args.search)
+    synthetic = args.dataset.split(":")[0] == "synthetic"
+    base_name = args.base or (SMALL_BASE if synthetic else PAPER_BASE)
+    base = measure.load_base(base_name)
+    default_name = f"{Path(base_name).stem}-{re.sub(r'[^A-Za-z0-9._-]+', '_', args.dataset)}-{args.strategy}"
+    study_name = args.study_name or default_name
+    if not STUDY_NAME.match(study_name):
+        raise UsageError(f"bad study name {study_name!r}", hint="letters, digits, '.', '_' and '-' only")
+    severities = _severities(args.severities)
+
+    if args.dry_run:
+        space = make_space(base, searched)
+        print(_describe_space(space))
+        return 0
+
+    subset = args.subset if args.subset is not None else (SYNTHETIC_SUBSET if synthetic else REAL_SUBSET)
+    data = measure.load_data(args.dataset, Path(args.data_root) if args.data_root else None, seed=args.seed, subset=subset)
+    space = make_space(measure.fit_to_data(base, data), searched)
+    out = Path(args.out)
+    storage = StorageOptions(
+        url=args.storage,
+        heartbeat_interval=args.heartbeat,
+        grace_period=args.grace_period or 3 * args.heartbeat,
+        max_retry=args.max_retry,
+    )
+    config = SearchConfig(
+        study_name=study_name, strategy=args.strategy, objectives=objectives, n_trials=args.n_trials,
+        timeout=args.timeout, seed=args.seed, seed_endpoints=args.seed_endpoints, storage=storage,
+    )
+    fidelity = measure.Fidelity(
+        epochs=args.epochs, subset=subset, recipe=args.recipe, batch_size=args.batch_size, lr=args.lr,
+        hessian_batches=args.hessian_batches, hessian_max_iter=args.hessian_iters, severities=severities,
+    )
+    settings = TrialSettings(
+        objectives=objectives, fidelity=fidelity, device=args.device, seed=args.seed,
+        max_params=args.max_params, max_flops=args.max_flops, out_dir=out / study_name, storage=storage,
+        progress=args.progress,
+    )
+    # Optuna's own log repeats every failure with a traceback; one line per trial says it all.
+    optuna.logging.set_verbosity(logging.ERROR)
+    print(f"search {study_name}: {args.strategy} over {space.size()} points of {base.name} on {args.dataset}, "
+          f"objectives {','.join(o.name for o in objectives)}", file=sys.stderr)
+    outcome = run_search(config, space, data, settings, out, on_trial=_print_trial)
+    if outcome.stale_failed:
+        print(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}", file=sys.stderr)
+    if outcome.buildup is not None:
+        for step in outcome.buildup:
+            where = "base" if step.stage is None else f"+1 MSA in {step.stage}"
+            verdict = "kept" if step.accepted else "rejected"
+            value = step.state.lower() if step.value is None else f"{step.value:.4g}"
+            print(f"build-up: {where:<16} {value:>8}  {verdict}")
+
+    from archdsl.commands.report import write_report
+
+    paths = write_report(outcome.study, out / study_name)
+    print(paths.summary_text)
+    print(f"report: {paths.report}")
+    return 0
+
+
+def _print_trial(study, trial) -> None:
+    """One line per finished trial, as it finishes (the report has the full table)."""
+    from archdsl.search.report import trial_line
+
+    print(trial_line(study, trial), file=sys.stderr, flush=True)
+
+
+def _severities(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise UsageError(f"bad --severities {text!r}", hint="comma-separated integers from 1 to 5") from None
+    if not values or any(not 1 <= v <= 5 for v in values):
+        raise UsageError(f"bad --severities {text!r}", hint="comma-separated integers from 1 to 5")
+    return values
+
+
+def _describe_space(space) -> str:
+    from archdsl.ir import MSABlock
+
+    lines = [f"base {space.base.name}: {len(space.stages)} stages, searching {','.join(space.searched)}"]
+    for s in space.stages:
+        n = next(len(st.blocks) for st in space.base.stages if st.name == s.name)
+        extra = ""
+        if "heads" in space.searched:
+            extra += f"  heads {list(s.heads)}"
+        if "window" in space.searched:
+            extra += f"  window {list(s.windows)}"
+        if "dim_head" in space.searched:
+            extra += f"  dim_head {list(s.dim_heads)}"
+        lines.append(f"  {s.name}: {n} blocks, k in 0..{s.max_k}{extra}")
+    lines.append(f"size: {space.size()} points")
+    lines.append("endpoints:")
+    for e in space.endpoints():
+        arch = space.arch_from_params(e.params)
+        layout = " ".join(
+            f"{st.name}:" + "".join("M" if isinstance(b, MSABlock) else "C" for b in st.blocks) for st in arch.stages
+        )
+        ks = ",".join(str(e.params.get(f"k_{s.name}", 0)) for s in space.stages)
+        lines.append(f"  {e.name:<10} k=({ks})  {layout}  {arch.n_msa} MSA")
+    return "\n".join(lines)

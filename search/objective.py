@@ -1,0 +1,226 @@
+"""The measures of one design: the one place where the search calls the rest of archdsl.
+
+Everything a trial needs from other modules (the IR's cost, building, training, the
+Hessian and robustness analyses, the data) is called from here, and only from here,
+so that each dependency sits in one function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from archdsl.ir import Arch
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """How hard each candidate is looked at: cheap settings make a search fast, not exact."""
+
+    epochs: int = 1
+    subset: float = 1.0  # fraction of the training (and corrupted test) sets
+    recipe: str = "deit"
+    batch_size: int | None = None  # None: the recipe's
+    lr: float | None = None  # None: the recipe's, scaled to the batch size
+    hessian_batches: int = 2  # mini-batches of 16 for the Hessian spectrum
+    hessian_max_iter: int = 20
+    hessian_tol: float = 1e-3
+    latency_batch: int = 16
+    severities: tuple[int, ...] = (3,)  # of the corruptions, for the robustness objective
+
+
+@dataclass
+class DataContext:
+    """The dataset of a search, loaded once per worker."""
+
+    name: str
+    root: Path | None
+    train_set: Any  # ImageSet
+    test_set: Any  # ImageSet
+    _corrupted: list[Any] | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Trained:
+    model: Any  # nn.Module
+    accuracy: float  # test top-1, a fraction
+    history: list[dict[str, float]]
+
+
+class Diverged(Exception):
+    """Training blew up (NaN loss); the candidate fails, the search goes on."""
+
+
+def load_data(name: str, root: Path | None, *, seed: int, subset: float) -> DataContext:
+    """The train split (class-stratified `subset`) and the test split of `name`."""
+    from archdsl.data import load_split
+
+    train_set = load_split(name, "train", root)
+    test_set = load_split(name, "test", root)
+    if subset < 1:
+        # The test set shrinks too, so that a cheap search is cheap end to end.
+        test_set = test_set.subset(subset, seed=seed)
+    return DataContext(name=name, root=root, train_set=train_set, test_set=test_set)
+
+
+def fit_to_data(base: Arch, data: DataContext) -> Arch:
+    """The base network with the dataset's input shape and class count."""
+    from archdsl.ir import InputShape
+
+    c, h, w = data.train_set.image_shape
+    return base.model_copy(
+        update={"input": InputShape(channels=c, height=h, width=w), "classes": data.train_set.num_classes}
+    )
+
+
+def static_costs(arch: Arch) -> dict[str, float]:
+    """Parameter count and FLOPs per image, from the IR alone."""
+    from archdsl.summary import summarize
+
+    summary = summarize(arch)
+    return {"params": float(summary.params), "flops": float(summary.flops)}
+
+
+def build_model(arch: Arch, seed: int) -> Any:
+    from archdsl.build import build
+
+    return build(arch, seed=seed)
+
+
+def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, seed: int, model: Any = None) -> float:
+    """Median inference time per image (ms) of a batch of test images, after one warm-up pass."""
+    import numpy as np
+    import torch
+
+    from archdsl.device import select_device
+
+    dev = select_device(device)
+    model = (model if model is not None else build_model(arch, seed)).to(dev).eval()
+    batch = np.array(data.test_set.images[: fidelity.latency_batch])  # a writable copy
+    images = torch.from_numpy(batch).permute(0, 3, 1, 2).float().div(255)
+    images = images.to(dev)
+    times = []
+    with torch.inference_mode():
+        for _ in range(4):
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            start = time.perf_counter()
+            model(images)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            times.append(time.perf_counter() - start)
+    times = sorted(times[1:])
+    return 1000 * times[len(times) // 2] / len(images)
+
+
+def train_candidate(
+    arch: Arch,
+    data: DataContext,
+    fidelity: Fidelity,
+    *,
+    device: str,
+    seed: int,
+    run_dir: Path | None,
+    on_epoch: Callable[[int, float], None],
+    progress: bool,
+) -> Trained:
+    """Train at the search's fidelity; `on_epoch(epoch, test_acc)` may raise to prune."""
+    from archdsl.train import TrainConfig, TrainingDiverged, train
+
+    config = TrainConfig(
+        recipe=fidelity.recipe,
+        epochs=fidelity.epochs,
+        batch_size=fidelity.batch_size,
+        lr=fidelity.lr,
+        subset=fidelity.subset,
+        seed=seed,
+        device=device,
+    )
+
+    def report(metrics: Any) -> None:
+        on_epoch(int(metrics.epoch), float(metrics.test_acc))
+
+    try:
+        result = train(arch, data.train_set, data.test_set, config, run_dir=run_dir, on_epoch=report, progress=progress)
+    except TrainingDiverged as err:
+        raise Diverged(err.message) from err
+    accuracy = float(result.test_acc)
+    if not math.isfinite(accuracy):
+        raise Diverged("the test accuracy is not a number")
+    history = [{k: _plain(v) for k, v in _fields(m).items()} for m in result.history]
+    return Trained(model=result.model, accuracy=accuracy, history=history)
+
+
+def robustness(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> float:
+    """Mean top-1 (a fraction) over the dataset's corrupted test sets, each shrunk to the subset."""
+    from archdsl.analysis.robustness import evaluate_robustness
+    from archdsl.data import load_corrupted
+
+    if data._corrupted is None:
+        sets = load_corrupted(data.name, data.root, severities=list(fidelity.severities))
+        if fidelity.subset < 1:
+            sets = [_with_images(s, s.images.subset(fidelity.subset, seed=seed)) for s in sets]
+        data._corrupted = sets
+    result = evaluate_robustness(model, data._corrupted, device=_device(device), progress=False)
+    return float(result.mean)
+
+
+def hessian(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> tuple[float, float]:
+    """(NEP, APE) of the Hessian max-eigenvalue spectrum on a few augmented training batches."""
+    from archdsl.analysis.hessian import hessian_spectrum, training_batches
+
+    batches = training_batches(data.train_set, fidelity.hessian_batches, recipe=fidelity.recipe, seed=seed)
+    spectrum = hessian_spectrum(
+        model, batches, max_iter=fidelity.hessian_max_iter, tol=fidelity.hessian_tol, seed=seed, device=_device(device)
+    )
+    ape = spectrum.ape if spectrum.ape is not None else 0.0
+    return float(spectrum.nep), float(ape)
+
+
+def out_of_memory_error() -> type[BaseException]:
+    import torch
+
+    return getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+
+
+def format_arch(arch: Arch) -> str:
+    from archdsl.printer import format_arch as fmt
+
+    return fmt(arch)
+
+
+def load_base(name_or_path: str) -> Arch:
+    from archdsl.spec import load_spec
+
+    return load_spec(name_or_path)
+
+
+# -- small helpers ---------------------------------------------------------------------------
+
+
+def _device(name: str) -> Any:
+    from archdsl.device import select_device
+
+    return select_device(name)
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump()
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+    return dict(vars(obj))
+
+
+def _plain(value: Any) -> Any:
+    return float(value) if isinstance(value, (int, float)) else value
+
+
+def _with_images(corrupted: Any, images: Any) -> Any:
+    if dataclasses.is_dataclass(corrupted):
+        return dataclasses.replace(corrupted, images=images)
+    return corrupted.model_copy(update={"images": images})

@@ -1,0 +1,210 @@
+"""A search from start to end on one worker: open the study, run trials, return the outcome.
+
+Every worker of a study runs the same `run_search` with the same study name and storage
+(`load_if_exists`), so a study is resumed by running its command again and spread over
+machines by running it on each. `n_trials` is a study total (trials that completed, were
+pruned or failed on their own, not interrupted ones), not a per-worker count, so rerunning
+a finished command does no new work.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from archdsl.errors import UserError
+from archdsl.search.objectives import Objective
+from archdsl.search.space import ParamValue, Space
+from archdsl.search.storage import StorageOptions, fail_stale_trials, is_verdict, open_storage
+from archdsl.search.strategies import BuildupStep, make_pruner, make_sampler, run_buildup
+from archdsl.search.trial import DIGEST_ATTR, TrialFailed, TrialObjective, TrialSettings
+from archdsl.search import objective as measure
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    study_name: str
+    strategy: str
+    objectives: tuple[Objective, ...]
+    n_trials: int
+    timeout: float | None = None
+    seed: int = 0
+    seed_endpoints: bool = False
+    storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    study: optuna.Study
+    new_trials: int
+    buildup: list[BuildupStep] | None
+    stale_failed: list[int]
+
+
+def open_study(config: SearchConfig, out: Path, *, create: bool = True) -> optuna.Study:
+    storage = open_storage(config.storage, out, config.study_name)
+    directions = [o.direction for o in config.objectives]
+    if not create:
+        return load_study(config.study_name, storage)
+    try:
+        study = optuna.create_study(
+            storage=storage, study_name=config.study_name, directions=directions, load_if_exists=True,
+        )
+    except ValueError as err:  # e.g. an invalid name
+        raise UserError(f"cannot open study {config.study_name!r}: {err}") from err
+    names = ",".join(o.name for o in config.objectives)
+    recorded = study.user_attrs.get("objectives")
+    if [d.name.lower() for d in study.directions] != directions or recorded not in (None, names):
+        raise UserError(
+            f"study {config.study_name!r} optimises {len(study.directions)} objective(s) "
+            f"({recorded or '?'}), not {names}",
+            hint="use the study's --objectives, or a new --study-name",
+        )
+    study.set_user_attr("objectives", names)
+    study.set_user_attr("strategy", config.strategy)
+    return study
+
+
+def check_same_space(study: optuna.Study, space: Space) -> None:
+    """A study searches one space: the same base design and the same knobs on every worker."""
+    identity = {"base_digest": space.base.digest(), "searched": ",".join(space.searched)}
+    recorded = {k: study.user_attrs.get(k) for k in identity}
+    if all(v is None for v in recorded.values()):
+        for key, value in identity.items():
+            study.set_user_attr(key, value)
+        study.set_user_attr("base", space.base.name)
+        return
+    if recorded != identity:
+        raise UserError(
+            f"study {study.study_name!r} searches another space (base {study.user_attrs.get('base')!r}, "
+            f"knobs {recorded['searched']}) than this command ({space.base.name!r}, knobs {identity['searched']})",
+            hint="give the study's --base, --dataset and --search, or a new --study-name",
+        )
+
+
+def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError as err:
+        known = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        raise UserError(
+            f"no study named {name!r} in this storage",
+            hint=f"known studies: {', '.join(known)}" if known else "run `archdsl search --study-name NAME` first",
+        ) from err
+
+
+def run_search(
+    config: SearchConfig,
+    space: Space,
+    data: measure.DataContext,
+    settings: TrialSettings,
+    out: Path,
+    *,
+    on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+) -> SearchOutcome:
+    """Run this worker's share of the study; `on_trial(study, trial)` after every finished trial."""
+    study = open_study(config, out)
+    check_same_space(study, space)
+    sampler = make_sampler(config.strategy, space, len(config.objectives), config.seed)
+    pruner = make_pruner(config.objectives, settings.fidelity.epochs)
+    # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
+    study = optuna.load_study(study_name=config.study_name, storage=study._storage, sampler=sampler, pruner=pruner)
+    stale = fail_stale_trials(study, config.storage)
+    objective = TrialObjective(space, data, settings)
+    callbacks = [on_trial] if on_trial is not None else []
+    before = _finished(study)
+    deadline = None if config.timeout is None else time.monotonic() + config.timeout
+
+    if config.seed_endpoints:
+        for endpoint in space.endpoints():
+            if not _has_design(study, space, endpoint.params):
+                study.enqueue_trial(endpoint.params, user_attrs={"endpoint": endpoint.name}, skip_if_exists=True)
+
+    steps = None
+    if config.strategy == "buildup":
+        steps = run_buildup(
+            space, config.objectives[0], 0,
+            lambda params: _evaluate(study, space, objective, params, config, deadline, callbacks),
+        )
+    else:
+        remaining = config.n_trials - _finished(study)
+        if remaining > 0:
+            study.optimize(
+                objective,
+                n_trials=remaining,
+                timeout=config.timeout,
+                catch=(TrialFailed,),
+                callbacks=[_StopAt(config.n_trials), *callbacks],
+                gc_after_trial=True,
+            )
+    return SearchOutcome(study=study, new_trials=_finished(study) - before, buildup=steps, stale_failed=stale)
+
+
+def _evaluate(
+    study: optuna.Study,
+    space: Space,
+    objective: TrialObjective,
+    params: dict[str, ParamValue],
+    config: SearchConfig,
+    deadline: float | None,
+    callbacks: list,
+) -> FrozenTrial | None:
+    """The finished trial of a design: from the study if measured, else by running one."""
+    digest = space.arch_from_params(params).digest()
+    for _ in range(config.storage.max_retry + 3):
+        known = _trials_of(study, digest)
+        done = [t for t in known if t.state == TrialState.COMPLETE]
+        if done:
+            return done[0]
+        waiting = [
+            t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+            if (t.system_attrs.get("fixed_params") or t.params) == params  # enqueued, or a killed trial's retry
+        ]
+        running = [t for t in known if t.state == TrialState.RUNNING]
+        verdicts = [t for t in known if is_verdict(t)]
+        if verdicts and not waiting and not running:
+            return verdicts[-1]  # failed or pruned: the walk treats it as "no better"
+        if _finished(study) >= config.n_trials or (deadline is not None and time.monotonic() > deadline):
+            return None
+        if running and not waiting:
+            time.sleep(1.0)  # another worker is measuring this design
+            continue
+        if not waiting:
+            study.enqueue_trial(params, user_attrs={"strategy": "buildup"})
+        study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=callbacks, gc_after_trial=True)
+    verdicts = [t for t in _trials_of(study, digest) if is_verdict(t)]
+    return verdicts[-1] if verdicts else None
+
+
+def _trials_of(study: optuna.Study, digest: str) -> list[FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(DIGEST_ATTR) == digest]
+
+
+def _has_design(study: optuna.Study, space: Space, params: dict[str, ParamValue]) -> bool:
+    return bool(_trials_of(study, space.arch_from_params(params).digest()))
+
+
+def _finished(study: optuna.Study) -> int:
+    """Trials that count towards --n-trials: those with a verdict on their design.
+
+    A trial interrupted (Ctrl-C) or lost with its worker does not count: its design is run again.
+    """
+    return sum(is_verdict(t) for t in study.get_trials(deepcopy=False, states=FINISHED))
+
+
+class _StopAt:
+    """Stop `study.optimize` once the study holds `n` trials with a verdict (all workers together)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if _finished(study) >= self.n:
+            study.stop()

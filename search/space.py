@@ -1,0 +1,253 @@
+"""The search space: where the MSAs go in a base network, under the build-up rule.
+
+A design is one number per stage, k_s in 0..max_msa(stage), placed the way the paper
+places them: `C * (n - 2k) [C M] * k` (`archdsl.buildup.layout`). Optionally the heads,
+the window and the head width of each stage's MSAs are searched too.
+
+Only valid designs can come out of the space:
+- every choice set is fixed and holds only valid values (windows that tile the stage's
+  map, or `global`; k up to `max_msa(stage)`);
+- rule 3 ("more heads in late stages") is kept by a deterministic repair rather than by
+  conditional choice sets (which Optuna's samplers, the grid one above all, cannot take):
+  the effective heads of a stage with MSAs is the largest sampled heads of it and of every
+  earlier stage with MSAs. Several parameter sets can therefore name the same design;
+  the search recognises designs by `Arch.digest()` and never trains one twice.
+Parameters are named after the stages: `k_c3`, `heads_c3`, `window_c3`, `dim_head_c3`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from archdsl.errors import UserError, UsageError
+from archdsl.ir import Arch, MSABlock, stage_shapes
+
+GLOBAL = "global"
+SEARCHABLE = ("k", "heads", "window", "dim_head")
+DIM_HEAD_CHOICES = (32, 64)
+
+ParamValue = int | str
+
+
+@dataclass(frozen=True)
+class StageChoices:
+    """The fixed choice sets of one stage; a single-element set means "not searched"."""
+
+    name: str
+    max_k: int
+    heads: tuple[int, ...]
+    windows: tuple[ParamValue, ...]  # ints that tile the map, or GLOBAL
+    dim_heads: tuple[int, ...]
+    default_heads: int
+    default_window: ParamValue
+    default_dim_head: int
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str  # "resnet", "alternet", "swin-like"
+    params: dict[str, ParamValue] = field(hash=False)
+
+
+@dataclass(frozen=True)
+class Space:
+    base: Arch
+    stages: tuple[StageChoices, ...]
+    searched: tuple[str, ...] = ("k",)
+
+    # -- the Optuna side -------------------------------------------------------------
+    def choices(self) -> dict[str, tuple[ParamValue, ...]]:
+        """Every parameter and its choice set, in a fixed order (also the grid)."""
+        out: dict[str, tuple[ParamValue, ...]] = {}
+        for s in self.stages:
+            if s.max_k == 0:
+                continue  # no MSA fits this stage: nothing to choose
+            out[f"k_{s.name}"] = tuple(range(s.max_k + 1))
+            if "heads" in self.searched:
+                out[f"heads_{s.name}"] = s.heads
+            if "window" in self.searched:
+                out[f"window_{s.name}"] = s.windows
+            if "dim_head" in self.searched:
+                out[f"dim_head_{s.name}"] = s.dim_heads
+        return out
+
+    def suggest(self, trial: Any) -> dict[str, ParamValue]:
+        """Draw one point through an Optuna trial (every parameter, always: a static space)."""
+        params: dict[str, ParamValue] = {}
+        for name, values in self.choices().items():
+            if name.startswith("k_"):
+                params[name] = trial.suggest_int(name, 0, values[-1])
+            else:
+                params[name] = trial.suggest_categorical(name, list(values))
+        return params
+
+    def size(self) -> int:
+        """Number of parameter combinations (the grid's size); distinct designs may be fewer."""
+        return math.prod(len(v) for v in self.choices().values())
+
+    # -- params <-> IR -----------------------------------------------------------------
+    def stage_values(self, params: dict[str, ParamValue]) -> list[tuple[int, int, ParamValue, int]]:
+        """Per stage: (k, heads, window, dim_head) after defaults and the heads repair."""
+        rows = []
+        running_heads = 0
+        for s in self.stages:
+            k = int(params.get(f"k_{s.name}", 0))
+            if not 0 <= k <= s.max_k:
+                raise UserError(f"k_{s.name}={k} is outside 0..{s.max_k}")
+            heads = int(params.get(f"heads_{s.name}", s.default_heads))
+            if k > 0:
+                # Rule 3: heads never decrease from stage to stage (among stages with MSAs).
+                heads = max(heads, running_heads)
+                running_heads = heads
+            window = params.get(f"window_{s.name}", s.default_window)
+            dim_head = int(params.get(f"dim_head_{s.name}", s.default_dim_head))
+            rows.append((k, heads, window, dim_head))
+        return rows
+
+    def arch_from_params(self, params: dict[str, ParamValue]) -> Arch:
+        unknown = set(params) - set(self.choices())
+        if unknown:
+            raise UserError(f"parameter {sorted(unknown)[0]!r} is not in this search space")
+        rows = self.stage_values(params)
+        ks = [r[0] for r in rows]
+        heads = [r[1] for r in rows]
+        windows: list[int | str] = [GLOBAL if r[2] == GLOBAL else int(r[2]) for r in rows]
+        arch = _layout(self.base, ks, heads, windows)
+        arch = _with_dim_heads(arch, {s.name: r[3] for s, r in zip(self.stages, rows)})
+        from archdsl.checks import ensure_valid
+
+        ensure_valid(arch)
+        return arch
+
+    def params_from_arch(self, arch: Arch) -> dict[str, ParamValue]:
+        """The canonical parameters of a design of this space (raises if it is not in it)."""
+        by_name = {st.name: st for st in arch.stages}
+        params: dict[str, ParamValue] = {}
+        for s in self.stages:
+            stage = by_name.get(s.name)
+            if stage is None:
+                raise UserError(f"design {arch.name!r} has no stage {s.name!r}: it is not in this search space")
+            msas = [b for b in stage.blocks if isinstance(b, MSABlock)]
+            if s.max_k == 0:
+                continue
+            params[f"k_{s.name}"] = len(msas)
+            first = msas[0] if msas else None
+            if "heads" in self.searched:
+                params[f"heads_{s.name}"] = first.heads if first else s.default_heads
+            if "window" in self.searched:
+                w = (GLOBAL if first.window is None else first.window) if first else s.default_window
+                params[f"window_{s.name}"] = w
+            if "dim_head" in self.searched:
+                params[f"dim_head_{s.name}"] = first.dim_head if first else s.default_dim_head
+        choices = self.choices()
+        bad = [n for n, v in params.items() if v not in choices[n]]
+        if bad or self.arch_from_params(params).digest() != arch.digest():
+            raise UserError(f"design {arch.name!r} is not in this search space (built-up from {self.base.name!r})")
+        return params
+
+    # -- landmarks -----------------------------------------------------------------------
+    def endpoints(self) -> list[Endpoint]:
+        """ResNet (no MSA), the paper's AlterNet (when the space holds it), Swin-like (all max)."""
+        ks_max = {s.name: s.max_k for s in self.stages}
+        out = [Endpoint("resnet", self._k_params({n: 0 for n in ks_max}))]
+        if len(self.stages) == len(PAPER_K) and all(k <= s.max_k for k, s in zip(PAPER_K, self.stages)):
+            out.append(Endpoint("alternet", self._k_params({s.name: k for s, k in zip(self.stages, PAPER_K)})))
+        out.append(Endpoint("swin-like", self._k_params(ks_max)))
+        # Distinct designs only (a tiny base can make "alternet" equal "swin-like").
+        seen: set[str] = set()
+        unique = []
+        for e in out:
+            d = self.arch_from_params(e.params).digest()
+            if d not in seen:
+                seen.add(d)
+                unique.append(e)
+        return unique
+
+    def _k_params(self, ks: dict[str, int]) -> dict[str, ParamValue]:
+        params: dict[str, ParamValue] = {}
+        for s in self.stages:
+            if s.max_k == 0:
+                continue
+            params[f"k_{s.name}"] = ks[s.name]
+            if "heads" in self.searched:
+                params[f"heads_{s.name}"] = s.default_heads
+            if "window" in self.searched:
+                params[f"window_{s.name}"] = s.default_window
+            if "dim_head" in self.searched:
+                params[f"dim_head_{s.name}"] = s.default_dim_head
+        return params
+
+
+# The paper's Alter-ResNet-50 layout (Sec. 4.1): one MSA in c2 and c3, two in c4.
+PAPER_K = (0, 1, 1, 2)
+
+
+def parse_searched(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in SEARCHABLE]
+    if unknown:
+        raise UsageError(f"cannot search {unknown[0]!r}", hint=f"choose from {', '.join(SEARCHABLE)}")
+    if "k" not in names:
+        names = ("k",) + names  # where the MSAs go is always searched
+    return names
+
+
+def make_space(base: Arch, searched: tuple[str, ...] = ("k",)) -> Space:
+    """The build-up space of `base`, with the defaults that `layout` gives each stage."""
+    from archdsl.buildup import max_msa
+
+    maxes = [max_msa(s) for s in base.stages]
+    # The most-MSA design carries layout's default heads/window/dim_head for every stage.
+    full = _layout(base, maxes, None, None)
+    sizes = {sh.name: sh.out_size for sh in stage_shapes(full)}
+    stages = []
+    for stage, full_stage, max_k in zip(base.stages, full.stages, maxes):
+        msa = next((b for b in full_stage.blocks if isinstance(b, MSABlock)), None)
+        d_heads = msa.heads if msa else 1
+        d_window: ParamValue = (GLOBAL if msa.window is None else msa.window) if msa else GLOBAL
+        d_dim = msa.dim_head if msa else 64
+        heads = tuple(sorted({h for h in (d_heads // 2, d_heads, d_heads * 2) if h >= 1}))
+        windows = _tiling_windows(sizes[stage.name])
+        if d_window not in windows:
+            windows = tuple(sorted(set(windows) - {GLOBAL}) + [d_window] + [GLOBAL] * (d_window != GLOBAL))
+        stages.append(
+            StageChoices(
+                name=stage.name,
+                max_k=max_k,
+                heads=heads if "heads" in searched else (d_heads,),
+                windows=windows if "window" in searched else (d_window,),
+                dim_heads=tuple(sorted(set(DIM_HEAD_CHOICES) | {d_dim})) if "dim_head" in searched else (d_dim,),
+                default_heads=d_heads,
+                default_window=d_window,
+                default_dim_head=d_dim,
+            )
+        )
+    return Space(base=base, stages=tuple(stages), searched=searched)
+
+
+def _tiling_windows(size: tuple[int, int]) -> tuple[ParamValue, ...]:
+    """Window sizes that tile an (h, w) map exactly (at least 2, smaller than the map), then global."""
+    h, w = size
+    local = [d for d in range(2, min(h, w)) if h % d == 0 and w % d == 0]
+    return tuple(local) + (GLOBAL,)
+
+
+def _with_dim_heads(arch: Arch, dim_heads: dict[str, int]) -> Arch:
+    stages = []
+    for stage in arch.stages:
+        blocks = tuple(
+            b.model_copy(update={"dim_head": dim_heads[stage.name]}) if isinstance(b, MSABlock) else b
+            for b in stage.blocks
+        )
+        stages.append(stage.model_copy(update={"blocks": blocks}))
+    return arch.model_copy(update={"stages": tuple(stages)})
+
+
+def _layout(base: Arch, ks: list[int], heads: list[int] | None, windows: list[int | str] | None) -> Arch:
+    """The one call into `archdsl.buildup.layout` (per-stage sequences in stage order; a window
+    is an int or "global", None leaves layout's default)."""
+    from archdsl.buildup import layout
+
+    return layout(base, ks, heads=heads, window=windows)

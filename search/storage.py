@@ -1,0 +1,256 @@
+"""Where a study lives: a journal file on one machine, an RDB (PostgreSQL) for many.
+
+Both back ends survive a killed worker:
+- RDB storages run Optuna's own heartbeat: a trial whose worker stopped beating for
+  `grace_period` seconds is marked FAIL by the next worker and re-queued
+  (`RetryHeartbeatStaleTrialCallback`).
+- Optuna's JournalStorage has no heartbeat, so archdsl keeps one: each running trial
+  carries its worker's host, pid and a heartbeat time (system attrs, refreshed by a thread).
+  Before each trial a worker fails the RUNNING trials whose worker is gone (same host and
+  pid dead, or heartbeat older than the grace period) and re-queues them the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+
+from archdsl.errors import UserError
+
+HOST_ATTR = "archdsl:host"
+PID_ATTR = "archdsl:pid"
+BEAT_ATTR = "archdsl:heartbeat"
+FAIL_REASON_ATTR = "fail_reason"  # a user attr: shown by the report and optuna-dashboard
+WORKER_STOPPED = "worker stopped"
+# User attrs that describe one run of a trial, not its design: a retry starts without them.
+RUN_ATTRS = (FAIL_REASON_ATTR, "pruned_reason", "metrics", "reused_from", "dir")
+
+
+@dataclass(frozen=True)
+class StorageOptions:
+    url: str | None  # None: the journal file in the study's folder
+    heartbeat_interval: int = 30
+    grace_period: int = 90
+    max_retry: int = 2
+
+
+def journal_path(out: Path, study_name: str) -> Path:
+    return out / study_name / "study.journal"
+
+
+def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.storages.BaseStorage:
+    """The storage for `study_name`; every failure to reach it is a UserError with a hint."""
+    if options.url is None or options.url.startswith("journal:"):
+        path = Path(options.url[len("journal:"):]) if options.url else journal_path(out, study_name)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return JournalStorage(JournalFileBackend(str(path)))
+        except OSError as err:
+            raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err
+    url = options.url
+    if "://" not in url:
+        raise UserError(
+            f"storage {url!r} is not a URL",
+            hint="use sqlite:///runs/study.db, postgresql://user:pass@host/db, or leave --storage out "
+            "for a journal file in the study's folder",
+        )
+    url = with_postgres_driver(url)
+    try:
+        return _rdb_storage(url, options)
+    except ImportError as err:  # optuna wraps the driver's ModuleNotFoundError
+        missing = err if isinstance(err, ModuleNotFoundError) else err.__cause__ or err.__context__
+        name = getattr(missing, "name", None) or "?"
+        raise UserError(
+            f"storage {_redact(url)}: the database driver {name!r} is not installed",
+            hint="pip install 'archdsl[distributed]' for PostgreSQL (psycopg2); other databases need "
+            "their SQLAlchemy driver (e.g. mysqlclient for mysql://)",
+        ) from err
+    except Exception as err:  # sqlalchemy's ArgumentError, OperationalError, ...
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(
+            f"cannot open storage {_redact(url)}: {first}",
+            hint="check the URL (dialect://user:password@host:port/database), that the server is up "
+            "and that the database exists",
+        ) from err
+
+
+def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:
+    import sqlalchemy.exc
+
+    for attempt in range(5):
+        try:
+            with warnings.catch_warnings():
+                # Optuna marks its heartbeat arguments experimental; they are what a shared study needs.
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return RDBStorage(
+                    url,
+                    heartbeat_interval=options.heartbeat_interval,
+                    grace_period=options.grace_period,
+                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=options.max_retry),
+                )
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            # Workers started together on an empty database race to create Optuna's tables:
+            # the losers see a duplicate table or type; once the winner is done, opening works.
+            if attempt == 4:
+                raise
+            time.sleep(0.5 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def with_postgres_driver(url: str) -> str:
+    """`postgresql://` (or `postgres://`) with the PostgreSQL driver that is installed.
+
+    SQLAlchemy 2.1 maps a bare `postgresql://` to psycopg 3, while `archdsl[distributed]`
+    installs psycopg2; an explicit `postgresql+DRIVER://` is left alone.
+    """
+    scheme, sep, rest = url.partition("://")
+    if scheme not in ("postgresql", "postgres"):
+        return url
+    import importlib.util
+
+    for module, dialect in (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2")):
+        if importlib.util.find_spec(module) is not None:
+            return f"{dialect}{sep}{rest}"
+    return f"postgresql+psycopg2{sep}{rest}"  # reported below as a missing driver, with the hint
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:***@{host}" if ":" in creds else url
+    return url
+
+
+def uses_optuna_heartbeat(storage: optuna.storages.BaseStorage) -> bool:
+    """Whether Optuna beats for this storage itself (RDB with an interval, also when wrapped
+    in the cache Optuna puts around RDB storages in a study)."""
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+
+    return is_heartbeat_enabled(storage)
+
+
+class WorkerHeartbeat:
+    """Marks a running trial as ours (host, pid) and keeps its heartbeat fresh (journal storage)."""
+
+    def __init__(self, storage: optuna.storages.BaseStorage, trial_id: int, interval: int) -> None:
+        self._storage = storage
+        self._trial_id = trial_id
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "WorkerHeartbeat":
+        self._storage.set_trial_system_attr(self._trial_id, HOST_ATTR, socket.gethostname())
+        self._storage.set_trial_system_attr(self._trial_id, PID_ATTR, os.getpid())
+        self._beat()
+        if not uses_optuna_heartbeat(self._storage):
+            self._thread = threading.Thread(target=self._run, daemon=True, name="archdsl-heartbeat")
+            self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        self._storage.set_trial_system_attr(self._trial_id, BEAT_ATTR, time.time())
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                self._beat()
+            except Exception:  # the trial finished meanwhile: its attrs are frozen
+                return
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]:
+    """Fail (and re-queue) RUNNING trials whose worker is gone; returns their numbers.
+
+    RDB storages do this themselves through Optuna's heartbeat; this covers the journal.
+    """
+    if uses_optuna_heartbeat(study._storage):
+        return []
+    now = time.time()
+    host = socket.gethostname()
+    failed = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        attrs = trial.system_attrs
+        beat = attrs.get(BEAT_ATTR)
+        if beat is None:
+            continue  # just asked for, not claimed yet
+        dead_here = attrs.get(HOST_ATTR) == host and not _pid_alive(int(attrs.get(PID_ATTR, -1)))
+        silent = now - float(beat) > options.grace_period
+        if not (dead_here or silent):
+            continue
+        storage = study._storage
+        try:
+            storage.set_trial_user_attr(trial._trial_id, FAIL_REASON_ATTR, f"{WORKER_STOPPED} (killed or lost)")
+            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+                continue  # another worker got there first
+        except RuntimeError:
+            continue  # finished meanwhile
+        requeue(study, storage.get_trial(trial._trial_id), options.max_retry)
+        failed.append(trial.number)
+    return failed
+
+
+def requeue(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> None:
+    """Queue a fresh copy of a trial whose worker died (what Optuna's retry callback does for
+    RDB storages), without the dead run's heartbeat and outcome attrs."""
+    history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
+    if len(history) > max_retry:
+        return
+    system_attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith("archdsl:")}
+    system_attrs.update(failed_trial=trial.number, retry_history=history, fixed_params=dict(trial.params))
+    study.add_trial(
+        optuna.create_trial(
+            state=TrialState.WAITING,
+            params=trial.params,
+            distributions=trial.distributions,
+            user_attrs={k: v for k, v in trial.user_attrs.items() if k not in RUN_ATTRS},
+            system_attrs=system_attrs,
+        )
+    )
+
+
+def is_verdict(trial: FrozenTrial) -> bool:
+    """Whether a finished trial says something about its design (not an interrupted run).
+
+    COMPLETE and PRUNED do; FAIL does when the design itself failed (diverged, out of
+    memory, ...), not when its worker was interrupted or killed.
+    """
+    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    reason = trial.user_attrs.get(FAIL_REASON_ATTR)
+    return trial.state == TrialState.FAIL and reason is not None and not str(reason).startswith(WORKER_STOPPED)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (killed, not yet reaped by its parent) is gone for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True

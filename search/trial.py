@@ -1,0 +1,242 @@
+"""One trial: a design from the space, measured in stages, recorded in the study.
+
+The order of work keeps a search cheap and honest:
+1. the design (IR) and its digest; a design the study already measured is reused,
+   never trained again (its values are copied, the trial says `reused_from`);
+2. the constraints (`max_params`, `max_flops`) from the IR, before any training;
+3. the cheap measures (params, FLOPs, latency), then training (accuracy);
+4. the expensive analyses (Hessian NEP/APE, robustness) only for candidates that no
+   finished trial dominates on the cheap objectives.
+A failure (NaN loss, out of memory, a failing build) fails the trial with its reason in
+the `fail_reason` user attr; the study goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from archdsl.errors import UserError
+from archdsl.ir import Arch
+from archdsl.search import objective as measure
+from archdsl.search.objectives import Cost, Objective, dominates
+from archdsl.search.space import Space
+from archdsl.search.storage import FAIL_REASON_ATTR, StorageOptions, WorkerHeartbeat, fail_stale_trials
+
+DIGEST_ATTR = "digest"
+SPEC_ATTR = "spec"  # the canonical .arch text, so that any machine can report the design
+METRICS_ATTR = "metrics"
+REUSED_ATTR = "reused_from"
+PRUNED_REASON_ATTR = "pruned_reason"
+WAIT_POLL_S = 1.0
+
+
+class TrialFailed(Exception):
+    """A candidate that could not be measured; `study.optimize` records FAIL and goes on."""
+
+
+@dataclass
+class TrialSettings:
+    objectives: tuple[Objective, ...]
+    fidelity: measure.Fidelity
+    device: str = "cpu"
+    seed: int = 0
+    max_params: float | None = None
+    max_flops: float | None = None
+    out_dir: Path | None = None  # runs/<study>: trial folders go under trials/
+    storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
+    progress: bool = False
+
+
+class TrialObjective:
+    """The callable handed to `study.optimize`."""
+
+    def __init__(self, space: Space, data: measure.DataContext, settings: TrialSettings) -> None:
+        self.space = space
+        self.data = data
+        self.settings = settings
+
+    # -- the objective ---------------------------------------------------------------------
+    def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
+        study = trial.study
+        fail_stale_trials(study, self.settings.storage)
+        params = self.space.suggest(trial)
+        try:
+            arch = self.space.arch_from_params(params)
+        except UserError as err:  # cannot happen for a valid space; recorded, not raised
+            return self._fail(trial, f"invalid design: {err}")
+        trial.set_user_attr(DIGEST_ATTR, arch.digest())
+        trial.set_user_attr("short_id", arch.short_id)
+        trial.set_user_attr("n_msa", arch.n_msa)
+        trial.set_user_attr(SPEC_ATTR, measure.format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
+        storage = study._storage
+        with WorkerHeartbeat(storage, trial._trial_id, self.settings.storage.heartbeat_interval):
+            earlier = self._wait_for_twin(study, trial, arch.digest())
+            if earlier is not None and METRICS_ATTR in earlier.user_attrs:
+                trial.set_user_attr(REUSED_ATTR, earlier.number)
+                trial.set_user_attr(METRICS_ATTR, dict(earlier.user_attrs[METRICS_ATTR]))
+                if earlier.state == TrialState.PRUNED:  # pruned by a constraint or by dominance: so is this one
+                    return self._prune(trial, str(earlier.user_attrs.get(PRUNED_REASON_ATTR, "pruned")))
+                return self._finish(trial, arch, dict(earlier.user_attrs[METRICS_ATTR]))
+            return self._measure(trial, arch)
+
+    def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
+        s = self.settings
+        wanted = {o.name for o in s.objectives}
+        metrics: dict[str, Any] = dict(measure.static_costs(arch))
+        for name, limit in (("params", s.max_params), ("flops", s.max_flops)):
+            if limit is not None and metrics[name] > limit:
+                trial.set_user_attr(METRICS_ATTR, metrics)
+                return self._prune(trial, f"{name} {metrics[name]:.4g} > --max-{name} {limit:.4g}")
+        trial.set_user_attr(METRICS_ATTR, metrics)
+        try:
+            model = None
+            if "latency" in wanted:
+                model = measure.build_model(arch, s.seed)
+                metrics["latency"] = measure.latency_ms(arch, self.data, s.fidelity, s.device, s.seed, model)
+            # Staging: rule a candidate out on the cheap objectives as early as they are known.
+            cheap_before_training = all(o.cost < Cost.TRAINED for o in s.objectives if o.cost <= Cost.TRAINED)
+            if cheap_before_training:
+                better = self._dominated_on_cheap(trial, metrics)
+                if better is not None:
+                    return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
+            if max(o.cost for o in s.objectives) >= Cost.TRAINED:
+                trained = measure.train_candidate(
+                    arch, self.data, s.fidelity, device=s.device, seed=s.seed, run_dir=self._trial_dir(trial, arch),
+                    on_epoch=lambda epoch, top1: self._report(trial, epoch, top1), progress=s.progress,
+                )
+                model = trained.model
+                metrics["accuracy"] = trained.accuracy
+                metrics["history"] = trained.history
+                trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
+                better = None if cheap_before_training else self._dominated_on_cheap(trial, metrics)
+                if better is not None:
+                    return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
+                if "robustness" in wanted:
+                    metrics["robustness"] = measure.robustness(model, self.data, s.fidelity, seed=s.seed, device=s.device)
+                if {"nep", "ape"} & wanted:
+                    metrics["nep"], metrics["ape"] = measure.hessian(model, self.data, s.fidelity, seed=s.seed, device=s.device)
+        except optuna.TrialPruned:
+            raise
+        except measure.Diverged as err:
+            return self._fail(trial, f"training diverged: {err}")
+        except UserError:
+            raise  # a mistake in the search's settings (e.g. a batch larger than the data): stop the search
+        except measure.out_of_memory_error() as err:
+            return self._fail(trial, f"out of memory: {str(err).splitlines()[0] if str(err) else ''}")
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as err:  # a failing build or analysis: this candidate only
+            last = traceback.extract_tb(err.__traceback__)[-1]
+            return self._fail(trial, f"{type(err).__name__}: {err} ({Path(last.filename).name}:{last.lineno})")
+        return self._finish(trial, arch, metrics)
+
+    # -- outcomes ----------------------------------------------------------------------------
+    def _finish(self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any]) -> Any:
+        missing = [o.name for o in self.settings.objectives if o.name not in metrics]
+        if missing:
+            return self._fail(trial, f"no value for {', '.join(missing)}")
+        trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
+        self._write_trial_files(trial, arch, metrics)
+        values = tuple(float(metrics[o.name]) for o in self.settings.objectives)
+        return values[0] if len(values) == 1 else values
+
+    def _prune(self, trial: optuna.Trial, reason: str) -> Any:
+        trial.set_user_attr(PRUNED_REASON_ATTR, reason)
+        raise optuna.TrialPruned(reason)
+
+    def _fail(self, trial: optuna.Trial, reason: str) -> Any:
+        trial.set_user_attr(FAIL_REASON_ATTR, reason)
+        raise TrialFailed(reason)
+
+    def _report(self, trial: optuna.Trial, epoch: int, top1: float) -> None:
+        if len(self.settings.objectives) == 1 and self.settings.objectives[0].name == "accuracy":
+            trial.report(top1, epoch)
+            if trial.should_prune():
+                self._prune(trial, f"median pruner: below the median at epoch {epoch}")
+
+    # -- the study's memory --------------------------------------------------------------------
+    def _wait_for_twin(self, study: optuna.Study, trial: optuna.Trial, digest: str) -> FrozenTrial | None:
+        """A finished trial of the same design, waiting for an earlier running one if any.
+
+        Only trials with a *lower* number are waited for, so two workers that start the same
+        design at once cannot wait for each other.
+        """
+        while True:
+            twins = [
+                t for t in study.get_trials(deepcopy=False)
+                if t.number != trial.number and t.user_attrs.get(DIGEST_ATTR) == digest
+            ]
+            done = [t for t in twins if t.state == TrialState.COMPLETE and REUSED_ATTR not in t.user_attrs]
+            done = done or [t for t in twins if t.state == TrialState.COMPLETE]
+            if done:
+                return done[0]
+            measured = [t for t in twins if t.state == TrialState.PRUNED and METRICS_ATTR in t.user_attrs]
+            running = [t for t in twins if t.state == TrialState.RUNNING and t.number < trial.number]
+            if not running:
+                return measured[0] if measured and self._prunable(measured[0]) else None
+            time.sleep(WAIT_POLL_S)
+            fail_stale_trials(study, self.settings.storage)
+
+    def _prunable(self, twin: FrozenTrial) -> bool:
+        # A twin pruned by a constraint or by dominance is pruned again; one pruned by the
+        # median rule (a judgement on a partial run) is measured again.
+        reason = str(twin.user_attrs.get(PRUNED_REASON_ATTR, ""))
+        return not reason.startswith("median")
+
+    def _dominated_on_cheap(self, trial: optuna.Trial, metrics: dict[str, Any]) -> int | None:
+        """The number of a finished trial that dominates this one on the cheap objectives.
+
+        Staging only applies when the study has both cheap and expensive objectives.
+        """
+        cheap = tuple(o for o in self.settings.objectives if o.cost <= Cost.TRAINED)
+        if not cheap or len(cheap) == len(self.settings.objectives):
+            return None
+        for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            other = t.user_attrs.get(METRICS_ATTR, {})
+            if all(o.name in other for o in cheap) and dominates(other, metrics, cheap):
+                return t.number
+        return None
+
+    # -- files --------------------------------------------------------------------------------
+    def _trial_dir(self, trial: optuna.Trial, arch: Arch) -> Path | None:
+        if self.settings.out_dir is None:
+            return None
+        path = trial_dir(self.settings.out_dir, trial.number, arch.short_id)
+        path.mkdir(parents=True, exist_ok=True)
+        trial.set_user_attr("dir", str(path))
+        return path
+
+    def _write_trial_files(self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any]) -> None:
+        path = self._trial_dir(trial, arch)
+        if path is None:
+            return
+        (path / "spec.arch").write_text(trial.user_attrs[SPEC_ATTR])
+        record = {
+            "trial": trial.number,
+            "digest": arch.digest(),
+            "params": trial.params,
+            "objectives": {o.name: metrics[o.name] for o in self.settings.objectives},
+            "metrics": metrics,
+            "reused_from": trial.user_attrs.get(REUSED_ATTR),
+        }
+        (path / "metrics.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+
+
+def trial_dir(out_dir: Path, number: int, short_id: str) -> Path:
+    return out_dir / "trials" / f"{number}-{short_id}"
+
+
+def _arch_name(trial: optuna.Trial, arch: Arch) -> str:
+    return f"trial{trial.number}_{arch.short_id}"
+
+
+def _without_history(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if k != "history"}

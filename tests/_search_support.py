@@ -1,0 +1,64 @@
+"""Shared set-up of the search tests: a tiny base network and a cheap `archdsl search` line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+
+from archdsl.search.storage import StorageOptions, open_storage
+
+# Three stages of two basic blocks, 8-16 channels: one epoch on 96 images takes well under a second.
+TINY_BASE = """\
+arch tiny-search-base {
+    input   3x32x32
+    classes 4
+    stem    conv3x3(8)
+    conv  = basic
+
+    stage c1(width=8)            { conv*2 }
+    stage c2(width=16, stride=2) { conv*2 }
+    stage c3(width=16, stride=2) { conv*2 }
+}
+"""
+DATASET = "synthetic:classes=4,train=96,test=32"
+
+
+def write_base(folder: Path) -> Path:
+    path = folder / "tiny-search-base.arch"
+    path.write_text(TINY_BASE)
+    return path
+
+
+def search_args(folder: Path, study: str, *extra: str) -> list[str]:
+    """A complete, cheap `archdsl search` command line (without the program name)."""
+    return [
+        "search",
+        "--dataset", DATASET,
+        "--base", str(write_base(folder)),
+        "--epochs", "1",
+        "--subset", "1",
+        "--batch-size", "32",
+        "--device", "cpu",
+        "--study-name", study,
+        "--out", str(folder / "runs"),
+        "--no-progress",
+        *extra,
+    ]
+
+
+def load(folder: Path, study: str, url: str | None = None) -> optuna.Study:
+    from archdsl.search.runner import load_study
+
+    return load_study(study, open_storage(StorageOptions(url=url), folder / "runs", study))
+
+
+def spawn(args: list[str], **kwargs) -> subprocess.Popen:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    return subprocess.Popen(
+        [sys.executable, "-m", "archdsl", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, **kwargs,
+    )

@@ -1,0 +1,50 @@
+"""The ```console examples of docs/search.md run as written (dry runs print exactly what is shown)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import torch
+
+from archdsl.cli import main
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "search.md"
+FENCE = re.compile(r"^```console[ \t]*\n(.*?)^```", re.M | re.S)
+
+
+def _examples() -> list[tuple[list[str], str]]:
+    examples = []
+    for block in FENCE.findall(DOC.read_text(encoding="utf-8")):
+        lines = block.splitlines()
+        assert lines[0].startswith("$ archdsl "), lines[0]
+        examples.append((shlex.split(lines[0][len("$ archdsl "):]), "\n".join(lines[1:]) + "\n"))
+    return examples
+
+
+def test_dry_run_examples_print_what_the_doc_shows(capsys):
+    dry = [(argv, shown) for argv, shown in _examples() if "--dry-run" in argv]
+    assert dry
+    for argv, shown in dry:
+        assert main(argv) == 0
+        assert capsys.readouterr().out == shown
+
+
+@pytest.mark.slow
+def test_search_and_report_examples_run_in_order(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for argv, shown in _examples():
+            if "--dry-run" in argv:
+                continue
+            assert main(argv) == 0, argv
+            printed = capsys.readouterr()
+            # Accuracies vary with the machine; the first line and the report path do not.
+            assert shown.splitlines()[0] in printed.out + printed.err
+            assert shown.splitlines()[-1] in printed.out
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,113 @@
+"""The build-up search space: valid designs only, stable parameter names, endpoints."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from archdsl.errors import UserError
+from archdsl.ir import MSABlock, stage_shapes
+from archdsl.search.space import GLOBAL, make_space, parse_searched
+from archdsl.spec import load_spec, parse_spec
+
+ALL = ("k", "heads", "window", "dim_head")
+
+
+@pytest.fixture(scope="module")
+def base50():
+    return load_spec("alter50-base")
+
+
+def test_parameters_are_named_after_stages_and_k_ranges_follow_max_msa(base50):
+    space = make_space(base50, ("k",))
+    assert space.choices() == {"k_c1": (0, 1), "k_c2": (0, 1, 2), "k_c3": (0, 1, 2, 3), "k_c4": (0, 1, 2)}
+    assert space.size() == 2 * 3 * 4 * 3
+
+
+def test_endpoints_are_resnet_paper_alternet_and_swin_like(base50):
+    space = make_space(base50, ALL)
+    ends = {e.name: space.arch_from_params(e.params) for e in space.endpoints()}
+    assert set(ends) == {"resnet", "alternet", "swin-like"}
+    assert ends["resnet"].n_msa == 0
+    counts = {name: tuple(sum(isinstance(b, MSABlock) for b in s.blocks) for s in a.stages) for name, a in ends.items()}
+    assert counts["alternet"] == (0, 1, 1, 2)
+    assert counts["swin-like"] == (1, 2, 3, 2)
+    # The paper's layout: the MSAs end their stages (c3: CCCCCM), and it equals the built-in spec.
+    assert ends["alternet"].digest() == load_spec("alter50").digest()
+
+
+def test_placement_is_convs_then_conv_msa_pairs(base50):
+    space = make_space(base50)
+    arch = space.arch_from_params({"k_c1": 0, "k_c2": 2, "k_c3": 1, "k_c4": 1})
+    layout = {s.name: "".join("M" if isinstance(b, MSABlock) else "C" for b in s.blocks) for s in arch.stages}
+    assert layout == {"c1": "CCC", "c2": "CMCM", "c3": "CCCCCM", "c4": "CCCM"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.randoms(use_true_random=False))
+def test_every_point_of_the_space_is_a_valid_design_with_non_decreasing_heads(rnd):
+    space = _full_space()
+    params = {name: rnd.choice(values) for name, values in space.choices().items()}
+    arch = space.arch_from_params(params)  # runs archdsl.checks.ensure_valid
+    heads = [b.heads for s in arch.stages for b in s.blocks if isinstance(b, MSABlock)]
+    assert heads == sorted(heads)
+    sizes = {sh.name: sh.out_size for sh in stage_shapes(arch)}
+    for stage in arch.stages:
+        for block in stage.blocks:
+            if isinstance(block, MSABlock) and block.window is not None:
+                assert sizes[stage.name][0] % block.window == 0
+    # The canonical parameters of the design name the same design.
+    again = space.arch_from_params(space.params_from_arch(arch))
+    assert again.digest() == arch.digest()
+
+
+@functools.lru_cache(maxsize=1)
+def _full_space():
+    return make_space(load_spec("alter50-base"), ALL)
+
+
+def test_window_choices_tile_the_stage_map(base50):
+    space = make_space(base50, ("k", "window"))
+    windows = {s.name: s.windows for s in space.stages}
+    assert windows["c1"][-1] == GLOBAL and 32 % windows["c1"][0] == 0
+    assert all(w == GLOBAL or 4 % w == 0 for w in windows["c4"])  # c4's map is 4x4
+
+
+def test_heads_repair_lifts_a_later_stage_to_the_earlier_heads(base50):
+    space = make_space(base50, ("k", "heads"))
+    arch = space.arch_from_params(
+        {"k_c1": 0, "heads_c1": 6, "k_c2": 1, "heads_c2": 12, "k_c3": 1, "heads_c3": 6, "k_c4": 1, "heads_c4": 12}
+    )
+    heads = {s.name: [b.heads for b in s.blocks if isinstance(b, MSABlock)] for s in arch.stages}
+    # c1 has no MSA, so its heads do not count; c3 asked for 6 but must not drop below c2's 12.
+    assert heads == {"c1": [], "c2": [12], "c3": [12], "c4": [12]}
+
+
+def test_a_design_outside_the_space_is_refused(base50):
+    space = make_space(base50)
+    with pytest.raises(UserError, match="not in this search space"):
+        space.params_from_arch(load_spec("resnet50"))  # (3, 4, 6, 3) blocks, another base
+    with pytest.raises(UserError):
+        space.arch_from_params({"k_c4": 3})
+    with pytest.raises(UserError):
+        space.arch_from_params({"k_c9": 1})
+
+
+def test_tiny_base_collapses_equal_endpoints():
+    base = parse_spec(
+        "arch b { input 3x32x32 classes 10 stem conv3x3(8) conv = basic\n"
+        "stage c1(width=8) { conv } stage c2(width=16, stride=2) { conv*2 } }"
+    )
+    space = make_space(base)
+    assert "k_c1" not in space.choices()  # one block: no MSA fits
+    names = [e.name for e in space.endpoints()]
+    assert names == ["resnet", "swin-like"]
+
+
+def test_parse_searched_always_includes_k_and_rejects_unknown_knobs():
+    assert parse_searched("heads") == ("k", "heads")
+    with pytest.raises(UserError, match="cannot search"):
+        parse_searched("k,depth")

@@ -1,0 +1,165 @@
+"""Storage: clear errors, a killed worker's trial failed and retried, several workers at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+import _search_support as support
+from archdsl.cli import main
+from archdsl.errors import UserError
+from archdsl.search.storage import BEAT_ATTR, FAIL_REASON_ATTR, StorageOptions, open_storage
+
+POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
+
+
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("runs/study.db", "is not a URL"),
+        ("nosuchdialect://localhost/db", "cannot open storage"),
+        ("mysql://user:secret@localhost/db", "driver"),
+        ("postgresql://user:secret@127.0.0.1:1/db", "cannot open storage"),
+    ],
+)
+def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
+    status = main(support.search_args(tmp_path, "bad", "--storage", url))
+    err = capsys.readouterr().err
+    assert status == 1
+    assert message in err and "hint:" in err and "Traceback" not in err
+    assert "secret" not in err  # passwords stay out of messages
+
+
+def test_report_on_a_missing_study_says_where_it_looked(tmp_path, capsys):
+    assert main(["report", "nosuch", "--out", str(tmp_path)]) == 1
+    assert "no study 'nosuch'" in capsys.readouterr().err
+
+
+def _wait_for(predicate, timeout, proc=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"worker ended early:\n{proc.stdout.read()}")
+        time.sleep(0.1)
+    raise AssertionError("timed out")
+
+
+def _storage_cases():
+    journal = pytest.param(None, id="journal")
+    postgres = pytest.param(
+        POSTGRES_URL, id="postgresql",
+        marks=[pytest.mark.postgres, pytest.mark.skipif(not POSTGRES_URL, reason="set ARCHDSL_TEST_POSTGRES_URL "
+                                                         "to a PostgreSQL database to run this")],
+    )
+    return [journal, postgres]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("url", _storage_cases())
+def test_a_killed_worker_loses_no_finished_trial_and_its_trial_is_retried(tmp_path, url):
+    # Three epochs per trial leave time to kill the worker in the middle of its second trial.
+    study_name = f"kill-{uuid.uuid4().hex[:8]}"
+    extra = ["--storage", url, "--heartbeat", "1", "--grace-period", "2"] if url else []
+    args = support.search_args(tmp_path, study_name, "--strategy", "random", "--n-trials", "3", "--epochs", "3",
+                               "--seed", "3", *extra)
+    worker = support.spawn(args)
+
+    def killable():
+        if url is None and not (tmp_path / "runs" / study_name / "study.journal").exists():
+            return None
+        try:
+            trials = support.load(tmp_path, study_name, url).trials
+        except UserError:  # not created yet
+            return None
+        done = [t for t in trials if t.state == TrialState.COMPLETE]
+        running = [t for t in trials if t.state == TrialState.RUNNING and BEAT_ATTR in t.system_attrs]
+        return (done, running[0]) if done and running else None
+
+    try:
+        done_before, victim = _wait_for(killable, 180, worker)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+        time.sleep(2.5 if url else 0)  # past the RDB grace period
+        assert main(args) == 0  # the same command again
+        trials = support.load(tmp_path, study_name, url).trials
+        by_number = {t.number: t for t in trials}
+        for t in done_before:  # finished trials are kept as they were
+            assert by_number[t.number].state == TrialState.COMPLETE and by_number[t.number].values == t.values
+        stale = by_number[victim.number]
+        assert stale.state == TrialState.FAIL
+        if url is None:  # archdsl's own journal heartbeat says why
+            assert stale.user_attrs[FAIL_REASON_ATTR].startswith("worker stopped")
+        retries = [t for t in trials if t.system_attrs.get("failed_trial") == victim.number]
+        assert len(retries) == 1 and retries[0].state == TrialState.COMPLETE
+        assert retries[0].params == stale.params
+        assert not [t for t in trials if t.state in (TrialState.RUNNING, TrialState.WAITING)]
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        if url:
+            optuna.delete_study(study_name=study_name, storage=open_storage(StorageOptions(url=url), tmp_path, study_name))
+
+
+def _check_shared_study(study: optuna.Study, n_trials: int) -> None:
+    trials = study.trials
+    assert [t.number for t in trials] == list(range(len(trials)))
+    assert all(t.state == TrialState.COMPLETE for t in trials)  # none lost, none left running
+    assert len(trials) >= n_trials
+    # Each design was trained by exactly one trial; its repeats reused the values.
+    trained = {}
+    for t in trials:
+        if "reused_from" not in t.user_attrs:
+            assert t.user_attrs["digest"] not in trained, "a design was trained twice"
+            trained[t.user_attrs["digest"]] = t
+    for t in trials:
+        assert t.values == trained[t.user_attrs["digest"]].values
+
+
+def _run_two_workers(args: list[str]) -> None:
+    workers = [support.spawn(args) for _ in range(2)]
+    outputs = [w.communicate(timeout=240)[0] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], outputs
+
+
+@pytest.mark.slow
+def test_two_workers_share_a_journal_study(tmp_path):
+    args = support.search_args(tmp_path, "shared", "--strategy", "random", "--n-trials", "5", "--seed-endpoints")
+    _run_two_workers(args)
+    _check_shared_study(support.load(tmp_path, "shared"), 5)
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+@pytest.mark.skipif(not POSTGRES_URL, reason="set ARCHDSL_TEST_POSTGRES_URL to a PostgreSQL database to run this")
+def test_two_workers_share_a_postgresql_study(tmp_path):
+    study_name = f"test-{uuid.uuid4().hex[:10]}"
+    args = support.search_args(tmp_path, study_name, "--strategy", "tpe", "--n-trials", "5", "--storage", POSTGRES_URL)
+    try:
+        _run_two_workers(args)
+        _check_shared_study(support.load(tmp_path, study_name, POSTGRES_URL), 5)
+        assert main(["report", study_name, "--storage", POSTGRES_URL, "--out", str(tmp_path / "runs")]) == 0
+        assert (tmp_path / "runs" / study_name / "report" / "report.md").exists()
+    finally:
+        storage = open_storage(StorageOptions(url=POSTGRES_URL), tmp_path, study_name)
+        optuna.delete_study(study_name=study_name, storage=storage)
+
+
+def test_a_study_refuses_a_command_that_searches_another_space(tmp_path, capsys):
+    args = support.search_args(tmp_path, "one-space", "--strategy", "random", "--n-trials", "1",
+                               "--objectives", "params")
+    assert main(args) == 0
+    assert main([*args, "--search", "k,heads"]) == 1
+    assert "searches another space" in capsys.readouterr().err
+    assert main([*args, "--objectives", "params,flops"]) == 1  # the last --objectives wins: two objectives
+    assert "optimises 1 objective(s)" in capsys.readouterr().err
+    assert main([*args, "--objectives", "flops"]) == 1  # same direction, another objective
+    assert "(params), not flops" in capsys.readouterr().err

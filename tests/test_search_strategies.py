@@ -1,0 +1,121 @@
+"""Strategies: the build-up rule's order, and real (tiny) searches with every sampler."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+from optuna.trial import TrialState
+
+import _search_support as support
+from archdsl.cli import main
+from archdsl.search.objectives import OBJECTIVES
+from archdsl.search.space import make_space
+from archdsl.search.strategies import run_buildup
+from archdsl.spec import load_spec, parse_spec
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Two shared cores: one intra-op thread trains these tiny nets faster than several.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _fake_trial(value):
+    state = TrialState.COMPLETE if value is not None else TrialState.FAIL  # a real enum: steps record its name
+    return SimpleNamespace(state=state, values=None if value is None else [value])
+
+
+def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
+    space = make_space(load_spec("alter50-base"))  # max k = (1, 2, 3, 2)
+    # The paper's curve (Sec. 4.1): c4 twice helps, c3 once helps, a second c3 does not, c2 helps.
+    scores = {(0, 0, 0, 0): 82.49, (0, 0, 0, 1): 83.46, (0, 0, 0, 2): 83.67, (0, 0, 1, 2): 83.78,
+              (0, 0, 2, 2): 83.53, (0, 1, 1, 2): 84.03, (0, 2, 1, 2): 83.9, (1, 1, 1, 2): 83.0}
+    asked = []
+
+    def evaluate(params):
+        ks = tuple(params[f"k_c{i}"] for i in range(1, 5))
+        asked.append(ks)
+        return _fake_trial(scores[ks])
+
+    steps = run_buildup(space, OBJECTIVES["accuracy"], 0, evaluate)
+    assert asked == [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 2), (0, 0, 1, 2), (0, 0, 2, 2),
+                     (0, 1, 1, 2), (0, 2, 1, 2), (1, 1, 1, 2)]
+    kept = [s.params for s in steps if s.accepted][-1]
+    assert (kept["k_c1"], kept["k_c2"], kept["k_c3"], kept["k_c4"]) == (0, 1, 1, 2)  # the paper's AlterNet
+
+
+def test_buildup_treats_a_failed_candidate_as_no_better_and_minimises_when_asked():
+    space = make_space(load_spec("alter50-base"))
+    seen = []
+
+    def evaluate(params):
+        ks = tuple(params[f"k_c{i}"] for i in range(1, 5))
+        seen.append(ks)
+        # params (minimise): every MSA adds parameters, so nothing is ever kept.
+        return _fake_trial(None if ks == (0, 0, 0, 1) else 100.0 + sum(ks))
+
+    steps = run_buildup(space, OBJECTIVES["params"], 0, evaluate)
+    assert seen == [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0), (0, 1, 0, 0), (1, 0, 0, 0)]
+    assert [s.accepted for s in steps] == [True, False, False, False, False]
+
+
+@pytest.mark.slow
+def test_buildup_search_follows_the_rule_on_real_training(tmp_path):
+    assert main(support.search_args(tmp_path, "bu", "--strategy", "buildup", "--n-trials", "6")) == 0
+    study = support.load(tmp_path, "bu")
+    trials = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    ks = [tuple(t.params[f"k_c{i}"] for i in (1, 2, 3)) for t in trials]
+    assert ks[0] == (0, 0, 0) and ks[1] == (0, 0, 1)  # the base first, then the end of the last stage
+    best, best_value, stage = ks[0], trials[0].values[0], 2
+    for k, trial in zip(ks[1:], trials[1:]):
+        grown = [i for i in range(3) if k[i] == best[i] + 1]
+        assert len(grown) == 1 and all(k[i] == best[i] for i in range(3) if i != grown[0])  # one MSA added
+        assert grown[0] <= stage  # never back to a later stage
+        stage = grown[0]
+        if trial.values[0] > best_value:
+            best, best_value = k, trial.values[0]
+        else:
+            stage -= 1
+    # Every trial left its spec, metrics and checkpoint; the report names the winner.
+    run = tmp_path / "runs" / "bu"
+    for t in trials:
+        folder = run / "trials" / f"{t.number}-{t.user_attrs['short_id']}"
+        assert json.loads((folder / "metrics.json").read_text())["objectives"]["accuracy"] == t.values[0]
+        assert parse_spec((folder / "spec.arch").read_text()).digest() == t.user_attrs["digest"]
+        assert list(folder.glob("*.safetensors"))
+    assert (run / "report" / "report.md").read_text().count("```arch") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "strategy, objectives, n_trials",
+    [("tpe", "accuracy", 3), ("random", "accuracy", 3), ("grid", "accuracy,params", 3), ("nsga2", "accuracy,latency", 3)],
+)
+def test_each_strategy_runs_a_study_and_reports_it(tmp_path, strategy, objectives, n_trials):
+    args = support.search_args(tmp_path, strategy, "--strategy", strategy, "--objectives", objectives,
+                               "--n-trials", str(n_trials), "--seed-endpoints")
+    assert main(args) == 0
+    study = support.load(tmp_path, strategy)
+    finished = [t for t in study.trials if t.state.is_finished()]
+    assert len(finished) == n_trials
+    complete = [t for t in finished if t.state == TrialState.COMPLETE]
+    assert complete and all(len(t.values) == len(objectives.split(",")) for t in complete)
+    assert complete[0].user_attrs.get("endpoint") == "resnet"  # --seed-endpoints goes first
+    # A design is trained once: repeats reuse the first trial's values.
+    by_digest = {}
+    for t in complete:
+        first = by_digest.setdefault(t.user_attrs["digest"], t)
+        if first is not t:
+            assert t.user_attrs["reused_from"] == first.number and t.values == first.values
+    best = sorted((tmp_path / "runs" / strategy / "best").glob("*.arch"))
+    assert best and all(parse_spec(p.read_text()).n_blocks == 6 for p in best)
+    assert (tmp_path / "runs" / strategy / "report" / "history.png").stat().st_size > 1000
+    # Running the same command again resumes a finished study: no new trial.
+    assert main(args) == 0
+    assert len(support.load(tmp_path, strategy).trials) == len(study.trials)

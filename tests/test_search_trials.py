@@ -1,0 +1,102 @@
+"""Trials: constraints before training, failures recorded with their reason, staged analyses."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from optuna.trial import TrialState
+
+import _search_support as support
+from archdsl.cli import main
+from archdsl.search import objective as measure
+from archdsl.search.objectives import OBJECTIVES, dominates, parse_objectives
+from archdsl.errors import UserError
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_objectives_parse_with_directions_and_dominance_follows_them():
+    objs = parse_objectives("accuracy,params")
+    assert [(o.name, o.direction) for o in objs] == [("accuracy", "maximize"), ("params", "minimize")]
+    assert dominates({"accuracy": 0.5, "params": 10}, {"accuracy": 0.4, "params": 10}, objs)
+    assert not dominates({"accuracy": 0.5, "params": 20}, {"accuracy": 0.4, "params": 10}, objs)
+    assert not dominates({"accuracy": 0.5, "params": 10}, {"accuracy": 0.5, "params": 10}, objs)
+    with pytest.raises(UserError, match="unknown objective 'acc'"):
+        parse_objectives("acc")
+    assert OBJECTIVES["nep"].better(0.1, 0.2) and OBJECTIVES["robustness"].better(0.6, 0.5)
+
+
+def test_constraints_prune_designs_before_any_training(tmp_path):
+    # The limit is the MSA-free design's size: some MSA designs are larger, some smaller.
+    base_params = measure.static_costs(
+        measure.fit_to_data(measure.load_base(str(support.write_base(tmp_path))),
+                            measure.load_data(support.DATASET, None, seed=0, subset=1))
+    )["params"]
+    args = support.search_args(tmp_path, "cons", "--strategy", "grid", "--n-trials", "8",
+                               "--objectives", "accuracy", "--max-params", str(base_params))
+    assert main(args) == 0
+    trials = support.load(tmp_path, "cons").trials
+    assert len(trials) == 8
+    for t in trials:
+        params = t.user_attrs["metrics"]["params"]
+        if params > base_params:
+            assert t.state == TrialState.PRUNED and "--max-params" in t.user_attrs["pruned_reason"]
+            assert "accuracy" not in t.user_attrs["metrics"] and "dir" not in t.user_attrs  # never trained
+        else:
+            assert t.state == TrialState.COMPLETE and t.values[0] == t.user_attrs["metrics"]["accuracy"]
+    assert {t.state for t in trials} == {TrialState.PRUNED, TrialState.COMPLETE}
+
+
+def test_a_diverging_design_fails_with_its_reason_and_the_study_goes_on(tmp_path, capsys):
+    args = support.search_args(tmp_path, "nan", "--strategy", "random", "--n-trials", "2", "--lr", "1e12")
+    assert main(args) == 0
+    trials = support.load(tmp_path, "nan").trials
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL]
+    assert all(t.user_attrs["fail_reason"].startswith("training diverged") for t in trials)
+    report = (tmp_path / "runs" / "nan" / "report" / "report.md").read_text()
+    assert "No trial has completed yet." in report and "training diverged" in report
+
+
+def test_out_of_memory_fails_only_that_trial(tmp_path, monkeypatch):
+    real_train = measure.train_candidate
+    calls = []
+
+    def train_or_run_out(arch, *args, **kwargs):
+        calls.append(arch.n_msa)
+        if len(calls) == 1:  # the first candidate does not fit on the device
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_train(arch, *args, **kwargs)
+
+    monkeypatch.setattr(measure, "train_candidate", train_or_run_out)
+    assert main(support.search_args(tmp_path, "oom", "--strategy", "random", "--n-trials", "2", "--seed", "1")) == 0
+    first, second = support.load(tmp_path, "oom").trials
+    assert first.state == TrialState.FAIL and first.user_attrs["fail_reason"].startswith("out of memory")
+    assert second.state == TrialState.COMPLETE
+
+
+@pytest.mark.slow
+def test_expensive_objectives_run_only_for_designs_not_dominated_on_the_cheap_ones(tmp_path):
+    # The endpoints go first: the MSA-free design has fewer parameters and FLOPs than the
+    # all-MSA one, which is therefore pruned before it is trained or its Hessian computed.
+    args = support.search_args(tmp_path, "staged", "--strategy", "random", "--n-trials", "4", "--seed-endpoints",
+                               "--objectives", "params,flops,nep", "--hessian-batches", "1", "--hessian-iters", "3")
+    assert main(args) == 0
+    trials = support.load(tmp_path, "staged").trials
+    cheap = parse_objectives("params,flops")
+    assert trials[1].user_attrs["endpoint"] == "swin-like"
+    assert trials[1].state == TrialState.PRUNED
+    assert trials[1].user_attrs["pruned_reason"] == "dominated on the cheap objectives by trial 0"
+    for t in trials:
+        metrics = t.user_attrs["metrics"]
+        if t.state == TrialState.COMPLETE:
+            assert 0 <= metrics["nep"] <= 1 and t.values[2] == metrics["nep"] and "accuracy" in metrics
+        else:
+            assert t.state == TrialState.PRUNED and "nep" not in metrics and "accuracy" not in metrics
+            by = int(t.user_attrs["pruned_reason"].rsplit(" ", 1)[1])
+            assert trials[by].state == TrialState.COMPLETE and dominates(trials[by].user_attrs["metrics"], metrics, cheap)
