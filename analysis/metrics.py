@@ -1,0 +1,62 @@
+"""Predictive performance from logits: top-1 accuracy, NLL and expected calibration error.
+
+All three are fractions or nats on the whole set (not per batch), so the search can
+compare candidates evaluated with different batch sizes.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from pydantic import BaseModel, ConfigDict
+
+
+class ClassificationMetrics(BaseModel):
+    """`top1` and `ece` are fractions in [0, 1]; `nll` is the mean negative log-likelihood in nats."""
+
+    model_config = ConfigDict(frozen=True)
+
+    top1: float
+    nll: float
+    ece: float
+    n_bins: int
+    count: int
+
+
+def expected_calibration_error(confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = 15) -> float:
+    """ECE with `n_bins` equal-width confidence bins (Guo et al., 2017).
+
+    Sum over bins of (share of samples in the bin) x |accuracy - mean confidence| in the bin.
+    Bins are right-closed, (i/n, (i+1)/n], with confidence 0 falling into the first bin.
+    """
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    confidence = confidence.double().flatten()
+    correct = correct.double().flatten()
+    # ceil(c * n) - 1 is the right-closed bin; clamp puts c == 0 into bin 0.
+    bins = (torch.ceil(confidence * n_bins) - 1).clamp(0, n_bins - 1).long()
+    count = torch.bincount(bins, minlength=n_bins).double()
+    conf_sum = torch.bincount(bins, weights=confidence, minlength=n_bins)
+    acc_sum = torch.bincount(bins, weights=correct, minlength=n_bins)
+    # |sum(acc) - sum(conf)| / N per bin equals (|B|/N) * |acc(B) - conf(B)|.
+    return float((acc_sum - conf_sum).abs().sum() / max(len(confidence), 1))
+
+
+def classification_metrics(logits: torch.Tensor, labels: torch.Tensor, n_bins: int = 15) -> ClassificationMetrics:
+    """Top-1, NLL and ECE of `logits` (N, classes) against integer `labels` (N,)."""
+    if logits.ndim != 2 or labels.ndim != 1 or len(logits) != len(labels):
+        raise ValueError(f"expected logits (N, C) and labels (N,), got {tuple(logits.shape)} and {tuple(labels.shape)}")
+    if len(labels) == 0:
+        raise ValueError("no samples to score")
+    logits = logits.detach().double().cpu()
+    labels = labels.detach().long().cpu()
+    probabilities = logits.softmax(dim=1)
+    confidence, predicted = probabilities.max(dim=1)
+    correct = predicted == labels
+    return ClassificationMetrics(
+        top1=float(correct.double().mean()),
+        nll=float(F.cross_entropy(logits, labels)),
+        ece=expected_calibration_error(confidence, correct, n_bins),
+        n_bins=n_bins,
+        count=len(labels),
+    )

@@ -1,0 +1,118 @@
+"""All analysis results of one checkpoint, as JSON (`metrics.json`) and as a Markdown report.
+
+Rendering is pure: `AnalysisReport.to_json()` and `render_markdown(report)` return text;
+`archdsl analyze` writes the files and the figures the report links to.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from archdsl.analysis.fourier import FeatureMapStatistics
+from archdsl.analysis.hessian import Spectrum
+from archdsl.analysis.metrics import ClassificationMetrics
+from archdsl.analysis.robustness import RobustnessResult
+
+
+class AnalysisReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    checkpoint: str
+    arch: str  # the design's name
+    arch_digest: str  # its canonical hash (`Arch.digest()`)
+    dataset: str
+    classification: ClassificationMetrics | None = None
+    robustness: RobustnessResult | None = None
+    hessian: Spectrum | None = None
+    feature_maps: FeatureMapStatistics | None = None
+    figures: dict[str, str] = {}  # what -> PNG file name, relative to the report
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2) + "\n"
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.2f} %"
+
+
+def _headline(report: AnalysisReport) -> list[str]:
+    rows = []
+    if report.classification:
+        c = report.classification
+        rows += [
+            f"| top-1 accuracy | {_percent(c.top1)} | {c.count} test images |",
+            f"| NLL | {c.nll:.4f} | nats per image |",
+            f"| ECE | {_percent(c.ece)} | {c.n_bins} equal-width bins |",
+        ]
+    if report.robustness:
+        r = report.robustness
+        scope = "15 corruptions x 5 severities" if r.complete else f"{len(r.cells)} corrupted sets (not the full 15 x 5)"
+        rows.append(f"| corruption robustness | {_percent(r.mean)} | mean top-1 over {scope} |")
+    if report.hessian:
+        h = report.hessian
+        ape = "n/a" if h.ape is None else f"{h.ape:.4g}"
+        where = f"top-{h.k} of {h.batches} batches of {h.batch_size}, {h.method}, tol {h.tol:g}, wd {h.weight_decay:g}"
+        rows += [f"| NEP | {_percent(h.nep)} | {where} |", f"| APE | {ape} | same |"]
+    if not rows:
+        return []
+    return ["| metric | value | measured on |", "|---|---|---|", *rows, ""]
+
+
+def _figure(report: AnalysisReport, key: str, caption: str) -> list[str]:
+    return [f"![{caption}]({report.figures[key]})", ""] if key in report.figures else []
+
+
+def render_markdown(report: AnalysisReport) -> str:
+    lines = [
+        f"# Analysis of `{report.arch}`",
+        "",
+        f"Checkpoint `{report.checkpoint}` (design {report.arch_digest[:12]}), dataset `{report.dataset}`.",
+        "",
+        *_headline(report),
+    ]
+    if report.hessian:
+        h = report.hessian
+        lines += [
+            "## Hessian max-eigenvalue spectrum",
+            "",
+            f"The {h.k} largest-magnitude eigenvalues of the Hessian of NLL + {h.weight_decay:g}/2 ||w||^2 on each "
+            f"of {h.batches} augmented training batches of {h.batch_size} (model in eval mode, {h.method}, "
+            f"tolerance {h.tol:g}, at most {h.max_iter} iterations, {h.hvps} Hessian-vector products). "
+            "NEP is the share of negative eigenvalues, APE the mean of the positive ones; lower is flatter.",
+            "",
+            *_figure(report, "hessian", "Hessian eigenvalue spectrum"),
+        ]
+    if report.robustness:
+        r = report.robustness
+        lines += [
+            "## Corruption robustness",
+            "",
+            *_figure(report, "robustness", "Accuracy per corruption"),
+            "| corruption | " + " | ".join(f"s{s}" for s in r.per_severity) + " | mean |",
+            "|---|" + "---|" * (len(r.per_severity) + 1),
+        ]
+        measured = {(c.corruption, c.severity): c.top1 for c in r.cells}
+        for corruption, mean in r.per_corruption.items():
+            cells = [f"{100 * measured[(corruption, s)]:.1f}" if (corruption, s) in measured else "" for s in r.per_severity]
+            lines.append(f"| {corruption} | " + " | ".join(cells) + f" | {100 * mean:.1f} |")
+        severity_means = " | ".join(f"{100 * v:.1f}" for v in r.per_severity.values())
+        lines += [f"| **mean** | {severity_means} | **{100 * r.mean:.1f}** |", ""]
+    if report.feature_maps:
+        f = report.feature_maps
+        lines += [
+            "## Feature maps block by block",
+            "",
+            "Delta log amplitude: log amplitude of the feature maps' 2-D FFT at frequency (pi, pi) minus at 0 "
+            "(more negative: fewer high frequencies). Variance: spatial variance of the feature maps. "
+            f"Both averaged over {f.variance.images} test images and all channels.",
+            "",
+            *_figure(report, "feature_maps", "Delta log amplitude and variance per block"),
+            "| depth | block | kind | Delta log amplitude | variance |",
+            "|---|---|---|---|---|",
+        ]
+        for amplitude, variance in zip(f.delta_log_amplitude.layers, f.variance.layers):
+            lines.append(
+                f"| {amplitude.depth} | {amplitude.name} | {amplitude.kind} | {amplitude.value:.3f} | {variance.value:.4g} |"
+            )
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,90 @@
+"""`archdsl analyze` end to end on a micro checkpoint and the synthetic dataset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from archdsl.analysis.report import AnalysisReport
+from archdsl.cli import main
+
+DATASET = "synthetic:train=200,test=100"  # small, so that generating it is quick
+
+MICRO = """
+arch micro {
+    input   3x32x32
+    classes 10
+    stem    conv3x3(4)
+    conv  = basic
+    stage c1(width=4)           { conv }
+    stage c2(width=8, stride=2) { conv msa(heads=1, window=4, dim_head=4) }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from archdsl.build import build
+    from archdsl.checkpoint import save_checkpoint
+    from archdsl.spec import parse_spec
+
+    arch = parse_spec(MICRO)
+    path = tmp_path_factory.mktemp("ckpt") / "micro.safetensors"
+    save_checkpoint(path, build(arch, seed=0), arch, {"dataset": DATASET})
+    return path
+
+
+@pytest.mark.slow
+def test_analyze_writes_metrics_figures_and_report(checkpoint, tmp_path, capsys):
+    out = tmp_path / "analysis"
+    code = main([
+        "analyze", str(checkpoint), "--out", str(out), "--device", "cpu", "--no-progress",
+        "--subset", "0.5", "--corruptions", "fog", "contrast", "--severities", "1", "3",
+        "--batches", "2", "--hessian-batch-size", "4", "--k", "2", "--max-iter", "8", "--method", "lanczos",
+        "--images", "12",
+    ])  # fmt: skip
+    assert code == 0
+    report = AnalysisReport.model_validate_json((out / "metrics.json").read_text())
+    assert report.arch == "micro" and report.dataset == DATASET
+    assert report.classification.count == 50  # half of the 100 test images
+    assert {(c.corruption, c.severity) for c in report.robustness.cells} == {
+        ("fog", 1), ("fog", 3), ("contrast", 1), ("contrast", 3)
+    }
+    assert not report.robustness.complete
+    hessian = report.hessian
+    assert (len(hessian.eigenvalues), hessian.batch_size, hessian.k, hessian.method) == (4, 4, 2, "lanczos")
+    assert hessian.weight_decay == 0.05  # no training config in the meta: the recipe's default
+    names = [layer.name for layer in report.feature_maps.variance.layers]
+    assert names == ["stem", "stages.c1.0", "stages.c2.0", "stages.c2.1"]
+    assert [layer.kind for layer in report.feature_maps.variance.layers] == ["stem", "conv", "conv", "msa"]
+    assert report.feature_maps.variance.images == 12
+    markdown = (out / "report.md").read_text()
+    for name in ("robustness.png", "hessian.png", "feature_maps.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / name).stat().st_size > 10_000
+        assert f"]({name})" in markdown
+    assert "micro on synthetic" in capsys.readouterr().out
+
+
+def test_analyze_only_what_is_asked(checkpoint, tmp_path):
+    out = tmp_path / "only"
+    code = main(["analyze", str(checkpoint), "--metrics", "acc", "--subset", "0.2", "--out", str(out),
+                 "--device", "cpu", "--no-progress"])  # fmt: skip
+    assert code == 0
+    data = json.loads((out / "metrics.json").read_text())
+    assert data["classification"]["count"] == 20
+    assert data["robustness"] is None and data["hessian"] is None and data["feature_maps"] is None
+    assert not list(out.glob("*.png"))
+
+
+def test_unknown_metric_is_a_usage_error(checkpoint, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["analyze", str(checkpoint), "--metrics", "acc,hesian"])
+    assert exit_info.value.code == 2
+    assert "hesian" in capsys.readouterr().err
+
+
+def test_missing_checkpoint_is_a_user_error(tmp_path, capsys):
+    assert main(["analyze", str(tmp_path / "nope.safetensors"), "--device", "cpu"]) == 1
+    assert "no such checkpoint" in capsys.readouterr().err

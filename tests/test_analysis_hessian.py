@@ -1,0 +1,214 @@
+"""Hessian eigensolvers against exact eigendecompositions (explicit matrices, tiny networks)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.func import functional_call
+
+from archdsl.analysis.hessian import (
+    Spectrum,
+    average_positive_eigenvalue,
+    hessian_operator,
+    hessian_spectrum,
+    lanczos,
+    negative_eigenvalue_proportion,
+    power_iteration,
+    top_eigenvalues,
+)
+
+
+def symmetric_with(eigenvalues: list[float], n: int, seed: int = 0) -> torch.Tensor:
+    """A random symmetric n x n matrix whose spectrum is `eigenvalues` plus small ones in [0, 0.5)."""
+    generator = torch.Generator().manual_seed(seed)
+    basis, _ = torch.linalg.qr(torch.randn(n, n, generator=generator, dtype=torch.float64))
+    rest = torch.rand(n - len(eigenvalues), generator=generator, dtype=torch.float64) * 0.5
+    spectrum = torch.cat([torch.tensor(eigenvalues, dtype=torch.float64), rest])
+    return (basis * spectrum) @ basis.T
+
+
+def largest_magnitude(matrix: torch.Tensor, k: int) -> torch.Tensor:
+    values = torch.linalg.eigvalsh(matrix)
+    return values[torch.argsort(values.abs(), descending=True)[:k]]
+
+
+@pytest.mark.parametrize("solver", [power_iteration, lanczos])
+def test_solvers_find_a_dominant_negative_direction_first(solver):
+    # A saddle: the largest-|lambda| direction curves down.
+    matrix = symmetric_with([-9.0, 6.0, -4.0, 3.0, 2.0], n=30)
+    estimate = solver(lambda v: matrix @ v, [30], 5, tol=1e-8, max_iter=2000, dtype=torch.float64)
+    assert estimate.eigenvalues[0] == pytest.approx(-9.0, rel=1e-5)
+    assert torch.allclose(torch.tensor(estimate.eigenvalues), torch.tensor([-9.0, 6.0, -4.0, 3.0, 2.0]), rtol=1e-4)
+    assert negative_eigenvalue_proportion(estimate.eigenvalues) == pytest.approx(0.4)
+
+
+def test_lanczos_needs_far_fewer_products_than_power_iteration():
+    matrix = symmetric_with([5.0, 4.5, 4.0, 3.5, 3.0], n=200, seed=3)
+    power = power_iteration(lambda v: matrix @ v, [200], 5, tol=1e-6, max_iter=5000, dtype=torch.float64)
+    krylov = lanczos(lambda v: matrix @ v, [200], 5, tol=1e-6, max_iter=200, dtype=torch.float64)
+    exact = largest_magnitude(matrix, 5)
+    assert torch.allclose(torch.tensor(krylov.eigenvalues, dtype=torch.float64), exact, rtol=1e-6)
+    assert torch.allclose(torch.tensor(power.eigenvalues, dtype=torch.float64), exact, rtol=1e-3)
+    assert krylov.matvecs < power.matvecs / 3
+
+
+def test_power_iteration_tolerance_stops_early_but_close():
+    matrix = symmetric_with([5.0, 4.8, 1.0], n=50, seed=1)
+    loose = power_iteration(lambda v: matrix @ v, [50], 1, tol=1e-3, dtype=torch.float64)
+    tight = power_iteration(lambda v: matrix @ v, [50], 1, tol=1e-9, max_iter=10_000, dtype=torch.float64)
+    assert loose.matvecs < tight.matvecs
+    assert tight.eigenvalues[0] == pytest.approx(5.0, rel=1e-5)
+    assert loose.eigenvalues[0] == pytest.approx(5.0, rel=0.05)
+
+
+class TinyNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden = nn.Linear(4, 6)
+        self.norm = nn.BatchNorm1d(6)
+        self.out = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.tanh(self.norm(self.hidden(x))))
+
+
+def tiny_problem(seed: int = 0):
+    torch.manual_seed(seed)
+    model = TinyNet().double()
+    with torch.no_grad():  # non-trivial running statistics, so eval mode matters
+        model.norm.running_mean.uniform_(-0.5, 0.5)
+        model.norm.running_var.uniform_(0.5, 2.0)
+    inputs = torch.randn(16, 4, dtype=torch.float64)
+    targets = torch.randint(0, 3, (16,))
+    return model, inputs, targets
+
+
+def exact_hessian(model: nn.Module, inputs, targets, weight_decay: float = 0.0) -> torch.Tensor:
+    """The full Hessian of eval-mode NLL + 0.5 wd ||w||^2 by torch.autograd.functional.hessian."""
+    model.eval()
+    names = [name for name, _ in model.named_parameters()]
+    shapes = [p.shape for p in model.parameters()]
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    buffers = dict(model.named_buffers())
+
+    def loss(vector: torch.Tensor) -> torch.Tensor:
+        pieces = torch.split(vector, [s.numel() for s in shapes])
+        state = {n: piece.view(s) for n, piece, s in zip(names, pieces, shapes)} | buffers
+        return F.cross_entropy(functional_call(model, state, (inputs,)), targets) + 0.5 * weight_decay * vector.square().sum()
+
+    return torch.autograd.functional.hessian(loss, flat)
+
+
+@pytest.mark.parametrize("method", ["power", "lanczos"])
+def test_top_eigenvalues_of_a_tiny_network_match_the_full_hessian(method):
+    model, inputs, targets = tiny_problem()
+    exact = largest_magnitude(exact_hessian(model, inputs, targets, weight_decay=0.05), 5)
+    tol = 1e-7 if method == "power" else 1e-6
+    found = top_eigenvalues(
+        model, inputs, targets, k=5, max_iter=5000, tol=tol, weight_decay=0.05, method=method, seed=1
+    )
+    assert torch.allclose(torch.tensor(found.eigenvalues, dtype=torch.float64), exact, rtol=1e-3, atol=1e-6)
+
+
+def test_weight_decay_shifts_every_eigenvalue_by_its_value():
+    model, inputs, targets = tiny_problem(seed=2)
+    plain = top_eigenvalues(model, inputs, targets, k=3, tol=1e-8, max_iter=500, method="lanczos")
+    decayed = top_eigenvalues(model, inputs, targets, k=3, tol=1e-8, max_iter=500, method="lanczos", weight_decay=0.5)
+    # The top eigenvalues of this net are positive, so the order is kept by the shift.
+    assert all(value > 0 for value in plain.eigenvalues)
+    assert torch.allclose(torch.tensor(decayed.eigenvalues), torch.tensor(plain.eigenvalues) + 0.5, rtol=1e-6)
+
+
+def test_forward_over_reverse_and_double_backward_products_agree():
+    model, inputs, targets = tiny_problem(seed=3)
+    model.eval()
+    vector = torch.randn(sum(p.numel() for p in model.parameters()), dtype=torch.float64)
+    reverse = hessian_operator(model, inputs, targets, hvp="autograd", weight_decay=0.1).matvec(vector)
+    forward = hessian_operator(model, inputs, targets, hvp="func", weight_decay=0.1).matvec(vector)
+    exact = exact_hessian(model, inputs, targets, weight_decay=0.1) @ vector
+    assert torch.allclose(reverse, exact, atol=1e-10)
+    assert torch.allclose(forward, exact, atol=1e-10)
+
+
+def test_spectrum_pools_batches_restores_the_mode_and_records_its_options():
+    model, inputs, targets = tiny_problem(seed=4)
+    model.train()
+    before = model.norm.running_mean.clone()
+    batches = [(inputs[:8], targets[:8]), (inputs[8:], targets[8:])]
+    spectrum = hessian_spectrum(model, batches, k=3, tol=1e-4, weight_decay=0.0, method="lanczos", seed=7)
+    assert model.training  # put back as it was
+    assert torch.equal(model.norm.running_mean, before)  # eval mode: the statistics were not touched
+    assert len(spectrum.eigenvalues) == 6 and spectrum.batches == 2 and spectrum.batch_size == 8
+    assert (spectrum.k, spectrum.method, spectrum.seed, spectrum.bn_mode) == (3, "lanczos", 7, "eval")
+    first = top_eigenvalues(model, inputs[:8], targets[:8], k=3, tol=1e-4, method="lanczos", seed=7)
+    assert spectrum.eigenvalues[:3] == first.eigenvalues
+    assert spectrum.nep == negative_eigenvalue_proportion(spectrum.eigenvalues)
+    assert Spectrum.model_validate_json(spectrum.model_dump_json()) == spectrum
+
+
+def test_nep_and_ape_on_given_spectra():
+    spectrum = [-2.0, -0.5, 1.0, 3.0, 0.0, 8.0]
+    assert negative_eigenvalue_proportion(spectrum) == pytest.approx(2 / 6)
+    assert average_positive_eigenvalue(spectrum) == pytest.approx(4.0)
+    assert average_positive_eigenvalue([-1.0, -2.0]) is None
+    assert negative_eigenvalue_proportion([]) == 0.0
+
+
+def small_image_set(count: int):
+    import numpy as np
+
+    from archdsl.data.base import ImageSet
+
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(count, 8, 8, 3), dtype=np.uint8)
+    return ImageSet("tiny-set", images, (np.arange(count) % 3).astype(np.int64), 3, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25))
+
+
+def test_training_batches_are_augmented_hard_labelled_and_reproducible():
+    from archdsl.analysis.hessian import training_batches
+
+    torch.manual_seed(123)
+    expected_next = torch.rand(3)
+    torch.manual_seed(123)
+    first = training_batches(small_image_set(40), 2, batch_size=16, recipe="deit", seed=3)
+    assert torch.equal(torch.rand(3), expected_next)  # the global generator is left as it was
+    again = training_batches(small_image_set(40), 2, batch_size=16, recipe="deit", seed=3)
+    other = training_batches(small_image_set(40), 2, batch_size=16, recipe="deit", seed=4)
+    assert [tuple(x.shape) for x, _ in first] == [(16, 3, 8, 8)] * 2
+    assert all(y.dtype == torch.int64 and y.ndim == 1 for _, y in first)
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(first, again))
+    assert not torch.equal(first[0][0], other[0][0])
+
+
+def test_asking_for_more_batches_than_the_set_holds_is_a_user_error():
+    from archdsl.analysis.hessian import training_batches
+    from archdsl.errors import UserError
+
+    with pytest.raises(UserError, match="2 batches of 16, not 3"):
+        training_batches(small_image_set(40), 3, batch_size=16)
+    with pytest.raises(ValueError, match="no batches"):
+        hessian_spectrum(TinyNet(), [])
+
+
+def test_both_products_agree_through_window_attention():
+    # An archdsl model with an MSA block: double backward and forward-over-reverse both
+    # go through the math attention kernel and must give the same product.
+    from archdsl.analysis.hessian import math_attention
+    from archdsl.build import build
+    from archdsl.spec import parse_spec
+
+    arch = parse_spec(
+        "arch m { input 3x8x8 classes 3 stem conv3x3(4) conv = basic "
+        "stage a(width=4) { conv msa(heads=1, window=4, dim_head=4) } }"
+    )
+    model = build(arch, seed=0).double().eval()
+    generator = torch.Generator().manual_seed(0)
+    inputs = torch.randn(2, 3, 8, 8, generator=generator, dtype=torch.float64)
+    targets = torch.tensor([0, 2])
+    with math_attention():
+        reverse = hessian_operator(model, inputs, targets, hvp="autograd")
+        forward = hessian_operator(model, inputs, targets, hvp="func")
+        vector = torch.randn(sum(reverse.chunks), generator=generator, dtype=torch.float64)
+        assert torch.allclose(reverse.matvec(vector), forward.matvec(vector), rtol=1e-9, atol=1e-10)

@@ -1,0 +1,98 @@
+"""Figures are drawn and saved (non-empty PNGs) and the Markdown report says what was measured."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from archdsl.analysis import plots
+from archdsl.analysis.fourier import FeatureMapStatistics, LayerProfile, LayerValue
+from archdsl.analysis.hessian import Spectrum, average_positive_eigenvalue, negative_eigenvalue_proportion
+from archdsl.analysis.metrics import classification_metrics
+from archdsl.analysis.report import AnalysisReport, render_markdown
+from archdsl.analysis.robustness import CorruptionAccuracy, RobustnessResult
+
+
+def spectrum(values: list[float]) -> Spectrum:
+    return Spectrum(
+        eigenvalues=tuple(values), nep=negative_eigenvalue_proportion(values), ape=average_positive_eigenvalue(values),
+        k=2, batches=len(values) // 2, batch_size=16, tol=1e-3, max_iter=100, weight_decay=0.05, seed=0,
+        method="power", hvp="autograd", hvps=40,
+    )  # fmt: skip
+
+
+def robustness() -> RobustnessResult:
+    return RobustnessResult.from_cells(
+        [
+            CorruptionAccuracy(corruption=c, severity=s, top1=0.9 - 0.1 * s - i / 20, count=100)
+            for i, c in enumerate(["fog", "snow", "gaussian_noise"])
+            for s in (1, 3, 5)
+        ]
+    )
+
+
+def feature_maps() -> FeatureMapStatistics:
+    layout = [("stem", "stem", 0, "stem"), ("stages.a.0", "a", 0, "conv"), ("stages.a.1", "a", 1, "msa"),
+              ("stages.b.0", "b", 0, "conv"), ("stages.b.1", "b", 1, "msa")]  # fmt: skip
+
+    def profile(metric, values):
+        layers = tuple(
+            LayerValue(name=n, stage=s, index=i, kind=k, depth=d, value=v)
+            for d, ((n, s, i, k), v) in enumerate(zip(layout, values))
+        )
+        return LayerProfile(metric=metric, layers=layers, images=8)
+
+    return FeatureMapStatistics(
+        delta_log_amplitude=profile("delta_log_amplitude", [-1.0, -0.5, -2.0, -0.8, -2.5]),
+        variance=profile("variance", [1.0, 2.0, 1.5, 4.0, 3.0]),
+    )
+
+
+@pytest.mark.parametrize(
+    "figure",
+    [
+        lambda: plots.spectrum_figure({"a": spectrum([-3.0, 40.0, 2.0, 1.5]), "b": spectrum([0.5, 7.0, 300.0, -0.1])}),
+        lambda: plots.robustness_figure(robustness()),
+        lambda: plots.robustness_figure({"a": robustness(), "b": robustness()}),
+        lambda: plots.feature_map_figure({"a": feature_maps(), "b": feature_maps()}),
+    ],
+    ids=["spectrum", "robustness", "robustness-overlay", "feature-maps"],
+)
+def test_figures_are_saved_as_non_empty_pngs(figure, tmp_path):
+    path = tmp_path / "figure.png"
+    figure().savefig(path, dpi=plots.DPI)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.stat().st_size > 20_000
+
+
+def test_spectrum_legend_reports_nep_and_ape():
+    figure = plots.spectrum_figure({"net": spectrum([-1.0, 3.0, 5.0, 4.0])})
+    (label,) = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert label == "net: NEP 25.0%, APE 4"
+
+
+def test_msa_blocks_are_shaded_in_the_feature_map_figure():
+    figure = plots.feature_map_figure(feature_maps())
+    for axes in figure.axes:
+        shaded = [patch for patch in axes.patches if patch.get_facecolor()[:3] != (1.0, 1.0, 1.0)]
+        assert len(shaded) == 2  # stages.a.1 and stages.b.1
+
+
+def test_nothing_to_plot_is_refused():
+    with pytest.raises(ValueError):
+        plots.spectrum_figure({})
+
+
+def test_report_lists_the_results_it_has_and_round_trips():
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0], [3.0, 0.0]])
+    report = AnalysisReport(
+        checkpoint="runs/x.safetensors", arch="net", arch_digest="ab" * 32, dataset="synthetic",
+        classification=classification_metrics(logits, torch.tensor([0, 1, 1, 0])),
+        robustness=robustness(), figures={"robustness": "robustness.png"},
+    )  # fmt: skip
+    markdown = render_markdown(report)
+    assert "| top-1 accuracy | 75.00 % |" in markdown
+    assert "![Accuracy per corruption](robustness.png)" in markdown
+    assert "| fog | 80.0 | 60.0 | 40.0 | 60.0 |" in markdown
+    assert "NEP" not in markdown and "Feature maps" not in markdown
+    assert AnalysisReport.model_validate_json(report.to_json()) == report
