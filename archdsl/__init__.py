@@ -25,12 +25,12 @@ _EXPORTS = {
     "UserError": "archdsl.errors",
     "Arch": "archdsl.ir",
     # build-up transforms
+    # (`buildup` and `build` are also module names, so they are not exported as functions:
+    # use archdsl.buildup.buildup and archdsl.build.build.)
     "layout": "archdsl.buildup",
-    "buildup": "archdsl.buildup",
     "ratio": "archdsl.buildup",
     # compiler (imports torch)
     "create_model": "archdsl.build",
-    "build": "archdsl.build",
     "summarize": "archdsl.summary",
 }
 

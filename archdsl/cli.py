@@ -46,13 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"archdsl {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"archdsl.commands.{name}")
-        except ModuleNotFoundError as err:  # TEMPORARY while the commands are being written
-            if err.name != f"archdsl.commands.{name}":
-                raise
-            continue
-        module.register(subparsers)
+        importlib.import_module(f"archdsl.commands.{name}").register(subparsers)
     return parser
 
 

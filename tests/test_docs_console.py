@@ -1,18 +1,20 @@
-"""Every ```console example in the README and docs/ runs as written and prints what is shown.
+"""Every example in the README and docs/ runs as written, in document order.
 
-Commands run in order, one fresh working folder per document (so a `train` example leaves
-the checkpoint the next `analyze` example reads). A shown output line is compared with
-its numbers masked, because accuracies and timings differ between machines; everything
-else (the words, the layout) must match what the code prints today.
+A document's ```console commands and ```python blocks run one after another in one fresh
+working folder (so a `train` example leaves the checkpoint that a later `analyze` command
+or Python block reads). A shown output line is compared with its numbers masked, because
+accuracies and timings differ between machines; the words and the layout must match what
+the code prints today. A Python line `print(...)  # value` promises that `value` is printed.
 
-docs/search.md has its own runner (tests/test_search_docs.py) that also checks dry runs
-verbatim; the README's two set-up commands are what `.ci/run` itself does.
+docs/search.md's console examples have their own runner (tests/test_search_docs.py, which
+also checks dry runs verbatim); the README's two set-up commands are what `.ci/run` does.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -20,53 +22,71 @@ import pytest
 from archdsl.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-FENCE = re.compile(r"^```console[ \t]*\n(.*?)^```", re.M | re.S)
+FENCE = re.compile(r"^```(console|python)[ \t]*\n(.*?)^```", re.M | re.S)
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
-OWN_RUNNER = {"search.md"}
+PROMISE = re.compile(r"^print\(.*\)\s+# (\S+)\s*$", re.M)
+CONSOLE_HAS_OWN_RUNNER = {"search.md"}
+
+
+@dataclass
+class Example:
+    kind: str  # "console" or "python"
+    text: str  # the argv joined, or the code
+    argv: list[str] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)
 
 
 def _mask(line: str) -> str:
     return NUMBER.sub("#", line).strip()
 
 
-def _examples(doc: Path) -> list[tuple[list[str], list[str]]]:
-    """(argv, shown output lines) for each `archdsl` command of the document's console blocks."""
-    examples: list[tuple[list[str], list[str]]] = []
-    for block in FENCE.findall(doc.read_text(encoding="utf-8")):
+def _examples(doc: Path) -> list[Example]:
+    examples: list[Example] = []
+    for kind, block in FENCE.findall(doc.read_text(encoding="utf-8")):
+        if kind == "python":
+            examples.append(Example("python", block))
+            continue
+        if doc.name in CONSOLE_HAS_OWN_RUNNER:
+            continue
         lines = block.splitlines()
         prompted = any(line.startswith("$ ") for line in lines)
         for line in lines:
             command = line[2:] if line.startswith("$ ") else (line if not prompted else None)
             if command is not None:
                 words = shlex.split(command)
-                examples.append((words[1:] if words and words[0] == "archdsl" else words, []))
+                argv = words[1:] if words and words[0] == "archdsl" else words
+                examples.append(Example("console", command, argv))
             elif examples and line.strip():
-                examples[-1][1].append(line)
-    return examples
+                examples[-1].shown.append(line)
+    return [e for e in examples if not _is_setup(e)]
 
 
-def _is_setup(argv: list[str]) -> bool:
-    return "pytest" in " ".join(argv) or "venv" in argv
+def _is_setup(example: Example) -> bool:
+    return example.kind == "console" and ("pytest" in example.text or "venv" in example.argv)
 
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-CASES = [doc for doc in DOCS if doc.name not in OWN_RUNNER and doc.exists() and _examples(doc)]
+CASES = [doc for doc in DOCS if doc.exists() and _examples(doc)]
 
 
 def test_the_docs_have_examples():
-    assert {doc.name for doc in CASES} >= {"README.md", "compiler.md", "data.md", "training.md"}
+    assert {doc.name for doc in CASES} >= {"README.md", "compiler.md", "data.md", "training.md", "analysis.md"}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("doc", CASES, ids=lambda d: d.name)
-def test_console_examples_run_as_written(doc: Path, tmp_path, monkeypatch, capsys):
+def test_examples_run_as_written(doc: Path, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    for argv, shown in _examples(doc):
-        if _is_setup(argv):
+    for number, example in enumerate(_examples(doc)):
+        if example.kind == "python":
+            exec(compile(example.text, f"{doc.name}[example {number}]", "exec"), {"__name__": "__docs__"})
+            printed = capsys.readouterr().out.splitlines()
+            for value in PROMISE.findall(example.text):
+                assert value in printed, f"{doc.name}: the example promises {value!r}, printed {printed}"
             continue
-        status = main(argv)
+        status = main(example.argv)
         printed = capsys.readouterr()
-        assert status == 0, f"{doc.name}: `archdsl {' '.join(argv)}` exited {status}:\n{printed.err}"
+        assert status == 0, f"{doc.name}: `{example.text}` exited {status}:\n{printed.err}"
         actual = {_mask(line) for line in (printed.out + printed.err).splitlines()}
-        for line in shown[:3]:
-            assert _mask(line) in actual, f"{doc.name}: `archdsl {' '.join(argv)}` no longer prints {line!r}"
+        for line in example.shown[:3]:
+            assert _mask(line) in actual, f"{doc.name}: `{example.text}` no longer prints {line!r}"

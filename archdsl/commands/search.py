@@ -91,8 +91,8 @@ def register(subparsers) -> None:
     fid.add_argument("--batch-size", type=_positive_int, help="default: the recipe's")
     fid.add_argument("--lr", type=_positive_float, help="learning rate (default: the recipe's, scaled to the batch)")
     fid.add_argument("--hessian-batches", type=_positive_int, default=2, help="batches of 16 for nep/ape (default: 2)")
-    fid.add_argument("--hessian-iters", type=_positive_int, default=20,
-                     help="power-iteration steps per eigenvalue for nep/ape (default: 20)")
+    fid.add_argument("--hessian-iters", type=_positive_int, default=40,
+                     help="Lanczos steps per batch for nep/ape (default: 40)")
     fid.add_argument("--severities", default="3", help="corruption severities for robustness (default: 3)")
 
     where = parser.add_argument_group("storage and output")
