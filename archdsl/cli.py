@@ -5,7 +5,8 @@ Each command module exposes `register(subparsers)`, which adds its parser and se
 `archdsl check` answers at once; the heavy imports happen inside `run`.
 
 This is the only layer that prints or touches files on the user's behalf. A `UserError`
-ends in its message and its exit status; anything else is a bug and keeps its traceback.
+ends in its message and its exit status, an `OSError` on a named file in its message and
+status 1; anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ COMMAND_MODULES = (
 )
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps descriptions as usual, but prints an `examples:` epilog line by line, as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("examples:"):
+            return "\n".join(indent + line for line in text.splitlines())
+        return super()._fill_text(text, width, indent)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="archdsl",
@@ -46,7 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"archdsl {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        importlib.import_module(f"archdsl.commands.{name}").register(subparsers)
+        module = importlib.import_module(f"archdsl.commands.{name}")
+        module.register(subparsers)
+        # A command module may list a few command lines (`EXAMPLES`) for the end of its --help.
+        command = subparsers.choices[name]
+        command.formatter_class = HelpFormatter
+        examples = getattr(module, "EXAMPLES", ())
+        if examples and command.epilog is None:
+            command.epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples)
     return parser
 
 
@@ -64,6 +81,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("archdsl: interrupted", file=sys.stderr)
         return 130
+    except OSError as err:
+        # A full disk, a file removed or made unreadable mid-run: the machine's state, not a
+        # bug in archdsl, and the path says what to fix. Commands check their outputs up front
+        # (archdsl.outputs); this is the net for what happens later.
+        if err.filename is None:
+            raise
+        print(f"archdsl: error: {err.strerror or err}: {err.filename}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

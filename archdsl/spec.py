@@ -48,7 +48,11 @@ def resolve_spec(name_or_path: str | Path) -> Path:
     """The file of a spec: a path as given, or `archdsl/specs/<name>.arch` for a bare name."""
     names = builtin_names()
     listing = f"built-in specs: {', '.join(names)}" if names else "no built-in specs are installed"
-    if is_builtin_name(name_or_path):
+    # A bare name is a built-in spec, unless there is none by that name but a file or folder
+    # here is: then the user meant that path (`archdsl check myspec`, `train run.safetensors`).
+    if is_builtin_name(name_or_path) and not (
+        str(name_or_path) not in names and Path(name_or_path).exists()
+    ):
         name = str(name_or_path)
         path = _builtin_dir() / f"{name}{SPEC_SUFFIX}"
         if not path.is_file():
@@ -58,7 +62,8 @@ def resolve_spec(name_or_path: str | Path) -> Path:
         return path
     path = Path(name_or_path)
     if not path.is_file():
-        what = "is a directory, not a spec file" if path.is_dir() else "does not exist"
+        what = ("is a directory, not a spec file" if path.is_dir()
+                else "is not a regular file" if path.exists() else "does not exist")
         raise UserError(f"spec file {str(path)!r} {what}", hint=listing)
     return path
 
@@ -67,9 +72,12 @@ def load_spec(name_or_path: str | Path) -> Arch:
     """Read, parse and lower a spec file or a built-in spec."""
     path = resolve_spec(name_or_path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # -sig: a byte-order mark some editors write is not text
     except UnicodeDecodeError as err:
-        raise UserError(f"spec file {str(path)!r} is not UTF-8 text ({err.reason})") from None
+        hint = None
+        if path.suffix == ".safetensors":
+            hint = "that is a checkpoint: give it to `archdsl eval` or `archdsl analyze`; a spec is a .arch text file"
+        raise UserError(f"spec file {str(path)!r} is not UTF-8 text ({err.reason})", hint=hint) from None
     except OSError as err:
         raise UserError(f"cannot read spec file {str(path)!r}: {err.strerror}") from None
     return parse_spec(text, str(path))

@@ -57,6 +57,11 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
             return JournalStorage(JournalFileBackend(str(path)))
         except OSError as err:
             raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err
+        except ValueError as err:  # UnicodeDecodeError, JSONDecodeError: not a journal file
+            raise UserError(
+                f"{path} is not an Optuna journal file ({type(err).__name__})",
+                hint="give --storage journal:PATH of a study.journal written by `archdsl search`",
+            ) from None
     url = options.url
     if "://" not in url:
         raise UserError(

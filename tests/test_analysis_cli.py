@@ -88,3 +88,12 @@ def test_unknown_metric_is_a_usage_error(checkpoint, capsys):
 def test_missing_checkpoint_is_a_user_error(tmp_path, capsys):
     assert main(["analyze", str(tmp_path / "nope.safetensors"), "--device", "cpu"]) == 1
     assert "no such checkpoint" in capsys.readouterr().err
+
+
+def test_an_out_that_is_a_file_is_a_user_error(checkpoint, tmp_path, capsys):
+    a_file = tmp_path / "report.md"
+    a_file.write_text("keep")
+    assert main(["analyze", str(checkpoint), "--out", str(a_file), "--device", "cpu", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "is a file, not a folder" in err and "Traceback" not in err
+    assert a_file.read_text() == "keep"

@@ -13,7 +13,10 @@ from archdsl.spec import load_spec, parse_spec, resolve_spec
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
+    try:
+        code = main(list(argv))
+    except SystemExit as stop:  # argparse's own usage errors
+        code = int(stop.code)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -89,10 +92,52 @@ def test_morph_writes_a_file(capsys, tmp_path: Path) -> None:
     [
         (["--layout", "0,1,x,2"], 2, "comma-separated integers"),
         (["--layout", "0,1,1,9"], 1, "c4 has 4 blocks: it takes 0 to 2 MSAs, not 9"),
-        (["--ratio", "2"], 1, "between 0 and 1"),
+        (["--ratio", "2"], 2, "between 0 and 1"),
         (["--msa", "2", "--window", "wide"], 2, "integers or `global`"),
     ],
 )
 def test_morph_rejects_bad_requests(capsys, argv: list[str], code: int, message: str) -> None:
     got, _, err = run_cli(capsys, "morph", "alter50-base", *argv)
     assert got == code and message in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--msa", "-1"], "integer >= 0"),
+        (["--ratio", "nan"], "between 0 and 1"),
+        (["--msa", "2", "--heads", "0"], "--heads takes integers >= 1"),
+        (["--msa", "2", "--window", "0"], "--window takes positive integers"),
+    ],
+)
+def test_morph_flag_values_out_of_range_are_usage_errors(capsys, argv: list[str], message: str) -> None:
+    got, _, err = run_cli(capsys, "morph", "alter50-base", *argv)
+    assert got == 2 and message in err
+
+
+def test_morph_never_overwrites_a_spec_without_force(capsys, tmp_path: Path) -> None:
+    target = tmp_path / "mine.arch"
+    target.write_text("# hand-written\n")
+    code, _, err = run_cli(capsys, "morph", "resnet18", "--msa", "1", "-o", str(target))
+    assert code == 1 and "already exists" in err and "--force" in err
+    assert target.read_text() == "# hand-written\n"
+    code, _, _ = run_cli(capsys, "morph", "resnet18", "--msa", "1", "-o", str(target), "--force")
+    assert code == 0 and load_spec(str(target)).n_msa == 1
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("existing", "already exists"),
+        ("folder", "is a folder"),
+        ("under-a-file", "is a file"),
+    ],
+)
+def test_compile_export_refuses_paths_it_cannot_or_should_not_write(capsys, tmp_path: Path, where: str,
+                                                                     message: str) -> None:
+    existing = tmp_path / "trained.safetensors"
+    existing.write_bytes(b"weights")
+    path = {"existing": existing, "folder": tmp_path, "under-a-file": existing / "x.safetensors"}[where]
+    code, _, err = run_cli(capsys, "compile", "tiny", "--export", str(path))
+    assert code == 1 and message in err and "Traceback" not in err
+    assert existing.read_bytes() == b"weights"

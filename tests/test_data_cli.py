@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from archdsl.cli import main
 
@@ -43,3 +44,45 @@ def test_user_mistakes_exit_with_a_message(tmp_path, capsys):
     assert main(["data", "corrupt", "--dataset", "cifar10", "--data-root", str(tmp_path), "--out", str(tmp_path)]) == 1
     assert "CIFAR-10 not found" in capsys.readouterr().err
     assert main(["data"]) == 2
+
+
+def test_corrupt_refuses_an_out_that_is_a_file_before_any_work(tmp_path, capsys):
+    target = tmp_path / "labels.npy"
+    target.write_bytes(b"keep")
+    assert main(["data", "corrupt", "--dataset", "synthetic:test=10", "--out", str(target), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "is a file, not a folder" in err and "Traceback" not in err
+    assert target.read_bytes() == b"keep"
+
+
+def test_picking_corruptions_in_the_name_points_to_the_flags(capsys):
+    from archdsl.errors import UserError
+    from archdsl.data import load_corrupted
+
+    with pytest.raises(UserError) as info:
+        load_corrupted("synthetic-c:test=10,corruption=fog")
+    assert "corruption=" in info.value.message and "--corruptions" in info.value.hint
+
+
+@pytest.mark.parametrize("name, folder", [("cifar100", "cifar-100-python"), ("cifar10-c", "CIFAR-10-C")])
+def test_info_of_a_missing_dataset_says_what_to_put_where(tmp_path, capsys, name, folder):
+    assert main(["data", "info", "--dataset", name, "--data-root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "missing:" in out and "to fix:   " in out and f"{tmp_path / folder}/ holds" in out
+
+
+def test_a_dataset_parameter_given_twice_is_an_error(capsys):
+    assert main(["data", "info", "--dataset", "synthetic:train=50,train=60"]) == 1
+    assert "'train' is given twice" in capsys.readouterr().err
+
+
+def test_corrupt_never_replaces_files_out_already_holds_without_force(tmp_path, capsys):
+    released = tmp_path / "fog.npy"
+    np.save(released, np.zeros((5, 32, 32, 3), np.uint8))
+    argv = ["data", "corrupt", "--dataset", "synthetic:test=4", "--corruptions", "fog", "--out", str(tmp_path),
+            "--no-progress"]
+    assert main(argv) == 1
+    assert "already holds fog.npy" in capsys.readouterr().err
+    assert np.load(released).shape == (5, 32, 32, 3)
+    assert main([*argv, "--force"]) == 0
+    assert np.load(released).shape == (20, 32, 32, 3)

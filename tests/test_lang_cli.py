@@ -97,3 +97,66 @@ def test_fmt_bad_spec_and_missing_file(tmp_path, capsys):
     assert main(["fmt", str(messy), str(tmp_path / "nope.arch")]) == 2
     assert "no such file" in capsys.readouterr().err
     assert messy.read_text() == before  # nothing written when one path is wrong
+
+
+def test_a_bare_name_that_is_a_local_path_is_read_as_that_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "run.safetensors").write_bytes(b"\x80\xff" * 8)
+    assert main(["check", "folder"]) == 1
+    assert "'folder' is a directory, not a spec file" in capsys.readouterr().err
+    assert main(["check", "run.safetensors"]) == 1  # a checkpoint given as a spec
+    err = capsys.readouterr().err
+    assert "not UTF-8" in err and "that is a checkpoint" in err and "no built-in spec" not in err
+
+
+def test_fmt_of_a_folder_says_so(tmp_path, capsys):
+    assert main(["fmt", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
+def test_an_os_error_on_a_file_is_a_message_not_a_traceback(monkeypatch, capsys):
+    import archdsl.commands.check as check
+
+    def disk_full(args):
+        raise OSError(28, "No space left on device", "runs/x/metrics.csv")
+
+    monkeypatch.setattr(check, "run", disk_full)
+    assert main(["check", "tiny"]) == 1
+    assert "archdsl: error: No space left on device: runs/x/metrics.csv" in capsys.readouterr().err
+
+
+def _commands() -> tuple[str, ...]:
+    from archdsl.cli import COMMAND_MODULES
+
+    return COMMAND_MODULES
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_command_help_ends_with_examples_that_parse(command, capsys):
+    import importlib
+    import shlex
+
+    from archdsl.cli import build_parser
+
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: archdsl {command}") and f"\nexamples:\n  archdsl {command}" in out
+    parser = build_parser()
+    for line in importlib.import_module(f"archdsl.commands.{command}").EXAMPLES:
+        args = parser.parse_args(shlex.split(line, comments=True)[1:])  # a renamed flag exits 2 here
+        assert args.command == command
+
+
+def test_a_byte_order_mark_is_not_a_syntax_error(tmp_path, capsys):
+    path = tmp_path / "bom.arch"
+    path.write_bytes(b"\xef\xbb\xbf" + resolve_spec("tiny").read_bytes())
+    assert main(["check", str(path)]) == 0
+    assert load_spec(path) == load_spec("tiny")
+
+
+def test_a_device_file_is_not_called_missing(capsys):
+    assert main(["check", "/dev/null"]) == 1
+    assert "is not a regular file" in capsys.readouterr().err

@@ -163,3 +163,27 @@ def test_a_study_refuses_a_command_that_searches_another_space(tmp_path, capsys)
     assert "optimises 1 objective(s)" in capsys.readouterr().err
     assert main([*args, "--objectives", "flops"]) == 1  # same direction, another objective
     assert "(params), not flops" in capsys.readouterr().err
+
+
+def test_report_refuses_a_study_name_with_a_slash(tmp_path, capsys):
+    assert main(["report", "runs/mystudy", "--out", str(tmp_path)]) == 2
+    assert "bad study name" in capsys.readouterr().err
+
+
+def test_a_journal_that_is_not_a_journal_is_a_clear_error(tmp_path, capsys):
+    garbage = tmp_path / "study.journal"
+    garbage.write_bytes(bytes(range(128, 256)) + b"\n")
+    assert main(["report", "s", "--storage", f"journal:{garbage}", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "is not an Optuna journal file" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [(["--device", "tpu"], "unknown device"), (["--max-retry", "-1"], "integer >= 0"), (["--lr", "inf"], "positive")],
+)
+def test_bad_search_flags_are_usage_errors_before_any_work(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as info:
+        main(support.search_args(tmp_path, "flags", *flags))
+    assert info.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

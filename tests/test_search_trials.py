@@ -100,3 +100,27 @@ def test_expensive_objectives_run_only_for_designs_not_dominated_on_the_cheap_on
             assert t.state == TrialState.PRUNED and "nep" not in metrics and "accuracy" not in metrics
             by = int(t.user_attrs["pruned_reason"].rsplit(" ", 1)[1])
             assert trials[by].state == TrialState.COMPLETE and dominates(trials[by].user_attrs["metrics"], metrics, cheap)
+
+
+def test_ctrl_c_keeps_the_finished_trials_and_the_same_command_resumes(tmp_path, capsys, monkeypatch):
+    from archdsl.search import runner
+
+    real = runner.run_search
+
+    def interrupted_after_one_trial(config, space, data, settings, out, *, on_trial=None):
+        def report_then_stop(study, trial):
+            on_trial(study, trial)
+            raise KeyboardInterrupt  # as Ctrl-C right after the first trial
+
+        return real(config, space, data, settings, out, on_trial=report_then_stop)
+
+    args = support.search_args(tmp_path, "ctrlc", "--strategy", "random", "--n-trials", "2")
+    monkeypatch.setattr(runner, "run_search", interrupted_after_one_trial)
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    assert "interrupted; the finished trials are kept in" in err and "continue with the same command" in err
+    assert [t.state for t in support.load(tmp_path, "ctrlc").trials] == [TrialState.COMPLETE]
+    monkeypatch.setattr(runner, "run_search", real)
+    assert main(args) == 0
+    trials = support.load(tmp_path, "ctrlc").trials
+    assert len(trials) == 2 and all(t.state == TrialState.COMPLETE for t in trials)

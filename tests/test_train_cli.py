@@ -67,6 +67,13 @@ def test_resume_without_a_checkpoint_is_an_error(spec: Path, tmp_path: Path, cap
     assert "nothing to resume" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("severity", ["0", "6", "x"])
+def test_eval_severities_outside_1_to_5_are_usage_errors(tmp_path: Path, severity: str, capsys) -> None:
+    argv = ["eval", str(tmp_path / "c.safetensors"), "--dataset", "synthetic-c", "--severities", "3", severity]
+    assert exit_code(argv) == 2
+    assert "expected a severity from 1 to 5" in capsys.readouterr().err
+
+
 def test_eval_of_a_non_checkpoint_is_an_error(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad.safetensors"
     bad.write_bytes(b"\x00" * 10)
@@ -102,3 +109,71 @@ def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
     table = capsys.readouterr().out
     assert "fog" in table and "contrast" in table and table.splitlines()[-1].startswith("mean")
     assert len(table.splitlines()) == 5  # title, header, two corruptions, mean
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--lr", "inf"], "positive number"),
+        (["--lr", "nan"], "positive number"),
+        (["--resident", "--recipe", "deit"], "--resident cannot be used with the deit recipe"),
+        (["--workers", "100000"], "more than 4 per CPU core"),
+    ],
+)
+def test_more_bad_flags_exit_2_with_a_message(spec: Path, tmp_path: Path, flags: list[str], message: str,
+                                              capsys) -> None:
+    assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(tmp_path / "r"), *flags]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_an_out_that_cannot_be_a_run_directory_fails_before_training(spec: Path, tmp_path: Path, capsys) -> None:
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("keep")
+    for out in (a_file, a_file / "run"):
+        assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(out), "--no-progress"]) == 1
+        err = capsys.readouterr().err
+        assert "--out" in err and "is a file" in err and "Traceback" not in err
+    assert a_file.read_text() == "keep"
+
+
+def test_a_new_run_never_writes_into_a_folder_of_other_files(spec: Path, tmp_path: Path, capsys) -> None:
+    (tmp_path / "notes.txt").write_text("keep")
+    assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(tmp_path), "--no-progress"]) == 1
+    assert "is not empty (micro.arch, notes.txt) and holds no run" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["micro.arch", "notes.txt"]
+
+
+def test_eval_of_a_folder_or_a_spec_says_what_to_give(spec: Path, tmp_path: Path, capsys) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "final.safetensors").write_bytes(b"")
+    assert exit_code(["eval", str(run_dir), "--dataset", "synthetic"]) == 1
+    assert f"give one of its checkpoints, e.g. {run_dir / 'final.safetensors'}" in capsys.readouterr().err
+    assert exit_code(["eval", str(spec), "--dataset", "synthetic"]) == 1
+    assert "a spec, not a checkpoint" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(spec: Path, tmp_path: Path, capsys,
+                                                                     monkeypatch) -> None:
+    import archdsl.train as training
+
+    real_epoch, calls = training._run_epoch, []
+
+    def ctrl_c_in_the_second_epoch(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_epoch(*args, **kwargs)
+
+    out = tmp_path / "run"
+    argv = ["train", str(spec), "--dataset", DATASET, "--recipe", "weak", "--batch-size", "32", "--epochs", "2",
+            "--out", str(out), "--no-progress"]
+    monkeypatch.setattr(training, "_run_epoch", ctrl_c_in_the_second_epoch)
+    assert exit_code(argv) == 130
+    err = capsys.readouterr().err
+    assert f"the last finished epoch is saved in {out / 'last.safetensors'}" in err and "--resume" in err
+    monkeypatch.setattr(training, "_run_epoch", real_epoch)
+    assert exit_code(argv[:-1] + ["--no-progress"]) == 1  # without --resume: refused, the run is kept
+    assert "already holds a run" in capsys.readouterr().err
+    assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(out), "--resume", "--no-progress"]) == 0
+    assert [row["epoch"] for row in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())] == [1, 2]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from archdsl.commands.train import add_data_arguments, device_name, positive_int
+from archdsl.commands.train import add_data_arguments, device_name, positive_int, severity
 
 METRICS = ("acc", "robustness", "hessian", "fourier", "variance")
 DEFAULT_METRICS = "acc,robustness,hessian,fourier,variance"
@@ -52,6 +52,12 @@ def metric_list(text: str) -> tuple[str, ...]:
     return chosen
 
 
+EXAMPLES = (
+    "archdsl analyze runs/a50/final.safetensors",
+    "archdsl analyze runs/a50/final.safetensors --metrics acc,hessian --out runs/a50/analysis",
+)
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "analyze",
@@ -72,28 +78,28 @@ def register(subparsers) -> None:
     )  # fmt: skip
     parser.add_argument("--out", metavar="DIR", help="output folder (default: <CKPT stem>-analysis beside CKPT)")
     parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
-    parser.add_argument("--batch-size", type=positive_int, default=256, help="evaluation batch size (default: 256)")
-    parser.add_argument("--subset", type=fraction, default=1.0, help="fraction of each test/corrupted set (default: 1)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the Hessian batches and start vectors (default: 0)")
+    parser.add_argument("--batch-size", type=positive_int, default=256, metavar="N", help="evaluation batch size (default: 256)")
+    parser.add_argument("--subset", type=fraction, default=1.0, metavar="FRACTION", help="fraction of each test/corrupted set (default: 1)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the Hessian batches and start vectors (default: 0)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     robust = parser.add_argument_group("robustness")
     robust.add_argument("--corrupted", metavar="NAME", help="corrupted dataset (default: <dataset>-c)")
     robust.add_argument("--corruptions", nargs="+", metavar="NAME", help="only these corruptions (default: all)")
-    robust.add_argument("--severities", nargs="+", type=positive_int, metavar="S", help="only these severities")
+    robust.add_argument("--severities", nargs="+", type=severity, metavar="S", help="only these severities")
     hessian = parser.add_argument_group("hessian")
-    hessian.add_argument("--batches", type=positive_int, default=10, help="training batches to pool (default: 10)")
-    hessian.add_argument("--hessian-batch-size", type=positive_int, default=16, help="images per batch (default: 16)")
-    hessian.add_argument("--k", type=positive_int, default=5, help="top eigenvalues per batch (default: 5)")
-    hessian.add_argument("--tol", type=positive_float, default=1e-3, help="relative tolerance (default: 1e-3)")
-    hessian.add_argument("--max-iter", type=positive_int, default=100, help="iterations per eigenvalue (default: 100)")
+    hessian.add_argument("--batches", type=positive_int, default=10, metavar="N", help="training batches to pool (default: 10)")
+    hessian.add_argument("--hessian-batch-size", type=positive_int, default=16, metavar="N", help="images per batch (default: 16)")
+    hessian.add_argument("--k", type=positive_int, default=5, metavar="N", help="top eigenvalues per batch (default: 5)")
+    hessian.add_argument("--tol", type=positive_float, default=1e-3, metavar="X", help="relative tolerance (default: 1e-3)")
+    hessian.add_argument("--max-iter", type=positive_int, default=100, metavar="N", help="iterations per eigenvalue (default: 100)")
     hessian.add_argument("--method", choices=("power", "lanczos"), default="power", help="eigensolver (default: power)")
     hessian.add_argument("--hvp", choices=("autograd", "func"), default="autograd", help="Hessian-vector products")
     hessian.add_argument(
-        "--weight-decay", type=non_negative_float,
+        "--weight-decay", type=non_negative_float, metavar="WD",
         help="L2 term 0.5*wd*||w||^2 in the loss (default: the checkpoint's training weight decay, else 0.05)",
     )  # fmt: skip
     maps = parser.add_argument_group("fourier / variance")
-    maps.add_argument("--images", type=positive_int, default=256, help="test images for feature maps (default: 256)")
+    maps.add_argument("--images", type=positive_int, default=256, metavar="N", help="test images for feature maps (default: 256)")
     parser.set_defaults(func=run)
 
 
@@ -131,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.checkpoint import load_checkpoint
     from archdsl.data import load_split
     from archdsl.device import select_device
+    from archdsl.outputs import prepare_dir
     from archdsl.train import check_compatible
 
     device = select_device(args.device)
@@ -139,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     dataset = args.dataset or checkpoint.meta.get("dataset") or "synthetic"
     path = Path(args.checkpoint)
     out = Path(args.out) if args.out else path.with_name(f"{path.stem}-analysis")
-    out.mkdir(parents=True, exist_ok=True)
+    prepare_dir(out, "--out")
     progress = not args.no_progress
     wanted = set(args.metrics)
     results: dict = {}

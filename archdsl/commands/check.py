@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from archdsl.ir import Arch
 
 
+EXAMPLES = ("archdsl check alter50", "archdsl check my.arch other.arch")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "check",

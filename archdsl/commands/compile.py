@@ -15,6 +15,13 @@ from pathlib import Path
 from archdsl.errors import UsageError, UserError
 
 
+EXAMPLES = (
+    "archdsl compile alter50",
+    "archdsl compile my.arch --classes 10 --json",
+    "archdsl compile tiny --export tiny-init.safetensors",
+)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "compile",
@@ -24,11 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--classes", type=int, help="override the spec's number of classes")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights (default 0)")
+    parser.add_argument("--classes", type=int, metavar="N", help="override the spec's number of classes")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the initial weights (default 0)")
     parser.add_argument("--export", metavar="PATH", type=Path,
                         help="write the initialised weights (with the IR) to a .safetensors checkpoint")
     parser.add_argument("--onnx", metavar="PATH", type=Path, help="export the model as ONNX (needs `onnx`)")
+    parser.add_argument("--force", action="store_true", help="overwrite --export/--onnx files that already exist")
     parser.set_defaults(func=run)
 
 
@@ -64,10 +72,15 @@ def run(args: argparse.Namespace) -> int:
 
     from archdsl.build import build
     from archdsl.checks import ensure_valid
+    from archdsl.outputs import prepare_file
     from archdsl.spec import load_spec
     from archdsl.summary import summarize
 
     arch = load_spec(args.spec)
+    # Before any work: an existing --export may be a trained checkpoint.
+    for option, path in (("--export", args.export), ("--onnx", args.onnx)):
+        if path is not None:
+            prepare_file(path, option, overwrite=args.force)
     if args.classes is not None:
         if args.classes < 1:
             raise UsageError(f"--classes must be a positive integer, not {args.classes}")

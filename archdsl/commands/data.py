@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.errors import UsageError
+from archdsl.errors import UsageError, UserError
+
+
+EXAMPLES = (
+    "archdsl data list",
+    "archdsl data info --dataset cifar100 --data-root ~/data",
+    "archdsl data corrupt --dataset synthetic --out data/synthetic-C",
+)
 
 
 def register(subparsers) -> None:
@@ -20,7 +27,7 @@ def register(subparsers) -> None:
     listing.set_defaults(func=run)
 
     info = actions.add_parser("info", help="sizes, classes and where a dataset loads from")
-    info.add_argument("--dataset", required=True, metavar="NAME")
+    info.add_argument("--dataset", required=True, metavar="NAME", help="a dataset name, e.g. cifar100 or synthetic:classes=5")
     info.add_argument("--data-root", metavar="DIR", help="where dataset files live (default: $ARCHDSL_DATA or ./data)")
     info.add_argument("--checksums", action="store_true", help="also compare CIFAR files with the official MD5s")
     info.set_defaults(func=run)
@@ -33,7 +40,8 @@ def register(subparsers) -> None:
     corrupt.add_argument("--data-root", metavar="DIR", help="where dataset files live (default: $ARCHDSL_DATA or ./data)")
     corrupt.add_argument("--out", required=True, metavar="DIR", help="folder to write the .npy files into")
     corrupt.add_argument("--corruptions", metavar="A,B", help="comma-separated names (default: the 15; 'all' adds the 4 extras)")
-    corrupt.add_argument("--seed", type=int, default=0)
+    corrupt.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random corruptions (default: 0)")
+    corrupt.add_argument("--force", action="store_true", help="replace .npy files that --out already holds")
     corrupt.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     corrupt.set_defaults(func=run)
 
@@ -72,6 +80,12 @@ def _info(args: argparse.Namespace) -> int:
     per = " per corruption and severity" if info.name.split(":")[0].endswith("-c") else ""
     print("splits:   " + ", ".join(f"{split} {size:,}" for split, size in info.split_sizes.items()) + per)
     print(f"source:   {info.source}" + ("" if info.available else "  (not found)"))
+    if not info.available:
+        problem = _why_missing(args.dataset, args.data_root)
+        if problem is not None:
+            print(f"missing:  {problem.message}")
+            if problem.hint:
+                print(f"to fix:   {problem.hint}")
     if info.corruptions:
         print(f"corruptions: {', '.join(info.corruptions)}")
     if args.checksums and info.available and info.name in ("cifar10", "cifar100"):
@@ -83,8 +97,23 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _why_missing(name: str, root: str | None) -> UserError | None:
+    """What loading the dataset would say is missing, and how to get it (the loaders know)."""
+    from archdsl.data import load_corrupted, load_split
+
+    try:
+        if name.split(":")[0].endswith("-c"):
+            load_corrupted(name, root=root, corruptions=["gaussian_noise"], severities=[1])
+        else:
+            load_split(name, "test", root=root)
+    except UserError as err:
+        return err
+    return None
+
+
 def _corrupt(args: argparse.Namespace) -> int:
     from archdsl.data import load_split, write_corrupted
+    from archdsl.data.cifar_c import LABELS_FILE
     from archdsl.data.corruptions import CORRUPTIONS, all_corruptions
 
     if args.corruptions is None:
@@ -95,6 +124,14 @@ def _corrupt(args: argparse.Namespace) -> int:
         corruptions = [name.strip() for name in args.corruptions.split(",") if name.strip()]
         if not corruptions:
             raise UsageError("--corruptions names no corruption")
+    from archdsl.outputs import prepare_dir
+
+    out = prepare_dir(args.out, "--out")
+    # --out may be a downloaded CIFAR-C folder: never replace released files unasked.
+    existing = [name for name in (*(f"{c}.npy" for c in corruptions), LABELS_FILE) if (out / name).exists()]
+    if existing and not args.force:
+        shown = ", ".join(existing[:3]) + (", ..." if len(existing) > 3 else "")
+        raise UserError(f"--out {out} already holds {shown}", hint="add --force to replace them, or choose another --out")
     clean = load_split(args.dataset, "test", root=args.data_root)
     written = write_corrupted(args.out, clean, corruptions, seed=args.seed, progress=args.progress)
     print(f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) to {args.out}")

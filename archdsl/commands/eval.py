@@ -6,7 +6,13 @@ import argparse
 import json
 import sys
 
-from archdsl.commands.train import add_data_arguments, device_name, positive_int
+from archdsl.commands.train import add_data_arguments, device_name, positive_int, severity
+
+
+EXAMPLES = (
+    "archdsl eval runs/a50/final.safetensors",
+    "archdsl eval runs/a50/final.safetensors --dataset cifar100-c --severities 3 5",
+)
 
 
 def register(subparsers) -> None:
@@ -23,8 +29,8 @@ def register(subparsers) -> None:
     parser.add_argument("--dataset", metavar="NAME", help="dataset (default: the one the checkpoint was trained on)")
     add_data_arguments(parser)
     parser.add_argument("--corruptions", nargs="+", metavar="NAME", help="-c sets only: these corruptions")
-    parser.add_argument("--severities", nargs="+", type=positive_int, metavar="S", help="-c sets only: these severities")
-    parser.add_argument("--batch-size", type=positive_int, default=256, help="evaluation batch size (default: 256)")
+    parser.add_argument("--severities", nargs="+", type=severity, metavar="S", help="-c sets only: these severities")
+    parser.add_argument("--batch-size", type=positive_int, default=256, metavar="N", help="evaluation batch size (default: 256)")
     parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -14,6 +14,9 @@ from pathlib import Path
 from archdsl.errors import UsageError, UserError
 
 
+EXAMPLES = ("archdsl fmt my.arch", "archdsl fmt --check specs/*.arch", "archdsl fmt --diff my.arch")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "fmt",
@@ -32,13 +35,20 @@ def run(args: argparse.Namespace) -> int:
 
     # Check every path before touching any file, so a typo leaves everything as it was.
     for path in args.files:
+        if path.is_dir():
+            raise UsageError(f"{str(path)!r} is a folder", hint=f"fmt takes .arch files, e.g. {path}/*.arch")
+        if path.exists() and not path.is_file():
+            raise UsageError(f"{str(path)!r} is not a regular file", hint="fmt rewrites .arch files in place")
         if not path.is_file():
-            raise UsageError(f"no such file: {str(path)!r}", hint="fmt takes paths to .arch files")
+            hint = "fmt takes paths to .arch files"
+            if not path.suffix and len(path.parts) == 1:
+                hint += " (built-in specs cannot be rewritten: `archdsl check` reads them)"
+            raise UsageError(f"no such file: {str(path)!r}", hint=hint)
     status = 0
     changed: list[Path] = []
     for path in args.files:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is dropped
             formatted = format_source(text, str(path))
         except UserError as err:
             print(str(err) if getattr(err, "diagnostics", None) else f"archdsl: error: {err}", file=sys.stderr)

@@ -13,6 +13,13 @@ from pathlib import Path
 from archdsl.errors import UsageError
 
 
+EXAMPLES = (
+    "archdsl morph alter50-base --layout 0,1,1,2 --name alter50",
+    "archdsl morph alter50-base --msa 3 --heads 3,6,12,24 --window global",
+    "archdsl morph resnet18 --ratio 1 -o swinlike18.arch",
+)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "morph",
@@ -23,23 +30,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("base", help="a .arch file or a built-in spec name (e.g. alter50-base)")
     how = parser.add_mutually_exclusive_group(required=True)
     how.add_argument("--layout", metavar="K,K,...", help="MSAs per stage, e.g. 0,1,1,2")
-    how.add_argument("--msa", metavar="N", type=int, help="add N MSAs in build-up order")
-    how.add_argument("--ratio", metavar="R", type=float, help="0 (the base) .. 1 (Swin-like: every stage full)")
+    how.add_argument("--msa", metavar="N", type=_count, help="add N MSAs in build-up order")
+    how.add_argument("--ratio", metavar="R", type=_ratio, help="0 (the base) .. 1 (Swin-like: every stage full)")
     parser.add_argument("--heads", metavar="H,H,...",
                         help="heads per stage, or one value for all (default 3 per 64 channels of width)")
     parser.add_argument("--window", metavar="W",
                         help="window size or `global`, one for all or per stage "
                         "(default 4 where it tiles the map, else global)")
     parser.add_argument("--name", help="name of the new arch (default: derived from the base)")
-    parser.add_argument("-o", "--output", type=Path, help="write the spec here instead of printing it")
+    parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the spec here instead of printing it")
+    parser.add_argument("--force", action="store_true", help="overwrite --output if it already exists")
     parser.set_defaults(func=run)
 
 
-def _int_list(text: str, option: str) -> list[int]:
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a ratio between 0 and 1, got {text!r}") from None
+    if not 0 <= value <= 1:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a ratio between 0 and 1 (0: the base, 1: Swin-like), got {text}")
+    return value
+
+
+def _int_list(text: str, option: str, *, least: int) -> list[int]:
     try:
         values = [int(part) for part in text.split(",")]
     except ValueError:
         raise UsageError(f"{option} takes comma-separated integers, not {text!r}") from None
+    if any(value < least for value in values):
+        raise UsageError(f"{option} takes integers >= {least}, not {text!r}")
     return values
 
 
@@ -56,22 +86,27 @@ def _windows(text: str | None) -> list | str | int | None:
                 values.append(int(part))
             except ValueError:
                 raise UsageError(f"--window takes integers or `global`, not {part!r}") from None
+            if values[-1] < 1:
+                raise UsageError(f"--window takes positive integers or `global`, not {part!r}")
     return values[0] if len(values) == 1 else values
 
 
 def run(args: argparse.Namespace) -> int:
     from archdsl.buildup import buildup, layout, ratio
+    from archdsl.outputs import prepare_file
     from archdsl.printer import format_arch
     from archdsl.spec import load_spec
 
     base = load_spec(args.base)
+    if args.output is not None:  # an existing file may be a hand-written spec (even BASE itself)
+        prepare_file(args.output, "--output", overwrite=args.force)
     heads = None
     if args.heads is not None:
-        heads_list = _int_list(args.heads, "--heads")
+        heads_list = _int_list(args.heads, "--heads", least=1)
         heads = heads_list[0] if len(heads_list) == 1 else heads_list
     window = _windows(args.window)
     if args.layout is not None:
-        arch = layout(base, _int_list(args.layout, "--layout"), heads, window, name=args.name)
+        arch = layout(base, _int_list(args.layout, "--layout", least=0), heads, window, name=args.name)
     elif args.msa is not None:
         arch = buildup(base, args.msa, heads, window, name=args.name)
     else:
@@ -80,7 +115,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="" if text.endswith("\n") else "\n")
     else:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(text)
         print(f"wrote {arch.name} ({arch.n_msa} MSA, digest {arch.short_id}) to {args.output}")
     return 0

@@ -7,6 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+EXAMPLES = (
+    "archdsl report alter-small-base-synthetic-buildup",
+    "archdsl report my-study --storage postgresql://user:pass@host/db",
+)
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "report",
@@ -28,6 +34,12 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.search.runner import load_study
     from archdsl.search.storage import StorageOptions, journal_path, open_storage
 
+    from archdsl.commands.search import STUDY_NAME
+    from archdsl.errors import UsageError
+
+    if not STUDY_NAME.match(args.study):
+        raise UsageError(f"bad study name {args.study!r}", hint="letters, digits, '.', '_' and '-' only; "
+                         "give the runs folder with --out, not in the name")
     out = Path(args.out)
     if args.storage is None and not journal_path(out, args.study).exists():
         raise UserError(

@@ -7,10 +7,12 @@ with a small base network, at a fidelity that finishes in minutes on a laptop CP
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from pathlib import Path
 
+from archdsl.commands.train import device_name, non_negative_int
 from archdsl.errors import UsageError
 
 SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
@@ -33,7 +35,7 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
+    if not 0 < value < math.inf:  # also refuses nan
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return value
 
@@ -43,6 +45,14 @@ def _fraction(text: str) -> float:
     if value > 1:
         raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
     return value
+
+
+EXAMPLES = (
+    "archdsl search",
+    "archdsl search --dry-run --dataset cifar100",
+    "archdsl search --strategy nsga2 --objectives accuracy,params --n-trials 30",
+    "archdsl search --dataset cifar100 --storage postgresql://user:pass@host/db   # on each machine",
+)
 
 
 def register(subparsers) -> None:
@@ -60,7 +70,7 @@ def register(subparsers) -> None:
         ),
     )
     data = parser.add_argument_group("data and base")
-    data.add_argument("--dataset", default="synthetic", help="dataset name (default: synthetic, built in)")
+    data.add_argument("--dataset", default="synthetic", metavar="NAME", help="dataset name (default: synthetic, built in)")
     data.add_argument("--data-root", metavar="DIR", help="where datasets live")
     data.add_argument("--base", metavar="SPEC",
                       help=f"base network, a spec path or built-in name (default: {SMALL_BASE} on synthetic, "
@@ -73,30 +83,30 @@ def register(subparsers) -> None:
     how.add_argument("--objectives", default="accuracy", metavar="LIST",
                      help=f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front "
                           "(default: accuracy)")
-    how.add_argument("--n-trials", type=_positive_int, default=8,
+    how.add_argument("--n-trials", type=_positive_int, default=8, metavar="N",
                      help="finished trials the study should hold (a study total, default: 8)")
     how.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help="stop starting trials after this")
     how.add_argument("--seed-endpoints", action="store_true",
                      help="measure the ResNet, AlterNet and Swin-like ends of the space first")
-    how.add_argument("--max-params", type=_positive_float, help="skip designs with more parameters (before training)")
-    how.add_argument("--max-flops", type=_positive_float, help="skip designs with more FLOPs per image")
-    how.add_argument("--seed", type=int, default=0, help="sampler and training seed (default: 0)")
+    how.add_argument("--max-params", type=_positive_float, metavar="N", help="skip designs with more parameters (before training)")
+    how.add_argument("--max-flops", type=_positive_float, metavar="N", help="skip designs with more FLOPs per image")
+    how.add_argument("--seed", type=int, default=0, metavar="N", help="sampler and training seed (default: 0)")
 
     fid = parser.add_argument_group("fidelity")
-    fid.add_argument("--epochs", type=_positive_int, default=2, help="training epochs per candidate (default: 2)")
-    fid.add_argument("--subset", type=_fraction,
+    fid.add_argument("--epochs", type=_positive_int, default=2, metavar="N", help="training epochs per candidate (default: 2)")
+    fid.add_argument("--subset", type=_fraction, metavar="FRACTION",
                      help="fraction of the train/test sets (default: 0.4 on synthetic, 0.1 otherwise)")
     fid.add_argument("--recipe", default="weak", choices=("weak", "deit"),
                      help="training recipe (default: weak, which learns fastest in few epochs)")
-    fid.add_argument("--batch-size", type=_positive_int, help="default: the recipe's")
+    fid.add_argument("--batch-size", type=_positive_int, metavar="N", help="default: the recipe's")
     fid.add_argument("--lr", type=_positive_float, help="learning rate (default: the recipe's, scaled to the batch)")
-    fid.add_argument("--hessian-batches", type=_positive_int, default=2, help="batches of 16 for nep/ape (default: 2)")
-    fid.add_argument("--hessian-iters", type=_positive_int, default=40,
+    fid.add_argument("--hessian-batches", type=_positive_int, default=2, metavar="N", help="batches of 16 for nep/ape (default: 2)")
+    fid.add_argument("--hessian-iters", type=_positive_int, default=40, metavar="N",
                      help="Lanczos steps per batch for nep/ape (default: 40)")
-    fid.add_argument("--severities", default="3", help="corruption severities for robustness (default: 3)")
+    fid.add_argument("--severities", default="3", metavar="S,S", help="corruption severities for robustness (default: 3)")
 
     where = parser.add_argument_group("storage and output")
-    where.add_argument("--study-name", help="default: BASE-DATASET-STRATEGY")
+    where.add_argument("--study-name", metavar="NAME", help="default: BASE-DATASET-STRATEGY")
     where.add_argument("--storage", metavar="URL",
                        help="sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH "
                             "(default: the journal file OUT/STUDY/study.journal)")
@@ -104,9 +114,10 @@ def register(subparsers) -> None:
                        help="worker heartbeat interval (default: 30)")
     where.add_argument("--grace-period", type=_positive_int, metavar="SECONDS",
                        help="a worker silent this long is dead; its trial is failed and retried (default: 3 x heartbeat)")
-    where.add_argument("--max-retry", type=int, default=2, help="retries of a trial whose worker died (default: 2)")
+    where.add_argument("--max-retry", type=non_negative_int, default=2, metavar="N",
+                       help="retries of a trial whose worker died (default: 2)")
     where.add_argument("--out", default="runs", metavar="DIR", help="runs folder (default: runs)")
-    where.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N, mps (default: auto)")
+    where.add_argument("--device", default="auto", type=device_name, help="auto, cpu, cuda, cuda:N, mps (default: auto)")
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
     where.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     parser.set_defaults(func=run)
@@ -117,11 +128,12 @@ def run(args: argparse.Namespace) -> int:
 
     import optuna
 
+    from archdsl.outputs import prepare_dir
     from archdsl.search import objective as measure
     from archdsl.search.objectives import parse_objectives
     from archdsl.search.runner import SearchConfig, run_search
     from archdsl.search.space import make_space, parse_searched
-    from archdsl.search.storage import StorageOptions
+    from archdsl.search.storage import StorageOptions, journal_path
     from archdsl.search.trial import TrialSettings
 
     objectives = parse_objectives(args.objectives)
@@ -136,14 +148,17 @@ def run(args: argparse.Namespace) -> int:
     severities = _severities(args.severities)
 
     if args.dry_run:
+        from archdsl.data import describe
+
+        describe(args.dataset, args.data_root)  # a bad dataset name fails now, not on the real run
         space = make_space(base, searched)
         print(_describe_space(space))
         return 0
 
+    out = prepare_dir(args.out, "--out")
     subset = args.subset if args.subset is not None else (SYNTHETIC_SUBSET if synthetic else REAL_SUBSET)
     data = measure.load_data(args.dataset, Path(args.data_root) if args.data_root else None, seed=args.seed, subset=subset)
     space = make_space(measure.fit_to_data(base, data), searched)
-    out = Path(args.out)
     storage = StorageOptions(
         url=args.storage,
         heartbeat_interval=args.heartbeat,
@@ -167,7 +182,22 @@ def run(args: argparse.Namespace) -> int:
     optuna.logging.set_verbosity(logging.ERROR)
     print(f"search {study_name}: {args.strategy} over {space.size()} points of {base.name} on {args.dataset}, "
           f"objectives {','.join(o.name for o in objectives)}", file=sys.stderr)
-    outcome = run_search(config, space, data, settings, out, on_trial=_print_trial)
+    try:
+        outcome = run_search(config, space, data, settings, out, on_trial=_print_trial)
+    except KeyboardInterrupt:
+        # Every finished trial is already in the storage; the interrupted one is run again on resume.
+        # (The URL may hold a password: do not echo it.)
+        database = args.storage is not None and not args.storage.startswith("journal:")
+        where = "the --storage database" if database else str(journal_path(out, study_name))
+        if args.storage and not database:
+            where = args.storage[len("journal:"):]
+        print(
+            f"archdsl: interrupted; the finished trials are kept in {where}\n"
+            f"  continue with the same command; see them with: archdsl report {study_name} --out {out}"
+            + ((" --storage URL" if database else f" --storage {args.storage}") if args.storage else ""),
+            file=sys.stderr,
+        )
+        return 130
     if outcome.stale_failed:
         print(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}", file=sys.stderr)
     if outcome.buildup is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 from pathlib import Path
 
@@ -33,12 +35,19 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def severity(text: str) -> int:
+    """A corruption severity of CIFAR-C: 1 (mild) to 5 (strong)."""
+    if text.strip() not in ("1", "2", "3", "4", "5"):
+        raise argparse.ArgumentTypeError(f"expected a severity from 1 to 5, got {text!r}")
+    return int(text)
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
+    if not 0 < value < math.inf:  # also refuses nan
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
 
@@ -68,8 +77,15 @@ def device_name(text: str) -> str:
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-root", metavar="DIR", help="where datasets live (default: the data module's default)")
+    parser.add_argument("--data-root", metavar="DIR", help="where datasets live (default: $ARCHDSL_DATA or ./data)")
     parser.add_argument("--download", action="store_true", help="download the dataset if it is missing")
+
+
+EXAMPLES = (
+    "archdsl train tiny --dataset synthetic --recipe weak --epochs 5",
+    "archdsl train alter50 --dataset cifar100 --data-root ~/data --out runs/a50",
+    "archdsl train alter50 --dataset cifar100 --data-root ~/data --out runs/a50 --resume",
+)
 
 
 def register(subparsers) -> None:
@@ -86,15 +102,15 @@ def register(subparsers) -> None:
     parser.add_argument("--dataset", required=True, metavar="NAME", help="dataset name (e.g. synthetic, cifar100)")
     add_data_arguments(parser)
     parser.add_argument("--recipe", choices=RECIPES, help="training recipe (default: deit)")
-    parser.add_argument("--epochs", type=positive_int, help="epochs (default: 300)")
-    parser.add_argument("--batch-size", type=positive_int, help="batch size (default: 96 deit, 128 weak)")
+    parser.add_argument("--epochs", type=positive_int, metavar="N", help="epochs (default: 300)")
+    parser.add_argument("--batch-size", type=positive_int, metavar="N", help="batch size (default: 96 deit, 128 weak)")
     parser.add_argument("--lr", type=positive_float, help="peak learning rate (default: scaled with the batch size)")
-    parser.add_argument("--warmup-epochs", type=non_negative_int, help="linear warm-up epochs (default: 5 deit, 0 weak)")
-    parser.add_argument("--drop-path", type=rate, help="stochastic depth rate (default: 0.1 deit, 0 weak)")
-    parser.add_argument("--seed", type=int, help="random seed (default: 0)")
-    parser.add_argument("--subset", type=fraction, help="train on this fraction of the training set (default: 1)")
+    parser.add_argument("--warmup-epochs", type=non_negative_int, metavar="N", help="linear warm-up epochs (default: 5 deit, 0 weak)")
+    parser.add_argument("--drop-path", type=rate, metavar="RATE", help="stochastic depth rate (default: 0.1 deit, 0 weak)")
+    parser.add_argument("--seed", type=int, metavar="N", help="random seed (default: 0)")
+    parser.add_argument("--subset", type=fraction, metavar="FRACTION", help="train on this fraction of the training set (default: 1)")
     parser.add_argument("--device", type=device_name, help="auto (default), cpu, cuda, cuda:N or mps")
-    parser.add_argument("--workers", type=non_negative_int, help="data-loading worker processes (default: 0)")
+    parser.add_argument("--workers", type=non_negative_int, metavar="N", help="data-loading worker processes (default: 0)")
     parser.add_argument("--resident", action="store_true", default=None,
                         help="keep the training set on the device and augment there (recipes without RandAugment)")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/train/<spec>-<id>)")
@@ -134,11 +150,31 @@ def _saved_config(run_dir: Path) -> dict:
     return state["config"]
 
 
+# What a run directory holds (see archdsl.train); anything else in --out is the user's.
+_RUN_FILES = {"config.json", "spec.arch", "metrics.csv", "metrics.jsonl", "last.safetensors", "final.safetensors"}
+
+
+def _refuse_foreign_files(run_dir: Path) -> None:
+    """A new run writes config.json, metrics.csv, ... into --out: never over someone else's files."""
+    if not run_dir.is_dir():
+        return
+    foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in _RUN_FILES)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(f"--out {run_dir} is not empty ({shown}) and holds no run",
+                        hint="give --out a new or empty folder")
+
+
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from archdsl.spec import load_spec
 
+    cores = os.cpu_count() or 1
+    if args.workers is not None and args.workers > 4 * cores:
+        # torch would only warn, then fork them all and bring the machine to a halt.
+        raise UsageError(f"--workers {args.workers} is more than 4 per CPU core ({cores} here)",
+                         hint=f"use at most {cores} (0 loads data in the main process)")
     arch = load_spec(args.spec)
     run_dir = Path(args.out) if args.out else Path("runs") / "train" / f"{arch.name}-{arch.short_id}"
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
@@ -148,9 +184,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         if (run_dir / "last.safetensors").exists():
             raise UserError(f"{run_dir} already holds a run", hint="add --resume to continue it, or pass another --out")
+        _refuse_foreign_files(run_dir)
         settings = given
     from archdsl.recipe import TrainConfig
 
+    if settings.get("resident") and settings.get("recipe", "deit") == "deit":
+        raise UsageError("--resident cannot be used with the deit recipe: its RandAugment works on PIL images",
+                         hint="add --recipe weak, or leave out --resident")
     try:
         config = TrainConfig(**settings)
     except ValidationError as err:
@@ -158,7 +198,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"bad training settings: {problems}") from None
 
     from archdsl.data import load_split
+    from archdsl.outputs import prepare_dir
 
+    prepare_dir(run_dir, "--out")  # before the data: a bad --out should not wait for CIFAR to load
     train_set = load_split(args.dataset, "train", root=args.data_root, download=args.download)
     test_set = load_split(args.dataset, "test", root=args.data_root, download=args.download)
 

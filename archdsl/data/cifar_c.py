@@ -45,9 +45,9 @@ def _load_npy(path: Path) -> np.ndarray:
         raise UserError(f"could not read {path}: truncated or not a plain .npy array ({err})") from None
 
 
-def _missing_hint(spec: CorruptedFolder, what: str) -> str:
+def _missing_hint(spec: CorruptedFolder) -> str:
     return (
-        f"{what}: download {spec.title} ({spec.source_url}) and unpack it so that {spec.folder}/ holds "
+        f"download {spec.title} ({spec.source_url}) and unpack it so that {spec.folder}/ holds "
         f"<corruption>.npy and {LABELS_FILE}; or generate it with `archdsl data corrupt --dataset "
         f"{spec.clean_name} --data-root {spec.folder.parent} --out {spec.folder}`"
     )
@@ -56,7 +56,7 @@ def _missing_hint(spec: CorruptedFolder, what: str) -> str:
 def read_labels(spec: CorruptedFolder) -> np.ndarray:
     path = spec.folder / LABELS_FILE
     if not path.is_file():
-        raise UserError(f"{spec.title} not found: {path} is missing", hint=_missing_hint(spec, "to fix"))
+        raise UserError(f"{spec.title} not found: {path} is missing", hint=_missing_hint(spec))
     labels = _load_npy(path)
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer) or len(labels) % SEVERITY_COUNT:
         raise UserError(

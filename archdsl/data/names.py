@@ -57,6 +57,8 @@ def parse_dataset_name(text: str, known: tuple[str, ...], allowed_params: dict[s
         if key not in allowed:
             options = f"it takes {', '.join(allowed)}" if allowed else f"{base} takes no parameters"
             raise UserError(f"unknown parameter {key!r} for dataset {base}", hint=did_you_mean(key, allowed) or options)
+        if key in params:  # silently taking the last one would train on a set the user did not mean
+            raise UserError(f"dataset parameter {key!r} is given twice in {text!r}")
         params[key] = value.strip()
     return DatasetName(base, params)
 

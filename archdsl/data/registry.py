@@ -180,7 +180,11 @@ def load_corrupted(
         parsed = DatasetName(_CORRUPTED_OF[parsed.base], parsed.params)
     picked = [p for p in _PICK_PARAMS if p in parsed.params]
     if picked:
-        raise UserError(f"load_corrupted takes corruptions and severities as arguments, not {', '.join(picked)}=")
+        raise UserError(
+            f"{name}: {' and '.join(f'{p}=' for p in picked)} cannot be used in this dataset name here",
+            hint="pick corruptions and severities with --corruptions and --severities "
+            "(in Python: load_corrupted(..., corruptions=, severities=))",
+        )
     chosen = tuple(check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions))
     levels = tuple(check_severity(s) for s in (SEVERITIES if severities is None else severities))
     if parsed.base == "synthetic-c":
