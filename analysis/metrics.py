@@ -35,7 +35,6 @@ def expected_calibration_error(confidence: torch.Tensor, correct: torch.Tensor, 
     correct = correct.double().flatten()
     # ceil(c * n) - 1 is the right-closed bin; clamp puts c == 0 into bin 0.
     bins = (torch.ceil(confidence * n_bins) - 1).clamp(0, n_bins - 1).long()
-    count = torch.bincount(bins, minlength=n_bins).double()
     conf_sum = torch.bincount(bins, weights=confidence, minlength=n_bins)
     acc_sum = torch.bincount(bins, weights=correct, minlength=n_bins)
     # |sum(acc) - sum(conf)| / N per bin equals (|B|/N) * |acc(B) - conf(B)|.

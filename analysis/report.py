@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from archdsl.analysis.fourier import FeatureMapStatistics
 from archdsl.analysis.hessian import Spectrum
 from archdsl.analysis.metrics import ClassificationMetrics
-from archdsl.analysis.robustness import RobustnessResult
+from archdsl.analysis.robustness import CorruptionErrors, RobustnessResult
 
 
 class AnalysisReport(BaseModel):
@@ -23,6 +23,7 @@ class AnalysisReport(BaseModel):
     dataset: str
     classification: ClassificationMetrics | None = None
     robustness: RobustnessResult | None = None
+    corruption_errors: CorruptionErrors | None = None  # mCE against a baseline run, when one was given
     hessian: Spectrum | None = None
     feature_maps: FeatureMapStatistics | None = None
     figures: dict[str, str] = {}  # what -> PNG file name, relative to the report
@@ -48,6 +49,8 @@ def _headline(report: AnalysisReport) -> list[str]:
         r = report.robustness
         scope = "15 corruptions x 5 severities" if r.complete else f"{len(r.cells)} corrupted sets (not the full 15 x 5)"
         rows.append(f"| corruption robustness | {_percent(r.mean)} | mean top-1 over {scope} |")
+    if report.corruption_errors:
+        rows.append(f"| mCE | {_percent(report.corruption_errors.mce)} | corruption error relative to the baseline run |")
     if report.hessian:
         h = report.hessian
         ape = "n/a" if h.ape is None else f"{h.ape:.4g}"

@@ -110,6 +110,7 @@ def make_loader(
     shuffle: bool | None = None,
     workers: int = 0,
     drop_last: bool | None = None,
+    pin_memory: bool = False,
 ) -> DataLoader:
     """A DataLoader of (float32 (N, 3, H, W) normalised images, int64 labels).
 
@@ -137,7 +138,7 @@ def make_loader(
         collate_fn=Normalize(image_set.mean, image_set.std),
         generator=generator,
         persistent_workers=False,
-        pin_memory=False,
+        pin_memory=pin_memory,  # page-locked batches copy to a GPU asynchronously
     )
 
 

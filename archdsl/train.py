@@ -296,7 +296,7 @@ def _run_epoch(
         loader = resident.reseed(loader_seed)
     else:
         loader = make_loader(train_set, config.batch_size, augment=True, recipe=config, seed=loader_seed,
-                             workers=config.workers)
+                             workers=config.workers, pin_memory=device.type == "cuda")
     model.train()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.int64)

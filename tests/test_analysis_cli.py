@@ -97,3 +97,25 @@ def test_an_out_that_is_a_file_is_a_user_error(checkpoint, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "is a file, not a folder" in err and "Traceback" not in err
     assert a_file.read_text() == "keep"
+
+
+def test_mce_against_a_baseline_run_and_its_own_mistakes(checkpoint, tmp_path, capsys):
+    common = ["--metrics", "robustness", "--corruptions", "fog", "--severities", "1", "5", "--device", "cpu",
+              "--no-progress"]  # fmt: skip
+    assert main(["analyze", str(checkpoint), "--out", str(tmp_path / "base"), "--subset", "0.5", *common]) == 0
+    baseline_json = tmp_path / "base" / "metrics.json"
+    assert main(["analyze", str(checkpoint), "--out", str(tmp_path / "other"), "--baseline", str(baseline_json),
+                 *common]) == 0  # fmt: skip
+    baseline = AnalysisReport.model_validate_json(baseline_json.read_text()).robustness
+    report = AnalysisReport.model_validate_json((tmp_path / "other" / "metrics.json").read_text())
+    errors = sum(1 - c.top1 for c in report.robustness.cells)
+    base_errors = sum(1 - c.top1 for c in baseline.cells)
+    assert report.corruption_errors.mce == pytest.approx(errors / base_errors)
+    assert "mCE" in (tmp_path / "other" / "report.md").read_text()
+    capsys.readouterr()
+
+    # A baseline that is missing, or is no analysis result, is refused before any work.
+    assert main(["analyze", str(checkpoint), "--out", str(tmp_path / "x"), "--baseline", "nope.json", *common]) == 1
+    assert main(["analyze", str(checkpoint), "--out", str(tmp_path / "y"), "--baseline", str(checkpoint), *common]) == 1
+    err = capsys.readouterr().err
+    assert "no such file" in err and "not a metrics.json" in err and "Traceback" not in err

@@ -9,37 +9,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from archdsl.commands.train import add_data_arguments, device_name, positive_int, severity
+from archdsl.commands._args import (
+    add_data_arguments,
+    device_name,
+    fraction,
+    non_negative_float,
+    positive_float,
+    positive_int,
+    severity,
+)
 
 METRICS = ("acc", "robustness", "hessian", "fourier", "variance")
 DEFAULT_METRICS = "acc,robustness,hessian,fourier,variance"
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    value = positive_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text}")
-    return value
 
 
 def metric_list(text: str) -> tuple[str, ...]:
@@ -86,6 +67,10 @@ def register(subparsers) -> None:
     robust.add_argument("--corrupted", metavar="NAME", help="corrupted dataset (default: <dataset>-c)")
     robust.add_argument("--corruptions", nargs="+", metavar="NAME", help="only these corruptions (default: all)")
     robust.add_argument("--severities", nargs="+", type=severity, metavar="S", help="only these severities")
+    robust.add_argument(
+        "--baseline", metavar="METRICS_JSON",
+        help="also report Hendrycks' mCE relative to this earlier `archdsl analyze` result (its metrics.json)",
+    )
     hessian = parser.add_argument_group("hessian")
     hessian.add_argument("--batches", type=positive_int, default=10, metavar="N", help="training batches to pool (default: 10)")
     hessian.add_argument("--hessian-batch-size", type=positive_int, default=16, metavar="N", help="images per batch (default: 16)")
@@ -141,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.train import check_compatible
 
     device = select_device(args.device)
+    # Read the baseline before any long work, so that a bad path fails at once.
+    baseline = _baseline_robustness(args.baseline) if args.baseline else None
     checkpoint = load_checkpoint(args.checkpoint, device=device)
     model, arch = checkpoint.model, checkpoint.arch
     dataset = args.dataset or checkpoint.meta.get("dataset") or "synthetic"
@@ -177,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
             sets = [dataclasses.replace(s, images=s.images.subset(args.subset, seed=args.seed)) for s in sets]
         robustness = evaluate_robustness(model, sets, batch_size=args.batch_size, device=device, progress=progress)
         results["robustness"] = robustness
+        if baseline is not None:
+            from archdsl.analysis.robustness import mce
+
+            results["corruption_errors"] = mce(robustness, baseline)
         figures["robustness"] = _save(plots.robustness_figure({arch.name: robustness}), out / "robustness.png")
 
     if "hessian" in wanted:
@@ -217,6 +208,25 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _baseline_robustness(path_text: str):
+    """The robustness result stored in an earlier run's metrics.json, or a UserError saying why not."""
+    import pydantic
+
+    from archdsl.analysis.report import AnalysisReport
+    from archdsl.errors import UserError
+
+    path = Path(path_text)
+    if not path.is_file():
+        raise UserError(f"--baseline {path_text!r}: no such file", hint="pass the metrics.json of an earlier `archdsl analyze`")
+    try:
+        baseline = AnalysisReport.model_validate_json(path.read_bytes())
+    except pydantic.ValidationError:
+        raise UserError(f"--baseline {path_text!r} is not a metrics.json written by `archdsl analyze`") from None
+    if baseline.robustness is None:
+        raise UserError(f"--baseline {path_text!r} holds no robustness result", hint="analyse the baseline with --metrics robustness")
+    return baseline.robustness
+
+
 def _print_summary(report, out: Path) -> None:
     lines = [f"{report.arch} on {report.dataset}"]
     if report.classification:
@@ -226,6 +236,8 @@ def _print_summary(report, out: Path) -> None:
         r = report.robustness
         scope = "15x5" if r.complete else f"{len(r.cells)} sets"
         lines.append(f"  corruption robustness {r.mean:.2%} (mean top-1 over {scope})")
+    if report.corruption_errors:
+        lines.append(f"  mCE {report.corruption_errors.mce:.1%} of the baseline's corruption error")
     if report.hessian:
         h = report.hessian
         ape = "n/a" if h.ape is None else f"{h.ape:.4g}"

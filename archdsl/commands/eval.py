@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from archdsl.commands.train import add_data_arguments, device_name, positive_int, severity
+from archdsl.commands._args import add_data_arguments, device_name, positive_int, severity
 
 
 EXAMPLES = (

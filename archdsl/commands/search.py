@@ -7,12 +7,11 @@ with a small base network, at a fidelity that finishes in minutes on a laptop CP
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import sys
 from pathlib import Path
 
-from archdsl.commands.train import device_name, non_negative_int
+from archdsl.commands._args import device_name, fraction, non_negative_int, positive_float, positive_int
 from archdsl.errors import UsageError
 
 SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
@@ -22,29 +21,6 @@ PAPER_BASE = "alter50-base"  # the default base on real datasets
 SYNTHETIC_SUBSET = 0.4
 REAL_SUBSET = 0.1
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not 0 < value < math.inf:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = _positive_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
-    return value
 
 
 EXAMPLES = (
@@ -83,25 +59,25 @@ def register(subparsers) -> None:
     how.add_argument("--objectives", default="accuracy", metavar="LIST",
                      help=f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front "
                           "(default: accuracy)")
-    how.add_argument("--n-trials", type=_positive_int, default=8, metavar="N",
+    how.add_argument("--n-trials", type=positive_int, default=8, metavar="N",
                      help="finished trials the study should hold (a study total, default: 8)")
-    how.add_argument("--timeout", type=_positive_float, metavar="SECONDS", help="stop starting trials after this")
+    how.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="stop starting trials after this")
     how.add_argument("--seed-endpoints", action="store_true",
                      help="measure the ResNet, AlterNet and Swin-like ends of the space first")
-    how.add_argument("--max-params", type=_positive_float, metavar="N", help="skip designs with more parameters (before training)")
-    how.add_argument("--max-flops", type=_positive_float, metavar="N", help="skip designs with more FLOPs per image")
+    how.add_argument("--max-params", type=positive_float, metavar="N", help="skip designs with more parameters (before training)")
+    how.add_argument("--max-flops", type=positive_float, metavar="N", help="skip designs with more FLOPs per image")
     how.add_argument("--seed", type=int, default=0, metavar="N", help="sampler and training seed (default: 0)")
 
     fid = parser.add_argument_group("fidelity")
-    fid.add_argument("--epochs", type=_positive_int, default=2, metavar="N", help="training epochs per candidate (default: 2)")
-    fid.add_argument("--subset", type=_fraction, metavar="FRACTION",
+    fid.add_argument("--epochs", type=positive_int, default=2, metavar="N", help="training epochs per candidate (default: 2)")
+    fid.add_argument("--subset", type=fraction, metavar="FRACTION",
                      help="fraction of the train/test sets (default: 0.4 on synthetic, 0.1 otherwise)")
     fid.add_argument("--recipe", default="weak", choices=("weak", "deit"),
                      help="training recipe (default: weak, which learns fastest in few epochs)")
-    fid.add_argument("--batch-size", type=_positive_int, metavar="N", help="default: the recipe's")
-    fid.add_argument("--lr", type=_positive_float, help="learning rate (default: the recipe's, scaled to the batch)")
-    fid.add_argument("--hessian-batches", type=_positive_int, default=2, metavar="N", help="batches of 16 for nep/ape (default: 2)")
-    fid.add_argument("--hessian-iters", type=_positive_int, default=40, metavar="N",
+    fid.add_argument("--batch-size", type=positive_int, metavar="N", help="default: the recipe's")
+    fid.add_argument("--lr", type=positive_float, help="learning rate (default: the recipe's, scaled to the batch)")
+    fid.add_argument("--hessian-batches", type=positive_int, default=2, metavar="N", help="batches of 16 for nep/ape (default: 2)")
+    fid.add_argument("--hessian-iters", type=positive_int, default=40, metavar="N",
                      help="Lanczos steps per batch for nep/ape (default: 40)")
     fid.add_argument("--severities", default="3", metavar="S,S", help="corruption severities for robustness (default: 3)")
 
@@ -110,9 +86,9 @@ def register(subparsers) -> None:
     where.add_argument("--storage", metavar="URL",
                        help="sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH "
                             "(default: the journal file OUT/STUDY/study.journal)")
-    where.add_argument("--heartbeat", type=_positive_int, default=30, metavar="SECONDS",
+    where.add_argument("--heartbeat", type=positive_int, default=30, metavar="SECONDS",
                        help="worker heartbeat interval (default: 30)")
-    where.add_argument("--grace-period", type=_positive_int, metavar="SECONDS",
+    where.add_argument("--grace-period", type=positive_int, metavar="SECONDS",
                        help="a worker silent this long is dead; its trial is failed and retried (default: 3 x heartbeat)")
     where.add_argument("--max-retry", type=non_negative_int, default=2, metavar="N",
                        help="retries of a trial whose worker died (default: 2)")

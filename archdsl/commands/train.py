@@ -4,81 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
 
+from archdsl.commands._args import (
+    add_data_arguments,
+    device_name,
+    fraction,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    rate,
+)
 from archdsl.errors import UsageError, UserError
 
 RECIPES = ("deit", "weak")
-DEVICES = ("auto", "cpu", "cuda", "mps")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
-
-
-def severity(text: str) -> int:
-    """A corruption severity of CIFAR-C: 1 (mild) to 5 (strong)."""
-    if text.strip() not in ("1", "2", "3", "4", "5"):
-        raise argparse.ArgumentTypeError(f"expected a severity from 1 to 5, got {text!r}")
-    return int(text)
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not 0 < value < math.inf:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    value = positive_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text}")
-    return value
-
-
-def rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a rate in [0, 1), got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a rate in [0, 1), got {text}")
-    return value
-
-
-def device_name(text: str) -> str:
-    kind, _, index = text.partition(":")
-    if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
-        raise argparse.ArgumentTypeError(f"unknown device {text!r} (choose from {', '.join(DEVICES)}, or cuda:N)")
-    return text
-
-
-def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-root", metavar="DIR", help="where datasets live (default: $ARCHDSL_DATA or ./data)")
-    parser.add_argument("--download", action="store_true", help="download the dataset if it is missing")
 
 
 EXAMPLES = (
