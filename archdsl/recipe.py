@@ -181,7 +181,8 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_
     # Stepped per iteration (smoother than per epoch for short runs); cosine after the warm-up.
     return CosineLRScheduler(
         optimizer,
-        t_initial=(config.epochs - warmup) * steps_per_epoch,
+        # At least 2: a one-step cosine is a constant anyway, and timm warns about it.
+        t_initial=max(2, (config.epochs - warmup) * steps_per_epoch),
         warmup_t=warmup * steps_per_epoch,
         warmup_lr_init=min(1e-6, config.lr),
         warmup_prefix=True,
