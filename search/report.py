@@ -139,6 +139,13 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
         if 2 <= len(summary.objectives) <= 3:
             ax = ovm.plot_pareto_front(study, target_names=[o.name for o in summary.objectives])
             figures["pareto"] = ax.figure
+        elif len(summary.objectives) > 3:
+            # Optuna draws at most 3 axes: show the front of the first two objectives.
+            first, second = summary.objectives[:2]
+            ax = ovm.plot_pareto_front(
+                study, targets=lambda t: (t.values[0], t.values[1]), target_names=[first.name, second.name]
+            )
+            figures["pareto"] = ax.figure
         if summary.count("COMPLETE") >= MIN_TRIALS_FOR_IMPORTANCE and _params_vary(summary):
             try:
                 ax = ovm.plot_param_importances(study, target=target, target_name=lead.name)
