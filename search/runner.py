@@ -76,17 +76,19 @@ def check_same_space(study: optuna.Study, space: Space) -> None:
     """A study searches one space: the same base design and the same knobs on every worker."""
     identity = {"base_digest": space.base.digest(), "searched": ",".join(space.searched)}
     recorded = {k: study.user_attrs.get(k) for k in identity}
-    if all(v is None for v in recorded.values()):
-        for key, value in identity.items():
-            study.set_user_attr(key, value)
-        study.set_user_attr("base", space.base.name)
-        return
-    if recorded != identity:
+    # Compare key by key: workers started together write these one at a time, so another
+    # worker may see some keys set and others not yet. Writing the same value twice is harmless.
+    if any(value is not None and value != identity[key] for key, value in recorded.items()):
         raise UserError(
             f"study {study.study_name!r} searches another space (base {study.user_attrs.get('base')!r}, "
             f"knobs {recorded['searched']}) than this command ({space.base.name!r}, knobs {identity['searched']})",
             hint="give the study's --base, --dataset and --search, or a new --study-name",
         )
+    for key, value in identity.items():
+        if recorded[key] is None:
+            study.set_user_attr(key, value)
+    if study.user_attrs.get("base") is None:
+        study.set_user_attr("base", space.base.name)
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:

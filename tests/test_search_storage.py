@@ -187,3 +187,20 @@ def test_bad_search_flags_are_usage_errors_before_any_work(tmp_path, capsys, fla
         main(support.search_args(tmp_path, "flags", *flags))
     assert info.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_worker_that_sees_the_space_half_recorded_joins_instead_of_refusing():
+    """Workers started together record the space one attribute at a time (a race seen in CI)."""
+    from archdsl.search.runner import check_same_space
+    from archdsl.search.space import make_space
+    from archdsl.spec import load_spec
+
+    space = make_space(load_spec("alter-small-base"), ("k",))
+    study = optuna.create_study()
+    study.set_user_attr("base_digest", space.base.digest())  # the other worker got this far
+    check_same_space(study, space)
+    assert study.user_attrs["searched"] == "k" and study.user_attrs["base"] == "alter-small-base"
+
+    other = make_space(load_spec("alter-small-base"), ("k", "heads"))
+    with pytest.raises(UserError, match="searches another space"):
+        check_same_space(study, other)
