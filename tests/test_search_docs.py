@@ -7,7 +7,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-import torch
 
 from archdsl.cli import main
 
@@ -33,18 +32,14 @@ def test_dry_run_examples_print_what_the_doc_shows(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_thread")
 def test_search_and_report_examples_run_in_order(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for argv, shown in _examples():
-            if "--dry-run" in argv:
-                continue
-            assert main(argv) == 0, argv
-            printed = capsys.readouterr()
-            # Accuracies vary with the machine; the first line and the report path do not.
-            assert shown.splitlines()[0] in printed.out + printed.err
-            assert shown.splitlines()[-1] in printed.out
-    finally:
-        torch.set_num_threads(before)
+    for argv, shown in _examples():
+        if "--dry-run" in argv:
+            continue
+        assert main(argv) == 0, argv
+        printed = capsys.readouterr()
+        # Accuracies vary with the machine; the first line and the report path do not.
+        assert shown.splitlines()[0] in printed.out + printed.err
+        assert shown.splitlines()[-1] in printed.out

@@ -6,7 +6,6 @@ import json
 from types import SimpleNamespace
 
 import pytest
-import torch
 from optuna.trial import TrialState
 
 import _search_support as support
@@ -17,13 +16,7 @@ from archdsl.search.strategies import run_buildup
 from archdsl.spec import load_spec, parse_spec
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Two shared cores: one intra-op thread trains these tiny nets faster than several.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _fake_trial(value):

@@ -13,12 +13,7 @@ from archdsl.search.objectives import OBJECTIVES, dominates, parse_objectives
 from archdsl.errors import UserError
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_objectives_parse_with_directions_and_dominance_follows_them():
