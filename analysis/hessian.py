@@ -219,7 +219,7 @@ def lanczos(
 def math_attention() -> Iterator[None]:
     """The math SDPA kernel, which has a double backward (fused kernels do not)."""
     try:
-        from archdsl.blocks.attention import math_attention as forced
+        from archdsl.nn.blocks.attention import math_attention as forced
     except ImportError:  # the compiler's helper is not there: force the kernel directly
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -422,7 +422,7 @@ def training_batches(
     (it lives in the training step), so the labels stay hard and the loss is the NLL.
     The same seed gives the same batches; the global generators are left as they were.
     """
-    from archdsl.train import make_loader
+    from archdsl.run.train import make_loader
 
     from archdsl.errors import UserError
 
@@ -438,7 +438,7 @@ def training_batches(
 
     import numpy as np
 
-    from archdsl.loader import seed_everything
+    from archdsl.run.loader import seed_everything
 
     saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
     try:

@@ -89,11 +89,11 @@ def evaluate_robustness(
     progress: bool = False,
     predict: Callable[..., torch.Tensor] | None = None,
 ) -> RobustnessResult:
-    """Top-1 of `model` on each corrupted set; `predict` defaults to `archdsl.evaluate.predict_logits`."""
+    """Top-1 of `model` on each corrupted set; `predict` defaults to `archdsl.run.evaluate.predict_logits`."""
     from tqdm.auto import tqdm
 
     if predict is None:
-        from archdsl.evaluate import predict_logits as predict
+        from archdsl.run.evaluate import predict_logits as predict
     cells = []
     for item in tqdm(corrupted_sets, desc="corruptions", unit="set", disable=not progress):
         logits = predict(model, item.images, batch_size=batch_size, device=device)

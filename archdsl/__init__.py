@@ -17,21 +17,21 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     # front end (pure Python)
-    "parse_spec": "archdsl.spec",
-    "load_spec": "archdsl.spec",
-    "resolve_spec": "archdsl.spec",
-    "format_arch": "archdsl.printer",
-    "SpecError": "archdsl.diagnostics",
+    "parse_spec": "archdsl.lang.spec",
+    "load_spec": "archdsl.lang.spec",
+    "resolve_spec": "archdsl.lang.spec",
+    "format_arch": "archdsl.lang.printer",
+    "SpecError": "archdsl.lang.diagnostics",
     "UserError": "archdsl.errors",
     "Arch": "archdsl.ir",
     # build-up transforms
     # (`buildup` and `build` are also module names, so they are not exported as functions:
-    # use archdsl.buildup.buildup and archdsl.build.build.)
+    # use archdsl.buildup.buildup and archdsl.nn.build.build.)
     "layout": "archdsl.buildup",
     "ratio": "archdsl.buildup",
     # compiler (imports torch)
-    "create_model": "archdsl.build",
-    "summarize": "archdsl.summary",
+    "create_model": "archdsl.nn.build",
+    "summarize": "archdsl.nn.summary",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -78,7 +78,7 @@ def layout(
     the base had an MSA). Raises `UserError` for a k out of range, `SpecError` if the result
     is invalid (e.g. an explicit window that does not tile a map).
     """
-    from archdsl.checks import ensure_valid
+    from archdsl.lang.checks import ensure_valid
 
     ks = [int(k) for k in k_per_stage]
     if len(ks) != len(base.stages):

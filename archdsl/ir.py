@@ -7,7 +7,7 @@ the same network have equal IRs (and equal `digest()`), whatever their formattin
 
 The IR only validates *types* (positive integers, known kinds). Whether a design makes
 sense (a window tiles its feature map, an MSA does not start a strided stage, ...) is
-decided by `archdsl.checks.problems(arch)`, so that the front end can point at the
+decided by `archdsl.lang.checks.problems(arch)`, so that the front end can point at the
 offending source span and programmatic users get the same checks.
 """
 
@@ -148,7 +148,7 @@ def block_shapes(arch: Arch) -> list[BlockShape]:
     """Shape inference: every block's channels and feature-map size, in model order.
 
     Pure arithmetic on the IR; raises nothing. Ceil division never reaches 0, so a map
-    strided past 1x1 is caught by `archdsl.checks` (a side smaller than the stride).
+    strided past 1x1 is caught by `archdsl.lang.checks` (a side smaller than the stride).
     """
     shapes: list[BlockShape] = []
     channels = arch.stem.channels

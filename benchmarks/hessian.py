@@ -40,7 +40,7 @@ def make_model(name: str, seed: int) -> nn.Module:
     if name == "cnn":
         model = small_cnn()
     else:
-        from archdsl.build import create_model
+        from archdsl.nn.build import create_model
 
         model = create_model(name)
     # A few SGD steps in train mode, so the network is not at its initialisation and BN has statistics.

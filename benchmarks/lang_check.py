@@ -32,7 +32,7 @@ def main() -> None:
     repeats = 3 if args.quick else 10
     loops = 50 if args.quick else 500
 
-    from archdsl.spec import builtin_names, parse_spec, resolve_spec
+    from archdsl.lang.spec import builtin_names, parse_spec, resolve_spec
 
     print(f"{'spec':<18} {'blocks':>6} {'ms/parse':>9}")
     for name in builtin_names():

@@ -34,7 +34,7 @@ class Result:
 def make_models(names: list[str]) -> dict[str, torch.nn.Module]:
     import timm
 
-    from archdsl.build import create_model
+    from archdsl.nn.build import create_model
 
     models = {}
     for name in names:
@@ -93,7 +93,7 @@ def main() -> None:
     if args.quick:
         args.steps, args.warmup, args.rounds = 1, 1, 3
 
-    from archdsl.device import select_device
+    from archdsl.run.device import select_device
 
     device = select_device(args.device)
     torch.manual_seed(0)

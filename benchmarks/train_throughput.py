@@ -1,6 +1,6 @@
 """Training throughput with archdsl's recipe: img/s of full training steps, as ratios.
 
-One step is `archdsl.train.train_step` with the paper's (deit) recipe: Mixup/CutMix on
+One step is `archdsl.run.train.train_step` with the paper's (deit) recipe: Mixup/CutMix on
 the batch, soft-target cross-entropy, backward, gradient clipping, AdamW (timm, no decay
 on 1-d parameters), stochastic depth 0.1. The batch already sits on the device, so this
 is the model+recipe cost; the data pipeline (crop, flip, RandAugment on PIL, collation)
@@ -21,10 +21,10 @@ import time
 
 import torch
 
-from archdsl.build import create_model
-from archdsl.device import select_device
-from archdsl.recipe import TrainConfig, make_loss, make_mixup, make_optimizer
-from archdsl.train import train_step
+from archdsl.nn.build import create_model
+from archdsl.run.device import select_device
+from archdsl.run.recipe import TrainConfig, make_loss, make_mixup, make_optimizer
+from archdsl.run.train import train_step
 
 
 def sync(device: torch.device) -> None:
@@ -58,7 +58,7 @@ def model_throughput(name: str, config: TrainConfig, device: torch.device, warmu
 def loader_throughput(config: TrainConfig, images: int, workers: int) -> float:
     """Augmented (crop, flip, RandAugment) and normalised images per second from the loader."""
     from archdsl.data import load_split
-    from archdsl.loader import make_loader
+    from archdsl.run.loader import make_loader
 
     data = load_split(f"synthetic:train={images},test=10", "train")
     loader = make_loader(data, config.batch_size, augment=True, recipe=config, workers=workers)

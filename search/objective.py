@@ -80,14 +80,14 @@ def fit_to_data(base: Arch, data: DataContext) -> Arch:
 
 def static_costs(arch: Arch) -> dict[str, float]:
     """Parameter count and FLOPs per image, from the IR alone."""
-    from archdsl.summary import summarize
+    from archdsl.nn.summary import summarize
 
     summary = summarize(arch)
     return {"params": float(summary.params), "flops": float(summary.flops)}
 
 
 def build_model(arch: Arch, seed: int) -> Any:
-    from archdsl.build import build
+    from archdsl.nn.build import build
 
     return build(arch, seed=seed)
 
@@ -97,7 +97,7 @@ def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, s
     import numpy as np
     import torch
 
-    from archdsl.device import select_device
+    from archdsl.run.device import select_device
 
     dev = select_device(device)
     model = (model if model is not None else build_model(arch, seed)).to(dev).eval()
@@ -130,7 +130,7 @@ def train_candidate(
     progress: bool,
 ) -> Trained:
     """Train at the search's fidelity; `on_epoch(epoch, test_acc)` may raise to prune."""
-    from archdsl.train import TrainConfig, TrainingDiverged, train
+    from archdsl.run.train import TrainConfig, TrainingDiverged, train
 
     config = TrainConfig(
         recipe=fidelity.recipe,
@@ -195,13 +195,13 @@ def out_of_memory_error() -> type[BaseException]:
 
 
 def format_arch(arch: Arch) -> str:
-    from archdsl.printer import format_arch as fmt
+    from archdsl.lang.printer import format_arch as fmt
 
     return fmt(arch)
 
 
 def load_base(name_or_path: str) -> Arch:
-    from archdsl.spec import load_spec
+    from archdsl.lang.spec import load_spec
 
     return load_spec(name_or_path)
 
@@ -210,7 +210,7 @@ def load_base(name_or_path: str) -> Arch:
 
 
 def _device(name: str) -> Any:
-    from archdsl.device import select_device
+    from archdsl.run.device import select_device
 
     return select_device(name)
 

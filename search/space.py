@@ -116,7 +116,7 @@ class Space:
         windows: list[int | str] = [GLOBAL if r[2] == GLOBAL else int(r[2]) for r in rows]
         arch = _layout(self.base, ks, heads, windows)
         arch = _with_dim_heads(arch, {s.name: r[3] for s, r in zip(self.stages, rows)})
-        from archdsl.checks import ensure_valid
+        from archdsl.lang.checks import ensure_valid
 
         ensure_valid(arch)
         return arch

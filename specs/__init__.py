@@ -1,1 +1,1 @@
-"""The built-in `.arch` specs, shipped as package data `archdsl.specs` (see archdsl.spec)."""
+"""The built-in `.arch` specs, shipped as package data `archdsl.specs` (see archdsl.lang.spec)."""

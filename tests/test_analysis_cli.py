@@ -25,9 +25,9 @@ arch micro {
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    from archdsl.build import build
-    from archdsl.checkpoint import save_checkpoint
-    from archdsl.spec import parse_spec
+    from archdsl.nn.build import build
+    from archdsl.run.checkpoint import save_checkpoint
+    from archdsl.lang.spec import parse_spec
 
     arch = parse_spec(MICRO)
     path = tmp_path_factory.mktemp("ckpt") / "micro.safetensors"

@@ -196,8 +196,8 @@ def test_both_products_agree_through_window_attention():
     # An archdsl model with an MSA block: double backward and forward-over-reverse both
     # go through the math attention kernel and must give the same product.
     from archdsl.analysis.hessian import math_attention
-    from archdsl.build import build
-    from archdsl.spec import parse_spec
+    from archdsl.nn.build import build
+    from archdsl.lang.spec import parse_spec
 
     arch = parse_spec(
         "arch m { input 3x8x8 classes 3 stem conv3x3(4) conv = basic "

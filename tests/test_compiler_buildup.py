@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from archdsl.buildup import buildup, buildup_order, default_heads, layout, max_msa, msa_counts, ratio
-from archdsl.diagnostics import SpecError
+from archdsl.lang.diagnostics import SpecError
 from archdsl.errors import UserError
 from archdsl.ir import ConvBlock, MSABlock
-from archdsl.spec import load_spec
+from archdsl.lang.spec import load_spec
 
 
 @pytest.fixture(scope="module")

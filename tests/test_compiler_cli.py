@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from archdsl.cli import main
-from archdsl.diagnostics import SpecError
-from archdsl.spec import load_spec, parse_spec, resolve_spec
+from archdsl.lang.diagnostics import SpecError
+from archdsl.lang.spec import load_spec, parse_spec, resolve_spec
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -44,14 +44,14 @@ def test_compile_json_and_classes_override(capsys) -> None:
 def test_compile_export_writes_a_loadable_checkpoint(capsys, tmp_path: Path) -> None:
     import torch
 
-    from archdsl.checkpoint import load_checkpoint
+    from archdsl.run.checkpoint import load_checkpoint
 
     path = tmp_path / "tiny.safetensors"
     code, out, _ = run_cli(capsys, "compile", "tiny", "--export", str(path), "--seed", "3")
     assert code == 0 and f"wrote weights to {path}" in out
     checkpoint = load_checkpoint(path)
     assert checkpoint.arch == load_spec("tiny")
-    from archdsl.build import build
+    from archdsl.nn.build import build
 
     fresh = build(load_spec("tiny"), seed=3).state_dict()
     assert all(torch.equal(fresh[k], v) for k, v in checkpoint.model.state_dict().items())

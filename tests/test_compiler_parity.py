@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from archdsl.blocks.attention import math_attention
-from archdsl.build import ArchNet, build
+from archdsl.nn.blocks.attention import math_attention
+from archdsl.nn.build import ArchNet, build
 from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
-from archdsl.spec import load_spec
-from archdsl.summary import summarize
+from archdsl.lang.spec import load_spec
+from archdsl.nn.summary import summarize
 
 # (spec, params, GFLOPs per image) measured on the authors' implementation (ALTERNET.md).
 REFERENCE = [

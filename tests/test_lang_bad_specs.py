@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from archdsl.diagnostics import SpecError
-from archdsl.spec import parse_spec
+from archdsl.lang.diagnostics import SpecError
+from archdsl.lang.spec import parse_spec
 
 CORPUS = Path(__file__).parent / "bad_specs"
 EXPECT = re.compile(r"^# expect: (\d+):(\d+) (.+)$", re.M)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from archdsl.checks import ensure_valid, problems
-from archdsl.diagnostics import SpecError
+from archdsl.lang.checks import ensure_valid, problems
+from archdsl.lang.diagnostics import SpecError
 from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
 
 C = ConvBlock()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from archdsl.cli import main
-from archdsl.spec import load_spec, resolve_spec
+from archdsl.lang.spec import load_spec, resolve_spec
 
 BAD = "arch bad {\n    input 3x8x8\n    classes 10\n    stem conv3x3(4)\n    stage c1(width=4) { conv msa(2, 16) }\n}\n"
 

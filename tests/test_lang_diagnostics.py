@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from archdsl.diagnostics import Diagnostic, Span, SpecError, render
+from archdsl.lang.diagnostics import Diagnostic, Span, SpecError, render
 
 SOURCE = "arch t {\n    stage c4 { msa(24, 8) }\n}\n"
 

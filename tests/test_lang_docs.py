@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from archdsl.ir import Arch
-from archdsl.spec import parse_spec
+from archdsl.lang.spec import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```arch[ \t]*\n(.*?)^```", re.M | re.S)
@@ -58,7 +58,7 @@ DOC_ERROR_EXAMPLE = """arch small {
 
 
 def test_error_example_in_language_doc_is_what_check_prints():
-    from archdsl.diagnostics import SpecError
+    from archdsl.lang.diagnostics import SpecError
 
     with pytest.raises(SpecError) as info:
         parse_spec(DOC_ERROR_EXAMPLE, "bad.arch")

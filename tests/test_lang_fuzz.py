@@ -7,9 +7,9 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archdsl.diagnostics import SpecError
+from archdsl.lang.diagnostics import SpecError
 from archdsl.ir import Arch
-from archdsl.spec import builtin_names, resolve_spec, parse_spec
+from archdsl.lang.spec import builtin_names, resolve_spec, parse_spec
 
 SEEDS = [resolve_spec(name).read_text() for name in builtin_names()]
 TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*|[0-9][A-Za-z0-9_.]*|\S")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from archdsl.diagnostics import Span, SpecError
+from archdsl.lang.diagnostics import Span, SpecError
 from archdsl.ir import ConvBlock, MSABlock
-from archdsl.parser import BlockRef, Group, parse
-from archdsl.spec import parse_spec
+from archdsl.lang.parser import BlockRef, Group, parse
+from archdsl.lang.spec import parse_spec
 
 HEADER = "arch t {\n    input 3x32x32\n    classes 10\n    stem conv3x3(16)\n"
 

@@ -7,10 +7,10 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archdsl.checks import problems
+from archdsl.lang.checks import problems
 from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem, block_shapes
-from archdsl.printer import compress, format_arch, format_source
-from archdsl.spec import builtin_names, load_spec, parse_spec, resolve_spec
+from archdsl.lang.printer import compress, format_arch, format_source
+from archdsl.lang.spec import builtin_names, load_spec, parse_spec, resolve_spec
 
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_\-]{0,8}", fullmatch=True)
 conv_blocks = st.builds(ConvBlock, variant=st.sampled_from(["bottleneck", "basic"]), expansion=st.integers(1, 6))

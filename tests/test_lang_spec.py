@@ -6,7 +6,7 @@ import pytest
 
 from archdsl.errors import UserError
 from archdsl.ir import Arch
-from archdsl.spec import builtin_names, load_spec, resolve_spec
+from archdsl.lang.spec import builtin_names, load_spec, resolve_spec
 
 
 def test_builtin_specs_include_the_tiny_ones_and_all_load():

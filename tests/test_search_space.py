@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from archdsl.errors import UserError
 from archdsl.ir import MSABlock, stage_shapes
 from archdsl.search.space import GLOBAL, make_space, parse_searched
-from archdsl.spec import load_spec, parse_spec
+from archdsl.lang.spec import load_spec, parse_spec
 
 ALL = ("k", "heads", "window", "dim_head")
 
@@ -51,7 +51,7 @@ def test_placement_is_convs_then_conv_msa_pairs(base50):
 def test_every_point_of_the_space_is_a_valid_design_with_non_decreasing_heads(rnd):
     space = _full_space()
     params = {name: rnd.choice(values) for name, values in space.choices().items()}
-    arch = space.arch_from_params(params)  # runs archdsl.checks.ensure_valid
+    arch = space.arch_from_params(params)  # runs archdsl.lang.checks.ensure_valid
     heads = [b.heads for s in arch.stages for b in s.blocks if isinstance(b, MSABlock)]
     assert heads == sorted(heads)
     sizes = {sh.name: sh.out_size for sh in stage_shapes(arch)}

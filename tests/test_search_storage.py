@@ -193,7 +193,7 @@ def test_a_worker_that_sees_the_space_half_recorded_joins_instead_of_refusing():
     """Workers started together record the space one attribute at a time (a race seen in CI)."""
     from archdsl.search.runner import check_same_space
     from archdsl.search.space import make_space
-    from archdsl.spec import load_spec
+    from archdsl.lang.spec import load_spec
 
     space = make_space(load_spec("alter-small-base"), ("k",))
     study = optuna.create_study()

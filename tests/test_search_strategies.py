@@ -13,7 +13,7 @@ from archdsl.cli import main
 from archdsl.search.objectives import OBJECTIVES
 from archdsl.search.space import make_space
 from archdsl.search.strategies import run_buildup
-from archdsl.spec import load_spec, parse_spec
+from archdsl.lang.spec import load_spec, parse_spec
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

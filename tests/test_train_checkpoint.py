@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from archdsl.build import build
-from archdsl.checkpoint import (
+from archdsl.nn.build import build
+from archdsl.run.checkpoint import (
     TrainState,
     load_checkpoint,
     optimizer_from_state,
@@ -20,8 +20,8 @@ from archdsl.checkpoint import (
 )
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
-from archdsl.evaluate import evaluate, predict_logits
-from archdsl.spec import load_spec
+from archdsl.run.evaluate import evaluate, predict_logits
+from archdsl.lang.spec import load_spec
 
 
 @pytest.fixture(scope="module")

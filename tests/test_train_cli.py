@@ -155,7 +155,7 @@ def test_eval_of_a_folder_or_a_spec_says_what_to_give(spec: Path, tmp_path: Path
 
 def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(spec: Path, tmp_path: Path, capsys,
                                                                      monkeypatch) -> None:
-    import archdsl.train as training
+    import archdsl.run.train as training
 
     real_epoch, calls = training._run_epoch, []
 

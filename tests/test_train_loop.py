@@ -11,8 +11,8 @@ import torch
 
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
-from archdsl.spec import parse_spec
-from archdsl.train import EpochMetrics, TrainConfig, TrainingDiverged, train
+from archdsl.lang.spec import parse_spec
+from archdsl.run.train import EpochMetrics, TrainConfig, TrainingDiverged, train
 
 
 def colour_classes(n: int, seed: int, size: int = 16, classes: int = 10) -> ImageSet:
@@ -63,7 +63,7 @@ def test_weak_recipe_learns_and_keeps_a_run_directory(arch, data, tmp_path: Path
     assert (tmp_path / "metrics.csv").read_text().splitlines()[0].startswith("epoch,train_loss,train_acc")
     assert parse_spec((tmp_path / "spec.arch").read_text()) == arch
     assert TrainConfig.model_validate_json((tmp_path / "config.json").read_text()).epochs == 2
-    from archdsl.checkpoint import load_checkpoint
+    from archdsl.run.checkpoint import load_checkpoint
 
     final = load_checkpoint(tmp_path / "final.safetensors")
     assert final.meta["epoch"] == 2 and final.meta["test_acc"] == result.test_acc

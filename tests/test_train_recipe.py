@@ -8,10 +8,10 @@ import torch
 from pydantic import ValidationError
 
 from archdsl.data.base import ImageSet
-from archdsl.device import select_device
+from archdsl.run.device import select_device
 from archdsl.errors import UserError
-from archdsl.loader import derive_seed, make_loader
-from archdsl.recipe import TrainConfig
+from archdsl.run.loader import derive_seed, make_loader
+from archdsl.run.recipe import TrainConfig
 
 
 def image_set(n: int = 40, size: int = 8, classes: int = 4) -> ImageSet:
@@ -105,7 +105,7 @@ def test_device_selection() -> None:
 
 
 def test_resident_loader_crops_padded_windows_and_flips() -> None:
-    from archdsl.loader import ResidentLoader
+    from archdsl.run.loader import ResidentLoader
 
     data = image_set(n=32, size=8)
     loader = ResidentLoader(data, 8, device="cpu", padding=2, hflip=True, seed=5)

@@ -97,7 +97,7 @@ def _training_config(meta: dict):
     """The checkpoint's training config (for the same augmentation), or the DeiT recipe."""
     from pydantic import ValidationError
 
-    from archdsl.recipe import TrainConfig
+    from archdsl.run.recipe import TrainConfig
 
     try:
         return TrainConfig.model_validate(meta.get("config") or {})
@@ -119,11 +119,11 @@ def run(args: argparse.Namespace) -> int:
 
     from archdsl.analysis import plots
     from archdsl.analysis.report import AnalysisReport, render_markdown
-    from archdsl.checkpoint import load_checkpoint
+    from archdsl.run.checkpoint import load_checkpoint
     from archdsl.data import load_split
-    from archdsl.device import select_device
-    from archdsl.outputs import prepare_dir
-    from archdsl.train import check_compatible
+    from archdsl.run.device import select_device
+    from archdsl.commands.outputs import prepare_dir
+    from archdsl.run.train import check_compatible
 
     device = select_device(args.device)
     # Read the baseline before any long work, so that a bad path fails at once.
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
 
     if "acc" in wanted:
         from archdsl.analysis.metrics import classification_metrics
-        from archdsl.evaluate import predict_logits
+        from archdsl.run.evaluate import predict_logits
 
         logits = predict_logits(model, test_set, batch_size=args.batch_size, device=device, progress=progress)
         results["classification"] = classification_metrics(logits, torch.tensor(test_set.labels, dtype=torch.int64))
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
 
     if wanted & {"fourier", "variance"}:
         from archdsl.analysis.fourier import feature_map_statistics
-        from archdsl.loader import make_loader
+        from archdsl.run.loader import make_loader
 
         sample = test_set.take(torch.arange(min(args.images, len(test_set))).numpy())
         images = torch.cat([x for x, _ in make_loader(sample, args.batch_size, augment=False, shuffle=False)])

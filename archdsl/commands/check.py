@@ -35,7 +35,7 @@ def summary_line(label: str, arch: Arch) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.spec import load_spec
+    from archdsl.lang.spec import load_spec
 
     status = 0
     for spec in args.specs:

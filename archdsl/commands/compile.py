@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _format_table(summary) -> str:  # summary: archdsl.summary.ModelSummary
+def _format_table(summary) -> str:  # summary: archdsl.nn.summary.ModelSummary
     header = ("stage", "index", "kind", "output", "params", "MFLOPs")
     rows = [("stem", "", "conv3x3", "x".join(map(str, summary.stem.out_shape)),
              f"{summary.stem.params:,}", f"{summary.stem.flops / 1e6:,.1f}")]
@@ -70,11 +70,11 @@ def _format_table(summary) -> str:  # summary: archdsl.summary.ModelSummary
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from archdsl.build import build
-    from archdsl.checks import ensure_valid
-    from archdsl.outputs import prepare_file
-    from archdsl.spec import load_spec
-    from archdsl.summary import summarize
+    from archdsl.nn.build import build
+    from archdsl.lang.checks import ensure_valid
+    from archdsl.commands.outputs import prepare_file
+    from archdsl.lang.spec import load_spec
+    from archdsl.nn.summary import summarize
 
     arch = load_spec(args.spec)
     # Before any work: an existing --export may be a trained checkpoint.
@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         )
 
     if args.export is not None:
-        from archdsl.checkpoint import save_checkpoint
+        from archdsl.run.checkpoint import save_checkpoint
 
         save_checkpoint(args.export, model, arch, {"source": "archdsl compile", "seed": args.seed})
     if args.onnx is not None:

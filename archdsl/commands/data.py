@@ -124,7 +124,7 @@ def _corrupt(args: argparse.Namespace) -> int:
         corruptions = [name.strip() for name in args.corruptions.split(",") if name.strip()]
         if not corruptions:
             raise UsageError("--corruptions names no corruption")
-    from archdsl.outputs import prepare_dir
+    from archdsl.commands.outputs import prepare_dir
 
     out = prepare_dir(args.out, "--out")
     # --out may be a downloaded CIFAR-C folder: never replace released files unasked.

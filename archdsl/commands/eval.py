@@ -41,11 +41,11 @@ def _metrics(logits, labels) -> dict[str, float]:
     try:
         from archdsl.analysis.metrics import classification_metrics
     except ImportError:  # the analysis module is optional for plain accuracy/NLL
-        from archdsl.evaluate import score_logits
+        from archdsl.run.evaluate import score_logits
 
         scored = score_logits(logits, labels)
         return {"top1": scored.top1, "nll": scored.nll}
-    from archdsl.evaluate import labels_tensor
+    from archdsl.run.evaluate import labels_tensor
 
     scored = classification_metrics(logits, labels_tensor(labels))
     return {"top1": float(scored.top1), "nll": float(scored.nll), "ece": float(scored.ece)}
@@ -54,11 +54,11 @@ def _metrics(logits, labels) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from archdsl.checkpoint import load_checkpoint
-    from archdsl.device import select_device
+    from archdsl.run.checkpoint import load_checkpoint
+    from archdsl.run.device import select_device
     from archdsl.errors import UserError
-    from archdsl.evaluate import predict_logits, score_logits
-    from archdsl.train import check_compatible
+    from archdsl.run.evaluate import predict_logits, score_logits
+    from archdsl.run.train import check_compatible
 
     device = select_device(args.device)
     checkpoint = load_checkpoint(args.checkpoint, device=device)

@@ -30,8 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.printer import format_source
-    from archdsl.spec import parse_spec
+    from archdsl.lang.printer import format_source
+    from archdsl.lang.spec import parse_spec
 
     # Check every path before touching any file, so a typo leaves everything as it was.
     for path in args.files:

@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
     import optuna
 
-    from archdsl.outputs import prepare_dir
+    from archdsl.commands.outputs import prepare_dir
     from archdsl.search import objective as measure
     from archdsl.search.objectives import parse_objectives
     from archdsl.search.runner import SearchConfig, run_search

@@ -78,8 +78,8 @@ _CONFIG_FLAGS = {
 
 def _saved_config(run_dir: Path) -> dict:
     """The config a run was started with (from its last checkpoint), for `--resume`."""
-    from archdsl.checkpoint import read_checkpoint_file
-    from archdsl.train import LAST_CHECKPOINT
+    from archdsl.run.checkpoint import read_checkpoint_file
+    from archdsl.run.train import LAST_CHECKPOINT
 
     path = run_dir / LAST_CHECKPOINT
     if not path.is_file():
@@ -91,7 +91,7 @@ def _saved_config(run_dir: Path) -> dict:
     return state["config"]
 
 
-# What a run directory holds (see archdsl.train); anything else in --out is the user's.
+# What a run directory holds (see archdsl.run.train); anything else in --out is the user's.
 _RUN_FILES = {"config.json", "spec.arch", "metrics.csv", "metrics.jsonl", "last.safetensors", "final.safetensors"}
 
 
@@ -109,7 +109,7 @@ def _refuse_foreign_files(run_dir: Path) -> None:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from archdsl.spec import load_spec
+    from archdsl.lang.spec import load_spec
 
     cores = os.cpu_count() or 1
     if args.workers is not None and args.workers > 4 * cores:
@@ -127,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"{run_dir} already holds a run", hint="add --resume to continue it, or pass another --out")
         _refuse_foreign_files(run_dir)
         settings = given
-    from archdsl.recipe import TrainConfig
+    from archdsl.run.recipe import TrainConfig
 
     if settings.get("resident") and settings.get("recipe", "deit") == "deit":
         raise UsageError("--resident cannot be used with the deit recipe: its RandAugment works on PIL images",
@@ -139,13 +139,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"bad training settings: {problems}") from None
 
     from archdsl.data import load_split
-    from archdsl.outputs import prepare_dir
+    from archdsl.commands.outputs import prepare_dir
 
     prepare_dir(run_dir, "--out")  # before the data: a bad --out should not wait for CIFAR to load
     train_set = load_split(args.dataset, "train", root=args.data_root, download=args.download)
     test_set = load_split(args.dataset, "test", root=args.data_root, download=args.download)
 
-    from archdsl.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, train
+    from archdsl.run.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, train
 
     print(
         f"training {arch.name} ({arch.short_id}) on {args.dataset}: recipe {config.recipe}, {config.epochs} epoch(s), "

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from archdsl.ir import Arch, ConvBlock, MSABlock
-from archdsl.lower import CONV_VARIANTS, lower
-from archdsl.parser import ArchNode, parse
-from archdsl.parser import comments as parser_comments
+from archdsl.lang.lower import CONV_VARIANTS, lower
+from archdsl.lang.parser import ArchNode, parse
+from archdsl.lang.parser import comments as parser_comments
 
 Block = ConvBlock | MSABlock
 

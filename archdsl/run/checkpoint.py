@@ -132,7 +132,7 @@ def load_checkpoint(
     """Rebuild the model from the IR stored in the checkpoint and load its weights (in eval mode)."""
     from pydantic import ValidationError
 
-    from archdsl.build import build
+    from archdsl.nn.build import build
 
     tensors, metadata = read_checkpoint_file(path)
     try:

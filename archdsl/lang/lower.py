@@ -5,7 +5,7 @@ piece records a diagnostic and is replaced by a neutral placeholder (the arch's 
 `conv`, a global-window MSA, ...) so that the rest can still be lowered and checked.
 Numbers are checked with their spans *before* any pydantic object is built, so no
 `ValidationError` ever reaches the user. Finally the semantic checks of
-`archdsl.checks` run on the IR, and each problem's IR path is mapped back to the source
+`archdsl.lang.checks` run on the IR, and each problem's IR path is mapped back to the source
 span it came from (`self.spans`, filled while lowering).
 """
 
@@ -15,10 +15,10 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from archdsl import checks
-from archdsl.diagnostics import Diagnostic, Span, SpecError
+from archdsl.lang import checks
+from archdsl.lang.diagnostics import Diagnostic, Span, SpecError
 from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
-from archdsl.parser import Arg, ArchNode, BlockRef, Call, Element, Group, Name, Number, Setting, Value
+from archdsl.lang.parser import Arg, ArchNode, BlockRef, Call, Element, Group, Name, Number, Setting, Value
 
 SETTINGS = ("input", "classes", "stem", "conv", "stage")
 BLOCK_KINDS = ("conv", "msa")

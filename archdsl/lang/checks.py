@@ -13,7 +13,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from archdsl.diagnostics import Diagnostic, SpecError
+from archdsl.lang.diagnostics import Diagnostic, SpecError
 from archdsl.ir import Arch, MSABlock, block_shapes
 
 Path = tuple  # a path into the IR, e.g. ("stages", 2, "blocks", 5, "window")

@@ -6,7 +6,7 @@ figures in ALTERNET.md count (torch's `FlopCounterMode` with the math attention 
 agrees; it misses fused attention kernels, hence the exact count here). Normalisation,
 activations, softmax, bias adds and the residual additions are not counted.
 
-The parameter formulas mirror `archdsl.blocks` one for one; a test cross-checks them
+The parameter formulas mirror `archdsl.nn.blocks` one for one; a test cross-checks them
 against built models.
 """
 

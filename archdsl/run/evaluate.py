@@ -14,8 +14,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from archdsl.data.base import ImageSet
-from archdsl.device import autocast, model_device
-from archdsl.loader import make_loader
+from archdsl.run.device import autocast, model_device
+from archdsl.run.loader import make_loader
 
 
 class Evaluation(NamedTuple):

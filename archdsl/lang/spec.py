@@ -16,8 +16,8 @@ from pathlib import Path
 
 from archdsl.errors import UserError
 from archdsl.ir import Arch
-from archdsl.lower import lower
-from archdsl.parser import parse
+from archdsl.lang.lower import lower
+from archdsl.lang.parser import parse
 
 SPEC_SUFFIX = ".arch"
 

@@ -29,14 +29,14 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from archdsl.checkpoint import TrainState, load_checkpoint, optimizer_from_state, optimizer_to_state, save_checkpoint
+from archdsl.run.checkpoint import TrainState, load_checkpoint, optimizer_from_state, optimizer_to_state, save_checkpoint
 from archdsl.data.base import ImageSet
-from archdsl.device import autocast, select_device
+from archdsl.run.device import autocast, select_device
 from archdsl.errors import UserError
-from archdsl.evaluate import predict_logits, score_logits
+from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.ir import Arch
-from archdsl.loader import ResidentLoader, derive_seed, make_loader, seed_everything
-from archdsl.recipe import TrainConfig, make_loss, make_mixup, make_optimizer, make_scheduler
+from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
+from archdsl.run.recipe import TrainConfig, make_loss, make_mixup, make_optimizer, make_scheduler
 
 __all__ = ["EpochMetrics", "TrainConfig", "TrainResult", "TrainingDiverged", "make_loader", "train"]
 
@@ -109,7 +109,7 @@ def _write_run_files(run_dir: Path, history: list[EpochMetrics]) -> None:
 def spec_text(arch: Arch) -> tuple[str, str]:
     """(file name, text) of the design: canonical `.arch` text when the printer exists."""
     try:
-        from archdsl.printer import format_arch
+        from archdsl.lang.printer import format_arch
     except ImportError:
         return "spec.json", arch.model_dump_json(indent=2) + "\n"
     return "spec.arch", format_arch(arch)
@@ -152,7 +152,7 @@ def train(
     exception it raises stops training and propagates (Optuna pruning). A NaN/inf loss
     raises `TrainingDiverged`.
     """
-    from archdsl.build import build
+    from archdsl.nn.build import build
 
     check_compatible(arch, train_set)
     check_compatible(arch, test_set)

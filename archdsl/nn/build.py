@@ -15,9 +15,9 @@ import torch
 from timm.layers import trunc_normal_
 from torch import nn
 
-from archdsl.blocks.attention import AlterMSABlock
-from archdsl.blocks.conv import conv_block
-from archdsl.blocks.layers import ClassifierHead, stem
+from archdsl.nn.blocks.attention import AlterMSABlock
+from archdsl.nn.blocks.conv import conv_block
+from archdsl.nn.blocks.layers import ClassifierHead, stem
 from archdsl.ir import Arch, ConvBlock, block_shapes, feature_channels
 
 
@@ -99,11 +99,11 @@ def drop_path_rates(drop_path: float, n_blocks: int) -> list[float]:
 def build(arch: Arch, *, drop_path: float = 0.0, seed: int | None = None) -> ArchNet:
     """Compile a (valid) IR into a model.
 
-    The IR is checked first (`archdsl.checks.ensure_valid`), so an invalid design raises a
+    The IR is checked first (`archdsl.lang.checks.ensure_valid`), so an invalid design raises a
     `SpecError` instead of failing inside torch. With `seed`, the weights depend on the
     seed alone (the global RNG is left untouched); without it they come from the global RNG.
     """
-    from archdsl.checks import ensure_valid
+    from archdsl.lang.checks import ensure_valid
 
     ensure_valid(arch)
     if not 0.0 <= drop_path < 1.0:
@@ -120,7 +120,7 @@ def build(arch: Arch, *, drop_path: float = 0.0, seed: int | None = None) -> Arc
 def create_model(spec: Arch | str | PathLike[str], **kwargs: object) -> ArchNet:
     """Build from an `Arch`, a `.arch` path or a built-in spec name (`"alter50"`)."""
     if not isinstance(spec, Arch):
-        from archdsl.spec import load_spec
+        from archdsl.lang.spec import load_spec
 
         spec = load_spec(spec)
     return build(spec, **kwargs)  # type: ignore[arg-type]

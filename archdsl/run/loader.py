@@ -119,7 +119,7 @@ def make_loader(
     needs even, full batches). Mixup/CutMix are not applied here: they act on whole
     batches in the training step.
     """
-    from archdsl.recipe import TrainConfig
+    from archdsl.run.recipe import TrainConfig
 
     config = recipe if isinstance(recipe, TrainConfig) else TrainConfig(recipe=recipe)
     transform = None

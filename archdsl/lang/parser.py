@@ -2,7 +2,7 @@
 
 The grammar (`grammar.lark`) is generic on purpose: keywords are plain names and numbers
 are lexed leniently, so that this module only decides *structure* (braces, brackets,
-commas, `*N`) and `archdsl.lower` decides *meaning* with precise messages. Lark's
+commas, `*N`) and `archdsl.lang.lower` decides *meaning* with precise messages. Lark's
 exceptions are turned into `Diagnostic`s here; nothing from lark escapes.
 """
 
@@ -18,7 +18,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.tree import Meta
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from archdsl.diagnostics import Diagnostic, Span, SpecError
+from archdsl.lang.diagnostics import Diagnostic, Span, SpecError
 
 # --- AST -------------------------------------------------------------------------------
 
@@ -216,7 +216,7 @@ _CLOSERS = {"{": "}", "[": "]", "(": ")"}
 
 @functools.lru_cache(maxsize=1)
 def _lark() -> Lark:
-    grammar = importlib.resources.files("archdsl").joinpath("grammar.lark").read_text(encoding="utf-8")
+    grammar = importlib.resources.files("archdsl.lang").joinpath("grammar.lark").read_text(encoding="utf-8")
     return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
