@@ -158,7 +158,9 @@ def feature_map_statistics(
     model.eval()
     try:
         with torch.no_grad():
-            for batch in tqdm(list(_chunks(images, batch_size)), desc="feature maps", unit="batch", disable=not progress):
+            for batch in tqdm(
+                list(_chunks(images, batch_size)), desc="feature maps", unit="batch", disable=not progress
+            ):
                 model(batch.to(target))
     finally:
         for handle in handles:

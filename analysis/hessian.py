@@ -422,9 +422,8 @@ def training_batches(
     (it lives in the training step), so the labels stay hard and the loss is the NLL.
     The same seed gives the same batches; the global generators are left as they were.
     """
-    from archdsl.run.train import make_loader
-
     from archdsl.errors import UserError
+    from archdsl.run.train import make_loader
 
     available = len(image_set) // batch_size  # the training loader drops the last partial batch
     if available < n_batches:
@@ -454,4 +453,3 @@ def training_batches(
         np.random.set_state(saved[1])
         torch.set_rng_state(saved[2])
     return batches
-

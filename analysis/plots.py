@@ -84,7 +84,9 @@ def spectrum_figure(spectra: Mapping[str, Spectrum], *, bins: int = 40, title: s
     return figure
 
 
-def robustness_figure(results: Mapping[str, RobustnessResult] | RobustnessResult, *, title: str | None = None) -> Figure:
+def robustness_figure(
+    results: Mapping[str, RobustnessResult] | RobustnessResult, *, title: str | None = None
+) -> Figure:
     """Accuracy per corruption: bars for the mean over severities, one marker line per severity."""
     if isinstance(results, RobustnessResult):
         results = {"model": results}
@@ -99,7 +101,9 @@ def robustness_figure(results: Mapping[str, RobustnessResult] | RobustnessResult
     for offset, ((label, result), color) in enumerate(zip(results.items(), COLORS)):
         x = positions - 0.4 + width * (offset + 0.5)
         means = [100 * result.per_corruption.get(c, np.nan) for c in corruptions]
-        axes.bar(x, means, width=width * 0.92, color=color, alpha=0.45, label=f"{label}: mean {100 * result.mean:.1f} %")
+        axes.bar(
+            x, means, width=width * 0.92, color=color, alpha=0.45, label=f"{label}: mean {100 * result.mean:.1f} %"
+        )
         axes.axhline(100 * result.mean, color=color, linestyle="--", linewidth=1)
         if single:  # severity lines only where they stay readable
             measured = _keys(result)

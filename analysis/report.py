@@ -47,10 +47,14 @@ def _headline(report: AnalysisReport) -> list[str]:
         ]
     if report.robustness:
         r = report.robustness
-        scope = "15 corruptions x 5 severities" if r.complete else f"{len(r.cells)} corrupted sets (not the full 15 x 5)"
+        scope = (
+            "15 corruptions x 5 severities" if r.complete else f"{len(r.cells)} corrupted sets (not the full 15 x 5)"
+        )
         rows.append(f"| corruption robustness | {_percent(r.mean)} | mean top-1 over {scope} |")
     if report.corruption_errors:
-        rows.append(f"| mCE | {_percent(report.corruption_errors.mce)} | corruption error relative to the baseline run |")
+        rows.append(
+            f"| mCE | {_percent(report.corruption_errors.mce)} | corruption error relative to the baseline run |"
+        )
     if report.hessian:
         h = report.hessian
         ape = "n/a" if h.ape is None else f"{h.ape:.4g}"
@@ -96,7 +100,9 @@ def render_markdown(report: AnalysisReport) -> str:
         ]
         measured = {(c.corruption, c.severity): c.top1 for c in r.cells}
         for corruption, mean in r.per_corruption.items():
-            cells = [f"{100 * measured[(corruption, s)]:.1f}" if (corruption, s) in measured else "" for s in r.per_severity]
+            cells = [
+                f"{100 * measured[(corruption, s)]:.1f}" if (corruption, s) in measured else "" for s in r.per_severity
+            ]
             lines.append(f"| {corruption} | " + " | ".join(cells) + f" | {100 * mean:.1f} |")
         severity_means = " | ".join(f"{100 * v:.1f}" for v in r.per_severity.values())
         lines += [f"| **mean** | {severity_means} | **{100 * r.mean:.1f}** |", ""]

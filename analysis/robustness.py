@@ -55,7 +55,7 @@ class RobustnessResult(BaseModel):
     complete: bool  # all 15 benchmark corruptions at all 5 severities were measured
 
     @classmethod
-    def from_cells(cls, cells: Sequence[CorruptionAccuracy]) -> "RobustnessResult":
+    def from_cells(cls, cells: Sequence[CorruptionAccuracy]) -> RobustnessResult:
         if not cells:
             raise ValueError("no corrupted sets were measured")
         seen = set()

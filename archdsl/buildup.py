@@ -47,8 +47,10 @@ def _per_stage(value: object, n_stages: int, what: str) -> list:
         return [value] * n_stages
     values = list(value)  # type: ignore[call-overload]
     if len(values) != n_stages:
-        raise UserError(f"{what} has {len(values)} values but the arch has {n_stages} stages",
-                        hint=f"give one {what} per stage, or a single value for all")
+        raise UserError(
+            f"{what} has {len(values)} values but the arch has {n_stages} stages",
+            hint=f"give one {what} per stage, or a single value for all",
+        )
     return values
 
 
@@ -145,22 +147,25 @@ def _counts_after(base: Arch, n_msa: int) -> list[int]:
     return counts
 
 
-def buildup(base: Arch, n_msa: int, heads: PerStage = None, window: Window | Sequence[Window] = None,
-            *, name: str | None = None) -> Arch:
+def buildup(
+    base: Arch, n_msa: int, heads: PerStage = None, window: Window | Sequence[Window] = None, *, name: str | None = None
+) -> Arch:
     """The design after adding `n_msa` MSAs to `base` in build-up order."""
     counts = _counts_after(base, n_msa)
     return layout(base, counts, heads, window, name=name or f"{base.name}-msa{n_msa}")
 
 
-def ratio(base: Arch, r: float, heads: PerStage = None, window: Window | Sequence[Window] = None,
-          *, name: str | None = None) -> Arch:
+def ratio(
+    base: Arch, r: float, heads: PerStage = None, window: Window | Sequence[Window] = None, *, name: str | None = None
+) -> Arch:
     """Between the base (r=0) and the Swin-like endpoint (r=1, every stage at its maximum).
 
     r picks round(r * max) MSAs in build-up order, so ratios nest like the build-up does.
     """
     if not 0.0 <= r <= 1.0:
-        raise UserError(f"ratio must be between 0 and 1, not {r}",
-                        hint="0 is the base (no MSA), 1 the Swin-like endpoint")
+        raise UserError(
+            f"ratio must be between 0 and 1, not {r}", hint="0 is the base (no MSA), 1 the Swin-like endpoint"
+        )
     total = len(buildup_order(base))
     n = round(r * total)
     return buildup(base, n, heads, window, name=name or f"{base.name}-r{round(r * 100)}")

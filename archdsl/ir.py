@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
@@ -45,7 +45,7 @@ class MSABlock(_Node):
     dim_head: PositiveInt = 64
 
 
-Block = Annotated[Union[ConvBlock, MSABlock], Field(discriminator="kind")]
+Block = Annotated[ConvBlock | MSABlock, Field(discriminator="kind")]
 
 
 class Stage(_Node):

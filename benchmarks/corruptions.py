@@ -49,8 +49,10 @@ def main() -> None:
     fifteen = sum(timings[name] for name in CORRUPTIONS)
     print(f"{'total (the 15)':20s} {fifteen:8.2f}")
     scale = FULL_SIZE / n
-    print(f"15 x 5 x {FULL_SIZE:,}: {'measured' if n == FULL_SIZE else f'about (x{scale:g}, linear)'} "
-          f"{fifteen * scale:.0f} s = {fifteen * scale / 60:.1f} min")
+    print(
+        f"15 x 5 x {FULL_SIZE:,}: {'measured' if n == FULL_SIZE else f'about (x{scale:g}, linear)'} "
+        f"{fifteen * scale:.0f} s = {fifteen * scale / 60:.1f} min"
+    )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,9 @@ def make_models(names: list[str]) -> dict[str, torch.nn.Module]:
 class TrainStep:
     """One model with its optimizer and a fixed batch; `time(steps)` returns img/s."""
 
-    def __init__(self, model: torch.nn.Module, device: torch.device, *, batch: int, channels_last: bool,
-                 amp: bool) -> None:
+    def __init__(
+        self, model: torch.nn.Module, device: torch.device, *, batch: int, channels_last: bool, amp: bool
+    ) -> None:
         memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.model = model.to(device, memory_format=memory_format).train()
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
@@ -116,14 +117,18 @@ def main() -> None:
         for name, runner in runners.items()
     ]
 
-    print(f"train-step throughput on {device} ({torch.get_num_threads()} threads), batch {args.batch}, "
-          f"32x32, median of {args.rounds} rounds of {args.steps} steps after {args.warmup} warm-up"
-          f"{', channels_last' if args.channels_last else ''}{', bf16' if args.amp and device.type == 'cuda' else ''}")
+    print(
+        f"train-step throughput on {device} ({torch.get_num_threads()} threads), batch {args.batch}, "
+        f"32x32, median of {args.rounds} rounds of {args.steps} steps after {args.warmup} warm-up"
+        f"{', channels_last' if args.channels_last else ''}{', bf16' if args.amp and device.type == 'cuda' else ''}"
+    )
     reference = next((r for r in results if r.name == "resnet50"), results[0])
     print(f"{'model':<15}{'params':>12}{'img/s':>10}{'vs ' + reference.name:>16}")
     for r in results:
-        print(f"{r.name:<15}{r.params:>12,}{r.images_per_second:>10.1f}"
-              f"{r.images_per_second / reference.images_per_second:>15.2f}x")
+        print(
+            f"{r.name:<15}{r.params:>12,}{r.images_per_second:>10.1f}"
+            f"{r.images_per_second / reference.images_per_second:>15.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def model_throughput(name: str, config: TrainConfig, device: torch.device, warmup: int, steps: int) -> tuple[int, float]:
+def model_throughput(
+    name: str, config: TrainConfig, device: torch.device, warmup: int, steps: int
+) -> tuple[int, float]:
     """(parameters, training images per second) of spec `name`."""
     amp = device.type == "cuda" if config.amp is None else config.amp
     channels_last = device.type == "cuda" if config.channels_last is None else config.channels_last
@@ -83,9 +85,11 @@ def main() -> None:
     steps = args.steps or (3 if args.quick else 300 if gpu else 5)
     warmup = args.warmup if args.warmup is not None else (1 if args.quick or not gpu else 20)
     config = TrainConfig(recipe="deit", batch_size=args.batch_size, device=str(device))
-    print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), "
-          f"batch {args.batch_size}, {steps} timed steps after {warmup}, "
-          f"bf16 {'on' if gpu else 'off'}, channels_last {'on' if gpu else 'off'}")
+    print(
+        f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), "
+        f"batch {args.batch_size}, {steps} timed steps after {warmup}, "
+        f"bf16 {'on' if gpu else 'off'}, channels_last {'on' if gpu else 'off'}"
+    )
 
     results = {}
     for name in args.models:

@@ -110,7 +110,9 @@ def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
     """`trial 3 COMPLETE accuracy=0.52 [k_c1=0 k_c2=1 k_c3=0]`, with the reason of a failure."""
     row = _row(trial)
     names = [o.name for o in study_objectives(study)]
-    values = " ".join(f"{n}={v:.4g}" for n, v in zip(names, row.values)) if row.values and row.state == "COMPLETE" else ""
+    values = (
+        " ".join(f"{n}={v:.4g}" for n, v in zip(names, row.values)) if row.values and row.state == "COMPLETE" else ""
+    )
     params = " ".join(f"{k}={v}" for k, v in row.params.items())
     parts = [f"trial {row.number} {row.state}", values, f"[{params}]", f"({row.note})" if row.note else ""]
     return " ".join(p for p in parts if p)
@@ -218,8 +220,11 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
         values = [_fmt(v) for v in row.values] if row.values else ["" for _ in summary.objectives]
         params = " ".join(f"{k}={v}" for k, v in row.params.items())
         note = row.note.replace("|", "/").replace("\n", " ")
-        lines.append(f"| {row.number} | {row.state} | {'' if row.n_msa is None else row.n_msa} | "
-                     + " | ".join(values) + f" | {params} | {note} |")
+        lines.append(
+            f"| {row.number} | {row.state} | {'' if row.n_msa is None else row.n_msa} | "
+            + " | ".join(values)
+            + f" | {params} | {note} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -10,20 +10,20 @@ a finished command does no new work.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError
+from archdsl.search import objective as measure
 from archdsl.search.objectives import Objective
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import StorageOptions, fail_stale_trials, is_verdict, open_storage
 from archdsl.search.strategies import BuildupStep, make_pruner, make_sampler, run_buildup
 from archdsl.search.trial import DIGEST_ATTR, TrialFailed, TrialObjective, TrialSettings
-from archdsl.search import objective as measure
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
@@ -55,7 +55,10 @@ def open_study(config: SearchConfig, out: Path, *, create: bool = True) -> optun
         return load_study(config.study_name, storage)
     try:
         study = optuna.create_study(
-            storage=storage, study_name=config.study_name, directions=directions, load_if_exists=True,
+            storage=storage,
+            study_name=config.study_name,
+            directions=directions,
+            load_if_exists=True,
         )
     except ValueError as err:  # e.g. an invalid name
         raise UserError(f"cannot open study {config.study_name!r}: {err}") from err
@@ -132,7 +135,9 @@ def run_search(
     steps = None
     if config.strategy == "buildup":
         steps = run_buildup(
-            space, config.objectives[0], 0,
+            space,
+            config.objectives[0],
+            0,
             lambda params: _evaluate(study, space, objective, params, config, deadline, callbacks),
         )
     else:
@@ -166,7 +171,8 @@ def _evaluate(
         if done:
             return done[0]
         waiting = [
-            t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+            t
+            for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
             if (t.system_attrs.get("fixed_params") or t.params) == params  # enqueued, or a killed trial's retry
         ]
         running = [t for t in known if t.state == TrialState.RUNNING]

@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from archdsl.errors import UserError, UsageError
+from archdsl.errors import UsageError, UserError
 from archdsl.ir import Arch, MSABlock, stage_shapes
 
 GLOBAL = "global"

@@ -51,7 +51,7 @@ def journal_path(out: Path, study_name: str) -> Path:
 def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.storages.BaseStorage:
     """The storage for `study_name`; every failure to reach it is a UserError with a hint."""
     if options.url is None or options.url.startswith("journal:"):
-        path = Path(options.url[len("journal:"):]) if options.url else journal_path(out, study_name)
+        path = Path(options.url[len("journal:") :]) if options.url else journal_path(out, study_name)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             return JournalStorage(JournalFileBackend(str(path)))
@@ -157,7 +157,7 @@ class WorkerHeartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> "WorkerHeartbeat":
+    def __enter__(self) -> WorkerHeartbeat:
         self._storage.set_trial_system_attr(self._trial_id, HOST_ATTR, socket.gethostname())
         self._storage.set_trial_system_attr(self._trial_id, PID_ATTR, os.getpid())
         self._beat()

@@ -9,8 +9,8 @@ full), try the end of the stage before; stop after the first stage.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState

@@ -109,8 +109,14 @@ class TrialObjective:
                     return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
             if max(o.cost for o in s.objectives) >= Cost.TRAINED:
                 trained = measure.train_candidate(
-                    arch, self.data, s.fidelity, device=s.device, seed=s.seed, run_dir=self._trial_dir(trial, arch),
-                    on_epoch=lambda epoch, top1: self._report(trial, epoch, top1), progress=s.progress,
+                    arch,
+                    self.data,
+                    s.fidelity,
+                    device=s.device,
+                    seed=s.seed,
+                    run_dir=self._trial_dir(trial, arch),
+                    on_epoch=lambda epoch, top1: self._report(trial, epoch, top1),
+                    progress=s.progress,
                 )
                 model = trained.model
                 metrics["accuracy"] = trained.accuracy
@@ -120,9 +126,13 @@ class TrialObjective:
                 if better is not None:
                     return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
                 if "robustness" in wanted:
-                    metrics["robustness"] = measure.robustness(model, self.data, s.fidelity, seed=s.seed, device=s.device)
+                    metrics["robustness"] = measure.robustness(
+                        model, self.data, s.fidelity, seed=s.seed, device=s.device
+                    )
                 if {"nep", "ape"} & wanted:
-                    metrics["nep"], metrics["ape"] = measure.hessian(model, self.data, s.fidelity, seed=s.seed, device=s.device)
+                    metrics["nep"], metrics["ape"] = measure.hessian(
+                        model, self.data, s.fidelity, seed=s.seed, device=s.device
+                    )
         except optuna.TrialPruned:
             raise
         except measure.Diverged as err:
@@ -171,7 +181,8 @@ class TrialObjective:
         """
         while True:
             twins = [
-                t for t in study.get_trials(deepcopy=False)
+                t
+                for t in study.get_trials(deepcopy=False)
                 if t.number != trial.number and t.user_attrs.get(DIGEST_ATTR) == digest
             ]
             done = [t for t in twins if t.state == TrialState.COMPLETE and REUSED_ATTR not in t.user_attrs]

@@ -37,14 +37,22 @@ def search_args(folder: Path, study: str, *extra: str) -> list[str]:
     """A complete, cheap `archdsl search` command line (without the program name)."""
     return [
         "search",
-        "--dataset", DATASET,
-        "--base", str(write_base(folder)),
-        "--epochs", "1",
-        "--subset", "1",
-        "--batch-size", "32",
-        "--device", "cpu",
-        "--study-name", study,
-        "--out", str(folder / "runs"),
+        "--dataset",
+        DATASET,
+        "--base",
+        str(write_base(folder)),
+        "--epochs",
+        "1",
+        "--subset",
+        "1",
+        "--batch-size",
+        "32",
+        "--device",
+        "cpu",
+        "--study-name",
+        study,
+        "--out",
+        str(folder / "runs"),
         "--no-progress",
         *extra,
     ]
@@ -59,6 +67,10 @@ def load(folder: Path, study: str, url: str | None = None) -> optuna.Study:
 def spawn(args: list[str], **kwargs) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     return subprocess.Popen(
-        [sys.executable, "-m", "archdsl", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, **kwargs,
+        [sys.executable, "-m", "archdsl", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        **kwargs,
     )

@@ -25,9 +25,9 @@ arch micro {
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
+    from archdsl.lang.spec import parse_spec
     from archdsl.nn.build import build
     from archdsl.run.checkpoint import save_checkpoint
-    from archdsl.lang.spec import parse_spec
 
     arch = parse_spec(MICRO)
     path = tmp_path_factory.mktemp("ckpt") / "micro.safetensors"
@@ -49,7 +49,10 @@ def test_analyze_writes_metrics_figures_and_report(checkpoint, tmp_path, capsys)
     assert report.arch == "micro" and report.dataset == DATASET
     assert report.classification.count == 50  # half of the 100 test images
     assert {(c.corruption, c.severity) for c in report.robustness.cells} == {
-        ("fog", 1), ("fog", 3), ("contrast", 1), ("contrast", 3)
+        ("fog", 1),
+        ("fog", 3),
+        ("contrast", 1),
+        ("contrast", 3),
     }
     assert not report.robustness.complete
     hessian = report.hessian

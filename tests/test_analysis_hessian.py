@@ -96,7 +96,10 @@ def exact_hessian(model: nn.Module, inputs, targets, weight_decay: float = 0.0) 
     def loss(vector: torch.Tensor) -> torch.Tensor:
         pieces = torch.split(vector, [s.numel() for s in shapes])
         state = {n: piece.view(s) for n, piece, s in zip(names, pieces, shapes)} | buffers
-        return F.cross_entropy(functional_call(model, state, (inputs,)), targets) + 0.5 * weight_decay * vector.square().sum()
+        return (
+            F.cross_entropy(functional_call(model, state, (inputs,)), targets)
+            + 0.5 * weight_decay * vector.square().sum()
+        )
 
     return torch.autograd.functional.hessian(loss, flat)
 
@@ -196,8 +199,8 @@ def test_both_products_agree_through_window_attention():
     # An archdsl model with an MSA block: double backward and forward-over-reverse both
     # go through the math attention kernel and must give the same product.
     from archdsl.analysis.hessian import math_attention
-    from archdsl.nn.build import build
     from archdsl.lang.spec import parse_spec
+    from archdsl.nn.build import build
 
     arch = parse_spec(
         "arch m { input 3x8x8 classes 3 stem conv3x3(4) conv = basic "

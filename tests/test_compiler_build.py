@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from archdsl.lang.diagnostics import SpecError
+from archdsl.lang.spec import load_spec
 from archdsl.nn.blocks.attention import AlterMSABlock, WindowAttention, math_attention
 from archdsl.nn.blocks.conv import PreActBlock
 from archdsl.nn.build import build, create_model, drop_path_rates
-from archdsl.lang.diagnostics import SpecError
-from archdsl.lang.spec import load_spec
 
 SPECS = sorted((Path(__file__).parent.parent / "specs").glob("*.arch"))
 

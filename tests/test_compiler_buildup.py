@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from archdsl.buildup import buildup, buildup_order, default_heads, layout, max_msa, msa_counts, ratio
-from archdsl.lang.diagnostics import SpecError
 from archdsl.errors import UserError
 from archdsl.ir import ConvBlock, MSABlock
+from archdsl.lang.diagnostics import SpecError
 from archdsl.lang.spec import load_spec
 
 

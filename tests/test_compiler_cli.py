@@ -133,8 +133,9 @@ def test_morph_never_overwrites_a_spec_without_force(capsys, tmp_path: Path) -> 
         ("under-a-file", "is a file"),
     ],
 )
-def test_compile_export_refuses_paths_it_cannot_or_should_not_write(capsys, tmp_path: Path, where: str,
-                                                                     message: str) -> None:
+def test_compile_export_refuses_paths_it_cannot_or_should_not_write(
+    capsys, tmp_path: Path, where: str, message: str
+) -> None:
     existing = tmp_path / "trained.safetensors"
     existing.write_bytes(b"weights")
     path = {"existing": existing, "folder": tmp_path, "under-a-file": existing / "x.safetensors"}[where]

@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from archdsl.nn.blocks.attention import math_attention
-from archdsl.nn.build import ArchNet, build
 from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
 from archdsl.lang.spec import load_spec
+from archdsl.nn.blocks.attention import math_attention
+from archdsl.nn.build import ArchNet, build
 from archdsl.nn.summary import summarize
 
 # (spec, params, GFLOPs per image) measured on the authors' implementation (ALTERNET.md).
@@ -48,8 +48,12 @@ def odd_arch() -> Arch:
         stages=(
             Stage(name="a", width=8, stride=1, blocks=(MSABlock(heads=2, window=4, dim_head=8), conv)),
             Stage(name="b", width=16, stride=2, blocks=(conv, MSABlock(heads=3, window=None, dim_head=5))),
-            Stage(name="c", width=8, stride=1,
-                  blocks=(ConvBlock(variant="bottleneck", expansion=4), MSABlock(heads=1, window=2))),
+            Stage(
+                name="c",
+                width=8,
+                stride=1,
+                blocks=(ConvBlock(variant="bottleneck", expansion=4), MSABlock(heads=1, window=2)),
+            ),
         ),
     )
 

@@ -112,8 +112,12 @@ def test_write_then_read_round_trip(tmp_path):
 
 def test_synthetic_c_is_generated_deterministic_and_cached():
     sets = load_corrupted("synthetic-c:test=40", corruptions=["fog", "jpeg_compression"], severities=[1, 5])
-    assert [(s.corruption, s.severity) for s in sets] == [("fog", 1), ("fog", 5), ("jpeg_compression", 1),
-                                                           ("jpeg_compression", 5)]
+    assert [(s.corruption, s.severity) for s in sets] == [
+        ("fog", 1),
+        ("fog", 5),
+        ("jpeg_compression", 1),
+        ("jpeg_compression", 5),
+    ]
     clean = load_split("synthetic:test=40", "test")
     fog1 = sets[0].images
     assert fog1.images.shape == clean.images.shape and np.array_equal(fog1.labels, clean.labels)

@@ -28,8 +28,21 @@ def test_info_reports_missing_files(tmp_path, capsys):
 
 def test_corrupt_writes_the_released_layout(tmp_path, capsys):
     out = tmp_path / "SYN-C"
-    code = main(["data", "corrupt", "--dataset", "synthetic:test=20", "--out", str(out),
-                 "--corruptions", "fog,pixelate", "--seed", "1", "--no-progress"])
+    code = main(
+        [
+            "data",
+            "corrupt",
+            "--dataset",
+            "synthetic:test=20",
+            "--out",
+            str(out),
+            "--corruptions",
+            "fog,pixelate",
+            "--seed",
+            "1",
+            "--no-progress",
+        ]
+    )
     assert code == 0
     assert sorted(p.name for p in out.iterdir()) == ["fog.npy", "labels.npy", "pixelate.npy"]
     assert np.load(out / "fog.npy", mmap_mode="r").shape == (100, 32, 32, 3)
@@ -56,8 +69,8 @@ def test_corrupt_refuses_an_out_that_is_a_file_before_any_work(tmp_path, capsys)
 
 
 def test_picking_corruptions_in_the_name_points_to_the_flags(capsys):
-    from archdsl.errors import UserError
     from archdsl.data import load_corrupted
+    from archdsl.errors import UserError
 
     with pytest.raises(UserError) as info:
         load_corrupted("synthetic-c:test=10,corruption=fog")
@@ -79,8 +92,17 @@ def test_a_dataset_parameter_given_twice_is_an_error(capsys):
 def test_corrupt_never_replaces_files_out_already_holds_without_force(tmp_path, capsys):
     released = tmp_path / "fog.npy"
     np.save(released, np.zeros((5, 32, 32, 3), np.uint8))
-    argv = ["data", "corrupt", "--dataset", "synthetic:test=4", "--corruptions", "fog", "--out", str(tmp_path),
-            "--no-progress"]
+    argv = [
+        "data",
+        "corrupt",
+        "--dataset",
+        "synthetic:test=4",
+        "--corruptions",
+        "fog",
+        "--out",
+        str(tmp_path),
+        "--no-progress",
+    ]
     assert main(argv) == 1
     assert "already holds fog.npy" in capsys.readouterr().err
     assert np.load(released).shape == (5, 32, 32, 3)

@@ -92,8 +92,16 @@ def test_same_seed_same_output(name, images, corrupted):
     assert np.array_equal(corrupt(images, name, 3, seed=7), corrupted[name, 3])
 
 
-_DETERMINISTIC = {"defocus_blur", "gaussian_blur", "zoom_blur", "brightness", "contrast", "pixelate",
-                  "jpeg_compression", "saturate"}
+_DETERMINISTIC = {
+    "defocus_blur",
+    "gaussian_blur",
+    "zoom_blur",
+    "brightness",
+    "contrast",
+    "pixelate",
+    "jpeg_compression",
+    "saturate",
+}
 
 
 @pytest.mark.parametrize("name", [n for n in ALL if n not in _DETERMINISTIC])

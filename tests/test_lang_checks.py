@@ -4,44 +4,60 @@ from __future__ import annotations
 
 import pytest
 
+from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
 from archdsl.lang.checks import ensure_valid, problems
 from archdsl.lang.diagnostics import SpecError
-from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
 
 C = ConvBlock()
 
 
 def arch(*stages: Stage, size: int = 32) -> Arch:
-    return Arch(name="t", input=InputShape(channels=3, height=size, width=size), classes=10,
-                stem=Stem(channels=8), stages=stages)
+    return Arch(
+        name="t",
+        input=InputShape(channels=3, height=size, width=size),
+        classes=10,
+        stem=Stem(channels=8),
+        stages=stages,
+    )
 
 
 def test_valid_design_has_no_problems_and_passes_through():
-    a = arch(Stage(name="a", width=8, stride=1, blocks=(C, MSABlock(heads=2, window=8))),
-             Stage(name="b", width=8, stride=2, blocks=(C, MSABlock(heads=2, window=None))))
+    a = arch(
+        Stage(name="a", width=8, stride=1, blocks=(C, MSABlock(heads=2, window=8))),
+        Stage(name="b", width=8, stride=2, blocks=(C, MSABlock(heads=2, window=None))),
+    )
     assert problems(a) == []
     assert ensure_valid(a) is a
 
 
 def test_window_problem_path_and_hint_lists_fitting_sizes():
-    a = arch(Stage(name="a", width=8, stride=1, blocks=(C,)),
-             Stage(name="b", width=8, stride=4, blocks=(C, C, MSABlock(heads=2, window=3))))
+    a = arch(
+        Stage(name="a", width=8, stride=1, blocks=(C,)),
+        Stage(name="b", width=8, stride=4, blocks=(C, C, MSABlock(heads=2, window=3))),
+    )
     (problem,) = problems(a)
     assert problem.path == ("stages", 1, "blocks", 2, "window")
-    assert "window 3 does not tile the 8x8 map of stage b" == problem.message
+    assert problem.message == "window 3 does not tile the 8x8 map of stage b"
     assert "1, 2, 4, 8, or `global`" in problem.hint
 
 
 def test_non_square_map_uses_common_divisors():
-    a = Arch(name="t", input=InputShape(channels=3, height=8, width=12), classes=10, stem=Stem(channels=8),
-             stages=(Stage(name="a", width=8, stride=1, blocks=(C, MSABlock(heads=2, window=3))),))
+    a = Arch(
+        name="t",
+        input=InputShape(channels=3, height=8, width=12),
+        classes=10,
+        stem=Stem(channels=8),
+        stages=(Stage(name="a", width=8, stride=1, blocks=(C, MSABlock(heads=2, window=3))),),
+    )
     (problem,) = problems(a)
     assert "8x12" in problem.message and "1, 2, 4, or `global`" in problem.hint
 
 
 def test_msa_cannot_start_a_strided_stage():
-    a = arch(Stage(name="a", width=8, stride=1, blocks=(C,)),
-             Stage(name="b", width=8, stride=2, blocks=(MSABlock(heads=2, window=4), C)))
+    a = arch(
+        Stage(name="a", width=8, stride=1, blocks=(C,)),
+        Stage(name="b", width=8, stride=2, blocks=(MSABlock(heads=2, window=4), C)),
+    )
     (problem,) = problems(a)
     assert problem.path == ("stages", 1, "blocks", 0)
     assert "cannot downsample" in problem.message
@@ -58,9 +74,17 @@ def test_striding_a_map_below_1x1():
 
 
 def test_duplicate_and_invalid_names_and_empty_stages():
-    a = Arch(name="bad name", input=InputShape(channels=3, height=8, width=8), classes=10, stem=Stem(channels=8),
-             stages=(Stage(name="a", width=8, stride=1, blocks=(C,)), Stage(name="a", width=8, stride=1, blocks=()),
-                     Stage(name="x.y", width=8, stride=1, blocks=(C,))))
+    a = Arch(
+        name="bad name",
+        input=InputShape(channels=3, height=8, width=8),
+        classes=10,
+        stem=Stem(channels=8),
+        stages=(
+            Stage(name="a", width=8, stride=1, blocks=(C,)),
+            Stage(name="a", width=8, stride=1, blocks=()),
+            Stage(name="x.y", width=8, stride=1, blocks=(C,)),
+        ),
+    )
     paths = [p.path for p in problems(a)]
     assert paths == [("name",), ("stages", 1, "name"), ("stages", 1, "blocks"), ("stages", 2, "name")]
 
@@ -72,5 +96,7 @@ def test_ensure_valid_raises_spec_error_without_spans():
     (diag,) = info.value.diagnostics
     assert diag.span is None
     text = str(info.value)
-    assert text.startswith("arch t: error: window 64 does not fit the 32x32 map of stage a (at stages.0.blocks.1.window)")
+    assert text.startswith(
+        "arch t: error: window 64 does not fit the 32x32 map of stage a (at stages.0.blocks.1.window)"
+    )
     assert text.endswith("1 error")

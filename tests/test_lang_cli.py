@@ -54,8 +54,10 @@ def test_check_does_not_import_torch():
 
 def _messy(tmp_path: Path) -> Path:
     path = tmp_path / "messy.arch"
-    path.write_text("# keep me\narch messy{input 3x16x16 classes 10 stem conv3x3(8)\n"
-                    "stage a(width=8){conv,conv,conv msa(heads=2,window=4)} # and me\n}\n")
+    path.write_text(
+        "# keep me\narch messy{input 3x16x16 classes 10 stem conv3x3(8)\n"
+        "stage a(width=8){conv,conv,conv msa(heads=2,window=4)} # and me\n}\n"
+    )
     return path
 
 

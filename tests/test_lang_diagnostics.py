@@ -27,8 +27,11 @@ def test_caret_underlines_the_whole_span_and_tabs_keep_alignment():
 
 
 def test_spec_error_sorts_and_counts_and_handles_missing_spans():
-    err = SpecError([Diagnostic(None, "late"), Diagnostic(Span(2, 5, 2, 10), "second"), Diagnostic(Span(1, 1, 1, 5), "first")],
-                    source=SOURCE, path="p.arch")
+    err = SpecError(
+        [Diagnostic(None, "late"), Diagnostic(Span(2, 5, 2, 10), "second"), Diagnostic(Span(1, 1, 1, 5), "first")],
+        source=SOURCE,
+        path="p.arch",
+    )
     assert [d.message for d in err.diagnostics] == ["first", "second", "late"]
     text = str(err)
     assert "p.arch: error: late" in text

@@ -7,9 +7,9 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archdsl.lang.diagnostics import SpecError
 from archdsl.ir import Arch
-from archdsl.lang.spec import builtin_names, resolve_spec, parse_spec
+from archdsl.lang.diagnostics import SpecError
+from archdsl.lang.spec import builtin_names, parse_spec, resolve_spec
 
 SEEDS = [resolve_spec(name).read_text() for name in builtin_names()]
 TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*|[0-9][A-Za-z0-9_.]*|\S")
@@ -70,8 +70,15 @@ def test_arbitrary_text_ends_in_arch_or_spec_error(text: str):
 
 def test_pathological_inputs():
     base = "arch t { input 3x32x32 classes 10 stem conv3x3(8) stage a(width=8) { %s } }"
-    for body in ["[" * 200 + "conv" + "]" * 200, "[[[[conv]*1000]*1000]*1000]*1000", "conv*" + "9" * 400,
-                 "msa(1, " + "9" * 40 + ")", "conv " * 3000]:
+    for body in [
+        "[" * 200 + "conv" + "]" * 200,
+        "[[[[conv]*1000]*1000]*1000]*1000",
+        "conv*" + "9" * 400,
+        "msa(1, " + "9" * 40 + ")",
+        "conv " * 3000,
+    ]:
         _assert_arch_or_spec_error(base % body)
-    _assert_arch_or_spec_error("arch t { input 3x" + "9" * 30 + "x5 classes 1 stem conv3x3(1) stage a(width=1) { msa(1, 3) } }")
+    _assert_arch_or_spec_error(
+        "arch t { input 3x" + "9" * 30 + "x5 classes 1 stem conv3x3(1) stage a(width=1) { msa(1, 3) } }"
+    )
     _assert_arch_or_spec_error("\x00\ufeffarch")

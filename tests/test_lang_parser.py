@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from archdsl.lang.diagnostics import Span, SpecError
 from archdsl.ir import ConvBlock, MSABlock
+from archdsl.lang.diagnostics import Span, SpecError
 from archdsl.lang.parser import BlockRef, Group, parse
 from archdsl.lang.spec import parse_spec
 
@@ -69,7 +69,9 @@ def test_conv_defaults_to_bottleneck_expansion_4():
 
 
 def test_conv_setting_and_block_arguments():
-    text = spec("stage a(width=8) { conv conv() conv(bottleneck) conv(expansion=2) conv(basic, expansion=3) }", "conv = basic\n")
+    text = spec(
+        "stage a(width=8) { conv conv() conv(bottleneck) conv(expansion=2) conv(basic, expansion=3) }", "conv = basic\n"
+    )
     arch = parse_spec(text)
     assert arch.conv == ConvBlock(variant="basic", expansion=1)
     assert list(arch.stages[0].blocks) == [
@@ -91,13 +93,17 @@ def test_repeats_nest_and_commas_are_optional():
 
 def test_equals_sign_is_optional_and_formatting_does_not_change_the_digest():
     a = parse_spec(spec("stage a(width=8) { conv*2 msa(2, 4) }", "conv = bottleneck(expansion=4)\n"))
-    b = parse_spec("arch other{input=3x32x32 classes=10 stem=conv3x3(16) conv bottleneck stage a(8){conv conv msa(2,4)}}")
+    b = parse_spec(
+        "arch other{input=3x32x32 classes=10 stem=conv3x3(16) conv bottleneck stage a(8){conv conv msa(2,4)}}"
+    )
     assert a.digest() == b.digest()  # the arch name is not part of the identity
     assert a.name != b.name
 
 
 def test_comments_and_hyphenated_names():
-    arch = parse_spec("# head\narch alter50-code { # x\n input 3x8x8 # y\n classes 2 stem conv3x3(4)\n stage c-1(width=4) { conv } }")
+    arch = parse_spec(
+        "# head\narch alter50-code { # x\n input 3x8x8 # y\n classes 2 stem conv3x3(4)\n stage c-1(width=4) { conv } }"
+    )
     assert arch.name == "alter50-code" and arch.stages[0].name == "c-1"
 
 

@@ -7,15 +7,19 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from archdsl.lang.checks import problems
 from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem, block_shapes
+from archdsl.lang.checks import problems
 from archdsl.lang.printer import compress, format_arch, format_source
 from archdsl.lang.spec import builtin_names, load_spec, parse_spec, resolve_spec
 
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_\-]{0,8}", fullmatch=True)
 conv_blocks = st.builds(ConvBlock, variant=st.sampled_from(["bottleneck", "basic"]), expansion=st.integers(1, 6))
-msa_blocks = st.builds(MSABlock, heads=st.integers(1, 32), window=st.none() | st.integers(1, 64),
-                       dim_head=st.sampled_from([16, 32, 64, 96]))
+msa_blocks = st.builds(
+    MSABlock,
+    heads=st.integers(1, 32),
+    window=st.none() | st.integers(1, 64),
+    dim_head=st.sampled_from([16, 32, 64, 96]),
+)
 
 
 @st.composite
@@ -30,9 +34,14 @@ def valid_archs(draw) -> Arch:
         rest = draw(st.lists(st.just(default_conv) | conv_blocks | msa_blocks, max_size=7))
         stages.append(Stage(name=name, width=draw(st.integers(1, 512)), stride=stride, blocks=(first, *rest)))
     height, width = draw(st.sampled_from([(32, 32), (16, 16), (8, 12), (7, 7), (1, 5)]))
-    arch = Arch(name=draw(names), input=InputShape(channels=draw(st.integers(1, 4)), height=height, width=width),
-                classes=draw(st.integers(1, 1000)), stem=Stem(channels=draw(st.integers(1, 128))),
-                conv=default_conv, stages=tuple(stages))
+    arch = Arch(
+        name=draw(names),
+        input=InputShape(channels=draw(st.integers(1, 4)), height=height, width=width),
+        classes=draw(st.integers(1, 1000)),
+        stem=Stem(channels=draw(st.integers(1, 128))),
+        conv=default_conv,
+        stages=tuple(stages),
+    )
     # A stride must not shrink a map below 1x1: drop the strides that would.
     size = (height, width)
     strided = []
@@ -81,9 +90,11 @@ def test_compress_writes_the_fewest_blocks():
 
 
 def test_format_arch_omits_defaults_and_prints_global():
-    arch = parse_spec("arch t { input 3x16x16 classes 10 stem conv3x3(8) conv = basic "
-                      "stage a(width=8) { conv conv conv(bottleneck) } "
-                      "stage b(width=8, stride=1) { conv msa(2, window=global) msa(2, 4, dim_head=32) } }")
+    arch = parse_spec(
+        "arch t { input 3x16x16 classes 10 stem conv3x3(8) conv = basic "
+        "stage a(width=8) { conv conv conv(bottleneck) } "
+        "stage b(width=8, stride=1) { conv msa(2, window=global) msa(2, 4, dim_head=32) } }"
+    )
     text = format_arch(arch)
     assert "    conv  = basic\n" in text
     assert "stage a(width=8)" in text and "stage b(width=8, stride=1)" in text
@@ -107,8 +118,16 @@ def test_format_source_keeps_every_comment():
         "# footer\n"
     )
     out = format_source(text)
-    for comment in ["# header", "# on the arch line", "# size", "# about classes", "# inside a multi-line body",
-                    "# before the end", "# closing", "# footer"]:
+    for comment in [
+        "# header",
+        "# on the arch line",
+        "# size",
+        "# about classes",
+        "# inside a multi-line body",
+        "# before the end",
+        "# closing",
+        "# footer",
+    ]:
         assert out.count(comment) == 1, comment
     assert out.index("# about classes") < out.index("classes 2")
     assert "input   3x8x8  # size" in out

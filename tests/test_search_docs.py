@@ -19,7 +19,7 @@ def _examples() -> list[tuple[list[str], str]]:
     for block in FENCE.findall(DOC.read_text(encoding="utf-8")):
         lines = block.splitlines()
         assert lines[0].startswith("$ archdsl "), lines[0]
-        examples.append((shlex.split(lines[0][len("$ archdsl "):]), "\n".join(lines[1:]) + "\n"))
+        examples.append((shlex.split(lines[0][len("$ archdsl ") :]), "\n".join(lines[1:]) + "\n"))
     return examples
 
 

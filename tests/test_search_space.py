@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from archdsl.errors import UserError
 from archdsl.ir import MSABlock, stage_shapes
-from archdsl.search.space import GLOBAL, make_space, parse_searched
 from archdsl.lang.spec import load_spec, parse_spec
+from archdsl.search.space import GLOBAL, make_space, parse_searched
 
 ALL = ("k", "heads", "window", "dim_head")
 

@@ -7,11 +7,11 @@ import signal
 import time
 import uuid
 
+import _search_support as support
 import optuna
 import pytest
 from optuna.trial import TrialState
 
-import _search_support as support
 from archdsl.cli import main
 from archdsl.errors import UserError
 from archdsl.search.storage import BEAT_ATTR, FAIL_REASON_ATTR, StorageOptions, open_storage
@@ -56,9 +56,14 @@ def _wait_for(predicate, timeout, proc=None):
 def _storage_cases():
     journal = pytest.param(None, id="journal")
     postgres = pytest.param(
-        POSTGRES_URL, id="postgresql",
-        marks=[pytest.mark.postgres, pytest.mark.skipif(not POSTGRES_URL, reason="set ARCHDSL_TEST_POSTGRES_URL "
-                                                         "to a PostgreSQL database to run this")],
+        POSTGRES_URL,
+        id="postgresql",
+        marks=[
+            pytest.mark.postgres,
+            pytest.mark.skipif(
+                not POSTGRES_URL, reason="set ARCHDSL_TEST_POSTGRES_URL to a PostgreSQL database to run this"
+            ),
+        ],
     )
     return [journal, postgres]
 
@@ -69,8 +74,9 @@ def test_a_killed_worker_loses_no_finished_trial_and_its_trial_is_retried(tmp_pa
     # Three epochs per trial leave time to kill the worker in the middle of its second trial.
     study_name = f"kill-{uuid.uuid4().hex[:8]}"
     extra = ["--storage", url, "--heartbeat", "1", "--grace-period", "2"] if url else []
-    args = support.search_args(tmp_path, study_name, "--strategy", "random", "--n-trials", "3", "--epochs", "3",
-                               "--seed", "3", *extra)
+    args = support.search_args(
+        tmp_path, study_name, "--strategy", "random", "--n-trials", "3", "--epochs", "3", "--seed", "3", *extra
+    )
     worker = support.spawn(args)
 
     def killable():
@@ -106,7 +112,9 @@ def test_a_killed_worker_loses_no_finished_trial_and_its_trial_is_retried(tmp_pa
         if worker.poll() is None:
             worker.kill()
         if url:
-            optuna.delete_study(study_name=study_name, storage=open_storage(StorageOptions(url=url), tmp_path, study_name))
+            optuna.delete_study(
+                study_name=study_name, storage=open_storage(StorageOptions(url=url), tmp_path, study_name)
+            )
 
 
 def _check_shared_study(study: optuna.Study, n_trials: int) -> None:
@@ -154,8 +162,9 @@ def test_two_workers_share_a_postgresql_study(tmp_path):
 
 
 def test_a_study_refuses_a_command_that_searches_another_space(tmp_path, capsys):
-    args = support.search_args(tmp_path, "one-space", "--strategy", "random", "--n-trials", "1",
-                               "--objectives", "params")
+    args = support.search_args(
+        tmp_path, "one-space", "--strategy", "random", "--n-trials", "1", "--objectives", "params"
+    )
     assert main(args) == 0
     assert main([*args, "--search", "k,heads"]) == 1
     assert "searches another space" in capsys.readouterr().err
@@ -191,9 +200,9 @@ def test_bad_search_flags_are_usage_errors_before_any_work(tmp_path, capsys, fla
 
 def test_a_worker_that_sees_the_space_half_recorded_joins_instead_of_refusing():
     """Workers started together record the space one attribute at a time (a race seen in CI)."""
+    from archdsl.lang.spec import load_spec
     from archdsl.search.runner import check_same_space
     from archdsl.search.space import make_space
-    from archdsl.lang.spec import load_spec
 
     space = make_space(load_spec("alter-small-base"), ("k",))
     study = optuna.create_study()

@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import _search_support as support
 import pytest
 from optuna.trial import TrialState
 
-import _search_support as support
 from archdsl.cli import main
+from archdsl.lang.spec import load_spec, parse_spec
 from archdsl.search.objectives import OBJECTIVES
 from archdsl.search.space import make_space
 from archdsl.search.strategies import run_buildup
-from archdsl.lang.spec import load_spec, parse_spec
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -27,8 +26,16 @@ def _fake_trial(value):
 def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
     space = make_space(load_spec("alter50-base"))  # max k = (1, 2, 3, 2)
     # The paper's curve (Sec. 4.1): c4 twice helps, c3 once helps, a second c3 does not, c2 helps.
-    scores = {(0, 0, 0, 0): 82.49, (0, 0, 0, 1): 83.46, (0, 0, 0, 2): 83.67, (0, 0, 1, 2): 83.78,
-              (0, 0, 2, 2): 83.53, (0, 1, 1, 2): 84.03, (0, 2, 1, 2): 83.9, (1, 1, 1, 2): 83.0}
+    scores = {
+        (0, 0, 0, 0): 82.49,
+        (0, 0, 0, 1): 83.46,
+        (0, 0, 0, 2): 83.67,
+        (0, 0, 1, 2): 83.78,
+        (0, 0, 2, 2): 83.53,
+        (0, 1, 1, 2): 84.03,
+        (0, 2, 1, 2): 83.9,
+        (1, 1, 1, 2): 83.0,
+    }
     asked = []
 
     def evaluate(params):
@@ -37,8 +44,16 @@ def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
         return _fake_trial(scores[ks])
 
     steps = run_buildup(space, OBJECTIVES["accuracy"], 0, evaluate)
-    assert asked == [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 2), (0, 0, 1, 2), (0, 0, 2, 2),
-                     (0, 1, 1, 2), (0, 2, 1, 2), (1, 1, 1, 2)]
+    assert asked == [
+        (0, 0, 0, 0),
+        (0, 0, 0, 1),
+        (0, 0, 0, 2),
+        (0, 0, 1, 2),
+        (0, 0, 2, 2),
+        (0, 1, 1, 2),
+        (0, 2, 1, 2),
+        (1, 1, 1, 2),
+    ]
     kept = [s.params for s in steps if s.accepted][-1]
     assert (kept["k_c1"], kept["k_c2"], kept["k_c3"], kept["k_c4"]) == (0, 1, 1, 2)  # the paper's AlterNet
 
@@ -88,11 +103,25 @@ def test_buildup_search_follows_the_rule_on_real_training(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "strategy, objectives, n_trials",
-    [("tpe", "accuracy", 3), ("random", "accuracy", 3), ("grid", "accuracy,params", 3), ("nsga2", "accuracy,latency", 3)],
+    [
+        ("tpe", "accuracy", 3),
+        ("random", "accuracy", 3),
+        ("grid", "accuracy,params", 3),
+        ("nsga2", "accuracy,latency", 3),
+    ],
 )
 def test_each_strategy_runs_a_study_and_reports_it(tmp_path, strategy, objectives, n_trials):
-    args = support.search_args(tmp_path, strategy, "--strategy", strategy, "--objectives", objectives,
-                               "--n-trials", str(n_trials), "--seed-endpoints")
+    args = support.search_args(
+        tmp_path,
+        strategy,
+        "--strategy",
+        strategy,
+        "--objectives",
+        objectives,
+        "--n-trials",
+        str(n_trials),
+        "--seed-endpoints",
+    )
     assert main(args) == 0
     study = support.load(tmp_path, strategy)
     finished = [t for t in study.trials if t.state.is_finished()]

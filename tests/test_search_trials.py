@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import _search_support as support
 import pytest
 import torch
 from optuna.trial import TrialState
 
-import _search_support as support
 from archdsl.cli import main
+from archdsl.errors import UserError
 from archdsl.search import objective as measure
 from archdsl.search.objectives import OBJECTIVES, dominates, parse_objectives
-from archdsl.errors import UserError
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -30,11 +29,23 @@ def test_objectives_parse_with_directions_and_dominance_follows_them():
 def test_constraints_prune_designs_before_any_training(tmp_path):
     # The limit is the MSA-free design's size: some MSA designs are larger, some smaller.
     base_params = measure.static_costs(
-        measure.fit_to_data(measure.load_base(str(support.write_base(tmp_path))),
-                            measure.load_data(support.DATASET, None, seed=0, subset=1))
+        measure.fit_to_data(
+            measure.load_base(str(support.write_base(tmp_path))),
+            measure.load_data(support.DATASET, None, seed=0, subset=1),
+        )
     )["params"]
-    args = support.search_args(tmp_path, "cons", "--strategy", "grid", "--n-trials", "8",
-                               "--objectives", "accuracy", "--max-params", str(base_params))
+    args = support.search_args(
+        tmp_path,
+        "cons",
+        "--strategy",
+        "grid",
+        "--n-trials",
+        "8",
+        "--objectives",
+        "accuracy",
+        "--max-params",
+        str(base_params),
+    )
     assert main(args) == 0
     trials = support.load(tmp_path, "cons").trials
     assert len(trials) == 8
@@ -79,8 +90,21 @@ def test_out_of_memory_fails_only_that_trial(tmp_path, monkeypatch):
 def test_expensive_objectives_run_only_for_designs_not_dominated_on_the_cheap_ones(tmp_path):
     # The endpoints go first: the MSA-free design has fewer parameters and FLOPs than the
     # all-MSA one, which is therefore pruned before it is trained or its Hessian computed.
-    args = support.search_args(tmp_path, "staged", "--strategy", "random", "--n-trials", "4", "--seed-endpoints",
-                               "--objectives", "params,flops,nep", "--hessian-batches", "1", "--hessian-iters", "3")
+    args = support.search_args(
+        tmp_path,
+        "staged",
+        "--strategy",
+        "random",
+        "--n-trials",
+        "4",
+        "--seed-endpoints",
+        "--objectives",
+        "params,flops,nep",
+        "--hessian-batches",
+        "1",
+        "--hessian-iters",
+        "3",
+    )
     assert main(args) == 0
     trials = support.load(tmp_path, "staged").trials
     cheap = parse_objectives("params,flops")
@@ -94,7 +118,9 @@ def test_expensive_objectives_run_only_for_designs_not_dominated_on_the_cheap_on
         else:
             assert t.state == TrialState.PRUNED and "nep" not in metrics and "accuracy" not in metrics
             by = int(t.user_attrs["pruned_reason"].rsplit(" ", 1)[1])
-            assert trials[by].state == TrialState.COMPLETE and dominates(trials[by].user_attrs["metrics"], metrics, cheap)
+            assert trials[by].state == TrialState.COMPLETE and dominates(
+                trials[by].user_attrs["metrics"], metrics, cheap
+            )
 
 
 def test_ctrl_c_keeps_the_finished_trials_and_the_same_command_resumes(tmp_path, capsys, monkeypatch):

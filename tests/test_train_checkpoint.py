@@ -10,6 +10,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from archdsl.data.base import ImageSet
+from archdsl.errors import UserError
+from archdsl.lang.spec import load_spec
 from archdsl.nn.build import build
 from archdsl.run.checkpoint import (
     TrainState,
@@ -18,10 +21,7 @@ from archdsl.run.checkpoint import (
     optimizer_to_state,
     save_checkpoint,
 )
-from archdsl.data.base import ImageSet
-from archdsl.errors import UserError
 from archdsl.run.evaluate import evaluate, predict_logits
-from archdsl.lang.spec import load_spec
 
 
 @pytest.fixture(scope="module")

@@ -55,8 +55,12 @@ def test_bad_flags_exit_2_with_a_message(spec: Path, flags: list[str], message: 
 
 def test_missing_or_unknown_dataset_is_an_error(spec: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
-    assert exit_code(["train", str(spec), "--dataset", "cifar10", "--data-root", str(tmp_path / "none"),
-                      "--out", str(out)]) == 1
+    assert (
+        exit_code(
+            ["train", str(spec), "--dataset", "cifar10", "--data-root", str(tmp_path / "none"), "--out", str(out)]
+        )
+        == 1
+    )
     assert "cifar" in capsys.readouterr().err.lower()
     assert exit_code(["train", str(spec), "--dataset", "imagenet", "--out", str(out)]) == 1
     assert "imagenet" in capsys.readouterr().err
@@ -84,8 +88,19 @@ def test_eval_of_a_non_checkpoint_is_an_error(tmp_path: Path, capsys) -> None:
 @pytest.mark.slow
 def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
-    common = ["train", str(spec), "--dataset", DATASET, "--recipe", "weak", "--batch-size", "32",
-              "--out", str(out), "--no-progress"]
+    common = [
+        "train",
+        str(spec),
+        "--dataset",
+        DATASET,
+        "--recipe",
+        "weak",
+        "--batch-size",
+        "32",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     assert exit_code([*common, "--epochs", "1", "--device", "cpu"]) == 0
     summary = capsys.readouterr().out
     assert "final test top-1" in summary and str(out) in summary
@@ -104,8 +119,24 @@ def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
     history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert clean["images"] == 60 and clean["top1"] == pytest.approx(history[-1]["test_acc"])
 
-    assert exit_code(["eval", str(out / "final.safetensors"), "--dataset", "synthetic-c:test=60",
-                      "--corruptions", "fog", "contrast", "--severities", "1", "5", "--no-progress"]) == 0
+    assert (
+        exit_code(
+            [
+                "eval",
+                str(out / "final.safetensors"),
+                "--dataset",
+                "synthetic-c:test=60",
+                "--corruptions",
+                "fog",
+                "contrast",
+                "--severities",
+                "1",
+                "5",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     table = capsys.readouterr().out
     assert "fog" in table and "contrast" in table and table.splitlines()[-1].startswith("mean")
     assert len(table.splitlines()) == 5  # title, header, two corruptions, mean
@@ -120,8 +151,9 @@ def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
         (["--workers", "100000"], "more than 4 per CPU core"),
     ],
 )
-def test_more_bad_flags_exit_2_with_a_message(spec: Path, tmp_path: Path, flags: list[str], message: str,
-                                              capsys) -> None:
+def test_more_bad_flags_exit_2_with_a_message(
+    spec: Path, tmp_path: Path, flags: list[str], message: str, capsys
+) -> None:
     assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(tmp_path / "r"), *flags]) == 2
     assert message in capsys.readouterr().err
 
@@ -153,8 +185,9 @@ def test_eval_of_a_folder_or_a_spec_says_what_to_give(spec: Path, tmp_path: Path
     assert "a spec, not a checkpoint" in capsys.readouterr().err
 
 
-def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(spec: Path, tmp_path: Path, capsys,
-                                                                     monkeypatch) -> None:
+def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(
+    spec: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
     import archdsl.run.train as training
 
     real_epoch, calls = training._run_epoch, []
@@ -166,8 +199,21 @@ def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(spec: Path
         return real_epoch(*args, **kwargs)
 
     out = tmp_path / "run"
-    argv = ["train", str(spec), "--dataset", DATASET, "--recipe", "weak", "--batch-size", "32", "--epochs", "2",
-            "--out", str(out), "--no-progress"]
+    argv = [
+        "train",
+        str(spec),
+        "--dataset",
+        DATASET,
+        "--recipe",
+        "weak",
+        "--batch-size",
+        "32",
+        "--epochs",
+        "2",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     monkeypatch.setattr(training, "_run_epoch", ctrl_c_in_the_second_epoch)
     assert exit_code(argv) == 130
     err = capsys.readouterr().err

@@ -21,8 +21,9 @@ def colour_classes(n: int, seed: int, size: int = 16, classes: int = 10) -> Imag
     labels = rng.integers(0, classes, n)
     colours = np.random.default_rng(123).integers(0, 256, (classes, 3))
     images = rng.normal(0, 30, (n, size, size, 3)) + colours[labels][:, None, None, :]
-    return ImageSet("colours", np.clip(images, 0, 255).astype(np.uint8), labels.astype(np.int64), classes,
-                    (0.5,) * 3, (0.25,) * 3)
+    return ImageSet(
+        "colours", np.clip(images, 0, 255).astype(np.uint8), labels.astype(np.int64), classes, (0.5,) * 3, (0.25,) * 3
+    )
 
 
 # A few conv blocks and one MSA, widths 16/32: the smallest design that has every kind of part.
@@ -71,8 +72,14 @@ def test_weak_recipe_learns_and_keeps_a_run_directory(arch, data, tmp_path: Path
         assert torch.equal(final.model.state_dict()[key], value)
     # A second run into the same directory must not silently overwrite the first.
     with pytest.raises(UserError, match="already holds a run"):
-        train(arch, train_set, test_set, TrainConfig(recipe="weak", epochs=1, batch_size=32, device="cpu"),
-              run_dir=tmp_path, progress=False)
+        train(
+            arch,
+            train_set,
+            test_set,
+            TrainConfig(recipe="weak", epochs=1, batch_size=32, device="cpu"),
+            run_dir=tmp_path,
+            progress=False,
+        )
 
 
 @pytest.mark.slow

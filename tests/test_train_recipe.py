@@ -8,8 +8,8 @@ import torch
 from pydantic import ValidationError
 
 from archdsl.data.base import ImageSet
-from archdsl.run.device import select_device
 from archdsl.errors import UserError
+from archdsl.run.device import select_device
 from archdsl.run.loader import derive_seed, make_loader
 from archdsl.run.recipe import TrainConfig
 
@@ -123,8 +123,9 @@ def test_resident_loader_crops_padded_windows_and_flips() -> None:
         padded = torch.nn.functional.pad(raw, (2, 2, 2, 2))
         pixels = (images[position] * std + mean) * 255
         windows = [padded[:, r : r + 8, c : c + 8] for r in range(5) for c in range(5)]
-        assert any(torch.allclose(pixels, w, atol=1e-3) or torch.allclose(pixels, w.flip(-1), atol=1e-3)
-                   for w in windows)
+        assert any(
+            torch.allclose(pixels, w, atol=1e-3) or torch.allclose(pixels, w.flip(-1), atol=1e-3) for w in windows
+        )
     again = list(ResidentLoader(data, 8, device="cpu", padding=2, hflip=True, seed=5))
     assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again))
     loader.reseed(6)

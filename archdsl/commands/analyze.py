@@ -59,24 +59,45 @@ def register(subparsers) -> None:
     )  # fmt: skip
     parser.add_argument("--out", metavar="DIR", help="output folder (default: <CKPT stem>-analysis beside CKPT)")
     parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
-    parser.add_argument("--batch-size", type=positive_int, default=256, metavar="N", help="evaluation batch size (default: 256)")
-    parser.add_argument("--subset", type=fraction, default=1.0, metavar="FRACTION", help="fraction of each test/corrupted set (default: 1)")
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the Hessian batches and start vectors (default: 0)")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=256, metavar="N", help="evaluation batch size (default: 256)"
+    )
+    parser.add_argument(
+        "--subset",
+        type=fraction,
+        default=1.0,
+        metavar="FRACTION",
+        help="fraction of each test/corrupted set (default: 1)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of the Hessian batches and start vectors (default: 0)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     robust = parser.add_argument_group("robustness")
     robust.add_argument("--corrupted", metavar="NAME", help="corrupted dataset (default: <dataset>-c)")
     robust.add_argument("--corruptions", nargs="+", metavar="NAME", help="only these corruptions (default: all)")
     robust.add_argument("--severities", nargs="+", type=severity, metavar="S", help="only these severities")
     robust.add_argument(
-        "--baseline", metavar="METRICS_JSON",
+        "--baseline",
+        metavar="METRICS_JSON",
         help="also report Hendrycks' mCE relative to this earlier `archdsl analyze` result (its metrics.json)",
     )
     hessian = parser.add_argument_group("hessian")
-    hessian.add_argument("--batches", type=positive_int, default=10, metavar="N", help="training batches to pool (default: 10)")
-    hessian.add_argument("--hessian-batch-size", type=positive_int, default=16, metavar="N", help="images per batch (default: 16)")
-    hessian.add_argument("--k", type=positive_int, default=5, metavar="N", help="top eigenvalues per batch (default: 5)")
-    hessian.add_argument("--tol", type=positive_float, default=1e-3, metavar="X", help="relative tolerance (default: 1e-3)")
-    hessian.add_argument("--max-iter", type=positive_int, default=100, metavar="N", help="iterations per eigenvalue (default: 100)")
+    hessian.add_argument(
+        "--batches", type=positive_int, default=10, metavar="N", help="training batches to pool (default: 10)"
+    )
+    hessian.add_argument(
+        "--hessian-batch-size", type=positive_int, default=16, metavar="N", help="images per batch (default: 16)"
+    )
+    hessian.add_argument(
+        "--k", type=positive_int, default=5, metavar="N", help="top eigenvalues per batch (default: 5)"
+    )
+    hessian.add_argument(
+        "--tol", type=positive_float, default=1e-3, metavar="X", help="relative tolerance (default: 1e-3)"
+    )
+    hessian.add_argument(
+        "--max-iter", type=positive_int, default=100, metavar="N", help="iterations per eigenvalue (default: 100)"
+    )
     hessian.add_argument("--method", choices=("power", "lanczos"), default="power", help="eigensolver (default: power)")
     hessian.add_argument("--hvp", choices=("autograd", "func"), default="autograd", help="Hessian-vector products")
     hessian.add_argument(
@@ -84,7 +105,9 @@ def register(subparsers) -> None:
         help="L2 term 0.5*wd*||w||^2 in the loss (default: the checkpoint's training weight decay, else 0.05)",
     )  # fmt: skip
     maps = parser.add_argument_group("fourier / variance")
-    maps.add_argument("--images", type=positive_int, default=256, metavar="N", help="test images for feature maps (default: 256)")
+    maps.add_argument(
+        "--images", type=positive_int, default=256, metavar="N", help="test images for feature maps (default: 256)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -119,10 +142,10 @@ def run(args: argparse.Namespace) -> int:
 
     from archdsl.analysis import plots
     from archdsl.analysis.report import AnalysisReport, render_markdown
-    from archdsl.run.checkpoint import load_checkpoint
-    from archdsl.data import load_split
-    from archdsl.run.device import select_device
     from archdsl.commands.outputs import prepare_dir
+    from archdsl.data import load_split
+    from archdsl.run.checkpoint import load_checkpoint
+    from archdsl.run.device import select_device
     from archdsl.run.train import check_compatible
 
     device = select_device(args.device)
@@ -217,13 +240,18 @@ def _baseline_robustness(path_text: str):
 
     path = Path(path_text)
     if not path.is_file():
-        raise UserError(f"--baseline {path_text!r}: no such file", hint="pass the metrics.json of an earlier `archdsl analyze`")
+        raise UserError(
+            f"--baseline {path_text!r}: no such file", hint="pass the metrics.json of an earlier `archdsl analyze`"
+        )
     try:
         baseline = AnalysisReport.model_validate_json(path.read_bytes())
     except pydantic.ValidationError:
         raise UserError(f"--baseline {path_text!r} is not a metrics.json written by `archdsl analyze`") from None
     if baseline.robustness is None:
-        raise UserError(f"--baseline {path_text!r} holds no robustness result", hint="analyse the baseline with --metrics robustness")
+        raise UserError(
+            f"--baseline {path_text!r} holds no robustness result",
+            hint="analyse the baseline with --metrics robustness",
+        )
     return baseline.robustness
 
 
@@ -245,6 +273,8 @@ def _print_summary(report, out: Path) -> None:
         lines.append(f"  Hessian NEP {h.nep:.1%}  APE {ape}  ({batches} x top-{h.k}, {h.method}, tol {h.tol:g})")
     if report.feature_maps:
         amplitude = report.feature_maps.delta_log_amplitude.values
-        lines.append(f"  feature maps: {len(amplitude)} points, Delta log amplitude {min(amplitude):.2f} .. {max(amplitude):.2f}")
+        lines.append(
+            f"  feature maps: {len(amplitude)} points, Delta log amplitude {min(amplitude):.2f} .. {max(amplitude):.2f}"
+        )
     lines.append(f"wrote {out / 'metrics.json'}, {out / 'report.md'} and {len(report.figures)} figure(s)")
     print("\n".join(lines))

@@ -25,7 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="validate .arch specs (syntax, shapes, windows) without building them",
         description="Parse and check each spec; print `path: ok (...)` or every mistake with its place.",
     )
-    parser.add_argument("specs", nargs="+", metavar="SPEC", help="a .arch file, or the name of a built-in spec (e.g. alter50)")
+    parser.add_argument(
+        "specs", nargs="+", metavar="SPEC", help="a .arch file, or the name of a built-in spec (e.g. alter50)"
+    )
     parser.set_defaults(func=run)
 
 

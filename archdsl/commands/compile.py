@@ -14,7 +14,6 @@ from pathlib import Path
 
 from archdsl.errors import UsageError, UserError
 
-
 EXAMPLES = (
     "archdsl compile alter50",
     "archdsl compile my.arch --classes 10 --json",
@@ -33,8 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.add_argument("--classes", type=int, metavar="N", help="override the spec's number of classes")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the initial weights (default 0)")
-    parser.add_argument("--export", metavar="PATH", type=Path,
-                        help="write the initialised weights (with the IR) to a .safetensors checkpoint")
+    parser.add_argument(
+        "--export",
+        metavar="PATH",
+        type=Path,
+        help="write the initialised weights (with the IR) to a .safetensors checkpoint",
+    )
     parser.add_argument("--onnx", metavar="PATH", type=Path, help="export the model as ONNX (needs `onnx`)")
     parser.add_argument("--force", action="store_true", help="overwrite --export/--onnx files that already exist")
     parser.set_defaults(func=run)
@@ -42,13 +45,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _format_table(summary) -> str:  # summary: archdsl.nn.summary.ModelSummary
     header = ("stage", "index", "kind", "output", "params", "MFLOPs")
-    rows = [("stem", "", "conv3x3", "x".join(map(str, summary.stem.out_shape)),
-             f"{summary.stem.params:,}", f"{summary.stem.flops / 1e6:,.1f}")]
+    rows = [
+        (
+            "stem",
+            "",
+            "conv3x3",
+            "x".join(map(str, summary.stem.out_shape)),
+            f"{summary.stem.params:,}",
+            f"{summary.stem.flops / 1e6:,.1f}",
+        )
+    ]
     for block in summary.blocks:
-        rows.append((block.stage, str(block.index), block.kind, "x".join(map(str, block.out_shape)),
-                     f"{block.params:,}", f"{block.flops / 1e6:,.1f}"))
-    rows.append(("head", "", "bn-gap-fc", "x".join(map(str, summary.head.out_shape)),
-                 f"{summary.head.params:,}", f"{summary.head.flops / 1e6:,.1f}"))
+        rows.append(
+            (
+                block.stage,
+                str(block.index),
+                block.kind,
+                "x".join(map(str, block.out_shape)),
+                f"{block.params:,}",
+                f"{block.flops / 1e6:,.1f}",
+            )
+        )
+    rows.append(
+        (
+            "head",
+            "",
+            "bn-gap-fc",
+            "x".join(map(str, summary.head.out_shape)),
+            f"{summary.head.params:,}",
+            f"{summary.head.flops / 1e6:,.1f}",
+        )
+    )
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     right = {1, 4, 5}  # numbers align right
 
@@ -70,10 +97,10 @@ def _format_table(summary) -> str:  # summary: archdsl.nn.summary.ModelSummary
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from archdsl.nn.build import build
-    from archdsl.lang.checks import ensure_valid
     from archdsl.commands.outputs import prepare_file
+    from archdsl.lang.checks import ensure_valid
     from archdsl.lang.spec import load_spec
+    from archdsl.nn.build import build
     from archdsl.nn.summary import summarize
 
     arch = load_spec(args.spec)
@@ -132,8 +159,14 @@ def _export_onnx(model, dummy, path: Path) -> None:
     import torch
 
     if importlib.util.find_spec("onnx") is None:
-        raise UserError("--onnx needs the `onnx` package, which is not installed",
-                        hint="pip install onnx onnxscript")
+        raise UserError("--onnx needs the `onnx` package, which is not installed", hint="pip install onnx onnxscript")
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(model, (dummy,), str(path), input_names=["images"], output_names=["logits"],
-                      dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}}, dynamo=False)
+    torch.onnx.export(
+        model,
+        (dummy,),
+        str(path),
+        input_names=["images"],
+        output_names=["logits"],
+        dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}},
+        dynamo=False,
+    )

@@ -6,7 +6,6 @@ import argparse
 
 from archdsl.errors import UsageError, UserError
 
-
 EXAMPLES = (
     "archdsl data list",
     "archdsl data info --dataset cifar100 --data-root ~/data",
@@ -27,7 +26,9 @@ def register(subparsers) -> None:
     listing.set_defaults(func=run)
 
     info = actions.add_parser("info", help="sizes, classes and where a dataset loads from")
-    info.add_argument("--dataset", required=True, metavar="NAME", help="a dataset name, e.g. cifar100 or synthetic:classes=5")
+    info.add_argument(
+        "--dataset", required=True, metavar="NAME", help="a dataset name, e.g. cifar100 or synthetic:classes=5"
+    )
     info.add_argument("--data-root", metavar="DIR", help="where dataset files live (default: $ARCHDSL_DATA or ./data)")
     info.add_argument("--checksums", action="store_true", help="also compare CIFAR files with the official MD5s")
     info.set_defaults(func=run)
@@ -37,9 +38,13 @@ def register(subparsers) -> None:
         help="corrupt a dataset's test split into the CIFAR-C layout (<corruption>.npy, labels.npy)",
     )
     corrupt.add_argument("--dataset", required=True, metavar="NAME", help="the clean dataset, e.g. cifar100")
-    corrupt.add_argument("--data-root", metavar="DIR", help="where dataset files live (default: $ARCHDSL_DATA or ./data)")
+    corrupt.add_argument(
+        "--data-root", metavar="DIR", help="where dataset files live (default: $ARCHDSL_DATA or ./data)"
+    )
     corrupt.add_argument("--out", required=True, metavar="DIR", help="folder to write the .npy files into")
-    corrupt.add_argument("--corruptions", metavar="A,B", help="comma-separated names (default: the 15; 'all' adds the 4 extras)")
+    corrupt.add_argument(
+        "--corruptions", metavar="A,B", help="comma-separated names (default: the 15; 'all' adds the 4 extras)"
+    )
     corrupt.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random corruptions (default: 0)")
     corrupt.add_argument("--force", action="store_true", help="replace .npy files that --out already holds")
     corrupt.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
@@ -131,8 +136,12 @@ def _corrupt(args: argparse.Namespace) -> int:
     existing = [name for name in (*(f"{c}.npy" for c in corruptions), LABELS_FILE) if (out / name).exists()]
     if existing and not args.force:
         shown = ", ".join(existing[:3]) + (", ..." if len(existing) > 3 else "")
-        raise UserError(f"--out {out} already holds {shown}", hint="add --force to replace them, or choose another --out")
+        raise UserError(
+            f"--out {out} already holds {shown}", hint="add --force to replace them, or choose another --out"
+        )
     clean = load_split(args.dataset, "test", root=args.data_root)
     written = write_corrupted(args.out, clean, corruptions, seed=args.seed, progress=args.progress)
-    print(f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) to {args.out}")
+    print(
+        f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) to {args.out}"
+    )
     return 0

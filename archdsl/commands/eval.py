@@ -8,7 +8,6 @@ import sys
 
 from archdsl.commands._args import add_data_arguments, device_name, positive_int, severity
 
-
 EXAMPLES = (
     "archdsl eval runs/a50/final.safetensors",
     "archdsl eval runs/a50/final.safetensors --dataset cifar100-c --severities 3 5",
@@ -30,7 +29,9 @@ def register(subparsers) -> None:
     add_data_arguments(parser)
     parser.add_argument("--corruptions", nargs="+", metavar="NAME", help="-c sets only: these corruptions")
     parser.add_argument("--severities", nargs="+", type=severity, metavar="S", help="-c sets only: these severities")
-    parser.add_argument("--batch-size", type=positive_int, default=256, metavar="N", help="evaluation batch size (default: 256)")
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=256, metavar="N", help="evaluation batch size (default: 256)"
+    )
     parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -54,9 +55,9 @@ def _metrics(logits, labels) -> dict[str, float]:
 def run(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
+    from archdsl.errors import UserError
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
-    from archdsl.errors import UserError
     from archdsl.run.evaluate import predict_logits, score_logits
     from archdsl.run.train import check_compatible
 
@@ -80,8 +81,12 @@ def run(args: argparse.Namespace) -> int:
         test_set = load_split(dataset, "test", root=args.data_root, download=args.download)
         check_compatible(checkpoint.arch, test_set)
         logits = predict_logits(checkpoint.model, test_set, progress=progress, **predict)
-        result = {"checkpoint": str(args.checkpoint), "dataset": dataset, "images": len(test_set),
-                  **_metrics(logits, test_set.labels)}
+        result = {
+            "checkpoint": str(args.checkpoint),
+            "dataset": dataset,
+            "images": len(test_set),
+            **_metrics(logits, test_set.labels),
+        }
         if args.json:
             print(json.dumps(result, indent=2))
         else:
@@ -103,12 +108,16 @@ def run(args: argparse.Namespace) -> int:
         check_compatible(checkpoint.arch, corrupted.images)
         logits = predict_logits(checkpoint.model, corrupted.images, **predict)
         scored = score_logits(logits, corrupted.images.labels)
-        rows.append({"corruption": corrupted.corruption, "severity": corrupted.severity, "top1": scored.top1,
-                     "nll": scored.nll})
+        rows.append(
+            {"corruption": corrupted.corruption, "severity": corrupted.severity, "top1": scored.top1, "nll": scored.nll}
+        )
     mean = sum(r["top1"] for r in rows) / len(rows)
     if args.json:
-        print(json.dumps({"checkpoint": str(args.checkpoint), "dataset": dataset, "mean_top1": mean, "sets": rows},
-                         indent=2))
+        print(
+            json.dumps(
+                {"checkpoint": str(args.checkpoint), "dataset": dataset, "mean_top1": mean, "sets": rows}, indent=2
+            )
+        )
         return 0
     _print_table(rows, mean, checkpoint.arch.name, dataset)
     return 0

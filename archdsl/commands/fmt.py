@@ -13,7 +13,6 @@ from pathlib import Path
 
 from archdsl.errors import UsageError, UserError
 
-
 EXAMPLES = ("archdsl fmt my.arch", "archdsl fmt --check specs/*.arch", "archdsl fmt --diff my.arch")
 
 
@@ -65,7 +64,9 @@ def run(args: argparse.Namespace) -> int:
         changed.append(path)
         if args.diff:
             sys.stdout.writelines(
-                difflib.unified_diff(text.splitlines(True), formatted.splitlines(True), f"{path}", f"{path} (formatted)")
+                difflib.unified_diff(
+                    text.splitlines(True), formatted.splitlines(True), f"{path}", f"{path} (formatted)"
+                )
             )
         if args.check:
             print(f"would reformat {path}")

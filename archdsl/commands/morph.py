@@ -12,7 +12,6 @@ from pathlib import Path
 
 from archdsl.errors import UsageError
 
-
 EXAMPLES = (
     "archdsl morph alter50-base --layout 0,1,1,2 --name alter50",
     "archdsl morph alter50-base --msa 3 --heads 3,6,12,24 --window global",
@@ -32,11 +31,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     how.add_argument("--layout", metavar="K,K,...", help="MSAs per stage, e.g. 0,1,1,2")
     how.add_argument("--msa", metavar="N", type=_count, help="add N MSAs in build-up order")
     how.add_argument("--ratio", metavar="R", type=_ratio, help="0 (the base) .. 1 (Swin-like: every stage full)")
-    parser.add_argument("--heads", metavar="H,H,...",
-                        help="heads per stage, or one value for all (default 3 per 64 channels of width)")
-    parser.add_argument("--window", metavar="W",
-                        help="window size or `global`, one for all or per stage "
-                        "(default 4 where it tiles the map, else global)")
+    parser.add_argument(
+        "--heads", metavar="H,H,...", help="heads per stage, or one value for all (default 3 per 64 channels of width)"
+    )
+    parser.add_argument(
+        "--window",
+        metavar="W",
+        help="window size or `global`, one for all or per stage (default 4 where it tiles the map, else global)",
+    )
     parser.add_argument("--name", help="name of the new arch (default: derived from the base)")
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the spec here instead of printing it")
     parser.add_argument("--force", action="store_true", help="overwrite --output if it already exists")

@@ -29,8 +29,9 @@ def prepare_file(path: str | os.PathLike[str], option: str, *, overwrite: bool =
     if path.is_dir():
         raise UserError(f"{option} {str(path)!r} is a folder", hint=f"give {option} a file path")
     if path.exists() and not overwrite:
-        raise UserError(f"{option} {str(path)!r} already exists",
-                        hint="add --force to overwrite it, or choose another path")
+        raise UserError(
+            f"{option} {str(path)!r} already exists", hint="add --force to overwrite it, or choose another path"
+        )
     _make_dir(path.parent, f"the folder of {option} {str(path)!r}", option)
     return path
 

@@ -6,7 +6,6 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-
 EXAMPLES = (
     "archdsl report alter-small-base-synthetic-buildup",
     "archdsl report my-study --storage postgresql://user:pass@host/db",
@@ -24,22 +23,24 @@ def register(subparsers) -> None:
         ),
     )
     parser.add_argument("study", metavar="STUDY", help="the study name (`archdsl search --study-name`)")
-    parser.add_argument("--storage", metavar="URL", help="the study's storage (default: the journal OUT/STUDY/study.journal)")
+    parser.add_argument(
+        "--storage", metavar="URL", help="the study's storage (default: the journal OUT/STUDY/study.journal)"
+    )
     parser.add_argument("--out", metavar="DIR", default="runs", help="the runs folder (default: runs)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.errors import UserError
+    from archdsl.commands.search import STUDY_NAME
+    from archdsl.errors import UsageError, UserError
     from archdsl.search.runner import load_study
     from archdsl.search.storage import StorageOptions, journal_path, open_storage
 
-    from archdsl.commands.search import STUDY_NAME
-    from archdsl.errors import UsageError
-
     if not STUDY_NAME.match(args.study):
-        raise UsageError(f"bad study name {args.study!r}", hint="letters, digits, '.', '_' and '-' only; "
-                         "give the runs folder with --out, not in the name")
+        raise UsageError(
+            f"bad study name {args.study!r}",
+            hint="letters, digits, '.', '_' and '-' only; give the runs folder with --out, not in the name",
+        )
     out = Path(args.out)
     if args.storage is None and not journal_path(out, args.study).exists():
         raise UserError(

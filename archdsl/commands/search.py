@@ -32,8 +32,8 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
-    from archdsl.search.objectives import OBJECTIVES
     from archdsl.search import STRATEGIES
+    from archdsl.search.objectives import OBJECTIVES
 
     parser = subparsers.add_parser(
         "search",
@@ -46,54 +46,109 @@ def register(subparsers) -> None:
         ),
     )
     data = parser.add_argument_group("data and base")
-    data.add_argument("--dataset", default="synthetic", metavar="NAME", help="dataset name (default: synthetic, built in)")
+    data.add_argument(
+        "--dataset", default="synthetic", metavar="NAME", help="dataset name (default: synthetic, built in)"
+    )
     data.add_argument("--data-root", metavar="DIR", help="where datasets live")
-    data.add_argument("--base", metavar="SPEC",
-                      help=f"base network, a spec path or built-in name (default: {SMALL_BASE} on synthetic, "
-                           f"{PAPER_BASE} otherwise)")
-    data.add_argument("--search", default="k", metavar="KNOBS",
-                      help="what to search, comma-separated from k,heads,window,dim_head (default: k)")
+    data.add_argument(
+        "--base",
+        metavar="SPEC",
+        help=f"base network, a spec path or built-in name (default: {SMALL_BASE} on synthetic, {PAPER_BASE} otherwise)",
+    )
+    data.add_argument(
+        "--search",
+        default="k",
+        metavar="KNOBS",
+        help="what to search, comma-separated from k,heads,window,dim_head (default: k)",
+    )
 
     how = parser.add_argument_group("strategy and objectives")
     how.add_argument("--strategy", default="buildup", choices=STRATEGIES, help="default: buildup (the paper's rule)")
-    how.add_argument("--objectives", default="accuracy", metavar="LIST",
-                     help=f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front "
-                          "(default: accuracy)")
-    how.add_argument("--n-trials", type=positive_int, default=8, metavar="N",
-                     help="finished trials the study should hold (a study total, default: 8)")
+    how.add_argument(
+        "--objectives",
+        default="accuracy",
+        metavar="LIST",
+        help=f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front (default: accuracy)",
+    )
+    how.add_argument(
+        "--n-trials",
+        type=positive_int,
+        default=8,
+        metavar="N",
+        help="finished trials the study should hold (a study total, default: 8)",
+    )
     how.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="stop starting trials after this")
-    how.add_argument("--seed-endpoints", action="store_true",
-                     help="measure the ResNet, AlterNet and Swin-like ends of the space first")
-    how.add_argument("--max-params", type=positive_float, metavar="N", help="skip designs with more parameters (before training)")
+    how.add_argument(
+        "--seed-endpoints",
+        action="store_true",
+        help="measure the ResNet, AlterNet and Swin-like ends of the space first",
+    )
+    how.add_argument(
+        "--max-params", type=positive_float, metavar="N", help="skip designs with more parameters (before training)"
+    )
     how.add_argument("--max-flops", type=positive_float, metavar="N", help="skip designs with more FLOPs per image")
     how.add_argument("--seed", type=int, default=0, metavar="N", help="sampler and training seed (default: 0)")
 
     fid = parser.add_argument_group("fidelity")
-    fid.add_argument("--epochs", type=positive_int, default=2, metavar="N", help="training epochs per candidate (default: 2)")
-    fid.add_argument("--subset", type=fraction, metavar="FRACTION",
-                     help="fraction of the train/test sets (default: 0.4 on synthetic, 0.1 otherwise)")
-    fid.add_argument("--recipe", default="weak", choices=("weak", "deit"),
-                     help="training recipe (default: weak, which learns fastest in few epochs)")
+    fid.add_argument(
+        "--epochs", type=positive_int, default=2, metavar="N", help="training epochs per candidate (default: 2)"
+    )
+    fid.add_argument(
+        "--subset",
+        type=fraction,
+        metavar="FRACTION",
+        help="fraction of the train/test sets (default: 0.4 on synthetic, 0.1 otherwise)",
+    )
+    fid.add_argument(
+        "--recipe",
+        default="weak",
+        choices=("weak", "deit"),
+        help="training recipe (default: weak, which learns fastest in few epochs)",
+    )
     fid.add_argument("--batch-size", type=positive_int, metavar="N", help="default: the recipe's")
     fid.add_argument("--lr", type=positive_float, help="learning rate (default: the recipe's, scaled to the batch)")
-    fid.add_argument("--hessian-batches", type=positive_int, default=2, metavar="N", help="batches of 16 for nep/ape (default: 2)")
-    fid.add_argument("--hessian-iters", type=positive_int, default=40, metavar="N",
-                     help="Lanczos steps per batch for nep/ape (default: 40)")
-    fid.add_argument("--severities", default="3", metavar="S,S", help="corruption severities for robustness (default: 3)")
+    fid.add_argument(
+        "--hessian-batches", type=positive_int, default=2, metavar="N", help="batches of 16 for nep/ape (default: 2)"
+    )
+    fid.add_argument(
+        "--hessian-iters",
+        type=positive_int,
+        default=40,
+        metavar="N",
+        help="Lanczos steps per batch for nep/ape (default: 40)",
+    )
+    fid.add_argument(
+        "--severities", default="3", metavar="S,S", help="corruption severities for robustness (default: 3)"
+    )
 
     where = parser.add_argument_group("storage and output")
     where.add_argument("--study-name", metavar="NAME", help="default: BASE-DATASET-STRATEGY")
-    where.add_argument("--storage", metavar="URL",
-                       help="sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH "
-                            "(default: the journal file OUT/STUDY/study.journal)")
-    where.add_argument("--heartbeat", type=positive_int, default=30, metavar="SECONDS",
-                       help="worker heartbeat interval (default: 30)")
-    where.add_argument("--grace-period", type=positive_int, metavar="SECONDS",
-                       help="a worker silent this long is dead; its trial is failed and retried (default: 3 x heartbeat)")
-    where.add_argument("--max-retry", type=non_negative_int, default=2, metavar="N",
-                       help="retries of a trial whose worker died (default: 2)")
+    where.add_argument(
+        "--storage",
+        metavar="URL",
+        help="sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH "
+        "(default: the journal file OUT/STUDY/study.journal)",
+    )
+    where.add_argument(
+        "--heartbeat", type=positive_int, default=30, metavar="SECONDS", help="worker heartbeat interval (default: 30)"
+    )
+    where.add_argument(
+        "--grace-period",
+        type=positive_int,
+        metavar="SECONDS",
+        help="a worker silent this long is dead; its trial is failed and retried (default: 3 x heartbeat)",
+    )
+    where.add_argument(
+        "--max-retry",
+        type=non_negative_int,
+        default=2,
+        metavar="N",
+        help="retries of a trial whose worker died (default: 2)",
+    )
     where.add_argument("--out", default="runs", metavar="DIR", help="runs folder (default: runs)")
-    where.add_argument("--device", default="auto", type=device_name, help="auto, cpu, cuda, cuda:N, mps (default: auto)")
+    where.add_argument(
+        "--device", default="auto", type=device_name, help="auto, cpu, cuda, cuda:N, mps (default: auto)"
+    )
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
     where.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     parser.set_defaults(func=run)
@@ -133,7 +188,9 @@ def run(args: argparse.Namespace) -> int:
 
     out = prepare_dir(args.out, "--out")
     subset = args.subset if args.subset is not None else (SYNTHETIC_SUBSET if synthetic else REAL_SUBSET)
-    data = measure.load_data(args.dataset, Path(args.data_root) if args.data_root else None, seed=args.seed, subset=subset)
+    data = measure.load_data(
+        args.dataset, Path(args.data_root) if args.data_root else None, seed=args.seed, subset=subset
+    )
     space = make_space(measure.fit_to_data(base, data), searched)
     storage = StorageOptions(
         url=args.storage,
@@ -142,22 +199,43 @@ def run(args: argparse.Namespace) -> int:
         max_retry=args.max_retry,
     )
     config = SearchConfig(
-        study_name=study_name, strategy=args.strategy, objectives=objectives, n_trials=args.n_trials,
-        timeout=args.timeout, seed=args.seed, seed_endpoints=args.seed_endpoints, storage=storage,
+        study_name=study_name,
+        strategy=args.strategy,
+        objectives=objectives,
+        n_trials=args.n_trials,
+        timeout=args.timeout,
+        seed=args.seed,
+        seed_endpoints=args.seed_endpoints,
+        storage=storage,
     )
     fidelity = measure.Fidelity(
-        epochs=args.epochs, subset=subset, recipe=args.recipe, batch_size=args.batch_size, lr=args.lr,
-        hessian_batches=args.hessian_batches, hessian_max_iter=args.hessian_iters, severities=severities,
+        epochs=args.epochs,
+        subset=subset,
+        recipe=args.recipe,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        hessian_batches=args.hessian_batches,
+        hessian_max_iter=args.hessian_iters,
+        severities=severities,
     )
     settings = TrialSettings(
-        objectives=objectives, fidelity=fidelity, device=args.device, seed=args.seed,
-        max_params=args.max_params, max_flops=args.max_flops, out_dir=out / study_name, storage=storage,
+        objectives=objectives,
+        fidelity=fidelity,
+        device=args.device,
+        seed=args.seed,
+        max_params=args.max_params,
+        max_flops=args.max_flops,
+        out_dir=out / study_name,
+        storage=storage,
         progress=args.progress,
     )
     # Optuna's own log repeats every failure with a traceback; one line per trial says it all.
     optuna.logging.set_verbosity(logging.ERROR)
-    print(f"search {study_name}: {args.strategy} over {space.size()} points of {base.name} on {args.dataset}, "
-          f"objectives {','.join(o.name for o in objectives)}", file=sys.stderr)
+    print(
+        f"search {study_name}: {args.strategy} over {space.size()} points of {base.name} on {args.dataset}, "
+        f"objectives {','.join(o.name for o in objectives)}",
+        file=sys.stderr,
+    )
     try:
         outcome = run_search(config, space, data, settings, out, on_trial=_print_trial)
     except KeyboardInterrupt:
@@ -166,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
         database = args.storage is not None and not args.storage.startswith("journal:")
         where = "the --storage database" if database else str(journal_path(out, study_name))
         if args.storage and not database:
-            where = args.storage[len("journal:"):]
+            where = args.storage[len("journal:") :]
         print(
             f"archdsl: interrupted; the finished trials are kept in {where}\n"
             f"  continue with the same command; see them with: archdsl report {study_name} --out {out}"

@@ -46,14 +46,26 @@ def register(subparsers) -> None:
     parser.add_argument("--epochs", type=positive_int, metavar="N", help="epochs (default: 300)")
     parser.add_argument("--batch-size", type=positive_int, metavar="N", help="batch size (default: 96 deit, 128 weak)")
     parser.add_argument("--lr", type=positive_float, help="peak learning rate (default: scaled with the batch size)")
-    parser.add_argument("--warmup-epochs", type=non_negative_int, metavar="N", help="linear warm-up epochs (default: 5 deit, 0 weak)")
-    parser.add_argument("--drop-path", type=rate, metavar="RATE", help="stochastic depth rate (default: 0.1 deit, 0 weak)")
+    parser.add_argument(
+        "--warmup-epochs", type=non_negative_int, metavar="N", help="linear warm-up epochs (default: 5 deit, 0 weak)"
+    )
+    parser.add_argument(
+        "--drop-path", type=rate, metavar="RATE", help="stochastic depth rate (default: 0.1 deit, 0 weak)"
+    )
     parser.add_argument("--seed", type=int, metavar="N", help="random seed (default: 0)")
-    parser.add_argument("--subset", type=fraction, metavar="FRACTION", help="train on this fraction of the training set (default: 1)")
+    parser.add_argument(
+        "--subset", type=fraction, metavar="FRACTION", help="train on this fraction of the training set (default: 1)"
+    )
     parser.add_argument("--device", type=device_name, help="auto (default), cpu, cuda, cuda:N or mps")
-    parser.add_argument("--workers", type=non_negative_int, metavar="N", help="data-loading worker processes (default: 0)")
-    parser.add_argument("--resident", action="store_true", default=None,
-                        help="keep the training set on the device and augment there (recipes without RandAugment)")
+    parser.add_argument(
+        "--workers", type=non_negative_int, metavar="N", help="data-loading worker processes (default: 0)"
+    )
+    parser.add_argument(
+        "--resident",
+        action="store_true",
+        default=None,
+        help="keep the training set on the device and augment there (recipes without RandAugment)",
+    )
     parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/train/<spec>-<id>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -102,8 +114,9 @@ def _refuse_foreign_files(run_dir: Path) -> None:
     foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in _RUN_FILES)
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-        raise UserError(f"--out {run_dir} is not empty ({shown}) and holds no run",
-                        hint="give --out a new or empty folder")
+        raise UserError(
+            f"--out {run_dir} is not empty ({shown}) and holds no run", hint="give --out a new or empty folder"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,8 +127,10 @@ def run(args: argparse.Namespace) -> int:
     cores = os.cpu_count() or 1
     if args.workers is not None and args.workers > 4 * cores:
         # torch would only warn, then fork them all and bring the machine to a halt.
-        raise UsageError(f"--workers {args.workers} is more than 4 per CPU core ({cores} here)",
-                         hint=f"use at most {cores} (0 loads data in the main process)")
+        raise UsageError(
+            f"--workers {args.workers} is more than 4 per CPU core ({cores} here)",
+            hint=f"use at most {cores} (0 loads data in the main process)",
+        )
     arch = load_spec(args.spec)
     run_dir = Path(args.out) if args.out else Path("runs") / "train" / f"{arch.name}-{arch.short_id}"
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
@@ -130,16 +145,18 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.run.recipe import TrainConfig
 
     if settings.get("resident") and settings.get("recipe", "deit") == "deit":
-        raise UsageError("--resident cannot be used with the deit recipe: its RandAugment works on PIL images",
-                         hint="add --recipe weak, or leave out --resident")
+        raise UsageError(
+            "--resident cannot be used with the deit recipe: its RandAugment works on PIL images",
+            hint="add --recipe weak, or leave out --resident",
+        )
     try:
         config = TrainConfig(**settings)
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in err.errors())
         raise UsageError(f"bad training settings: {problems}") from None
 
-    from archdsl.data import load_split
     from archdsl.commands.outputs import prepare_dir
+    from archdsl.data import load_split
 
     prepare_dir(run_dir, "--out")  # before the data: a bad --out should not wait for CIFAR to load
     train_set = load_split(args.dataset, "train", root=args.data_root, download=args.download)

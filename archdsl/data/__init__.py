@@ -1,8 +1,8 @@
 """Datasets: CIFAR-10/100, CIFAR-10-C/100-C, the built-in synthetic set and its corruptions.
 
-    from archdsl.data import load_split, load_corrupted
-    train = load_split("synthetic", "train")
-    sets = load_corrupted("cifar100-c", root="data", corruptions=["fog"], severities=[5])
+from archdsl.data import load_split, load_corrupted
+train = load_split("synthetic", "train")
+sets = load_corrupted("cifar100-c", root="data", corruptions=["fog"], severities=[5])
 """
 
 from archdsl.data.base import CorruptedSet, ImageSet

@@ -39,10 +39,10 @@ class ImageSet:
         _, h, w, c = self.images.shape
         return (c, h, w)
 
-    def take(self, indices: np.ndarray, name: str | None = None) -> "ImageSet":
+    def take(self, indices: np.ndarray, name: str | None = None) -> ImageSet:
         return replace(self, name=name or self.name, images=self.images[indices], labels=self.labels[indices])
 
-    def subset(self, fraction: float, seed: int = 0) -> "ImageSet":
+    def subset(self, fraction: float, seed: int = 0) -> ImageSet:
         """A class-stratified random fraction (0 < fraction <= 1) of the set, deterministic by seed."""
         if not 0 < fraction <= 1:
             raise ValueError(f"fraction must be in (0, 1], got {fraction}")

@@ -37,7 +37,8 @@ SPECS = {spec.name: spec for spec in (CIFAR10, CIFAR100)}
 
 
 def _torchvision_class(spec: CifarSpec):
-    from torchvision.datasets import CIFAR10 as TorchCIFAR10, CIFAR100 as TorchCIFAR100
+    from torchvision.datasets import CIFAR10 as TorchCIFAR10
+    from torchvision.datasets import CIFAR100 as TorchCIFAR100
 
     return TorchCIFAR10 if spec.name == "cifar10" else TorchCIFAR100
 
@@ -105,8 +106,18 @@ def load_cifar(spec: CifarSpec, split: str, root: Path, download: bool = False) 
         images = np.asarray(dataset.data)
         labels = np.asarray(dataset.targets)
         class_names = tuple(str(name) for name in dataset.classes)
-    except (pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError, IndexError, AttributeError,
-            UnicodeDecodeError, RuntimeError, OSError) as err:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        KeyError,
+        ValueError,
+        TypeError,
+        IndexError,
+        AttributeError,
+        UnicodeDecodeError,
+        RuntimeError,
+        OSError,
+    ) as err:
         raise UserError(
             f"could not read {spec.title} from {root / cls.base_folder}: a file is truncated or is not "
             f"the python version of the dataset ({type(err).__name__}: {err})",

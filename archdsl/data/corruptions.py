@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy import ndimage

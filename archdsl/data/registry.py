@@ -99,8 +99,14 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
         config = _synthetic_config(parsed)
         sizes = {"train": config.train, "test": config.test} if base == "synthetic" else {"test": config.test}
         return DatasetInfo(
-            _canonical(parsed), _DESCRIPTIONS[base], config.classes, (3, 32, 32), sizes,
-            "generated in memory", True, dict(parsed.params),
+            _canonical(parsed),
+            _DESCRIPTIONS[base],
+            config.classes,
+            (3, 32, 32),
+            sizes,
+            "generated in memory",
+            True,
+            dict(parsed.params),
             CORRUPTIONS if base == "synthetic-c" else (),
         )
     data_root = resolve_data_root(root)
@@ -108,15 +114,26 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
         spec = cifar.SPECS[base]
         files = cifar.expected_files(spec, data_root)
         return DatasetInfo(
-            base, _DESCRIPTIONS[base], spec.num_classes, (3, 32, 32),
-            {"train": spec.train_size, "test": spec.test_size}, str(files[0].parent),
+            base,
+            _DESCRIPTIONS[base],
+            spec.num_classes,
+            (3, 32, 32),
+            {"train": spec.train_size, "test": spec.test_size},
+            str(files[0].parent),
             all(path.is_file() for path in files),
         )
     folder = _c_folder(base, data_root)
     present = tuple(sorted(p.stem for p in folder.folder.glob("*.npy") if p.stem != "labels"))
     return DatasetInfo(
-        _canonical(parsed), _DESCRIPTIONS[base], folder.num_classes, (3, 32, 32), {"test": 10000},
-        str(folder.folder), (folder.folder / "labels.npy").is_file(), dict(parsed.params), present,
+        _canonical(parsed),
+        _DESCRIPTIONS[base],
+        folder.num_classes,
+        (3, 32, 32),
+        {"test": 10000},
+        str(folder.folder),
+        (folder.folder / "labels.npy").is_file(),
+        dict(parsed.params),
+        present,
     )
 
 
@@ -192,8 +209,10 @@ def load_corrupted(
         label = _canonical(parsed)
         return [CorruptedSet(c, s, _synthetic_corrupted(config, c, s, label)) for c in chosen for s in levels]
     if download:
-        raise UserError(f"{parsed.base} cannot be downloaded by archdsl (2-3 GB)",
-                        hint=f"fetch it from {_C_FOLDERS[parsed.base][2]}")
+        raise UserError(
+            f"{parsed.base} cannot be downloaded by archdsl (2-3 GB)",
+            hint=f"fetch it from {_C_FOLDERS[parsed.base][2]}",
+        )
     folder = _c_folder(parsed.base, resolve_data_root(root))
     return read_corrupted(folder, chosen, levels, parsed.base)
 

@@ -144,7 +144,10 @@ def render(labels: np.ndarray, cues: tuple[ClassCues, ...], rng: np.random.Gener
     bg_colour = _hsv_to_rgb(rng.uniform(0, 1, n), rng.uniform(0, 0.35, n), rng.uniform(0.2, 0.8, n))
     bg_angle = rng.uniform(0, 2 * np.pi, n)
     tilt = rng.uniform(0, 0.3, n).astype(np.float32)[:, None, None] / size
-    gradient = (np.cos(bg_angle).astype(np.float32)[:, None, None] * cols + np.sin(bg_angle).astype(np.float32)[:, None, None] * rows) * tilt
+    gradient = (
+        np.cos(bg_angle).astype(np.float32)[:, None, None] * cols
+        + np.sin(bg_angle).astype(np.float32)[:, None, None] * rows
+    ) * tilt
     background = bg_colour.astype(np.float32)[:, None, None, :] + gradient[..., None]
 
     alpha = inside[..., None]

@@ -13,8 +13,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from archdsl.lang.diagnostics import Diagnostic, SpecError
 from archdsl.ir import Arch, MSABlock, block_shapes
+from archdsl.lang.diagnostics import Diagnostic, SpecError
 
 Path = tuple  # a path into the IR, e.g. ("stages", 2, "blocks", 5, "window")
 
@@ -49,25 +49,38 @@ def _window_hint(size: tuple[int, int]) -> str:
 def name_problems(arch: Arch) -> list[Problem]:
     found = []
     if not NAME_PATTERN.match(arch.name):
-        found.append(Problem(("name",), f"arch name {arch.name!r} is not a valid name", "use letters, digits, `_` and `-`"))
+        found.append(
+            Problem(("name",), f"arch name {arch.name!r} is not a valid name", "use letters, digits, `_` and `-`")
+        )
     first_seen: dict[str, int] = {}
     for index, stage in enumerate(arch.stages):
         if not NAME_PATTERN.match(stage.name):
             found.append(
-                Problem(("stages", index, "name"), f"stage name {stage.name!r} is not a valid name",
-                        "use letters, digits, `_` and `-`, starting with a letter")
+                Problem(
+                    ("stages", index, "name"),
+                    f"stage name {stage.name!r} is not a valid name",
+                    "use letters, digits, `_` and `-`, starting with a letter",
+                )
             )
         elif stage.name in first_seen:
             found.append(
-                Problem(("stages", index, "name"), f"duplicate stage name `{stage.name}`",
-                        f"stage names name the model's modules; the first `{stage.name}` is stage "
-                        f"{first_seen[stage.name] + 1}")
+                Problem(
+                    ("stages", index, "name"),
+                    f"duplicate stage name `{stage.name}`",
+                    f"stage names name the model's modules; the first `{stage.name}` is stage "
+                    f"{first_seen[stage.name] + 1}",
+                )
             )
         else:
             first_seen[stage.name] = index
         if not stage.blocks:
-            found.append(Problem(("stages", index, "blocks"), f"stage {stage.name} has no blocks",
-                                 "give it at least one block, e.g. `{ conv }`"))
+            found.append(
+                Problem(
+                    ("stages", index, "blocks"),
+                    f"stage {stage.name} has no blocks",
+                    "give it at least one block, e.g. `{ conv }`",
+                )
+            )
     return found
 
 
@@ -82,28 +95,43 @@ def shape_problems(arch: Arch) -> list[Problem]:
             h, w = shape.in_size
             if min(h, w) < stage.stride:
                 found.append(
-                    Problem(("stages", si, "stride"),
-                            f"stride {stage.stride} of stage {stage.name} shrinks its "
-                            f"{_size_text(shape.in_size)} map below 1x1",
-                            "use stride=1 here, or fewer strided stages, or a larger input")
+                    Problem(
+                        ("stages", si, "stride"),
+                        f"stride {stage.stride} of stage {stage.name} shrinks its "
+                        f"{_size_text(shape.in_size)} map below 1x1",
+                        "use stride=1 here, or fewer strided stages, or a larger input",
+                    )
                 )
             if isinstance(shape.block, MSABlock):
                 found.append(
-                    Problem(path, f"an MSA cannot downsample: it is the first block of stage {stage.name}, "
-                                  f"which has stride {stage.stride}",
-                            "start the stage with a `conv`, or give it stride=1")
+                    Problem(
+                        path,
+                        f"an MSA cannot downsample: it is the first block of stage {stage.name}, "
+                        f"which has stride {stage.stride}",
+                        "start the stage with a `conv`, or give it stride=1",
+                    )
                 )
         block = shape.block
         if isinstance(block, MSABlock) and block.window is not None:
             h, w = shape.out_size
             if block.window > h or block.window > w:
-                found.append(Problem(path + ("window",), f"window {block.window} does not fit the "
-                                     f"{_size_text(shape.out_size)} map of stage {stage.name}",
-                                     _window_hint(shape.out_size)))
+                found.append(
+                    Problem(
+                        path + ("window",),
+                        f"window {block.window} does not fit the "
+                        f"{_size_text(shape.out_size)} map of stage {stage.name}",
+                        _window_hint(shape.out_size),
+                    )
+                )
             elif h % block.window or w % block.window:
-                found.append(Problem(path + ("window",), f"window {block.window} does not tile the "
-                                     f"{_size_text(shape.out_size)} map of stage {stage.name}",
-                                     _window_hint(shape.out_size)))
+                found.append(
+                    Problem(
+                        path + ("window",),
+                        f"window {block.window} does not tile the "
+                        f"{_size_text(shape.out_size)} map of stage {stage.name}",
+                        _window_hint(shape.out_size),
+                    )
+                )
     return found
 
 

@@ -13,8 +13,8 @@ report the CLI prints:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from archdsl.errors import UserError
 

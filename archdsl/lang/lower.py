@@ -15,10 +15,10 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
 from archdsl.lang import checks
 from archdsl.lang.diagnostics import Diagnostic, Span, SpecError
-from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
-from archdsl.lang.parser import Arg, ArchNode, BlockRef, Call, Element, Group, Name, Number, Setting, Value
+from archdsl.lang.parser import ArchNode, Arg, BlockRef, Call, Element, Group, Name, Number, Setting, Value
 
 SETTINGS = ("input", "classes", "stem", "conv", "stage")
 BLOCK_KINDS = ("conv", "msa")
@@ -102,13 +102,18 @@ class _Lowering:
         for arg in args:
             if arg.keyword is None:
                 if seen_keyword:
-                    self.error(arg.span, f"positional argument after a keyword argument in `{callee}(...)`",
-                               "write positional arguments first")
+                    self.error(
+                        arg.span,
+                        f"positional argument after a keyword argument in `{callee}(...)`",
+                        "write positional arguments first",
+                    )
                     continue
                 if n_positional >= positional:
                     plural = "s" if positional != 1 else ""
-                    self.error(arg.span, f"`{callee}` takes at most {positional} positional argument{plural} "
-                                         f"({', '.join(params)})")
+                    self.error(
+                        arg.span,
+                        f"`{callee}` takes at most {positional} positional argument{plural} ({', '.join(params)})",
+                    )
                     continue
                 name = params[n_positional]
                 n_positional += 1
@@ -139,7 +144,9 @@ class _Lowering:
     def lower_input(self, setting: Setting) -> InputShape | None:
         value = setting.value
         if not isinstance(value, Number) or not _DIMS.match(value.text) or value.text.count("x") != 2:
-            self.error(value.span, f"input must be channels x height x width, not {_describe(value)}", "e.g. `input 3x32x32`")
+            self.error(
+                value.span, f"input must be channels x height x width, not {_describe(value)}", "e.g. `input 3x32x32`"
+            )
             return None
         sizes = []
         for part, what in zip(value.text.split("x"), ("input channels", "input height", "input width")):
@@ -156,7 +163,11 @@ class _Lowering:
             return None
         name = value.name if isinstance(value, Call) else value
         if name.text not in STEM_KINDS:
-            self.error(name.span, f"unknown stem `{name.text}`", _did_you_mean(name.text, STEM_KINDS) or "the stem is `conv3x3(C)`")
+            self.error(
+                name.span,
+                f"unknown stem `{name.text}`",
+                _did_you_mean(name.text, STEM_KINDS) or "the stem is `conv3x3(C)`",
+            )
             return None
         if not isinstance(value, Call):
             self.error(value.span, "stem `conv3x3` needs its channels", "e.g. `stem conv3x3(64)`")
@@ -169,13 +180,19 @@ class _Lowering:
     def lower_conv_kind(self, value: Value) -> ConvBlock | None:
         """`bottleneck`, `bottleneck(expansion=4)`, `basic`, `basic(2)`: the arch's plain `conv`."""
         if isinstance(value, Number):
-            self.error(value.span, f"conv must be `bottleneck` or `basic`, not {_describe(value)}",
-                       "e.g. `conv = bottleneck(expansion=4)`")
+            self.error(
+                value.span,
+                f"conv must be `bottleneck` or `basic`, not {_describe(value)}",
+                "e.g. `conv = bottleneck(expansion=4)`",
+            )
             return None
         name = value.name if isinstance(value, Call) else value
         if name.text not in CONV_VARIANTS:
-            self.error(name.span, f"unknown conv variant `{name.text}`",
-                       _did_you_mean(name.text, tuple(CONV_VARIANTS)) or "variants: `bottleneck`, `basic`")
+            self.error(
+                name.span,
+                f"unknown conv variant `{name.text}`",
+                _did_you_mean(name.text, tuple(CONV_VARIANTS)) or "variants: `bottleneck`, `basic`",
+            )
             return None
         expansion = CONV_VARIANTS[name.text]
         if isinstance(value, Call):
@@ -201,9 +218,12 @@ class _Lowering:
                 variant = value.text
                 expansion = CONV_VARIANTS[variant]
             else:
-                hint = (_did_you_mean(value.text, tuple(CONV_VARIANTS)) if isinstance(value, Name) else None)
-                self.error(value.span, f"conv variant must be `bottleneck` or `basic`, not {_describe(value)}",
-                           hint or "e.g. `conv(basic)` or `conv(expansion=2)`")
+                hint = _did_you_mean(value.text, tuple(CONV_VARIANTS)) if isinstance(value, Name) else None
+                self.error(
+                    value.span,
+                    f"conv variant must be `bottleneck` or `basic`, not {_describe(value)}",
+                    hint or "e.g. `conv(basic)` or `conv(expansion=2)`",
+                )
         if "expansion" in bound:
             arg = bound["expansion"]
             spans["expansion"] = arg.value.span
@@ -246,8 +266,11 @@ class _Lowering:
             return self.lower_conv_block(ref, default)
         if kind == "msa":
             return self.lower_msa_block(ref)
-        self.error(ref.name.span, f"unknown block `{kind}`",
-                   _did_you_mean(kind, BLOCK_KINDS) or "blocks are `conv` and `msa(heads, window)`")
+        self.error(
+            ref.name.span,
+            f"unknown block `{kind}`",
+            _did_you_mean(kind, BLOCK_KINDS) or "blocks are `conv` and `msa(heads, window)`",
+        )
         return _Lowered(default, {"": ref.span})
 
     def lower_elements(self, elements: tuple[Element, ...], default: ConvBlock, depth: int = 0) -> list[_Lowered]:
@@ -269,8 +292,11 @@ class _Lowering:
             if element.count is not None:
                 count = self.positive_int(element.count, "a repeat count") or 1
                 if len(items) * count > MAX_BLOCKS_PER_STAGE:
-                    self.error(element.span, f"this repeat makes {len(items) * count} blocks",
-                               f"a stage has at most {MAX_BLOCKS_PER_STAGE}")
+                    self.error(
+                        element.span,
+                        f"this repeat makes {len(items) * count} blocks",
+                        f"a stage has at most {MAX_BLOCKS_PER_STAGE}",
+                    )
                     count = 1
             out.extend(items * count)
             if len(out) > MAX_BLOCKS_PER_STAGE:
@@ -283,7 +309,9 @@ class _Lowering:
     def lower_stage(self, setting: Setting, index: int, default: ConvBlock) -> Stage | None:
         value = setting.value
         if isinstance(value, Number):
-            self.error(value.span, f"a stage needs a name, not {_describe(value)}", "e.g. `stage c1(width=64) { conv*3 }`")
+            self.error(
+                value.span, f"a stage needs a name, not {_describe(value)}", "e.g. `stage c1(width=64) { conv*3 }`"
+            )
             return None
         name = value.name if isinstance(value, Call) else value
         path = ("stages", index)
@@ -308,7 +336,9 @@ class _Lowering:
             else:
                 stride = number
         if setting.body is None:
-            self.error(setting.span, f"stage {name.text} has no block list", f"e.g. `stage {name.text}(width=64) {{ conv*3 }}`")
+            self.error(
+                setting.span, f"stage {name.text} has no block list", f"e.g. `stage {name.text}(width=64) {{ conv*3 }}`"
+            )
             return None
         self.spans[path + ("blocks",)] = setting.body_span or setting.span
         lowered = self.lower_elements(setting.body, default)
@@ -341,7 +371,9 @@ class _Lowering:
             if setting.body is not None:
                 self.error(setting.body_span, f"`{keyword}` takes no block list")
             if keyword in once:
-                self.error(setting.keyword.span, f"`{keyword}` is set twice", f"first set on line {once[keyword].span.line}")
+                self.error(
+                    setting.keyword.span, f"`{keyword}` is set twice", f"first set on line {once[keyword].span.line}"
+                )
                 continue
             once[keyword] = setting
             self.spans[(keyword,)] = setting.span

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Union
 
 from lark import Lark, Token, Transformer, v_args
-from lark.tree import Meta
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+from lark.tree import Meta
 
 from archdsl.lang.diagnostics import Diagnostic, Span, SpecError
 
@@ -303,7 +303,9 @@ def _syntax_diagnostic(err: UnexpectedInput, text: str) -> Diagnostic:
     span = _token_span(token)
     if expected and expected <= _END:
         return Diagnostic(span, f"unexpected {shown} after the end of the arch", "a file holds one `arch NAME { ... }`")
-    message = f"unexpected {shown}: expected {_expected_text(expected)}" if len(expected) <= 5 else f"unexpected {shown}"
+    message = (
+        f"unexpected {shown}: expected {_expected_text(expected)}" if len(expected) <= 5 else f"unexpected {shown}"
+    )
     hint = "separate arguments with `,`" if expected == {"COMMA", "RPAR"} else _bracket_hint(text, token)
     return Diagnostic(span, message, hint)
 

@@ -8,8 +8,8 @@ blocks (`conv*5 msa(12, 4)`, `conv*2 [conv msa(6, 4)]*2`) so a printed spec stay
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from archdsl.ir import Arch, ConvBlock, MSABlock
 from archdsl.lang.lower import CONV_VARIANTS, lower
@@ -165,7 +165,11 @@ def _attach_comments(text: str, node: ArchNode) -> Comments:
         owner = next((key for key, first, last in items if first <= line <= last), None)
         if owner is None and line == close_line and not whole_line:
             owner = "close"
-        if owner is not None and not whole_line and line == next(f for k, f, _ in items + [("close", close_line, 0)] if k == owner):
+        if (
+            owner is not None
+            and not whole_line
+            and line == next(f for k, f, _ in items + [("close", close_line, 0)] if k == owner)
+        ):
             result.after[owner] = f"{result.after[owner]}  {comment}" if owner in result.after else comment
             continue
         if owner is None:

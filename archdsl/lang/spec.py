@@ -50,9 +50,7 @@ def resolve_spec(name_or_path: str | Path) -> Path:
     listing = f"built-in specs: {', '.join(names)}" if names else "no built-in specs are installed"
     # A bare name is a built-in spec, unless there is none by that name but a file or folder
     # here is: then the user meant that path (`archdsl check myspec`, `train run.safetensors`).
-    if is_builtin_name(name_or_path) and not (
-        str(name_or_path) not in names and Path(name_or_path).exists()
-    ):
+    if is_builtin_name(name_or_path) and not (str(name_or_path) not in names and Path(name_or_path).exists()):
         name = str(name_or_path)
         path = _builtin_dir() / f"{name}{SPEC_SUFFIX}"
         if not path.is_file():
@@ -62,8 +60,13 @@ def resolve_spec(name_or_path: str | Path) -> Path:
         return path
     path = Path(name_or_path)
     if not path.is_file():
-        what = ("is a directory, not a spec file" if path.is_dir()
-                else "is not a regular file" if path.exists() else "does not exist")
+        what = (
+            "is a directory, not a spec file"
+            if path.is_dir()
+            else "is not a regular file"
+            if path.exists()
+            else "does not exist"
+        )
         raise UserError(f"spec file {str(path)!r} {what}", hint=listing)
     return path
 

@@ -15,10 +15,10 @@ import torch
 from timm.layers import trunc_normal_
 from torch import nn
 
+from archdsl.ir import Arch, ConvBlock, block_shapes, feature_channels
 from archdsl.nn.blocks.attention import AlterMSABlock
 from archdsl.nn.blocks.conv import conv_block
 from archdsl.nn.blocks.layers import ClassifierHead, stem
-from archdsl.ir import Arch, ConvBlock, block_shapes, feature_channels
 
 
 class ArchNet(nn.Module):

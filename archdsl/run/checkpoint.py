@@ -104,14 +104,19 @@ def read_checkpoint_file(path: str | os.PathLike[str]) -> tuple[dict[str, torch.
     path = Path(path)
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.safetensors"))
-        hint = (f"a run directory: give one of its checkpoints, e.g. {path / inside[0]}" if inside
-                else "give the path of a .safetensors file written by `archdsl train`")
+        hint = (
+            f"a run directory: give one of its checkpoints, e.g. {path / inside[0]}"
+            if inside
+            else "give the path of a .safetensors file written by `archdsl train`"
+        )
         raise UserError(f"{path}: is a folder, not a checkpoint file", hint=hint)
     if not path.is_file():
         raise UserError(f"{path}: not a regular file" if path.exists() else f"{path}: no such checkpoint file")
     if path.suffix == ".arch":
-        raise UserError(f"{path}: a spec, not a checkpoint",
-                        hint=f"train it first (`archdsl train {path} --dataset NAME`), then give its final.safetensors")
+        raise UserError(
+            f"{path}: a spec, not a checkpoint",
+            hint=f"train it first (`archdsl train {path} --dataset NAME`), then give its final.safetensors",
+        )
     try:
         with safe_open(str(path), framework="pt", device="cpu") as handle:
             metadata = handle.metadata() or {}
@@ -153,7 +158,7 @@ def load_checkpoint(
     train_state = None
     if with_train_state and _KEY_TRAIN_STATE in metadata:
         train_state = TrainState(
-            tensors={k[len(_TRAIN_PREFIX):]: v for k, v in tensors.items() if k.startswith(_TRAIN_PREFIX)},
+            tensors={k[len(_TRAIN_PREFIX) :]: v for k, v in tensors.items() if k.startswith(_TRAIN_PREFIX)},
             info=json.loads(metadata[_KEY_TRAIN_STATE]),
         )
     return Checkpoint(model=model, arch=arch, meta=meta, train_state=train_state)

@@ -150,7 +150,9 @@ class ResidentLoader:
     CPU generator seeded with `seed`, so batches are the same on any device.
     """
 
-    def __init__(self, image_set: ImageSet, batch_size: int, *, device, padding: int, hflip: bool, seed: int = 0) -> None:
+    def __init__(
+        self, image_set: ImageSet, batch_size: int, *, device, padding: int, hflip: bool, seed: int = 0
+    ) -> None:
         self.images = torch.tensor(np.asarray(image_set.images)).to(device).permute(0, 3, 1, 2)
         self.labels = torch.tensor(np.asarray(image_set.labels), dtype=torch.int64).to(device)
         self.mean = torch.tensor(image_set.mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
@@ -158,7 +160,7 @@ class ResidentLoader:
         self.batch_size, self.padding, self.hflip = batch_size, padding, hflip
         self.generator = torch.Generator().manual_seed(seed)
 
-    def reseed(self, seed: int) -> "ResidentLoader":
+    def reseed(self, seed: int) -> ResidentLoader:
         """Restart the draws (a new epoch) without copying the images again."""
         self.generator.manual_seed(seed)
         return self

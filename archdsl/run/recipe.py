@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 import torch
-from torch import nn
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from torch import nn
 
 RecipeName = Literal["deit", "weak"]
 RECIPES: tuple[str, ...] = ("deit", "weak")
@@ -107,8 +107,19 @@ class TrainConfig(BaseModel):
         defaults = _RECIPE_DEFAULTS.get(recipe)
         if defaults is None:  # let the Literal report the bad name
             return data
-        for key in ("batch_size", "optimizer", "weight_decay", "momentum", "clip_grad", "warmup_epochs",
-                    "label_smoothing", "mixup", "cutmix", "mixup_prob", "drop_path"):
+        for key in (
+            "batch_size",
+            "optimizer",
+            "weight_decay",
+            "momentum",
+            "clip_grad",
+            "warmup_epochs",
+            "label_smoothing",
+            "mixup",
+            "cutmix",
+            "mixup_prob",
+            "drop_path",
+        ):
             if data.get(key) is None:
                 data[key] = defaults[key]
         # "none" spells "no RandAugment" on the command line.
@@ -132,7 +143,7 @@ class TrainConfig(BaseModel):
     RUNTIME_FIELDS: ClassVar[tuple[str, ...]] = ("device", "workers", "eval_batch_size")
 
     @model_validator(mode="after")
-    def _resident_needs_tensor_augmentation(self) -> "TrainConfig":
+    def _resident_needs_tensor_augmentation(self) -> TrainConfig:
         if self.resident and self.randaugment:
             raise ValueError("resident data cannot use RandAugment (it runs on PIL images); set randaugment=None")
         return self

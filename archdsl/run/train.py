@@ -29,12 +29,18 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from archdsl.run.checkpoint import TrainState, load_checkpoint, optimizer_from_state, optimizer_to_state, save_checkpoint
 from archdsl.data.base import ImageSet
-from archdsl.run.device import autocast, select_device
 from archdsl.errors import UserError
-from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.ir import Arch
+from archdsl.run.checkpoint import (
+    TrainState,
+    load_checkpoint,
+    optimizer_from_state,
+    optimizer_to_state,
+    save_checkpoint,
+)
+from archdsl.run.device import autocast, select_device
+from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
 from archdsl.run.recipe import TrainConfig, make_loss, make_mixup, make_optimizer, make_scheduler
 
@@ -198,8 +204,9 @@ def train(
     mixup = make_mixup(config, arch.classes)
     resident = None
     if config.resident:
-        resident = ResidentLoader(train_set, config.batch_size, device=device, padding=config.crop_padding,
-                                  hflip=config.hflip)
+        resident = ResidentLoader(
+            train_set, config.batch_size, device=device, padding=config.crop_padding, hflip=config.hflip
+        )
 
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -218,8 +225,20 @@ def train(
         for epoch in range(start_epoch, config.epochs):
             bar.set_description(f"epoch {epoch + 1}/{config.epochs}")
             metrics = _run_epoch(
-                model, train_set, test_set, config, epoch, optimizer, scheduler, loss_fn, mixup,
-                device=device, amp=amp, memory_format=memory_format, steps_per_epoch=steps_per_epoch, bar=bar,
+                model,
+                train_set,
+                test_set,
+                config,
+                epoch,
+                optimizer,
+                scheduler,
+                loss_fn,
+                mixup,
+                device=device,
+                amp=amp,
+                memory_format=memory_format,
+                steps_per_epoch=steps_per_epoch,
+                bar=bar,
                 resident=resident,
             )
             history.append(metrics)
@@ -228,7 +247,9 @@ def train(
                 info.info.update(
                     epoch=epoch + 1, history=[asdict(m) for m in history], config=config.model_dump(mode="json")
                 )
-                save_checkpoint(run_dir / LAST_CHECKPOINT, model, arch, _meta(train_set, config, metrics), train_state=info)
+                save_checkpoint(
+                    run_dir / LAST_CHECKPOINT, model, arch, _meta(train_set, config, metrics), train_state=info
+                )
                 _write_run_files(run_dir, history)
             if on_epoch is not None:
                 on_epoch(metrics)
@@ -284,8 +305,22 @@ def train_step(
 
 
 def _run_epoch(
-    model, train_set, test_set, config: TrainConfig, epoch: int, optimizer, scheduler, loss_fn, mixup,
-    *, device, amp, memory_format, steps_per_epoch: int, bar, resident: ResidentLoader | None,
+    model,
+    train_set,
+    test_set,
+    config: TrainConfig,
+    epoch: int,
+    optimizer,
+    scheduler,
+    loss_fn,
+    mixup,
+    *,
+    device,
+    amp,
+    memory_format,
+    steps_per_epoch: int,
+    bar,
+    resident: ResidentLoader | None,
 ) -> EpochMetrics:
     started = time.perf_counter()
     # Everything random in this epoch (shuffle, augmentation, Mixup, drop path) starts from
@@ -295,8 +330,15 @@ def _run_epoch(
     if resident is not None:
         loader = resident.reseed(loader_seed)
     else:
-        loader = make_loader(train_set, config.batch_size, augment=True, recipe=config, seed=loader_seed,
-                             workers=config.workers, pin_memory=device.type == "cuda")
+        loader = make_loader(
+            train_set,
+            config.batch_size,
+            augment=True,
+            recipe=config,
+            seed=loader_seed,
+            workers=config.workers,
+            pin_memory=device.type == "cuda",
+        )
     model.train()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.int64)
