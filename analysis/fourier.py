@@ -173,8 +173,15 @@ def feature_map_statistics(
 
     def profile(metric, value_of) -> LayerProfile:
         points = tuple(
-            LayerValue(name=l.name, stage=l.stage, index=l.index, kind=l.kind, depth=depth, value=value_of(l.name))
-            for depth, l in enumerate(layers)
+            LayerValue(
+                name=layer.name,
+                stage=layer.stage,
+                index=layer.index,
+                kind=layer.kind,
+                depth=depth,
+                value=value_of(layer.name),
+            )
+            for depth, layer in enumerate(layers)
         )
         return LayerProfile(metric=metric, layers=points, images=len(images))
 

@@ -240,11 +240,13 @@ class HessianOperator:
 
 def _flatten(tensors: Sequence[torch.Tensor | None], like: Sequence[torch.Tensor]) -> torch.Tensor:
     # A parameter off the loss path has no gradient: its Hessian rows are zero.
-    return torch.cat([(t if t is not None else torch.zeros_like(p)).reshape(-1) for t, p in zip(tensors, like)])
+    return torch.cat(
+        [(t if t is not None else torch.zeros_like(p)).reshape(-1) for t, p in zip(tensors, like, strict=True)]
+    )
 
 
 def _unflatten(vector: torch.Tensor, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    return [part.view_as(p) for part, p in zip(torch.split(vector, [p.numel() for p in like]), like)]
+    return [part.view_as(p) for part, p in zip(torch.split(vector, [p.numel() for p in like]), like, strict=True)]
 
 
 def hessian_operator(
@@ -291,7 +293,7 @@ def hessian_operator(
         primals = tuple(p.detach() for p in params)
 
         def loss_of(*values: torch.Tensor) -> torch.Tensor:
-            state = {**fixed, **dict(zip(names, values))}
+            state = {**fixed, **dict(zip(names, values, strict=True))}
             return F.cross_entropy(functional_call(model, state, (inputs,)), targets)
 
         gradient = grad(loss_of, argnums=tuple(range(len(params))))

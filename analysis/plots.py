@@ -7,6 +7,7 @@ be overlaid by passing a mapping of label -> result.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 
@@ -54,7 +55,7 @@ def spectrum_figure(spectra: Mapping[str, Spectrum], *, bins: int = 40, title: s
     everything = np.concatenate([np.asarray(s.eigenvalues, dtype=float) for s in spectra.values()])
     linthresh = _linthresh(everything)
     edges = _symlog_edges(everything, linthresh, bins)
-    for (label, spectrum), color in zip(spectra.items(), COLORS):
+    for (label, spectrum), color in zip(spectra.items(), itertools.cycle(COLORS)):
         values = np.asarray(spectrum.eigenvalues, dtype=float)
         ape = "n/a" if spectrum.ape is None else f"{spectrum.ape:.3g}"
         axes.hist(
@@ -98,7 +99,7 @@ def robustness_figure(
     positions = np.arange(len(corruptions))
     width = 0.8 / len(results)
     single = len(results) == 1
-    for offset, ((label, result), color) in enumerate(zip(results.items(), COLORS)):
+    for offset, ((label, result), color) in enumerate(zip(results.items(), itertools.cycle(COLORS))):
         x = positions - 0.4 + width * (offset + 0.5)
         means = [100 * result.per_corruption.get(c, np.nan) for c in corruptions]
         axes.bar(
@@ -161,13 +162,15 @@ def feature_map_figure(
     ]
     for axes, metric, ylabel in panels:
         _mark_blocks(axes, getattr(first, metric), label_stages=True)
-        for (label, stats), color in zip(statistics.items(), COLORS):
+        for (label, stats), color in zip(statistics.items(), itertools.cycle(COLORS)):
             profile: LayerProfile = getattr(stats, metric)
             depth = [layer.depth for layer in profile.layers]
             axes.plot(depth, profile.values, marker="o", markersize=4, color=color, label=label)
             msa = [(layer.depth, layer.value) for layer in profile.layers if layer.kind == "msa"]
             if msa:
-                axes.scatter(*zip(*msa), s=40, facecolors="none", edgecolors="black", zorder=3, linewidths=1)
+                axes.scatter(
+                    *zip(*msa, strict=True), s=40, facecolors="none", edgecolors="black", zorder=3, linewidths=1
+                )
         values = np.asarray(getattr(first, metric).values)
         if metric == "variance" and values.min() > 0 and values.max() / values.min() > 100:
             axes.set_yscale("log")

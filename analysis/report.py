@@ -119,9 +119,10 @@ def render_markdown(report: AnalysisReport) -> str:
             "| depth | block | kind | Delta log amplitude | variance |",
             "|---|---|---|---|---|",
         ]
-        for amplitude, variance in zip(f.delta_log_amplitude.layers, f.variance.layers):
+        for amplitude, variance in zip(f.delta_log_amplitude.layers, f.variance.layers, strict=True):
             lines.append(
-                f"| {amplitude.depth} | {amplitude.name} | {amplitude.kind} | {amplitude.value:.3f} | {variance.value:.4g} |"
+                f"| {amplitude.depth} | {amplitude.name} | {amplitude.kind} "
+                f"| {amplitude.value:.3f} | {variance.value:.4g} |"
             )
         lines.append("")
     return "\n".join(lines)

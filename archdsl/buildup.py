@@ -21,13 +21,13 @@ stage's map and to global attention otherwise.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, Union
+from typing import Literal
 
 from archdsl.errors import UserError
 from archdsl.ir import Arch, ConvBlock, MSABlock, Stage, stage_shapes
 
-Window = Union[int, Literal["global"], None]  # None: the default (4 where it tiles, else global)
-PerStage = Union[int, Sequence[int], None]
+Window = int | Literal["global"] | None  # None: the default (4 where it tiles, else global)
+PerStage = int | Sequence[int] | None
 
 DEFAULT_WINDOW = 4
 
@@ -91,7 +91,7 @@ def layout(
     head_list = _per_stage(heads, len(ks), "heads")
     window_list = _per_stage(window, len(ks), "window")
     stages = []
-    for stage, shape, k, h, w in zip(base.stages, stage_shapes(base), ks, head_list, window_list):
+    for stage, shape, k, h, w in zip(base.stages, stage_shapes(base), ks, head_list, window_list, strict=True):
         limit = max_msa(stage)
         if not 0 <= k <= limit:
             raise UserError(

@@ -14,6 +14,7 @@ number of Hessian-vector products and the best-of-N wall time.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 
@@ -111,8 +112,10 @@ def main() -> int:
     classes = model(x[:1]).shape[1]
     y = torch.randint(0, classes, (16,), generator=generator)
     params = sum(p.numel() for p in model.parameters())
-    print(f"model {args.model}: {params:,} parameters; batch 16; k={args.k}, tol={args.tol:g}, "
-          f"max_iter={args.max_iter}, seed={args.seed}; torch {torch.__version__}, {torch.get_num_threads()} threads")  # fmt: skip
+    print(
+        f"model {args.model}: {params:,} parameters; batch 16; k={args.k}, tol={args.tol:g}, "
+        f"max_iter={args.max_iter}, seed={args.seed}; torch {torch.__version__}, {torch.get_num_threads()} threads"
+    )
 
     reference = top_eigenvalues(model, x, y, k=args.k, tol=1e-9, max_iter=400, method="lanczos", seed=args.seed + 99)
     py_time, (py_values, py_hvps) = best_of(
@@ -129,8 +132,17 @@ def main() -> int:
         (f"archdsl lanczos tol {args.tol:g}", "lanczos", "autograd"),
         ("archdsl lanczos (func HVP)", "lanczos", "func"),
     ]:
-        run = lambda: top_eigenvalues(  # noqa: E731
-            model, x, y, k=args.k, tol=args.tol, max_iter=args.max_iter, method=method, hvp=hvp, seed=args.seed
+        run = functools.partial(
+            top_eigenvalues,
+            model,
+            x,
+            y,
+            k=args.k,
+            tol=args.tol,
+            max_iter=args.max_iter,
+            method=method,
+            hvp=hvp,
+            seed=args.seed,
         )
         elapsed, estimate = best_of(repeats, run)
         rows.append((label, list(estimate.eigenvalues), estimate.matvecs, elapsed))

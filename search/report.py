@@ -111,7 +111,9 @@ def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
     row = _row(trial)
     names = [o.name for o in study_objectives(study)]
     values = (
-        " ".join(f"{n}={v:.4g}" for n, v in zip(names, row.values)) if row.values and row.state == "COMPLETE" else ""
+        " ".join(f"{n}={v:.4g}" for n, v in zip(names, row.values, strict=False))
+        if row.values and row.state == "COMPLETE"
+        else ""
     )
     params = " ".join(f"{k}={v}" for k, v in row.params.items())
     parts = [f"trial {row.number} {row.state}", values, f"[{params}]", f"({row.note})" if row.note else ""]
@@ -203,7 +205,7 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     if not summary.best:
         lines += ["No trial has completed yet.", ""]
     for row in summary.best:
-        values = ", ".join(f"{o.name} = {_fmt(v)}" for o, v in zip(summary.objectives, row.values or ()))
+        values = ", ".join(f"{o.name} = {_fmt(v)}" for o, v in zip(summary.objectives, row.values or (), strict=False))
         lines += [f"### Trial {row.number} ({row.n_msa} MSA): {values}", ""]
         if row.number in best_files:
             lines += [f"Spec: `{best_files[row.number]}`", ""]

@@ -115,7 +115,7 @@ class Space:
         heads = [r[1] for r in rows]
         windows: list[int | str] = [GLOBAL if r[2] == GLOBAL else int(r[2]) for r in rows]
         arch = _layout(self.base, ks, heads, windows)
-        arch = _with_dim_heads(arch, {s.name: r[3] for s, r in zip(self.stages, rows)})
+        arch = _with_dim_heads(arch, {s.name: r[3] for s, r in zip(self.stages, rows, strict=True)})
         from archdsl.lang.checks import ensure_valid
 
         ensure_valid(arch)
@@ -152,8 +152,10 @@ class Space:
         """ResNet (no MSA), the paper's AlterNet (when the space holds it), Swin-like (all max)."""
         ks_max = {s.name: s.max_k for s in self.stages}
         out = [Endpoint("resnet", self._k_params({n: 0 for n in ks_max}))]
-        if len(self.stages) == len(PAPER_K) and all(k <= s.max_k for k, s in zip(PAPER_K, self.stages)):
-            out.append(Endpoint("alternet", self._k_params({s.name: k for s, k in zip(self.stages, PAPER_K)})))
+        if len(self.stages) == len(PAPER_K) and all(k <= s.max_k for k, s in zip(PAPER_K, self.stages, strict=True)):
+            out.append(
+                Endpoint("alternet", self._k_params({s.name: k for s, k in zip(self.stages, PAPER_K, strict=True)}))
+            )
         out.append(Endpoint("swin-like", self._k_params(ks_max)))
         # Distinct designs only (a tiny base can make "alternet" equal "swin-like").
         seen: set[str] = set()
@@ -203,7 +205,7 @@ def make_space(base: Arch, searched: tuple[str, ...] = ("k",)) -> Space:
     full = _layout(base, maxes, None, None)
     sizes = {sh.name: sh.out_size for sh in stage_shapes(full)}
     stages = []
-    for stage, full_stage, max_k in zip(base.stages, full.stages, maxes):
+    for stage, full_stage, max_k in zip(base.stages, full.stages, maxes, strict=True):
         msa = next((b for b in full_stage.blocks if isinstance(b, MSABlock)), None)
         d_heads = msa.heads if msa else 1
         d_window: ParamValue = (GLOBAL if msa.window is None else msa.window) if msa else GLOBAL

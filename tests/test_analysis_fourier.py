@@ -80,9 +80,14 @@ def test_blur_lowers_and_sharpening_raises_high_frequencies_block_by_block():
     images = torch.randn(10, 3, 16, 16, generator=torch.Generator().manual_seed(0))
     stats = feature_map_statistics(FilterNet(), images, batch_size=4)
     deltas = stats.delta_log_amplitude.values
-    assert [l.name for l in stats.delta_log_amplitude.layers] == ["stem", "stages.s1.0", "stages.s1.1", "stages.s2.0"]
-    assert [l.kind for l in stats.variance.layers] == ["stem", "msa", "msa", "conv"]
-    assert [l.depth for l in stats.variance.layers] == [0, 1, 2, 3]
+    assert [layer.name for layer in stats.delta_log_amplitude.layers] == [
+        "stem",
+        "stages.s1.0",
+        "stages.s1.1",
+        "stages.s2.0",
+    ]
+    assert [layer.kind for layer in stats.variance.layers] == ["stem", "msa", "msa", "conv"]
+    assert [layer.depth for layer in stats.variance.layers] == [0, 1, 2, 3]
     assert deltas[1] < deltas[0] - 1 and deltas[2] < deltas[1]  # blurs are low-pass
     assert deltas[3] > deltas[2] + 1  # sharpening is high-pass
     variances = stats.variance.values
@@ -100,6 +105,6 @@ def test_statistics_do_not_depend_on_the_batch_size():
 
 
 def test_layers_need_an_archnet_layout():
-    assert [l.name for l in feature_layers(FilterNet())][:2] == ["stem", "stages.s1.0"]
+    assert [layer.name for layer in feature_layers(FilterNet())][:2] == ["stem", "stages.s1.0"]
     with pytest.raises(ValueError, match="stages"):
         feature_layers(nn.Linear(2, 2))

@@ -95,7 +95,7 @@ def exact_hessian(model: nn.Module, inputs, targets, weight_decay: float = 0.0) 
 
     def loss(vector: torch.Tensor) -> torch.Tensor:
         pieces = torch.split(vector, [s.numel() for s in shapes])
-        state = {n: piece.view(s) for n, piece, s in zip(names, pieces, shapes)} | buffers
+        state = {n: piece.view(s) for n, piece, s in zip(names, pieces, shapes, strict=True)} | buffers
         return (
             F.cross_entropy(functional_call(model, state, (inputs,)), targets)
             + 0.5 * weight_decay * vector.square().sum()
@@ -181,7 +181,7 @@ def test_training_batches_are_augmented_hard_labelled_and_reproducible():
     other = training_batches(small_image_set(40), 2, batch_size=16, recipe="deit", seed=4)
     assert [tuple(x.shape) for x, _ in first] == [(16, 3, 8, 8)] * 2
     assert all(y.dtype == torch.int64 and y.ndim == 1 for _, y in first)
-    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(first, again))
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(first, again, strict=True))
     assert not torch.equal(first[0][0], other[0][0])
 
 

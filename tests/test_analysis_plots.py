@@ -38,7 +38,7 @@ def feature_maps() -> FeatureMapStatistics:
     def profile(metric, values):
         layers = tuple(
             LayerValue(name=n, stage=s, index=i, kind=k, depth=d, value=v)
-            for d, ((n, s, i, k), v) in enumerate(zip(layout, values))
+            for d, ((n, s, i, k), v) in enumerate(zip(layout, values, strict=True))
         )
         return LayerProfile(metric=metric, layers=layers, images=8)
 

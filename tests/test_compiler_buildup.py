@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from archdsl.buildup import buildup, buildup_order, default_heads, layout, max_msa, msa_counts, ratio
@@ -41,9 +43,9 @@ def test_buildup_follows_the_papers_curve_and_nests(base) -> None:
     counts = [msa_counts(buildup(base, n)) for n in range(len(buildup_order(base)) + 1)]
     assert counts[4] == (0, 1, 1, 2)
     assert counts[-1] == tuple(max_msa(s) for s in base.stages)
-    for smaller, larger in zip(counts, counts[1:]):
+    for smaller, larger in itertools.pairwise(counts):
         assert sum(larger) == sum(smaller) + 1
-        assert all(a <= b for a, b in zip(smaller, larger))
+        assert all(a <= b for a, b in zip(smaller, larger, strict=True))
     # ratios pick points on the same path
     assert msa_counts(ratio(base, 0.5)) == counts[4]
 

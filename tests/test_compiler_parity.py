@@ -72,7 +72,7 @@ def test_summary_agrees_with_built_model_and_torch_flop_counter(name: str) -> No
     summary = summarize(arch)
     assert summary.params == n_params(model)
     # per block too, so an error cannot hide behind a compensating one
-    for block, (qualified, module) in zip(summary.blocks, model.named_blocks()):
+    for block, (qualified, module) in zip(summary.blocks, model.named_blocks(), strict=True):
         assert block.qualified_name == qualified
         assert block.kind == module.kind
         assert block.params == n_params(module)

@@ -3,6 +3,8 @@ and is fixed by its seed."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -71,7 +73,7 @@ def test_distance_from_clean_grows_with_severity(name, images, corrupted):
         # < 1e-8 (equal); frost 3 and 4 differ by 6 % in frost share, about what clipping at
         # white takes back. Elsewhere a later severity must not fall.
         slack = 0.02 if name == "frost" else 1e-9
-        assert all(later >= earlier * (1 - slack) for earlier, later in zip(values, values[1:])), (name, distance)
+        assert all(later >= earlier * (1 - slack) for earlier, later in itertools.pairwise(values)), (name, distance)
         assert values[-1] > values[0], (name, distance)
 
 
@@ -84,7 +86,7 @@ def test_glass_blur_more_iterations_distort_more(images, corrupted):
 def test_elastic_transform_global_warp_shrinks_with_severity(images, corrupted):
     # CIFAR's parameters shrink the affine part (2.6 -> 1.0 px) as the local jitter grows.
     distance = [mean_abs_diff(images, corrupted["elastic_transform", s]) for s in SEVERITIES]
-    assert all(a > b for a, b in zip(distance, distance[1:])), distance
+    assert all(a > b for a, b in itertools.pairwise(distance)), distance
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -33,7 +33,7 @@ def test_bad_spec_reports_expected_diagnostics(path: Path):
     diagnostics = info.value.diagnostics
     got = [(d.span.line, d.span.column, d.message) for d in diagnostics]
     assert len(got) == len(expected), got
-    for (line, col, message), (want_line, want_col, fragment) in zip(got, expected):
+    for (line, col, message), (want_line, want_col, fragment) in zip(got, expected, strict=True):
         assert (line, col) == (want_line, want_col), got
         assert fragment in message, got
     # The rendering points at each place: `path:line:col: error:` and a caret line.

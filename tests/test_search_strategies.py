@@ -81,7 +81,7 @@ def test_buildup_search_follows_the_rule_on_real_training(tmp_path):
     ks = [tuple(t.params[f"k_c{i}"] for i in (1, 2, 3)) for t in trials]
     assert ks[0] == (0, 0, 0) and ks[1] == (0, 0, 1)  # the base first, then the end of the last stage
     best, best_value, stage = ks[0], trials[0].values[0], 2
-    for k, trial in zip(ks[1:], trials[1:]):
+    for k, trial in zip(ks[1:], trials[1:], strict=True):
         grown = [i for i in range(3) if k[i] == best[i] + 1]
         assert len(grown) == 1 and all(k[i] == best[i] for i in range(3) if i != grown[0])  # one MSA added
         assert grown[0] <= stage  # never back to a later stage

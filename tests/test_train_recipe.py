@@ -127,7 +127,7 @@ def test_resident_loader_crops_padded_windows_and_flips() -> None:
             torch.allclose(pixels, w, atol=1e-3) or torch.allclose(pixels, w.flip(-1), atol=1e-3) for w in windows
         )
     again = list(ResidentLoader(data, 8, device="cpu", padding=2, hflip=True, seed=5))
-    assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again))
+    assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again, strict=True))
     loader.reseed(6)
     assert not torch.equal(next(iter(loader))[0], batches[0][0])
 

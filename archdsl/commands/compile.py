@@ -80,7 +80,9 @@ def _format_table(summary) -> str:  # summary: archdsl.nn.summary.ModelSummary
     right = {1, 4, 5}  # numbers align right
 
     def line(row: tuple[str, ...]) -> str:
-        cells = [cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
+        cells = [
+            cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
         return "  ".join(cells).rstrip()
 
     out = [line(header), line(tuple("-" * w for w in widths))]

@@ -142,6 +142,7 @@ def _corrupt(args: argparse.Namespace) -> int:
     clean = load_split(args.dataset, "test", root=args.data_root)
     written = write_corrupted(args.out, clean, corruptions, seed=args.seed, progress=args.progress)
     print(
-        f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) to {args.out}"
+        f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) "
+        f"to {args.out}"
     )
     return 0

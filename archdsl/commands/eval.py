@@ -90,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(result, indent=2))
         else:
-            line = f"{checkpoint.arch.name} on {dataset} ({len(test_set)} images): top-1 {result['top1']:.2%}  NLL {result['nll']:.4f}"
+            line = (
+                f"{checkpoint.arch.name} on {dataset} ({len(test_set)} images): "
+                f"top-1 {result['top1']:.2%}  NLL {result['nll']:.4f}"
+            )
             if "ece" in result:
                 line += f"  ECE {result['ece']:.4f}"
             print(line)

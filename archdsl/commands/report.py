@@ -104,7 +104,7 @@ def _summary_text(summary) -> str:
         f"{summary.count('PRUNED')} pruned, {summary.count('FAIL')} failed)"
     ]
     for row in summary.best:
-        values = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(summary.objectives, row.values or ()))
+        values = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(summary.objectives, row.values or (), strict=False))
         params = " ".join(f"{k}={v}" for k, v in row.params.items())
         lines.append(f"  best: trial {row.number} ({row.n_msa} MSA) {values}  [{params}]")
     return "\n".join(lines)

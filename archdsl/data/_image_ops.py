@@ -97,7 +97,7 @@ def line_blur(x: np.ndarray, radius: float, sigma: float, angles_deg: np.ndarray
     cols = np.arange(w)[None, None, :]
     batch = np.arange(n)[:, None, None]
     out = np.zeros_like(x)
-    for tap, weight in zip(taps, weights):
+    for tap, weight in zip(taps, weights, strict=True):
         d_col = np.rint(tap * np.cos(angles)).astype(np.int64)[:, None, None]
         d_row = np.rint(tap * np.sin(angles)).astype(np.int64)[:, None, None]
         out += np.float32(weight) * x[batch, np.clip(rows + d_row, 0, h - 1), np.clip(cols + d_col, 0, w - 1)]

@@ -88,7 +88,7 @@ def shape_problems(arch: Arch) -> list[Problem]:
     found = []
     # Index stages by position, not by name (names may be duplicated in a bad IR).
     positions = [i for i, stage in enumerate(arch.stages) for _ in stage.blocks]
-    for shape, si in zip(block_shapes(arch), positions):
+    for shape, si in zip(block_shapes(arch), positions, strict=True):
         stage = arch.stages[si]
         path = ("stages", si, "blocks", shape.index)
         if shape.index == 0 and stage.stride > 1:

@@ -149,7 +149,7 @@ class _Lowering:
             )
             return None
         sizes = []
-        for part, what in zip(value.text.split("x"), ("input channels", "input height", "input width")):
+        for part, what in zip(value.text.split("x"), ("input channels", "input height", "input width"), strict=True):
             number = self.positive_int(Number(part, value.span), what)
             if number is None:
                 return None

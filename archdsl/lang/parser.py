@@ -12,7 +12,6 @@ import functools
 import importlib.resources
 import re
 from dataclasses import dataclass
-from typing import Union
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
@@ -55,7 +54,7 @@ class Call:
     span: Span
 
 
-Value = Union[Number, Name, Call]
+Value = Number | Name | Call
 
 
 @dataclass(frozen=True)

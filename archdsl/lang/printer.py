@@ -132,7 +132,7 @@ def format_arch(arch: Arch, comments: Comments | None = None) -> str:
         heads.append(f"stage {stage.name}({params})")
     # Stage bodies line up in one column, as in hand-written specs.
     column = max((len(h) for h in heads), default=0)
-    for index, (head, stage) in enumerate(zip(heads, arch.stages)):
+    for index, (head, stage) in enumerate(zip(heads, arch.stages, strict=True)):
         body = " ".join(compress([format_block(b, arch.conv) for b in stage.blocks]))
         emit(("stage", index), f"{head.ljust(column)} {{ {body} }}" if body else f"{head.ljust(column)} {{ }}", i4)
     lines.extend(i4 + c for c in comments.before.get("end", []))

@@ -32,7 +32,7 @@ class ArchNet(nn.Module):
         rates = drop_path_rates(drop_path, len(shapes))
         stages: dict[str, list[nn.Module]] = {stage.name: [] for stage in arch.stages}
         widths = {stage.name: stage.width for stage in arch.stages}
-        for shape, rate in zip(shapes, rates):
+        for shape, rate in zip(shapes, rates, strict=True):
             width = widths[shape.stage]
             if isinstance(shape.block, ConvBlock):
                 module = conv_block(shape.block, shape.in_channels, width, stride=shape.stride, drop_path=rate)

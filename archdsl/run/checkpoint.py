@@ -120,7 +120,7 @@ def read_checkpoint_file(path: str | os.PathLike[str]) -> tuple[dict[str, torch.
     try:
         with safe_open(str(path), framework="pt", device="cpu") as handle:
             metadata = handle.metadata() or {}
-            tensors = {key: handle.get_tensor(key) for key in handle.keys()}
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 (a safe_open handle, not a dict)
     except Exception as err:  # safetensors raises several types for truncated/garbled files
         raise UserError(
             f"{path}: not a readable safetensors checkpoint ({err})",
