@@ -1,0 +1,73 @@
+"""Weight names and shapes: what a design expects, and how a state dict differs from it.
+
+`expected_shapes` builds the model on torch's meta device, so it costs no memory and no
+initialisation time whatever the design's size. `compare_weights` names the first
+missing, unexpected and mis-shaped keys, with counts: the message a user needs when a
+checkpoint or an imported file does not fit a design.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from archdsl.ir import Arch
+
+Shape = tuple[int, ...]
+
+
+def expected_shapes(arch: Arch) -> dict[str, Shape]:
+    """The state-dict keys of `build(arch)` and their shapes, without allocating any weights."""
+    from archdsl.nn.build import build
+
+    with torch.device("meta"):
+        model = build(arch)
+    return {key: tuple(tensor.shape) for key, tensor in model.state_dict().items()}
+
+
+@dataclass(frozen=True)
+class WeightMismatch:
+    """How a state dict differs from the expected names and shapes (sorted key lists)."""
+
+    missing: tuple[str, ...]
+    unexpected: tuple[str, ...]
+    misshaped: tuple[tuple[str, Shape, Shape], ...]  # (key, expected, found)
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.unexpected or self.misshaped)
+
+    def describe(self, first: int = 5) -> str:
+        """One line per kind of difference, naming the first `first` keys of each and the count."""
+
+        def listed(items: list[str]) -> str:
+            more = f", ... ({len(items) - first} more)" if len(items) > first else ""
+            return ", ".join(items[:first]) + more
+
+        lines = []
+        if self.missing:
+            lines.append(f"{len(self.missing)} missing: {listed(list(self.missing))}")
+        if self.unexpected:
+            lines.append(f"{len(self.unexpected)} unexpected: {listed(list(self.unexpected))}")
+        if self.misshaped:
+            shaped = [f"{key} {_shape(found)} (expected {_shape(want)})" for key, want, found in self.misshaped]
+            lines.append(f"{len(self.misshaped)} of the wrong shape: {listed(shaped)}")
+        return "\n".join(lines)
+
+
+def _shape(shape: Shape) -> str:
+    return "x".join(map(str, shape)) if shape else "scalar"
+
+
+def compare_weights(expected: Mapping[str, Shape], state: Mapping[str, torch.Tensor]) -> WeightMismatch:
+    """Compare `state`'s keys and shapes with `expected` (e.g. `expected_shapes(arch)`)."""
+    return WeightMismatch(
+        missing=tuple(sorted(set(expected) - set(state))),
+        unexpected=tuple(sorted(set(state) - set(expected))),
+        misshaped=tuple(
+            (key, tuple(expected[key]), tuple(state[key].shape))
+            for key in sorted(set(expected) & set(state))
+            if tuple(state[key].shape) != tuple(expected[key])
+        ),
+    )
