@@ -24,6 +24,8 @@ import torch
 import torch.nn as nn
 from pydantic import BaseModel, ConfigDict
 
+from archdsl.ir import block_path
+
 LOG_EPS = 1e-6  # keeps log finite where a channel is constant (its FFT is 0 off the origin)
 
 
@@ -67,7 +69,7 @@ def feature_layers(model: nn.Module) -> list[FeatureLayer]:
     layers = [FeatureLayer("stem", "stem", 0, "stem")] if hasattr(model, "stem") else []
     for stage, blocks in model.stages.items():
         for index, block in enumerate(blocks):
-            layers.append(FeatureLayer(f"stages.{stage}.{index}", stage, index, getattr(block, "kind", "block")))
+            layers.append(FeatureLayer(block_path(stage, index), stage, index, getattr(block, "kind", "block")))
     return layers
 
 

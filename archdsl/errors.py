@@ -7,6 +7,9 @@ with `exit_code`; every other exception is a bug in archdsl and keeps its traceb
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class UserError(Exception):
     """A mistake the user can fix. `str(err)` is the complete message for the terminal."""
@@ -28,3 +31,16 @@ class UsageError(UserError):
     """A bad command line (unknown flag value, conflicting options): exit status 2."""
 
     exit_code = 2
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The one of `choices` a mistyped `word` most probably meant, or None if none is close."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
+    """The hint "did you mean `x`?" for a mistyped `word`, or None: the one spelling of
+    suggestions in every message (spec keywords, spec and dataset names, options)."""
+    match = closest(word, choices)
+    return f"did you mean `{match}`?" if match else None

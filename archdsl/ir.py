@@ -103,6 +103,14 @@ class Arch(_Node):
         return sum(isinstance(b, MSABlock) for s in self.stages for b in s.blocks)
 
 
+def block_path(stage: str, index: int) -> str:
+    """The module path of a stage's `index`-th block in a built model, e.g. `stages.c3.5`.
+
+    The one spelling of a block's name: state-dict keys, analysis reports and summaries use it.
+    """
+    return f"stages.{stage}.{index}"
+
+
 @dataclass(frozen=True)
 class BlockShape:
     """Where a block sits and what it maps: channels and feature-map size in and out."""
@@ -119,7 +127,7 @@ class BlockShape:
     @property
     def qualified_name(self) -> str:
         """The module path in a built model, e.g. `stages.c3.5`."""
-        return f"stages.{self.stage}.{self.index}"
+        return block_path(self.stage, self.index)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The CIFAR-C corruption generator, vectorised over a batch of images.
 
 `corrupt(images, corruption, severity, seed)` reproduces Hendrycks & Dietterich's CIFAR
-corruptions with their CIFAR parameters (the table in ALTERNET.md), without ImageMagick,
+corruptions with their CIFAR parameters (the table in docs/reference.md), without ImageMagick,
 OpenCV or frost photographs: motion blur and snow use our own line kernel, frost uses
 procedural textures (`archdsl.data.frost`). docs/data.md lists every deviation.
 
@@ -23,7 +23,7 @@ from archdsl.data import _image_ops as ops
 from archdsl.data.frost import frost_crops
 from archdsl.errors import UserError
 
-# The 15 of CIFAR-10-C/CIFAR-100-C, in the order of ALTERNET.md (and of the paper's tables).
+# The 15 of CIFAR-10-C/CIFAR-100-C, in the benchmark's order (docs/reference.md, and the paper's tables).
 CORRUPTIONS: tuple[str, ...] = (
     "gaussian_noise",
     "shot_noise",
@@ -320,7 +320,7 @@ def all_corruptions() -> tuple[str, ...]:
 
 def check_corruption(name: str) -> str:
     if name not in _FUNCTIONS:
-        from archdsl.data.names import did_you_mean
+        from archdsl.errors import did_you_mean
 
         raise UserError(
             f"unknown corruption {name!r}",

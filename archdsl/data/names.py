@@ -8,12 +8,11 @@ spelling reaches every option.
 
 from __future__ import annotations
 
-import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from archdsl.errors import UserError
+from archdsl.errors import UserError, did_you_mean
 
 DATA_ROOT_ENV = "ARCHDSL_DATA"
 DEFAULT_DATA_ROOT = Path("data")
@@ -31,11 +30,6 @@ class DatasetName:
             return int(self.params[key])
         except ValueError:
             raise UserError(f"dataset parameter {key}={self.params[key]!r} must be an integer") from None
-
-
-def did_you_mean(word: str, choices: tuple[str, ...] | list[str]) -> str | None:
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f"did you mean `{close[0]}`?" if close else None
 
 
 def parse_dataset_name(text: str, known: tuple[str, ...], allowed_params: dict[str, tuple[str, ...]]) -> DatasetName:

@@ -11,10 +11,10 @@ span it came from (`self.spans`, filled while lowering).
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
+from archdsl.errors import closest, did_you_mean
 from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
 from archdsl.lang import checks
 from archdsl.lang.diagnostics import Diagnostic, Span, SpecError
@@ -35,11 +35,6 @@ MAX_GROUP_DEPTH = 32
 _INTEGER = re.compile(r"[+\-]?[0-9]+\Z")
 _DECIMAL = re.compile(r"[+\-]?[0-9]*\.[0-9]*([eE][+\-]?[0-9]+)?\Z|[+\-]?[0-9]+[eE][+\-]?[0-9]+\Z")
 _DIMS = re.compile(r"[0-9]+(x[0-9]+)*\Z")
-
-
-def _did_you_mean(word: str, options: tuple[str, ...] | list[str]) -> str | None:
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    return f"did you mean `{close[0]}`?" if close else None
 
 
 def _describe(value: Value) -> str:
@@ -121,7 +116,7 @@ class _Lowering:
                 seen_keyword = True
                 name = arg.keyword.text
                 if name not in params:
-                    hint = _did_you_mean(name, params) or f"`{callee}` takes: {', '.join(params)}"
+                    hint = did_you_mean(name, params) or f"`{callee}` takes: {', '.join(params)}"
                     self.error(arg.keyword.span, f"unknown argument `{name}` for `{callee}`", hint)
                     continue
             if name in bound:
@@ -166,7 +161,7 @@ class _Lowering:
             self.error(
                 name.span,
                 f"unknown stem `{name.text}`",
-                _did_you_mean(name.text, STEM_KINDS) or "the stem is `conv3x3(C)`",
+                did_you_mean(name.text, STEM_KINDS) or "the stem is `conv3x3(C)`",
             )
             return None
         if not isinstance(value, Call):
@@ -191,7 +186,7 @@ class _Lowering:
             self.error(
                 name.span,
                 f"unknown conv variant `{name.text}`",
-                _did_you_mean(name.text, tuple(CONV_VARIANTS)) or "variants: `bottleneck`, `basic`",
+                did_you_mean(name.text, tuple(CONV_VARIANTS)) or "variants: `bottleneck`, `basic`",
             )
             return None
         expansion = CONV_VARIANTS[name.text]
@@ -218,7 +213,7 @@ class _Lowering:
                 variant = value.text
                 expansion = CONV_VARIANTS[variant]
             else:
-                hint = _did_you_mean(value.text, tuple(CONV_VARIANTS)) if isinstance(value, Name) else None
+                hint = did_you_mean(value.text, tuple(CONV_VARIANTS)) if isinstance(value, Name) else None
                 self.error(
                     value.span,
                     f"conv variant must be `bottleneck` or `basic`, not {_describe(value)}",
@@ -250,7 +245,7 @@ class _Lowering:
             value = arg.value
             if isinstance(value, Name):
                 if value.text != "global":
-                    hint = _did_you_mean(value.text, ("global",)) or "a window is a number or `global`"
+                    hint = did_you_mean(value.text, ("global",)) or "a window is a number or `global`"
                     self.error(value.span, f"window must be a number or `global`, not {_describe(value)}", hint)
             else:
                 window = self.positive_int(value, "window")
@@ -269,7 +264,7 @@ class _Lowering:
         self.error(
             ref.name.span,
             f"unknown block `{kind}`",
-            _did_you_mean(kind, BLOCK_KINDS) or "blocks are `conv` and `msa(heads, window)`",
+            did_you_mean(kind, BLOCK_KINDS) or "blocks are `conv` and `msa(heads, window)`",
         )
         return _Lowered(default, {"": ref.span})
 
@@ -351,7 +346,7 @@ class _Lowering:
 
     def lower(self, node: ArchNode) -> Arch | None:
         if node.keyword.text != "arch":
-            hint = _did_you_mean(node.keyword.text, ("arch",)) or "a spec starts with `arch NAME {`"
+            hint = did_you_mean(node.keyword.text, ("arch",)) or "a spec starts with `arch NAME {`"
             self.error(node.keyword.span, f"expected `arch`, found `{node.keyword.text}`", hint)
         self.spans[("name",)] = node.name.span
         once: dict[str, Setting] = {}
@@ -360,9 +355,9 @@ class _Lowering:
         for setting in node.settings:
             keyword = setting.keyword.text
             if keyword not in SETTINGS:
-                close = difflib.get_close_matches(keyword, SETTINGS, n=1, cutoff=0.6)
-                misspelt.update(close)
-                hint = f"did you mean `{close[0]}`?" if close else f"settings are: {', '.join(SETTINGS)}"
+                if (meant := closest(keyword, SETTINGS)) is not None:
+                    misspelt.add(meant)
+                hint = did_you_mean(keyword, SETTINGS) or f"settings are: {', '.join(SETTINGS)}"
                 self.error(setting.keyword.span, f"unknown setting `{keyword}`", hint)
                 continue
             if keyword == "stage":

@@ -10,11 +10,10 @@ archdsl import or run code.
 
 from __future__ import annotations
 
-import difflib
 import importlib.resources
 from pathlib import Path
 
-from archdsl.errors import UserError
+from archdsl.errors import UserError, did_you_mean
 from archdsl.ir import Arch
 from archdsl.lang.lower import lower
 from archdsl.lang.parser import parse
@@ -54,8 +53,8 @@ def resolve_spec(name_or_path: str | Path) -> Path:
         name = str(name_or_path)
         path = _builtin_dir() / f"{name}{SPEC_SUFFIX}"
         if not path.is_file():
-            close = difflib.get_close_matches(name, names, n=1)
-            hint = f"did you mean `{close[0]}`? {listing}" if close else f"{listing}; or give a path to a .arch file"
+            suggestion = did_you_mean(name, names)
+            hint = f"{suggestion} {listing}" if suggestion else f"{listing}; or give a path to a .arch file"
             raise UserError(f"no built-in spec named `{name}`", hint=hint)
         return path
     path = Path(name_or_path)

@@ -15,7 +15,7 @@ import torch
 from timm.layers import trunc_normal_
 from torch import nn
 
-from archdsl.ir import Arch, ConvBlock, block_shapes, feature_channels
+from archdsl.ir import Arch, ConvBlock, block_path, block_shapes, feature_channels
 from archdsl.nn.blocks.attention import AlterMSABlock
 from archdsl.nn.blocks.conv import conv_block
 from archdsl.nn.blocks.layers import ClassifierHead, stem
@@ -74,7 +74,7 @@ class ArchNet(nn.Module):
         """(`stages.<stage>.<index>`, block) in model order: the units the analyses report on."""
         for stage_name, stage in self.stages.items():
             for index, block in enumerate(stage):
-                yield f"stages.{stage_name}.{index}", block
+                yield block_path(stage_name, index), block
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         x = self.stem(x)

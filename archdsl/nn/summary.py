@@ -2,7 +2,7 @@
 
 FLOPs are 2 x multiply-accumulates of the convolutions, the classifier's linear layer
 and the two attention matmuls (QK^T and AV, per window), which is what the reference
-figures in ALTERNET.md count (torch's `FlopCounterMode` with the math attention kernel
+figures in docs/reference.md count (torch's `FlopCounterMode` with the math attention kernel
 agrees; it misses fused attention kernels, hence the exact count here). Normalisation,
 activations, softmax, bias adds and the residual additions are not counted.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archdsl.ir import Arch, BlockShape, ConvBlock, block_shapes, feature_channels
+from archdsl.ir import Arch, BlockShape, ConvBlock, block_path, block_shapes, feature_channels
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class BlockSummary:
 
     @property
     def qualified_name(self) -> str:
-        return f"stages.{self.stage}.{self.index}"
+        return block_path(self.stage, self.index)
 
 
 @dataclass(frozen=True)
