@@ -26,6 +26,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError
+from archdsl.files import ensure_dir
 
 HOST_ATTR = "archdsl:host"
 PID_ATTR = "archdsl:pid"
@@ -53,7 +54,7 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
     if options.url is None or options.url.startswith("journal:"):
         path = Path(options.url[len("journal:") :]) if options.url else journal_path(out, study_name)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            ensure_dir(path.parent)
             return JournalStorage(JournalFileBackend(str(path)))
         except OSError as err:
             raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err

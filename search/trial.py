@@ -13,7 +13,6 @@ the `fail_reason` user attr; the study goes on.
 
 from __future__ import annotations
 
-import json
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError
+from archdsl.files import ensure_dir, write_json, write_text
 from archdsl.ir import Arch
 from archdsl.search import objective as measure
 from archdsl.search.objectives import Cost, Objective, dominates
@@ -220,8 +220,7 @@ class TrialObjective:
     def _trial_dir(self, trial: optuna.Trial, arch: Arch) -> Path | None:
         if self.settings.out_dir is None:
             return None
-        path = trial_dir(self.settings.out_dir, trial.number, arch.short_id)
-        path.mkdir(parents=True, exist_ok=True)
+        path = ensure_dir(trial_dir(self.settings.out_dir, trial.number, arch.short_id))
         trial.set_user_attr("dir", str(path))
         return path
 
@@ -229,7 +228,7 @@ class TrialObjective:
         path = self._trial_dir(trial, arch)
         if path is None:
             return
-        (path / "spec.arch").write_text(trial.user_attrs[SPEC_ATTR])
+        write_text(path / "spec.arch", trial.user_attrs[SPEC_ATTR])
         record = {
             "trial": trial.number,
             "digest": arch.digest(),
@@ -238,7 +237,7 @@ class TrialObjective:
             "metrics": metrics,
             "reused_from": trial.user_attrs.get(REUSED_ATTR),
         }
-        (path / "metrics.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
+        write_json(path / "metrics.json", record)
 
 
 def trial_dir(out_dir: Path, number: int, short_id: str) -> Path:

@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from archdsl.errors import UsageError, UserError
+from archdsl.files import atomic_path
 
 EXAMPLES = (
     "archdsl compile alter50",
@@ -162,13 +163,13 @@ def _export_onnx(model, dummy, path: Path) -> None:
 
     if importlib.util.find_spec("onnx") is None:
         raise UserError("--onnx needs the `onnx` package, which is not installed", hint="pip install onnx onnxscript")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(
-        model,
-        (dummy,),
-        str(path),
-        input_names=["images"],
-        output_names=["logits"],
-        dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}},
-        dynamo=False,
-    )
+    with atomic_path(path) as temporary:
+        torch.onnx.export(
+            model,
+            (dummy,),
+            str(temporary),
+            input_names=["images"],
+            output_names=["logits"],
+            dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}},
+            dynamo=False,
+        )

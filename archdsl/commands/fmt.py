@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from archdsl.errors import UsageError, UserError
+from archdsl.files import write_text
 
 EXAMPLES = ("archdsl fmt my.arch", "archdsl fmt --check specs/*.arch", "archdsl fmt --diff my.arch")
 
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if args.check:
             print(f"would reformat {path}")
         elif not args.diff:
-            path.write_text(formatted, encoding="utf-8")
+            write_text(path, formatted)  # atomic: a crash never leaves half a spec
             print(f"reformatted {path}")
     if (args.check or args.diff) and changed:
         status = max(status, 1)

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from archdsl.errors import UsageError
+from archdsl.files import write_text
 
 EXAMPLES = (
     "archdsl morph alter50-base --layout 0,1,1,2 --name alter50",
@@ -117,6 +118,6 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         print(text, end="" if text.endswith("\n") else "\n")
     else:
-        args.output.write_text(text)
+        write_text(args.output, text)
         print(f"wrote {arch.name} ({arch.n_msa} MSA, digest {arch.short_id}) to {args.output}")
     return 0

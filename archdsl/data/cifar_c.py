@@ -9,7 +9,6 @@ and a set costs no memory until it is read.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 from archdsl.data.base import CorruptedSet, ImageSet
 from archdsl.data.corruptions import CORRUPTIONS, SEVERITIES, all_corruptions, check_corruption, check_severity, corrupt
 from archdsl.errors import UserError
+from archdsl.files import atomic_writer, ensure_dir
 
 LABELS_FILE = "labels.npy"
 SEVERITY_COUNT = len(SEVERITIES)
@@ -109,14 +109,8 @@ def read_corrupted(
 
 def _save_atomically(path: Path, array: np.ndarray) -> None:
     """Write the .npy beside its final name, then rename: a killed run leaves no half file."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".npy")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            np.save(stream, array, allow_pickle=False)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_writer(path, binary=True) as stream:
+        np.save(stream, array, allow_pickle=False)
 
 
 def corruption_seed(seed: int, corruption: str, severity: int, chunk: int = 0) -> list[int]:
@@ -151,8 +145,7 @@ def write_corrupted(
         )
     if clean.images.shape[1:] != IMAGE_SHAPE:
         raise UserError(f"{clean.name}: the CIFAR-C layout holds 32x32 RGB images, got {clean.images.shape[1:]}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = ensure_dir(out_dir)
     count = len(clean)
     written = []
     steps = len(names) * SEVERITY_COUNT * max(1, -(-count // chunk_size))

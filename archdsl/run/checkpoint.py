@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ import torch
 from torch import nn
 
 from archdsl.errors import UserError
+from archdsl.files import atomic_path
 from archdsl.ir import Arch
 
 FORMAT_VERSION = "1"
@@ -85,15 +85,8 @@ def save_checkpoint(
         for key, tensor in _plain_tensors(train_state.tensors).items():
             tensors[_TRAIN_PREFIX + key] = tensor
         metadata[_KEY_TRAIN_STATE] = json.dumps(train_state.info, sort_keys=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(handle)
-    try:
-        save_file(tensors, tmp_name, metadata=metadata)
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_path(path) as temporary:
+        save_file(tensors, str(temporary), metadata=metadata)
     return path
 
 

@@ -1,0 +1,81 @@
+"""Writing files: the one small I/O layer that the CLI and the library share.
+
+Where files go is the caller's decision: the CLI picks and checks every output path before
+work starts (`archdsl.commands.outputs`), and a library function that keeps artefacts (a
+training run, a checkpoint, a search trial, generated CIFAR-C files, a search report)
+writes only at the path or inside the folder it was given. Every such write goes through
+this module, which writes to a temporary file beside the target and renames it into place:
+a crash, a full disk or Ctrl-C mid-write leaves the previous file whole, never half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+
+def ensure_dir(path: str | os.PathLike[str]) -> Path:
+    """The folder `path`, created with its parents if missing."""
+    folder = Path(path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; renamed onto `path` when the block succeeds.
+
+    The temporary name keeps the target's suffix, for writers that choose a format by it
+    (matplotlib's `savefig`). If the block fails the temporary file is removed.
+    """
+    target = Path(path)
+    ensure_dir(target.parent)
+    handle, name = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}", dir=target.parent)
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        yield temporary
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iterator[IO[Any]]:
+    """An open file (text, UTF-8, or binary) whose content replaces `path` when the block succeeds."""
+    with atomic_path(path) as temporary:
+        if binary:
+            with open(temporary, "wb") as stream:
+                yield stream
+        else:
+            with open(temporary, "w", encoding="utf-8", newline="") as stream:
+                yield stream
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write `text` (UTF-8) to `path` atomically; returns the path."""
+    with atomic_writer(path) as stream:
+        stream.write(text)
+    return Path(path)
+
+
+def write_json(path: str | os.PathLike[str], data: Any) -> Path:
+    """Write `data` as indented JSON (non-JSON values as their `str`) to `path` atomically."""
+    return write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+class _Figure(Protocol):
+    def savefig(self, fname: Any, **kwargs: Any) -> Any: ...
+
+
+def save_figure(figure: _Figure, path: str | os.PathLike[str], **savefig: Any) -> Path:
+    """Save a matplotlib figure to `path` atomically (format from the suffix); returns the path."""
+    with atomic_path(path) as temporary:
+        figure.savefig(temporary, **savefig)
+    return Path(path)
