@@ -4,15 +4,19 @@ Each command module exposes `register(subparsers)`, which adds its parser and se
 `func` to a `run(args) -> int`. Registration must stay light (no torch import), so that
 `archdsl check` answers at once; the heavy imports happen inside `run`.
 
-This is the only layer that prints or touches files on the user's behalf. A `UserError`
-ends in its message and its exit status, an `OSError` on a named file in its message and
-status 1; anything else is a bug and keeps its traceback.
+This is the only layer that prints, and the one that decides where files go: commands check
+their output paths before work starts and hand folders down to the library, which writes
+only there (through `archdsl.files`). Process-wide settings (matplotlib's backend) are set
+here, never in library calls. A `UserError` ends in its message and its exit status, an
+`OSError` on a named file in its message and status 1; anything else is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from archdsl.errors import UserError
@@ -68,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The commands draw figures into files only: no GUI backend (and no display) is needed.
+    os.environ.setdefault("MPLBACKEND", "Agg")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

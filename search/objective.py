@@ -20,11 +20,14 @@ from archdsl.ir import Arch
 
 @dataclass(frozen=True)
 class Fidelity:
-    """How hard each candidate is looked at: cheap settings make a search fast, not exact."""
+    """How hard each candidate is looked at: cheap settings make a search fast, not exact.
 
-    epochs: int = 1
+    The defaults are `archdsl search`'s (its --help shows them from here).
+    """
+
+    epochs: int = 2
     subset: float = 1.0  # fraction of the training (and corrupted test) sets
-    recipe: str = "deit"
+    recipe: str = "weak"  # learns fastest in few epochs; the paper's `deit` needs hundreds
     batch_size: int | None = None  # None: the recipe's
     lr: float | None = None  # None: the recipe's, scaled to the batch size
     hessian_batches: int = 2  # mini-batches of 16 for the Hessian spectrum

@@ -2,18 +2,21 @@
 
 Everything here reads the study's storage only (designs are stored as `.arch` text in
 each trial), so any machine that reaches the storage can report on a study that ran
-elsewhere. Functions return values (rows, figures, text); `archdsl report` writes them.
+elsewhere. Functions return values (rows, figures, text); `write_report` writes them under
+the study's folder that the caller names (`archdsl search` and `archdsl report` do).
 """
 
 from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from archdsl.files import ensure_dir, save_figure, write_text
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.storage import FAIL_REASON_ATTR
 from archdsl.search.trial import DIGEST_ATTR, METRICS_ATTR, PRUNED_REASON_ATTR, REUSED_ATTR, SPEC_ATTR
@@ -124,10 +127,11 @@ def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
 
 
 def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
-    """name -> matplotlib Figure; a plot that does not apply (too few trials) is left out."""
-    import matplotlib
+    """name -> matplotlib Figure; a plot that does not apply (too few trials) is left out.
 
-    matplotlib.use("Agg")
+    Optuna draws through pyplot; its figures are closed in pyplot before returning, so the caller
+    gets plain Figure objects and pyplot's list of open figures (global state) is left as it was.
+    """
     import matplotlib.pyplot as plt
     from optuna.visualization import matplotlib as ovm
 
@@ -135,6 +139,7 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
     if summary.count("COMPLETE") == 0:
         return figures
     lead = summary.objectives[0]
+    already_open = set(plt.get_fignums())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # optuna marks its matplotlib backend experimental
         target = None if len(summary.objectives) == 1 else (lambda t: t.values[0])
@@ -156,7 +161,9 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
                 figures["importance"] = ax.figure
             except (RuntimeError, ValueError, ZeroDivisionError):
                 pass  # importances need variation optuna did not find
-    figures["msa"] = _msa_figure(plt, summary, lead)
+    for number in set(plt.get_fignums()) - already_open:
+        plt.close(number)
+    figures["msa"] = _msa_figure(summary, lead)
     for fig in figures.values():
         fig.set_size_inches(7, 4.5)
         fig.tight_layout()
@@ -168,9 +175,12 @@ def _params_vary(summary: StudySummary) -> bool:
     return any(len({str(r.params.get(name)) for r in complete}) > 1 for name in complete[0].params)
 
 
-def _msa_figure(plt: Any, summary: StudySummary, lead: Objective) -> Any:
+def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
     """The lead objective against the number of MSAs: the paper's build-up curve, per trial."""
-    fig, ax = plt.subplots()
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.add_subplot()
     points = [(r.n_msa, r.values[0], r.number) for r in summary.rows if r.state == "COMPLETE" and r.values]
     ax.scatter([p[0] for p in points], [p[1] for p in points], color="tab:blue", label="trial")
     best = {r.number for r in summary.best}
@@ -234,3 +244,53 @@ def _fmt(value: float) -> str:
     if abs(value) >= 1e5:
         return f"{value:.4g}"
     return f"{value:.4f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+
+
+def summary_text(summary: StudySummary) -> str:
+    """A few lines for the terminal: the trial counts and the best designs."""
+    lines = [
+        f"study {summary.name}: {len(summary.rows)} trials ({summary.count('COMPLETE')} complete, "
+        f"{summary.count('PRUNED')} pruned, {summary.count('FAIL')} failed)"
+    ]
+    for row in summary.best:
+        values = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(summary.objectives, row.values or (), strict=False))
+        params = " ".join(f"{k}={v}" for k, v in row.params.items())
+        lines.append(f"  best: trial {row.number} ({row.n_msa} MSA) {values}  [{params}]")
+    return "\n".join(lines)
+
+
+# -- files ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReportPaths:
+    """What `write_report` wrote, and the terminal summary of the study."""
+
+    report: Path  # report/report.md
+    figures: dict[str, Path]  # plot name -> report/<name>.png
+    best: dict[int, Path]  # trial number -> best/<rank>-trial<number>-<id>.arch
+    summary_text: str
+
+
+def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
+    """Write report/report.md, its PNGs and best/*.arch for `study` under `study_dir`."""
+    summary = summarize_study(study)
+    report_dir = ensure_dir(study_dir / "report")
+    best_dir = ensure_dir(study_dir / "best")
+    for old in best_dir.glob("*.arch"):  # the front can shrink: keep only today's winners
+        old.unlink()
+    best: dict[int, Path] = {}
+    for rank, row in enumerate(summary.best, start=1):
+        if row.spec:
+            best[row.number] = write_text(best_dir / f"{rank}-trial{row.number}-{row.short_id}.arch", row.spec)
+    figures = {
+        name: save_figure(fig, report_dir / f"{name}.png", dpi=100, bbox_inches="tight")  # legends sit outside
+        for name, fig in make_figures(study, summary).items()
+    }
+    text = markdown(
+        summary,
+        {name: path.name for name, path in figures.items()},
+        {n: str(Path("..") / "best" / p.name) for n, p in best.items()},
+    )
+    report = write_text(report_dir / "report.md", text)
+    return ReportPaths(report=report, figures=figures, best=best, summary_text=summary_text(summary))

@@ -10,6 +10,7 @@ import argparse
 import math
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
+RUNS_DIR = "runs"  # where runs and studies go unless --out says otherwise
 
 
 def _number(text: str, kind: type, expected: str):

@@ -7,11 +7,10 @@ with a small base network, at a fidelity that finishes in minutes on a laptop CP
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
-from archdsl.commands._args import device_name, fraction, non_negative_int, positive_float, positive_int
+from archdsl.commands._args import RUNS_DIR, device_name, fraction, non_negative_int, positive_float, positive_int
 from archdsl.errors import UsageError
 
 SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
@@ -20,7 +19,6 @@ PAPER_BASE = "alter50-base"  # the default base on real datasets
 # small-base candidate in seconds on a laptop CPU; real datasets start from a tenth.
 SYNTHETIC_SUBSET = 0.4
 REAL_SUBSET = 0.1
-STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 EXAMPLES = (
@@ -32,8 +30,12 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
+    from archdsl.run.recipe import RECIPES
     from archdsl.search import STRATEGIES
+    from archdsl.search.objective import Fidelity
     from archdsl.search.objectives import OBJECTIVES
+
+    fidelity = Fidelity()  # the search's default fidelity
 
     parser = subparsers.add_parser(
         "search",
@@ -91,34 +93,46 @@ def register(subparsers) -> None:
 
     fid = parser.add_argument_group("fidelity")
     fid.add_argument(
-        "--epochs", type=positive_int, default=2, metavar="N", help="training epochs per candidate (default: 2)"
+        "--epochs",
+        type=positive_int,
+        default=fidelity.epochs,
+        metavar="N",
+        help=f"training epochs per candidate (default: {fidelity.epochs})",
     )
     fid.add_argument(
         "--subset",
         type=fraction,
         metavar="FRACTION",
-        help="fraction of the train/test sets (default: 0.4 on synthetic, 0.1 otherwise)",
+        help=f"fraction of the train/test sets (default: {SYNTHETIC_SUBSET:g} on synthetic, {REAL_SUBSET:g} otherwise)",
     )
     fid.add_argument(
         "--recipe",
-        default="weak",
-        choices=("weak", "deit"),
-        help="training recipe (default: weak, which learns fastest in few epochs)",
+        default=fidelity.recipe,
+        choices=RECIPES,
+        help=f"training recipe (default: {fidelity.recipe}, which learns fastest in few epochs)",
     )
     fid.add_argument("--batch-size", type=positive_int, metavar="N", help="default: the recipe's")
     fid.add_argument("--lr", type=positive_float, help="learning rate (default: the recipe's, scaled to the batch)")
     fid.add_argument(
-        "--hessian-batches", type=positive_int, default=2, metavar="N", help="batches of 16 for nep/ape (default: 2)"
+        "--hessian-batches",
+        type=positive_int,
+        default=fidelity.hessian_batches,
+        metavar="N",
+        help=f"batches of 16 for nep/ape (default: {fidelity.hessian_batches})",
     )
     fid.add_argument(
         "--hessian-iters",
         type=positive_int,
-        default=40,
+        default=fidelity.hessian_max_iter,
         metavar="N",
-        help="Lanczos steps per batch for nep/ape (default: 40)",
+        help=f"Lanczos steps per batch for nep/ape (default: {fidelity.hessian_max_iter})",
     )
+    severities = ",".join(map(str, fidelity.severities))
     fid.add_argument(
-        "--severities", default="3", metavar="S,S", help="corruption severities for robustness (default: 3)"
+        "--severities",
+        default=severities,
+        metavar="S,S",
+        help=f"corruption severities for robustness (default: {severities})",
     )
 
     where = parser.add_argument_group("storage and output")
@@ -145,7 +159,7 @@ def register(subparsers) -> None:
         metavar="N",
         help="retries of a trial whose worker died (default: 2)",
     )
-    where.add_argument("--out", default="runs", metavar="DIR", help="runs folder (default: runs)")
+    where.add_argument("--out", default=RUNS_DIR, metavar="DIR", help=f"runs folder (default: {RUNS_DIR})")
     where.add_argument(
         "--device", default="auto", type=device_name, help="auto, cpu, cuda, cuda:N, mps (default: auto)"
     )
@@ -161,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
 
     from archdsl.commands.outputs import prepare_dir
     from archdsl.search import objective as measure
+    from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
     from archdsl.search.runner import SearchConfig, run_search
     from archdsl.search.space import make_space, parse_searched
@@ -172,10 +187,7 @@ def run(args: argparse.Namespace) -> int:
     synthetic = args.dataset.split(":")[0] == "synthetic"
     base_name = args.base or (SMALL_BASE if synthetic else PAPER_BASE)
     base = measure.load_base(base_name)
-    default_name = f"{Path(base_name).stem}-{re.sub(r'[^A-Za-z0-9._-]+', '_', args.dataset)}-{args.strategy}"
-    study_name = args.study_name or default_name
-    if not STUDY_NAME.match(study_name):
-        raise UsageError(f"bad study name {study_name!r}", hint="letters, digits, '.', '_' and '-' only")
+    study_name = check_study_name(args.study_name or default_study_name(base_name, args.dataset, args.strategy))
     severities = _severities(args.severities)
 
     if args.dry_run:
@@ -261,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
             value = step.state.lower() if step.value is None else f"{step.value:.4g}"
             print(f"build-up: {where:<16} {value:>8}  {verdict}")
 
-    from archdsl.commands.report import write_report
+    from archdsl.search.report import write_report
 
     paths = write_report(outcome.study, out / study_name)
     print(paths.summary_text)
