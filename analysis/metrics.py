@@ -7,8 +7,9 @@ compare candidates evaluated with different batch sizes.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict
+
+from archdsl.run.evaluate import labels_tensor, score_logits
 
 
 class ClassificationMetrics(BaseModel):
@@ -41,21 +42,19 @@ def expected_calibration_error(confidence: torch.Tensor, correct: torch.Tensor, 
     return float((acc_sum - conf_sum).abs().sum() / max(len(confidence), 1))
 
 
-def classification_metrics(logits: torch.Tensor, labels: torch.Tensor, n_bins: int = 15) -> ClassificationMetrics:
-    """Top-1, NLL and ECE of `logits` (N, classes) against integer `labels` (N,)."""
-    if logits.ndim != 2 or labels.ndim != 1 or len(logits) != len(labels):
-        raise ValueError(f"expected logits (N, C) and labels (N,), got {tuple(logits.shape)} and {tuple(labels.shape)}")
-    if len(labels) == 0:
-        raise ValueError("no samples to score")
-    logits = logits.detach().double().cpu()
-    labels = labels.detach().long().cpu()
-    probabilities = logits.softmax(dim=1)
+def classification_metrics(logits: torch.Tensor, labels, n_bins: int = 15) -> ClassificationMetrics:
+    """Top-1, NLL and ECE of `logits` (N, classes) against integer `labels` (N,).
+
+    Top-1 and NLL are `archdsl.run.evaluate.score_logits`'s (what training reports); ECE is added here.
+    """
+    scored = score_logits(logits, labels)
+    probabilities = logits.detach().double().cpu().softmax(dim=1)
     confidence, predicted = probabilities.max(dim=1)
-    correct = predicted == labels
+    correct = predicted == labels_tensor(labels).cpu()
     return ClassificationMetrics(
-        top1=float(correct.double().mean()),
-        nll=float(F.cross_entropy(logits, labels)),
+        top1=scored.top1,
+        nll=scored.nll,
         ece=expected_calibration_error(confidence, correct, n_bins),
         n_bins=n_bins,
-        count=len(labels),
+        count=len(correct),
     )

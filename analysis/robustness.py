@@ -14,16 +14,9 @@ from typing import Protocol
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from archdsl.data.corruptions import CORRUPTIONS, SEVERITIES  # the benchmark's 15 x 5
 from archdsl.errors import UserError
-
-# The 15 corruptions of the benchmark (Hendrycks & Dietterich), in their usual order.
-BENCHMARK_CORRUPTIONS = (
-    "gaussian_noise", "shot_noise", "impulse_noise",
-    "defocus_blur", "glass_blur", "motion_blur", "zoom_blur",
-    "snow", "frost", "fog", "brightness",
-    "contrast", "elastic_transform", "pixelate", "jpeg_compression",
-)  # fmt: skip
-SEVERITIES = (1, 2, 3, 4, 5)
+from archdsl.run.evaluate import score_logits
 
 
 class CorruptedImages(Protocol):
@@ -70,7 +63,7 @@ class RobustnessResult(BaseModel):
             per_corruption={c: fmean(x.top1 for x in cells if x.corruption == c) for c in corruptions},
             per_severity={s: fmean(x.top1 for x in cells if x.severity == s) for s in severities},
             mean=fmean(cell.top1 for cell in cells),
-            complete={(c, s) for c in BENCHMARK_CORRUPTIONS for s in SEVERITIES} <= seen,
+            complete={(c, s) for c in CORRUPTIONS for s in SEVERITIES} <= seen,
         )
 
     def accuracy(self, corruption: str, severity: int) -> float:
@@ -97,13 +90,12 @@ def evaluate_robustness(
     cells = []
     for item in tqdm(corrupted_sets, desc="corruptions", unit="set", disable=not progress):
         logits = predict(model, item.images, batch_size=batch_size, device=device)
-        labels = torch.tensor(item.images.labels, dtype=torch.int64)  # a copy: the labels may be memory-mapped
         cells.append(
             CorruptionAccuracy(
                 corruption=item.corruption,
                 severity=int(item.severity),
-                top1=float((logits.argmax(dim=1) == labels).double().mean()),
-                count=len(labels),
+                top1=score_logits(logits, item.images.labels).top1,
+                count=len(logits),
             )
         )
     return RobustnessResult.from_cells(cells)

@@ -11,13 +11,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from archdsl.analysis.robustness import (
-    BENCHMARK_CORRUPTIONS,
     CorruptionAccuracy,
     RobustnessResult,
     evaluate_robustness,
     mce,
 )
 from archdsl.data.base import ImageSet
+from archdsl.data.corruptions import CORRUPTIONS
 from archdsl.errors import UserError
 
 CLASSES = 4
@@ -67,7 +67,7 @@ def test_accuracy_table_and_means_follow_the_predictions():
 def test_the_full_benchmark_is_complete_and_its_mean_is_over_75_sets():
     cells = [
         CorruptionAccuracy(corruption=c, severity=s, top1=(i + s) / 100, count=10)
-        for i, c in enumerate(BENCHMARK_CORRUPTIONS)
+        for i, c in enumerate(CORRUPTIONS)
         for s in range(1, 6)
     ]
     result = RobustnessResult.from_cells(cells)

@@ -19,7 +19,7 @@ def register(subparsers) -> None:
         "eval",
         help="evaluate a checkpoint on a test set (or a corrupted -c set)",
         description=(
-            "Top-1 accuracy, NLL and (with the analysis module) ECE of a checkpoint on a dataset's test "
+            "Top-1 accuracy, NLL and ECE of a checkpoint on a dataset's test "
             "split. For a corrupted dataset (a name ending in -c, e.g. cifar100-c or synthetic-c) it "
             "reports accuracy per corruption and severity, and their mean."
         ),
@@ -39,17 +39,10 @@ def register(subparsers) -> None:
 
 
 def _metrics(logits, labels) -> dict[str, float]:
-    try:
-        from archdsl.analysis.metrics import classification_metrics
-    except ImportError:  # the analysis module is optional for plain accuracy/NLL
-        from archdsl.run.evaluate import score_logits
+    from archdsl.analysis.metrics import classification_metrics
 
-        scored = score_logits(logits, labels)
-        return {"top1": scored.top1, "nll": scored.nll}
-    from archdsl.run.evaluate import labels_tensor
-
-    scored = classification_metrics(logits, labels_tensor(labels))
-    return {"top1": float(scored.top1), "nll": float(scored.nll), "ece": float(scored.ece)}
+    scored = classification_metrics(logits, labels)
+    return {"top1": scored.top1, "nll": scored.nll, "ece": scored.ece}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,8 +87,7 @@ def run(args: argparse.Namespace) -> int:
                 f"{checkpoint.arch.name} on {dataset} ({len(test_set)} images): "
                 f"top-1 {result['top1']:.2%}  NLL {result['nll']:.4f}"
             )
-            if "ece" in result:
-                line += f"  ECE {result['ece']:.4f}"
+            line += f"  ECE {result['ece']:.4f}"
             print(line)
         return 0
 

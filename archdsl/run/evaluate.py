@@ -66,9 +66,17 @@ def labels_tensor(labels) -> torch.Tensor:
 
 
 def score_logits(logits: torch.Tensor, labels) -> Evaluation:
-    labels = labels_tensor(labels)
-    top1 = (logits.argmax(dim=1) == labels).float().mean().item()
-    nll = F.cross_entropy(logits, labels).item()
+    """Top-1 accuracy (a fraction) and mean NLL (nats) of `logits` (N, classes) against integer
+    `labels` (N,), on the whole set in float64: the one definition of both, which training,
+    `archdsl eval` and the analyses (`archdsl.analysis.metrics`, robustness) share."""
+    labels = labels_tensor(labels).cpu()
+    if logits.ndim != 2 or labels.ndim != 1 or len(logits) != len(labels):
+        raise ValueError(f"expected logits (N, C) and labels (N,), got {tuple(logits.shape)} and {tuple(labels.shape)}")
+    if len(labels) == 0:
+        raise ValueError("no samples to score")
+    logits = logits.detach().double().cpu()
+    top1 = float((logits.argmax(dim=1) == labels).double().mean())
+    nll = float(F.cross_entropy(logits, labels))
     return Evaluation(top1=top1, nll=nll)
 
 
