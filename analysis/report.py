@@ -1,10 +1,13 @@
 """All analysis results of one checkpoint, as JSON (`metrics.json`) and as a Markdown report.
 
-Rendering is pure: `AnalysisReport.to_json()` and `render_markdown(report)` return text;
-`archdsl analyze` writes the files and the figures the report links to.
+Rendering is pure: `AnalysisReport.to_json()`, `render_markdown(report)` and `render_text(report)`
+return text, both renderings built from one list of `headline(report)` results;
+`archdsl analyze` writes the files and the figures the report links to, and prints the text.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,33 +39,72 @@ def _percent(value: float) -> str:
     return f"{100 * value:.2f} %"
 
 
-def _headline(report: AnalysisReport) -> list[str]:
-    rows = []
+@dataclass(frozen=True)
+class Headline:
+    """One headline result: what was measured, its value as shown, and on what."""
+
+    metric: str
+    value: str
+    scope: str
+
+
+def headline(report: AnalysisReport) -> list[Headline]:
+    """The headline results of a report, in the order both renderings show them."""
+    rows: list[Headline] = []
     if report.classification:
         c = report.classification
         rows += [
-            f"| top-1 accuracy | {_percent(c.top1)} | {c.count} test images |",
-            f"| NLL | {c.nll:.4f} | nats per image |",
-            f"| ECE | {_percent(c.ece)} | {c.n_bins} equal-width bins |",
+            Headline("top-1 accuracy", _percent(c.top1), f"{c.count} test images"),
+            Headline("NLL", f"{c.nll:.4f}", "nats per image"),
+            Headline("ECE", _percent(c.ece), f"{c.n_bins} equal-width bins"),
         ]
     if report.robustness:
         r = report.robustness
         scope = (
-            "15 corruptions x 5 severities" if r.complete else f"{len(r.cells)} corrupted sets (not the full 15 x 5)"
+            "15 corruptions x 5 severities" if r.complete else f"{len(r.cells)} corrupted sets, not the full 15 x 5"
         )
-        rows.append(f"| corruption robustness | {_percent(r.mean)} | mean top-1 over {scope} |")
+        rows.append(Headline("corruption robustness", _percent(r.mean), f"mean top-1 over {scope}"))
     if report.corruption_errors:
         rows.append(
-            f"| mCE | {_percent(report.corruption_errors.mce)} | corruption error relative to the baseline run |"
+            Headline("mCE", _percent(report.corruption_errors.mce), "corruption error relative to the baseline run")
         )
     if report.hessian:
         h = report.hessian
         ape = "n/a" if h.ape is None else f"{h.ape:.4g}"
         where = f"top-{h.k} of {h.batches} batches of {h.batch_size}, {h.method}, tol {h.tol:g}, wd {h.weight_decay:g}"
-        rows += [f"| NEP | {_percent(h.nep)} | {where} |", f"| APE | {ape} | same |"]
+        rows += [Headline("NEP", _percent(h.nep), where), Headline("APE", ape, "the same eigenvalues")]
+    if report.feature_maps:
+        amplitude = report.feature_maps.delta_log_amplitude
+        values = amplitude.values
+        rows.append(
+            Headline(
+                "Delta log amplitude",
+                f"{min(values):.2f} .. {max(values):.2f}",
+                f"stem and {len(values) - 1} blocks, {amplitude.images} test images",
+            )
+        )
+    return rows
+
+
+def _headline_table(report: AnalysisReport) -> list[str]:
+    rows = headline(report)
     if not rows:
         return []
-    return ["| metric | value | measured on |", "|---|---|---|", *rows, ""]
+    return [
+        "| metric | value | measured on |",
+        "|---|---|---|",
+        *(f"| {row.metric} | {row.value} | {row.scope} |" for row in rows),
+        "",
+    ]
+
+
+def render_text(report: AnalysisReport) -> str:
+    """The headline results as aligned plain-text lines (what `archdsl analyze` prints)."""
+    rows = headline(report)
+    width = max((len(row.metric) for row in rows), default=0)
+    lines = [f"{report.arch} on {report.dataset}"]
+    lines += [f"  {row.metric:<{width}}  {row.value}  ({row.scope})" for row in rows]
+    return "\n".join(lines)
 
 
 def _figure(report: AnalysisReport, key: str, caption: str) -> list[str]:
@@ -75,7 +117,7 @@ def render_markdown(report: AnalysisReport) -> str:
         "",
         f"Checkpoint `{report.checkpoint}` (design {report.arch_digest[:12]}), dataset `{report.dataset}`.",
         "",
-        *_headline(report),
+        *_headline_table(report),
     ]
     if report.hessian:
         h = report.hessian

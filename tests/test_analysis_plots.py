@@ -9,7 +9,7 @@ from archdsl.analysis import plots
 from archdsl.analysis.fourier import FeatureMapStatistics, LayerProfile, LayerValue
 from archdsl.analysis.hessian import Spectrum, average_positive_eigenvalue, negative_eigenvalue_proportion
 from archdsl.analysis.metrics import classification_metrics
-from archdsl.analysis.report import AnalysisReport, render_markdown
+from archdsl.analysis.report import AnalysisReport, headline, render_markdown, render_text
 from archdsl.analysis.robustness import CorruptionAccuracy, RobustnessResult
 
 
@@ -96,3 +96,18 @@ def test_report_lists_the_results_it_has_and_round_trips():
     assert "| fog | 80.0 | 60.0 | 40.0 | 60.0 |" in markdown
     assert "NEP" not in markdown and "Feature maps" not in markdown
     assert AnalysisReport.model_validate_json(report.to_json()) == report
+
+
+def test_the_terminal_summary_and_the_markdown_show_the_same_headline():
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 0.0], [3.0, 0.0]])
+    report = AnalysisReport(
+        checkpoint="runs/x.safetensors", arch="net", arch_digest="ab" * 32, dataset="synthetic",
+        classification=classification_metrics(logits, torch.tensor([0, 1, 1, 0])), robustness=robustness(),
+    )  # fmt: skip
+    rows = headline(report)
+    assert [row.metric for row in rows] == ["top-1 accuracy", "NLL", "ECE", "corruption robustness"]
+    markdown, text = render_markdown(report), render_text(report).splitlines()
+    assert text[0] == "net on synthetic"
+    for row, line in zip(rows, text[1:], strict=True):
+        assert f"| {row.metric} | {row.value} | {row.scope} |" in markdown
+        assert line.split() == [*row.metric.split(), *row.value.split(), *f"({row.scope})".split()]

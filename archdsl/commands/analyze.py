@@ -18,6 +18,7 @@ from archdsl.commands._args import (
     positive_int,
     severity,
 )
+from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS  # torch-free
 
 METRICS = ("acc", "robustness", "hessian", "fourier", "variance")
 DEFAULT_METRICS = "acc,robustness,hessian,fourier,variance"
@@ -102,7 +103,8 @@ def register(subparsers) -> None:
     hessian.add_argument("--hvp", choices=("autograd", "func"), default="autograd", help="Hessian-vector products")
     hessian.add_argument(
         "--weight-decay", type=non_negative_float, metavar="WD",
-        help="L2 term 0.5*wd*||w||^2 in the loss (default: the checkpoint's training weight decay, else 0.05)",
+        help="L2 term 0.5*wd*||w||^2 in the loss (default: the checkpoint's training weight decay, "
+        f"else the {DEFAULT_RECIPE} recipe's, {RECIPE_DEFAULTS[DEFAULT_RECIPE]['weight_decay']:g})",
     )  # fmt: skip
     maps = parser.add_argument_group("fourier / variance")
     maps.add_argument(
@@ -117,7 +119,7 @@ def _corrupted_name(dataset: str) -> str:
 
 
 def _training_config(meta: dict):
-    """The checkpoint's training config (for the same augmentation), or the DeiT recipe."""
+    """The checkpoint's training config (for the same augmentation and weight decay), or the default recipe's."""
     from pydantic import ValidationError
 
     from archdsl.run.recipe import TrainConfig
@@ -130,9 +132,9 @@ def _training_config(meta: dict):
 
 def _save(figure, path: Path) -> str:
     from archdsl.analysis.plots import DPI
+    from archdsl.files import save_figure
 
-    figure.savefig(path, dpi=DPI)
-    return path.name
+    return save_figure(figure, path, dpi=DPI).name
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,9 +143,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from archdsl.analysis import plots
-    from archdsl.analysis.report import AnalysisReport, render_markdown
+    from archdsl.analysis.report import AnalysisReport, render_markdown, render_text
     from archdsl.commands.outputs import prepare_dir
     from archdsl.data import load_split
+    from archdsl.files import write_text
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
     from archdsl.run.train import check_compatible
@@ -173,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
         from archdsl.run.evaluate import predict_logits
 
         logits = predict_logits(model, test_set, batch_size=args.batch_size, device=device, progress=progress)
-        results["classification"] = classification_metrics(logits, torch.tensor(test_set.labels, dtype=torch.int64))
+        results["classification"] = classification_metrics(logits, test_set.labels)
 
     if "robustness" in wanted:
         from archdsl.analysis.robustness import evaluate_robustness
@@ -194,12 +197,10 @@ def run(args: argparse.Namespace) -> int:
         figures["robustness"] = _save(plots.robustness_figure({arch.name: robustness}), out / "robustness.png")
 
     if "hessian" in wanted:
-        from archdsl.analysis.hessian import DEFAULT_WEIGHT_DECAY, hessian_spectrum, training_batches
+        from archdsl.analysis.hessian import hessian_spectrum, training_batches
 
         config = _training_config(checkpoint.meta)
-        weight_decay = args.weight_decay
-        if weight_decay is None:
-            weight_decay = config.weight_decay if config.weight_decay is not None else DEFAULT_WEIGHT_DECAY
+        weight_decay = args.weight_decay if args.weight_decay is not None else config.weight_decay
         train_set = load_split(dataset, "train", root=args.data_root, download=args.download)
         check_compatible(arch, train_set)
         batches = training_batches(
@@ -225,9 +226,10 @@ def run(args: argparse.Namespace) -> int:
     report = AnalysisReport(
         checkpoint=str(path), arch=arch.name, arch_digest=arch.digest(), dataset=dataset, figures=figures, **results
     )
-    (out / "metrics.json").write_text(report.to_json())
-    (out / "report.md").write_text(render_markdown(report))
-    _print_summary(report, out)
+    write_text(out / "metrics.json", report.to_json())
+    write_text(out / "report.md", render_markdown(report))
+    print(render_text(report))
+    print(f"wrote {out / 'metrics.json'}, {out / 'report.md'} and {len(report.figures)} figure(s)")
     return 0
 
 
@@ -253,28 +255,3 @@ def _baseline_robustness(path_text: str):
             hint="analyse the baseline with --metrics robustness",
         )
     return baseline.robustness
-
-
-def _print_summary(report, out: Path) -> None:
-    lines = [f"{report.arch} on {report.dataset}"]
-    if report.classification:
-        c = report.classification
-        lines.append(f"  top-1 {c.top1:.2%}  NLL {c.nll:.4f}  ECE {c.ece:.4f}  ({c.count} images)")
-    if report.robustness:
-        r = report.robustness
-        scope = "15x5" if r.complete else f"{len(r.cells)} sets"
-        lines.append(f"  corruption robustness {r.mean:.2%} (mean top-1 over {scope})")
-    if report.corruption_errors:
-        lines.append(f"  mCE {report.corruption_errors.mce:.1%} of the baseline's corruption error")
-    if report.hessian:
-        h = report.hessian
-        ape = "n/a" if h.ape is None else f"{h.ape:.4g}"
-        batches = f"{h.batches} batch{'es' if h.batches != 1 else ''}"
-        lines.append(f"  Hessian NEP {h.nep:.1%}  APE {ape}  ({batches} x top-{h.k}, {h.method}, tol {h.tol:g})")
-    if report.feature_maps:
-        amplitude = report.feature_maps.delta_log_amplitude.values
-        lines.append(
-            f"  feature maps: {len(amplitude)} points, Delta log amplitude {min(amplitude):.2f} .. {max(amplitude):.2f}"
-        )
-    lines.append(f"wrote {out / 'metrics.json'}, {out / 'report.md'} and {len(report.figures)} figure(s)")
-    print("\n".join(lines))
