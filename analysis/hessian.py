@@ -31,8 +31,7 @@ Decisions, and why:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,11 +40,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict
 
+from archdsl.nn.blocks.attention import math_attention  # fused kernels have no double backward
+from archdsl.run.loader import make_loader
+from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS
+
 Matvec = Callable[[torch.Tensor], torch.Tensor]
 Method = Literal["power", "lanczos"]
 HvpBackend = Literal["autograd", "func"]
 
-DEFAULT_WEIGHT_DECAY = 0.05  # the DeiT-style recipe's AdamW weight decay (ALTERNET.md)
+# The L2 term of the paper's loss: the weight decay of its (DeiT-style) training recipe.
+DEFAULT_WEIGHT_DECAY: float = RECIPE_DEFAULTS[DEFAULT_RECIPE]["weight_decay"]
 
 
 # --------------------------------------------------------------------------- results
@@ -213,19 +217,6 @@ def lanczos(
 
 
 # --------------------------------------------------------------------------- the Hessian operator
-
-
-@contextlib.contextmanager
-def math_attention() -> Iterator[None]:
-    """The math SDPA kernel, which has a double backward (fused kernels do not)."""
-    try:
-        from archdsl.nn.blocks.attention import math_attention as forced
-    except ImportError:  # the compiler's helper is not there: force the kernel directly
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        forced = lambda: sdpa_kernel([SDPBackend.MATH])  # noqa: E731
-    with forced():
-        yield
 
 
 @dataclass
@@ -416,7 +407,7 @@ def hessian_spectrum(
 
 
 def training_batches(
-    image_set, n_batches: int, *, batch_size: int = 16, recipe: str = "deit", seed: int = 0
+    image_set, n_batches: int, *, batch_size: int = 16, recipe: str = DEFAULT_RECIPE, seed: int = 0
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The first `n_batches` augmented, shuffled training batches (the paper's input).
 
@@ -425,7 +416,6 @@ def training_batches(
     The same seed gives the same batches; the global generators are left as they were.
     """
     from archdsl.errors import UserError
-    from archdsl.run.train import make_loader
 
     available = len(image_set) // batch_size  # the training loader drops the last partial batch
     if available < n_batches:

@@ -21,7 +21,8 @@ import time
 import torch
 import torch.nn as nn
 
-from archdsl.analysis.hessian import math_attention, top_eigenvalues
+from archdsl.analysis.hessian import top_eigenvalues
+from archdsl.nn.blocks.attention import math_attention
 
 
 def small_cnn(classes: int = 100) -> nn.Module:

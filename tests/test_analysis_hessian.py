@@ -198,8 +198,8 @@ def test_asking_for_more_batches_than_the_set_holds_is_a_user_error():
 def test_both_products_agree_through_window_attention():
     # An archdsl model with an MSA block: double backward and forward-over-reverse both
     # go through the math attention kernel and must give the same product.
-    from archdsl.analysis.hessian import math_attention
     from archdsl.lang.spec import parse_spec
+    from archdsl.nn.blocks.attention import math_attention
     from archdsl.nn.build import build
 
     arch = parse_spec(

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from archdsl.commands._args import (
+    RUNS_DIR,
     add_data_arguments,
     device_name,
     fraction,
@@ -18,8 +19,12 @@ from archdsl.commands._args import (
     rate,
 )
 from archdsl.errors import UsageError, UserError
+from archdsl.run.recipe import DEFAULT_EPOCHS, DEFAULT_RECIPE, RECIPE_DEFAULTS, RECIPES  # torch-free
 
-RECIPES = ("deit", "weak")
+
+def _per_recipe(key: str, show=str) -> str:
+    """`96 deit, 128 weak`: a default that depends on the recipe, for --help."""
+    return ", ".join(f"{show(RECIPE_DEFAULTS[name][key])} {name}" for name in RECIPES)
 
 
 EXAMPLES = (
@@ -42,15 +47,23 @@ def register(subparsers) -> None:
     parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
     parser.add_argument("--dataset", required=True, metavar="NAME", help="dataset name (e.g. synthetic, cifar100)")
     add_data_arguments(parser)
-    parser.add_argument("--recipe", choices=RECIPES, help="training recipe (default: deit)")
-    parser.add_argument("--epochs", type=positive_int, metavar="N", help="epochs (default: 300)")
-    parser.add_argument("--batch-size", type=positive_int, metavar="N", help="batch size (default: 96 deit, 128 weak)")
+    parser.add_argument("--recipe", choices=RECIPES, help=f"training recipe (default: {DEFAULT_RECIPE})")
+    parser.add_argument("--epochs", type=positive_int, metavar="N", help=f"epochs (default: {DEFAULT_EPOCHS})")
+    parser.add_argument(
+        "--batch-size", type=positive_int, metavar="N", help=f"batch size (default: {_per_recipe('batch_size')})"
+    )
     parser.add_argument("--lr", type=positive_float, help="peak learning rate (default: scaled with the batch size)")
     parser.add_argument(
-        "--warmup-epochs", type=non_negative_int, metavar="N", help="linear warm-up epochs (default: 5 deit, 0 weak)"
+        "--warmup-epochs",
+        type=non_negative_int,
+        metavar="N",
+        help=f"linear warm-up epochs (default: {_per_recipe('warmup_epochs')})",
     )
     parser.add_argument(
-        "--drop-path", type=rate, metavar="RATE", help="stochastic depth rate (default: 0.1 deit, 0 weak)"
+        "--drop-path",
+        type=rate,
+        metavar="RATE",
+        help=f"stochastic depth rate (default: {_per_recipe('drop_path', show='{:g}'.format)})",
     )
     parser.add_argument("--seed", type=int, metavar="N", help="random seed (default: 0)")
     parser.add_argument(
@@ -66,7 +79,7 @@ def register(subparsers) -> None:
         default=None,
         help="keep the training set on the device and augment there (recipes without RandAugment)",
     )
-    parser.add_argument("--out", metavar="DIR", help="run directory (default: runs/train/<spec>-<id>)")
+    parser.add_argument("--out", metavar="DIR", help=f"run directory (default: {RUNS_DIR}/train/<spec>-<id>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
@@ -103,15 +116,13 @@ def _saved_config(run_dir: Path) -> dict:
     return state["config"]
 
 
-# What a run directory holds (see archdsl.run.train); anything else in --out is the user's.
-_RUN_FILES = {"config.json", "spec.arch", "metrics.csv", "metrics.jsonl", "last.safetensors", "final.safetensors"}
-
-
 def _refuse_foreign_files(run_dir: Path) -> None:
     """A new run writes config.json, metrics.csv, ... into --out: never over someone else's files."""
+    from archdsl.run.train import RUN_FILES  # what a run directory holds; anything else is the user's
+
     if not run_dir.is_dir():
         return
-    foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in _RUN_FILES)
+    foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_FILES)
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise UserError(
@@ -132,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             hint=f"use at most {cores} (0 loads data in the main process)",
         )
     arch = load_spec(args.spec)
-    run_dir = Path(args.out) if args.out else Path("runs") / "train" / f"{arch.name}-{arch.short_id}"
+    run_dir = Path(args.out) if args.out else Path(RUNS_DIR) / "train" / f"{arch.name}-{arch.short_id}"
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
     if args.resume:
         # Flags left out mean "as the run was started"; a flag that changes the result is refused by train().
@@ -144,9 +155,10 @@ def run(args: argparse.Namespace) -> int:
         settings = given
     from archdsl.run.recipe import TrainConfig
 
-    if settings.get("resident") and settings.get("recipe", "deit") == "deit":
+    recipe = settings.get("recipe", DEFAULT_RECIPE)
+    if settings.get("resident") and RECIPE_DEFAULTS[recipe]["randaugment"]:
         raise UsageError(
-            "--resident cannot be used with the deit recipe: its RandAugment works on PIL images",
+            f"--resident cannot be used with the {recipe} recipe: its RandAugment works on PIL images",
             hint="add --recipe weak, or leave out --resident",
         )
     try:

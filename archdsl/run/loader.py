@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from archdsl.data.base import ImageSet
+from archdsl.run.recipe import DEFAULT_RECIPE, TrainConfig
 
 
 def seed_everything(seed: int) -> None:
@@ -105,7 +106,7 @@ def make_loader(
     batch_size: int,
     *,
     augment: bool,
-    recipe: str | Any = "deit",
+    recipe: str | Any = DEFAULT_RECIPE,
     seed: int = 0,
     shuffle: bool | None = None,
     workers: int = 0,
@@ -119,8 +120,6 @@ def make_loader(
     needs even, full batches). Mixup/CutMix are not applied here: they act on whole
     batches in the training step.
     """
-    from archdsl.run.recipe import TrainConfig
-
     config = recipe if isinstance(recipe, TrainConfig) else TrainConfig(recipe=recipe)
     transform = None
     if augment:

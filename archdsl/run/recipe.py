@@ -2,65 +2,80 @@
 
 Two recipes:
 
-- `deit` (the paper's, ALTERNET.md): AdamW, lr 1.25e-4 per 96 images, weight decay 0.05,
-  gradient clip 5, 5 warm-up epochs then cosine, label smoothing 0.1, Mixup 1.0 / CutMix 0.8
-  (prob 1.0) with soft-target cross-entropy, RandAugment `rand-m9-n2-mstd1.0`, random crop
-  32 pad 4, horizontal flip, no random erasing, stochastic depth 0.1.
+- `deit` (the paper's; docs/reference.md, "Training recipe"): AdamW, lr 1.25e-4 per 96 images,
+  weight decay 0.05, gradient clip 5, 5 warm-up epochs then cosine, label smoothing 0.1,
+  Mixup 1.0 / CutMix 0.8 (prob 1.0) with soft-target cross-entropy, RandAugment
+  `rand-m9-n2-mstd1.0`, random crop 32 pad 4, horizontal flip, no random erasing,
+  stochastic depth 0.1.
 - `weak`: the classic CIFAR ResNet recipe, for short runs (tests, search fidelities):
   Nesterov SGD lr 0.1 per 128 images, momentum 0.9, weight decay 5e-4, cosine without
   warm-up, crop + flip only, plain cross-entropy.
 
 Fields left at `None` take the recipe's default when the config is built, so a
 `TrainConfig` always holds concrete values (and is what a run directory records).
+`RECIPE_DEFAULTS` is the one table of those defaults; the command line's help reads it too,
+which is why this module imports torch only inside the functions that need it.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
-from torch import nn
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 RecipeName = Literal["deit", "weak"]
-RECIPES: tuple[str, ...] = ("deit", "weak")
+RECIPES: tuple[str, ...] = get_args(RecipeName)
+DEFAULT_RECIPE: RecipeName = "deit"
+DEFAULT_EPOCHS = 300  # the paper's schedule (after 5 warm-up epochs)
 
 # Per recipe: the defaults of every field the user leaves out. The learning rate is given
 # per `lr_batch` images and scaled linearly with the batch size (Goyal et al.).
-_RECIPE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "deit": dict(
-        batch_size=96,
-        optimizer="adamw",
-        base_lr=1.25e-4,
-        lr_batch=96,
-        weight_decay=0.05,
-        momentum=0.9,
-        clip_grad=5.0,
-        warmup_epochs=5,
-        label_smoothing=0.1,
-        mixup=1.0,
-        cutmix=0.8,
-        mixup_prob=1.0,
-        randaugment="rand-m9-n2-mstd1.0",
-        drop_path=0.1,
-    ),
-    "weak": dict(
-        batch_size=128,
-        optimizer="sgd",  # timm's "sgd" is Nesterov SGD
-        base_lr=0.1,
-        lr_batch=128,
-        weight_decay=5e-4,
-        momentum=0.9,
-        clip_grad=None,
-        warmup_epochs=0,
-        label_smoothing=0.0,
-        mixup=0.0,
-        cutmix=0.0,
-        mixup_prob=0.0,
-        randaugment=None,
-        drop_path=0.0,
-    ),
-}
+RECIPE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "deit": MappingProxyType(
+            dict(
+                batch_size=96,
+                optimizer="adamw",
+                base_lr=1.25e-4,
+                lr_batch=96,
+                weight_decay=0.05,
+                momentum=0.9,
+                clip_grad=5.0,
+                warmup_epochs=5,
+                label_smoothing=0.1,
+                mixup=1.0,
+                cutmix=0.8,
+                mixup_prob=1.0,
+                randaugment="rand-m9-n2-mstd1.0",
+                drop_path=0.1,
+            )
+        ),
+        "weak": MappingProxyType(
+            dict(
+                batch_size=128,
+                optimizer="sgd",  # timm's "sgd" is Nesterov SGD
+                base_lr=0.1,
+                lr_batch=128,
+                weight_decay=5e-4,
+                momentum=0.9,
+                clip_grad=None,
+                warmup_epochs=0,
+                label_smoothing=0.0,
+                mixup=0.0,
+                cutmix=0.0,
+                mixup_prob=0.0,
+                randaugment=None,
+                drop_path=0.0,
+            )
+        ),
+    }
+)
 
 
 class TrainConfig(BaseModel):
@@ -68,8 +83,8 @@ class TrainConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    recipe: RecipeName = "deit"
-    epochs: PositiveInt = 300
+    recipe: RecipeName = DEFAULT_RECIPE
+    epochs: PositiveInt = DEFAULT_EPOCHS
     batch_size: PositiveInt | None = None
     lr: float | None = Field(default=None, gt=0)
     optimizer: Literal["adamw", "sgd"] | None = None
@@ -103,8 +118,8 @@ class TrainConfig(BaseModel):
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        recipe = data.get("recipe") or "deit"
-        defaults = _RECIPE_DEFAULTS.get(recipe)
+        recipe = data.get("recipe") or DEFAULT_RECIPE
+        defaults = RECIPE_DEFAULTS.get(recipe)
         if defaults is None:  # let the Literal report the bad name
             return data
         for key in (
@@ -154,6 +169,7 @@ class TrainConfig(BaseModel):
 
 def make_loss(config: TrainConfig) -> nn.Module:
     from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+    from torch import nn
 
     if config.uses_mixup:
         return SoftTargetCrossEntropy()  # Mixup makes the (smoothed) soft targets
@@ -200,8 +216,3 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_
         lr_min=min(1e-6, config.lr),
         t_in_epochs=False,
     )
-
-
-def recipe_defaults(recipe: str) -> dict[str, Any]:
-    """The defaults of a recipe (for docs and `--help`)."""
-    return dict(_RECIPE_DEFAULTS[recipe])

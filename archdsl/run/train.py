@@ -3,7 +3,7 @@
 `train(arch, train_set, test_set, config)` builds the model, runs the epochs and returns
 a `TrainResult`. With a `run_dir` it also keeps a run directory:
 
-    spec.arch            the design (canonical text; IR JSON if no printer is installed)
+    spec.arch            the design (canonical text)
     config.json          the full TrainConfig
     metrics.jsonl/.csv   one row per finished epoch
     last.safetensors     weights + optimizer state after the latest epoch (for --resume)
@@ -31,7 +31,9 @@ from tqdm.auto import tqdm
 
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
+from archdsl.files import atomic_writer, write_text
 from archdsl.ir import Arch
+from archdsl.lang.printer import format_arch
 from archdsl.run.checkpoint import (
     TrainState,
     load_checkpoint,
@@ -44,10 +46,16 @@ from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
 from archdsl.run.recipe import TrainConfig, make_loss, make_mixup, make_optimizer, make_scheduler
 
-__all__ = ["EpochMetrics", "TrainConfig", "TrainResult", "TrainingDiverged", "make_loader", "train"]
+__all__ = ["EpochMetrics", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
 
+# What a run directory holds.
+SPEC_FILE = "spec.arch"
+CONFIG_FILE = "config.json"
+METRICS_JSONL = "metrics.jsonl"
+METRICS_CSV = "metrics.csv"
 LAST_CHECKPOINT = "last.safetensors"
 FINAL_CHECKPOINT = "final.safetensors"
+RUN_FILES = (SPEC_FILE, CONFIG_FILE, METRICS_JSONL, METRICS_CSV, LAST_CHECKPOINT, FINAL_CHECKPOINT)
 
 
 class TrainingDiverged(UserError):
@@ -103,22 +111,11 @@ def check_compatible(arch: Arch, image_set: ImageSet) -> None:
 
 def _write_run_files(run_dir: Path, history: list[EpochMetrics]) -> None:
     names = [f.name for f in fields(EpochMetrics)]
-    with open(run_dir / "metrics.jsonl", "w") as out:
-        for row in history:
-            out.write(json.dumps(asdict(row)) + "\n")
-    with open(run_dir / "metrics.csv", "w", newline="") as out:
+    write_text(run_dir / METRICS_JSONL, "".join(json.dumps(asdict(row)) + "\n" for row in history))
+    with atomic_writer(run_dir / METRICS_CSV) as out:
         writer = csv.DictWriter(out, fieldnames=names)
         writer.writeheader()
         writer.writerows(asdict(row) for row in history)
-
-
-def spec_text(arch: Arch) -> tuple[str, str]:
-    """(file name, text) of the design: canonical `.arch` text when the printer exists."""
-    try:
-        from archdsl.lang.printer import format_arch
-    except ImportError:
-        return "spec.json", arch.model_dump_json(indent=2) + "\n"
-    return "spec.arch", format_arch(arch)
 
 
 def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig):
@@ -209,10 +206,8 @@ def train(
         )
 
     if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        name, text = spec_text(arch)
-        (run_dir / name).write_text(text)
-        (run_dir / "config.json").write_text(config.model_dump_json(indent=2) + "\n")
+        write_text(run_dir / SPEC_FILE, format_arch(arch))
+        write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2) + "\n")
 
     bar = tqdm(
         total=config.epochs * steps_per_epoch,
