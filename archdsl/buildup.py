@@ -1,6 +1,6 @@
 """The AlterNet build-up rule as IR transforms: ResNet <-> AlterNet <-> Swin-like.
 
-Placement (ALTERNET.md): a stage of n blocks with k MSAs reads `C * (n - 2k)` then
+Placement (the paper's Sec. 4.1; docs/reference.md): a stage of n blocks with k MSAs reads `C * (n - 2k)` then
 `[C M] * k` -- MSAs sit at the *end* of the stage, each after a conv. Since the stage's
 first block is then always a conv, an MSA never has to downsample, and k <= n // 2.
 

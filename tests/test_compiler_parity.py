@@ -12,7 +12,7 @@ from archdsl.nn.blocks.attention import math_attention
 from archdsl.nn.build import ArchNet, build
 from archdsl.nn.summary import summarize
 
-# (spec, params, GFLOPs per image) measured on the authors' implementation (ALTERNET.md).
+# (spec, params, GFLOPs per image) measured on the authors' implementation (docs/reference.md).
 REFERENCE = [
     ("resnet50", 23_697_572, 2.596),
     ("alter50", 33_012_840, 3.020),

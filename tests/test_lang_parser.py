@@ -1,4 +1,4 @@
-"""The language core: every form of ARCHITECTURE.md parses and lowers to the IR it means."""
+"""The language core: every form of the core language (docs/language.md) parses and lowers to the IR it means."""
 
 from __future__ import annotations
 

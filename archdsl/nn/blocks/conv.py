@@ -26,7 +26,7 @@ class PreActBlock(nn.Module):
     """Shared skeleton: a chain of BN-ReLU-conv units plus the shortcut.
 
     `units` lists (in, out, kernel, stride) per conv. Module names are `norm1, conv1, ...`
-    so that state-dict keys read like the ALTERNET.md description.
+    so that state-dict keys read like the block description in docs/reference.md.
     """
 
     kind = "conv"
