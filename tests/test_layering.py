@@ -1,0 +1,172 @@
+"""The import rules of docs/architecture.md, checked on the source: imports run one way and
+the light modules stay light.
+
+Every `import` counts, at module level or inside a function (a lazy import is still a
+dependency), so a cycle cannot hide behind "it only happens at run time".
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# Installed package name -> folder in the checkout (pyproject's package-dir).
+PACKAGES = {"archdsl": "archdsl", "archdsl.search": "search", "archdsl.analysis": "analysis", "archdsl.specs": "specs"}
+
+# Each layer may import itself and the layers above it in this list, never those below.
+LAYERS = (
+    ("archdsl.errors", "archdsl.files", "archdsl.ir"),
+    ("archdsl.lang", "archdsl.buildup", "archdsl.data", "archdsl.specs"),
+    ("archdsl.nn",),
+    ("archdsl.run",),
+    ("archdsl.analysis",),
+    ("archdsl.search",),
+    ("archdsl.commands", "archdsl.cli", "archdsl.__main__"),
+)
+# Neighbours in one layer that must not know each other.
+SEPARATE = {"archdsl.data": ("archdsl.lang", "archdsl.buildup"), "archdsl.lang": ("archdsl.data", "archdsl.buildup")}
+# Never torch (nor the other heavy libraries), not even inside a function: the language core.
+TORCH_FREE = (
+    "archdsl.errors",
+    "archdsl.files",
+    "archdsl.ir",
+    "archdsl.lang",
+    "archdsl.buildup",
+    "archdsl.nn.summary",
+    "archdsl.search.naming",
+    "archdsl.commands._args",
+    "archdsl.commands.outputs",
+)
+# Imported when the command line is built (`archdsl check` answers at once): nothing heavy at
+# import time; heavy imports happen inside the functions that need them.
+LIGHT_AT_IMPORT = ("archdsl.cli", "archdsl.commands", "archdsl.run.recipe", "archdsl.search.objective")
+HEAVY = ("torch", "torchvision", "timm", "optuna", "matplotlib")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = [p for p in path.relative_to(ROOT / folder).with_suffix("").parts if p != "__init__"]
+            if package == "archdsl" and parts and parts[0] in ("search", "analysis", "specs"):
+                continue
+            found[".".join([package, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _names(nodes) -> set[str]:
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                names.add(full if full in MODULES else node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return names
+
+
+def _imports(path: Path) -> set[str]:
+    """Every absolute module name imported anywhere in the file (the most specific known one)."""
+    return _names(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+
+
+def _import_time(path: Path) -> set[str]:
+    """What importing the file imports: module level, not in functions, not under TYPE_CHECKING."""
+    found: list[ast.AST] = []
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            found.append(node)
+            visit(ast.iter_child_nodes(node))
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return _names(found)
+
+
+GRAPH = {name: {dep for dep in _imports(path) if dep in MODULES and dep != name} for name, path in MODULES.items()}
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _layer(name: str) -> int | None:
+    for index, prefixes in enumerate(LAYERS):
+        if any(_within(name, prefix) for prefix in prefixes):
+            return index
+    return None  # the lazy `archdsl` package itself
+
+
+def test_every_module_has_a_layer():
+    assert [name for name in MODULES if name != "archdsl" and _layer(name) is None] == []
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_imports_run_one_way(name):
+    layer = _layer(name)
+    if layer is None:
+        return
+    upward = sorted(dep for dep in GRAPH[name] if (_layer(dep) or 0) > layer)
+    assert upward == [], f"{name} imports a later layer: {upward}"
+    for owner, others in SEPARATE.items():
+        if _within(name, owner):
+            crossing = sorted(dep for dep in GRAPH[name] if any(_within(dep, other) for other in others))
+            assert crossing == [], f"{name} must not import {crossing}"
+
+
+def test_no_import_cycles():
+    # Tarjan's strongly connected components: any component of two or more modules is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for dep in GRAPH[node]:
+            if dep not in index:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in GRAPH:
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
+def _heavy(names: set[str]) -> list[str]:
+    return sorted(name for name in names if any(name == h or name.startswith(h + ".") for h in HEAVY))
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if any(_within(n, free) for free in TORCH_FREE)))
+def test_the_core_never_imports_torch(name):
+    assert _heavy(_imports(MODULES[name])) == []
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if any(_within(n, light) for light in LIGHT_AT_IMPORT)))
+def test_command_line_modules_import_nothing_heavy_at_import_time(name):
+    assert _heavy(_import_time(MODULES[name])) == []
