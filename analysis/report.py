@@ -60,9 +60,7 @@ def headline(report: AnalysisReport) -> list[Headline]:
         ]
     if report.robustness:
         r = report.robustness
-        scope = (
-            "15 corruptions x 5 severities" if r.complete else f"{len(r.cells)} corrupted sets, not the full 15 x 5"
-        )
+        scope = "15 corruptions x 5 severities" if r.complete else f"{len(r.cells)} corrupted sets, not the full 15 x 5"
         rows.append(Headline("corruption robustness", _percent(r.mean), f"mean top-1 over {scope}"))
     if report.corruption_errors:
         rows.append(

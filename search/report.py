@@ -161,6 +161,8 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
                 figures["importance"] = ax.figure
             except (RuntimeError, ValueError, ZeroDivisionError):
                 pass  # importances need variation optuna did not find
+            except AssertionError:
+                pass  # optuna labels the bars through an Agg-style canvas: not on this process's backend
     for number in set(plt.get_fignums()) - already_open:
         plt.close(number)
     figures["msa"] = _msa_figure(summary, lead)

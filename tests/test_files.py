@@ -1,0 +1,38 @@
+"""The I/O layer: a write either replaces the file whole or leaves the old one untouched."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from matplotlib.figure import Figure
+
+from archdsl.files import atomic_path, atomic_writer, save_figure, write_json, write_text
+
+
+def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary(tmp_path):
+    target = write_text(tmp_path / "metrics.json", "old\n")
+    with pytest.raises(RuntimeError), atomic_writer(target) as stream:
+        stream.write("half a fi")
+        raise RuntimeError("disk full")
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.json"]
+
+
+def test_writes_create_the_folder_and_replace_the_file(tmp_path):
+    target = tmp_path / "a" / "b" / "record.json"
+    write_json(target, {"x": 1, "path": tmp_path})
+    write_json(target, {"x": 2})
+    assert json.loads(target.read_text()) == {"x": 2}
+    assert sorted(p.name for p in target.parent.iterdir()) == ["record.json"]
+
+
+def test_the_temporary_path_keeps_the_suffix_for_format_sniffing_writers(tmp_path):
+    with atomic_path(tmp_path / "figure.png") as temporary:
+        assert temporary.suffix == ".png" and temporary.parent == tmp_path
+        temporary.write_bytes(b"png")
+    assert (tmp_path / "figure.png").read_bytes() == b"png"
+    figure = Figure()
+    figure.add_subplot().plot([0, 1], [1, 0])
+    path = save_figure(figure, tmp_path / "plot.svg")
+    assert path.read_text().lstrip().startswith("<?xml")  # svg chosen from the suffix
