@@ -52,3 +52,27 @@ def test_shape_inference_follows_strides_and_expansion():
     stages = stage_shapes(small_arch())
     assert [(s.in_channels, s.out_channels, s.out_size) for s in stages] == [(16, 64, (32, 32)), (64, 128, (16, 16))]
     assert feature_channels(small_arch()) == 128
+
+
+# The digests of the built-in specs as they were before the language grew transformer words
+# (patch stems, `attn`, `mlp`, merging, ...). A new IR field must stay out of the canonical
+# JSON at its default, or every stored trial and checkpoint of these designs changes identity.
+PINNED_DIGESTS = {
+    "alter-small-base": "c201e49a7379d499b83134bff51c0dc6f158cf06e441223dca73de7437f09bcf",
+    "alter18": "0dfa233b1520ee410cf1433c8df52c27e9c1d0bfb930a36552d0cfa57ff6d0e9",
+    "alter50": "1b1ba21d0e5a7443828689e8ea1748c2a8aa7e309007b9960d6e04d7950b04ee",
+    "alter50-base": "d835726db1d3955de3e0b3a0497fe585276ca725add8c18ea5a719a12e8d8a85",
+    "alter50-code": "73d7edbfe895406d04f75f5d3600aaa7cffd497e26670207395a920e9390fa4d",
+    "resnet18": "44191cb4b28e82ba21a84ab02c0abada023eba378243f17dbf634cfc822c99c0",
+    "resnet50": "62a1585079af8fa13fab41a8def476df9bba6000e19f3df60bdd9ca9fa240905",
+    "swinlike50": "09b0006de1474e68ba96ed271b4354683a110357901ff650975f518a51b88966",
+    "tiny": "913c4b0e3b2d59e28a4a1a30cfd0fdaf00522c0e5d929e098b36a28ec191b932",
+    "tiny-basic": "72cfd0bb87afd43fad4d25d99def415d8ea6749178303845d7556d2ed289eaf0",
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_DIGESTS))
+def test_digests_of_the_existing_builtin_specs_never_change(name: str):
+    from archdsl.lang.spec import load_spec
+
+    assert load_spec(name).digest() == PINNED_DIGESTS[name]
