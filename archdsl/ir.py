@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 
 class _Node(BaseModel):
@@ -45,7 +45,57 @@ class MSABlock(_Node):
     dim_head: PositiveInt = 64
 
 
-Block = Annotated[ConvBlock | MSABlock, Field(discriminator="kind")]
+class AttnBlock(_Node):
+    """The transformer MSA block (pre-norm): x + DropPath(MSA(LayerNorm(x))) on tokens. No MLP.
+
+    Keeps its input's channels. `window=None` and `kernel=None`: global attention (ViT);
+    `window=w`: non-overlapping w x w windows, cyclically shifted by `shift` (Swin's W-MSA and
+    SW-MSA); `kernel=k`: each token attends to its own k x k neighbourhood (the local MSAs of
+    Park & Kim, Fig. 8). `dim_head` is filled in by the front end (channels // heads unless given).
+    """
+
+    kind: Literal["attn"] = "attn"
+    heads: PositiveInt
+    window: PositiveInt | None = None
+    kernel: PositiveInt | None = None
+    shift: NonNegativeInt = 0
+    dim_head: PositiveInt
+    qkv_bias: bool = True
+
+
+class MLPBlock(_Node):
+    """The transformer MLP block (pre-norm): x + DropPath(MLP(LayerNorm(x))), hidden = ratio x channels."""
+
+    kind: Literal["mlp"] = "mlp"
+    ratio: PositiveInt = 4
+
+
+class MergeBlock(_Node):
+    """Swin's patch merging: each 2x2 group of tokens concatenated (4C), LayerNorm, Linear to the stage width."""
+
+    kind: Literal["merge"] = "merge"
+
+
+class PoolBlock(_Node):
+    """PiT's pooling: a depthwise 3x3 conv, stride 2, to the stage width; the class token goes through a Linear."""
+
+    kind: Literal["pool"] = "pool"
+
+
+class SmoothBlock(_Node):
+    """The fixed 2x2 box blur of "Blurs Behave Like Ensembles" (Park & Kim, ICML 2022). No parameters."""
+
+    kind: Literal["smooth"] = "smooth"
+
+
+AnyBlock = ConvBlock | MSABlock | AttnBlock | MLPBlock | MergeBlock | PoolBlock | SmoothBlock
+Block = Annotated[AnyBlock, Field(discriminator="kind")]
+
+# Which blocks read a feature map (B, C, H, W) and which a token sequence (B, tokens, C).
+MAP_KINDS = frozenset({"conv", "msa", "smooth"})
+TOKEN_KINDS = frozenset({"attn", "mlp", "merge", "pool"})
+# Blocks that apply their stage's stride; every other block keeps the map size.
+DOWNSAMPLING_KINDS = frozenset({"conv", "merge", "pool"})
 
 
 class Stage(_Node):
@@ -62,6 +112,40 @@ class Stem(_Node):
     channels: PositiveInt
 
 
+class PatchStem(_Node):
+    """A patch embedding: a `size` x `size` conv with bias (stride `size` unless told), flattened to
+    tokens of `channels` dims, optionally LayerNorm-ed (Swin). `stride < size` overlaps (PiT)."""
+
+    kind: Literal["patch"] = "patch"
+    size: PositiveInt
+    channels: PositiveInt
+    stride: PositiveInt
+    norm: bool = False
+
+
+AnyStem = Stem | PatchStem
+
+
+class Position(_Node):
+    """Position terms of the transformer blocks.
+
+    `absolute`: a learned embedding added to the stem's tokens (with `class_token`, the class
+    token has a position too, as in ViT; without, only the patches do, as in PiT).
+    `relative`: every `attn` block has a learned bias per head and relative offset (Swin).
+    The AlterNet `msa` always has its own relative table, whatever this says.
+    """
+
+    kind: Literal["none", "absolute", "relative"] = "none"
+    class_token: bool = True
+
+
+class Norm(_Node):
+    """The LayerNorm of the token blocks, patch merging, patch stem and token head."""
+
+    kind: Literal["layernorm"] = "layernorm"
+    eps: PositiveFloat = 1e-6
+
+
 class InputShape(_Node):
     channels: PositiveInt
     height: PositiveInt
@@ -72,10 +156,15 @@ class Arch(_Node):
     name: str
     input: InputShape
     classes: PositiveInt
-    stem: Stem
+    stem: Annotated[AnyStem, Field(discriminator="kind")]
     conv: ConvBlock = ConvBlock()
     """What a plain `conv` means in this spec (`conv = bottleneck(expansion=4)`)."""
     stages: tuple[Stage, ...]
+    head: Literal["mean", "class"] = "mean"
+    """`mean`: the classifier averages the final map; `class`: a class token is prepended to the
+    stem's tokens, carried through every block, and the classifier reads it."""
+    pos: Position = Position()
+    norm: Norm = Norm()
 
     def canonical_json(self) -> str:
         """The identity of the design: everything but the arch's own name, keys sorted.
@@ -84,6 +173,11 @@ class Arch(_Node):
         search's parameters, so renaming a stage makes a different artefact.
         """
         data = self.model_dump(mode="json", exclude={"name"})
+        # Fields added with the transformer words stay out at their defaults, so that the
+        # designs written before them keep their identity (digest).
+        for name in _LATER_FIELDS:
+            if getattr(self, name) == type(self).model_fields[name].default:
+                del data[name]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
@@ -100,7 +194,21 @@ class Arch(_Node):
 
     @property
     def n_msa(self) -> int:
-        return sum(isinstance(b, MSABlock) for s in self.stages for b in s.blocks)
+        """Attention blocks of either kind: AlterNet `msa` and transformer `attn`."""
+        return sum(b.kind in ATTENTION_KINDS for s in self.stages for b in s.blocks)
+
+    @property
+    def class_token(self) -> bool:
+        return self.head == "class"
+
+    @property
+    def prefix_tokens(self) -> int:
+        """Tokens before the patches in every token sequence: the class token, if any."""
+        return 1 if self.class_token else 0
+
+
+_LATER_FIELDS = ("head", "pos", "norm")
+ATTENTION_KINDS = frozenset({"msa", "attn"})
 
 
 def block_path(stage: str, index: int) -> str:
@@ -117,7 +225,7 @@ class BlockShape:
 
     stage: str
     index: int  # position inside its stage
-    block: ConvBlock | MSABlock
+    block: AnyBlock
     stride: int
     in_channels: int
     out_channels: int
@@ -140,16 +248,34 @@ class StageShape:
 
 
 def _strided(size: int, stride: int) -> int:
-    # A 3x3 conv with padding 1 (and the 1x1 shortcut) maps n to ceil(n / stride).
+    # A 3x3 conv with padding 1 (and the 1x1 shortcut) maps n to ceil(n / stride); so do
+    # patch merging (which pads an odd side) and PiT's pooling (3x3, padding 1, stride 2).
     return -(-size // stride)
 
 
-def block_out_channels(arch: Arch, stage: Stage, block: ConvBlock | MSABlock, in_channels: int) -> int:
+def stem_out_size(arch: Arch) -> tuple[int, int]:
+    """The map the stem hands to the first block (0 on a side where the patch does not fit)."""
+    height, width = arch.input.height, arch.input.width
+    stem = arch.stem
+    if isinstance(stem, Stem):
+        return height, width  # 3x3, padding 1, stride 1
+
+    def side(n: int) -> int:
+        return max(0, (n - stem.size) // stem.stride + 1)  # a conv without padding
+
+    return side(height), side(width)
+
+
+def block_out_channels(arch: Arch, stage: Stage, block: AnyBlock, in_channels: int) -> int:
     if isinstance(block, ConvBlock):
         return stage.width * block.expansion
-    # An MSA block's output width follows the arch's conv expansion (4*width for
-    # bottleneck nets), so that it can replace a conv block one for one.
-    return stage.width * arch.conv.expansion
+    if isinstance(block, MSABlock):
+        # An MSA block's output width follows the arch's conv expansion (4*width for
+        # bottleneck nets), so that it can replace a conv block one for one.
+        return stage.width * arch.conv.expansion
+    if isinstance(block, (MergeBlock, PoolBlock)):
+        return stage.width
+    return in_channels  # attn, mlp, smooth: residual blocks without projection keep their channels
 
 
 def block_shapes(arch: Arch) -> list[BlockShape]:
@@ -160,7 +286,7 @@ def block_shapes(arch: Arch) -> list[BlockShape]:
     """
     shapes: list[BlockShape] = []
     channels = arch.stem.channels
-    size = (arch.input.height, arch.input.width)
+    size = stem_out_size(arch)
     for stage in arch.stages:
         for index, block in enumerate(stage.blocks):
             stride = stage.stride if index == 0 else 1
@@ -176,7 +302,7 @@ def stage_shapes(arch: Arch) -> list[StageShape]:
     result: list[StageShape] = []
     shapes = iter(block_shapes(arch))
     channels = arch.stem.channels
-    size = (arch.input.height, arch.input.width)
+    size = stem_out_size(arch)
     for stage in arch.stages:
         out_channels = channels
         out_size = (_strided(size[0], stage.stride), _strided(size[1], stage.stride))
@@ -192,3 +318,11 @@ def feature_channels(arch: Arch) -> int:
     """Channels entering the classifier."""
     shapes = stage_shapes(arch)
     return shapes[-1].out_channels if shapes else arch.stem.channels
+
+
+def head_layout(arch: Arch) -> str:
+    """ "map" or "tokens": what the classifier receives, so which norm it starts with (BN or LayerNorm)."""
+    last = arch.stages[-1].blocks[-1] if arch.stages and arch.stages[-1].blocks else None
+    if last is None:
+        return "tokens" if isinstance(arch.stem, PatchStem) else "map"
+    return "map" if last.kind in MAP_KINDS else "tokens"

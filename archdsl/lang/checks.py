@@ -13,7 +13,19 @@ import math
 import re
 from dataclasses import dataclass
 
-from archdsl.ir import Arch, MSABlock, block_shapes
+from archdsl.ir import (
+    DOWNSAMPLING_KINDS,
+    MAP_KINDS,
+    Arch,
+    AttnBlock,
+    BlockShape,
+    MSABlock,
+    PatchStem,
+    PoolBlock,
+    Stage,
+    block_shapes,
+    stem_out_size,
+)
 from archdsl.lang.diagnostics import Diagnostic, SpecError
 
 Path = tuple  # a path into the IR, e.g. ("stages", 2, "blocks", 5, "window")
@@ -84,60 +96,254 @@ def name_problems(arch: Arch) -> list[Problem]:
     return found
 
 
+# How a block is named in messages.
+_WORDS = {
+    "conv": "a `conv` block",
+    "msa": "an MSA",
+    "attn": "an `attn` block",
+    "mlp": "an `mlp` block",
+    "merge": "`merge`",
+    "pool": "`pool`",
+    "smooth": "`smooth`",
+}
+
+
+def _window_problems(block: MSABlock | AttnBlock, shape: BlockShape, stage: Stage, path: Path) -> list[Problem]:
+    """A window must tile its map (both MSA kinds); a shift needs windows to move between."""
+    found = []
+    h, w = shape.out_size
+    if block.window is not None:
+        if block.window > h or block.window > w:
+            message = f"window {block.window} does not fit the {_size_text(shape.out_size)} map of stage {stage.name}"
+            found.append(Problem(path + ("window",), message, _window_hint(shape.out_size)))
+        elif h % block.window or w % block.window:
+            message = f"window {block.window} does not tile the {_size_text(shape.out_size)} map of stage {stage.name}"
+            found.append(Problem(path + ("window",), message, _window_hint(shape.out_size)))
+    if not isinstance(block, AttnBlock) or not block.shift:
+        return found
+    if block.window is None:
+        found.append(
+            Problem(
+                path + ("shift",),
+                "a shift moves windows, but this `attn` has none",
+                "drop `shift`, or give a window: `attn(H, 4, shift=2)`",
+            )
+        )
+    elif block.shift >= block.window:
+        found.append(
+            Problem(
+                path + ("shift",),
+                f"shift {block.shift} must be smaller than the window {block.window}",
+                f"Swin shifts by half a window: shift={block.window // 2}",
+            )
+        )
+    elif block.window == h and block.window == w:
+        found.append(
+            Problem(
+                path + ("shift",),
+                f"a shifted window on a map of one window: the {_size_text(shape.out_size)} map of stage "
+                f"{stage.name} is a single {block.window}x{block.window} window",
+                "drop `shift` here (timm's Swin silently does the same)",
+            )
+        )
+    return found
+
+
+def _downsampling_problems(shape: BlockShape, stage: Stage, si: int, path: Path) -> list[Problem]:
+    kind = shape.block.kind
+    found = []
+    starts_strided = shape.index == 0 and stage.stride > 1
+    if starts_strided and min(shape.in_size) < stage.stride:
+        if kind in ("merge", "pool"):
+            message = f"{kind} past 1x1: the map entering stage {stage.name} is {_size_text(shape.in_size)}"
+            hint = "drop this stage's `merge`/`pool` and give it stride=1, or downsample fewer times"
+        else:
+            message = (
+                f"stride {stage.stride} of stage {stage.name} shrinks its {_size_text(shape.in_size)} map below 1x1"
+            )
+            hint = "use stride=1 here, or fewer strided stages, or a larger input"
+        found.append(Problem(("stages", si, "stride"), message, hint))
+    if starts_strided and kind not in DOWNSAMPLING_KINDS:
+        if kind == "msa":
+            message = (
+                f"an MSA cannot downsample: it is the first block of stage {stage.name}, "
+                f"which has stride {stage.stride}"
+            )
+            hint = "start the stage with a `conv`, or give it stride=1"
+        else:
+            message = (
+                f"{_WORDS[kind]} cannot downsample: it is the first block of stage {stage.name}, "
+                f"which has stride {stage.stride}"
+            )
+            hint = "start the stage with `merge` or `pool` (or a `conv`), or give it stride=1"
+        found.append(Problem(path, message, hint))
+    if kind in ("merge", "pool"):
+        what = "Swin's patch merging" if kind == "merge" else "PiT's pooling"
+        if not starts_strided:
+            found.append(
+                Problem(
+                    path,
+                    f"`{kind}` downsamples: it must be the first block of a stage with stride=2",
+                    f"{what} halves the map; start a stage with it: `stage NAME(width=W, stride=2) {{ {kind} ... }}`",
+                )
+            )
+        elif stage.stride != 2:
+            found.append(
+                Problem(
+                    ("stages", si, "stride"),
+                    f"`{kind}` halves the map, but stage {stage.name} has stride {stage.stride}",
+                    f"{what} always halves: give the stage stride=2",
+                )
+            )
+    return found
+
+
+def _class_token_problems(arch: Arch, shape: BlockShape, path: Path) -> list[Problem]:
+    if not arch.class_token:
+        return []
+    block = shape.block
+    hint = "a class-token net is made of `attn`, `mlp` and `pool`; for hybrids use `head mean`"
+    if block.kind in MAP_KINDS or block.kind == "merge":
+        return [Problem(path, f"{_WORDS[block.kind]} cannot carry the class token (`head class`)", hint)]
+    if isinstance(block, AttnBlock) and (block.window is not None or block.kernel is not None):
+        local = "window" if block.window is not None else "kernel"
+        return [
+            Problem(
+                path + (local,),
+                f"a class token with {'window' if local == 'window' else 'local'} attention: "
+                f"the class token belongs to no {'window' if local == 'window' else 'neighbourhood'}",
+                "use `attn(H, global)` with `head class`, or `head mean` with local attention",
+            )
+        ]
+    return []
+
+
+def _width_problems(arch: Arch, shapes: list[BlockShape], positions: list[int]) -> list[Problem]:
+    """A stage whose blocks all keep their channels (attn, mlp, smooth) must not claim another width."""
+    found = []
+    first: dict[int, BlockShape] = {}
+    for shape, si in zip(shapes, positions, strict=True):
+        first.setdefault(si, shape)
+    for si, stage in enumerate(arch.stages):
+        # A strided stage must start with a block that uses the width (or is told it cannot downsample).
+        if si not in first or stage.stride > 1 or any(b.kind in ("conv", "msa", "merge", "pool") for b in stage.blocks):
+            continue
+        channels = first[si].in_channels
+        if stage.width != channels:
+            found.append(
+                Problem(
+                    ("stages", si, "width"),
+                    f"mismatched dims: stage {stage.name} has width {stage.width}, but its blocks keep the "
+                    f"{channels} channels they receive",
+                    f"set width={channels}, or start the stage with `merge` or `pool` to change the channels",
+                )
+            )
+    return found
+
+
 def shape_problems(arch: Arch) -> list[Problem]:
     found = []
     # Index stages by position, not by name (names may be duplicated in a bad IR).
     positions = [i for i, stage in enumerate(arch.stages) for _ in stage.blocks]
-    for shape, si in zip(block_shapes(arch), positions, strict=True):
+    shapes = block_shapes(arch)
+    for shape, si in zip(shapes, positions, strict=True):
         stage = arch.stages[si]
         path = ("stages", si, "blocks", shape.index)
-        if shape.index == 0 and stage.stride > 1:
-            h, w = shape.in_size
-            if min(h, w) < stage.stride:
-                found.append(
-                    Problem(
-                        ("stages", si, "stride"),
-                        f"stride {stage.stride} of stage {stage.name} shrinks its "
-                        f"{_size_text(shape.in_size)} map below 1x1",
-                        "use stride=1 here, or fewer strided stages, or a larger input",
-                    )
-                )
-            if isinstance(shape.block, MSABlock):
-                found.append(
-                    Problem(
-                        path,
-                        f"an MSA cannot downsample: it is the first block of stage {stage.name}, "
-                        f"which has stride {stage.stride}",
-                        "start the stage with a `conv`, or give it stride=1",
-                    )
-                )
         block = shape.block
-        if isinstance(block, MSABlock) and block.window is not None:
-            h, w = shape.out_size
-            if block.window > h or block.window > w:
-                found.append(
-                    Problem(
-                        path + ("window",),
-                        f"window {block.window} does not fit the "
-                        f"{_size_text(shape.out_size)} map of stage {stage.name}",
-                        _window_hint(shape.out_size),
-                    )
+        found += _downsampling_problems(shape, stage, si, path)
+        if isinstance(block, (MSABlock, AttnBlock)):
+            found += _window_problems(block, shape, stage, path)
+        if isinstance(block, AttnBlock) and block.kernel is not None and block.kernel % 2 == 0:
+            found.append(
+                Problem(
+                    path + ("kernel",),
+                    f"kernel {block.kernel} has no centre: a local kernel is centred on its token",
+                    f"use an odd size: {block.kernel - 1} or {block.kernel + 1}",
                 )
-            elif h % block.window or w % block.window:
-                found.append(
-                    Problem(
-                        path + ("window",),
-                        f"window {block.window} does not tile the "
-                        f"{_size_text(shape.out_size)} map of stage {stage.name}",
-                        _window_hint(shape.out_size),
-                    )
+            )
+        if isinstance(block, PoolBlock) and shape.out_channels % shape.in_channels:
+            found.append(
+                Problem(
+                    ("stages", si, "width"),
+                    f"mismatched dims: PiT's pooling maps {shape.in_channels} channels to {shape.out_channels} with "
+                    f"a depthwise conv, so the width must be a multiple of {shape.in_channels}",
+                    f"e.g. width={2 * shape.in_channels}",
                 )
+            )
+        found += _class_token_problems(arch, shape, path)
+    found += _width_problems(arch, shapes, positions)
+    return found
+
+
+def design_problems(arch: Arch) -> list[Problem]:
+    """The arch-wide settings: stem, head, position terms."""
+    found = []
+    stem = arch.stem
+    patch = isinstance(stem, PatchStem)
+    if patch:
+        size = (arch.input.height, arch.input.width)
+        if stem.size > min(size):
+            found.append(
+                Problem(
+                    ("stem",),
+                    f"patch {stem.size} does not fit the {_size_text(size)} input",
+                    "a patch is at most as large as the input",
+                )
+            )
+        elif any((side - stem.size) % stem.stride for side in size):
+            if stem.stride == stem.size:
+                message = f"patches of {stem.size} do not tile the {_size_text(size)} input"
+                hint = f"patch sizes that tile it: {', '.join(map(str, _divisors(math.gcd(*size))[:8]))}"
+            else:
+                message = f"patch {stem.size} with stride {stem.stride} leaves part of the {_size_text(size)} input out"
+                hint = "the input minus the patch size must be a multiple of the stride"
+            found.append(Problem(("stem",), message, hint))
+    if arch.class_token and not patch:
+        found.append(
+            Problem(("head",), "a class token needs a patch stem", "use `stem patch(size, C)`, or `head mean`")
+        )
+    pos = arch.pos
+    if pos.kind == "absolute" and not patch:
+        found.append(
+            Problem(("pos",), "absolute positions are added to a patch stem's tokens", "use `stem patch(size, C)`")
+        )
+    if pos.kind == "absolute" and not pos.class_token and not arch.class_token:
+        found.append(
+            Problem(
+                ("pos", "class_token"),
+                "`class=false` only matters with a class token (`head class`)",
+                "write `pos absolute`",
+            )
+        )
+    if pos.kind != "absolute" and not pos.class_token:
+        found.append(Problem(("pos",), f"`{pos.kind}` positions take no `class` option", f"write `pos {pos.kind}`"))
+    if pos.kind == "relative":
+        if arch.class_token:
+            found.append(
+                Problem(
+                    ("pos",),
+                    "relative positions with a class token: the class token has no offset to the patches",
+                    "use `pos absolute` with `head class`, or `head mean`",
+                )
+            )
+        if not any(isinstance(b, AttnBlock) for st in arch.stages for b in st.blocks):
+            found.append(
+                Problem(
+                    ("pos",),
+                    "`pos relative` gives each `attn` a relative-position bias, but there is no `attn`",
+                    "the AlterNet `msa` always has its own relative table; drop `pos relative`",
+                )
+            )
     return found
 
 
 def problems(arch: Arch) -> list[Problem]:
     """Every semantic problem of the design, in model order; empty when it is valid."""
-    return name_problems(arch) + shape_problems(arch)
+    found = name_problems(arch) + design_problems(arch)
+    # Shapes after a stem that does not fit the input would only report noise.
+    if min(stem_out_size(arch)) > 0:
+        found += shape_problems(arch)
+    return found
 
 
 def _path_text(path: Path) -> str:

@@ -11,18 +11,47 @@ span it came from (`self.spans`, filled while lowering).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from archdsl.errors import closest, did_you_mean
-from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem
+from archdsl.ir import (
+    AnyBlock,
+    AnyStem,
+    Arch,
+    AttnBlock,
+    ConvBlock,
+    InputShape,
+    MergeBlock,
+    MLPBlock,
+    MSABlock,
+    Norm,
+    PatchStem,
+    PoolBlock,
+    Position,
+    SmoothBlock,
+    Stage,
+    Stem,
+    block_shapes,
+)
 from archdsl.lang import checks
 from archdsl.lang.diagnostics import Diagnostic, Span, SpecError
 from archdsl.lang.parser import ArchNode, Arg, BlockRef, Call, Element, Group, Name, Number, Setting, Value
 
-SETTINGS = ("input", "classes", "stem", "conv", "stage")
-BLOCK_KINDS = ("conv", "msa")
-STEM_KINDS = ("conv3x3",)
+SETTINGS = ("input", "classes", "stem", "conv", "head", "pos", "norm", "stage")
+BLOCK_KINDS = ("conv", "msa", "attn", "mlp", "merge", "pool", "smooth")
+STEM_KINDS = ("conv3x3", "patch")
+HEAD_KINDS = ("mean", "class")
+POSITION_KINDS = ("none", "absolute", "relative")
+NORM_KINDS = ("layernorm",)
+BOOLEANS = {"true": True, "false": False}
+# Blocks without arguments: what each one is, for the "takes no arguments" hint.
+PLAIN_BLOCKS = {
+    "merge": "Swin's patch merging",
+    "pool": "PiT's pooling",
+    "smooth": "a fixed 2x2 blur",
+}
 # A conv variant and the expansion it has unless one is given (`basic` means expansion 1).
 CONV_VARIANTS = {"bottleneck": 4, "basic": 1}
 
@@ -47,8 +76,10 @@ def _describe(value: Value) -> str:
 class _Lowered:
     """A block with the spans its IR fields came from (keys: "" for the block, then field names)."""
 
-    block: ConvBlock | MSABlock
+    block: AnyBlock
     spans: dict[str, Span]
+    # An `attn` written without `dim_head`: it becomes channels // heads once shapes are known.
+    dim_head_unset: bool = False
 
 
 class _Lowering:
@@ -59,6 +90,8 @@ class _Lowering:
         # shape-dependent checks would only report noise then.
         self.shapes_known = True
         self._bind_failed = False  # whether the latest `bind` reported a bad argument
+        # (stage index, block index) of each `attn` whose dim_head is channels // heads.
+        self.unset_dim_heads: list[tuple[int, int]] = []
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -85,6 +118,38 @@ class _Lowering:
         else:
             self.error(value.span, f"bad number `{text}`", f"{what} is written with digits only, e.g. 64")
         return None
+
+    def whole_number(self, value: Value, what: str) -> int | None:
+        """A number >= 0 (`shift=0` is no shift), or None after reporting why it is not one."""
+        if isinstance(value, Number) and _INTEGER.match(value.text) and int(value.text) == 0:
+            return 0
+        return self.positive_int(value, what)
+
+    def boolean(self, value: Value, what: str) -> bool | None:
+        """`true` or `false`, or None after reporting why the value is neither."""
+        if isinstance(value, Name) and value.text in BOOLEANS:
+            return BOOLEANS[value.text]
+        hint = did_you_mean(value.text, tuple(BOOLEANS)) if isinstance(value, Name) else None
+        self.error(value.span, f"{what} must be `true` or `false`, not {_describe(value)}", hint)
+        return None
+
+    def positive_float(self, value: Value, what: str) -> float | None:
+        """A number above 0 (`1e-6`, `0.5`, `2`), or None after reporting why it is not one."""
+        text = value.text if isinstance(value, Number) else None
+        if text is None or not (_INTEGER.match(text) or _DECIMAL.match(text)):
+            hint = f"{what} is written like 1e-6 or 0.5"
+            self.error(value.span, f"{what} must be a number, not {_describe(value)}", hint)
+            return None
+        number = float(text)
+        if not math.isfinite(number) or number <= 0:
+            self.error(value.span, f"{what} must be above 0, got {text}")
+            return None
+        return number
+
+    def no_arguments(self, ref: BlockRef) -> None:
+        if ref.args:
+            what = PLAIN_BLOCKS[ref.name.text]
+            self.error(ref.span, f"`{ref.name.text}` takes no arguments", f"it is {what}: write `{ref.name.text}`")
 
     def bind(self, args: tuple[Arg, ...], callee: str, params: tuple[str, ...]) -> dict[str, Arg]:
         """Match arguments to parameter names like Python does (by position, in the order of
@@ -151,19 +216,25 @@ class _Lowering:
             sizes.append(number)
         return InputShape(channels=sizes[0], height=sizes[1], width=sizes[2])
 
-    def lower_stem(self, setting: Setting) -> Stem | None:
+    def lower_stem(self, setting: Setting) -> AnyStem | None:
         value = setting.value
         if isinstance(value, Number):
-            self.error(value.span, f"stem must be `conv3x3(C)`, not {_describe(value)}", "e.g. `stem conv3x3(64)`")
+            self.error(
+                value.span,
+                f"stem must be `conv3x3(C)` or `patch(size, C)`, not {_describe(value)}",
+                "e.g. `stem conv3x3(64)` or `stem patch(2, 192)`",
+            )
             return None
         name = value.name if isinstance(value, Call) else value
         if name.text not in STEM_KINDS:
             self.error(
                 name.span,
                 f"unknown stem `{name.text}`",
-                did_you_mean(name.text, STEM_KINDS) or "the stem is `conv3x3(C)`",
+                did_you_mean(name.text, STEM_KINDS) or "stems are `conv3x3(C)` and `patch(size, C)`",
             )
             return None
+        if name.text == "patch":
+            return self.lower_patch_stem(value)
         if not isinstance(value, Call):
             self.error(value.span, "stem `conv3x3` needs its channels", "e.g. `stem conv3x3(64)`")
             return None
@@ -171,6 +242,78 @@ class _Lowering:
         arg = self.require(bound, "channels", name.text, value.span, "`stem conv3x3(64)`")
         channels = self.positive_int(arg.value, "stem channels") if arg else None
         return Stem(channels=channels) if channels is not None else None
+
+    def lower_patch_stem(self, value: Name | Call) -> PatchStem | None:
+        """`patch(size, channels, stride=size, norm=false)`: ViT's, PiT's and Swin's patch embedding."""
+        example = "`stem patch(2, 192)` or `stem patch(2, 64, stride=1)`"
+        if not isinstance(value, Call):
+            self.error(value.span, "stem `patch` needs a patch size and channels", f"e.g. {example}")
+            return None
+        bound = self.bind(value.args, "patch", ("size", "channels", "stride", "norm"))
+        numbers = {}
+        for key, what in (("size", "patch size"), ("channels", "stem channels")):
+            arg = self.require(bound, key, "patch", value.span, example)
+            numbers[key] = self.positive_int(arg.value, what) if arg else None
+        stride = numbers["size"]
+        if "stride" in bound:
+            stride = self.positive_int(bound["stride"].value, "patch stride")
+            self.spans[("stem", "stride")] = bound["stride"].span
+        norm = self.boolean(bound["norm"].value, "norm") if "norm" in bound else False
+        if None in (numbers["size"], numbers["channels"], stride, norm):
+            return None
+        return PatchStem(size=numbers["size"], channels=numbers["channels"], stride=stride, norm=norm)
+
+    def lower_head(self, setting: Setting) -> str | None:
+        value = setting.value
+        if isinstance(value, Name) and value.text in HEAD_KINDS:
+            return value.text
+        hint = did_you_mean(value.text, HEAD_KINDS) if isinstance(value, Name) else None
+        self.error(
+            value.span,
+            f"head must be `mean` or `class`, not {_describe(value)}",
+            hint or "`head mean` averages the final map; `head class` reads a class token",
+        )
+        return None
+
+    def lower_pos(self, setting: Setting) -> Position | None:
+        value = setting.value
+        name = value.name if isinstance(value, Call) else value
+        if not isinstance(name, Name) or name.text not in POSITION_KINDS:
+            hint = did_you_mean(name.text, POSITION_KINDS) if isinstance(name, Name) else None
+            self.error(
+                name.span,
+                f"pos must be `none`, `absolute` or `relative`, not {_describe(value)}",
+                hint or "e.g. `pos absolute` (ViT, PiT) or `pos relative` (Swin)",
+            )
+            return None
+        if not isinstance(value, Call):
+            return Position(kind=name.text)
+        if name.text != "absolute":
+            self.error(value.span, f"`{name.text}` takes no arguments", f"write `pos {name.text}`")
+            return None
+        bound = self.bind(value.args, "absolute", ("class",))
+        class_token = True
+        if "class" in bound:
+            self.spans[("pos", "class_token")] = bound["class"].span
+            class_token = self.boolean(bound["class"].value, "class")
+            if class_token is None:
+                return None
+        return Position(kind="absolute", class_token=class_token)
+
+    def lower_norm(self, setting: Setting) -> Norm | None:
+        value = setting.value
+        name = value.name if isinstance(value, Call) else value
+        if not isinstance(name, Name) or name.text not in NORM_KINDS:
+            hint = did_you_mean(name.text, NORM_KINDS) if isinstance(name, Name) else None
+            self.error(name.span, f"norm must be `layernorm(eps=E)`, not {_describe(value)}", hint)
+            return None
+        if not isinstance(value, Call):
+            return Norm()
+        bound = self.bind(value.args, name.text, ("eps",))
+        if "eps" not in bound:
+            return Norm()
+        eps = self.positive_float(bound["eps"].value, "eps")
+        return Norm(eps=eps) if eps is not None else None
 
     def lower_conv_kind(self, value: Value) -> ConvBlock | None:
         """`bottleneck`, `bottleneck(expansion=4)`, `basic`, `basic(2)`: the arch's plain `conv`."""
@@ -255,16 +398,83 @@ class _Lowering:
             dim_head = self.positive_int(arg.value, "dim_head") or dim_head
         return _Lowered(MSABlock(heads=heads, window=window, dim_head=dim_head), spans)
 
+    def lower_attn_block(self, ref: BlockRef) -> _Lowered:
+        """`attn(heads, window, shift=0, kernel=K, dim_head=D, qkv_bias=true)`: the transformer MSA."""
+        spans = {"": ref.span}
+        example = "`attn(3, global)`, `attn(3, 4, shift=2)` or `attn(3, kernel=5)`"
+        # A placeholder for a broken one: global attention fits every map, so it adds no noise.
+        fields: dict = {"heads": 1, "dim_head": 1}
+        unset = True
+        if ref.args is None:
+            self.error(ref.span, "`attn` needs heads and a window (or a kernel)", f"e.g. {example}")
+            return _Lowered(AttnBlock(**fields), spans, dim_head_unset=False)
+        bound = self.bind(ref.args, "attn", ("heads", "window", "shift", "kernel", "dim_head", "qkv_bias"))
+        arg = self.require(bound, "heads", "attn", ref.span, example)
+        if arg is not None:
+            spans["heads"] = arg.value.span
+            fields["heads"] = self.positive_int(arg.value, "heads") or 1
+        if "window" in bound and "kernel" in bound:
+            self.error(
+                bound["kernel"].span,
+                "`attn` takes a window or a kernel, not both",
+                "a window splits the map into tiles; a kernel is each token's own neighbourhood",
+            )
+        elif "window" in bound:
+            value = bound["window"].value
+            spans["window"] = value.span
+            if isinstance(value, Name):
+                if value.text != "global":
+                    hint = did_you_mean(value.text, ("global",)) or "a window is a number or `global`"
+                    self.error(value.span, f"window must be a number or `global`, not {_describe(value)}", hint)
+            else:
+                fields["window"] = self.positive_int(value, "window")
+        elif "kernel" in bound:
+            spans["kernel"] = bound["kernel"].value.span
+            fields["kernel"] = self.positive_int(bound["kernel"].value, "kernel")
+        elif not self._bind_failed:
+            self.error(ref.span, "`attn` needs a window or a kernel", f"e.g. {example}")
+        if "shift" in bound:
+            spans["shift"] = bound["shift"].value.span
+            shift = self.whole_number(bound["shift"].value, "shift")
+            fields["shift"] = shift or 0
+        if "dim_head" in bound:
+            spans["dim_head"] = bound["dim_head"].value.span
+            fields["dim_head"] = self.positive_int(bound["dim_head"].value, "dim_head") or 1
+            unset = False
+        if "qkv_bias" in bound:
+            spans["qkv_bias"] = bound["qkv_bias"].value.span
+            qkv_bias = self.boolean(bound["qkv_bias"].value, "qkv_bias")
+            fields["qkv_bias"] = True if qkv_bias is None else qkv_bias
+        fields = {key: value for key, value in fields.items() if value is not None}
+        return _Lowered(AttnBlock(**fields), spans, dim_head_unset=unset)
+
+    def lower_mlp_block(self, ref: BlockRef) -> _Lowered:
+        spans = {"": ref.span}
+        bound = self.bind(ref.args or (), "mlp", ("ratio",))
+        ratio = 4
+        if "ratio" in bound:
+            spans["ratio"] = bound["ratio"].value.span
+            ratio = self.positive_int(bound["ratio"].value, "mlp ratio") or ratio
+        return _Lowered(MLPBlock(ratio=ratio), spans)
+
     def lower_block(self, ref: BlockRef, default: ConvBlock) -> _Lowered:
         kind = ref.name.text
         if kind == "conv":
             return self.lower_conv_block(ref, default)
         if kind == "msa":
             return self.lower_msa_block(ref)
+        if kind == "attn":
+            return self.lower_attn_block(ref)
+        if kind == "mlp":
+            return self.lower_mlp_block(ref)
+        if kind in PLAIN_BLOCKS:
+            self.no_arguments(ref)
+            block = {"merge": MergeBlock, "pool": PoolBlock, "smooth": SmoothBlock}[kind]()
+            return _Lowered(block, {"": ref.span})
         self.error(
             ref.name.span,
             f"unknown block `{kind}`",
-            did_you_mean(kind, BLOCK_KINDS) or "blocks are `conv` and `msa(heads, window)`",
+            did_you_mean(kind, BLOCK_KINDS) or f"blocks are: {', '.join(BLOCK_KINDS)}",
         )
         return _Lowered(default, {"": ref.span})
 
@@ -340,6 +550,8 @@ class _Lowering:
         for j, item in enumerate(lowered):
             for field, span in item.spans.items():
                 self.spans[path + ("blocks", j) + ((field,) if field else ())] = span
+            if item.dim_head_unset:
+                self.unset_dim_heads.append((index, j))
         return Stage(name=name.text, width=width or 1, stride=stride, blocks=tuple(item.block for item in lowered))
 
     # --- the whole file --------------------------------------------------------------
@@ -390,6 +602,9 @@ class _Lowering:
         if "conv" in once:
             conv = self.lower_conv_kind(once["conv"].value) or conv
             self.spans[("conv",)] = once["conv"].span
+        head = self.lower_head(once["head"]) if "head" in once else None
+        pos = self.lower_pos(once["pos"]) if "pos" in once else None
+        norm = self.lower_norm(once["norm"]) if "norm" in once else None
         if not stage_settings and "stage" not in misspelt:
             self.error(node.span, f"arch {node.name.text} has no stages", "add e.g. `stage c1(width=64) { conv*3 }`")
         stages = []
@@ -407,11 +622,41 @@ class _Lowering:
             stem=stem or Stem(channels=1),
             conv=conv,
             stages=tuple(stages),
+            head=head or "mean",
+            pos=pos or Position(),
+            norm=norm or Norm(),
         )
+        arch = self.fill_dim_heads(arch)
         found = checks.problems(arch) if self.shapes_known else checks.name_problems(arch)
         for problem in found:
             self.error(self.span_of(problem.path) or node.span, problem.message, problem.hint)
         return arch
+
+    def fill_dim_heads(self, arch: Arch) -> Arch:
+        """Give each `attn` written without `dim_head` its channels // heads (ViT's, Swin's rule)."""
+        if not self.unset_dim_heads or not self.shapes_known:
+            return arch
+        shapes = {(shape.stage, shape.index): shape for shape in block_shapes(arch)}
+        stages = list(arch.stages)
+        for si, bi in self.unset_dim_heads:
+            if si >= len(stages):
+                continue
+            stage = stages[si]
+            block = stage.blocks[bi]
+            channels = shapes[(stage.name, bi)].in_channels
+            if channels % block.heads:
+                path = ("stages", si, "blocks", bi, "heads")
+                fitting = [h for h in range(1, min(channels, 64) + 1) if channels % h == 0]
+                self.error(
+                    self.span_of(path),
+                    f"mismatched dims: the {channels} channels of this `attn` do not split into {block.heads} heads",
+                    f"heads that divide {channels}: {', '.join(map(str, fitting[:12]))}; or give `dim_head`",
+                )
+                continue
+            blocks = list(stage.blocks)
+            blocks[bi] = block.model_copy(update={"dim_head": channels // block.heads})
+            stages[si] = stage = stage.model_copy(update={"blocks": tuple(blocks)})
+        return arch.model_copy(update={"stages": tuple(stages)})
 
     def span_of(self, path: tuple) -> Span | None:
         """The span recorded for the longest prefix of an IR path."""

@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from archdsl.ir import Arch, ConvBlock, MSABlock
+from archdsl.ir import AnyBlock, Arch, AttnBlock, ConvBlock, MLPBlock, MSABlock, Norm, PatchStem, block_shapes
 from archdsl.lang.lower import CONV_VARIANTS, lower
 from archdsl.lang.parser import ArchNode, parse
 from archdsl.lang.parser import comments as parser_comments
-
-Block = ConvBlock | MSABlock
 
 
 def _conv_kind_text(conv: ConvBlock) -> str:
@@ -32,8 +30,30 @@ def format_conv_setting(conv: ConvBlock) -> str:
     return _conv_kind_text(conv)
 
 
-def format_block(block: Block, default_conv: ConvBlock) -> str:
-    """One block as written inside a stage: `conv`, `conv(basic)`, `msa(6, 4)`, `msa(3, window=global)`."""
+def _attn_text(block: AttnBlock, channels: int | None) -> str:
+    if block.kernel is not None:
+        args = [str(block.heads), f"kernel={block.kernel}"]
+    else:
+        args = [str(block.heads), "global" if block.window is None else str(block.window)]
+    if block.shift:
+        args.append(f"shift={block.shift}")
+    if channels is None or channels % block.heads or channels // block.heads != block.dim_head:
+        args.append(f"dim_head={block.dim_head}")  # not the default channels // heads
+    if not block.qkv_bias:
+        args.append("qkv_bias=false")
+    return f"attn({', '.join(args)})"
+
+
+def format_block(block: AnyBlock, default_conv: ConvBlock, channels: int | None = None) -> str:
+    """One block as written inside a stage: `conv`, `conv(basic)`, `msa(6, 4)`, `msa(3, window=global)`,
+    `attn(3, 4, shift=2)`, `mlp(4)`, `merge`. `channels` (what the block receives) decides whether an
+    `attn`'s dim_head is the default channels // heads."""
+    if isinstance(block, AttnBlock):
+        return _attn_text(block, channels)
+    if isinstance(block, MLPBlock):
+        return f"mlp({block.ratio})"  # the ratio is worth seeing, like a bottleneck's expansion
+    if not isinstance(block, (ConvBlock, MSABlock)):
+        return block.kind  # merge, pool, smooth: no arguments
     if isinstance(block, MSABlock):
         window = "window=global" if block.window is None else str(block.window)
         extra = "" if block.dim_head == 64 else f", dim_head={block.dim_head}"
@@ -45,6 +65,28 @@ def format_block(block: Block, default_conv: ConvBlock) -> str:
     if block.expansion == CONV_VARIANTS[block.variant]:
         return f"conv({block.variant})"
     return f"conv({block.variant}, expansion={block.expansion})"
+
+
+def format_stem(arch: Arch) -> str:
+    stem = arch.stem
+    if not isinstance(stem, PatchStem):
+        return f"conv3x3({stem.channels})"
+    args = [str(stem.size), str(stem.channels)]
+    if stem.stride != stem.size:
+        args.append(f"stride={stem.stride}")
+    if stem.norm:
+        args.append("norm=true")
+    return f"patch({', '.join(args)})"
+
+
+def format_float(value: float) -> str:
+    """The shortest text that reads back as `value`: `1e-6`, `0.5`, `2`."""
+    text = repr(value)
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        mantissa = mantissa[:-2] if mantissa.endswith(".0") else mantissa
+        return f"{mantissa}e{'-' if exponent.startswith('-') else '+'}{int(exponent.lstrip('+-'))}"
+    return text[:-2] if text.endswith(".0") else text
 
 
 @dataclass(frozen=True)
@@ -119,8 +161,16 @@ def format_arch(arch: Arch, comments: Comments | None = None) -> str:
     i4 = "    "
     emit("input", f"input   {arch.input.channels}x{arch.input.height}x{arch.input.width}", i4)
     emit("classes", f"classes {arch.classes}", i4)
-    emit("stem", f"stem    conv3x3({arch.stem.channels})", i4)
-    emit("conv", f"conv  = {format_conv_setting(arch.conv)}", i4)
+    emit("stem", f"stem    {format_stem(arch)}", i4)
+    # A token net without conv or msa blocks has no use for `conv`: it is only said when it matters.
+    if arch.conv != ConvBlock() or any(b.kind in ("conv", "msa") for st in arch.stages for b in st.blocks):
+        emit("conv", f"conv  = {format_conv_setting(arch.conv)}", i4)
+    if arch.head != "mean":
+        emit("head", f"head    {arch.head}", i4)
+    if arch.pos.kind != "none":
+        emit("pos", f"pos     {arch.pos.kind}" + ("" if arch.pos.class_token else "(class=false)"), i4)
+    if arch.norm != Norm():
+        emit("norm", f"norm  = {arch.norm.kind}(eps={format_float(arch.norm.eps)})", i4)
     if arch.stages:
         lines.append("")
     heads = []
@@ -132,8 +182,10 @@ def format_arch(arch: Arch, comments: Comments | None = None) -> str:
         heads.append(f"stage {stage.name}({params})")
     # Stage bodies line up in one column, as in hand-written specs.
     column = max((len(h) for h in heads), default=0)
+    shapes = iter(block_shapes(arch))
     for index, (head, stage) in enumerate(zip(heads, arch.stages, strict=True)):
-        body = " ".join(compress([format_block(b, arch.conv) for b in stage.blocks]))
+        written = [format_block(b, arch.conv, next(shapes).in_channels) for b in stage.blocks]
+        body = " ".join(compress(written))
         emit(("stage", index), f"{head.ljust(column)} {{ {body} }}" if body else f"{head.ljust(column)} {{ }}", i4)
     lines.extend(i4 + c for c in comments.before.get("end", []))
     emit("close", "}")
