@@ -45,7 +45,7 @@ def test_check_does_not_import_torch():
     code = (
         "import sys\n"
         "from archdsl.cli import main\n"
-        "assert main(['check', 'tiny']) == 0\n"
+        "assert main(['check', 'tiny', 'vit-ti', 'pit-ti', 'swin-ti']) == 0\n"
         "assert 'torch' not in sys.modules, 'archdsl check imported torch'\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

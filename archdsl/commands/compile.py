@@ -50,7 +50,7 @@ def _format_table(summary) -> str:  # summary: archdsl.nn.summary.ModelSummary
         (
             "stem",
             "",
-            "conv3x3",
+            summary.stem.kind,
             "x".join(map(str, summary.stem.out_shape)),
             f"{summary.stem.params:,}",
             f"{summary.stem.flops / 1e6:,.1f}",
@@ -71,7 +71,7 @@ def _format_table(summary) -> str:  # summary: archdsl.nn.summary.ModelSummary
         (
             "head",
             "",
-            "bn-gap-fc",
+            summary.head.kind,
             "x".join(map(str, summary.head.out_shape)),
             f"{summary.head.params:,}",
             f"{summary.head.flops / 1e6:,.1f}",

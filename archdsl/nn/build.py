@@ -1,9 +1,14 @@
 """IR -> nn.Module: the compiler.
 
 `build(arch)` turns a validated `archdsl.ir.Arch` into an `ArchNet` whose module tree
-mirrors the spec: `stem`, `stages.<stage>.<index>` (one module per IR block, each with a
-`.kind` of "conv" or "msa") and `head`. The IR rides along as `model.arch`, so a model
-always knows how to rebuild itself (checkpoints store it beside the weights).
+mirrors the spec: `stem`, `stages.<stage>.<index>` (one module per IR block, each with the
+`.kind` of its IR block: "conv", "msa", "attn", "mlp", "merge", "pool", "smooth") and `head`.
+The IR rides along as `model.arch`, so a model always knows how to rebuild itself
+(checkpoints store it beside the weights).
+
+Blocks read feature maps or token sequences (`archdsl.nn.blocks.tokens`); each stage hands
+every block its input in the layout it reads, and the head follows the last block's layout
+(BN-ReLU-pool-linear after maps, LayerNorm-pool-linear after tokens).
 """
 
 from __future__ import annotations
@@ -15,10 +20,27 @@ import torch
 from timm.layers import trunc_normal_
 from torch import nn
 
-from archdsl.ir import Arch, ConvBlock, block_path, block_shapes, feature_channels
+from archdsl.ir import (
+    Arch,
+    AttnBlock,
+    BlockShape,
+    ConvBlock,
+    MergeBlock,
+    MLPBlock,
+    MSABlock,
+    PoolBlock,
+    block_path,
+    block_shapes,
+    feature_channels,
+    head_layout,
+    stage_shapes,
+)
+from archdsl.nn.blocks import downsample, transformer
 from archdsl.nn.blocks.attention import AlterMSABlock
 from archdsl.nn.blocks.conv import conv_block
-from archdsl.nn.blocks.layers import ClassifierHead, stem
+from archdsl.nn.blocks.layers import ClassifierHead, TokenHead, stem
+from archdsl.nn.blocks.smoothing import SmoothBlock
+from archdsl.nn.blocks.tokens import TOKENS, BlockSequence, to_layout
 
 
 class ArchNet(nn.Module):
@@ -27,29 +49,25 @@ class ArchNet(nn.Module):
     def __init__(self, arch: Arch, *, drop_path: float = 0.0) -> None:
         super().__init__()
         self.arch = arch
-        self.stem = stem(arch.stem, arch.input.channels)
+        self.stem = stem(arch)
         shapes = block_shapes(arch)
         rates = drop_path_rates(drop_path, len(shapes))
         stages: dict[str, list[nn.Module]] = {stage.name: [] for stage in arch.stages}
+        in_sizes: dict[str, list[tuple[int, int]]] = {stage.name: [] for stage in arch.stages}
         widths = {stage.name: stage.width for stage in arch.stages}
         for shape, rate in zip(shapes, rates, strict=True):
-            width = widths[shape.stage]
-            if isinstance(shape.block, ConvBlock):
-                module = conv_block(shape.block, shape.in_channels, width, stride=shape.stride, drop_path=rate)
-            else:
-                module = AlterMSABlock(
-                    shape.block,
-                    shape.in_channels,
-                    width,
-                    shape.out_channels,
-                    map_size=shape.out_size,
-                    drop_path=rate,
-                )
-            stages[shape.stage].append(module)
-        self.stages = nn.ModuleDict({name: nn.Sequential(*blocks) for name, blocks in stages.items()})
-        self.head = ClassifierHead(feature_channels(arch), arch.classes)
+            stages[shape.stage].append(_block(arch, shape, widths[shape.stage], rate))
+            in_sizes[shape.stage].append(shape.in_size)
+        self.stages = nn.ModuleDict({name: BlockSequence(stages[name], in_sizes[name]) for name in stages})
+        features = feature_channels(arch)
+        if head_layout(arch) == TOKENS:
+            self.head = TokenHead(features, arch.classes, class_token=arch.class_token, eps=arch.norm.eps)
+        else:
+            self.head = ClassifierHead(features, arch.classes)
+        # The map size the head receives, should it have to turn tokens back into a map.
+        self._head_size = stage_shapes(arch)[-1].out_size if arch.stages else (0, 0)
         self.num_classes = arch.classes
-        self.num_features = feature_channels(arch)
+        self.num_features = features
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -65,9 +83,11 @@ class ArchNet(nn.Module):
                 nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Linear):
                 trunc_normal_(module.weight, std=0.02)
-                nn.init.zeros_(module.bias)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        # Blocks with more than these rules (bias tables, class token, positions) finish their own init.
         for module in self.modules():
-            if isinstance(module, AlterMSABlock):
+            if module is not self and hasattr(module, "init_weights"):
                 module.init_weights()
 
     def named_blocks(self) -> Iterator[tuple[str, nn.Module]]:
@@ -83,10 +103,46 @@ class ArchNet(nn.Module):
         return x
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return self.head(x, pre_logits=pre_logits)
+        return self.head(to_layout(x, self.head.layout, self._head_size), pre_logits=pre_logits)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
+
+
+def _block(arch: Arch, shape: BlockShape, width: int, drop_path: float) -> nn.Module:
+    """The module for one IR block, given where it sits."""
+    block = shape.block
+    if isinstance(block, ConvBlock):
+        return conv_block(block, shape.in_channels, width, stride=shape.stride, drop_path=drop_path)
+    if isinstance(block, MSABlock):
+        return AlterMSABlock(
+            block, shape.in_channels, width, shape.out_channels, map_size=shape.out_size, drop_path=drop_path
+        )
+    eps, prefix = arch.norm.eps, arch.prefix_tokens
+    if isinstance(block, AttnBlock):
+        relative = arch.pos.kind == "relative"
+        return transformer.TransformerAttnBlock(
+            block,
+            shape.in_channels,
+            size=shape.out_size,
+            prefix=prefix,
+            relative=relative,
+            eps=eps,
+            drop_path=drop_path,
+        )
+    if isinstance(block, MLPBlock):
+        return transformer.TransformerMLPBlock(
+            block, shape.in_channels, size=shape.out_size, prefix=prefix, eps=eps, drop_path=drop_path
+        )
+    if isinstance(block, MergeBlock):
+        return downsample.MergeBlock(
+            shape.in_channels, shape.out_channels, in_size=shape.in_size, out_size=shape.out_size, eps=eps
+        )
+    if isinstance(block, PoolBlock):
+        return downsample.PoolBlock(
+            shape.in_channels, shape.out_channels, in_size=shape.in_size, out_size=shape.out_size, prefix=prefix
+        )
+    return SmoothBlock()
 
 
 def drop_path_rates(drop_path: float, n_blocks: int) -> list[float]:

@@ -1,10 +1,12 @@
 """Per-block shapes, parameter counts and FLOPs, computed from the IR alone (no torch).
 
-FLOPs are 2 x multiply-accumulates of the convolutions, the classifier's linear layer
-and the two attention matmuls (QK^T and AV, per window), which is what the reference
-figures in docs/reference.md count (torch's `FlopCounterMode` with the math attention kernel
-agrees; it misses fused attention kernels, hence the exact count here). Normalisation,
-activations, softmax, bias adds and the residual additions are not counted.
+FLOPs are 2 x multiply-accumulates of the convolutions, the linear layers (classifier,
+qkv and output projections, MLPs, patch merging) and the two attention matmuls (QK^T and
+AV, per window or over the whole sequence), which is what torch's `FlopCounterMode` counts
+with the math attention kernel (it misses fused attention kernels, hence the exact count
+here), and what the reference figures in docs/reference.md count. Normalisation,
+activations, softmax, pooling, the fixed `smooth` blur, bias and position adds and the
+residual additions are not counted.
 
 The parameter formulas mirror `archdsl.nn.blocks` one for one; a test cross-checks them
 against built models.
@@ -14,14 +16,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from archdsl.ir import Arch, BlockShape, ConvBlock, block_path, block_shapes, feature_channels
+from archdsl.ir import (
+    Arch,
+    AttnBlock,
+    BlockShape,
+    ConvBlock,
+    MLPBlock,
+    MSABlock,
+    PatchStem,
+    block_path,
+    block_shapes,
+    feature_channels,
+    head_layout,
+    stem_out_size,
+)
 
 
 @dataclass(frozen=True)
 class BlockSummary:
     stage: str
     index: int
-    kind: str  # "conv" or "msa"
+    kind: str  # the IR block's kind: "conv", "msa", "attn", "mlp", "merge", "pool", "smooth"
     out_shape: tuple[int, int, int]  # (channels, height, width)
     params: int
     flops: int  # per image
@@ -36,6 +51,7 @@ class LayerSummary:
     """The stem or the classifier head."""
 
     name: str
+    kind: str  # "conv3x3" or "patch"; "bn-gap-fc", "ln-gap-fc" or "ln-class-fc"
     out_shape: tuple[int, ...]
     params: int
     flops: int
@@ -59,7 +75,7 @@ class ModelSummary:
 
     @property
     def n_msa(self) -> int:
-        return sum(b.kind == "msa" for b in self.blocks)
+        return sum(b.kind in ("msa", "attn") for b in self.blocks)
 
 
 def _bn(channels: int) -> int:
@@ -93,6 +109,7 @@ def _conv_block(shape: BlockShape, width: int) -> tuple[int, int]:
 def _msa_block(shape: BlockShape, width: int) -> tuple[int, int]:
     """(params, MACs) of an AlterNet MSA block; attention matmuls counted exactly."""
     block = shape.block
+    assert isinstance(block, MSABlock)
     c_in, c_out = shape.in_channels, shape.out_channels
     height, wide = shape.out_size
     hw = height * wide
@@ -118,22 +135,106 @@ def _msa_block(shape: BlockShape, width: int) -> tuple[int, int]:
     return params, macs
 
 
+def _ln(channels: int) -> int:
+    return 2 * channels  # weight and bias
+
+
+def _linear(c_in: int, c_out: int, bias: bool = True) -> int:
+    return c_in * c_out + (c_out if bias else 0)
+
+
+def _attn_block(arch: Arch, shape: BlockShape) -> tuple[int, int]:
+    """(params, MACs) of a transformer MSA block (pre-norm, qkv, attention, proj)."""
+    block = shape.block
+    assert isinstance(block, AttnBlock)
+    c = shape.in_channels
+    inner = block.heads * block.dim_head
+    height, wide = shape.out_size
+    patches = height * wide
+    tokens = patches + arch.prefix_tokens
+    params = _ln(c) + _linear(c, 3 * inner, block.qkv_bias) + _linear(inner, c)
+    if arch.pos.kind == "relative":
+        if block.kernel is not None:
+            entries = block.kernel**2
+        else:
+            win_h, win_w = (block.window, block.window) if block.window is not None else (height, wide)
+            entries = (2 * win_h - 1) * (2 * win_w - 1)
+        params += entries * block.heads
+    macs = tokens * (c * 3 * inner + inner * c)
+    # QK^T and AV: heads x (queries x keys) x dim_head each. Windows attend within themselves;
+    # global and local (masked) attention compute the whole tokens x tokens matrix.
+    pairs = patches * block.window**2 if block.window is not None else tokens * tokens
+    macs += 2 * block.heads * pairs * block.dim_head
+    return params, macs
+
+
+def _mlp_block(arch: Arch, shape: BlockShape) -> tuple[int, int]:
+    block = shape.block
+    assert isinstance(block, MLPBlock)
+    c, hidden = shape.in_channels, shape.in_channels * block.ratio
+    tokens = shape.out_size[0] * shape.out_size[1] + arch.prefix_tokens
+    return _ln(c) + _linear(c, hidden) + _linear(hidden, c), tokens * 2 * c * hidden
+
+
+def _merge_block(arch: Arch, shape: BlockShape) -> tuple[int, int]:
+    c_in, c_out = 4 * shape.in_channels, shape.out_channels
+    return _ln(c_in) + _linear(c_in, c_out, bias=False), shape.out_size[0] * shape.out_size[1] * c_in * c_out
+
+
+def _pool_block(arch: Arch, shape: BlockShape) -> tuple[int, int]:
+    c_in, c_out = shape.in_channels, shape.out_channels
+    # Depthwise 3x3: each output channel reads one input channel.
+    params, macs = c_out * 9 + c_out, shape.out_size[0] * shape.out_size[1] * c_out * 9
+    if arch.class_token:
+        params += _linear(c_in, c_out)
+        macs += c_in * c_out
+    return params, macs
+
+
+def _block(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
+    """(params, MACs) of one block."""
+    kind = shape.block.kind
+    if kind == "conv":
+        return _conv_block(shape, width)
+    if kind == "msa":
+        return _msa_block(shape, width)
+    if kind == "smooth":
+        return 0, 0
+    count = {"attn": _attn_block, "mlp": _mlp_block, "merge": _merge_block, "pool": _pool_block}[kind]
+    return count(arch, shape)
+
+
+def _stem(arch: Arch) -> LayerSummary:
+    stem = arch.stem
+    height, width = stem_out_size(arch)
+    c_in = arch.input.channels
+    if not isinstance(stem, PatchStem):
+        params = c_in * stem.channels * 9
+        return LayerSummary("stem", "conv3x3", (stem.channels, height, width), params, 2 * params * height * width)
+    c = stem.channels
+    conv = c_in * c * stem.size**2
+    params = conv + c + (_ln(c) if stem.norm else 0) + (c if arch.class_token else 0)
+    if arch.pos.kind == "absolute":
+        params += (height * width + (1 if arch.class_token and arch.pos.class_token else 0)) * c
+    return LayerSummary("stem", "patch", (c, height, width), params, 2 * conv * height * width)
+
+
+def _head(arch: Arch) -> LayerSummary:
+    features = feature_channels(arch)
+    fc = _linear(features, arch.classes)
+    if head_layout(arch) == "tokens":
+        kind = "ln-class-fc" if arch.class_token else "ln-gap-fc"
+        return LayerSummary("head", kind, (arch.classes,), _ln(features) + fc, 2 * features * arch.classes)
+    return LayerSummary("head", "bn-gap-fc", (arch.classes,), _bn(features) + fc, 2 * features * arch.classes)
+
+
 def summarize(arch: Arch) -> ModelSummary:
     """Shapes, params and FLOPs per block of `arch` (assumed valid), plus stem and head."""
-    h, w = arch.input.height, arch.input.width
-    stem_c = arch.stem.channels
-    stem_params = arch.input.channels * stem_c * 9
-    stem = LayerSummary("stem", (stem_c, h, w), stem_params, 2 * stem_params * h * w)
     widths = {stage.name: stage.width for stage in arch.stages}
     blocks = []
     for shape in block_shapes(arch):
-        kind = shape.block.kind
-        count = _conv_block if kind == "conv" else _msa_block
-        params, macs = count(shape, widths[shape.stage])
+        params, macs = _block(arch, shape, widths[shape.stage])
         out_shape = (shape.out_channels, *shape.out_size)
-        blocks.append(BlockSummary(shape.stage, shape.index, kind, out_shape, params, 2 * macs))
-    features = feature_channels(arch)
-    head = LayerSummary(
-        "head", (arch.classes,), _bn(features) + features * arch.classes + arch.classes, 2 * features * arch.classes
-    )
-    return ModelSummary(arch.name, (arch.input.channels, h, w), stem, tuple(blocks), head)
+        blocks.append(BlockSummary(shape.stage, shape.index, shape.block.kind, out_shape, params, 2 * macs))
+    input_shape = (arch.input.channels, arch.input.height, arch.input.width)
+    return ModelSummary(arch.name, input_shape, _stem(arch), tuple(blocks), _head(arch))

@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from archdsl.ir import MSABlock
+from archdsl.nn.blocks.tokens import MAP
 
 
 @contextlib.contextmanager
@@ -96,6 +97,7 @@ class AlterMSABlock(nn.Module):
     """
 
     kind = "msa"
+    layout = MAP
 
     def __init__(
         self,

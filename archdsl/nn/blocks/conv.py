@@ -15,6 +15,7 @@ from timm.layers import DropPath
 from torch import nn
 
 from archdsl.ir import ConvBlock
+from archdsl.nn.blocks.tokens import MAP
 
 
 def _conv(in_channels: int, out_channels: int, kernel: int, stride: int = 1) -> nn.Conv2d:
@@ -30,6 +31,7 @@ class PreActBlock(nn.Module):
     """
 
     kind = "conv"
+    layout = MAP
 
     def __init__(self, units: list[tuple[int, int, int, int]], *, drop_path: float = 0.0) -> None:
         super().__init__()

@@ -1,16 +1,76 @@
-"""The CIFAR stem and the pre-activation classifier head."""
+"""Stems and heads: the CIFAR conv stem, the patch stems of ViT/PiT/Swin, the BN and LayerNorm heads."""
 
 from __future__ import annotations
 
 import torch
+from timm.layers import LayerNorm, trunc_normal_
 from torch import nn
 
-from archdsl.ir import Stem
+from archdsl.ir import Arch, PatchStem, stem_out_size
+from archdsl.nn.blocks.tokens import MAP, TOKENS, TokenOutput
 
 
-def stem(spec: Stem, in_channels: int) -> nn.Module:
-    """One 3x3 conv, stride 1, no bias, no norm/act/pool: the first block's BN-ReLU follows."""
-    return nn.Conv2d(in_channels, spec.channels, 3, padding=1, bias=False)
+class ConvStem(nn.Conv2d):
+    """`stem conv3x3(C)`: one 3x3 conv, stride 1, no bias, no norm/act/pool: the first block's BN-ReLU follows."""
+
+    kind = "conv3x3"
+    layout = MAP
+
+    def __init__(self, in_channels: int, channels: int) -> None:
+        super().__init__(in_channels, channels, 3, padding=1, bias=False)
+
+
+class PatchEmbedding(TokenOutput, nn.Module):
+    """`stem patch(size, C, stride, norm)`: image -> token sequence (B, P + H*W, C).
+
+    A size x size conv with bias (`proj`, stride `stride`, no padding), flattened row-major,
+    then optionally LayerNorm (`norm`, Swin): timm's `PatchEmbed` (ViT, Swin) and PiT's
+    `ConvEmbedding` (whose stride may be smaller than the patch). With a class token
+    (`head class`) a learned `cls_token` is prepended; with `pos absolute` a learned
+    `pos_embed` is added: after the class token is prepended when it has a position too (ViT),
+    before (to the patches only) when it has not (PiT).
+    """
+
+    kind = "patch"
+    layout = TOKENS
+
+    def __init__(self, arch: Arch) -> None:
+        super().__init__()
+        spec = arch.stem
+        assert isinstance(spec, PatchStem)
+        self.out_size, self.prefix = stem_out_size(arch), arch.prefix_tokens
+        self.proj = nn.Conv2d(arch.input.channels, spec.channels, spec.size, stride=spec.stride)
+        self.norm = LayerNorm(spec.channels, eps=arch.norm.eps) if spec.norm else nn.Identity()
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, spec.channels)) if self.prefix else None
+        self.pos_covers_class = bool(self.prefix) and arch.pos.class_token
+        self.pos_embed = None
+        if arch.pos.kind == "absolute":
+            tokens = self.out_size[0] * self.out_size[1] + (1 if self.pos_covers_class else 0)
+            self.pos_embed = nn.Parameter(torch.zeros(1, tokens, spec.channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm(self.proj(x).flatten(2).transpose(1, 2))
+        if self.pos_embed is not None and not self.pos_covers_class:
+            x = x + self.pos_embed
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        if self.pos_embed is not None and self.pos_covers_class:
+            x = x + self.pos_embed
+        return x
+
+    def init_weights(self) -> None:
+        """As timm's ViT: default conv init, positions trunc-normal(0.02), class token normal(1e-6)."""
+        self.proj.reset_parameters()
+        if self.pos_embed is not None:
+            trunc_normal_(self.pos_embed, std=0.02)
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+
+
+def stem(arch: Arch) -> nn.Module:
+    if isinstance(arch.stem, PatchStem):
+        return PatchEmbedding(arch)
+    return ConvStem(arch.input.channels, arch.stem.channels)
 
 
 class ClassifierHead(nn.Module):
@@ -18,6 +78,9 @@ class ClassifierHead(nn.Module):
 
     The BN-ReLU is here because the pre-activation blocks leave the stream un-normalised.
     """
+
+    kind = "bn-gap-fc"
+    layout = MAP
 
     def __init__(self, in_channels: int, classes: int) -> None:
         super().__init__()
@@ -28,4 +91,25 @@ class ClassifierHead(nn.Module):
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         x = self.pool(self.act(self.norm(x))).flatten(1)
+        return x if pre_logits else self.fc(x)
+
+
+class TokenHead(nn.Module):
+    """LayerNorm, then the class token (ViT, PiT) or the mean over the tokens (Swin), then Linear.
+
+    The norm is per token, so normalising only the class token equals timm's normalising all
+    tokens and then taking the first.
+    """
+
+    layout = TOKENS
+
+    def __init__(self, in_channels: int, classes: int, *, class_token: bool, eps: float) -> None:
+        super().__init__()
+        self.class_token = class_token
+        self.kind = "ln-class-fc" if class_token else "ln-gap-fc"
+        self.norm = LayerNorm(in_channels, eps=eps)
+        self.fc = nn.Linear(in_channels, classes)
+
+    def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = self.norm(x[:, 0]) if self.class_token else self.norm(x).mean(dim=1)
         return x if pre_logits else self.fc(x)

@@ -1,0 +1,62 @@
+"""Token sequences and feature maps: the two layouts blocks pass between them.
+
+Conv-like blocks (`conv`, `msa`, `smooth`) read and write feature maps (B, C, H, W); the
+transformer blocks (`attn`, `mlp`, `merge`, `pool`) token sequences (B, P + H*W, C), where
+the P prefix tokens (the class token, if the spec has one) come before the patches in
+row-major order. The rank of the tensor says which layout it is in; the compiler knows every
+map's size from the IR, so converting is a reshape and never needs to guess.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+MAP = "map"
+TOKENS = "tokens"
+
+
+def to_tokens(x: torch.Tensor) -> torch.Tensor:
+    """(B, C, H, W) -> (B, H*W, C); a token sequence is returned as it is."""
+    return x.flatten(2).transpose(1, 2) if x.ndim == 4 else x
+
+
+def to_map(x: torch.Tensor, size: tuple[int, int], prefix: int = 0) -> torch.Tensor:
+    """(B, P + H*W, C) -> (B, C, H, W), the P prefix tokens dropped; a map is returned as it is."""
+    if x.ndim == 4:
+        return x
+    return x[:, prefix:].transpose(1, 2).reshape(x.shape[0], x.shape[2], *size)
+
+
+def to_layout(x: torch.Tensor, layout: str, size: tuple[int, int]) -> torch.Tensor:
+    """`x` in the layout a block reads. The checks guarantee no class token reaches a map block."""
+    return to_tokens(x) if layout == TOKENS else to_map(x, size)
+
+
+class TokenOutput:
+    """For modules that output tokens: their output as a feature map, for the analyses
+    (Fourier, variance) that measure maps. The class token is left out, as in Park & Kim's
+    analysis of ViT."""
+
+    out_size: tuple[int, int]
+    prefix: int
+
+    def feature_map(self, output: torch.Tensor) -> torch.Tensor:
+        return to_map(output, self.out_size, self.prefix)
+
+
+class BlockSequence(nn.Sequential):
+    """A stage's blocks in order, each given its input in the layout it reads.
+
+    `in_sizes[i]` is the map size entering block i (from the IR's shape inference), which a
+    token sequence needs to become a map again.
+    """
+
+    def __init__(self, blocks: list[nn.Module], in_sizes: list[tuple[int, int]]) -> None:
+        super().__init__(*blocks)
+        self.in_sizes = list(in_sizes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block, size in zip(self, self.in_sizes, strict=True):
+            x = block(to_layout(x, block.layout, size))
+        return x
