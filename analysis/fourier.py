@@ -12,6 +12,10 @@ images in eval mode:
   (the paper's MSAs) lowers it, a high-pass one (Convs) raises it.
 - Feature-map variance: the (population) variance over the spatial positions of each
   feature map, averaged over images and channels.
+
+Blocks that output token sequences (the patch stem, `attn`, `mlp`, `merge`, `pool`) are
+measured on their tokens laid out as a map again, without the class token, as in Park &
+Kim's analysis of ViT: such a module's `feature_map(output)` does it.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ class LayerValue(BaseModel):
     name: str  # module path: "stem" or "stages.<stage>.<index>"
     stage: str  # "stem" for the stem
     index: int  # position inside the stage (0 for the stem)
-    kind: str  # "stem", "conv" or "msa"
+    kind: str  # "stem", or the block's kind: "conv", "msa", "attn", "mlp", "merge", "pool", "smooth"
     depth: int  # 0 for the stem, then 1, 2, ... in model order
     value: float
 
@@ -148,6 +152,8 @@ def feature_map_statistics(
 
     def record(name: str):
         def hook(module: nn.Module, args, output: torch.Tensor) -> None:
+            to_map = getattr(module, "feature_map", None)
+            output = to_map(output) if to_map is not None else output
             amplitude = log_amplitude_sum(output).cpu()
             amplitude_sums[name] = amplitude_sums[name] + amplitude if name in amplitude_sums else amplitude
             variance_sums[name] += spatial_variance_sum(output)

@@ -21,6 +21,11 @@ from archdsl.analysis.robustness import RobustnessResult
 DPI = 150
 COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
 MSA_SHADE = "#f2d8a7"
+MLP_SHADE = "#d6e4f0"
+# Park & Kim shade the attention blocks of either kind (AlterNet `msa`, transformer `attn`)
+# and, in ViTs, tell the MLP blocks apart from them.
+SHADES = {"msa": MSA_SHADE, "attn": MSA_SHADE, "mlp": MLP_SHADE}
+ATTENTION_KINDS = ("msa", "attn")
 
 
 def _linthresh(values: np.ndarray) -> float:
@@ -127,10 +132,10 @@ def _keys(result: RobustnessResult) -> set[tuple[str, int]]:
 
 
 def _mark_blocks(axes, profile: LayerProfile, *, label_stages: bool) -> None:
-    """Shade the MSA blocks and draw a dotted line where each stage starts."""
+    """Shade the MSA and MLP blocks and draw a dotted line where each stage starts."""
     for layer in profile.layers:
-        if layer.kind == "msa":
-            axes.axvspan(layer.depth - 0.5, layer.depth + 0.5, color=MSA_SHADE, zorder=0, linewidth=0)
+        if layer.kind in SHADES:
+            axes.axvspan(layer.depth - 0.5, layer.depth + 0.5, color=SHADES[layer.kind], zorder=0, linewidth=0)
     starts = [layer for layer in profile.layers if layer.index == 0 and layer.stage != "stem"]
     for layer in starts:
         axes.axvline(layer.depth - 0.5, color="grey", linestyle=":", linewidth=1, zorder=1)
@@ -166,7 +171,7 @@ def feature_map_figure(
             profile: LayerProfile = getattr(stats, metric)
             depth = [layer.depth for layer in profile.layers]
             axes.plot(depth, profile.values, marker="o", markersize=4, color=color, label=label)
-            msa = [(layer.depth, layer.value) for layer in profile.layers if layer.kind == "msa"]
+            msa = [(layer.depth, layer.value) for layer in profile.layers if layer.kind in ATTENTION_KINDS]
             if msa:
                 axes.scatter(
                     *zip(*msa, strict=True), s=40, facecolors="none", edgecolors="black", zorder=3, linewidths=1
@@ -178,17 +183,18 @@ def feature_map_figure(
         axes.set_ylabel(ylabel)
         axes.grid(alpha=0.3)
         axes.set_xlim(-0.6, len(getattr(first, metric).layers) - 0.4)
-    handles = [
-        *left.get_legend_handles_labels()[0],
-        _patch(),
-    ]
-    labels = [*left.get_legend_handles_labels()[1], "MSA block"]
+    kinds = {layer.kind for stats in statistics.values() for layer in stats.delta_log_amplitude.layers}
+    shaded = [("MSA block", MSA_SHADE)] if kinds & set(ATTENTION_KINDS) else []
+    shaded += [("MLP block", MLP_SHADE)] if "mlp" in kinds else []
+    handles = [*left.get_legend_handles_labels()[0], *(_patch(color) for _, color in shaded)]
+    labels = [*left.get_legend_handles_labels()[1], *(label for label, _ in shaded)]
     left.legend(handles, labels, fontsize=8, loc="best", frameon=True, framealpha=0.9)
-    figure.suptitle(title or "Feature maps block by block (shaded: MSA blocks; dotted: stage starts)", fontsize=11)
+    what = "MSA and MLP blocks" if "mlp" in kinds else "MSA blocks"
+    figure.suptitle(title or f"Feature maps block by block (shaded: {what}; dotted: stage starts)", fontsize=11)
     return figure
 
 
-def _patch():
+def _patch(color: str):
     from matplotlib.patches import Patch
 
-    return Patch(facecolor=MSA_SHADE, edgecolor="none")
+    return Patch(facecolor=color, edgecolor="none")

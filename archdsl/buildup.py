@@ -32,6 +32,21 @@ PerStage = int | Sequence[int] | None
 DEFAULT_WINDOW = 4
 
 
+def ensure_alternet_base(base: Arch) -> None:
+    """The build-up rule replaces conv blocks by AlterNet MSAs: it needs a base of `conv` and `msa` blocks.
+
+    A transformer (`attn`, `mlp`, `merge`, `pool`) or a `smooth` block has no place in
+    `C*(n-2k) [C M]*k`, so such bases are refused rather than rewritten into something else.
+    """
+    other = sorted({b.kind for stage in base.stages for b in stage.blocks} - {"conv", "msa"})
+    if other:
+        found = ", ".join(f"`{kind}`" for kind in other)
+        raise UserError(
+            f"the build-up rule applies to AlterNet bases of `conv` and `msa` blocks; {base.name} has {found}",
+            hint="start from a conv base such as alter50-base or resnet18; transformer specs are edited by hand",
+        )
+
+
 def max_msa(stage: Stage) -> int:
     """How many MSAs the placement pattern allows in this stage: n // 2."""
     return len(stage.blocks) // 2
@@ -82,6 +97,7 @@ def layout(
     """
     from archdsl.lang.checks import ensure_valid
 
+    ensure_alternet_base(base)
     ks = [int(k) for k in k_per_stage]
     if len(ks) != len(base.stages):
         raise UserError(
@@ -118,6 +134,7 @@ def msa_counts(arch: Arch) -> tuple[int, ...]:
 
 def buildup_order(base: Arch) -> list[str]:
     """Stage names in the order the build-up adds MSAs (see the module docstring)."""
+    ensure_alternet_base(base)
     remaining = [max_msa(stage) for stage in base.stages]
     order: list[str] = []
     if not remaining:

@@ -205,9 +205,13 @@ def format_arch(arch: Arch) -> str:
 
 
 def load_base(name_or_path: str) -> Arch:
+    """The base of a build-up search; refused now, before any data loads, if the rule cannot apply."""
+    from archdsl.buildup import ensure_alternet_base
     from archdsl.lang.spec import load_spec
 
-    return load_spec(name_or_path)
+    base = load_spec(name_or_path)
+    ensure_alternet_base(base)
+    return base
 
 
 # -- small helpers ---------------------------------------------------------------------------

@@ -108,3 +108,29 @@ def test_layers_need_an_archnet_layout():
     assert [layer.name for layer in feature_layers(FilterNet())][:2] == ["stem", "stages.s1.0"]
     with pytest.raises(ValueError, match="stages"):
         feature_layers(nn.Linear(2, 2))
+
+
+def test_token_blocks_are_measured_as_maps_without_the_class_token():
+    from archdsl.lang.spec import parse_spec
+    from archdsl.nn.build import build
+
+    arch = parse_spec(
+        "arch t { input 3x8x8 classes 3 stem patch(2, 8) head class pos absolute "
+        "stage a(width=8) { attn(2, global) mlp(2) } stage b(width=16) { pool mlp(2) } }"
+    )
+    model = build(arch, seed=0)
+    images = torch.randn(4, 3, 8, 8)
+    stats = feature_map_statistics(model, images)
+    kinds = [(layer.name, layer.kind) for layer in stats.variance.layers]
+    assert kinds == [
+        ("stem", "stem"),
+        ("stages.a.0", "attn"),
+        ("stages.a.1", "mlp"),
+        ("stages.b.0", "pool"),
+        ("stages.b.1", "mlp"),
+    ]
+    # The mlp's variance is that of its patch tokens laid out as the 4x4 map, class token left out.
+    with torch.no_grad():
+        tokens = model.stages.a(model.stem(images))
+    patches = tokens[:, 1:].transpose(1, 2).reshape(4, 8, 4, 4)
+    assert stats.variance.values[2] == pytest.approx(spatial_variance_of(patches), rel=1e-9)

@@ -78,6 +78,24 @@ def test_msa_blocks_are_shaded_in_the_feature_map_figure():
         assert len(shaded) == 2  # stages.a.1 and stages.b.1
 
 
+def test_msa_and_mlp_blocks_are_shaded_apart():
+    layout = [("stem", "stem", 0, "stem"), ("stages.s.0", "s", 0, "attn"), ("stages.s.1", "s", 1, "mlp"),
+              ("stages.s.2", "s", 2, "attn"), ("stages.s.3", "s", 3, "mlp")]  # fmt: skip
+    layers = tuple(
+        LayerValue(name=n, stage=s, index=i, kind=k, depth=d, value=float(d)) for d, (n, s, i, k) in enumerate(layout)
+    )
+    profile = LayerProfile(metric="variance", layers=layers, images=4)
+    stats = FeatureMapStatistics(delta_log_amplitude=profile.model_copy(update={"metric": "delta_log_amplitude"}),
+                                 variance=profile)  # fmt: skip
+    figure = plots.feature_map_figure(stats)
+    for axes in figure.axes:
+        colours = [patch.get_facecolor()[:3] for patch in axes.patches]
+        msa, mlp = colours[0::2], colours[1::2]
+        assert len(colours) == 4 and len(set(msa)) == len(set(mlp)) == 1 and msa[0] != mlp[0]
+    labels = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+    assert "MSA block" in labels and "MLP block" in labels
+
+
 def test_nothing_to_plot_is_refused():
     with pytest.raises(ValueError):
         plots.spectrum_figure({})

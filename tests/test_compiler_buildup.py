@@ -94,3 +94,11 @@ def test_explicit_heads_and_window(base) -> None:
 def test_invalid_requests_raise_user_errors(base, call, error, match) -> None:
     with pytest.raises(error, match=match):
         call(base)
+
+
+@pytest.mark.parametrize("name", ["vit-ti", "pit-ti", "swin-ti"])
+def test_transformer_bases_are_refused_with_the_reason(name: str) -> None:
+    transformer = load_spec(name)
+    for call in (lambda: layout(transformer, [0] * len(transformer.stages)), lambda: buildup(transformer, 1)):
+        with pytest.raises(UserError, match="the build-up rule applies to AlterNet bases of `conv` and `msa` blocks"):
+            call()

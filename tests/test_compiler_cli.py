@@ -142,3 +142,8 @@ def test_compile_export_refuses_paths_it_cannot_or_should_not_write(
     code, _, err = run_cli(capsys, "compile", "tiny", "--export", str(path))
     assert code == 1 and message in err and "Traceback" not in err
     assert existing.read_bytes() == b"weights"
+
+
+def test_morph_refuses_a_transformer_base(capsys) -> None:
+    got, _, err = run_cli(capsys, "morph", "swin-ti", "--msa", "1")
+    assert got == 1 and "swin-ti has `attn`, `merge`, `mlp`" in err and "Traceback" not in err

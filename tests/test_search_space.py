@@ -111,3 +111,8 @@ def test_parse_searched_always_includes_k_and_rejects_unknown_knobs():
     assert parse_searched("heads") == ("k", "heads")
     with pytest.raises(UserError, match="cannot search"):
         parse_searched("k,depth")
+
+
+def test_a_transformer_base_is_refused():
+    with pytest.raises(UserError, match="AlterNet bases"):
+        make_space(load_spec("vit-ti"))
