@@ -31,8 +31,7 @@ import torch
 
 from archdsl.errors import UserError
 from archdsl.ir import Arch, AttnBlock, MergeBlock, MLPBlock, PatchStem, PoolBlock, Stage, block_shapes
-
-StateDict = dict[str, torch.Tensor]
+from archdsl.nn.convert import SourceFormat, StateDict
 
 FAMILIES = ("vit", "pit", "swin")
 
@@ -266,3 +265,14 @@ def _filter(family: str):
     else:
         from timm.models.swin_transformer import checkpoint_filter_fn
     return checkpoint_filter_fn
+
+
+FORMATS = (
+    SourceFormat(
+        name="timm",
+        description="a timm VisionTransformer, PoolingVisionTransformer or SwinTransformer state dict "
+        "(the paper's ViT-Ti, PiT-Ti, Swin-Ti; current or older timm key names)",
+        recognises=lambda keys: family_of(keys) is not None,
+        convert=timm_to_archdsl,
+    ),
+)

@@ -1,0 +1,138 @@
+"""timm models paired with archdsl specs, and the check that both compute the same function.
+
+Shared by tests/test_compiler_transformers.py and tests/test_convert_timm.py.
+"""
+
+from __future__ import annotations
+
+import torch
+from timm.models.pit import PoolingVisionTransformer
+from timm.models.swin_transformer import SwinTransformer
+from timm.models.vision_transformer import VisionTransformer
+
+from archdsl.nn.build import build
+from archdsl.nn.convert.timm import timm_to_archdsl
+
+# The authors' CIFAR-100 models (the reference repository's README), params measured with timm 1.0.31.
+PAPER = {
+    "vit-ti": (
+        VisionTransformer,
+        dict(num_classes=100, img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, qkv_bias=False),
+        5_403_172,
+    ),
+    "pit-ti": (
+        PoolingVisionTransformer,
+        dict(
+            num_classes=100,
+            img_size=32,
+            patch_size=2,
+            stride=1,
+            base_dims=[32, 32, 32],
+            depth=[2, 6, 4],
+            heads=[2, 4, 8],
+            mlp_ratio=4,
+        ),
+        4_582_436,
+    ),
+    "swin-ti": (
+        SwinTransformer,
+        dict(
+            num_classes=100,
+            img_size=32,
+            patch_size=1,
+            window_size=4,
+            embed_dim=96,
+            depths=(2, 2, 6, 2),
+            num_heads=(3, 6, 12, 24),
+            qkv_bias=False,
+        ),
+        27_562_126,
+    ),
+}
+
+# Small designs each paired with the timm model that computes the same function.
+SMALL = {
+    "vit-mean": (
+        """arch vit-mean { input 3x16x16 classes 7 stem patch(4, 24)
+           pos absolute stage s(width=24) { [attn(2, global) mlp(2)]*2 } }""",
+        VisionTransformer,
+        dict(
+            num_classes=7,
+            img_size=16,
+            patch_size=4,
+            embed_dim=24,
+            depth=2,
+            num_heads=2,
+            mlp_ratio=2,
+            class_token=False,
+            global_pool="avg",
+            fc_norm=False,
+        ),
+    ),
+    "vit-class-unplaced": (
+        """arch vit-class-unplaced { input 3x16x16 classes 5 stem patch(2, 16) head class
+           pos absolute(class=false) stage s(width=16) { attn(4, global, qkv_bias=false) mlp(4) } }""",
+        VisionTransformer,
+        dict(
+            num_classes=5,
+            img_size=16,
+            patch_size=2,
+            embed_dim=16,
+            depth=1,
+            num_heads=4,
+            qkv_bias=False,
+            no_embed_class=True,
+        ),
+    ),
+    "pit-small": (
+        """arch pit-small { input 3x15x15 classes 6 stem patch(3, 16, stride=2) head class pos absolute(class=false)
+           stage a(width=16) { attn(2, global) mlp(4) }
+           stage b(width=32) { pool [attn(4, global) mlp(4)]*2 } }""",
+        PoolingVisionTransformer,
+        dict(num_classes=6, img_size=15, patch_size=3, stride=2, base_dims=[8, 8], depth=[1, 2], heads=[2, 4]),
+    ),
+    "swin-small": (
+        """arch swin-small { input 3x16x16 classes 9 stem patch(1, 16, norm=true) pos relative
+           norm = layernorm(eps=1e-5)
+           stage a(width=16) { attn(2, 4, qkv_bias=false) mlp(4) attn(2, 4, shift=2, qkv_bias=false) mlp(4) }
+           stage b(width=32) { merge attn(4, 4, qkv_bias=false) mlp(4) attn(4, 4, shift=2, qkv_bias=false) mlp(4) }
+           stage c(width=64) { merge [attn(8, 4, qkv_bias=false) mlp(4)]*2 } }""",
+        SwinTransformer,
+        dict(
+            num_classes=9,
+            img_size=16,
+            patch_size=1,
+            window_size=4,
+            embed_dim=16,
+            depths=(2, 2, 2),
+            num_heads=(2, 4, 8),
+            qkv_bias=False,
+        ),
+    ),
+}
+
+
+def n_params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def randomize(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """Every parameter random, norms and biases too, so that no term can hide behind a zero or a one."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.2)
+    return model.eval()
+
+
+def assert_same_function(reference: torch.nn.Module, arch, images: torch.Tensor) -> None:
+    model = build(arch, seed=1)
+    model.load_state_dict(timm_to_archdsl(arch, reference.state_dict()), strict=True)
+    model.eval()
+    for dtype, tolerance in ((torch.float64, 1e-10), (torch.float32, 1e-5)):
+        with torch.no_grad():
+            want = reference.to(dtype)(images.to(dtype))
+            got = model.to(dtype)(images.to(dtype))
+        assert got.shape == want.shape
+        scale = max(1.0, want.abs().max().item())
+        assert (got - want).abs().max().item() <= tolerance * scale, dtype
