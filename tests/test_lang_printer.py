@@ -173,20 +173,22 @@ def valid_token_archs(draw) -> Arch:
     return arch
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(valid_archs())
-def test_round_trip_of_any_valid_ir(arch: Arch):
+def assert_round_trip(arch: Arch) -> None:
     text = format_arch(arch)
     assert parse_spec(text) == arch
     assert format_arch(parse_spec(text)) == text  # printing is a fixed point
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(valid_archs())
+def test_round_trip_of_any_valid_ir(arch: Arch):
+    assert_round_trip(arch)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(valid_token_archs())
 def test_round_trip_of_any_valid_transformer_ir(arch: Arch):
-    text = format_arch(arch)
-    assert parse_spec(text) == arch
-    assert format_arch(parse_spec(text)) == text  # printing is a fixed point
+    assert_round_trip(arch)
 
 
 def test_builtin_specs_round_trip():

@@ -38,6 +38,7 @@ from archdsl.ir import (
 from archdsl.lang import checks
 from archdsl.lang.diagnostics import Diagnostic, Span, SpecError
 from archdsl.lang.parser import ArchNode, Arg, BlockRef, Call, Element, Group, Name, Number, Setting, Value
+from archdsl.lang.parser import _one_of as one_of  # "a, b or c", as the syntax errors list tokens
 
 SETTINGS = ("input", "classes", "stem", "conv", "head", "pos", "norm", "stage")
 BLOCK_KINDS = ("conv", "msa", "attn", "mlp", "merge", "pool", "smooth")
@@ -263,28 +264,28 @@ class _Lowering:
             return None
         return PatchStem(size=numbers["size"], channels=numbers["channels"], stride=stride, norm=norm)
 
-    def lower_head(self, setting: Setting) -> str | None:
-        value = setting.value
-        if isinstance(value, Name) and value.text in HEAD_KINDS:
-            return value.text
-        hint = did_you_mean(value.text, HEAD_KINDS) if isinstance(value, Name) else None
-        self.error(
-            value.span,
-            f"head must be `mean` or `class`, not {_describe(value)}",
-            hint or "`head mean` averages the final map; `head class` reads a class token",
-        )
+    def choice(self, value: Value, options: tuple[str, ...], what: str, example: str) -> Name | None:
+        """The name a setting's value is called by, if it is one of `options`; else None after reporting it."""
+        name = value.name if isinstance(value, Call) else value
+        if isinstance(name, Name) and name.text in options:
+            return name
+        hint = did_you_mean(name.text, options) if isinstance(name, Name) else None
+        listed = one_of([f"`{option}`" for option in options])
+        self.error(name.span, f"{what} must be {listed}, not {_describe(value)}", hint or example)
         return None
+
+    def lower_head(self, setting: Setting) -> str | None:
+        example = "`head mean` averages the final map; `head class` reads a class token"
+        name = self.choice(setting.value, HEAD_KINDS, "head", example)
+        if name is not None and isinstance(setting.value, Call):
+            self.error(setting.value.span, f"`{name.text}` takes no arguments", f"write `head {name.text}`")
+            return None
+        return name.text if name is not None else None
 
     def lower_pos(self, setting: Setting) -> Position | None:
         value = setting.value
-        name = value.name if isinstance(value, Call) else value
-        if not isinstance(name, Name) or name.text not in POSITION_KINDS:
-            hint = did_you_mean(name.text, POSITION_KINDS) if isinstance(name, Name) else None
-            self.error(
-                name.span,
-                f"pos must be `none`, `absolute` or `relative`, not {_describe(value)}",
-                hint or "e.g. `pos absolute` (ViT, PiT) or `pos relative` (Swin)",
-            )
+        name = self.choice(value, POSITION_KINDS, "pos", "e.g. `pos absolute` (ViT, PiT) or `pos relative` (Swin)")
+        if name is None:
             return None
         if not isinstance(value, Call):
             return Position(kind=name.text)
@@ -302,10 +303,8 @@ class _Lowering:
 
     def lower_norm(self, setting: Setting) -> Norm | None:
         value = setting.value
-        name = value.name if isinstance(value, Call) else value
-        if not isinstance(name, Name) or name.text not in NORM_KINDS:
-            hint = did_you_mean(name.text, NORM_KINDS) if isinstance(name, Name) else None
-            self.error(name.span, f"norm must be `layernorm(eps=E)`, not {_describe(value)}", hint)
+        name = self.choice(value, NORM_KINDS, "norm", "e.g. `norm = layernorm(eps=1e-5)`")
+        if name is None:
             return None
         if not isinstance(value, Call):
             return Norm()

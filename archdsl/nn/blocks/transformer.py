@@ -144,11 +144,28 @@ class TokenAttention(nn.Module):
         return x.reshape(b, height * width, channels)
 
 
-class TransformerAttnBlock(TokenOutput, nn.Module):
+class _PreNormResidual(TokenOutput, nn.Module):
+    """x + DropPath(branch(LayerNorm(x))) on tokens: what `attn` and `mlp` share."""
+
+    layout = TOKENS
+
+    def __init__(self, channels: int, *, size: tuple[int, int], prefix: int, eps: float, drop_path: float) -> None:
+        super().__init__()
+        self.out_size, self.prefix = size, prefix
+        self.norm = LayerNorm(channels, eps=eps)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def branch(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.drop_path(self.branch(self.norm(x)))
+
+
+class TransformerAttnBlock(_PreNormResidual):
     """`attn`: x + DropPath(Attention(LayerNorm(x))), on tokens; keeps the channels."""
 
     kind = "attn"
-    layout = TOKENS
 
     def __init__(
         self,
@@ -161,25 +178,21 @@ class TransformerAttnBlock(TokenOutput, nn.Module):
         eps: float,
         drop_path: float = 0.0,
     ) -> None:
-        super().__init__()
-        self.out_size, self.prefix = size, prefix
-        self.norm = LayerNorm(channels, eps=eps)
+        super().__init__(channels, size=size, prefix=prefix, eps=eps, drop_path=drop_path)
         self.attn = TokenAttention(channels, block, size=size, prefix=prefix, relative=relative)
-        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.drop_path(self.attn(self.norm(x)))
+    def branch(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x)
 
     def init_weights(self) -> None:
         if self.attn.relative_position_bias_table is not None:
             trunc_normal_(self.attn.relative_position_bias_table, std=0.02)
 
 
-class TransformerMLPBlock(TokenOutput, nn.Module):
+class TransformerMLPBlock(_PreNormResidual):
     """`mlp`: x + DropPath(Mlp(LayerNorm(x))), on tokens (the class token too); keeps the channels."""
 
     kind = "mlp"
-    layout = TOKENS
 
     def __init__(
         self,
@@ -191,11 +204,8 @@ class TransformerMLPBlock(TokenOutput, nn.Module):
         eps: float,
         drop_path: float = 0.0,
     ) -> None:
-        super().__init__()
-        self.out_size, self.prefix = size, prefix
-        self.norm = LayerNorm(channels, eps=eps)
+        super().__init__(channels, size=size, prefix=prefix, eps=eps, drop_path=drop_path)
         self.mlp = Mlp(in_features=channels, hidden_features=channels * block.ratio, act_layer=nn.GELU)
-        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.drop_path(self.mlp(self.norm(x)))
+    def branch(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(x)
