@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from archdsl.errors import UserError
-from archdsl.ir import Arch, AttnBlock, MergeBlock, MLPBlock, PatchStem, PoolBlock, Stage, block_shapes
+from archdsl.ir import Arch, AttnBlock, MergeBlock, MLPBlock, PatchStem, PoolBlock, Stage, block_path, block_shapes
 from archdsl.nn.convert import SourceFormat, StateDict
 
 FAMILIES = ("vit", "pit", "swin")
@@ -197,7 +197,7 @@ def _block_key(stage: Stage, down: bool, index: int, rest: str) -> str | None:
     half = match["half"]
     position = (1 if down else 0) + 2 * index + (1 if half in ("norm2", "mlp") else 0)
     module = "norm" if half in ("norm1", "norm2") else half
-    return f"stages.{stage.name}.{position}.{module}.{match['rest']}"
+    return f"{block_path(stage.name, position)}.{module}.{match['rest']}"
 
 
 _STEM = {"patch_embed.proj.": "stem.proj.", "patch_embed.conv.": "stem.proj.", "patch_embed.norm.": "stem.norm."}
@@ -229,7 +229,7 @@ def archdsl_key(arch: Arch, key: str) -> str | None:
     match = _DOWN.fullmatch(key)
     if match is not None:
         j = int(match["t"] or match["l"])
-        return f"stages.{arch.stages[j].name}.0.{match['rest']}" if j < len(arch.stages) else None
+        return f"{block_path(arch.stages[j].name, 0)}.{match['rest']}" if j < len(arch.stages) else None
     return None
 
 
