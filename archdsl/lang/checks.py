@@ -280,7 +280,7 @@ def design_problems(arch: Arch) -> list[Problem]:
     found = []
     stem = arch.stem
     patch = isinstance(stem, PatchStem)
-    if patch:
+    if isinstance(stem, PatchStem):
         size = (arch.input.height, arch.input.width)
         if stem.size > min(size):
             found.append(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Literal
 
 from archdsl.errors import closest, did_you_mean
 from archdsl.ir import (
@@ -251,18 +252,18 @@ class _Lowering:
             self.error(value.span, "stem `patch` needs a patch size and channels", f"e.g. {example}")
             return None
         bound = self.bind(value.args, "patch", ("size", "channels", "stride", "norm"))
-        numbers = {}
+        numbers: dict[str, int | None] = {}
         for key, what in (("size", "patch size"), ("channels", "stem channels")):
             arg = self.require(bound, key, "patch", value.span, example)
             numbers[key] = self.positive_int(arg.value, what) if arg else None
-        stride = numbers["size"]
+        size, channels, stride = numbers["size"], numbers["channels"], numbers["size"]
         if "stride" in bound:
             stride = self.positive_int(bound["stride"].value, "patch stride")
             self.spans[("stem", "stride")] = bound["stride"].span
         norm = self.boolean(bound["norm"].value, "norm") if "norm" in bound else False
-        if None in (numbers["size"], numbers["channels"], stride, norm):
+        if size is None or channels is None or stride is None or norm is None:
             return None
-        return PatchStem(size=numbers["size"], channels=numbers["channels"], stride=stride, norm=norm)
+        return PatchStem(size=size, channels=channels, stride=stride, norm=norm)
 
     def choice(self, value: Value, options: tuple[str, ...], what: str, example: str) -> Name | None:
         """The name a setting's value is called by, if it is one of `options`; else None after reporting it."""
@@ -274,13 +275,13 @@ class _Lowering:
         self.error(name.span, f"{what} must be {listed}, not {_describe(value)}", hint or example)
         return None
 
-    def lower_head(self, setting: Setting) -> str | None:
+    def lower_head(self, setting: Setting) -> Literal["mean", "class"] | None:
         example = "`head mean` averages the final map; `head class` reads a class token"
         name = self.choice(setting.value, HEAD_KINDS, "head", example)
         if name is not None and isinstance(setting.value, Call):
             self.error(setting.value.span, f"`{name.text}` takes no arguments", f"write `head {name.text}`")
             return None
-        return name.text if name is not None else None
+        return "class" if name is not None and name.text == "class" else "mean" if name is not None else None
 
     def lower_pos(self, setting: Setting) -> Position | None:
         value = setting.value
@@ -288,17 +289,17 @@ class _Lowering:
         if name is None:
             return None
         if not isinstance(value, Call):
-            return Position(kind=name.text)
+            return Position.model_validate({"kind": name.text})
         if name.text != "absolute":
             self.error(value.span, f"`{name.text}` takes no arguments", f"write `pos {name.text}`")
             return None
         bound = self.bind(value.args, "absolute", ("class",))
-        class_token = True
+        class_token: bool | None = True
         if "class" in bound:
             self.spans[("pos", "class_token")] = bound["class"].span
             class_token = self.boolean(bound["class"].value, "class")
-            if class_token is None:
-                return None
+        if class_token is None:
+            return None
         return Position(kind="absolute", class_token=class_token)
 
     def lower_norm(self, setting: Setting) -> Norm | None:
@@ -402,11 +403,11 @@ class _Lowering:
         spans = {"": ref.span}
         example = "`attn(3, global)`, `attn(3, 4, shift=2)` or `attn(3, kernel=5)`"
         # A placeholder for a broken one: global attention fits every map, so it adds no noise.
-        fields: dict = {"heads": 1, "dim_head": 1}
+        fields: dict[str, int | bool | None] = {"heads": 1, "dim_head": 1}
         unset = True
         if ref.args is None:
             self.error(ref.span, "`attn` needs heads and a window (or a kernel)", f"e.g. {example}")
-            return _Lowered(AttnBlock(**fields), spans, dim_head_unset=False)
+            return _Lowered(AttnBlock.model_validate(fields), spans, dim_head_unset=False)
         bound = self.bind(ref.args, "attn", ("heads", "window", "shift", "kernel", "dim_head", "qkv_bias"))
         arg = self.require(bound, "heads", "attn", ref.span, example)
         if arg is not None:
@@ -445,7 +446,7 @@ class _Lowering:
             qkv_bias = self.boolean(bound["qkv_bias"].value, "qkv_bias")
             fields["qkv_bias"] = True if qkv_bias is None else qkv_bias
         fields = {key: value for key, value in fields.items() if value is not None}
-        return _Lowered(AttnBlock(**fields), spans, dim_head_unset=unset)
+        return _Lowered(AttnBlock.model_validate(fields), spans, dim_head_unset=unset)
 
     def lower_mlp_block(self, ref: BlockRef) -> _Lowered:
         spans = {"": ref.span}
@@ -642,6 +643,7 @@ class _Lowering:
                 continue
             stage = stages[si]
             block = stage.blocks[bi]
+            assert isinstance(block, AttnBlock)  # only attn blocks are listed
             channels = shapes[(stage.name, bi)].in_channels
             if channels % block.heads:
                 path = ("stages", si, "blocks", bi, "heads")
