@@ -20,6 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.errors import UserError
 from archdsl.search import objective as measure
 from archdsl.search.objectives import Objective
+from archdsl.search.optuna_private import fixed_params, storage_of
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import StorageOptions, fail_stale_trials, is_verdict, open_storage
 from archdsl.search.strategies import BuildupStep, make_pruner, make_sampler, run_buildup
@@ -120,7 +121,7 @@ def run_search(
     sampler = make_sampler(config.strategy, space, len(config.objectives), config.seed)
     pruner = make_pruner(config.objectives, settings.fidelity.epochs)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
-    study = optuna.load_study(study_name=config.study_name, storage=study._storage, sampler=sampler, pruner=pruner)
+    study = optuna.load_study(study_name=config.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, config.storage)
     objective = TrialObjective(space, data, settings)
     callbacks = [on_trial] if on_trial is not None else []
@@ -173,7 +174,7 @@ def _evaluate(
         waiting = [
             t
             for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-            if (t.system_attrs.get("fixed_params") or t.params) == params  # enqueued, or a killed trial's retry
+            if (fixed_params(t) or t.params) == params  # enqueued, or a killed trial's retry
         ]
         running = [t for t in known if t.state == TrialState.RUNNING]
         verdicts = [t for t in known if is_verdict(t)]

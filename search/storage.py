@@ -27,6 +27,13 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError
 from archdsl.files import ensure_dir
+from archdsl.search.optuna_private import (
+    RETRY_HISTORY_ATTR,
+    heartbeat_enabled,
+    retry_system_attrs,
+    storage_of,
+    trial_id,
+)
 
 HOST_ATTR = "archdsl:host"
 PID_ATTR = "archdsl:pid"
@@ -140,14 +147,6 @@ def _redact(url: str) -> str:
     return url
 
 
-def uses_optuna_heartbeat(storage: optuna.storages.BaseStorage) -> bool:
-    """Whether Optuna beats for this storage itself (RDB with an interval, also when wrapped
-    in the cache Optuna puts around RDB storages in a study)."""
-    from optuna.storages._heartbeat import is_heartbeat_enabled
-
-    return is_heartbeat_enabled(storage)
-
-
 class WorkerHeartbeat:
     """Marks a running trial as ours (host, pid) and keeps its heartbeat fresh (journal storage)."""
 
@@ -162,7 +161,7 @@ class WorkerHeartbeat:
         self._storage.set_trial_system_attr(self._trial_id, HOST_ATTR, socket.gethostname())
         self._storage.set_trial_system_attr(self._trial_id, PID_ATTR, os.getpid())
         self._beat()
-        if not uses_optuna_heartbeat(self._storage):
+        if not heartbeat_enabled(self._storage):
             self._thread = threading.Thread(target=self._run, daemon=True, name="archdsl-heartbeat")
             self._thread.start()
         return self
@@ -188,7 +187,8 @@ def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]
 
     RDB storages do this themselves through Optuna's heartbeat; this covers the journal.
     """
-    if uses_optuna_heartbeat(study._storage):
+    storage = storage_of(study)
+    if heartbeat_enabled(storage):
         return []
     now = time.time()
     host = socket.gethostname()
@@ -202,14 +202,13 @@ def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]
         silent = now - float(beat) > options.grace_period
         if not (dead_here or silent):
             continue
-        storage = study._storage
         try:
-            storage.set_trial_user_attr(trial._trial_id, FAIL_REASON_ATTR, f"{WORKER_STOPPED} (killed or lost)")
-            if not storage.set_trial_state_values(trial._trial_id, TrialState.FAIL):
+            storage.set_trial_user_attr(trial_id(trial), FAIL_REASON_ATTR, f"{WORKER_STOPPED} (killed or lost)")
+            if not storage.set_trial_state_values(trial_id(trial), TrialState.FAIL):
                 continue  # another worker got there first
         except RuntimeError:
             continue  # finished meanwhile
-        requeue(study, storage.get_trial(trial._trial_id), options.max_retry)
+        requeue(study, storage.get_trial(trial_id(trial)), options.max_retry)
         failed.append(trial.number)
     return failed
 
@@ -217,11 +216,11 @@ def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]
 def requeue(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> None:
     """Queue a fresh copy of a trial whose worker died (what Optuna's retry callback does for
     RDB storages), without the dead run's heartbeat and outcome attrs."""
-    history = list(trial.system_attrs.get("retry_history", [])) + [trial.number]
-    if len(history) > max_retry:
+    retry = retry_system_attrs(trial)
+    if len(retry[RETRY_HISTORY_ATTR]) > max_retry:
         return
     system_attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith("archdsl:")}
-    system_attrs.update(failed_trial=trial.number, retry_history=history, fixed_params=dict(trial.params))
+    system_attrs.update(retry)
     study.add_trial(
         optuna.create_trial(
             state=TrialState.WAITING,

@@ -27,6 +27,7 @@ from archdsl.files import ensure_dir, write_json, write_text
 from archdsl.ir import Arch
 from archdsl.search import objective as measure
 from archdsl.search.objectives import Cost, Objective, dominates
+from archdsl.search.optuna_private import storage_of, trial_id
 from archdsl.search.space import Space
 from archdsl.search.storage import FAIL_REASON_ATTR, StorageOptions, WorkerHeartbeat, fail_stale_trials
 
@@ -76,8 +77,7 @@ class TrialObjective:
         trial.set_user_attr("short_id", arch.short_id)
         trial.set_user_attr("n_msa", arch.n_msa)
         trial.set_user_attr(SPEC_ATTR, measure.format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
-        storage = study._storage
-        with WorkerHeartbeat(storage, trial._trial_id, self.settings.storage.heartbeat_interval):
+        with WorkerHeartbeat(storage_of(study), trial_id(trial), self.settings.storage.heartbeat_interval):
             earlier = self._wait_for_twin(study, trial, arch.digest())
             if earlier is not None and METRICS_ATTR in earlier.user_attrs:
                 trial.set_user_attr(REUSED_ATTR, earlier.number)

@@ -1,0 +1,59 @@
+"""Every use of Optuna's private API, in one place.
+
+archdsl keeps a killed worker's trial alive on storages without Optuna's heartbeat (the
+journal file) by doing what Optuna does for RDB storages, which needs a few things Optuna
+does not export. They are all here, each named after what it is for, so that an Optuna
+upgrade has one file to check; `tests/test_optuna_private.py` fails loudly (naming the
+attribute) when the installed Optuna changes any of them. Checked against Optuna 4.9-5.0
+(pyproject allows `optuna>=4.9,<6`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+# System attrs Optuna itself reads and writes (Study.enqueue_trial, RetryHeartbeatStaleTrialCallback).
+FIXED_PARAMS_ATTR = "fixed_params"  # the parameters an enqueued trial must take
+FAILED_TRIAL_ATTR = "failed_trial"  # the number of the trial a retry repeats
+RETRY_HISTORY_ATTR = "retry_history"  # the numbers of every earlier run of a retried trial
+
+
+def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
+    """The storage a study reads and writes (Optuna wraps RDB storages in a cache)."""
+    return study._storage
+
+
+def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
+    """A trial's id in its storage (not its number in the study), for storage calls."""
+    return trial._trial_id
+
+
+def heartbeat_enabled(storage: optuna.storages.BaseStorage) -> bool:
+    """Whether Optuna keeps a heartbeat for this storage itself (RDB with an interval,
+    also when wrapped in the cache a study puts around it)."""
+    from optuna.storages._heartbeat import is_heartbeat_enabled
+
+    return is_heartbeat_enabled(storage)
+
+
+def fixed_params(trial: FrozenTrial) -> dict[str, Any] | None:
+    """The parameters a waiting trial was enqueued with (None if it was not enqueued)."""
+    return trial.system_attrs.get(FIXED_PARAMS_ATTR)
+
+
+def retry_system_attrs(trial: FrozenTrial) -> dict[str, Any]:
+    """The system attrs of a fresh copy of a failed trial, as Optuna's retry callback writes them:
+    the original trial's number, the run history, and the parameters to run again."""
+    return {
+        FAILED_TRIAL_ATTR: trial.system_attrs.get(FAILED_TRIAL_ATTR, trial.number),
+        RETRY_HISTORY_ATTR: [*retry_history(trial), trial.number],
+        FIXED_PARAMS_ATTR: dict(trial.params),
+    }
+
+
+def retry_history(trial: FrozenTrial) -> list[int]:
+    """The numbers of the earlier runs of a retried trial, oldest first (empty if it is no retry)."""
+    return list(trial.system_attrs.get(RETRY_HISTORY_ATTR, []))

@@ -1,0 +1,87 @@
+"""The Optuna internals archdsl relies on (all in archdsl.search.optuna_private) still behave as
+that module says. A failure here means the installed Optuna changed them: update the module,
+and the version range in pyproject.toml, together."""
+
+from __future__ import annotations
+
+import warnings
+from importlib.metadata import requires
+
+import optuna
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+from packaging.requirements import Requirement
+
+from archdsl.search import optuna_private as private
+
+
+def _journal_study(tmp_path) -> optuna.Study:
+    return optuna.create_study(storage=JournalStorage(JournalFileBackend(str(tmp_path / "j.log"))))
+
+
+def _rdb(tmp_path, **heartbeat) -> RDBStorage:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return RDBStorage(f"sqlite:///{tmp_path / 'study.db'}", **heartbeat)
+
+
+def test_the_installed_optuna_is_in_the_range_archdsl_declares():
+    [declared] = [Requirement(r) for r in requires("archdsl") or () if Requirement(r).name == "optuna"]
+    assert declared.specifier.contains(optuna.__version__), (
+        f"Optuna {optuna.__version__} is outside {declared.specifier}, the range archdsl.search.optuna_private "
+        "was checked against"
+    )
+
+
+def test_a_study_exposes_its_storage_and_a_trial_its_id(tmp_path):
+    study = _journal_study(tmp_path)
+    seen = []
+
+    def objective(trial: optuna.Trial) -> float:
+        storage = private.storage_of(trial.study)
+        assert isinstance(storage, BaseStorage), "Study._storage is no longer the study's storage"
+        frozen = storage.get_trial(private.trial_id(trial))
+        seen.append((frozen.number, trial.number, private.trial_id(frozen)))
+        return 0.0
+
+    study.optimize(objective, n_trials=2)
+    assert [(a, b) for a, b, _ in seen] == [(0, 0), (1, 1)], "Trial._trial_id no longer names the trial in storage"
+    assert [c for *_, c in seen] == [private.trial_id(t) for t in study.get_trials()]
+
+
+def test_heartbeat_detection(tmp_path):
+    assert private.heartbeat_enabled(private.storage_of(_journal_study(tmp_path))) is False
+    assert private.heartbeat_enabled(_rdb(tmp_path)) is False
+    beating = _rdb(tmp_path, heartbeat_interval=60, grace_period=120)
+    assert private.heartbeat_enabled(beating) is True
+    # A study wraps an RDB storage in a cache: the wrapped one must still count as beating.
+    assert private.heartbeat_enabled(private.storage_of(optuna.create_study(storage=beating))) is True
+
+
+def test_enqueued_parameters_live_in_the_fixed_params_attr(tmp_path):
+    study = _journal_study(tmp_path)
+    study.enqueue_trial({"x": 3})
+    [waiting] = study.get_trials(states=(TrialState.WAITING,))
+    assert private.fixed_params(waiting) == {"x": 3}, "Study.enqueue_trial no longer stores fixed_params"
+    # ... and Optuna runs a waiting trial with the parameters found there.
+    study.add_trial(optuna.create_trial(state=TrialState.WAITING, system_attrs={private.FIXED_PARAMS_ATTR: {"x": 7}}))
+    study.optimize(lambda t: t.suggest_int("x", 0, 9), n_trials=2)
+    assert sorted(t.params["x"] for t in study.trials) == [3, 7], "Optuna no longer honours fixed_params"
+
+
+def test_a_retry_carries_the_attrs_optunas_own_retry_callback_writes(tmp_path):
+    study = _journal_study(tmp_path)
+    study.optimize(lambda t: t.suggest_int("x", 0, 9) * 0.0, n_trials=1)
+    first = study.trials[0]
+    callback = RetryHeartbeatStaleTrialCallback(max_retry=3)
+    for _ in range(2):  # a retry, then a retry of the retry
+        failed = study.trials[-1]
+        ours = private.retry_system_attrs(failed)  # before: Optuna's callback appends to the trial's own list
+        callback(study, failed)
+        retried = study.trials[-1]
+        for key in (private.FAILED_TRIAL_ATTR, private.RETRY_HISTORY_ATTR):
+            assert retried.system_attrs[key] == ours[key], f"Optuna's retry attr {key!r} changed"
+        assert ours[private.FIXED_PARAMS_ATTR] == first.params
+        assert RetryHeartbeatStaleTrialCallback.retried_trial_number(retried) == first.number
+        assert private.retry_history(retried) == RetryHeartbeatStaleTrialCallback.retry_history(retried)
