@@ -14,13 +14,7 @@ from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
 from archdsl.lang.spec import load_spec
 from archdsl.nn.build import build
-from archdsl.run.checkpoint import (
-    TrainState,
-    load_checkpoint,
-    optimizer_from_state,
-    optimizer_to_state,
-    save_checkpoint,
-)
+from archdsl.run.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from archdsl.run.evaluate import evaluate, predict_logits
 
 
@@ -59,13 +53,13 @@ def test_round_trip_gives_the_same_logits(arch, tmp_path: Path) -> None:
 
 def test_optimizer_state_round_trips(arch, tmp_path: Path) -> None:
     model, optimizer = trained_a_little(arch)
-    state = optimizer_to_state(optimizer)
-    state.info["epoch"] = 4
+    state = TrainState.pack({"optimizer": optimizer.state_dict()}, epoch=4)
     save_checkpoint(tmp_path / "last.safetensors", model, arch, {}, train_state=state)
     loaded = load_checkpoint(tmp_path / "last.safetensors", with_train_state=True)
     assert loaded.train_state is not None and loaded.train_state.info["epoch"] == 4
+    assert loaded.train_state.has("optimizer") and not loaded.train_state.has("scheduler")
     fresh = torch.optim.AdamW(loaded.model.parameters(), lr=1.0)
-    optimizer_from_state(fresh, loaded.train_state)
+    fresh.load_state_dict(loaded.train_state.unpack("optimizer"))
     before, after = optimizer.state_dict(), fresh.state_dict()
     assert after["param_groups"][0]["lr"] == before["param_groups"][0]["lr"]
     assert after["param_groups"][0]["betas"] == before["param_groups"][0]["betas"]
@@ -74,6 +68,34 @@ def test_optimizer_state_round_trips(arch, tmp_path: Path) -> None:
             assert torch.equal(after["state"][key][name], value)
     # The train-state tensors are not mistaken for weights.
     assert load_checkpoint(tmp_path / "last.safetensors").train_state is None
+
+
+def test_a_training_state_of_the_first_layout_still_resumes(arch, tmp_path: Path) -> None:
+    # Before state dicts were encoded generally, only the optimizer was kept: its tensors as
+    # `optimizer/<param id>/<name>`, the param groups (tuples turned into lists) and the plain
+    # per-parameter values in the JSON. Run directories from then must still resume.
+    model, optimizer = trained_a_little(arch)
+    before = optimizer.state_dict()
+    tensors = {}
+    plain: dict = {}
+    for param_id, entry in before["state"].items():
+        for name, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optimizer/{param_id}/{name}"] = value
+            else:
+                plain.setdefault(str(param_id), {})[name] = value
+    groups = json.loads(json.dumps(before["param_groups"]))  # betas become a list, as JSON made them
+    old = TrainState(tensors=tensors, info={"param_groups": groups, "plain_state": plain, "epoch": 2})
+    save_checkpoint(tmp_path / "last.safetensors", model, arch, {}, train_state=old)
+    loaded = load_checkpoint(tmp_path / "last.safetensors", with_train_state=True).train_state
+    assert loaded is not None and loaded.has("optimizer") and not loaded.has("scheduler")
+    fresh = torch.optim.AdamW(model.parameters(), lr=1.0)
+    fresh.load_state_dict(loaded.unpack("optimizer"))
+    after = fresh.state_dict()
+    assert after["param_groups"] == before["param_groups"]
+    for key, entry in before["state"].items():
+        for name, value in entry.items():
+            assert torch.equal(after["state"][key][name], value)
 
 
 def test_truncated_file_is_a_user_error(arch, tmp_path: Path) -> None:

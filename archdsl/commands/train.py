@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -103,14 +102,14 @@ _CONFIG_FLAGS = {
 
 def _saved_config(run_dir: Path) -> dict:
     """The config a run was started with (from its last checkpoint), for `--resume`."""
-    from archdsl.run.checkpoint import read_checkpoint_file
+    from archdsl.run.checkpoint import read_checkpoint_file, train_state_info
     from archdsl.run.train import LAST_CHECKPOINT
 
     path = run_dir / LAST_CHECKPOINT
     if not path.is_file():
         raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
     _, metadata = read_checkpoint_file(path)
-    state = json.loads(metadata.get("archdsl.train_state", "{}"))
+    state = train_state_info(metadata)
     if "config" not in state:
         raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
     return state["config"]

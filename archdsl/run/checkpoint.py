@@ -3,11 +3,12 @@
 The weights are the model's state dict; the safetensors metadata (strings only) carries
 `archdsl.ir` (the design as IR JSON, from which `load_checkpoint` rebuilds the model) and
 `archdsl.meta` (free JSON: dataset, epoch, accuracy, config...). A checkpoint written
-during training may also carry the state needed to resume: optimizer tensors under the
-`train_state/` prefix and the rest (optimizer hyper-parameters, epoch, history) as JSON in
-`archdsl.train_state`. Nothing is ever unpickled, so loading an untrusted file cannot run
-code. Files are written to a temporary name and renamed, so a crash (or Ctrl-C) mid-write
-leaves the previous checkpoint intact.
+during training may also carry the state needed to resume (`TrainState`): the optimizer's
+and the scheduler's state dicts, taken apart by `archdsl.run.statedict` into tensors (under
+the `train_state/` prefix) and JSON, with the epoch and history, in `archdsl.train_state`.
+Nothing is ever unpickled, so loading an untrusted file cannot run code. Files are written
+to a temporary name and renamed, so a crash (or Ctrl-C) mid-write leaves the previous
+checkpoint intact.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from torch import nn
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
 from archdsl.ir import Arch
+from archdsl.run import statedict
 
 FORMAT_VERSION = "1"
 _KEY_FORMAT = "archdsl.format"
@@ -33,12 +35,61 @@ _KEY_TRAIN_STATE = "archdsl.train_state"
 _TRAIN_PREFIX = "train_state/"
 
 
+_STATE_DICTS = "state_dicts"  # the key of `TrainState.info` that holds the encoded state dicts
+
+
 @dataclass
 class TrainState:
-    """What a resumed run needs besides the weights: optimizer state and free JSON."""
+    """What a resumed run needs besides the weights: state dicts (optimizer, scheduler) and free JSON.
+
+    `tensors` are stored in the checkpoint's safetensors, `info` as JSON in its metadata.
+    """
 
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def pack(cls, state_dicts: dict[str, Any], **info: Any) -> TrainState:
+        """Any torch state dicts by name (`optimizer=optimizer.state_dict()`, ...) plus JSON `info`."""
+        tensors: dict[str, torch.Tensor] = {}
+        structures = {}
+        for name, state in state_dicts.items():
+            structures[name], found = statedict.encode(state, prefix=f"{name}/")
+            tensors.update(found)
+        return cls(tensors=tensors, info={**info, _STATE_DICTS: structures})
+
+    def has(self, name: str) -> bool:
+        """Whether a state dict was stored as `name`."""
+        return name in self.info.get(_STATE_DICTS, {}) or (name == "optimizer" and "param_groups" in self.info)
+
+    def unpack(self, name: str) -> Any:
+        """The state dict stored as `name`, ready for `load_state_dict`; KeyError if there is none."""
+        structures = self.info.get(_STATE_DICTS)
+        if structures is None and name == "optimizer" and "param_groups" in self.info:
+            return self._format_1_optimizer()  # an older run directory: it resumes as before
+        if structures is None or name not in structures:
+            raise KeyError(name)
+        # Own copies: tensors read from the file sit at unaligned offsets of one buffer, and
+        # `load_state_dict` keeps them as they are; vectorised reductions (LBFGS's dot products)
+        # then round differently, and a resumed run would drift from an uninterrupted one.
+        return statedict.decode(structures[name], {key: t.clone() for key, t in self.tensors.items()})
+
+    def _format_1_optimizer(self) -> dict[str, Any]:
+        # Training states written before state dicts were encoded generally held only the
+        # optimizer: tensors as `optimizer/<param id>/<name>`, plain per-parameter values and
+        # the param groups in `info`, where JSON had turned tuples into lists. They still resume.
+        entries: dict[int, dict[str, Any]] = {}
+        for key, tensor in self.tensors.items():
+            kind, param_id, name = key.split("/", 2)
+            if kind == "optimizer":
+                entries.setdefault(int(param_id), {})[name] = tensor
+        for param_id, values in self.info.get("plain_state", {}).items():
+            entries.setdefault(int(param_id), {}).update(values)
+        groups = [dict(group) for group in self.info["param_groups"]]
+        for group in groups:
+            if isinstance(group.get("betas"), list):
+                group["betas"] = tuple(group["betas"])
+        return {"state": entries, "param_groups": groups}
 
 
 @dataclass
@@ -124,6 +175,12 @@ def read_checkpoint_file(path: str | os.PathLike[str]) -> tuple[dict[str, torch.
     return tensors, metadata
 
 
+def train_state_info(metadata: dict[str, str]) -> dict[str, Any]:
+    """The JSON part of the training state in a checkpoint's metadata (epoch, history, config,
+    encoded state dicts); empty when the checkpoint holds none."""
+    return json.loads(metadata.get(_KEY_TRAIN_STATE, "{}"))
+
+
 def load_checkpoint(
     path: str | os.PathLike[str], *, device: str | torch.device = "cpu", with_train_state: bool = False
 ) -> Checkpoint:
@@ -152,38 +209,6 @@ def load_checkpoint(
     if with_train_state and _KEY_TRAIN_STATE in metadata:
         train_state = TrainState(
             tensors={k[len(_TRAIN_PREFIX) :]: v for k, v in tensors.items() if k.startswith(_TRAIN_PREFIX)},
-            info=json.loads(metadata[_KEY_TRAIN_STATE]),
+            info=train_state_info(metadata),
         )
     return Checkpoint(model=model, arch=arch, meta=meta, train_state=train_state)
-
-
-# Optimizer state <-> (tensors, JSON). torch's optimizer state_dict is nested dicts of
-# tensors and plain values; we flatten the tensors to `optimizer/<param>/<name>` keys.
-
-
-def optimizer_to_state(optimizer: torch.optim.Optimizer) -> TrainState:
-    state = optimizer.state_dict()
-    tensors: dict[str, torch.Tensor] = {}
-    plain: dict[str, dict[str, Any]] = {}
-    for param_id, entries in state["state"].items():
-        for name, value in entries.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"optimizer/{param_id}/{name}"] = value
-            else:
-                plain.setdefault(str(param_id), {})[name] = value
-    return TrainState(tensors=tensors, info={"param_groups": state["param_groups"], "plain_state": plain})
-
-
-def optimizer_from_state(optimizer: torch.optim.Optimizer, train_state: TrainState) -> None:
-    entries: dict[int, dict[str, Any]] = {}
-    for key, tensor in train_state.tensors.items():
-        kind, param_id, name = key.split("/", 2)
-        if kind == "optimizer":
-            entries.setdefault(int(param_id), {})[name] = tensor
-    for param_id, values in train_state.info.get("plain_state", {}).items():
-        entries.setdefault(int(param_id), {}).update(values)
-    groups = train_state.info["param_groups"]
-    for group in groups:  # JSON turned tuples into lists
-        if "betas" in group and isinstance(group["betas"], list):
-            group["betas"] = tuple(group["betas"])
-    optimizer.load_state_dict({"state": entries, "param_groups": groups})

@@ -34,13 +34,7 @@ from archdsl.errors import UserError
 from archdsl.files import atomic_writer, write_text
 from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
-from archdsl.run.checkpoint import (
-    TrainState,
-    load_checkpoint,
-    optimizer_from_state,
-    optimizer_to_state,
-    save_checkpoint,
-)
+from archdsl.run.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from archdsl.run.device import autocast, select_device
 from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
@@ -193,9 +187,11 @@ def train(
     model.to(device=device, memory_format=memory_format)
 
     optimizer = make_optimizer(model, config)
-    if resumed_state is not None:
-        optimizer_from_state(optimizer, resumed_state)
     scheduler = make_scheduler(optimizer, config, steps_per_epoch)
+    if resumed_state is not None:
+        optimizer.load_state_dict(resumed_state.unpack("optimizer"))
+        if resumed_state.has("scheduler"):  # runs saved before the scheduler was stored lack it
+            scheduler.load_state_dict(resumed_state.unpack("scheduler"))
     scheduler.step_update(start_epoch * steps_per_epoch)
     loss_fn = make_loss(config)
     mixup = make_mixup(config, arch.classes)
@@ -238,12 +234,14 @@ def train(
             )
             history.append(metrics)
             if run_dir is not None:
-                info = optimizer_to_state(optimizer)
-                info.info.update(
-                    epoch=epoch + 1, history=[asdict(m) for m in history], config=config.model_dump(mode="json")
+                state = TrainState.pack(
+                    {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
+                    epoch=epoch + 1,
+                    history=[asdict(m) for m in history],
+                    config=config.model_dump(mode="json"),
                 )
                 save_checkpoint(
-                    run_dir / LAST_CHECKPOINT, model, arch, _meta(train_set, config, metrics), train_state=info
+                    run_dir / LAST_CHECKPOINT, model, arch, _meta(train_set, config, metrics), train_state=state
                 )
                 _write_run_files(run_dir, history)
             if on_epoch is not None:
