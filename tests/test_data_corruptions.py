@@ -127,3 +127,24 @@ def test_unknown_corruption_and_severity_are_user_errors(images):
 def test_bad_input_array_is_rejected():
     with pytest.raises(ValueError, match="uint8"):
         corrupt(np.zeros((2, 32, 32, 3), dtype=np.float32), "fog", 1)
+
+
+def test_frost_without_its_photographs_is_a_clear_error_before_any_work(images, monkeypatch, tmp_path):
+    import importlib.util
+
+    from archdsl.data import frost, write_corrupted
+    from archdsl.data.base import ImageSet
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "imagecorruptions" else real_find_spec(name, *a)
+    )
+    monkeypatch.setattr(frost, "photos", frost.photos.__wrapped__)  # no cached photographs
+    with pytest.raises(UserError, match="frost photographs") as caught:
+        corrupt(images[:2], "frost", 1)
+    assert "archdsl[frost]" in str(caught.value)
+    clean = ImageSet("clean", images, np.zeros(len(images), dtype=np.int64), 1, (0.5,) * 3, (0.2,) * 3)
+    with pytest.raises(UserError, match="frost photographs"):
+        write_corrupted(tmp_path / "out", clean, corruptions=["fog", "frost"], progress=False)
+    assert not (tmp_path / "out" / "fog.npy").exists()  # refused before fog was generated
+    assert corrupt(images[:2], "fog", 1).shape == (2, 32, 32, 3)  # the others need nothing

@@ -16,7 +16,15 @@ from pathlib import Path
 import numpy as np
 
 from archdsl.data.base import CorruptedSet, ImageSet
-from archdsl.data.corruptions import CORRUPTIONS, SEVERITIES, all_corruptions, check_corruption, check_severity, corrupt
+from archdsl.data.corruptions import (
+    CORRUPTIONS,
+    SEVERITIES,
+    all_corruptions,
+    check_can_generate,
+    check_corruption,
+    check_severity,
+    corrupt,
+)
 from archdsl.errors import UserError
 from archdsl.files import atomic_writer, ensure_dir
 
@@ -143,6 +151,7 @@ def write_corrupted(
             "the CIFAR-C layout stores all five severities in one file",
             hint="write all of them and pick severities when loading (load_corrupted(..., severities=...))",
         )
+    check_can_generate(names)
     if clean.images.shape[1:] != IMAGE_SHAPE:
         raise UserError(f"{clean.name}: the CIFAR-C layout holds 32x32 RGB images, got {clean.images.shape[1:]}")
     out = ensure_dir(out_dir)

@@ -1,13 +1,20 @@
 """The CIFAR-C corruption generator, vectorised over a batch of images.
 
-`corrupt(images, corruption, severity, seed)` reproduces Hendrycks & Dietterich's CIFAR
-corruptions with their CIFAR parameters (the table in docs/reference.md), without ImageMagick,
-OpenCV or frost photographs: motion blur and snow use our own line kernel, frost uses
-procedural textures (`archdsl.data.frost`). docs/data.md lists every deviation.
+`corrupt(images, corruption, severity, seed)` computes Hendrycks & Dietterich's CIFAR
+corruptions (`make_cifar_c.py`) with their CIFAR parameters (the table in docs/reference.md):
+each function below does the original's arithmetic, in the original's precision (float64,
+or float32 where the original works in float32), and ends as it does, in values 0..255 that
+`corrupt` truncates to uint8 (`np.uint8(...)`). Given the same random numbers, most
+corruptions therefore give the published generator's pixels exactly; docs/data.md lists
+which do and how far the others are, measured against the `imagecorruptions` package.
+Neither ImageMagick nor OpenCV is needed: motion blur and snow use ImageMagick's motion-blur
+kernel (`_image_ops.line_blur`); frost uses the original photographs, which the `frost`
+extra installs (`archdsl.data.frost`).
 
 Randomness comes only from `np.random.default_rng(seed)`, so a seed fixes the output, and
 the same seed at two severities draws the same noise (severities differ only by their
-parameters).
+parameters). The functions draw in the original's order, so a legacy `np.random` stream
+handed to them reproduces the original image by image.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import numpy as np
 from scipy import ndimage
 
 from archdsl.data import _image_ops as ops
-from archdsl.data.frost import frost_crops
+from archdsl.data.frost import frost_crops, photo_folder
 from archdsl.errors import UserError
 
 # The 15 of CIFAR-10-C/CIFAR-100-C, in the benchmark's order (docs/reference.md, and the paper's tables).
@@ -82,185 +89,210 @@ PARAMS: dict[str, tuple] = {
     ),
 }
 
+# A corruption: uint8 images (N, H, W, 3), its parameters, the random generator -> values in [0, 255].
 Corruption = Callable[[np.ndarray, tuple, np.random.Generator], np.ndarray]
+unit, to_255 = ops.unit, ops.to_255
 
 
 # --- noise -------------------------------------------------------------------------------
 
 
-def _gaussian_noise(x, sigma, rng):
-    return x + rng.normal(0.0, sigma, x.shape).astype(np.float32)
+def _gaussian_noise(images, sigma, rng):
+    x = unit(images)
+    return to_255(x + rng.normal(0.0, sigma, x.shape))
 
 
-def _shot_noise(x, c, rng):
-    return (rng.poisson(x * c) / c).astype(np.float32)
+def _shot_noise(images, c, rng):
+    return to_255(rng.poisson(unit(images) * c) / c)
 
 
-def _impulse_noise(x, amount, rng):
-    # Salt and pepper on each value independently, half of each (skimage's "s&p").
-    flipped = rng.random(x.shape) < amount
-    salt = rng.random(x.shape) < 0.5
-    return np.where(flipped, salt.astype(np.float32), x)
+def _impulse_noise(images, amount, rng):
+    # skimage.util.random_noise(x, mode="s&p", amount=amount): each value flips with probability
+    # `amount`, to 1 or 0 with even odds.
+    x = unit(images)
+    flipped = rng.random(x.shape) <= amount
+    salted = rng.random(x.shape) <= 0.5
+    x[flipped & salted] = 1.0
+    x[flipped & ~salted] = 0.0
+    return to_255(x)
 
 
-def _speckle_noise(x, sigma, rng):
-    return x + x * rng.normal(0.0, sigma, x.shape).astype(np.float32)
+def _speckle_noise(images, sigma, rng):
+    x = unit(images)
+    return to_255(x + x * rng.normal(0.0, sigma, x.shape))
 
 
 # --- blur --------------------------------------------------------------------------------
 
 
-def _gaussian_blur(x, sigma, rng):
-    return ops.gaussian_blur(x, sigma)
+def _gaussian_blur(images, sigma, rng):
+    return to_255(ops.gaussian_blur(unit(images), sigma))
 
 
 def _disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
-    """A disk of `radius` on a 17x17 grid softened by a 3x3 Gaussian of `alias_blur`,
-    cropped to its non-zero support."""
-    half = 8 if radius <= 8 else math.ceil(radius)
+    """The original's `disk`: a float32 disk of `radius` on a 17x17 grid, normalised, then
+    cv2.GaussianBlur with a 3x3 kernel of sigma `alias_blur` (reflect-101 border);
+    cropped to its non-zero support (the zero taps add nothing)."""
+    half, ksize = (8, 3) if radius <= 8 else (math.ceil(radius), 5)
     coords = np.arange(-half, half + 1)
-    rows, cols = np.meshgrid(coords, coords, indexing="ij")
-    disk = (rows**2 + cols**2 <= radius**2).astype(np.float64)
-    disk /= disk.sum()
-    taps = np.exp(-(np.arange(-1, 2) ** 2) / (2 * alias_blur**2))
-    taps /= taps.sum()
-    kernel = ndimage.correlate(disk, np.outer(taps, taps), mode="mirror")
-    support = np.argwhere(kernel > 1e-8)
+    cols, rows = np.meshgrid(coords, coords)
+    disk = np.array(rows**2 + cols**2 <= radius**2, dtype=np.float32)
+    disk /= np.sum(disk)
+    taps = ops.gaussian_taps(ksize, alias_blur)
+    kernel = ndimage.correlate(disk.astype(np.float64), np.outer(taps, taps), mode="mirror").astype(np.float32)
+    support = np.argwhere(kernel != 0)
     (r0, c0), (r1, c1) = support.min(axis=0), support.max(axis=0)
     return kernel[r0 : r1 + 1, c0 : c1 + 1]
 
 
-def _defocus_blur(x, c, rng):
+def _defocus_blur(images, c, rng):
     radius, alias_blur = c
-    return ops.convolve_each(x, _disk_kernel(radius, alias_blur))
+    return to_255(ops.correlate_each(unit(images), _disk_kernel(radius, alias_blur).astype(np.float64)))
 
 
-def _glass_blur(x, c, rng):
-    """Blur, shuffle pixels locally, blur again.
+def _glass_blur(images, c, rng):
+    """Blur (quantised to uint8, as the original does), move pixels locally, blur again.
 
-    The shuffle walks the image from the bottom-right corner and swaps each pixel with a
-    neighbour offset by randint(-delta, delta) (the upper bound excluded, as in the
-    original, so a delta of 1 only reaches up and left). The walk is sequential within an
-    image, so it loops over positions, each step done for the whole batch at once.
+    The walk goes from the bottom-right corner up and left; at each pixel the original writes
+    `x[h, w], x[h', w'] = x[h', w'], x[h, w]` with numpy views, which copies the neighbour at
+    offset randint(-delta, delta) (upper bound excluded) into the pixel and leaves the
+    neighbour as it was: that copy is what is reproduced here. Sequential within an image, so
+    it loops over positions, each step done for the whole batch at once.
     """
     sigma, delta, iterations = c
-    n, h, w, _ = x.shape
-    x = ops.gaussian_blur(x, sigma)
+    n, h, w, _ = images.shape
+    x = np.uint8(ops.gaussian_blur(unit(images), sigma) * 255)
     batch = np.arange(n)
     for _ in range(iterations):
         for row in range(h - delta, delta, -1):
             for col in range(w - delta, delta, -1):
                 d_col, d_row = rng.integers(-delta, delta, (2, n))
-                other_row, other_col = row + d_row, col + d_col
-                here = x[batch, row, col]
-                there = x[batch, other_row, other_col]
-                x[batch, row, col] = there
-                x[batch, other_row, other_col] = here
-    return ops.gaussian_blur(x, sigma)
+                x[batch, row, col] = x[batch, row + d_row, col + d_col]
+    return to_255(ops.gaussian_blur(x / 255.0, sigma))
 
 
-def _motion_blur(x, c, rng):
+def _motion_blur(images, c, rng):
+    # ImageMagick blurs the PNG of the image and writes 8-bit pixels: rounded to integers.
     radius, sigma = c
-    return ops.line_blur(x, radius, sigma, rng.uniform(-45, 45, len(x)))
+    blurred = ops.line_blur(images.astype(np.float64), radius, sigma, rng.uniform(-45, 45, len(images)))
+    return np.clip(np.rint(blurred), 0, 255)
 
 
-def _zoom_blur(x, zooms, rng):
+def _zoom_blur(images, zooms, rng):
+    x = (images / 255.0).astype(np.float32)
     out = np.zeros_like(x)
     for zoom in zooms:
-        out += ops.clipped_zoom(x, float(zoom))
-    return (x + out) / (len(zooms) + 1)
+        out += ops.clipped_zoom(x, zoom)
+    return to_255((x + out) / (len(zooms) + 1))
 
 
 # --- weather -----------------------------------------------------------------------------
 
 
-def _snow(x, c, rng):
+def _snow(images, c, rng):
     loc, scale, zoom, threshold, radius, sigma, blend = c
-    n, h, w, _ = x.shape
-    flakes = rng.normal(loc, scale, (n, h, w, 1)).astype(np.float32)
-    flakes = ops.clipped_zoom(flakes, zoom)
+    n, h, w, _ = images.shape
+    x = images.astype(np.float32) / 255.0
+    flakes = ops.clipped_zoom(rng.normal(loc, scale, (n, h, w))[..., None], zoom)
     flakes[flakes < threshold] = 0
-    flakes = ops.line_blur(np.clip(flakes, 0, 1), radius, sigma, rng.uniform(-135, -45, n))
+    # The original blurs an 8-bit PNG of the flakes with ImageMagick and reads 8 bits back.
+    flakes = np.uint8(np.clip(flakes, 0, 1) * 255).astype(np.float64)
+    flakes = np.rint(ops.line_blur(flakes, radius, sigma, rng.uniform(-135, -45, n))) / 255.0
     # Whiten the scene as snow light does, then add the flakes and their 180-degree turn.
     x = blend * x + (1 - blend) * np.maximum(x, ops.rgb_to_gray(x) * 1.5 + 0.5)
-    return x + flakes + np.rot90(flakes, k=2, axes=(1, 2))
+    return to_255(x + flakes + np.rot90(flakes, k=2, axes=(1, 2)))
 
 
-def _frost(x, c, rng):
+def _frost(images, c, rng):
     image_weight, frost_weight = c
-    n, h, w, _ = x.shape
-    return image_weight * x + frost_weight * frost_crops(rng, n, h, w)
+    n, h, w, _ = images.shape
+    return np.clip(image_weight * images + frost_weight * frost_crops(rng, n, h, w), 0, 255)
 
 
-def _fog(x, c, rng):
+def _fog(images, c, rng):
     strength, decay = c
-    n, h, w, _ = x.shape
+    n, h, w, _ = images.shape
+    x = unit(images)
     peak = x.max(axis=(1, 2, 3), keepdims=True)
     mapsize = 1 << max(5, math.ceil(math.log2(max(h, w))))  # 32 on CIFAR
-    fog = ops.plasma_fractal(rng, n, mapsize, decay)[:, :h, :w, None]
-    return (x + strength * fog) * peak / (peak + strength)
+    x = x + strength * ops.plasma_fractal(rng, n, mapsize, decay)[:, :h, :w, None]
+    return to_255(x * peak / (peak + strength))
 
 
 # --- digital -----------------------------------------------------------------------------
 
 
-def _brightness(x, c, rng):
-    return ops.shift_value(x, c)
+def _brightness(images, c, rng):
+    hsv = ops.rgb_to_hsv(unit(images))
+    hsv[..., 2] = np.clip(hsv[..., 2] + c, 0, 1)
+    return to_255(ops.hsv_to_rgb(hsv))
 
 
-def _saturate(x, c, rng):
+def _saturate(images, c, rng):
     scale, shift = c
-    return ops.scale_saturation(x, scale, shift)
+    hsv = ops.rgb_to_hsv(unit(images))
+    hsv[..., 1] = np.clip(hsv[..., 1] * scale + shift, 0, 1)
+    return to_255(ops.hsv_to_rgb(hsv))
 
 
-def _contrast(x, c, rng):
-    means = x.mean(axis=(1, 2), keepdims=True)
-    return (x - means) * c + means
+def _contrast(images, c, rng):
+    x = unit(images)
+    means = np.mean(x, axis=(1, 2), keepdims=True)
+    return to_255((x - means) * c + means)
 
 
-def _elastic_transform(x, c, rng):
+def _elastic_transform(images, c, rng):
     """A random affine warp (three points moved by up to `affine`), then a smooth random
-    displacement field (uniform noise blurred by `sigma`, scaled by `alpha`)."""
-    n, h, w, _ = x.shape
+    displacement field (uniform noise blurred by `sigma`, scaled by `alpha`), in float32.
+
+    The original warps with cv2.warpAffine (bilinear, reflect-101 border) and displaces with
+    scipy's map_coordinates (order 1, reflect border); both are one `_image_ops.sample` here.
+    """
+    n, h, w, _ = images.shape
     size = min(h, w)
     alpha, sigma, affine = (value * size for value in c)
-    centre, half = np.array([h // 2, w // 2], dtype=np.float64), size // 3
-    src = np.array([centre + half, [centre[0] + half, centre[1] - half], centre - half])  # (3, 2) as (row, col)
-    dst = src[None] + rng.uniform(-affine, affine, (n, 3, 2))
-    # The inverse map, dst -> src, tells each output pixel where to sample.
-    lhs = np.concatenate([dst, np.ones((n, 3, 1))], axis=2)  # (n, 3, 3)
-    coeffs = np.linalg.solve(lhs, np.broadcast_to(src, (n, 3, 2)))  # (n, 3, 2)
+    x = images.astype(np.float32) / 255.0
+    # Three points around the centre, moved at random. OpenCV reads points as (x, y) = (col, row);
+    # the original builds them from (H // 2, W // 2), which only matters for non-square images.
+    centre = np.float32([h, w]) // 2
+    half = size // 3
+    src = np.array([centre + half, [centre[0] + half, centre[1] - half], centre - half], dtype=np.float32)
+    dst = src[None] + rng.uniform(-affine, affine, (n, 3, 2)).astype(np.float32)
+    # warpAffine samples each output pixel at the inverse map's image of it: solve dst -> src.
+    lhs = np.concatenate([dst, np.ones((n, 3, 1), dtype=np.float32)], axis=2).astype(np.float64)
+    inverse = np.linalg.solve(lhs, np.broadcast_to(src.astype(np.float64), (n, 3, 2)))  # (n, 3, 2): x, y
     rows, cols = ops.pixel_grid(n, h, w)
-    src_rows = rows * coeffs[:, 0, 0, None, None] + cols * coeffs[:, 1, 0, None, None] + coeffs[:, 2, 0, None, None]
-    src_cols = rows * coeffs[:, 0, 1, None, None] + cols * coeffs[:, 1, 1, None, None] + coeffs[:, 2, 1, None, None]
-    x = ops.bilinear_sample(x, src_rows, src_cols, mode="mirror")
-    d_rows = rng.uniform(-1, 1, (n, h, w))
+    a = inverse[:, :, None, None, :]  # (n, 3, 1, 1, 2)
+    source = cols[..., None] * a[:, 0] + rows[..., None] * a[:, 1] + a[:, 2]  # (n, h, w, 2): x, y
+    x = ops.sample(x, source[..., 1], source[..., 0], mode="mirror")
     d_cols = rng.uniform(-1, 1, (n, h, w))
+    d_rows = rng.uniform(-1, 1, (n, h, w))
     if sigma > 0:
-        d_rows = ndimage.gaussian_filter(d_rows, (0, sigma, sigma), mode="reflect", truncate=3.0)
         d_cols = ndimage.gaussian_filter(d_cols, (0, sigma, sigma), mode="reflect", truncate=3.0)
-    return ops.bilinear_sample(x, rows + alpha * d_rows, cols + alpha * d_cols, mode="reflect")
+        d_rows = ndimage.gaussian_filter(d_rows, (0, sigma, sigma), mode="reflect", truncate=3.0)
+    d_cols = (d_cols * alpha).astype(np.float32)
+    d_rows = (d_rows * alpha).astype(np.float32)
+    return to_255(ops.sample(x, rows + d_rows, cols + d_cols, mode="reflect"))
 
 
-def _pil_roundtrip(x: np.ndarray, transform: Callable) -> np.ndarray:
+def _pil_roundtrip(images: np.ndarray, transform: Callable) -> np.ndarray:
     from PIL import Image
 
-    images = ops.to_uint8(x)
     out = np.empty_like(images)
     for index, image in enumerate(images):
         out[index] = np.asarray(transform(Image.fromarray(image)))
-    return ops.to_float(out)
+    return out
 
 
-def _pixelate(x, c, rng):
+def _pixelate(images, c, rng):
     from PIL import Image
 
-    h, w = x.shape[1:3]
+    h, w = images.shape[1:3]
     small = (int(w * c), int(h * c))
-    return _pil_roundtrip(x, lambda im: im.resize(small, Image.BOX).resize((w, h), Image.BOX))
+    return _pil_roundtrip(images, lambda im: im.resize(small, Image.BOX).resize((w, h), Image.BOX))
 
 
-def _jpeg_compression(x, quality, rng):
+def _jpeg_compression(images, quality, rng):
     from PIL import Image
 
     def roundtrip(image):
@@ -269,26 +301,28 @@ def _jpeg_compression(x, quality, rng):
         buffer.seek(0)
         return Image.open(buffer).convert("RGB")
 
-    return _pil_roundtrip(x, roundtrip)
+    return _pil_roundtrip(images, roundtrip)
 
 
-def _spatter(x, c, rng):
-    """Water drops (a pale cyan film) or mud splashes (brown) from thresholded noise."""
+def _spatter(images, c, rng):
+    """Mud splashes (brown) as the original; water drops as a pale cyan film (the original
+    shades them with OpenCV's Canny edges and distance transform, which are not reproduced)."""
     loc, scale, sigma, threshold, strength, mud = c
-    n, h, w, _ = x.shape
+    n, h, w, _ = images.shape
+    x = images.astype(np.float32) / 255.0
     liquid = rng.normal(loc, scale, (n, h, w))
     liquid = ndimage.gaussian_filter(liquid, (0, sigma, sigma), mode="nearest", truncate=4.0)
-    if mud:
-        mask = ndimage.gaussian_filter((liquid > threshold).astype(np.float32), (0, strength, strength), mode="nearest")
-        mask[mask < 0.8] = 0
-        mask = mask[..., None]
-        colour = np.array([63, 42, 20], dtype=np.float32) / 255
-        return x * (1 - mask) + colour * mask
     liquid[liquid < threshold] = 0
+    if mud:
+        mask = np.where(liquid > threshold, 1, 0).astype(np.float32)
+        mask = ndimage.gaussian_filter(mask, (0, strength, strength), mode="nearest", truncate=4.0)
+        mask[mask < 0.8] = 0
+        colour = np.array([63 / 255.0, 42 / 255.0, 20 / 255.0], dtype=np.float32) * mask[..., None]
+        return to_255(x * (1 - mask[..., None]) + colour)
     peak = np.maximum(liquid.max(axis=(1, 2), keepdims=True), 1e-12)
     film = (liquid / peak * strength).astype(np.float32)[..., None]
     colour = np.array([175, 238, 238], dtype=np.float32) / 255
-    return x + film * colour
+    return to_255(x + film * colour)
 
 
 _FUNCTIONS: dict[str, Corruption] = {
@@ -329,6 +363,13 @@ def check_corruption(name: str) -> str:
     return name
 
 
+def check_can_generate(names: tuple[str, ...] | list[str]) -> None:
+    """Before generating `names`: a UserError now if one cannot be generated on this machine
+    (frost without its photographs), rather than after the others are done."""
+    if "frost" in names:
+        photo_folder()
+
+
 def check_severity(severity: int) -> int:
     if severity not in SEVERITIES:
         raise UserError(f"severity must be one of 1..5, got {severity!r}")
@@ -345,5 +386,11 @@ def corrupt(images: np.ndarray, corruption: str, severity: int, seed: int = 0) -
     if len(images) == 0:
         return images.copy()
     rng = np.random.default_rng(seed)
-    x = ops.to_float(images)
-    return ops.to_uint8(_FUNCTIONS[corruption](x, PARAMS[corruption][severity - 1], rng))
+    return apply(images, corruption, PARAMS[corruption][severity - 1], rng)
+
+
+def apply(images: np.ndarray, corruption: str, parameters: tuple | float, rng) -> np.ndarray:
+    """One corruption at explicit `parameters` (a `PARAMS` entry, or another generator's, to
+    compare with it), drawing from `rng`; uint8 in and out, truncated as the original does."""
+    values = _FUNCTIONS[corruption](np.asarray(images, dtype=np.uint8), parameters, rng)
+    return np.clip(values, 0, 255).astype(np.uint8)

@@ -1,73 +1,89 @@
-"""Procedural frost textures, standing in for the photographs of Hendrycks' generator.
+"""The frost photographs of Hendrycks' generator, as the CIFAR generator uses them.
 
-The original frost corruption blends a random 32x32 crop of one of six photographs of
-frosted glass (shown at 0.2 scale) into the image. archdsl downloads nothing, so it draws
-its own: an icy haze from a plasma fractal, then many thin crystal needles (straight
-segments that fork into side branches) rasterised and softened, tinted blue-white. The
-textures are made once per seed and cached; crops come from them as from the photographs.
+The frost corruption blends a random crop of a photograph of frosted glass into the image.
+The photographs are not archdsl's to ship: they come with the `imagecorruptions` package
+(Apache-2.0; package data `imagecorruptions/frost/`), installed by the `frost` extra
+(`pip install 'archdsl[frost]'`). archdsl reads the files only: it does not import that
+package (which needs OpenCV and scikit-image), and decodes them with Pillow (which decodes
+these files to the same pixels as OpenCV).
+
+The CIFAR generator draws from the first five photographs only (`np.random.randint(5)` over
+a list of six) and shows them at 0.2 scale (`cv2.resize(frost, (0, 0), fx=0.2, fy=0.2)`,
+bilinear), which `photos()` reproduces.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from scipy import ndimage
 
-from archdsl.data._image_ops import plasma_fractal
+from archdsl.errors import UserError
 
-TEXTURE_SIZE = 128
-TEXTURE_COUNT = 6
-# Blue-white, as frost on glass photographs: the blue channel is the brightest.
-_TINT = np.array([0.80, 0.90, 1.00], dtype=np.float32)
-
-
-def _needles(rng: np.random.Generator, size: int, count: int) -> np.ndarray:
-    """Rasterise `count` crystal needles, each with two forked side branches."""
-    starts = rng.uniform(0, size, (count, 2))
-    angles = rng.uniform(0, 2 * np.pi, count)
-    lengths = rng.uniform(4, 18, count)
-    segments = [(starts, angles, lengths)]
-    # Side branches leave the needle at +-(40..70) degrees from a point along it.
-    for sign in (-1, 1):
-        along = rng.uniform(0.2, 0.8, count)[:, None]
-        fork = starts + along * lengths[:, None] * np.stack([np.cos(angles), np.sin(angles)], axis=1)
-        segments.append((fork, angles + sign * rng.uniform(0.7, 1.2, count), lengths * rng.uniform(0.3, 0.6, count)))
-    canvas = np.zeros((size, size), dtype=np.float32)
-    steps = np.linspace(0.0, 1.0, 24)
-    for origin, angle, length in segments:
-        brightness = rng.uniform(0.4, 1.0, len(origin))
-        direction = np.stack([np.cos(angle), np.sin(angle)], axis=1) * length[:, None]
-        points = origin[:, None, :] + steps[None, :, None] * direction[:, None, :]
-        rows = np.rint(points[..., 0]).astype(np.int64) % size  # the texture tiles
-        cols = np.rint(points[..., 1]).astype(np.int64) % size
-        np.maximum.at(canvas, (rows.ravel(), cols.ravel()), np.repeat(brightness, len(steps)))
-    # Soften to anti-aliased lines; x1.6 brings a lone line's centre back to its brightness.
-    return np.clip(ndimage.gaussian_filter(canvas, 0.6, mode="wrap") * 1.6, 0.0, 1.0)
+PACKAGE = "imagecorruptions"
+FILES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")  # frost6.jpg is never drawn
+SCALE = 0.2
 
 
-@lru_cache(maxsize=4)
-def frost_textures(seed: int = 0) -> np.ndarray:
-    """TEXTURE_COUNT RGB textures of TEXTURE_SIZE^2 in [0, 1], float32 (T, S, S, 3)."""
-    rng = np.random.default_rng([seed, 0xF2057])
-    haze = plasma_fractal(rng, TEXTURE_COUNT, TEXTURE_SIZE, decay=1.8)
-    textures = []
-    for index in range(TEXTURE_COUNT):
-        density = 120 + 40 * index  # from sparse to dense frost, as the photographs vary
-        crystals = _needles(rng, TEXTURE_SIZE, density)
-        intensity = np.clip(0.1 + 0.35 * haze[index] + 0.7 * crystals, 0.0, 1.0)
-        textures.append(intensity[..., None] * _TINT)
-    out = np.stack(textures).astype(np.float32)
-    out.setflags(write=False)
-    return out
+def photo_folder() -> Path:
+    """The folder of the frost photographs in the installed imagecorruptions package."""
+    spec = importlib.util.find_spec(PACKAGE)
+    folder = Path(next(iter(spec.submodule_search_locations or ()), "")) / "frost" if spec else None
+    if folder is None or not all((folder / name).is_file() for name in FILES):
+        raise UserError(
+            "the frost corruption needs the frost photographs of Hendrycks' generator, which are not installed",
+            hint="pip install 'archdsl[frost]' (the imagecorruptions package ships them), "
+            "or leave frost out (e.g. --corruptions with the other names)",
+        )
+    return folder
 
 
-def frost_crops(rng: np.random.Generator, count: int, height: int, width: int, seed: int = 0) -> np.ndarray:
-    """A random crop of a random texture for each of `count` images: (count, H, W, 3)."""
-    textures = frost_textures(seed)
-    which = rng.integers(0, len(textures), count)
-    top = rng.integers(0, TEXTURE_SIZE - height + 1, count)
-    left = rng.integers(0, TEXTURE_SIZE - width + 1, count)
-    rows = top[:, None, None] + np.arange(height)[None, :, None]
-    cols = left[:, None, None] + np.arange(width)[None, None, :]
-    return textures[which[:, None, None], rows, cols]
+def resize_linear(image: np.ndarray, scale: float) -> np.ndarray:
+    """cv2.resize(image, (0, 0), fx=scale, fy=scale) with INTER_LINEAR, on an (H, W, C) array.
+
+    OpenCV's output size is round(size * scale) and output pixel i samples the input at
+    (i + 0.5) / scale - 0.5 (pixel centres aligned), bilinearly, repeating the edge.
+    """
+    h, w, _ = image.shape
+    rows = (np.arange(round(h * scale)) + 0.5) / scale - 0.5
+    cols = (np.arange(round(w * scale)) + 0.5) / scale - 0.5
+    grid_rows, grid_cols = np.meshgrid(rows, cols, indexing="ij")
+    channels = [
+        ndimage.map_coordinates(image[..., c].astype(np.float64), [grid_rows, grid_cols], order=1, mode="nearest")
+        for c in range(image.shape[2])
+    ]
+    return np.clip(np.rint(np.stack(channels, axis=-1)), 0, 255).astype(np.uint8)
+
+
+@lru_cache(maxsize=1)
+def photos() -> tuple[np.ndarray, ...]:
+    """The five photographs at 0.2 scale, RGB uint8 (read-only), in the generator's order."""
+    from PIL import Image
+
+    folder = photo_folder()
+    scaled = []
+    for name in FILES:
+        with Image.open(folder / name) as image:
+            pixels = np.asarray(image.convert("RGB"))
+        small = resize_linear(pixels, SCALE)
+        small.setflags(write=False)
+        scaled.append(small)
+    return tuple(scaled)
+
+
+def frost_crops(rng: np.random.Generator, count: int, height: int, width: int) -> np.ndarray:
+    """For each of `count` images a random photograph and a random crop of it, uint8 (count, H, W, 3).
+
+    The draws come in the original's order: the photograph, then the crop's top, then its left
+    (`randint(0, size - 32)`: the last possible offset is never drawn, as in the original).
+    """
+    scaled = photos()
+    which = rng.integers(0, len(scaled), count)
+    tops = rng.integers(0, np.array([scaled[k].shape[0] - height for k in which]))
+    lefts = rng.integers(0, np.array([scaled[k].shape[1] - width for k in which]))
+    return np.stack(
+        [scaled[k][top : top + height, left : left + width] for k, top, left in zip(which, tops, lefts, strict=True)]
+    )

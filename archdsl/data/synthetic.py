@@ -16,9 +16,10 @@ the images; the default 5,000 + 1,000 images take about half a second on one cor
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
+
+from archdsl.data.cache import MiB, byte_bounded_cache
 
 SHAPES = ("disk", "square", "triangle", "ring", "cross", "diamond", "star", "ellipse", "hexagon", "crescent")
 TEXTURES = ("stripes", "checker", "rings")
@@ -162,7 +163,7 @@ def balanced_labels(count: int, classes: int, rng: np.random.Generator) -> np.nd
     return rng.permutation(np.arange(count) % classes).astype(np.int64)
 
 
-@lru_cache(maxsize=8)
+@byte_bounded_cache(256 * MiB)
 def generate(config: SyntheticConfig, split: str) -> tuple[np.ndarray, np.ndarray]:
     """(images uint8 (N, 32, 32, 3), labels int64) of one split; cached, read-only."""
     count = config.train if split == "train" else config.test
