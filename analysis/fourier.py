@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 import torch.nn as nn
@@ -47,6 +47,8 @@ class LayerValue(BaseModel):
 
 
 class LayerProfile(BaseModel):
+    """One measure (`metric`) at every layer, in model order, averaged over `images` images."""
+
     model_config = ConfigDict(frozen=True)
 
     metric: Literal["delta_log_amplitude", "variance"]
@@ -60,6 +62,8 @@ class LayerProfile(BaseModel):
 
 @dataclass(frozen=True)
 class FeatureLayer:
+    """A layer whose output is measured: its module path, stage, index in the stage and kind."""
+
     name: str
     stage: str
     index: int
@@ -71,8 +75,9 @@ def feature_layers(model: nn.Module) -> list[FeatureLayer]:
     if not hasattr(model, "stages"):
         raise ValueError("the model has no `.stages`: feature maps are measured on archdsl models")
     layers = [FeatureLayer("stem", "stem", 0, "stem")] if hasattr(model, "stem") else []
-    for stage, blocks in model.stages.items():
-        for index, block in enumerate(blocks):
+    stages = cast(nn.ModuleDict, model.stages)
+    for stage, blocks in stages.items():
+        for index, block in enumerate(blocks.children()):
             layers.append(FeatureLayer(block_path(stage, index), stage, index, getattr(block, "kind", "block")))
     return layers
 
@@ -118,6 +123,8 @@ def spatial_variance_of(features: torch.Tensor) -> float:
 
 
 class FeatureMapStatistics(BaseModel):
+    """Delta log amplitude and spatial variance of the feature maps, layer by layer."""
+
     model_config = ConfigDict(frozen=True)
 
     delta_log_amplitude: LayerProfile

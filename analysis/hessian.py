@@ -40,9 +40,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict
 
+from archdsl.data.base import ImageSet
 from archdsl.nn.blocks.attention import math_attention  # fused kernels have no double backward
 from archdsl.run.loader import make_loader
-from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS
+from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, RecipeName, TrainConfig
 
 Matvec = Callable[[torch.Tensor], torch.Tensor]
 Method = Literal["power", "lanczos"]
@@ -279,7 +280,7 @@ def hessian_operator(
         from torch.func import functional_call, grad, jvp
 
         names = [name for name, _ in names_params]
-        fixed = {name: p for name, p in model.named_parameters() if not p.requires_grad}
+        fixed: dict[str, torch.Tensor] = {name: p for name, p in model.named_parameters() if not p.requires_grad}
         fixed.update(dict(model.named_buffers()))
         primals = tuple(p.detach() for p in params)
 
@@ -290,7 +291,7 @@ def hessian_operator(
         gradient = grad(loss_of, argnums=tuple(range(len(params))))
 
         def hessian_product(vector: torch.Tensor) -> torch.Tensor:
-            _, products = jvp(gradient, primals, tuple(_unflatten(vector, params)))
+            _, products = jvp(gradient, primals, tuple(_unflatten(vector, params)))[:2]
             return _flatten(products, params)
 
     else:
@@ -407,7 +408,12 @@ def hessian_spectrum(
 
 
 def training_batches(
-    image_set, n_batches: int, *, batch_size: int = 16, recipe: str = DEFAULT_RECIPE, seed: int = 0
+    image_set: ImageSet,
+    n_batches: int,
+    *,
+    batch_size: int = 16,
+    recipe: RecipeName | TrainConfig = DEFAULT_RECIPE,
+    seed: int = 0,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The first `n_batches` augmented, shuffled training batches (the paper's input).
 

@@ -65,7 +65,7 @@ def spectrum_figure(spectra: Mapping[str, Spectrum], *, bins: int = 40, title: s
         ape = "n/a" if spectrum.ape is None else f"{spectrum.ape:.3g}"
         axes.hist(
             values,
-            bins=edges,
+            bins=list(edges),
             weights=np.full(len(values), 1 / len(values)),
             histtype="stepfilled",
             alpha=0.35,

@@ -18,6 +18,9 @@ from archdsl.analysis.robustness import CorruptionErrors, RobustnessResult
 
 
 class AnalysisReport(BaseModel):
+    """Every result of one `archdsl analyze` run, with the checkpoint and dataset it was measured on (written as
+    metrics.json)."""
+
     model_config = ConfigDict(frozen=True)
 
     checkpoint: str
@@ -110,6 +113,7 @@ def _figure(report: AnalysisReport, key: str, caption: str) -> list[str]:
 
 
 def render_markdown(report: AnalysisReport) -> str:
+    """report.md: the headline table, then a section per analysis with its figure and table."""
     lines = [
         f"# Analysis of `{report.arch}`",
         "",

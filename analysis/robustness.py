@@ -14,6 +14,7 @@ from typing import Protocol
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from archdsl.data.base import ImageSet
 from archdsl.data.corruptions import CORRUPTIONS, SEVERITIES  # the benchmark's 15 x 5
 from archdsl.errors import UserError
 from archdsl.run.evaluate import score_logits
@@ -22,12 +23,17 @@ from archdsl.run.evaluate import score_logits
 class CorruptedImages(Protocol):
     """What `archdsl.data.load_corrupted` returns per set (`CorruptedSet`)."""
 
-    corruption: str
-    severity: int
-    images: object  # an ImageSet
+    @property
+    def corruption(self) -> str: ...
+    @property
+    def severity(self) -> int: ...
+    @property
+    def images(self) -> ImageSet: ...
 
 
 class CorruptionAccuracy(BaseModel):
+    """Top-1 (a fraction) on one corrupted set: a corruption at one severity, over `count` images."""
+
     model_config = ConfigDict(frozen=True)
 
     corruption: str
@@ -86,7 +92,9 @@ def evaluate_robustness(
     from tqdm.auto import tqdm
 
     if predict is None:
-        from archdsl.run.evaluate import predict_logits as predict
+        from archdsl.run.evaluate import predict_logits
+
+        predict = predict_logits
     cells = []
     for item in tqdm(corrupted_sets, desc="corruptions", unit="set", disable=not progress):
         logits = predict(model, item.images, batch_size=batch_size, device=device)

@@ -21,7 +21,7 @@ stage's map and to global attention otherwise.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from archdsl.errors import UserError
 from archdsl.ir import Arch, ConvBlock, MSABlock, Stage, stage_shapes
@@ -57,10 +57,10 @@ def default_heads(width: int) -> int:
     return max(1, 3 * width // 64)
 
 
-def _per_stage(value: object, n_stages: int, what: str) -> list:
+def _per_stage(value: object, n_stages: int, what: str) -> list[Any]:
     if value is None or isinstance(value, (int, str)):
         return [value] * n_stages
-    values = list(value)  # type: ignore[call-overload]
+    values: list[Any] = list(value)  # type: ignore[call-overload]
     if len(values) != n_stages:
         raise UserError(
             f"{what} has {len(values)} values but the arch has {n_stages} stages",

@@ -25,11 +25,14 @@ class _Node(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+ConvVariant = Literal["bottleneck", "basic"]
+
+
 class ConvBlock(_Node):
     """A pre-activation residual conv block (bottleneck or basic)."""
 
     kind: Literal["conv"] = "conv"
-    variant: Literal["bottleneck", "basic"] = "bottleneck"
+    variant: ConvVariant = "bottleneck"
     expansion: PositiveInt = 4
 
 
@@ -99,6 +102,9 @@ DOWNSAMPLING_KINDS = frozenset({"conv", "merge", "pool"})
 
 
 class Stage(_Node):
+    """A stage: `width` channels (times the conv expansion on its output), the `stride` its first block applies, and
+    its blocks in order."""
+
     name: str
     width: PositiveInt
     stride: PositiveInt
@@ -147,12 +153,21 @@ class Norm(_Node):
 
 
 class InputShape(_Node):
+    """The image size a design takes: channels x height x width (a spec's `input 3x32x32`)."""
+
     channels: PositiveInt
     height: PositiveInt
     width: PositiveInt
 
 
 class Arch(_Node):
+    """A whole design: input shape, classes, stem, the meaning of a plain `conv`, and the stages.
+
+    Frozen and canonical (every default filled in, repeats expanded): two specs that mean the
+    same network give equal `Arch`s and the same `digest()`. Build it from text with
+    `archdsl.load_spec`/`parse_spec`, compile it with `archdsl.create_model`.
+    """
+
     name: str
     input: InputShape
     classes: PositiveInt
@@ -240,6 +255,8 @@ class BlockShape:
 
 @dataclass(frozen=True)
 class StageShape:
+    """A stage's channels and feature-map size in and out (its stride applied by its first block)."""
+
     name: str
     in_channels: int
     out_channels: int
@@ -267,6 +284,7 @@ def stem_out_size(arch: Arch) -> tuple[int, int]:
 
 
 def block_out_channels(arch: Arch, stage: Stage, block: AnyBlock, in_channels: int) -> int:
+    """The channels a block outputs (see the comments for each kind)."""
     if isinstance(block, ConvBlock):
         return stage.width * block.expansion
     if isinstance(block, MSABlock):

@@ -13,9 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from archdsl.ir import Arch
+
+if TYPE_CHECKING:
+    from archdsl.run.recipe import RecipeName
 
 
 @dataclass(frozen=True)
@@ -27,13 +30,14 @@ class Fidelity:
 
     epochs: int = 2
     subset: float = 1.0  # fraction of the training (and corrupted test) sets
-    recipe: str = "weak"  # learns fastest in few epochs; the paper's `deit` needs hundreds
+    recipe: RecipeName = "weak"  # learns fastest in few epochs; the paper's `deit` needs hundreds
     batch_size: int | None = None  # None: the recipe's
     lr: float | None = None  # None: the recipe's, scaled to the batch size
     hessian_batches: int = 2  # mini-batches of 16 for the Hessian spectrum
     hessian_max_iter: int = 40  # Lanczos steps: converges in ~15-45 products where power iteration needs hundreds
     hessian_tol: float = 1e-3
-    hessian_method: str = "lanczos"  # see benchmarks/hessian.py: 2.8-5.8x faster than PyHessian and accurate
+    # See benchmarks/hessian.py: Lanczos is 2.8-5.8x faster than PyHessian, and accurate.
+    hessian_method: Literal["power", "lanczos"] = "lanczos"
     latency_batch: int = 16
     severities: tuple[int, ...] = (3,)  # of the corruptions, for the robustness objective
 
@@ -51,6 +55,8 @@ class DataContext:
 
 @dataclass(frozen=True)
 class Trained:
+    """A trained candidate: the model, its test top-1 (a fraction) and its per-epoch history."""
+
     model: Any  # nn.Module
     accuracy: float  # test top-1, a fraction
     history: list[dict[str, float]]
@@ -91,6 +97,7 @@ def static_costs(arch: Arch) -> dict[str, float]:
 
 
 def build_model(arch: Arch, seed: int) -> Any:
+    """The candidate's model, its weights fixed by `seed`."""
     from archdsl.nn.build import build
 
     return build(arch, seed=seed)
@@ -193,12 +200,14 @@ def hessian(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, dev
 
 
 def out_of_memory_error() -> type[BaseException]:
+    """torch's out-of-memory exception type (the one a trial fails on without stopping the search)."""
     import torch
 
     return getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 
 
 def format_arch(arch: Arch) -> str:
+    """The canonical .arch text of a design."""
     from archdsl.lang.printer import format_arch as fmt
 
     return fmt(arch)
@@ -236,6 +245,6 @@ def _plain(value: Any) -> Any:
 
 
 def _with_images(corrupted: Any, images: Any) -> Any:
-    if dataclasses.is_dataclass(corrupted):
+    if dataclasses.is_dataclass(corrupted) and not isinstance(corrupted, type):
         return dataclasses.replace(corrupted, images=images)
     return corrupted.model_copy(update={"images": images})

@@ -16,6 +16,8 @@ from archdsl.errors import UsageError
 
 
 class Cost(IntEnum):
+    """How much work a value takes, in order: known from the IR, after building, after training, after an analysis."""
+
     STATIC = 0  # from the IR alone (params, FLOPs): free, known before training
     FORWARD = 1  # needs a built model, not a trained one (latency)
     TRAINED = 2  # needs training (accuracy)
@@ -24,6 +26,8 @@ class Cost(IntEnum):
 
 @dataclass(frozen=True)
 class Objective:
+    """A value a search can optimise: its name, direction, cost, unit and what it means."""
+
     name: str
     direction: Literal["maximize", "minimize"]
     cost: Cost

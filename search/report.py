@@ -26,6 +26,9 @@ MIN_TRIALS_FOR_IMPORTANCE = 4
 
 @dataclass(frozen=True)
 class TrialRow:
+    """One trial as the report shows it: state, parameters, values, metrics, design and a note (why it failed, what it
+    reused)."""
+
     number: int
     state: str  # COMPLETE, PRUNED, FAIL, RUNNING, WAITING
     params: dict[str, Any]
@@ -39,6 +42,8 @@ class TrialRow:
 
 @dataclass(frozen=True)
 class StudySummary:
+    """A study read back: its objectives and strategy, every trial as a row, and the best trials (or Pareto front)."""
+
     name: str
     objectives: tuple[Objective, ...]
     strategy: str
@@ -50,6 +55,7 @@ class StudySummary:
 
 
 def study_objectives(study: optuna.Study) -> tuple[Objective, ...]:
+    """The objectives a study records (its `objectives` attr), or `value0`, `value1`, ... for a study made elsewhere."""
     names = str(study.user_attrs.get("objectives", "")).split(",")
     if len(names) == len(study.directions) and all(n in OBJECTIVES for n in names):
         return tuple(OBJECTIVES[n] for n in names)
@@ -61,6 +67,7 @@ def study_objectives(study: optuna.Study) -> tuple[Objective, ...]:
 
 
 def summarize_study(study: optuna.Study) -> StudySummary:
+    """Every trial of a study as a `TrialRow`, and the winners: one row per design."""
     objectives = study_objectives(study)
     rows = tuple(_row(t) for t in study.get_trials(deepcopy=False))
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
@@ -180,10 +187,15 @@ def _params_vary(summary: StudySummary) -> bool:
 def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
     """The lead objective against the number of MSAs: the paper's build-up curve, per trial."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure()
     ax = fig.add_subplot()
-    points = [(r.n_msa, r.values[0], r.number) for r in summary.rows if r.state == "COMPLETE" and r.values]
+    points = [
+        (r.n_msa, r.values[0], r.number)
+        for r in summary.rows
+        if r.state == "COMPLETE" and r.values and r.n_msa is not None
+    ]
     ax.scatter([p[0] for p in points], [p[1] for p in points], color="tab:blue", label="trial")
     best = {r.number for r in summary.best}
     marked = [p for p in points if p[2] in best]
@@ -193,7 +205,7 @@ def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
     ax.set_xlabel("number of MSA blocks")
     ax.set_ylabel(lead.name)
     ax.set_title(f"{summary.name}: {lead.name} against MSAs")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.legend()
     return fig
 
@@ -202,6 +214,7 @@ def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
 
 
 def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: dict[int, str]) -> str:
+    """report.md of a study: the best designs with their specs, the plots, and a table of every trial."""
     objs = ", ".join(f"{o.name} ({o.direction})" for o in summary.objectives)
     lines = [
         f"# Search report: {summary.name}",
@@ -231,12 +244,12 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     header = ["trial", "state", "MSA", *[o.name for o in summary.objectives], "params", "note"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in summary.rows:
-        values = [_fmt(v) for v in row.values] if row.values else ["" for _ in summary.objectives]
+        cells = [_fmt(v) for v in row.values] if row.values else ["" for _ in summary.objectives]
         params = " ".join(f"{k}={v}" for k, v in row.params.items())
         note = row.note.replace("|", "/").replace("\n", " ")
         lines.append(
             f"| {row.number} | {row.state} | {'' if row.n_msa is None else row.n_msa} | "
-            + " | ".join(values)
+            + " | ".join(cells)
             + f" | {params} | {note} |"
         )
     return "\n".join(lines) + "\n"

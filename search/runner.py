@@ -31,6 +31,8 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 @dataclass(frozen=True)
 class SearchConfig:
+    """What a study is: its name, strategy, objectives, size (`n_trials`, a study total), seed and storage."""
+
     study_name: str
     strategy: str
     objectives: tuple[Objective, ...]
@@ -43,6 +45,9 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class SearchOutcome:
+    """What `run_search` did: the study, the trials this worker finished, the build-up walk (for `buildup`), and stale
+    trials it re-queued."""
+
     study: optuna.Study
     new_trials: int
     buildup: list[BuildupStep] | None
@@ -50,6 +55,7 @@ class SearchOutcome:
 
 
 def open_study(config: SearchConfig, out: Path, *, create: bool = True) -> optuna.Study:
+    """The study of `config` in its storage, created if missing; a UserError if it optimises other objectives."""
     storage = open_storage(config.storage, out, config.study_name)
     directions = [o.direction for o in config.objectives]
     if not create:
@@ -96,6 +102,7 @@ def check_same_space(study: optuna.Study, space: Space) -> None:
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
+    """An existing study; a UserError naming the known ones if there is none by that name."""
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError as err:

@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from archdsl.buildup import Window
 from archdsl.errors import UsageError, UserError
 from archdsl.ir import Arch, MSABlock, stage_shapes
 
@@ -47,12 +48,16 @@ class StageChoices:
 
 @dataclass(frozen=True)
 class Endpoint:
+    """A named corner of the space (the ResNet, the AlterNet, the Swin-like) and its parameters."""
+
     name: str  # "resnet", "alternet", "swin-like"
     params: dict[str, ParamValue] = field(hash=False)
 
 
 @dataclass(frozen=True)
 class Space:
+    """The build-up space of a base design: per stage, the MSA count k and (optionally) heads, window and dim_head."""
+
     base: Arch
     stages: tuple[StageChoices, ...]
     searched: tuple[str, ...] = ("k",)
@@ -113,7 +118,7 @@ class Space:
         rows = self.stage_values(params)
         ks = [r[0] for r in rows]
         heads = [r[1] for r in rows]
-        windows: list[int | str] = [GLOBAL if r[2] == GLOBAL else int(r[2]) for r in rows]
+        windows: list[Window] = ["global" if r[2] == GLOBAL else int(r[2]) for r in rows]
         arch = _layout(self.base, ks, heads, windows)
         arch = _with_dim_heads(arch, {s.name: r[3] for s, r in zip(self.stages, rows, strict=True)})
         from archdsl.lang.checks import ensure_valid
@@ -187,6 +192,7 @@ PAPER_K = (0, 1, 1, 2)
 
 
 def parse_searched(text: str) -> tuple[str, ...]:
+    """The knobs of `--search` (comma-separated from k, heads, window, dim_head); a UsageError for others."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in SEARCHABLE]
     if unknown:
@@ -247,7 +253,7 @@ def _with_dim_heads(arch: Arch, dim_heads: dict[str, int]) -> Arch:
     return arch.model_copy(update={"stages": tuple(stages)})
 
 
-def _layout(base: Arch, ks: list[int], heads: list[int] | None, windows: list[int | str] | None) -> Arch:
+def _layout(base: Arch, ks: list[int], heads: list[int] | None, windows: list[Window] | None) -> Arch:
     """The one call into `archdsl.buildup.layout` (per-stage sequences in stage order; a window
     is an int or "global", None leaves layout's default)."""
     from archdsl.buildup import layout

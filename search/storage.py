@@ -46,6 +46,9 @@ RUN_ATTRS = (FAIL_REASON_ATTR, "pruned_reason", "metrics", "reused_from", "dir")
 
 @dataclass(frozen=True)
 class StorageOptions:
+    """Where a study lives (`url`; None: the journal file in the study's folder) and how dead workers are detected and
+    retried."""
+
     url: str | None  # None: the journal file in the study's folder
     heartbeat_interval: int = 30
     grace_period: int = 90
@@ -53,6 +56,7 @@ class StorageOptions:
 
 
 def journal_path(out: Path, study_name: str) -> Path:
+    """The default journal file of a study: OUT/STUDY/study.journal."""
     return out / study_name / "study.journal"
 
 

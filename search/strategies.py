@@ -24,6 +24,7 @@ GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
 
 
 def make_sampler(strategy: str, space: Space, n_objectives: int, seed: int | None) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler of a strategy (`buildup` enqueues its own trials and samples nothing)."""
     if strategy == "tpe":
         # multivariate: the k's of different stages interact (a budget of MSAs).
         return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=4)
@@ -54,6 +55,8 @@ def make_pruner(objectives: tuple[Objective, ...], epochs: int) -> optuna.pruner
 
 @dataclass(frozen=True)
 class BuildupStep:
+    """One step of the build-up walk: the design tried, the stage given an MSA, its value, whether it was kept."""
+
     params: dict[str, ParamValue]
     stage: str | None  # the stage that got one more MSA (None for the base)
     value: float | None  # the lead objective (None: failed or pruned)

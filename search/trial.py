@@ -45,6 +45,8 @@ class TrialFailed(Exception):
 
 @dataclass
 class TrialSettings:
+    """How a search measures each trial: objectives, fidelity, device, seed, constraints, where trial files go."""
+
     objectives: tuple[Objective, ...]
     fidelity: measure.Fidelity
     device: str = "cpu"
@@ -241,6 +243,7 @@ class TrialObjective:
 
 
 def trial_dir(out_dir: Path, number: int, short_id: str) -> Path:
+    """The folder of one trial's files: OUT_DIR/trials/<number>-<design id>."""
     return out_dir / "trials" / f"{number}-{short_id}"
 
 

@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         check_compatible(arch, test_set)
         test_set = test_set.subset(args.subset, seed=args.seed)
 
-    if "acc" in wanted:
+    if "acc" in wanted and test_set is not None:
         from archdsl.analysis.metrics import classification_metrics
         from archdsl.run.evaluate import predict_logits
 
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         results["hessian"] = spectrum
         figures["hessian"] = _save(plots.spectrum_figure({arch.name: spectrum}), out / "hessian.png")
 
-    if wanted & {"fourier", "variance"}:
+    if wanted & {"fourier", "variance"} and test_set is not None:
         from archdsl.analysis.fourier import feature_map_statistics
         from archdsl.run.loader import make_loader
 

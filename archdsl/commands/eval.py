@@ -127,12 +127,12 @@ def _print_table(rows: list[dict], mean: float, name: str, dataset: str) -> None
     out.write(f"{name} on {dataset}: top-1 % per corruption and severity\n")
     out.write(f"{'corruption':<{width}} " + " ".join(f"{s:>6}" for s in severities) + f" {'mean':>6}\n")
     for corruption in corruptions:
-        values = [by_key.get((corruption, s)) for s in severities]
+        values: list[float | None] = [by_key.get((corruption, s)) for s in severities]
         present = [v for v in values if v is not None]
         cells = " ".join(f"{100 * v:6.2f}" if v is not None else f"{'-':>6}" for v in values)
         out.write(f"{corruption:<{width}} {cells} {100 * sum(present) / len(present):6.2f}\n")
     per_severity = []
     for s in severities:
-        values = [by_key[(c, s)] for c in corruptions if (c, s) in by_key]
-        per_severity.append(f"{100 * sum(values) / len(values):6.2f}")
+        column = [by_key[(c, s)] for c in corruptions if (c, s) in by_key]
+        per_severity.append(f"{100 * sum(column) / len(column):6.2f}")
     out.write(f"{'mean':<{width}} " + " ".join(per_severity) + f" {100 * mean:6.2f}\n")

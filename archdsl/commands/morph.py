@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from archdsl.errors import UsageError
 from archdsl.files import write_text
+
+if TYPE_CHECKING:
+    from archdsl.buildup import Window
 
 EXAMPLES = (
     "archdsl morph alter50-base --layout 0,1,1,2 --name alter50",
@@ -76,21 +80,22 @@ def _int_list(text: str, option: str, *, least: int) -> list[int]:
     return values
 
 
-def _windows(text: str | None) -> list | str | int | None:
+def _windows(text: str | None) -> Window | list[Window]:
     if text is None:
         return None
-    values: list[int | str] = []
+    values: list[Window] = []
     for part in text.split(","):
         part = part.strip()
         if part == "global":
             values.append("global")
-        else:
-            try:
-                values.append(int(part))
-            except ValueError:
-                raise UsageError(f"--window takes integers or `global`, not {part!r}") from None
-            if values[-1] < 1:
-                raise UsageError(f"--window takes positive integers or `global`, not {part!r}")
+            continue
+        try:
+            number = int(part)
+        except ValueError:
+            raise UsageError(f"--window takes integers or `global`, not {part!r}") from None
+        if number < 1:
+            raise UsageError(f"--window takes positive integers or `global`, not {part!r}")
+        values.append(number)
     return values[0] if len(values) == 1 else values
 
 

@@ -16,6 +16,13 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ImageSet:
+    """Images and labels of one split, with what training and evaluation need to read them.
+
+    `images` are uint8 (N, H, W, C) (possibly read-only: memory-mapped or cached), `labels`
+    int64 (N,); `mean`/`std` normalise images scaled to [0, 1] (from the train split);
+    `class_names` may be empty. `subset` and `take` return new sets.
+    """
+
     name: str
     images: np.ndarray  # uint8, (N, H, W, C)
     labels: np.ndarray  # int64, (N,)

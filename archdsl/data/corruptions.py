@@ -22,6 +22,7 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy import ndimage
@@ -90,7 +91,7 @@ PARAMS: dict[str, tuple] = {
 }
 
 # A corruption: uint8 images (N, H, W, 3), its parameters, the random generator -> values in [0, 255].
-Corruption = Callable[[np.ndarray, tuple, np.random.Generator], np.ndarray]
+Corruption = Callable[[np.ndarray, Any, np.random.Generator], np.ndarray]
 unit, to_255 = ops.unit, ops.to_255
 
 
@@ -349,10 +350,12 @@ _FUNCTIONS: dict[str, Corruption] = {
 
 
 def all_corruptions() -> tuple[str, ...]:
+    """The 15 of the benchmark, then the 4 extras."""
     return CORRUPTIONS + EXTRA_CORRUPTIONS
 
 
 def check_corruption(name: str) -> str:
+    """`name` if it is a corruption this generator knows; a UserError with a suggestion otherwise."""
     if name not in _FUNCTIONS:
         from archdsl.errors import did_you_mean
 
@@ -371,6 +374,7 @@ def check_can_generate(names: tuple[str, ...] | list[str]) -> None:
 
 
 def check_severity(severity: int) -> int:
+    """`severity` if it is 1..5; a UserError otherwise."""
     if severity not in SEVERITIES:
         raise UserError(f"severity must be one of 1..5, got {severity!r}")
     return int(severity)
@@ -389,7 +393,7 @@ def corrupt(images: np.ndarray, corruption: str, severity: int, seed: int = 0) -
     return apply(images, corruption, PARAMS[corruption][severity - 1], rng)
 
 
-def apply(images: np.ndarray, corruption: str, parameters: tuple | float, rng) -> np.ndarray:
+def apply(images: np.ndarray, corruption: str, parameters: Any, rng: Any) -> np.ndarray:
     """One corruption at explicit `parameters` (a `PARAMS` entry, or another generator's, to
     compare with it), drawing from `rng`; uint8 in and out, truncated as the original does."""
     values = _FUNCTIONS[corruption](np.asarray(images, dtype=np.uint8), parameters, rng)

@@ -53,6 +53,7 @@ _C_FOLDERS = {
 
 
 def dataset_names() -> tuple[str, ...]:
+    """The base names `load_split`, `load_corrupted` and `describe` accept."""
     return tuple(_DESCRIPTIONS)
 
 
@@ -100,6 +101,8 @@ def _c_folder(base: str, root: Path) -> CorruptedFolder:
 
 
 def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
+    """What is known about dataset `name` without loading it: classes, image shape, split sizes, where it lives and
+    whether it is there (`DatasetInfo`)."""
     parsed = _parse(name)
     base = parsed.base
     if base in ("synthetic", "synthetic-c"):
@@ -161,14 +164,14 @@ def _synthetic_split(config: synthetic.SyntheticConfig, split: str, name: str) -
     train_images, _ = synthetic.generate(config, "train")
     # Normalisation always comes from the train split, as for CIFAR.
     scaled = train_images.reshape(-1, 3).astype(np.float64) / 255.0
-    mean, std = scaled.mean(axis=0), scaled.std(axis=0)
+    mean, std = scaled.mean(axis=0).tolist(), scaled.std(axis=0).tolist()
     return ImageSet(
         name=name if split == "train" else f"{name}-test",
         images=images,
         labels=labels,
         num_classes=config.classes,
-        mean=tuple(float(v) for v in mean),
-        std=tuple(float(v) for v in std),
+        mean=(mean[0], mean[1], mean[2]),
+        std=(std[0], std[1], std[2]),
         class_names=tuple(cue.name for cue in synthetic.class_cues(config.classes)),
     )
 

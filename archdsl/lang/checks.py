@@ -28,7 +28,7 @@ from archdsl.ir import (
 )
 from archdsl.lang.diagnostics import Diagnostic, SpecError
 
-Path = tuple  # a path into the IR, e.g. ("stages", 2, "blocks", 5, "window")
+Path = tuple[str | int, ...]  # a path into the IR, e.g. ("stages", 2, "blocks", 5, "window")
 
 # Stage names become module names (`stages.c3.5`) and search parameter names; arch names
 # are printed back as `arch NAME`. Both must read back as one NAME of the grammar.
@@ -37,6 +37,8 @@ NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*\Z")
 
 @dataclass(frozen=True)
 class Problem:
+    """A semantic mistake in a design: where in the IR (`path`), what, and a hint."""
+
     path: Path
     message: str
     hint: str | None = None
@@ -59,6 +61,7 @@ def _window_hint(size: tuple[int, int]) -> str:
 
 
 def name_problems(arch: Arch) -> list[Problem]:
+    """Arch and stage names that would not read back as names, and stage names used twice."""
     found = []
     if not NAME_PATTERN.match(arch.name):
         found.append(
@@ -242,6 +245,8 @@ def _width_problems(arch: Arch, shapes: list[BlockShape], positions: list[int]) 
 
 
 def shape_problems(arch: Arch) -> list[Problem]:
+    """Designs that cannot be built: windows that do not fit or tile their map, MSAs starting a strided stage, maps
+    strided below 1x1."""
     found = []
     # Index stages by position, not by name (names may be duplicated in a bad IR).
     positions = [i for i, stage in enumerate(arch.stages) for _ in stage.blocks]

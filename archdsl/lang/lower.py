@@ -23,6 +23,7 @@ from archdsl.ir import (
     Arch,
     AttnBlock,
     ConvBlock,
+    ConvVariant,
     InputShape,
     MergeBlock,
     MLPBlock,
@@ -55,7 +56,7 @@ PLAIN_BLOCKS = {
     "smooth": "a fixed 2x2 blur",
 }
 # A conv variant and the expansion it has unless one is given (`basic` means expansion 1).
-CONV_VARIANTS = {"bottleneck": 4, "basic": 1}
+CONV_VARIANTS: dict[ConvVariant, int] = {"bottleneck": 4, "basic": 1}
 
 # Guards against inputs that are valid syntax but absurd: they would exhaust memory
 # (`conv*999999999`) or make no sense for a network; also keeps numbers within int32.
@@ -66,6 +67,11 @@ MAX_GROUP_DEPTH = 32
 _INTEGER = re.compile(r"[+\-]?[0-9]+\Z")
 _DECIMAL = re.compile(r"[+\-]?[0-9]*\.[0-9]*([eE][+\-]?[0-9]+)?\Z|[+\-]?[0-9]+[eE][+\-]?[0-9]+\Z")
 _DIMS = re.compile(r"[0-9]+(x[0-9]+)*\Z")
+
+
+def _conv_variant(text: str) -> ConvVariant | None:
+    """`text` as a conv variant of the IR, or None if it names none."""
+    return next((variant for variant in CONV_VARIANTS if variant == text), None)
 
 
 def _describe(value: Value) -> str:
@@ -87,7 +93,7 @@ class _Lowered:
 class _Lowering:
     def __init__(self) -> None:
         self.diagnostics: list[Diagnostic] = []
-        self.spans: dict[tuple, Span] = {}
+        self.spans: dict[checks.Path, Span] = {}
         # False when the feature-map sizes cannot be known (no or bad `input`): the
         # shape-dependent checks would only report noise then.
         self.shapes_known = True
@@ -325,22 +331,23 @@ class _Lowering:
             )
             return None
         name = value.name if isinstance(value, Call) else value
-        if name.text not in CONV_VARIANTS:
+        variant = _conv_variant(name.text)
+        if variant is None:
             self.error(
                 name.span,
                 f"unknown conv variant `{name.text}`",
                 did_you_mean(name.text, tuple(CONV_VARIANTS)) or "variants: `bottleneck`, `basic`",
             )
             return None
-        expansion = CONV_VARIANTS[name.text]
+        expansion = CONV_VARIANTS[variant]
         if isinstance(value, Call):
             bound = self.bind(value.args, name.text, ("expansion",))
             if "expansion" in bound:
-                arg = bound["expansion"]
-                expansion = self.positive_int(arg.value, "expansion")
-                if expansion is None:
+                given = self.positive_int(bound["expansion"].value, "expansion")
+                if given is None:
                     return None
-        return ConvBlock(variant=name.text, expansion=expansion)
+                expansion = given
+        return ConvBlock(variant=variant, expansion=expansion)
 
     # --- blocks ----------------------------------------------------------------------
 
@@ -352,8 +359,9 @@ class _Lowering:
         variant, expansion = default.variant, default.expansion
         if "variant" in bound:
             value = bound["variant"].value
-            if isinstance(value, Name) and value.text in CONV_VARIANTS:
-                variant = value.text
+            named = _conv_variant(value.text) if isinstance(value, Name) else None
+            if named is not None:
+                variant = named
                 expansion = CONV_VARIANTS[variant]
             else:
                 hint = did_you_mean(value.text, tuple(CONV_VARIANTS)) if isinstance(value, Name) else None
@@ -556,7 +564,7 @@ class _Lowering:
 
     # --- the whole file --------------------------------------------------------------
 
-    def lower(self, node: ArchNode) -> Arch | None:
+    def lower(self, node: ArchNode) -> Arch:
         if node.keyword.text != "arch":
             hint = did_you_mean(node.keyword.text, ("arch",)) or "a spec starts with `arch NAME {`"
             self.error(node.keyword.span, f"expected `arch`, found `{node.keyword.text}`", hint)
@@ -607,7 +615,7 @@ class _Lowering:
         norm = self.lower_norm(once["norm"]) if "norm" in once else None
         if not stage_settings and "stage" not in misspelt:
             self.error(node.span, f"arch {node.name.text} has no stages", "add e.g. `stage c1(width=64) { conv*3 }`")
-        stages = []
+        stages: list[Stage] = []
         for setting in stage_settings:
             stage = self.lower_stage(setting, len(stages), conv)
             if stage is not None:
@@ -659,7 +667,7 @@ class _Lowering:
             stages[si] = stage = stage.model_copy(update={"blocks": tuple(blocks)})
         return arch.model_copy(update={"stages": tuple(stages)})
 
-    def span_of(self, path: tuple) -> Span | None:
+    def span_of(self, path: checks.Path) -> Span | None:
         """The span recorded for the longest prefix of an IR path."""
         for end in range(len(path), 0, -1):
             span = self.spans.get(tuple(path[:end]))

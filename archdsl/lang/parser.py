@@ -12,6 +12,7 @@ import functools
 import importlib.resources
 import re
 from dataclasses import dataclass
+from typing import Any, cast
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
@@ -108,7 +109,8 @@ class ArchNode:
 
 
 def _token_span(token: Token) -> Span:
-    return Span(token.line, token.column, token.end_line, token.end_column)
+    # Lark types positions as optional; the LALR parser sets them on every token.
+    return Span(cast(int, token.line), cast(int, token.column), cast(int, token.end_line), cast(int, token.end_column))
 
 
 def _meta_span(meta: Meta) -> Span:
@@ -119,11 +121,11 @@ def _join(first: Span, last: Span) -> Span:
     return Span(first.line, first.column, last.end_line, last.end_column)
 
 
-def _span_of(node: object) -> Span:
-    return node.span  # type: ignore[attr-defined]
+def _span_of(node: Value | Element) -> Span:
+    return node.span
 
 
-class _ToAst(Transformer):
+class _ToAst(Transformer[Token, ArchNode]):
     """Bottom-up: each rule returns its AST node. A rule's span (`meta`) covers its
     brackets too, since lark computes it from all its tokens, filtered ones included."""
 
@@ -135,7 +137,7 @@ class _ToAst(Transformer):
         (token,) = children
         return Name(str(token), _token_span(token))
 
-    def arglist(self, children: list) -> tuple[Arg, ...]:
+    def arglist(self, children: list[Arg | Value | None]) -> tuple[Arg, ...]:
         args = []
         for child in children:
             if child is None:  # `()`: the optional first argument is absent
@@ -144,47 +146,47 @@ class _ToAst(Transformer):
         return tuple(args)
 
     @v_args(meta=True)
-    def keyword_arg(self, meta: Meta, children: list) -> Arg:
+    def keyword_arg(self, meta: Meta, children: list[Any]) -> Arg:
         keyword, value = children
         return Arg(Name(str(keyword), _token_span(keyword)), value, _meta_span(meta))
 
     @v_args(meta=True)
-    def call(self, meta: Meta, children: list) -> Call:
+    def call(self, meta: Meta, children: list[Any]) -> Call:
         token, args = children
         return Call(Name(str(token), _token_span(token)), args, _meta_span(meta))
 
     @v_args(meta=True)
-    def block(self, meta: Meta, children: list) -> BlockRef:
+    def block(self, meta: Meta, children: list[Any]) -> BlockRef:
         token, args = children
         return BlockRef(Name(str(token), _token_span(token)), args, _meta_span(meta))
 
-    def seq(self, children: list) -> tuple[Element, ...]:
+    def seq(self, children: list[Any]) -> tuple[Element, ...]:
         return tuple(child for child in children if isinstance(child, Element))
 
     @v_args(meta=True)
-    def group(self, meta: Meta, children: list) -> Group:
+    def group(self, meta: Meta, children: list[Any]) -> Group:
         (elements,) = children
         return Group(elements, _meta_span(meta))
 
     @v_args(meta=True)
-    def element(self, meta: Meta, children: list) -> Element:
+    def element(self, meta: Meta, children: list[Any]) -> Element:
         atom, count_token = children
         count = Number(str(count_token), _token_span(count_token)) if count_token is not None else None
         return Element(atom, count, _meta_span(meta))
 
     @v_args(meta=True)
-    def body(self, meta: Meta, children: list) -> tuple[tuple[Element, ...], Span]:
+    def body(self, meta: Meta, children: list[Any]) -> tuple[tuple[Element, ...], Span]:
         (elements,) = children
         return elements, _meta_span(meta)
 
-    def setting(self, children: list) -> Setting:
+    def setting(self, children: list[Any]) -> Setting:
         keyword, value, body = children
         name = Name(str(keyword), _token_span(keyword))
         elements, body_span = body if body is not None else (None, None)
         # The setting's own span is `keyword value`: errors about it point there, not at its body.
         return Setting(name, value, elements, body_span, _join(name.span, _span_of(value)))
 
-    def start(self, children: list) -> ArchNode:
+    def start(self, children: list[Any]) -> ArchNode:
         keyword, name, *settings = children
         keyword_name = Name(str(keyword), _token_span(keyword))
         arch_name = Name(str(name), _token_span(name))
@@ -266,7 +268,8 @@ def _is_blank(text: str) -> bool:
 
 def _bracket_hint(text: str, token: Token) -> str | None:
     """Explain an unexpected token by the brackets around it (the usual cause)."""
-    open_now = _open_brackets(text, (token.line, token.column))
+    at = _token_span(token)
+    open_now = _open_brackets(text, (at.line, at.column))
     if token.type in ("RPAR", "RSQB", "RBRACE"):
         opener = {v: k for k, v in _CLOSERS.items()}[str(token)]
         if all(char != opener for char, _ in open_now):
@@ -277,14 +280,15 @@ def _bracket_hint(text: str, token: Token) -> str | None:
         return None
     if open_now:
         char, span = open_now[-1]
-        if span.line < token.line and token.type in ("LBRACE", "NAME"):
+        if span.line < at.line and token.type in ("LBRACE", "NAME"):
             return f"is a `{_CLOSERS[char]}` missing? the `{char}` on line {span.line} is still open"
     return None
 
 
 def _syntax_diagnostic(err: UnexpectedInput, text: str) -> Diagnostic:
     if isinstance(err, UnexpectedCharacters):
-        char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else "?"
+        position = err.pos_in_stream
+        char = text[position] if position is not None and position < len(text) else "?"
         hint = "a spec holds names, numbers, `{ } [ ] ( ) , * =` and `#` comments"
         return Diagnostic(Span.point(err.line, err.column), f"unexpected character {char!r}", hint)
     expected = _expected_terminals(err)
@@ -297,6 +301,7 @@ def _syntax_diagnostic(err: UnexpectedInput, text: str) -> Diagnostic:
             char, span = open_now[-1]
             return Diagnostic(span, f"unclosed `{char}`", f"close it with `{_CLOSERS[char]}`")
         return Diagnostic(_end_span(text), f"unexpected end of the file: expected {_expected_text(expected)}")
+    assert isinstance(err, UnexpectedToken)  # characters and the end of the file are handled above
     token = err.token
     shown = f"`{token}`"
     span = _token_span(token)
@@ -305,8 +310,8 @@ def _syntax_diagnostic(err: UnexpectedInput, text: str) -> Diagnostic:
     message = (
         f"unexpected {shown}: expected {_expected_text(expected)}" if len(expected) <= 5 else f"unexpected {shown}"
     )
-    hint = "separate arguments with `,`" if expected == {"COMMA", "RPAR"} else _bracket_hint(text, token)
-    return Diagnostic(span, message, hint)
+    advice = "separate arguments with `,`" if expected == {"COMMA", "RPAR"} else _bracket_hint(text, token)
+    return Diagnostic(span, message, advice)
 
 
 def parse(text: str, path: str = "<string>") -> ArchNode:

@@ -11,6 +11,7 @@ archdsl import or run code.
 from __future__ import annotations
 
 import importlib.resources
+import os
 from pathlib import Path
 
 from archdsl.errors import UserError, did_you_mean
@@ -36,14 +37,14 @@ def builtin_names() -> list[str]:
     return sorted(p.stem for p in _builtin_dir().glob(f"*{SPEC_SUFFIX}"))
 
 
-def is_builtin_name(name_or_path: str | Path) -> bool:
+def is_builtin_name(name_or_path: str | os.PathLike[str]) -> bool:
     """A bare name (no `/`, no `.arch`) refers to a built-in spec, not to a file."""
-    if isinstance(name_or_path, Path):
+    if not isinstance(name_or_path, str):
         return False
     return "/" not in name_or_path and "\\" not in name_or_path and not name_or_path.endswith(SPEC_SUFFIX)
 
 
-def resolve_spec(name_or_path: str | Path) -> Path:
+def resolve_spec(name_or_path: str | os.PathLike[str]) -> Path:
     """The file of a spec: a path as given, or `archdsl/specs/<name>.arch` for a bare name."""
     names = builtin_names()
     listing = f"built-in specs: {', '.join(names)}" if names else "no built-in specs are installed"
@@ -70,7 +71,7 @@ def resolve_spec(name_or_path: str | Path) -> Path:
     return path
 
 
-def load_spec(name_or_path: str | Path) -> Arch:
+def load_spec(name_or_path: str | os.PathLike[str]) -> Arch:
     """Read, parse and lower a spec file or a built-in spec."""
     path = resolve_spec(name_or_path)
     try:

@@ -93,7 +93,7 @@ class ArchNet(nn.Module):
     def named_blocks(self) -> Iterator[tuple[str, nn.Module]]:
         """(`stages.<stage>.<index>`, block) in model order: the units the analyses report on."""
         for stage_name, stage in self.stages.items():
-            for index, block in enumerate(stage):
+            for index, block in enumerate(stage.children()):
                 yield block_path(stage_name, index), block
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
@@ -173,10 +173,10 @@ def build(arch: Arch, *, drop_path: float = 0.0, seed: int | None = None) -> Arc
         return ArchNet(arch, drop_path=drop_path)
 
 
-def create_model(spec: Arch | str | PathLike[str], **kwargs: object) -> ArchNet:
-    """Build from an `Arch`, a `.arch` path or a built-in spec name (`"alter50"`)."""
+def create_model(spec: Arch | str | PathLike[str], *, drop_path: float = 0.0, seed: int | None = None) -> ArchNet:
+    """Build from an `Arch`, a `.arch` path or a built-in spec name (`"alter50"`); see `build`."""
     if not isinstance(spec, Arch):
         from archdsl.lang.spec import load_spec
 
         spec = load_spec(spec)
-    return build(spec, **kwargs)  # type: ignore[arg-type]
+    return build(spec, drop_path=drop_path, seed=seed)

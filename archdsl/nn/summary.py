@@ -34,6 +34,8 @@ from archdsl.ir import (
 
 @dataclass(frozen=True)
 class BlockSummary:
+    """One block of a summary: where it sits, its kind, its output shape (C, H, W), parameters and FLOPs per image."""
+
     stage: str
     index: int
     kind: str  # the IR block's kind: "conv", "msa", "attn", "mlp", "merge", "pool", "smooth"
@@ -59,6 +61,9 @@ class LayerSummary:
 
 @dataclass(frozen=True)
 class ModelSummary:
+    """Per-layer shapes, parameters and FLOPs of a design, computed from its IR (`summarize`); `.params` and `.flops`
+    are the totals."""
+
     name: str
     input_shape: tuple[int, int, int]
     stem: LayerSummary

@@ -94,6 +94,9 @@ class TrainState:
 
 @dataclass
 class Checkpoint:
+    """A loaded checkpoint: the rebuilt model (eval mode), its design, its metadata, and the training state when asked
+    for."""
+
     model: nn.Module
     arch: Arch
     meta: dict[str, Any]
@@ -109,7 +112,7 @@ def _plain_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         ident = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
         if ident in seen or not tensor.is_contiguous():
             tensor = tensor.contiguous().clone()
-        seen.add((tensor.untyped_storage().data_ptr(), tensor.storage_offset()))
+        seen.add((tensor.untyped_storage().data_ptr(), int(tensor.storage_offset())))
         result[key] = tensor
     return result
 

@@ -19,6 +19,8 @@ from archdsl.run.loader import make_loader
 
 
 class Evaluation(NamedTuple):
+    """Top-1 accuracy (a fraction) and mean NLL (nats) on a set."""
+
     top1: float  # fraction in [0, 1]
     nll: float  # mean negative log-likelihood (cross-entropy), nats
 

@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from archdsl.data.base import ImageSet
-from archdsl.run.recipe import DEFAULT_RECIPE, TrainConfig
+from archdsl.run.recipe import DEFAULT_RECIPE, RecipeName, TrainConfig
 
 
 def seed_everything(seed: int) -> None:
@@ -106,7 +106,7 @@ def make_loader(
     batch_size: int,
     *,
     augment: bool,
-    recipe: str | Any = DEFAULT_RECIPE,
+    recipe: RecipeName | TrainConfig = DEFAULT_RECIPE,
     seed: int = 0,
     shuffle: bool | None = None,
     workers: int = 0,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+T = TypeVar("T")
 RecipeName = Literal["deit", "weak"]
 RECIPES: tuple[str, ...] = get_args(RecipeName)
 DEFAULT_RECIPE: RecipeName = "deit"
@@ -167,7 +168,16 @@ class TrainConfig(BaseModel):
         return self.model_dump(exclude=set(self.RUNTIME_FIELDS))
 
 
+def filled(value: T | None) -> T:
+    """A field the recipe fills in, read as the value it always holds once the config is built
+    (`TrainConfig` declares them optional only so that the user may leave them out)."""
+    if value is None:
+        raise ValueError("a recipe field of TrainConfig is unset: build configs through TrainConfig(...)")
+    return value
+
+
 def make_loss(config: TrainConfig) -> nn.Module:
+    """The training loss: soft-target cross-entropy with Mixup/CutMix, label smoothing, or plain cross-entropy."""
     from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
     from torch import nn
 
@@ -179,6 +189,7 @@ def make_loss(config: TrainConfig) -> nn.Module:
 
 
 def make_mixup(config: TrainConfig, num_classes: int):
+    """timm's Mixup/CutMix for the recipe, or None when it has none."""
     if not config.uses_mixup:
         return None
     from timm.data import Mixup
@@ -193,15 +204,21 @@ def make_mixup(config: TrainConfig, num_classes: int):
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
+    """timm's optimizer for the recipe (`adamw` or Nesterov `sgd`), without weight decay on 1-d parameters."""
     from timm.optim import create_optimizer_v2
 
     # timm's convention: no weight decay on 1-d parameters (BN, biases, the relative-position table).
     return create_optimizer_v2(
-        model, opt=config.optimizer, lr=config.lr, weight_decay=config.weight_decay, momentum=config.momentum
+        model,
+        opt=filled(config.optimizer),
+        lr=filled(config.lr),
+        weight_decay=filled(config.weight_decay),
+        momentum=filled(config.momentum),
     )
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int):
+    """timm's cosine schedule with linear warm-up, stepped per iteration (`step_update`)."""
     from timm.scheduler import CosineLRScheduler
 
     warmup = config.effective_warmup()
@@ -211,8 +228,8 @@ def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_
         # At least 2: a one-step cosine is a constant anyway, and timm warns about it.
         t_initial=max(2, (config.epochs - warmup) * steps_per_epoch),
         warmup_t=warmup * steps_per_epoch,
-        warmup_lr_init=min(1e-6, config.lr),
+        warmup_lr_init=min(1e-6, filled(config.lr)),
         warmup_prefix=True,
-        lr_min=min(1e-6, config.lr),
+        lr_min=min(1e-6, filled(config.lr)),
         t_in_epochs=False,
     )

@@ -21,7 +21,7 @@ import csv
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from archdsl.run.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from archdsl.run.device import autocast, select_device
 from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
-from archdsl.run.recipe import TrainConfig, make_loss, make_mixup, make_optimizer, make_scheduler
+from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer, make_scheduler
 
 __all__ = ["EpochMetrics", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
 
@@ -65,6 +65,8 @@ class TrainingDiverged(UserError):
 
 @dataclass(frozen=True)
 class EpochMetrics:
+    """One finished epoch: losses and top-1 (fractions) on train and test, the learning rate, speed and time."""
+
     epoch: int  # 1-based: the number of epochs finished
     train_loss: float  # the training objective (with Mixup/label smoothing if the recipe has them)
     train_acc: float  # top-1 against the un-mixed labels
@@ -77,6 +79,8 @@ class EpochMetrics:
 
 @dataclass
 class TrainResult:
+    """What `train` returns: the trained model (eval mode), the design, the config and one `EpochMetrics` per epoch."""
+
     model: nn.Module  # trained, in eval mode, on the training device
     arch: Arch
     config: TrainConfig
@@ -90,6 +94,7 @@ class TrainResult:
 
 
 def check_compatible(arch: Arch, image_set: ImageSet) -> None:
+    """A UserError unless `image_set` has the input shape and class count of `arch`."""
     shape = (arch.input.channels, arch.input.height, arch.input.width)
     if image_set.image_shape != shape:
         raise UserError(
@@ -166,25 +171,26 @@ def train(
 
     if config.subset < 1:
         train_set = train_set.subset(config.subset, seed=config.seed)
-    steps_per_epoch = len(train_set) // config.batch_size
+    batch_size = filled(config.batch_size)
+    steps_per_epoch = len(train_set) // batch_size
     if steps_per_epoch == 0:
         raise UserError(
-            f"the training set has {len(train_set)} images, fewer than one batch of {config.batch_size}",
+            f"the training set has {len(train_set)} images, fewer than one batch of {batch_size}",
             hint="use a smaller --batch-size or a larger --subset",
         )
-    if config.uses_mixup and config.batch_size % 2:
-        raise UserError(f"Mixup/CutMix need an even batch size, got {config.batch_size}")
+    if config.uses_mixup and batch_size % 2:
+        raise UserError(f"Mixup/CutMix need an even batch size, got {batch_size}")
 
-    model = build(arch, drop_path=config.drop_path, seed=config.seed)
+    model = build(arch, drop_path=filled(config.drop_path), seed=config.seed)
     history: list[EpochMetrics] = []
     start_epoch = 0
     resumed_state: TrainState | None = None
-    if resume:
+    if resume and run_dir is not None:  # (resume without a run_dir was refused above)
         weights, resumed_state = _resume_state(run_dir, arch, config)
         model.load_state_dict(weights)
         history = [EpochMetrics(**row) for row in resumed_state.info["history"]]
         start_epoch = int(resumed_state.info["epoch"])
-    model.to(device=device, memory_format=memory_format)
+    model.to(device=device, memory_format=memory_format)  # type: ignore[call-overload]  # torch's stubs miss this form
 
     optimizer = make_optimizer(model, config)
     scheduler = make_scheduler(optimizer, config, steps_per_epoch)
@@ -197,9 +203,7 @@ def train(
     mixup = make_mixup(config, arch.classes)
     resident = None
     if config.resident:
-        resident = ResidentLoader(
-            train_set, config.batch_size, device=device, padding=config.crop_padding, hflip=config.hflip
-        )
+        resident = ResidentLoader(train_set, batch_size, device=device, padding=config.crop_padding, hflip=config.hflip)
 
     if run_dir is not None:
         write_text(run_dir / SPEC_FILE, format_arch(arch))
@@ -320,12 +324,13 @@ def _run_epoch(
     # (seed, epoch): that is what makes a resumed run identical to an uninterrupted one.
     seed_everything(derive_seed(config.seed, epoch))
     loader_seed = derive_seed(config.seed, epoch, 1)
+    loader: Iterable[tuple[torch.Tensor, torch.Tensor]]
     if resident is not None:
         loader = resident.reseed(loader_seed)
     else:
         loader = make_loader(
             train_set,
-            config.batch_size,
+            filled(config.batch_size),
             augment=True,
             recipe=config,
             seed=loader_seed,

@@ -48,6 +48,8 @@ class WindowAttention(nn.Module):
     `window` is (h, w); global attention is simply a window the size of the map.
     """
 
+    rel_pos_index: torch.Tensor  # a buffer
+
     def __init__(self, in_channels: int, out_channels: int, *, heads: int, dim_head: int, window: tuple[int, int]):
         super().__init__()
         inner = heads * dim_head
@@ -129,5 +131,6 @@ class AlterMSABlock(nn.Module):
         """Transformer-style init for the attention projections and the bias table."""
         for module in (self.attn.q, self.attn.kv, self.attn.proj):
             trunc_normal_(module.weight, std=0.02)
-        nn.init.zeros_(self.attn.proj.bias)
+        if self.attn.proj.bias is not None:
+            nn.init.zeros_(self.attn.proj.bias)
         trunc_normal_(self.attn.rel_pos_bias, std=0.02)

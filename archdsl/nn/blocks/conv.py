@@ -32,6 +32,8 @@ class PreActBlock(nn.Module):
 
     kind = "conv"
     layout = MAP
+    norm1: nn.BatchNorm2d  # added by name below (norm1, conv1, norm2, ...)
+    conv1: nn.Conv2d
 
     def __init__(self, units: list[tuple[int, int, int, int]], *, drop_path: float = 0.0) -> None:
         super().__init__()
