@@ -68,6 +68,7 @@ def format_block(block: AnyBlock, default_conv: ConvBlock, channels: int | None 
 
 
 def format_stem(arch: Arch) -> str:
+    """The stem as a spec writes it: `conv3x3(C)` or `patch(...)`."""
     stem = arch.stem
     if not isinstance(stem, PatchStem):
         return f"conv3x3({stem.channels})"

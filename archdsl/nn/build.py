@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from os import PathLike
+from typing import Any, cast
 
 import torch
 from timm.layers import trunc_normal_
@@ -60,6 +61,7 @@ class ArchNet(nn.Module):
             in_sizes[shape.stage].append(shape.in_size)
         self.stages = nn.ModuleDict({name: BlockSequence(stages[name], in_sizes[name]) for name in stages})
         features = feature_channels(arch)
+        self.head: TokenHead | ClassifierHead
         if head_layout(arch) == TOKENS:
             self.head = TokenHead(features, arch.classes, class_token=arch.class_token, eps=arch.norm.eps)
         else:
@@ -88,7 +90,7 @@ class ArchNet(nn.Module):
         # Blocks with more than these rules (bias tables, class token, positions) finish their own init.
         for module in self.modules():
             if module is not self and hasattr(module, "init_weights"):
-                module.init_weights()
+                cast(Any, module).init_weights()
 
     def named_blocks(self) -> Iterator[tuple[str, nn.Module]]:
         """(`stages.<stage>.<index>`, block) in model order: the units the analyses report on."""

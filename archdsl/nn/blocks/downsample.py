@@ -24,7 +24,8 @@ class MergeBlock(TokenOutput, PatchMerging):
     layout = TOKENS
 
     def __init__(self, channels: int, width: int, *, in_size: tuple[int, int], out_size: tuple[int, int], eps: float):
-        super().__init__(channels, width, norm_layer=partial(LayerNorm, eps=eps))
+        # timm types norm_layer as a class; any callable that makes the layer works.
+        super().__init__(channels, width, norm_layer=partial(LayerNorm, eps=eps))  # type: ignore[arg-type]
         self.in_size, self.out_size, self.prefix = in_size, out_size, 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -9,6 +9,8 @@ map's size from the IR, so converting is a reshape and never needs to guess.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -58,5 +60,5 @@ class BlockSequence(nn.Sequential):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block, size in zip(self, self.in_sizes, strict=True):
-            x = block(to_layout(x, block.layout, size))
+            x = block(to_layout(x, cast(str, block.layout), size))
         return x

@@ -75,6 +75,11 @@ class TokenAttention(nn.Module):
     kernel (local attention).
     """
 
+    # Set in __init__ (buffers through register_buffer): declared for the type checker.
+    mask: torch.Tensor | None
+    relative_position_index: torch.Tensor
+    relative_position_bias_table: nn.Parameter | None
+
     def __init__(
         self,
         channels: int,
@@ -97,7 +102,10 @@ class TokenAttention(nn.Module):
             self.register_buffer("mask", local_mask(size, block.kernel), persistent=False)
             index, entries = local_position_index(size, block.kernel), block.kernel**2
         else:
-            mask = shift_mask(size, block.window, block.shift) if block.shift else None
+            mask = None
+            if block.shift:
+                assert block.window is not None  # the checks allow a shift only inside windows
+                mask = shift_mask(size, block.window, block.shift)
             self.register_buffer("mask", mask, persistent=False)
             index, entries = get_relative_position_index(*span), (2 * span[0] - 1) * (2 * span[1] - 1)
         if relative:

@@ -61,15 +61,14 @@ def _stage_units(arch: Arch, stage: Stage, family: str) -> tuple[bool, list[Attn
     blocks = list(stage.blocks)
     down = bool(blocks) and isinstance(blocks[0], (MergeBlock, PoolBlock))
     pairs = blocks[1:] if down else blocks
-    attns = pairs[0::2]
-    mlps = pairs[1::2]
-    if (
-        not attns
-        or len(attns) != len(mlps)
-        or not all(isinstance(b, AttnBlock) for b in attns)
-        or not all(isinstance(b, MLPBlock) for b in mlps)
-        or len({b.ratio for b in mlps}) != 1
-    ):
+    attns = [b for b in pairs[0::2] if isinstance(b, AttnBlock)]
+    mlps = [b for b in pairs[1::2] if isinstance(b, MLPBlock)]
+    if not attns or len(attns) != len(pairs[0::2]) or len(mlps) != len(pairs[1::2]) or len(attns) != len(mlps):
+        raise NotTimmLayout(
+            f"stage {stage.name} of {arch.name} is not a timm {family} stage",
+            hint="a timm stage reads `[attn mlp]*n` (after `merge` or `pool` past the first stage), one mlp ratio",
+        )
+    if len({b.ratio for b in mlps}) != 1:
         raise NotTimmLayout(
             f"stage {stage.name} of {arch.name} is not a timm {family} stage",
             hint="a timm stage reads `[attn mlp]*n` (after `merge` or `pool` past the first stage), one mlp ratio",
@@ -257,14 +256,11 @@ def timm_to_archdsl(arch: Arch, state_dict: Mapping[str, torch.Tensor]) -> State
     return converted
 
 
-def _filter(family: str):
-    if family == "vit":
-        from timm.models.vision_transformer import checkpoint_filter_fn
-    elif family == "pit":
-        from timm.models.pit import checkpoint_filter_fn
-    else:
-        from timm.models.swin_transformer import checkpoint_filter_fn
-    return checkpoint_filter_fn
+def _filter(family: str) -> Any:
+    import importlib
+
+    module = {"vit": "vision_transformer", "pit": "pit"}.get(family, "swin_transformer")
+    return importlib.import_module(f"timm.models.{module}").checkpoint_filter_fn
 
 
 FORMATS = (
