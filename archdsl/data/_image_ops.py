@@ -96,13 +96,17 @@ def clipped_zoom(x: np.ndarray, zoom: float) -> np.ndarray:
 
     As the CIFAR generator: the central ceil(H / zoom) square, scipy.ndimage.zoom (order 1)
     by `zoom`, then the central H x W of the result (imagecorruptions keeps its top-left instead).
+    The batch rides along the channel axis, which is zoomed by 1: each image gets exactly the
+    arithmetic of its own (H, W, C) zoom, in one call.
     """
-    h = x.shape[1]
+    n, h, w, c = x.shape
     crop = int(np.ceil(h / zoom))
     top = (h - crop) // 2
-    zoomed = ndimage.zoom(x[:, top : top + crop, top : top + crop], (1, zoom, zoom, 1), order=1)
-    trim = (zoomed.shape[1] - h) // 2
-    return zoomed[:, trim : trim + h, trim : trim + h]
+    part = x[:, top : top + crop, top : top + crop].transpose(1, 2, 0, 3).reshape(crop, crop, n * c)
+    zoomed = ndimage.zoom(part, (zoom, zoom, 1), order=1)
+    trim = (zoomed.shape[0] - h) // 2
+    zoomed = zoomed[trim : trim + h, trim : trim + h]
+    return np.ascontiguousarray(zoomed.reshape(h, h, n, c).transpose(2, 0, 1, 3))
 
 
 def plasma_fractal(rng: np.random.Generator, count: int, mapsize: int, decay: float) -> np.ndarray:
@@ -148,37 +152,34 @@ def rgb_to_hsv(x: np.ndarray) -> np.ndarray:
     value = x.max(axis=-1)
     delta = np.ptp(x, axis=-1)
     red, green, blue = x[..., 0], x[..., 1], x[..., 2]
+    is_blue = blue == value
+    is_green = ~is_blue & (green == value)
+    # skimage's three formulas, (g - b) / d, 2 + (b - r) / d, 4 + (r - g) / d, with one division.
+    numerator = np.where(is_blue, red - green, np.where(is_green, blue - red, green - blue))
+    offset = np.where(is_blue, 4.0, np.where(is_green, 2.0, 0.0))
     with np.errstate(invalid="ignore", divide="ignore"):
         saturation = delta / value
-        hue = np.where(
-            blue == value,
-            4.0 + (red - green) / delta,
-            np.where(green == value, 2.0 + (blue - red) / delta, (green - blue) / delta),
-        )
+        hue = offset + numerator / delta
     saturation[delta == 0.0] = 0.0
     hue = (hue / 6.0) % 1.0
     hue[delta == 0.0] = 0.0
     return np.stack([hue, saturation, value], axis=-1)
 
 
+# (red, green, blue) of each hue sector, as indices into (v, t, p, q).
+_SECTORS = np.array([[0, 1, 2], [3, 0, 2], [2, 0, 1], [2, 3, 0], [1, 2, 0], [0, 2, 3]])
+
+
 def hsv_to_rgb(hsv: np.ndarray) -> np.ndarray:
-    """skimage.color.hsv2rgb: the inverse of `rgb_to_hsv`."""
+    """skimage.color.hsv2rgb: the inverse of `rgb_to_hsv` (the same values, picked per sector)."""
     hue, saturation, value = hsv[..., 0], hsv[..., 1], hsv[..., 2]
     sector = np.floor(hue * 6)
     fraction = hue * 6 - sector
     p = value * (1 - saturation)
     q = value * (1 - fraction * saturation)
     t = value * (1 - (1 - fraction) * saturation)
-    sector = np.stack([sector] * 3, axis=-1).astype(np.uint8) % 6
-    choices = [
-        np.stack((value, t, p), axis=-1),
-        np.stack((q, value, p), axis=-1),
-        np.stack((p, value, t), axis=-1),
-        np.stack((p, q, value), axis=-1),
-        np.stack((t, p, value), axis=-1),
-        np.stack((value, p, q), axis=-1),
-    ]
-    return np.choose(sector, choices)
+    candidates = np.stack([value, t, p, q], axis=-1)
+    return np.take_along_axis(candidates, _SECTORS[sector.astype(np.uint8) % 6], axis=-1)
 
 
 def rgb_to_gray(x: np.ndarray) -> np.ndarray:
