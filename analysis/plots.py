@@ -198,3 +198,16 @@ def _patch(color: str):
     from matplotlib.patches import Patch
 
     return Patch(facecolor=color, edgecolor="none")
+
+
+def report_figures(report) -> dict[str, Figure]:
+    """The figures of an `AnalysisReport`, by the name `archdsl analyze` saves them under (`<name>.png`)."""
+    label = report.arch
+    figures: dict[str, Figure] = {}
+    if report.robustness is not None:
+        figures["robustness"] = robustness_figure({label: report.robustness})
+    if report.hessian is not None:
+        figures["hessian"] = spectrum_figure({label: report.hessian})
+    if report.feature_maps is not None:
+        figures["feature_maps"] = feature_map_figure({label: report.feature_maps})
+    return figures

@@ -15,6 +15,7 @@ from archdsl.analysis.fourier import FeatureMapStatistics
 from archdsl.analysis.hessian import Spectrum
 from archdsl.analysis.metrics import ClassificationMetrics
 from archdsl.analysis.robustness import CorruptionErrors, RobustnessResult
+from archdsl.analysis.settings import AnalysisSettings
 
 
 class AnalysisReport(BaseModel):
@@ -23,10 +24,12 @@ class AnalysisReport(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    checkpoint: str
+    checkpoint: str | None = None  # the file measured, when it was one
     arch: str  # the design's name
     arch_digest: str  # its canonical hash (`Arch.digest()`)
     dataset: str
+    measures: tuple[str, ...] = ()  # what was asked for (`analysis.pipeline.MEASURES`)
+    settings: AnalysisSettings | None = None  # every option the results were measured with
     classification: ClassificationMetrics | None = None
     robustness: RobustnessResult | None = None
     corruption_errors: CorruptionErrors | None = None  # mCE against a baseline run, when one was given
@@ -117,7 +120,8 @@ def render_markdown(report: AnalysisReport) -> str:
     lines = [
         f"# Analysis of `{report.arch}`",
         "",
-        f"Checkpoint `{report.checkpoint}` (design {report.arch_digest[:12]}), dataset `{report.dataset}`.",
+        f"{f'Checkpoint `{report.checkpoint}`' if report.checkpoint else 'Model'} (design {report.arch_digest[:12]}), "
+        f"dataset `{report.dataset}`.",
         "",
         *_headline_table(report),
     ]

@@ -167,9 +167,33 @@ def train_candidate(
     return Trained(model=result.model, accuracy=accuracy, history=history)
 
 
-def robustness(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> float:
-    """Mean top-1 (a fraction) over the dataset's corrupted test sets, each shrunk to the subset."""
-    from archdsl.analysis.robustness import evaluate_robustness
+def analysis_settings(fidelity: Fidelity, *, seed: int) -> Any:
+    """The analysis settings of a search: the recipe it trains with (so the Hessian's L2 term is
+    that recipe's weight decay, as `archdsl analyze` takes it from the checkpoint) and its fidelity."""
+    from archdsl.analysis.settings import AnalysisSettings, HessianSettings
+    from archdsl.run.train import TrainConfig
+
+    recipe = TrainConfig(recipe=fidelity.recipe, epochs=fidelity.epochs, batch_size=fidelity.batch_size, lr=fidelity.lr)
+    hessian = HessianSettings(
+        batches=fidelity.hessian_batches,
+        max_iter=fidelity.hessian_max_iter,
+        tol=fidelity.hessian_tol,
+        method=fidelity.hessian_method,
+    )
+    return AnalysisSettings(recipe=recipe, seed=seed, hessian=hessian)
+
+
+def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity: Fidelity, *, seed: int, device: str):
+    from archdsl.analysis.pipeline import AnalysisData, analyze
+
+    corrupted = _corrupted_sets(data, fidelity, seed=seed) if "robustness" in measures else None
+    analysis_data = AnalysisData(name=data.name, train=data.train_set, test=data.test_set, corrupted=corrupted)
+    settings = analysis_settings(fidelity, seed=seed)
+    return analyze(model, analysis_data, measures, settings, device=_device(device))
+
+
+def _corrupted_sets(data: DataContext, fidelity: Fidelity, *, seed: int) -> list[Any]:
+    """The dataset's corrupted test sets at the fidelity's severities, shrunk to the subset; loaded once."""
     from archdsl.data import load_corrupted
 
     if data._corrupted is None:
@@ -177,24 +201,18 @@ def robustness(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, 
         if fidelity.subset < 1:
             sets = [_with_images(s, s.images.subset(fidelity.subset, seed=seed)) for s in sets]
         data._corrupted = sets
-    result = evaluate_robustness(model, data._corrupted, device=_device(device), progress=False)
-    return float(result.mean)
+    return data._corrupted
+
+
+def robustness(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> float:
+    """Mean top-1 (a fraction) over the dataset's corrupted test sets, each shrunk to the subset."""
+    report = _analyze(model, data, ("robustness",), fidelity, seed=seed, device=device)
+    return float(report.robustness.mean)
 
 
 def hessian(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> tuple[float, float]:
     """(NEP, APE) of the Hessian max-eigenvalue spectrum on a few augmented training batches."""
-    from archdsl.analysis.hessian import hessian_spectrum, training_batches
-
-    batches = training_batches(data.train_set, fidelity.hessian_batches, recipe=fidelity.recipe, seed=seed)
-    spectrum = hessian_spectrum(
-        model,
-        batches,
-        max_iter=fidelity.hessian_max_iter,
-        tol=fidelity.hessian_tol,
-        method=fidelity.hessian_method,
-        seed=seed,
-        device=_device(device),
-    )
+    spectrum = _analyze(model, data, ("hessian",), fidelity, seed=seed, device=device).hessian
     ape = spectrum.ape if spectrum.ape is not None else 0.0
     return float(spectrum.nep), float(ape)
 

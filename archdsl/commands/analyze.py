@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from archdsl.analysis.pipeline import DEFAULT_MEASURES, MEASURES  # torch-free
 from archdsl.commands._args import (
     add_data_arguments,
     device_name,
@@ -20,8 +21,8 @@ from archdsl.commands._args import (
 )
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS  # torch-free
 
-METRICS = ("acc", "robustness", "hessian", "fourier", "variance")
-DEFAULT_METRICS = "acc,robustness,hessian,fourier,variance"
+METRICS = tuple(MEASURES)
+DEFAULT_METRICS = ",".join(DEFAULT_MEASURES)
 
 
 def metric_list(text: str) -> tuple[str, ...]:
@@ -137,19 +138,54 @@ def _save(figure, path: Path) -> str:
     return save_figure(figure, path, dpi=DPI).name
 
 
+def settings_from_args(args: argparse.Namespace, meta: dict):
+    """The pipeline's settings from the command line; the recipe (augmentation, weight decay) is the checkpoint's."""
+    from archdsl.analysis.settings import AnalysisSettings, HessianSettings
+
+    hessian = HessianSettings(
+        batches=args.batches, batch_size=args.hessian_batch_size, k=args.k, tol=args.tol, max_iter=args.max_iter,
+        method=args.method, hvp=args.hvp,
+    )  # fmt: skip
+    return AnalysisSettings(
+        recipe=_training_config(meta),
+        weight_decay=args.weight_decay,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        subset=args.subset,
+        hessian=hessian,
+        images=args.images,
+    )
+
+
+def load_data(dataset: str, args: argparse.Namespace, measures, arch):
+    """The splits `measures` read, checked against the design's input shape and classes."""
+    from archdsl.analysis.pipeline import AnalysisData, needed_splits
+    from archdsl.data import load_corrupted, load_split
+    from archdsl.run.train import check_compatible
+
+    splits = needed_splits(measures)
+    loaded: dict = {}
+    for split in ("test", "train"):
+        if split in splits:
+            loaded[split] = load_split(dataset, split, root=args.data_root, download=args.download)
+            check_compatible(arch, loaded[split])
+    if "corrupted" in splits:
+        corrupted = args.corrupted or _corrupted_name(dataset)
+        sets = load_corrupted(corrupted, root=args.data_root, corruptions=args.corruptions, severities=args.severities)
+        for item in sets[:1]:
+            check_compatible(arch, item.images)
+        loaded["corrupted"] = sets
+    return AnalysisData(name=dataset, **loaded)
+
+
 def run(args: argparse.Namespace) -> int:
-    import dataclasses
-
-    import torch
-
-    from archdsl.analysis import plots
-    from archdsl.analysis.report import AnalysisReport, render_markdown, render_text
+    from archdsl.analysis.pipeline import analyze
+    from archdsl.analysis.plots import report_figures
+    from archdsl.analysis.report import render_markdown, render_text
     from archdsl.commands.outputs import prepare_dir
-    from archdsl.data import load_split
     from archdsl.files import write_text
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
-    from archdsl.run.train import check_compatible
 
     device = select_device(args.device)
     # Read the baseline before any long work, so that a bad path fails at once.
@@ -160,72 +196,14 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.checkpoint)
     out = Path(args.out) if args.out else path.with_name(f"{path.stem}-analysis")
     prepare_dir(out, "--out")
-    progress = not args.no_progress
-    wanted = set(args.metrics)
-    results: dict = {}
-    figures: dict[str, str] = {}
-
-    test_set = None
-    if wanted & {"acc", "fourier", "variance"}:
-        test_set = load_split(dataset, "test", root=args.data_root, download=args.download)
-        check_compatible(arch, test_set)
-        test_set = test_set.subset(args.subset, seed=args.seed)
-
-    if "acc" in wanted and test_set is not None:
-        from archdsl.analysis.metrics import classification_metrics
-        from archdsl.run.evaluate import predict_logits
-
-        logits = predict_logits(model, test_set, batch_size=args.batch_size, device=device, progress=progress)
-        results["classification"] = classification_metrics(logits, test_set.labels)
-
-    if "robustness" in wanted:
-        from archdsl.analysis.robustness import evaluate_robustness
-        from archdsl.data import load_corrupted
-
-        corrupted = args.corrupted or _corrupted_name(dataset)
-        sets = load_corrupted(corrupted, root=args.data_root, corruptions=args.corruptions, severities=args.severities)
-        for item in sets[:1]:
-            check_compatible(arch, item.images)
-        if args.subset < 1:
-            sets = [dataclasses.replace(s, images=s.images.subset(args.subset, seed=args.seed)) for s in sets]
-        robustness = evaluate_robustness(model, sets, batch_size=args.batch_size, device=device, progress=progress)
-        results["robustness"] = robustness
-        if baseline is not None:
-            from archdsl.analysis.robustness import mce
-
-            results["corruption_errors"] = mce(robustness, baseline)
-        figures["robustness"] = _save(plots.robustness_figure({arch.name: robustness}), out / "robustness.png")
-
-    if "hessian" in wanted:
-        from archdsl.analysis.hessian import hessian_spectrum, training_batches
-
-        config = _training_config(checkpoint.meta)
-        weight_decay = args.weight_decay if args.weight_decay is not None else config.weight_decay
-        train_set = load_split(dataset, "train", root=args.data_root, download=args.download)
-        check_compatible(arch, train_set)
-        batches = training_batches(
-            train_set, args.batches, batch_size=args.hessian_batch_size, recipe=config, seed=args.seed
-        )
-        spectrum = hessian_spectrum(
-            model, batches, k=args.k, max_iter=args.max_iter, tol=args.tol, weight_decay=weight_decay,
-            method=args.method, hvp=args.hvp, seed=args.seed, device=device, progress=progress,
-        )  # fmt: skip
-        results["hessian"] = spectrum
-        figures["hessian"] = _save(plots.spectrum_figure({arch.name: spectrum}), out / "hessian.png")
-
-    if wanted & {"fourier", "variance"} and test_set is not None:
-        from archdsl.analysis.fourier import feature_map_statistics
-        from archdsl.run.loader import make_loader
-
-        sample = test_set.take(torch.arange(min(args.images, len(test_set))).numpy())
-        images = torch.cat([x for x, _ in make_loader(sample, args.batch_size, augment=False, shuffle=False)])
-        statistics = feature_map_statistics(model, images, batch_size=64, device=device, progress=progress)
-        results["feature_maps"] = statistics
-        figures["feature_maps"] = _save(plots.feature_map_figure({arch.name: statistics}), out / "feature_maps.png")
-
-    report = AnalysisReport(
-        checkpoint=str(path), arch=arch.name, arch_digest=arch.digest(), dataset=dataset, figures=figures, **results
-    )
+    settings = settings_from_args(args, checkpoint.meta)
+    data = load_data(dataset, args, args.metrics, arch)
+    report = analyze(
+        model, data, args.metrics, settings, device=device, progress=not args.no_progress, baseline=baseline,
+        checkpoint=str(path),
+    )  # fmt: skip
+    figures = {name: _save(figure, out / f"{name}.png") for name, figure in report_figures(report).items()}
+    report = report.model_copy(update={"figures": figures})
     write_text(out / "metrics.json", report.to_json())
     write_text(out / "report.md", render_markdown(report))
     print(render_text(report))

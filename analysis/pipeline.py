@@ -1,0 +1,207 @@
+"""One analysis pipeline: `analyze(model, data, measures, settings) -> AnalysisReport`.
+
+`archdsl analyze` and the search (`search/objective.py`) both call `analyze`, so a measure
+means the same thing everywhere: the same loss (NLL + 0.5 * weight decay * ||w||^2, with the
+weight decay of the recipe the model was trained with unless told otherwise), the same
+augmented training batches, the same solver settings. The settings are concrete values
+(nothing is left to a default decided later) and the report records them beside the results.
+
+Each measure is one entry of `MEASURES`: the data splits it reads and a function of
+(model, data, settings, context) that returns the report fields it fills. A faster
+implementation of a measure replaces its function; the pipeline stays as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from archdsl.analysis.settings import AnalysisSettings
+
+Split = Literal["test", "train", "corrupted"]
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class AnalysisData:
+    """The images a measure reads: the test split, the training split (augmented by the
+    recipe where a measure says so) and the corrupted test sets. Leave out what is not needed."""
+
+    name: str
+    test: Any = None  # ImageSet
+    train: Any = None  # ImageSet
+    corrupted: Sequence[Any] | None = None  # CorruptedSet, one per corruption and severity
+
+
+@dataclass
+class Context:
+    """What one `analyze` call shares between measures (computed once, used by several)."""
+
+    device: Any
+    progress: bool
+    baseline: Any = None  # a RobustnessResult to compute mCE against
+    cache: dict[str, Any] = field(default_factory=dict)
+
+
+MeasureFn = Callable[[Any, AnalysisData, AnalysisSettings, Context], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    needs: tuple[Split, ...]
+    run: MeasureFn
+    description: str
+
+
+# --------------------------------------------------------------------------- the measures
+
+
+def _test_set(data: AnalysisData, settings: AnalysisSettings):
+    return data.test.subset(settings.subset, seed=settings.seed)
+
+
+def _accuracy(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
+    from archdsl.analysis.metrics import classification_metrics
+    from archdsl.run.evaluate import predict_logits
+
+    test_set = _test_set(data, settings)
+    logits = predict_logits(
+        model, test_set, batch_size=settings.batch_size, device=context.device, progress=context.progress
+    )
+    return {"classification": classification_metrics(logits, test_set.labels)}
+
+
+def _robustness(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
+    from archdsl.analysis.robustness import evaluate_robustness, mce
+
+    sets = list(data.corrupted)
+    if settings.subset < 1:
+        sets = [dataclasses.replace(s, images=s.images.subset(settings.subset, seed=settings.seed)) for s in sets]
+    result = evaluate_robustness(
+        model, sets, batch_size=settings.batch_size, device=context.device, progress=context.progress
+    )
+    fields: dict[str, Any] = {"robustness": result}
+    if context.baseline is not None:
+        fields["corruption_errors"] = mce(result, context.baseline)
+    return fields
+
+
+def training_batches_for(data: AnalysisData, settings: AnalysisSettings, n_batches: int, batch_size: int):
+    """The first `n_batches` augmented training batches (the recipe's augmentation, `settings.seed`)."""
+    from archdsl.analysis.hessian import training_batches
+
+    return training_batches(data.train, n_batches, batch_size=batch_size, recipe=settings.recipe, seed=settings.seed)
+
+
+def _hessian(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
+    from archdsl.analysis.hessian import hessian_spectrum
+
+    h = settings.hessian
+    batches = training_batches_for(data, settings, h.batches, h.batch_size)
+    spectrum = hessian_spectrum(
+        model, batches, k=h.k, max_iter=h.max_iter, tol=h.tol, weight_decay=settings.weight_decay,
+        method=h.method, hvp=h.hvp, seed=settings.seed, device=context.device, progress=context.progress,
+    )  # fmt: skip
+    return {"hessian": spectrum}
+
+
+def _feature_maps(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
+    from archdsl.analysis.fourier import feature_map_statistics
+
+    images = test_images(data, settings, settings.images)
+    statistics = feature_map_statistics(model, images, batch_size=64, device=context.device, progress=context.progress)
+    return {"feature_maps": statistics}
+
+
+def test_images(data: AnalysisData, settings: AnalysisSettings, count: int):
+    """The first `count` images of the (subset) test set, normalised, as one float tensor (N, C, H, W)."""
+    import numpy as np
+    import torch
+
+    from archdsl.run.loader import make_loader
+
+    test_set = _test_set(data, settings)
+    sample = test_set.take(np.arange(min(count, len(test_set))))
+    return torch.cat([x for x, _ in make_loader(sample, settings.batch_size, augment=False, shuffle=False)])
+
+
+MEASURES: dict[str, Measure] = {
+    m.name: m
+    for m in (
+        Measure("acc", ("test",), _accuracy, "top-1, NLL and ECE on the test split"),
+        Measure("robustness", ("corrupted",), _robustness, "mean top-1 over the corrupted test sets"),
+        Measure("hessian", ("train",), _hessian, "Hessian max-eigenvalue spectrum (NEP, APE)"),
+        Measure("fourier", ("test",), _feature_maps, "Delta log amplitude of the feature maps per block"),
+        Measure("variance", ("test",), _feature_maps, "feature-map variance per block"),
+    )
+}
+DEFAULT_MEASURES: tuple[str, ...] = ("acc", "robustness", "hessian", "fourier", "variance")
+
+
+def needed_splits(measures: Iterable[str]) -> set[Split]:
+    """The data splits `measures` read (what a caller has to load)."""
+    return {split for name in measures for split in MEASURES[name].needs}
+
+
+def check_measures(measures: Iterable[str]) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(measures))
+    unknown = [name for name in chosen if name not in MEASURES]
+    if unknown:
+        raise ValueError(f"unknown measure {', '.join(map(repr, unknown))}; choose from {', '.join(MEASURES)}")
+    return chosen
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+def analyze(
+    model,
+    data: AnalysisData,
+    measures: Iterable[str] = DEFAULT_MEASURES,
+    settings: AnalysisSettings | None = None,
+    *,
+    device=None,
+    progress: bool = False,
+    baseline=None,
+    checkpoint: str | None = None,
+):
+    """Measure `model` (an ArchNet, or any module with `.arch` for the report's name) on `data`.
+
+    Returns an `AnalysisReport` with one field per measure and the settings used. `baseline`
+    (a `RobustnessResult`) adds Hendrycks' mCE beside the robustness. Nothing is printed or written.
+    """
+    from archdsl.analysis.report import AnalysisReport
+
+    settings = settings or AnalysisSettings()
+    chosen = check_measures(measures)
+    missing = sorted(s for s in needed_splits(chosen) if _split(data, s) is None)
+    if missing:
+        raise ValueError(f"{', '.join(chosen)} need the {' and '.join(missing)} data, which was not given")
+    context = Context(device=device, progress=progress, baseline=baseline)
+    results: dict[str, Any] = {}
+    done: set[MeasureFn] = set()
+    for name in chosen:
+        measure = MEASURES[name]
+        if measure.run in done:  # fourier and variance come from one pass
+            continue
+        results.update(measure.run(model, data, settings, context))
+        done.add(measure.run)
+    arch = getattr(model, "arch", None)
+    return AnalysisReport(
+        checkpoint=checkpoint,
+        arch=arch.name if arch is not None else type(model).__name__,
+        arch_digest=arch.digest() if arch is not None else "",
+        dataset=data.name,
+        measures=chosen,
+        settings=settings,
+        **results,
+    )
+
+
+def _split(data: AnalysisData, split: Split):
+    return {"test": data.test, "train": data.train, "corrupted": data.corrupted}[split]

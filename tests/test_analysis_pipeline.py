@@ -1,0 +1,68 @@
+"""The one analysis pipeline: settings, data checks, and the same numbers from the search and `archdsl analyze`."""
+
+from __future__ import annotations
+
+import pytest
+
+from archdsl.analysis import AnalysisData, AnalysisSettings, HessianSettings, analyze
+from archdsl.analysis.pipeline import needed_splits
+from archdsl.analysis.report import AnalysisReport
+from archdsl.cli import main
+from archdsl.run.recipe import RECIPE_DEFAULTS, TrainConfig
+
+
+def test_the_weight_decay_is_the_recipes_unless_given():
+    assert AnalysisSettings().weight_decay == RECIPE_DEFAULTS["deit"]["weight_decay"]
+    assert AnalysisSettings(recipe=TrainConfig(recipe="weak")).weight_decay == RECIPE_DEFAULTS["weak"]["weight_decay"]
+    assert AnalysisSettings(recipe=TrainConfig(recipe="weak"), weight_decay=0.0).weight_decay == 0.0
+    assert AnalysisSettings(recipe={"recipe": "weak"}).weight_decay == RECIPE_DEFAULTS["weak"]["weight_decay"]
+
+
+def test_settings_round_trip_through_json():
+    settings = AnalysisSettings(recipe=TrainConfig(recipe="weak"), hessian=HessianSettings(k=2, method="lanczos"))
+    assert AnalysisSettings.model_validate_json(settings.model_dump_json()) == settings
+
+
+def test_each_measure_says_what_it_reads():
+    assert needed_splits(["acc"]) == {"test"}
+    assert needed_splits(["hessian", "robustness"]) == {"train", "corrupted"}
+
+
+def test_a_measure_without_its_data_is_refused_before_any_work():
+    from archdsl.nn.build import create_model
+
+    with pytest.raises(ValueError, match="need the train data"):
+        analyze(create_model("tiny"), AnalysisData(name="x"), ["hessian"])
+    with pytest.raises(ValueError, match="unknown measure 'hesian'"):
+        analyze(create_model("tiny"), AnalysisData(name="x"), ["hesian"])
+
+
+@pytest.mark.slow
+def test_search_and_analyze_report_the_same_nep_and_ape(tmp_path, one_thread):
+    """The search measures a trial's model with the recipe it trained with; `archdsl analyze` on the
+    checkpoint of that model, with the same solver settings, must give the same spectrum."""
+    from archdsl.lang.spec import parse_spec
+    from archdsl.search import objective
+
+    from _search_support import DATASET, TINY_BASE
+
+    arch = parse_spec(TINY_BASE)
+    fidelity = objective.Fidelity(epochs=1, batch_size=32, hessian_batches=2, hessian_max_iter=12)
+    data = objective.load_data(DATASET, None, seed=0, subset=1.0)
+    run_dir = tmp_path / "trial"
+    trained = objective.train_candidate(
+        arch, data, fidelity, device="cpu", seed=0, run_dir=run_dir, on_epoch=lambda *_: None, progress=False
+    )
+    nep, ape = objective.hessian(trained.model, data, fidelity, seed=3, device="cpu")
+
+    out = tmp_path / "analysis"
+    code = main([
+        "analyze", str(run_dir / "final.safetensors"), "--metrics", "hessian", "--out", str(out),
+        "--batches", "2", "--max-iter", "12", "--method", "lanczos", "--seed", "3", "--device", "cpu", "--no-progress",
+    ])  # fmt: skip
+    assert code == 0
+    report = AnalysisReport.model_validate_json((out / "metrics.json").read_text())
+    assert (report.hessian.nep, report.hessian.ape) == (nep, ape)
+    # The weak recipe the search trains with: its weight decay, not the paper's 0.05.
+    assert report.hessian.weight_decay == report.settings.weight_decay == RECIPE_DEFAULTS["weak"]["weight_decay"]
+    assert report.settings.recipe.recipe == "weak" and report.settings.hessian.method == "lanczos"
