@@ -41,10 +41,10 @@ def test_a_measure_without_its_data_is_refused_before_any_work():
 def test_search_and_analyze_report_the_same_nep_and_ape(tmp_path, one_thread):
     """The search measures a trial's model with the recipe it trained with; `archdsl analyze` on the
     checkpoint of that model, with the same solver settings, must give the same spectrum."""
+    from _search_support import DATASET, TINY_BASE
+
     from archdsl.lang.spec import parse_spec
     from archdsl.search import objective
-
-    from _search_support import DATASET, TINY_BASE
 
     arch = parse_spec(TINY_BASE)
     fidelity = objective.Fidelity(epochs=1, batch_size=32, hessian_batches=2, hessian_max_iter=12)
