@@ -6,6 +6,8 @@ compare candidates evaluated with different batch sizes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from pydantic import BaseModel, ConfigDict
 
@@ -58,3 +60,67 @@ def classification_metrics(logits: torch.Tensor, labels, n_bins: int = 15) -> Cl
         n_bins=n_bins,
         count=len(correct),
     )
+
+
+class TrainingNLL(BaseModel):
+    """NLL (and top-1) on augmented training images: the paper's NLL_train (Fig. 6)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    nll: float
+    top1: float
+    images: int
+    seed: int
+    augmentation: str  # what the recipe did to the images
+
+
+def augmentation_of(recipe: Any) -> str:
+    """The training augmentation of a `TrainConfig`, in words (Mixup is not part of it: labels stay hard)."""
+    parts = [f"random crop with padding {recipe.crop_padding}"] if recipe.crop_padding else []
+    parts += ["horizontal flip"] if recipe.hflip else []
+    parts += [f"RandAugment {recipe.randaugment}"] if recipe.randaugment else []
+    return ", ".join(parts) or "none"
+
+
+def augmented_training_nll(
+    model: torch.nn.Module,
+    train_set: Any,
+    recipe: Any,
+    *,
+    images: int = 10000,
+    batch_size: int = 256,
+    seed: int = 0,
+    device: str | torch.device | None = None,
+    progress: bool = False,
+) -> TrainingNLL:
+    """Mean NLL and top-1 of `model` (eval mode) on the first `images` shuffled training images,
+    augmented as the `recipe` (a `TrainConfig`) trains: crop, flip, RandAugment; no Mixup/CutMix,
+    which mix labels (the NLL is against the true class). Same `seed`, same images."""
+    from tqdm.auto import tqdm
+
+    from archdsl.run.device import model_device
+    from archdsl.run.loader import globally_seeded, make_loader
+
+    device = model_device(model) if device is None else torch.device(device)
+    model.to(device)
+    count = min(images, len(train_set))
+    outputs, labels = [], []
+    was_training = model.training
+    model.eval()
+    try:
+        with globally_seeded(seed), torch.no_grad():
+            loader = make_loader(
+                train_set, batch_size, augment=True, recipe=recipe, seed=seed, shuffle=True, drop_last=False
+            )
+            seen = 0
+            for inputs, targets in tqdm(loader, desc="nll-train", unit="batch", disable=not progress, leave=False):
+                take = min(len(targets), count - seen)
+                outputs.append(model(inputs[:take].to(device)).float().cpu())
+                labels.append(targets[:take])
+                seen += take
+                if seen >= count:
+                    break
+    finally:
+        model.train(was_training)
+    scored = score_logits(torch.cat(outputs), torch.cat(labels))
+    return TrainingNLL(nll=scored.nll, top1=scored.top1, images=count, seed=seed, augmentation=augmentation_of(recipe))

@@ -18,7 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from archdsl.analysis.settings import AnalysisSettings
+from archdsl.analysis.settings import AnalysisSettings, CKASettings, HessianSettings, LandscapeSettings
+
+__all__ = ["AnalysisData", "AnalysisSettings", "CKASettings", "HessianSettings", "LandscapeSettings", "analyze"]
 
 Split = Literal["test", "train", "corrupted"]
 
@@ -130,6 +132,49 @@ def test_images(data: AnalysisData, settings: AnalysisSettings, count: int):
     return torch.cat([x for x, _ in make_loader(sample, settings.batch_size, augment=False, shuffle=False)])
 
 
+def _training_nll(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
+    from archdsl.analysis.metrics import augmented_training_nll
+
+    result = augmented_training_nll(
+        model, data.train, settings.recipe, images=settings.train_images, batch_size=settings.batch_size,
+        seed=settings.seed, device=context.device, progress=context.progress,
+    )  # fmt: skip
+    return {"training_nll": result}
+
+
+def _landscape(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
+    from archdsl.analysis.landscape import loss_landscape
+
+    s = settings.landscape
+    batches = training_batches_for(data, settings, s.batches, s.batch_size)
+    result = loss_landscape(
+        model, batches, dims=s.dims, points=s.points, span=s.span, weight_decay=settings.weight_decay,
+        seed=settings.seed, device=context.device, progress=context.progress,
+    )  # fmt: skip
+    return {"landscape": result}
+
+
+def _cka(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
+    from archdsl.analysis.cka import minibatch_cka
+
+    images = test_images(data, settings, settings.cka.images)
+    result = minibatch_cka(
+        model, images, batch_size=min(settings.cka.batch_size, len(images)), device=context.device,
+        progress=context.progress,
+    )  # fmt: skip
+    return {"cka": result}
+
+
+def _lesion(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
+    from archdsl.analysis.lesion import lesion_study
+
+    result = lesion_study(
+        model, _test_set(data, settings), batch_size=settings.batch_size, device=context.device,
+        progress=context.progress,
+    )  # fmt: skip
+    return {"lesion": result}
+
+
 MEASURES: dict[str, Measure] = {
     m.name: m
     for m in (
@@ -138,6 +183,10 @@ MEASURES: dict[str, Measure] = {
         Measure("hessian", ("train",), _hessian, "Hessian max-eigenvalue spectrum (NEP, APE)"),
         Measure("fourier", ("test",), _feature_maps, "Delta log amplitude of the feature maps per block"),
         Measure("variance", ("test",), _feature_maps, "feature-map variance per block"),
+        Measure("nll-train", ("train",), _training_nll, "NLL on augmented training images (NLL_train)"),
+        Measure("landscape", ("train",), _landscape, "filter-normalised loss landscape, 1-D or 2-D"),
+        Measure("cka", ("test",), _cka, "mini-batch linear CKA between every pair of blocks"),
+        Measure("lesion", ("test",), _lesion, "test top-1 with each block's residual branch removed"),
     )
 }
 DEFAULT_MEASURES: tuple[str, ...] = ("acc", "robustness", "hessian", "fourier", "variance")
@@ -205,3 +254,26 @@ def analyze(
 
 def _split(data: AnalysisData, split: Split):
     return {"test": data.test, "train": data.train, "corrupted": data.corrupted}[split]
+
+
+def hessian_over_training(
+    checkpoints: Iterable[tuple[int, str, Any]],
+    data: AnalysisData,
+    settings: AnalysisSettings | None = None,
+    *,
+    device=None,
+    progress: bool = False,
+):
+    """The Hessian spectrum of each (epoch, name, model) in turn, on the same training batches
+    and settings: a `HessianTrajectory`. `checkpoints` may be a generator that loads each model
+    when it is its turn (only one is held at a time)."""
+    from archdsl.analysis.trajectory import HessianTrajectory, TrajectoryPoint
+
+    settings = settings or AnalysisSettings()
+    points = []
+    for epoch, name, model in checkpoints:
+        spectrum = analyze(model, data, ["hessian"], settings, device=device, progress=progress).hessian
+        points.append(TrajectoryPoint(epoch=epoch, checkpoint=name, spectrum=spectrum))
+    if not points:
+        raise ValueError("no checkpoint to measure")
+    return HessianTrajectory(points=tuple(points))

@@ -8,7 +8,6 @@ be overlaid by passing a mapping of label -> result.
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -28,45 +27,36 @@ SHADES = {"msa": MSA_SHADE, "attn": MSA_SHADE, "mlp": MLP_SHADE}
 ATTENTION_KINDS = ("msa", "attn")
 
 
-def _linthresh(values: np.ndarray) -> float:
-    """The linear zone of the symlog axis: the power of 10 at or below the smallest |value|,
-    but no more than 4 decades below the largest (so a value near 0 does not squash the rest)."""
-    magnitudes = np.abs(values[values != 0])
-    if not len(magnitudes):
-        return 1.0
-    smallest = max(float(magnitudes.min()), float(magnitudes.max()) * 1e-4)
-    return 10.0 ** math.floor(math.log10(smallest))
+def _plural(n: int, word: str, plural: str) -> str:
+    return f"{n} {word if n == 1 else plural}"
 
 
-def _symlog_edges(values: np.ndarray, linthresh: float, bins: int) -> np.ndarray:
-    # Equal-width bins in symlog coordinates t = sign(x) log10(1 + |x| / linthresh).
-    def forward(x):
-        return np.sign(x) * np.log10(1 + np.abs(x) / linthresh)
-
-    def inverse(t):
-        return np.sign(t) * linthresh * (10 ** np.abs(t) - 1)
-
-    low, high = forward(min(values.min(), 0.0)), forward(max(values.max(), 0.0))
-    span = high - low or 1.0
-    return inverse(np.linspace(low - 0.02 * span, high + 0.02 * span, bins + 1))
+def _histogram_edges(values: np.ndarray, bins: int) -> np.ndarray:
+    """Equal-width bins over [min(values, 0), max(values, 0)] with a margin: no bar is cut off at the frame."""
+    low, high = min(float(values.min()), 0.0), max(float(values.max()), 0.0)
+    span = high - low or max(abs(high), 1.0)
+    return np.linspace(low - 0.03 * span, high + 0.03 * span, bins + 1)
 
 
 def spectrum_figure(spectra: Mapping[str, Spectrum], *, bins: int = 40, title: str | None = None) -> Figure:
-    """Histogram of the pooled top-k Hessian eigenvalues, symlog x, NEP and APE in the legend."""
+    """The Hessian max-eigenvalue spectrum as the paper draws it: the density of the pooled
+    top-k eigenvalues on a linear axis (negative ones left of the line at 0), each value also
+    marked as a tick under the histogram; NEP and APE in the legend."""
+    from matplotlib.ticker import MaxNLocator
+
     if not spectra:
         raise ValueError("no spectrum to plot")
     figure = Figure(figsize=(7.5, 4.5), layout="constrained")
     axes = figure.add_subplot()
     everything = np.concatenate([np.asarray(s.eigenvalues, dtype=float) for s in spectra.values()])
-    linthresh = _linthresh(everything)
-    edges = _symlog_edges(everything, linthresh, bins)
+    edges = _histogram_edges(everything, bins)
     for (label, spectrum), color in zip(spectra.items(), itertools.cycle(COLORS)):
         values = np.asarray(spectrum.eigenvalues, dtype=float)
         ape = "n/a" if spectrum.ape is None else f"{spectrum.ape:.3g}"
         axes.hist(
             values,
             bins=list(edges),
-            weights=np.full(len(values), 1 / len(values)),
+            density=True,
             histtype="stepfilled",
             alpha=0.35,
             color=color,
@@ -74,19 +64,65 @@ def spectrum_figure(spectra: Mapping[str, Spectrum], *, bins: int = 40, title: s
             linewidth=1.5,
             label=f"{label}: NEP {spectrum.nep:.1%}, APE {ape}",
         )
+        # A rug: every eigenvalue, so that a spectrum of a few values stays readable.
+        axes.plot(values, np.zeros_like(values), "|", color=color, markersize=12, markeredgewidth=1.2, clip_on=False)
     axes.axvline(0, color="black", linewidth=0.8)
-    axes.set_xscale("symlog", linthresh=linthresh)
-    axes.set_xlabel(r"Hessian eigenvalue $\lambda$ (symlog)")
-    axes.set_ylabel(r"share of eigenvalues $p(\lambda)$")
+    axes.set_xlim(edges[0], edges[-1])
+    axes.set_ylim(bottom=0)
+    axes.xaxis.set_major_locator(MaxNLocator(nbins=9))
+    axes.set_xlabel(r"Hessian eigenvalue $\lambda$")
+    axes.set_ylabel(r"density $p(\lambda)$")
     first = next(iter(spectra.values()))
+    batches = _plural(first.batches, "batch", "batches")
     axes.set_title(
         title
-        or f"Hessian max-eigenvalue spectrum (top-{first.k} of {first.batches} batches of {first.batch_size}, "
-        f"{first.method}, tol {first.tol:g})",
+        or f"Hessian max-eigenvalue spectrum (top-{first.k} of {batches} of {first.batch_size}, "
+        f"{first.method}, tol {first.tol:g}, wd {first.weight_decay:g})",
         fontsize=10,
     )
     axes.legend(loc="best", fontsize=9, framealpha=0.9)
     axes.grid(axis="y", alpha=0.3)
+    return figure
+
+
+def hessian_trajectory_figure(trajectory, *, title: str | None = None) -> Figure:
+    """The spectrum over training (Fig. 5 / C.5): the top eigenvalue (mean and range over the
+    batches) on the left, NEP and APE on the right, against the epoch of each checkpoint."""
+    figure = Figure(figsize=(11, 4.2), layout="constrained")
+    left, right = figure.subplots(1, 2)
+    epochs = [point.epoch for point in trajectory.points]
+    tops = [np.asarray(point.top_eigenvalues) for point in trajectory.points]
+    left.plot(epochs, [t.mean() for t in tops], marker="o", color=COLORS[0], label="mean over batches")
+    left.fill_between(epochs, [t.min() for t in tops], [t.max() for t in tops], color=COLORS[0], alpha=0.2,
+                      label="range over batches")  # fmt: skip
+    left.axhline(0, color="black", linewidth=0.8)
+    left.set_xlabel("epoch")
+    left.set_ylabel(r"largest-magnitude eigenvalue $\lambda_1$")
+    left.legend(fontsize=8)
+    left.grid(alpha=0.3)
+    right.plot(epochs, [100 * p.spectrum.nep for p in trajectory.points], marker="o", color=COLORS[1], label="NEP")
+    right.set_xlabel("epoch")
+    right.set_ylabel("NEP (%)", color=COLORS[1])
+    twin = right.twinx()
+    twin.plot(epochs, [p.spectrum.ape if p.spectrum.ape is not None else np.nan for p in trajectory.points],
+              marker="s", color=COLORS[2], label="APE")  # fmt: skip
+    twin.set_ylabel("APE", color=COLORS[2])
+    right.grid(alpha=0.3)
+    handles = right.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    twin.legend(handles, ["NEP", "APE"], fontsize=8, loc="best", framealpha=0.9)
+    from matplotlib.ticker import MaxNLocator
+
+    for axes in (left, right):
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    first = trajectory.points[0].spectrum
+    checkpoints = _plural(len(epochs), "checkpoint", "checkpoints")
+    batches = _plural(first.batches, "batch", "batches")
+    figure.suptitle(
+        title
+        or f"Hessian spectrum over training ({checkpoints}; top-{first.k} of {batches} of {first.batch_size}, "
+        f"{first.method}, wd {first.weight_decay:g})",
+        fontsize=11,
+    )
     return figure
 
 
@@ -200,6 +236,117 @@ def _patch(color: str):
     return Patch(facecolor=color, edgecolor="none")
 
 
+KIND_COLORS = {"stem": "dimgrey", "conv": "tab:blue", "msa": "tab:orange", "attn": "tab:orange", "mlp": "tab:green"}
+
+
+def _kind_color(kind: str) -> str:
+    return KIND_COLORS.get(kind, "tab:purple")
+
+
+def _short_name(name: str) -> str:
+    """`stages.c2.1` -> `c2.1` (the spec's stage name and the block's index)."""
+    return name.removeprefix("stages.")
+
+
+def cka_figure(result, *, title: str | None = None) -> Figure:
+    """CKA between every pair of layers as a heatmap, ticks named by the spec's blocks and
+    coloured by kind (conv, MSA, MLP), stage boundaries drawn."""
+    from matplotlib.patches import Patch
+
+    n = len(result.layers)
+    size = min(4 + 0.28 * n, 14)
+    figure = Figure(figsize=(size + 1.6, size), layout="constrained")
+    axes = figure.add_subplot()
+    image = axes.imshow(np.asarray(result.matrix), vmin=0, vmax=1, cmap="magma", origin="lower")
+    labels = [f"{_short_name(layer.name)} {layer.kind}" for layer in result.layers]
+    axes.set_xticks(range(n), labels, rotation=90, fontsize=7)
+    axes.set_yticks(range(n), labels, fontsize=7)
+    for ticks in (axes.get_xticklabels(), axes.get_yticklabels()):
+        for tick, layer in zip(ticks, result.layers, strict=True):
+            tick.set_color(_kind_color(layer.kind))
+    starts = [i for i, layer in enumerate(result.layers) if layer.index == 0 and layer.stage != "stem" and i > 0]
+    for i in starts:
+        axes.axvline(i - 0.5, color="white", linewidth=0.8)
+        axes.axhline(i - 0.5, color="white", linewidth=0.8)
+    figure.colorbar(image, ax=axes, shrink=0.8, label="linear CKA")
+    kinds = list(dict.fromkeys(layer.kind for layer in result.layers))
+    figure.legend(
+        [Patch(color=_kind_color(k)) for k in kinds], kinds, fontsize=8, loc="outside lower center", ncols=len(kinds)
+    )
+    axes.set_title(
+        title or f"Mini-batch CKA ({result.images} test images, batches of {result.batch_size}; lines: stage starts)",
+        fontsize=10,
+    )
+    return figure
+
+
+def lesion_figure(result, *, title: str | None = None) -> Figure:
+    """Accuracy with each block's residual branch removed, along depth (Fig. 11b): bars coloured
+    by block kind, the intact model's accuracy dashed, stage starts dotted."""
+    from matplotlib.patches import Patch
+
+    if not result.blocks:
+        raise ValueError("no block was lesioned")
+    figure = Figure(figsize=(max(6.0, 0.35 * len(result.blocks) + 3), 4.2), layout="constrained")
+    axes = figure.add_subplot()
+    depth = [b.depth for b in result.blocks]
+    axes.bar(depth, [100 * b.top1 for b in result.blocks], color=[_kind_color(b.kind) for b in result.blocks],
+             width=0.8)  # fmt: skip
+    axes.axhline(100 * result.top1, color="black", linestyle="--", linewidth=1)
+    for block in result.blocks:
+        if block.index == 0:
+            axes.axvline(block.depth - 0.5, color="grey", linestyle=":", linewidth=1)
+            axes.annotate(block.stage, xy=(block.depth - 0.4, 1.0), xycoords=("data", "axes fraction"),
+                          va="bottom", fontsize=8, color="dimgrey")  # fmt: skip
+    axes.set_xticks(depth, [_short_name(b.name) for b in result.blocks], rotation=90, fontsize=7)
+    axes.set_xlim(min(depth) - 0.6, max(depth) + 0.6)
+    axes.set_ylim(0, 100)
+    axes.set_xlabel("removed block (depth order)")
+    axes.set_ylabel("test top-1 (%)")
+    axes.grid(axis="y", alpha=0.3)
+    kinds = list(dict.fromkeys(b.kind for b in result.blocks))
+    handles = [Patch(color=_kind_color(k)) for k in kinds]
+    from matplotlib.lines import Line2D
+
+    handles.append(Line2D([], [], color="black", linestyle="--"))
+    figure.legend(handles, [*kinds, f"intact {100 * result.top1:.1f} %"], fontsize=8, loc="outside right upper")
+    axes.set_title(title or "Lesion study: accuracy with one residual branch removed", fontsize=10, pad=14)
+    return figure
+
+
+def landscape_figure(landscape, *, title: str | None = None) -> Figure:
+    """The loss landscape: a curve (1-D) or filled contours with the weights marked (2-D)."""
+    coordinates = np.asarray(landscape.coordinates)
+    losses = np.asarray(landscape.losses, dtype=float)
+    figure = Figure(figsize=(6.4, 4.8) if landscape.dims == 2 else (6.4, 4.2), layout="constrained")
+    axes = figure.add_subplot()
+    if landscape.dims == 1:
+        axes.plot(coordinates, losses, marker="o", markersize=3, color=COLORS[0])
+        axes.plot([0], [landscape.center], marker="*", markersize=12, color=COLORS[1], label="the weights")
+        axes.set_xlabel(r"$\alpha$ (along a filter-normalised direction $d$)")
+        axes.set_ylabel("NLL + L2 term")
+        axes.legend(fontsize=8)
+        axes.grid(alpha=0.3)
+    else:
+        low, high = float(losses.min()), float(losses.max())
+        levels = np.geomspace(max(low, 1e-8), high, 24) if low > 0 and high / max(low, 1e-12) > 20 else 24
+        filled = axes.contourf(coordinates, coordinates, losses.T, levels=levels, cmap="viridis")
+        axes.contour(coordinates, coordinates, losses.T, levels=levels, colors="white", linewidths=0.3)
+        axes.plot([0], [0], marker="*", markersize=12, color=COLORS[1])
+        figure.colorbar(filled, ax=axes, label="NLL + L2 term")
+        axes.set_xlabel(r"$\alpha$ (direction $d$)")
+        axes.set_ylabel(r"$\beta$ (direction $e$)")
+        axes.set_aspect("equal")
+    batches = _plural(landscape.batches, "batch", "batches")
+    axes.set_title(
+        title
+        or f"Loss landscape ({batches} of {landscape.batch_size}, wd {landscape.weight_decay:g}; "
+        f"at the weights {landscape.center:.3f})",
+        fontsize=10,
+    )
+    return figure
+
+
 def report_figures(report) -> dict[str, Figure]:
     """The figures of an `AnalysisReport`, by the name `archdsl analyze` saves them under (`<name>.png`)."""
     label = report.arch
@@ -210,4 +357,12 @@ def report_figures(report) -> dict[str, Figure]:
         figures["hessian"] = spectrum_figure({label: report.hessian})
     if report.feature_maps is not None:
         figures["feature_maps"] = feature_map_figure({label: report.feature_maps})
+    if report.landscape is not None:
+        figures["landscape"] = landscape_figure(report.landscape)
+    if report.cka is not None:
+        figures["cka"] = cka_figure(report.cka)
+    if report.lesion is not None and report.lesion.blocks:
+        figures["lesion"] = lesion_figure(report.lesion)
+    if report.hessian_trajectory is not None:
+        figures["hessian_trajectory"] = hessian_trajectory_figure(report.hessian_trajectory)
     return figures

@@ -11,11 +11,15 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from archdsl.analysis.cka import CKAResult
 from archdsl.analysis.fourier import FeatureMapStatistics
 from archdsl.analysis.hessian import Spectrum
-from archdsl.analysis.metrics import ClassificationMetrics
+from archdsl.analysis.landscape import Landscape
+from archdsl.analysis.lesion import LesionResult
+from archdsl.analysis.metrics import ClassificationMetrics, TrainingNLL
 from archdsl.analysis.robustness import CorruptionErrors, RobustnessResult
 from archdsl.analysis.settings import AnalysisSettings
+from archdsl.analysis.trajectory import HessianTrajectory
 
 
 class AnalysisReport(BaseModel):
@@ -35,6 +39,11 @@ class AnalysisReport(BaseModel):
     corruption_errors: CorruptionErrors | None = None  # mCE against a baseline run, when one was given
     hessian: Spectrum | None = None
     feature_maps: FeatureMapStatistics | None = None
+    training_nll: TrainingNLL | None = None
+    landscape: Landscape | None = None
+    cka: CKAResult | None = None
+    lesion: LesionResult | None = None
+    hessian_trajectory: HessianTrajectory | None = None  # of a run directory's checkpoints
     figures: dict[str, str] = {}  # what -> PNG file name, relative to the report
 
     def to_json(self) -> str:
@@ -43,6 +52,12 @@ class AnalysisReport(BaseModel):
 
 def _percent(value: float) -> str:
     return f"{100 * value:.2f} %"
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """`1 batch`, `2 batches`: a number and its noun, in the right number."""
+    many = plural or (word + "es" if word.endswith(("s", "sh", "ch", "x")) else word + "s")
+    return f"{n} {word if n == 1 else many}"
 
 
 @dataclass(frozen=True)
@@ -75,7 +90,10 @@ def headline(report: AnalysisReport) -> list[Headline]:
     if report.hessian:
         h = report.hessian
         ape = "n/a" if h.ape is None else f"{h.ape:.4g}"
-        where = f"top-{h.k} of {h.batches} batches of {h.batch_size}, {h.method}, tol {h.tol:g}, wd {h.weight_decay:g}"
+        where = (
+            f"top-{h.k} of {count(h.batches, 'batch')} of {h.batch_size}, {h.method}, tol {h.tol:g}, "
+            f"wd {h.weight_decay:g}"
+        )
         rows += [Headline("NEP", _percent(h.nep), where), Headline("APE", ape, "the same eigenvalues")]
     if report.feature_maps:
         amplitude = report.feature_maps.delta_log_amplitude
@@ -84,10 +102,64 @@ def headline(report: AnalysisReport) -> list[Headline]:
             Headline(
                 "Delta log amplitude",
                 f"{min(values):.2f} .. {max(values):.2f}",
-                f"stem and {len(values) - 1} blocks, {amplitude.images} test images",
+                f"stem and {count(len(values) - 1, 'block')}, {amplitude.images} test images",
+            )
+        )
+    if report.hessian_trajectory:
+        points = report.hessian_trajectory.points
+        first, last = points[0], points[-1]
+        rows.append(
+            Headline(
+                "NEP over training",
+                f"{_percent(first.spectrum.nep)} -> {_percent(last.spectrum.nep)}",
+                f"epoch {first.epoch} -> {last.epoch}, {count(len(points), 'checkpoint')}",
+            )
+        )
+        ape = ["n/a" if p.spectrum.ape is None else f"{p.spectrum.ape:.4g}" for p in (first, last)]
+        rows.append(Headline("APE over training", f"{ape[0]} -> {ape[1]}", "the same spectra"))
+    if report.training_nll:
+        t = report.training_nll
+        rows.append(Headline("NLL_train", f"{t.nll:.4f}", f"{count(t.images, 'augmented training image')}"))
+    if report.landscape:
+        land = report.landscape
+        values = _landscape_values(land)
+        rows.append(
+            Headline(
+                "loss landscape",
+                f"{land.center:.4f} at the weights, {min(values):.4f} .. {max(values):.4f}",
+                f"{land.dims}-D, {land.points} points per axis over +-{land.span:g} x filter-normalised "
+                f"direction, {count(land.batches, 'batch')} of {land.batch_size}, wd {land.weight_decay:g}",
+            )
+        )
+    if report.cka:
+        c = report.cka
+        n = len(c.layers)
+        off = [c.matrix[i][j] for i in range(n) for j in range(n) if i != j]
+        low = f"{min(off):.2f} .. 1" if off else "1"
+        rows.append(
+            Headline("CKA", low, f"{n} layers, {c.images} test images in batches of {c.batch_size}, unbiased HSIC")
+        )
+    if report.lesion:
+        lesion = report.lesion
+        if lesion.blocks:
+            worst = min(lesion.blocks, key=lambda b: b.top1)
+            value = f"{_percent(worst.top1)} without {worst.name} ({worst.kind})"
+        else:
+            value = "no residual block"
+        rows.append(
+            Headline(
+                "lesion, worst block",
+                value,
+                f"intact {_percent(lesion.top1)}; {count(len(lesion.blocks), 'residual branch')} removed one at a time",
             )
         )
     return rows
+
+
+def _landscape_values(landscape) -> list[float]:
+    if landscape.dims == 1:
+        return list(landscape.losses)
+    return [v for row in landscape.losses for v in row]
 
 
 def _headline_table(report: AnalysisReport) -> list[str]:
@@ -131,7 +203,7 @@ def render_markdown(report: AnalysisReport) -> str:
             "## Hessian max-eigenvalue spectrum",
             "",
             f"The {h.k} largest-magnitude eigenvalues of the Hessian of NLL + {h.weight_decay:g}/2 ||w||^2 on each "
-            f"of {h.batches} augmented training batches of {h.batch_size} (model in eval mode, {h.method}, "
+            f"of {count(h.batches, 'augmented training batch')} of {h.batch_size} (model in eval mode, {h.method}, "
             f"tolerance {h.tol:g}, at most {h.max_iter} iterations, {h.hvps} Hessian-vector products). "
             "NEP is the share of negative eigenvalues, APE the mean of the positive ones; lower is flatter.",
             "",
@@ -173,4 +245,78 @@ def render_markdown(report: AnalysisReport) -> str:
                 f"| {amplitude.value:.3f} | {variance.value:.4g} |"
             )
         lines.append("")
+    lines += _new_measures_markdown(report)
     return "\n".join(lines)
+
+
+def _new_measures_markdown(report: AnalysisReport) -> list[str]:
+    lines: list[str] = []
+    if report.hessian_trajectory:
+        points = report.hessian_trajectory.points
+        h = points[0].spectrum
+        lines += [
+            "## Hessian spectrum over training",
+            "",
+            f"The top-{h.k} eigenvalues on the same {count(h.batches, 'augmented training batch')} of {h.batch_size} "
+            f"for every checkpoint ({h.method}, tolerance {h.tol:g}, wd {h.weight_decay:g}).",
+            "",
+            *_figure(report, "hessian_trajectory", "Hessian spectrum over training"),
+            "| epoch | checkpoint | top eigenvalue (mean over batches) | NEP | APE |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {p.epoch} | {p.checkpoint} | {sum(p.top_eigenvalues) / len(p.top_eigenvalues):.4g} "
+                f"| {_percent(p.spectrum.nep)} | {'n/a' if p.spectrum.ape is None else f'{p.spectrum.ape:.4g}'} |"
+                for p in points
+            ),
+            "",
+        ]
+    if report.training_nll:
+        t = report.training_nll
+        lines += [
+            "## NLL on augmented training data",
+            "",
+            f"NLL_train {t.nll:.4f} (top-1 {_percent(t.top1)}) on {count(t.images, 'training image')} augmented as the "
+            f"recipe trains ({t.augmentation}; no Mixup: the labels stay hard), model in eval mode, seed {t.seed}.",
+            "",
+        ]
+    if report.landscape:
+        land = report.landscape
+        lines += [
+            "## Loss landscape",
+            "",
+            f"NLL + {land.weight_decay:g}/2 ||w||^2 on {count(land.batches, 'augmented training batch')} of "
+            f"{land.batch_size} at w + a d{' + b e' if land.dims == 2 else ''}, a{' and b' if land.dims == 2 else ''} "
+            f"in [-{land.span:g}, {land.span:g}] ({land.points} points per axis); {land.directions}; model in eval "
+            f"mode. At the weights: {land.center:.4f}.",
+            "",
+            *_figure(report, "landscape", "Loss landscape"),
+        ]
+    if report.cka:
+        c = report.cka
+        lines += [
+            "## Representational similarity (mini-batch CKA)",
+            "",
+            f"Linear CKA between the outputs of every pair of layers, unbiased HSIC averaged over "
+            f"{count(c.batches, 'batch', 'batches')} of {c.batch_size} test images (Nguyen et al., 2021).",
+            "",
+            *_figure(report, "cka", "CKA between every pair of layers"),
+        ]
+    if report.lesion:
+        lesion = report.lesion
+        lines += [
+            "## Lesion study",
+            "",
+            f"Test top-1 with one block's residual branch removed (its output set to zero), on "
+            f"{count(lesion.images, 'test image')}; intact: {_percent(lesion.top1)}.",
+            "",
+            *_figure(report, "lesion", "Accuracy with each residual branch removed"),
+            "| depth | block | kind | top-1 | change | NLL |",
+            "|---|---|---|---|---|---|",
+            *(
+                f"| {b.depth} | {b.name} | {b.kind} | {100 * b.top1:.2f} | {100 * (b.top1 - lesion.top1):+.2f} "
+                f"| {b.nll:.4f} |"
+                for b in lesion.blocks
+            ),
+            "",
+        ]
+    return lines

@@ -28,6 +28,34 @@ class HessianSettings(BaseModel):
     hvp: Literal["autograd", "func"] = "autograd"
 
 
+class LandscapeSettings(BaseModel):
+    """The loss landscape: `dims` filter-normalised directions, `points` (odd) per axis over
+    [-span, span], the loss on `batches` augmented training batches of `batch_size`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dims: Literal[1, 2] = 1
+    points: PositiveInt = 21
+    span: float = Field(default=1.0, gt=0)
+    batches: PositiveInt = 4
+    batch_size: PositiveInt = 64
+
+    @model_validator(mode="after")
+    def _odd(self) -> LandscapeSettings:
+        if self.points < 3 or self.points % 2 == 0:
+            raise ValueError(f"points must be odd and at least 3 (the centre is a grid point), got {self.points}")
+        return self
+
+
+class CKASettings(BaseModel):
+    """Mini-batch CKA: the first `images` test images in batches of `batch_size` (>= 4), unbiased HSIC."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    images: PositiveInt = 512
+    batch_size: int = Field(default=64, ge=4)
+
+
 class AnalysisSettings(BaseModel):
     """Every option of every measure, concrete: what `metrics.json` records as `settings`.
 
@@ -44,6 +72,9 @@ class AnalysisSettings(BaseModel):
     subset: float = Field(default=1.0, gt=0, le=1)  # class-stratified fraction of the test and corrupted sets
     hessian: HessianSettings = HessianSettings()
     images: PositiveInt = 256  # test images for the feature-map statistics
+    train_images: PositiveInt = 10000  # augmented training images for nll-train
+    landscape: LandscapeSettings = LandscapeSettings()
+    cka: CKASettings = CKASettings()
 
     @model_validator(mode="before")
     @classmethod

@@ -122,3 +122,64 @@ def test_mce_against_a_baseline_run_and_its_own_mistakes(checkpoint, tmp_path, c
     assert main(["analyze", str(checkpoint), "--out", str(tmp_path / "y"), "--baseline", str(checkpoint), *common]) == 1
     err = capsys.readouterr().err
     assert "no such file" in err and "not a metrics.json" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_the_papers_other_measures_from_the_command_line(checkpoint, tmp_path, capsys):
+    out = tmp_path / "more"
+    code = main([
+        "analyze", str(checkpoint), "--metrics", "nll-train,landscape,cka,lesion", "--out", str(out),
+        "--device", "cpu", "--no-progress", "--subset", "0.5", "--train-images", "40",
+        "--landscape-dims", "2", "--landscape-points", "3", "--landscape-batches", "1", "--landscape-batch-size", "8",
+        "--cka-images", "16", "--cka-batch-size", "8",
+    ])  # fmt: skip
+    assert code == 0
+    report = AnalysisReport.model_validate_json((out / "metrics.json").read_text())
+    assert report.training_nll.images == 40
+    assert report.landscape.dims == 2 and len(report.landscape.losses) == 3
+    assert report.landscape.center == report.landscape.losses[1][1]
+    assert report.landscape.weight_decay == report.settings.weight_decay == 0.05
+    assert [layer.name for layer in report.cka.layers] == ["stem", "stages.c1.0", "stages.c2.0", "stages.c2.1"]
+    assert (report.cka.images, report.cka.batch_size) == (16, 8)
+    assert [b.kind for b in report.lesion.blocks] == ["conv", "conv", "msa"] and report.lesion.images == 50
+    assert report.measures == ("nll-train", "landscape", "cka", "lesion")
+    for name in ("landscape.png", "cka.png", "lesion.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out
+    assert "NLL_train" in printed and "lesion, worst block" in printed
+
+
+def test_bad_landscape_settings_are_usage_errors(checkpoint, tmp_path, capsys):
+    code = main(["analyze", str(checkpoint), "--metrics", "landscape", "--landscape-points", "4",
+                 "--out", str(tmp_path / "x"), "--device", "cpu"])  # fmt: skip
+    assert code == 2
+    assert "odd" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_hessian_spectrum_over_training_of_a_run_directory(tmp_path, capsys, one_thread):
+    spec = tmp_path / "micro.arch"
+    spec.write_text(MICRO)
+    run_dir = tmp_path / "run"
+    assert main(["train", str(spec), "--dataset", DATASET, "--recipe", "weak", "--epochs", "2", "--batch-size", "50",
+                 "--save-every", "1", "--out", str(run_dir), "--device", "cpu", "--no-progress"]) == 0  # fmt: skip
+    assert {p.name for p in run_dir.glob("epoch-*")} == {"epoch-0001.safetensors", "epoch-0002.safetensors"}
+    common = ["--batches", "1", "--hessian-batch-size", "8", "--k", "2", "--method", "lanczos", "--max-iter", "10",
+              "--device", "cpu", "--no-progress"]  # fmt: skip
+    assert main(["analyze", str(run_dir), *common]) == 0
+    out = run_dir / "hessian-analysis"
+    report = AnalysisReport.model_validate_json((out / "metrics.json").read_text())
+    points = report.hessian_trajectory.points
+    assert [(p.epoch, p.checkpoint) for p in points] == [(1, "epoch-0001.safetensors"), (2, "epoch-0002.safetensors")]
+    assert report.settings.weight_decay == 5e-4  # the weak recipe the run trained with
+    # The last point is the final model's spectrum, as a single-checkpoint analysis measures it.
+    single = tmp_path / "single"
+    assert main(["analyze", str(run_dir / "final.safetensors"), "--metrics", "hessian", "--out", str(single),
+                 *common]) == 0  # fmt: skip
+    final = AnalysisReport.model_validate_json((single / "metrics.json").read_text()).hessian
+    assert points[-1].spectrum.eigenvalues == final.eigenvalues
+    assert (out / "hessian_trajectory.png").stat().st_size > 10_000
+    capsys.readouterr()
+    # Other measures need one checkpoint.
+    assert main(["analyze", str(run_dir), "--metrics", "acc", "--out", str(tmp_path / "no"), *common]) == 2
+    assert "run directory" in capsys.readouterr().err

@@ -129,3 +129,66 @@ def test_the_terminal_summary_and_the_markdown_show_the_same_headline():
     for row, line in zip(rows, text[1:], strict=True):
         assert f"| {row.metric} | {row.value} | {row.scope} |" in markdown
         assert line.split() == [*row.metric.split(), *row.value.split(), *f"({row.scope})".split()]
+
+
+def test_the_spectrum_is_drawn_whole_with_readable_ticks_and_plurals():
+    values = [-6.2, 5.8, 4.9, -0.3]
+    figure = plots.spectrum_figure({"net": spectrum(values)})
+    axes = figure.axes[0]
+    low, high = axes.get_xlim()
+    assert low < min(values) and high > max(values)  # no bar cut off at the frame
+    figure.canvas.draw()
+    ticks = [t for t in axes.get_xticks() if low <= t <= high]
+    assert len(ticks) >= 5 and min(ticks) <= -4 and max(ticks) >= 4  # not only at +-1
+    assert "of 2 batches of 16" in axes.get_title()
+    one = plots.spectrum_figure({"net": spectrum([3.0, -1.0])})
+    assert "of 1 batch of 16" in one.axes[0].get_title()
+
+
+def cka_result():
+    from archdsl.analysis.cka import CKALayer, CKAResult
+
+    layout = [("stem", "stem", 0, "stem"), ("stages.c1.0", "c1", 0, "conv"), ("stages.c2.0", "c2", 0, "attn"),
+              ("stages.c2.1", "c2", 1, "mlp")]  # fmt: skip
+    layers = tuple(CKALayer(name=n, stage=s, index=i, kind=k) for n, s, i, k in layout)
+    matrix = tuple(tuple(1.0 if i == j else 0.5 for j in range(4)) for i in range(4))
+    return CKAResult(layers=layers, matrix=matrix, images=64, batch_size=32, batches=2, unbiased=True)
+
+
+def lesion_result():
+    from archdsl.analysis.lesion import LesionedBlock, LesionResult
+
+    blocks = tuple(
+        LesionedBlock(name=f"stages.{s}.{i}", stage=s, index=i, kind=k, depth=d, top1=t, nll=1.0)
+        for d, (s, i, k, t) in enumerate([("c1", 0, "conv", 0.5), ("c2", 0, "conv", 0.2), ("c2", 1, "msa", 0.6)], 1)
+    )
+    return LesionResult(top1=0.7, nll=0.9, blocks=blocks, images=100)
+
+
+def test_cka_heatmap_names_the_blocks_and_marks_their_kinds():
+    figure = plots.cka_figure(cka_result())
+    axes = figure.axes[0]
+    labels = [t.get_text() for t in axes.get_xticklabels()]
+    assert labels == ["stem stem", "c1.0 conv", "c2.0 attn", "c2.1 mlp"]
+    colors = {t.get_text(): t.get_color() for t in axes.get_yticklabels()}
+    assert colors["c2.0 attn"] == plots.KIND_COLORS["attn"] != colors["c2.1 mlp"] == plots.KIND_COLORS["mlp"]
+
+
+def test_lesion_bars_follow_depth_coloured_by_kind():
+    figure = plots.lesion_figure(lesion_result())
+    bars = figure.axes[0].patches
+    assert [round(b.get_height()) for b in bars] == [50, 20, 60]
+    assert bars[2].get_facecolor() != bars[1].get_facecolor()
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_landscape_figures_are_saved(dims, tmp_path):
+    from archdsl.analysis.landscape import Landscape
+
+    coordinates = (-1.0, 0.0, 1.0)
+    losses = (3.0, 1.0, 2.0) if dims == 1 else tuple(tuple(1 + a * a + b * b for b in coordinates) for a in coordinates)
+    land = Landscape(dims=dims, coordinates=coordinates, losses=losses, center=1.0, span=1.0, points=3, batches=1,
+                     batch_size=8, weight_decay=0.0, seed=0)  # fmt: skip
+    path = tmp_path / "landscape.png"
+    plots.landscape_figure(land).savefig(path, dpi=plots.DPI)
+    assert path.stat().st_size > 10_000

@@ -19,6 +19,8 @@ from archdsl.commands._args import (
     positive_int,
     severity,
 )
+from archdsl.commands.outputs import prepare_dir
+from archdsl.errors import UsageError, UserError
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS  # torch-free
 
 METRICS = tuple(MEASURES)
@@ -38,43 +40,63 @@ def metric_list(text: str) -> tuple[str, ...]:
 EXAMPLES = (
     "archdsl analyze runs/a50/final.safetensors",
     "archdsl analyze runs/a50/final.safetensors --metrics acc,hessian --out runs/a50/analysis",
+    "archdsl analyze runs/a50/final.safetensors --metrics cka,lesion,landscape --landscape-dims 2",
+    "archdsl analyze runs/a50 --metrics hessian   # a run kept with `archdsl train --save-every N`",
 )
 
 
+def _default(model, name: str):
+    """The default of a settings field: the one definition, shown in --help and used when a flag is left out."""
+    return model.model_fields[name].default
+
+
 def register(subparsers) -> None:
+    from archdsl.analysis.settings import AnalysisSettings, CKASettings, HessianSettings, LandscapeSettings
+
     parser = subparsers.add_parser(
         "analyze",
-        help="analyse a checkpoint: accuracy/ECE, corruption robustness, Hessian NEP/APE, feature maps",
+        help="analyse a checkpoint: accuracy/ECE, robustness, Hessian NEP/APE, feature maps, CKA, lesions, landscape",
         description=(
             "Measure a trained checkpoint the way Park & Kim do: top-1, NLL and ECE on the test split; mean "
             "accuracy over the corrupted sets (<dataset>-c); the Hessian max-eigenvalue spectrum (NEP, APE) on "
-            "augmented training batches; Delta log amplitude and variance of the feature maps block by block. "
+            "augmented training batches; Delta log amplitude and variance of the feature maps block by block; "
+            "NLL on augmented training data (nll-train); the filter-normalised loss landscape; mini-batch CKA "
+            "between every pair of blocks; accuracy with each block's residual branch removed (lesion). Given a "
+            "run directory, measures the Hessian spectrum of every checkpoint it kept (train --save-every). "
             "Writes metrics.json, PNG figures and report.md."
         ),
     )
-    parser.add_argument("checkpoint", metavar="CKPT", help="a .safetensors checkpoint written by archdsl train")
+    parser.add_argument(
+        "checkpoint", metavar="CKPT",
+        help="a .safetensors checkpoint written by archdsl train, or a run directory (--metrics hessian)",
+    )  # fmt: skip
     parser.add_argument("--dataset", metavar="NAME", help="dataset (default: the checkpoint's, else synthetic)")
     add_data_arguments(parser)
     parser.add_argument(
-        "--metrics", type=metric_list, default=metric_list(DEFAULT_METRICS), metavar="LIST",
-        help=f"comma-separated subset of {','.join(METRICS)} (default: all)",
+        "--metrics", type=metric_list, metavar="LIST",
+        help=f"comma-separated subset of {','.join(METRICS)} (default: {DEFAULT_METRICS}; hessian for a run "
+        "directory)",
     )  # fmt: skip
     parser.add_argument("--out", metavar="DIR", help="output folder (default: <CKPT stem>-analysis beside CKPT)")
     parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument(
-        "--batch-size", type=positive_int, default=256, metavar="N", help="evaluation batch size (default: 256)"
-    )
+        "--batch-size", type=positive_int, default=_default(AnalysisSettings, "batch_size"), metavar="N",
+        help="evaluation batch size (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument(
-        "--subset",
-        type=fraction,
-        default=1.0,
-        metavar="FRACTION",
-        help="fraction of each test/corrupted set (default: 1)",
-    )
+        "--subset", type=fraction, default=_default(AnalysisSettings, "subset"), metavar="FRACTION",
+        help="fraction of each test/corrupted set (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument(
-        "--seed", type=int, default=0, metavar="N", help="seed of the Hessian batches and start vectors (default: 0)"
-    )
+        "--seed", type=int, default=_default(AnalysisSettings, "seed"), metavar="N",
+        help="seed of the training batches, start vectors, directions and subsets (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--weight-decay", type=non_negative_float, metavar="WD",
+        help="L2 term 0.5*wd*||w||^2 of the loss (hessian, landscape) (default: the checkpoint's training weight "
+        f"decay, else the {DEFAULT_RECIPE} recipe's, {RECIPE_DEFAULTS[DEFAULT_RECIPE]['weight_decay']:g})",
+    )  # fmt: skip
     robust = parser.add_argument_group("robustness")
     robust.add_argument("--corrupted", metavar="NAME", help="corrupted dataset (default: <dataset>-c)")
     robust.add_argument("--corruptions", nargs="+", metavar="NAME", help="only these corruptions (default: all)")
@@ -85,32 +107,75 @@ def register(subparsers) -> None:
         help="also report Hendrycks' mCE relative to this earlier `archdsl analyze` result (its metrics.json)",
     )
     hessian = parser.add_argument_group("hessian")
+    h = HessianSettings
     hessian.add_argument(
-        "--batches", type=positive_int, default=10, metavar="N", help="training batches to pool (default: 10)"
-    )
+        "--batches", type=positive_int, default=_default(h, "batches"), metavar="N",
+        help="training batches to pool (default: %(default)s)",
+    )  # fmt: skip
     hessian.add_argument(
-        "--hessian-batch-size", type=positive_int, default=16, metavar="N", help="images per batch (default: 16)"
-    )
+        "--hessian-batch-size", type=positive_int, default=_default(h, "batch_size"), metavar="N",
+        help="images per batch (default: %(default)s)",
+    )  # fmt: skip
     hessian.add_argument(
-        "--k", type=positive_int, default=5, metavar="N", help="top eigenvalues per batch (default: 5)"
-    )
+        "--k", type=positive_int, default=_default(h, "k"), metavar="N",
+        help="top eigenvalues per batch (default: %(default)s)",
+    )  # fmt: skip
     hessian.add_argument(
-        "--tol", type=positive_float, default=1e-3, metavar="X", help="relative tolerance (default: 1e-3)"
-    )
+        "--tol", type=positive_float, default=_default(h, "tol"), metavar="X",
+        help="relative tolerance (default: %(default)g)",
+    )  # fmt: skip
     hessian.add_argument(
-        "--max-iter", type=positive_int, default=100, metavar="N", help="iterations per eigenvalue (default: 100)"
-    )
-    hessian.add_argument("--method", choices=("power", "lanczos"), default="power", help="eigensolver (default: power)")
-    hessian.add_argument("--hvp", choices=("autograd", "func"), default="autograd", help="Hessian-vector products")
+        "--max-iter", type=positive_int, default=_default(h, "max_iter"), metavar="N",
+        help="iterations per eigenvalue (default: %(default)s)",
+    )  # fmt: skip
     hessian.add_argument(
-        "--weight-decay", type=non_negative_float, metavar="WD",
-        help="L2 term 0.5*wd*||w||^2 in the loss (default: the checkpoint's training weight decay, "
-        f"else the {DEFAULT_RECIPE} recipe's, {RECIPE_DEFAULTS[DEFAULT_RECIPE]['weight_decay']:g})",
+        "--method", choices=("power", "lanczos"), default=_default(h, "method"),
+        help="eigensolver (default: %(default)s)",
+    )  # fmt: skip
+    hessian.add_argument(
+        "--hvp", choices=("autograd", "func"), default=_default(h, "hvp"),
+        help="Hessian-vector products (default: %(default)s)",
     )  # fmt: skip
     maps = parser.add_argument_group("fourier / variance")
     maps.add_argument(
-        "--images", type=positive_int, default=256, metavar="N", help="test images for feature maps (default: 256)"
-    )
+        "--images", type=positive_int, default=_default(AnalysisSettings, "images"), metavar="N",
+        help="test images for feature maps (default: %(default)s)",
+    )  # fmt: skip
+    train_nll = parser.add_argument_group("nll-train")
+    train_nll.add_argument(
+        "--train-images", type=positive_int, default=_default(AnalysisSettings, "train_images"), metavar="N",
+        help="augmented training images (default: %(default)s, or the whole split if smaller)",
+    )  # fmt: skip
+    land = parser.add_argument_group("landscape")
+    land.add_argument(
+        "--landscape-dims", type=int, choices=(1, 2), default=_default(LandscapeSettings, "dims"),
+        help="1-D curve or 2-D contour (default: %(default)s)",
+    )  # fmt: skip
+    land.add_argument(
+        "--landscape-points", type=positive_int, default=_default(LandscapeSettings, "points"), metavar="N",
+        help="grid points per axis, odd (default: %(default)s)",
+    )  # fmt: skip
+    land.add_argument(
+        "--landscape-span", type=positive_float, default=_default(LandscapeSettings, "span"), metavar="X",
+        help="the grid covers [-X, X] times each direction (default: %(default)g)",
+    )  # fmt: skip
+    land.add_argument(
+        "--landscape-batches", type=positive_int, default=_default(LandscapeSettings, "batches"), metavar="N",
+        help="augmented training batches per loss value (default: %(default)s)",
+    )  # fmt: skip
+    land.add_argument(
+        "--landscape-batch-size", type=positive_int, default=_default(LandscapeSettings, "batch_size"), metavar="N",
+        help="images per batch (default: %(default)s)",
+    )  # fmt: skip
+    cka = parser.add_argument_group("cka")
+    cka.add_argument(
+        "--cka-images", type=positive_int, default=_default(CKASettings, "images"), metavar="N",
+        help="test images (default: %(default)s)",
+    )  # fmt: skip
+    cka.add_argument(
+        "--cka-batch-size", type=positive_int, default=_default(CKASettings, "batch_size"), metavar="N",
+        help="images per mini-batch, at least 4 (default: %(default)s)",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -140,21 +205,32 @@ def _save(figure, path: Path) -> str:
 
 def settings_from_args(args: argparse.Namespace, meta: dict):
     """The pipeline's settings from the command line; the recipe (augmentation, weight decay) is the checkpoint's."""
-    from archdsl.analysis.settings import AnalysisSettings, HessianSettings
+    from pydantic import ValidationError
 
-    hessian = HessianSettings(
-        batches=args.batches, batch_size=args.hessian_batch_size, k=args.k, tol=args.tol, max_iter=args.max_iter,
-        method=args.method, hvp=args.hvp,
-    )  # fmt: skip
-    return AnalysisSettings(
-        recipe=_training_config(meta),
-        weight_decay=args.weight_decay,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        subset=args.subset,
-        hessian=hessian,
-        images=args.images,
-    )
+    from archdsl.analysis.settings import AnalysisSettings, CKASettings, HessianSettings, LandscapeSettings
+
+    try:
+        return AnalysisSettings(
+            recipe=_training_config(meta),
+            weight_decay=args.weight_decay,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            subset=args.subset,
+            hessian=HessianSettings(
+                batches=args.batches, batch_size=args.hessian_batch_size, k=args.k, tol=args.tol,
+                max_iter=args.max_iter, method=args.method, hvp=args.hvp,
+            ),
+            images=args.images,
+            train_images=args.train_images,
+            landscape=LandscapeSettings(
+                dims=args.landscape_dims, points=args.landscape_points, span=args.landscape_span,
+                batches=args.landscape_batches, batch_size=args.landscape_batch_size,
+            ),
+            cka=CKASettings(images=args.cka_images, batch_size=args.cka_batch_size),
+        )  # fmt: skip
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise UsageError(f"bad analysis settings: {problems}") from None
 
 
 def load_data(dataset: str, args: argparse.Namespace, measures, arch):
@@ -180,28 +256,75 @@ def load_data(dataset: str, args: argparse.Namespace, measures, arch):
 
 def run(args: argparse.Namespace) -> int:
     from archdsl.analysis.pipeline import analyze
-    from archdsl.analysis.plots import report_figures
-    from archdsl.analysis.report import render_markdown, render_text
-    from archdsl.commands.outputs import prepare_dir
-    from archdsl.files import write_text
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
 
+    path = Path(args.checkpoint)
+    if path.is_dir():
+        return _run_directory(args, path)
     device = select_device(args.device)
     # Read the baseline before any long work, so that a bad path fails at once.
     baseline = _baseline_robustness(args.baseline) if args.baseline else None
     checkpoint = load_checkpoint(args.checkpoint, device=device)
     model, arch = checkpoint.model, checkpoint.arch
     dataset = args.dataset or checkpoint.meta.get("dataset") or "synthetic"
-    path = Path(args.checkpoint)
     out = Path(args.out) if args.out else path.with_name(f"{path.stem}-analysis")
     prepare_dir(out, "--out")
+    measures = args.metrics or DEFAULT_MEASURES
     settings = settings_from_args(args, checkpoint.meta)
-    data = load_data(dataset, args, args.metrics, arch)
+    data = load_data(dataset, args, measures, arch)
     report = analyze(
-        model, data, args.metrics, settings, device=device, progress=not args.no_progress, baseline=baseline,
+        model, data, measures, settings, device=device, progress=not args.no_progress, baseline=baseline,
         checkpoint=str(path),
     )  # fmt: skip
+    return _write(report, out)
+
+
+def _run_directory(args: argparse.Namespace, run_dir: Path) -> int:
+    """The Hessian spectrum of every checkpoint a run kept, against the epoch."""
+    from archdsl.analysis.pipeline import hessian_over_training
+    from archdsl.analysis.report import AnalysisReport
+    from archdsl.run.checkpoint import load_checkpoint
+    from archdsl.run.device import select_device
+    from archdsl.run.train import saved_epochs
+
+    measures = args.metrics or ("hessian",)
+    if tuple(measures) != ("hessian",):
+        raise UsageError(
+            f"{run_dir} is a run directory: it is measured with --metrics hessian (the spectrum over training)",
+            hint="pass one checkpoint (e.g. final.safetensors) for the other measures",
+        )
+    epochs = saved_epochs(run_dir)
+    if not epochs:
+        raise UserError(
+            f"{run_dir} holds no checkpoint of a finished epoch (epoch-NNNN.safetensors or final.safetensors)",
+            hint="train with --save-every N to keep checkpoints along the way",
+        )
+    device = select_device(args.device)
+    out = Path(args.out) if args.out else run_dir / "hessian-analysis"
+    prepare_dir(out, "--out")
+    first = load_checkpoint(epochs[-1][1], device=device)
+    dataset = args.dataset or first.meta.get("dataset") or "synthetic"
+    settings = settings_from_args(args, first.meta)
+    data = load_data(dataset, args, ("hessian",), first.arch)
+
+    def models():
+        for epoch, checkpoint_path in epochs:
+            yield epoch, checkpoint_path.name, load_checkpoint(checkpoint_path, device=device).model
+
+    trajectory = hessian_over_training(models(), data, settings, device=device, progress=not args.no_progress)
+    report = AnalysisReport(
+        checkpoint=str(run_dir), arch=first.arch.name, arch_digest=first.arch.digest(), dataset=dataset,
+        measures=("hessian",), settings=settings, hessian_trajectory=trajectory,
+    )  # fmt: skip
+    return _write(report, out)
+
+
+def _write(report, out: Path) -> int:
+    from archdsl.analysis.plots import report_figures
+    from archdsl.analysis.report import render_markdown, render_text
+    from archdsl.files import write_text
+
     figures = {name: _save(figure, out / f"{name}.png") for name, figure in report_figures(report).items()}
     report = report.model_copy(update={"figures": figures})
     write_text(out / "metrics.json", report.to_json())

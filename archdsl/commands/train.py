@@ -80,6 +80,13 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--out", metavar="DIR", help=f"run directory (default: {RUNS_DIR}/train/<spec>-<id>)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument(
+        "--save-every",
+        type=positive_int,
+        metavar="N",
+        help="also keep the weights after every N-th epoch (epoch-NNNN.safetensors), e.g. for "
+        "`archdsl analyze RUN_DIR --metrics hessian` over training",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -117,11 +124,11 @@ def _saved_config(run_dir: Path) -> dict:
 
 def _refuse_foreign_files(run_dir: Path) -> None:
     """A new run writes config.json, metrics.csv, ... into --out: never over someone else's files."""
-    from archdsl.run.train import RUN_FILES  # what a run directory holds; anything else is the user's
+    from archdsl.run.train import is_run_file  # what a run directory holds; anything else is the user's
 
     if not run_dir.is_dir():
         return
-    foreign = sorted(p.name for p in run_dir.iterdir() if p.name not in RUN_FILES)
+    foreign = sorted(p.name for p in run_dir.iterdir() if not is_run_file(p.name))
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise UserError(
@@ -182,8 +189,9 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         result = train(
-            arch, train_set, test_set, config, run_dir=run_dir, resume=args.resume, progress=not args.no_progress
-        )
+            arch, train_set, test_set, config, run_dir=run_dir, resume=args.resume, progress=not args.no_progress,
+            save_every=args.save_every,
+        )  # fmt: skip
     except KeyboardInterrupt:
         if not (run_dir / LAST_CHECKPOINT).exists():
             print("archdsl: interrupted before the first epoch finished; nothing was saved", file=sys.stderr)

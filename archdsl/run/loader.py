@@ -14,6 +14,8 @@ loader's generator. So for a fixed seed, the batches are the same on every run.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,20 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+@contextmanager
+def globally_seeded(seed: int) -> Iterator[None]:
+    """`seed_everything(seed)` for the body, and the global generators put back as they were after it
+    (library calls that augment, like the analyses, must not move the caller's random streams)."""
+    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    try:
+        seed_everything(seed)
+        yield
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+        torch.set_rng_state(saved[2])
 
 
 def derive_seed(*parts: int) -> int:

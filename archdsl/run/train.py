@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -50,6 +51,37 @@ METRICS_CSV = "metrics.csv"
 LAST_CHECKPOINT = "last.safetensors"
 FINAL_CHECKPOINT = "final.safetensors"
 RUN_FILES = (SPEC_FILE, CONFIG_FILE, METRICS_JSONL, METRICS_CSV, LAST_CHECKPOINT, FINAL_CHECKPOINT)
+# Weights after epoch N, kept with `save_every` (for measures over training, e.g. the Hessian spectrum).
+EPOCH_CHECKPOINT = re.compile(r"epoch-(\d+)\.safetensors")
+
+
+def epoch_checkpoint_name(epoch: int) -> str:
+    return f"epoch-{epoch:04d}.safetensors"
+
+
+def is_run_file(name: str) -> bool:
+    """Whether a file of this name belongs to a run directory (what `archdsl train` writes there)."""
+    return name in RUN_FILES or EPOCH_CHECKPOINT.fullmatch(name) is not None
+
+
+def saved_epochs(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """(epoch, path) of the checkpoints a run kept along the way, by epoch; the final weights count
+    as the last epoch's when no intermediate checkpoint of that epoch exists."""
+    run_dir = Path(run_dir)
+    found = {}
+    for path in run_dir.glob("epoch-*.safetensors"):
+        match = EPOCH_CHECKPOINT.fullmatch(path.name)
+        if match:
+            found[int(match.group(1))] = path
+    final = run_dir / FINAL_CHECKPOINT
+    if final.is_file():
+        from archdsl.run.checkpoint import read_checkpoint_file
+
+        _, metadata = read_checkpoint_file(final)
+        epoch = json.loads(metadata.get("archdsl.meta", "{}")).get("epoch")
+        if isinstance(epoch, int) and epoch not in found:
+            found[epoch] = final
+    return sorted(found.items())
 
 
 class TrainingDiverged(UserError):
@@ -147,12 +179,14 @@ def train(
     resume: bool = False,
     on_epoch: Callable[[EpochMetrics], None] | None = None,
     progress: bool = True,
+    save_every: int | None = None,
 ) -> TrainResult:
     """Train `arch` from scratch (or resume from `run_dir`) and evaluate it after every epoch.
 
     `on_epoch(metrics)` is called after each epoch (after its checkpoint is written); an
     exception it raises stops training and propagates (Optuna pruning). A NaN/inf loss
-    raises `TrainingDiverged`.
+    raises `TrainingDiverged`. With `save_every` N, the weights after every N-th epoch are
+    also kept in the run directory (`epoch-NNNN.safetensors`).
     """
     from archdsl.nn.build import build
 
@@ -247,6 +281,9 @@ def train(
                 save_checkpoint(
                     run_dir / LAST_CHECKPOINT, model, arch, _meta(train_set, config, metrics), train_state=state
                 )
+                if save_every and (epoch + 1) % save_every == 0:
+                    path = run_dir / epoch_checkpoint_name(epoch + 1)
+                    save_checkpoint(path, model, arch, _meta(train_set, config, metrics))
                 _write_run_files(run_dir, history)
             if on_epoch is not None:
                 on_epoch(metrics)
