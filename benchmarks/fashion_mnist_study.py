@@ -128,6 +128,19 @@ def write_summary(out: Path, reports, args) -> None:
             f"| {r.training_nll.nll:.3f} | {100 * r.robustness.mean:.2f} | {100 * r.hessian.nep:.1f} "
             f"| {r.hessian.ape:.3g} | {mean(msa)} / {mean(conv)} | {worst.name} {worst.kind} ({100 * worst.top1:.1f}) |"
         )
+    lines += [
+        "",
+        "Across a block, by kind (mean over the blocks of that kind): the change of Delta log amplitude "
+        "(negative: the block removed high frequencies), the log ratio of the feature-map variance "
+        "(negative: the block reduced it), and the drop in test top-1 when the block's branch is removed.",
+        "",
+        "| model | kind | blocks | change of dLogAmp | log variance ratio | lesion drop (points) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, r in reports.items():
+        for kind, rows in block_changes(r).items():
+            amp, var, drop = (sum(x[i] for x in rows) / len(rows) for i in range(3))
+            lines.append(f"| {label} | {kind} | {len(rows)} | {amp:+.3f} | {var:+.3f} | {drop:.2f} |")
     lines += ["", "Per block (Delta log amplitude, variance, lesion top-1 %):", ""]
     for label, r in reports.items():
         lesion = {b.name: b.top1 for b in r.lesion.blocks}
@@ -138,6 +151,24 @@ def write_summary(out: Path, reports, args) -> None:
             lines.append(f"| {amp.name} | {amp.kind} | {amp.value:.3f} | {var.value:.4g} | {les} |")
         lines.append("")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def block_changes(report) -> dict[str, list[tuple[float, float, float]]]:
+    """kind -> (change of Delta log amplitude, log variance ratio, lesion drop in points) per block."""
+    import math
+
+    amp = report.feature_maps.delta_log_amplitude.layers
+    var = report.feature_maps.variance.layers
+    lesion = {b.name: b.top1 for b in report.lesion.blocks}
+    changes: dict[str, list[tuple[float, float, float]]] = {}
+    first_stage = amp[1].stage
+    for i in range(1, len(amp)):
+        # A stage's first block halves the map: its frequencies and variance change for that reason too.
+        kind = amp[i].kind + (" (downsamples)" if amp[i].index == 0 and amp[i].stage != first_stage else "")
+        drop = 100 * (report.lesion.top1 - lesion[amp[i].name]) if amp[i].name in lesion else float("nan")
+        ratio = math.log(var[i].value / var[i - 1].value)
+        changes.setdefault(kind, []).append((amp[i].value - amp[i - 1].value, ratio, drop))
+    return changes
 
 
 def write_figures(out: Path, reports) -> None:
