@@ -65,6 +65,8 @@ def linear_cka(x: torch.Tensor, y: torch.Tensor, *, unbiased: bool = True) -> fl
 
 
 class CKALayer(BaseModel):
+    """A layer whose output CKA compares: its module path, stage, index and kind."""
+
     model_config = ConfigDict(frozen=True)
 
     name: str  # "stem" or "stages.<stage>.<index>"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -25,6 +26,8 @@ from archdsl.ir import block_path
 
 
 class LesionedBlock(BaseModel):
+    """Test top-1 and NLL with one block's residual branch removed, and where the block sits."""
+
     model_config = ConfigDict(frozen=True)
 
     name: str  # "stages.<stage>.<index>"
@@ -37,6 +40,8 @@ class LesionedBlock(BaseModel):
 
 
 class LesionResult(BaseModel):
+    """The intact model's test top-1 and NLL, and each residual block's lesion, in model order."""
+
     model_config = ConfigDict(frozen=True)
 
     top1: float  # the intact model's
@@ -47,11 +52,12 @@ class LesionResult(BaseModel):
 
 def residual_blocks(model: nn.Module) -> list[tuple[str, str, int, int, nn.Module]]:
     """(name, stage, index, depth, block) of every block with a residual branch, in model order."""
-    if not hasattr(model, "stages"):
+    stages: Any = getattr(model, "stages", None)
+    if stages is None:
         raise ValueError("the model has no `.stages`: lesions are made on archdsl models")
     found = []
     depth = 0
-    for stage, blocks in model.stages.items():
+    for stage, blocks in stages.items():
         for index, block in enumerate(blocks):
             depth += 1
             if isinstance(getattr(block, "drop_path", None), nn.Module):
@@ -62,7 +68,8 @@ def residual_blocks(model: nn.Module) -> list[tuple[str, str, int, int, nn.Modul
 @contextmanager
 def without_residual_branch(block: nn.Module) -> Iterator[None]:
     """Inside the block, the residual branch's output is zero (the shortcut alone goes on)."""
-    handle = block.drop_path.register_forward_hook(lambda module, args, output: torch.zeros_like(output))
+    branch_end: Any = block.drop_path
+    handle = branch_end.register_forward_hook(lambda module, args, output: torch.zeros_like(output))
     try:
         yield
     finally:

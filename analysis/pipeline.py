@@ -54,6 +54,8 @@ MeasureFn = Callable[[Any, AnalysisData, AnalysisSettings, Context], dict[str, A
 
 @dataclass(frozen=True)
 class Measure:
+    """One measure of the pipeline: its name, the data splits it reads and the function that measures."""
+
     name: str
     needs: tuple[Split, ...]
     run: MeasureFn
@@ -81,7 +83,7 @@ def _accuracy(model, data: AnalysisData, settings: AnalysisSettings, context: Co
 def _robustness(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
     from archdsl.analysis.robustness import evaluate_robustness, mce
 
-    sets = list(data.corrupted)
+    sets = list(data.corrupted or ())
     if settings.subset < 1:
         sets = [dataclasses.replace(s, images=s.images.subset(settings.subset, seed=settings.seed)) for s in sets]
     result = evaluate_robustness(
@@ -198,6 +200,7 @@ def needed_splits(measures: Iterable[str]) -> set[Split]:
 
 
 def check_measures(measures: Iterable[str]) -> tuple[str, ...]:
+    """The measures without repeats, in the order given; ValueError naming any unknown one."""
     chosen = tuple(dict.fromkeys(measures))
     unknown = [name for name in chosen if name not in MEASURES]
     if unknown:

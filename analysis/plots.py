@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -305,8 +306,9 @@ def lesion_figure(result, *, title: str | None = None) -> Figure:
     axes.set_ylabel("test top-1 (%)")
     axes.grid(axis="y", alpha=0.3)
     kinds = list(dict.fromkeys(b.kind for b in result.blocks))
-    handles = [Patch(color=_kind_color(k)) for k in kinds]
     from matplotlib.lines import Line2D
+
+    handles: list[Any] = [Patch(color=_kind_color(k)) for k in kinds]
 
     handles.append(Line2D([], [], color="black", linestyle="--"))
     figure.legend(handles, [*kinds, f"intact {100 * result.top1:.1f} %"], fontsize=8, loc="outside right upper")

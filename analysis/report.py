@@ -115,8 +115,8 @@ def headline(report: AnalysisReport) -> list[Headline]:
                 f"epoch {first.epoch} -> {last.epoch}, {count(len(points), 'checkpoint')}",
             )
         )
-        ape = ["n/a" if p.spectrum.ape is None else f"{p.spectrum.ape:.4g}" for p in (first, last)]
-        rows.append(Headline("APE over training", f"{ape[0]} -> {ape[1]}", "the same spectra"))
+        apes = ["n/a" if p.spectrum.ape is None else f"{p.spectrum.ape:.4g}" for p in (first, last)]
+        rows.append(Headline("APE over training", f"{apes[0]} -> {apes[1]}", "the same spectra"))
     if report.training_nll:
         t = report.training_nll
         rows.append(Headline("NLL_train", f"{t.nll:.4f}", f"{count(t.images, 'augmented training image')}"))
@@ -132,13 +132,12 @@ def headline(report: AnalysisReport) -> list[Headline]:
             )
         )
     if report.cka:
-        c = report.cka
-        n = len(c.layers)
-        off = [c.matrix[i][j] for i in range(n) for j in range(n) if i != j]
+        cka = report.cka
+        n = len(cka.layers)
+        off = [cka.matrix[i][j] for i in range(n) for j in range(n) if i != j]
         low = f"{min(off):.2f} .. 1" if off else "1"
-        rows.append(
-            Headline("CKA", low, f"{n} layers, {c.images} test images in batches of {c.batch_size}, unbiased HSIC")
-        )
+        where = f"{n} layers, {cka.images} test images in batches of {cka.batch_size}, unbiased HSIC"
+        rows.append(Headline("CKA", low, where))
     if report.lesion:
         lesion = report.lesion
         if lesion.blocks:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
-from archdsl.run.recipe import TrainConfig
+from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
 
 
 class HessianSettings(BaseModel):
@@ -66,7 +66,9 @@ class AnalysisSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     recipe: TrainConfig = TrainConfig()
-    weight_decay: float | None = Field(default=None, ge=0)  # None: the recipe's (filled in on construction)
+    # L2 term of the loss. Left out (or None), the given recipe's: filled in on construction, so it is
+    # always a number; the default below is the default recipe's.
+    weight_decay: float = Field(default=RECIPE_DEFAULTS[DEFAULT_RECIPE]["weight_decay"], ge=0)
     seed: int = 0  # training batches, start vectors, subsets
     batch_size: PositiveInt = 256  # evaluation batches (does not change any number)
     subset: float = Field(default=1.0, gt=0, le=1)  # class-stratified fraction of the test and corrupted sets

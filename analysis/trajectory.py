@@ -8,6 +8,8 @@ from archdsl.analysis.hessian import Spectrum
 
 
 class TrajectoryPoint(BaseModel):
+    """The spectrum of one checkpoint of a run, and the epoch it was kept after."""
+
     model_config = ConfigDict(frozen=True)
 
     epoch: int

@@ -27,8 +27,8 @@ class ImageSet:
     images: np.ndarray  # uint8, (N, H, W, C)
     labels: np.ndarray  # int64, (N,)
     num_classes: int
-    mean: tuple[float, float, float]  # per-channel normalisation, images scaled to [0, 1]
-    std: tuple[float, float, float]
+    mean: tuple[float, ...]  # per-channel normalisation (one value per channel), images scaled to [0, 1]
+    std: tuple[float, ...]
     class_names: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:

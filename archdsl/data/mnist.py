@@ -38,6 +38,8 @@ DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
 @dataclass(frozen=True)
 class MnistSpec:
+    """One of the 28x28 grey datasets: its names, sizes, normalisation, classes and where its files may be."""
+
     name: str
     title: str
     folder: str  # torchvision's folder name under the data root

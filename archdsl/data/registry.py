@@ -138,19 +138,19 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
         )
     data_root = resolve_data_root(root)
     if base in mnist.SPECS or base in _GREY_CORRUPTED:
-        spec = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
-        sizes = {"train": parsed.int_param("train", spec.train_size), "test": parsed.int_param("test", spec.test_size)}
+        grey = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
+        sizes = {"train": parsed.int_param("train", grey.train_size), "test": parsed.int_param("test", grey.test_size)}
         if base in _GREY_CORRUPTED:
             sizes = {"test": sizes["test"]}
-        found = mnist.locate(spec, data_root, "test")
+        found = mnist.locate(grey, data_root, "test")
         return DatasetInfo(
             _canonical(parsed),
             _DESCRIPTIONS[base],
             10,
             (1, 28, 28),
             sizes,
-            str(found[0].parent) if found else "; ".join(mnist.sources(spec, data_root)),
-            found is not None and mnist.locate(spec, data_root, "train") is not None,
+            str(found[0].parent) if found else "; ".join(mnist.sources(grey, data_root)),
+            found is not None and mnist.locate(grey, data_root, "train") is not None,
             dict(parsed.params),
             CORRUPTIONS if base in _GREY_CORRUPTED else (),
         )
@@ -283,7 +283,7 @@ def _synthetic_corrupted(config: synthetic.SyntheticConfig, corruption: str, sev
     return corrupted_copy(clean, corruption, severity, corruption_seed(config.seed, corruption, severity), label)
 
 
-def corrupted_copy(clean: ImageSet, corruption: str, severity: int, seed: int, label: str) -> ImageSet:
+def corrupted_copy(clean: ImageSet, corruption: str, severity: int, seed: list[int], label: str) -> ImageSet:
     """`clean` under one corruption (RGB or grey images), read-only, named `<label>/<corruption>/<severity>`."""
     stream = int(np.random.SeedSequence(seed).generate_state(1)[0])
     images = corrupt_any_channels(clean.images, corruption, severity, stream)

@@ -56,6 +56,7 @@ EPOCH_CHECKPOINT = re.compile(r"epoch-(\d+)\.safetensors")
 
 
 def epoch_checkpoint_name(epoch: int) -> str:
+    """The file name of the weights kept after `epoch` (`epoch-0005.safetensors`)."""
     return f"epoch-{epoch:04d}.safetensors"
 
 
