@@ -46,6 +46,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--severities", type=int, nargs="+", default=[3])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="a smoke test: tiny subsets, one epoch")
+    parser.add_argument(
+        "--only",
+        choices=("ResNet", "AlterNet", "Swin-like"),
+        help="train and measure this model only (to run the "
+        "three in parallel processes; a last run without --only writes the summary from their metrics.json)",
+    )
     return parser.parse_args()
 
 
@@ -85,6 +91,8 @@ def main() -> None:
     reports: dict[str, AnalysisReport] = {}
     timings: dict[str, dict[str, float]] = {}
     for label, arch in designs().items():
+        if args.only and label != args.only:
+            continue
         folder = out / label.lower()
         if (folder / "metrics.json").is_file():  # a rerun keeps finished models
             reports[label] = AnalysisReport.model_validate_json((folder / "metrics.json").read_text())
@@ -101,6 +109,8 @@ def main() -> None:
         summary = summarize(arch)
         timings[label] = {"train_s": t1 - t0, "analyze_s": t2 - t1, "params": summary.params, "flops": summary.flops}
         (folder / "timing.json").write_text(json.dumps(timings[label], indent=2))
+    if args.only:
+        return
     write_summary(out, reports, args)
     write_figures(out, reports)
     print(f"wrote {out / 'summary.md'} and figures in {out}", flush=True)
