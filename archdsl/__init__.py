@@ -6,6 +6,7 @@ front end) never pays for torch.
     >>> import archdsl
     >>> arch = archdsl.load_spec("alter50")          # a built-in spec, or a path
     >>> model = archdsl.create_model(arch)            # an nn.Module named after the spec
+    >>> ckpt = archdsl.load_checkpoint("final.safetensors")  # .model (eval mode), .arch, .meta
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ _EXPORTS = {
     # compiler (imports torch)
     "create_model": "archdsl.nn.build",
     "summarize": "archdsl.nn.summary",
+    # checkpoints (safetensors + IR; `archdsl train` and `archdsl import` write them)
+    "load_checkpoint": "archdsl.run.checkpoint",
+    "save_checkpoint": "archdsl.run.checkpoint",
 }
 
 __all__ = ["__version__", *_EXPORTS]

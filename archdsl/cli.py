@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import keyword
 import os
 import sys
 
@@ -30,10 +31,16 @@ COMMAND_MODULES = (
     "data",
     "train",
     "eval",
+    "import",
     "analyze",
     "search",
     "report",
 )
+
+
+def command_module(name: str) -> str:
+    """The module of command `name`; one named after a Python keyword lives in `<name>_.py` (import_.py)."""
+    return f"archdsl.commands.{name}_" if keyword.iskeyword(name) else f"archdsl.commands.{name}"
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -60,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"archdsl {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        module = importlib.import_module(f"archdsl.commands.{name}")
+        module = importlib.import_module(command_module(name))
         module.register(subparsers)
         # A command module may list a few command lines (`EXAMPLES`) for the end of its --help.
         command = subparsers.choices[name]

@@ -139,7 +139,7 @@ def test_every_command_help_ends_with_examples_that_parse(command, capsys):
     import importlib
     import shlex
 
-    from archdsl.cli import build_parser
+    from archdsl.cli import build_parser, command_module
 
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
@@ -147,7 +147,7 @@ def test_every_command_help_ends_with_examples_that_parse(command, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"usage: archdsl {command}") and f"\nexamples:\n  archdsl {command}" in out
     parser = build_parser()
-    for line in importlib.import_module(f"archdsl.commands.{command}").EXAMPLES:
+    for line in importlib.import_module(command_module(command)).EXAMPLES:
         args = parser.parse_args(shlex.split(line, comments=True)[1:])  # a renamed flag exits 2 here
         assert args.command == command
 

@@ -144,6 +144,11 @@ def save_checkpoint(
     return path
 
 
+def is_archdsl_checkpoint(metadata: dict[str, str]) -> bool:
+    """Whether a safetensors file's metadata is an archdsl checkpoint's (it carries the design)."""
+    return _KEY_IR in metadata
+
+
 def read_checkpoint_file(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The raw tensors and metadata of an archdsl checkpoint; `UserError` for anything else."""
     from safetensors import safe_open
@@ -173,7 +178,7 @@ def read_checkpoint_file(path: str | os.PathLike[str]) -> tuple[dict[str, torch.
             f"{path}: not a readable safetensors checkpoint ({err})",
             hint="the file may be truncated or not a checkpoint; archdsl writes *.safetensors files",
         ) from None
-    if _KEY_IR not in metadata:
+    if not is_archdsl_checkpoint(metadata):
         raise UserError(f"{path}: a safetensors file, but not an archdsl checkpoint (no {_KEY_IR} metadata)")
     return tensors, metadata
 

@@ -1,0 +1,85 @@
+"""`archdsl import SRC --spec NAME --out DST.safetensors`: another project's weights -> an archdsl checkpoint.
+
+Reads SRC without unpickling arbitrary objects, converts its weights from their layout
+(detected, or `--format`) to the spec's model, loads them strictly and writes a checkpoint
+that carries the spec's IR, so `eval`, `analyze` and `archdsl.load_checkpoint` take it.
+(The module is `import_` because `import` is a Python keyword; the command is `import`.)
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from archdsl.commands._args import positive_int
+
+EXAMPLES = (
+    "archdsl import cifar100_preresnet_dnn_50.pth.tar --spec resnet50 --out r50.safetensors --dataset cifar100",
+    "archdsl import cifar100_alternet_50.pth.tar --spec alter50-code --out a50.safetensors --format reference",
+    "archdsl import weights.pth --spec my.arch --classes 10 --out mine.safetensors --force",
+)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "import",
+        help="turn another project's checkpoint (reference .pth.tar, timm) into an archdsl checkpoint",
+        description=(
+            "Read SRC (a torch.save file such as the reference implementation's .pth.tar, or a plain "
+            "safetensors file) with torch.load(weights_only=True): a file that would need arbitrary Python "
+            "objects unpickled is refused. Find its state dict (at the top level or under 'state_dict'/'model'; "
+            "DataParallel's 'module.' prefix dropped), convert it from its layout to SPEC's model, load it "
+            "strictly (missing, unexpected and mis-shaped weights are named) and write DST: the weights with "
+            "SPEC's IR, a checkpoint for eval, analyze and archdsl.load_checkpoint. See docs/import.md."
+        ),
+    )
+    parser.add_argument("source", metavar="SRC", help="the checkpoint to import (.pth, .pth.tar, .bin, .safetensors)")
+    parser.add_argument(
+        "--spec", required=True, metavar="SPEC", help="the design the weights belong to: a .arch file or a built-in"
+    )
+    parser.add_argument("--out", required=True, metavar="DST", help="the archdsl checkpoint to write (.safetensors)")
+    parser.add_argument(
+        "--format",
+        dest="source_format",
+        metavar="NAME",
+        help="the layout of SRC's weights (default: recognised from their names); see docs/import.md",
+    )
+    parser.add_argument("--classes", type=positive_int, metavar="N", help="override the spec's number of classes")
+    parser.add_argument(
+        "--dataset", metavar="NAME", help="record the dataset the weights were trained on (eval/analyze default)"
+    )
+    parser.add_argument("--force", action="store_true", help="overwrite DST if it exists")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from archdsl.commands.outputs import prepare_file
+    from archdsl.lang.checks import ensure_valid
+    from archdsl.lang.spec import load_spec
+    from archdsl.run.checkpoint import save_checkpoint
+    from archdsl.run.importer import import_weights, read_source
+
+    arch = load_spec(args.spec)
+    if args.classes is not None:
+        arch = ensure_valid(arch.model_copy(update={"classes": args.classes}))
+    if args.source_format is not None:
+        from archdsl.nn.convert import get_format
+
+        get_format(args.source_format)  # an unknown name fails before the file is read
+    out = prepare_file(args.out, "--out", overwrite=args.force)
+    source = read_source(args.source)
+    imported = import_weights(source, arch, source_format=args.source_format)
+    meta = {
+        "source": "archdsl import",
+        "imported_from": source.path.name,
+        "source_sha256": source.sha256,
+        "source_format": imported.source_format,
+        **({"source_name": source.info["name"]} if isinstance(source.info.get("name"), str) else {}),
+        **({"dataset": args.dataset} if args.dataset else {}),
+    }
+    save_checkpoint(out, imported.model, arch, meta)
+    n_params = sum(p.numel() for p in imported.model.parameters())
+    print(
+        f"imported {source.path.name} ({imported.source_format} layout, {len(source.state)} tensors) as "
+        f"{arch.name} ({n_params:,} params) to {out}"
+    )
+    return 0

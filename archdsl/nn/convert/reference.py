@@ -1,0 +1,177 @@
+"""The reference implementation's layout: its pre-activation ResNets and AlterNets.
+
+The reference is github.com/xxxnell/how-do-vits-work (branch `transformer`). Its training
+code saves `{"name": ..., "state_dict": ...}` as `.pth.tar`; the state dict's names come from
+its modules (see docs/import.md for the table):
+
+- stem: `layer0.0` (models/preresnet.py) or `layer0.layer0.0` (models/alternet.py, whose
+  `StemB` holds its own `layer0`);
+- stage k (1-based) is `layer<k>`, its blocks `layer<k>.<i>`;
+- a pre-activation conv block (models/preresnet_dnn_block.py) is `shortcut.0` (the projection,
+  listed first), `bn` + `conv1`, then `conv<n>.0` (BN) + `conv<n>.2` (conv) for n >= 2;
+- an MSA block (`AttentionBlockB`, models/alternet.py) is `shortcut.0`, `norm1`, `conv`, `norm2`,
+  `attn.attn.to_q`, `attn.attn.to_kv`, `attn.attn.to_out.0` (models/attentions.py) and
+  `attn.pos_embedding`, a (2w-1) x (2w-1) table indexed by (row offset, column offset) of key
+  minus query, where archdsl keeps the same table flattened row-major;
+- the head (`BNGAPBlock`, models/classifier_block.py) is `classifier.0.bn` + `classifier.0.dense`.
+
+The layers compute the same functions in the same order (pre-activation, the projection shortcut
+reading the activated input, tokens in row-major window order, heads split `(h d)`, k before v
+in `to_kv`, scale dim_head^-0.5), so the conversion is renaming plus the table's reshape.
+
+The reference's *post-activation* ResNets (models/resnet.py, keys `conv1.0`/`conv1.1`, a BN in
+the stem) compute another function, which no archdsl conv block expresses: they are recognised
+and refused with that reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from archdsl.errors import UserError
+from archdsl.ir import Arch, ConvBlock, MSABlock, block_shapes
+from archdsl.nn.convert import SourceFormat, StateDict
+from archdsl.nn.weights import Shape, compare_weights, expected_shapes
+
+PREACT_STEM = "layer0.0.weight"  # models/preresnet.py
+ALTERNET_STEM = "layer0.layer0.0.weight"  # models/alternet.py (StemB inside AlterNet.layer0)
+_HEAD = {"head.norm.": "classifier.0.bn.", "head.fc.": "classifier.0.dense."}
+_MSA_PARTS = {
+    "attn.q.": "attn.attn.to_q.",
+    "attn.kv.": "attn.attn.to_kv.",
+    "attn.proj.": "attn.attn.to_out.0.",
+    "attn.rel_pos_bias": "attn.pos_embedding",
+    "shortcut.": "shortcut.0.",
+}
+_TABLE = "attn.rel_pos_bias"
+
+
+def _conv_part(rest: str) -> str:
+    """A pre-activation conv block's archdsl name -> the reference's (models/preresnet_dnn_block.py)."""
+    if rest.startswith("shortcut."):
+        return "shortcut.0." + rest[len("shortcut.") :]
+    if rest.startswith("norm1."):
+        return "bn." + rest[len("norm1.") :]
+    if rest.startswith("conv1."):
+        return rest
+    found = re.fullmatch(r"(norm|conv)(\d+)\.(.+)", rest)
+    if found is None:
+        raise ValueError(f"no reference name for conv-block parameter {rest!r}")  # a bug: archdsl added a layer
+    kind, unit, tail = found.groups()
+    return f"conv{unit}.{0 if kind == 'norm' else 2}.{tail}"
+
+
+def _msa_part(rest: str) -> str:
+    for ours, theirs in _MSA_PARTS.items():
+        if rest.startswith(ours):
+            return theirs + rest[len(ours) :]
+    return rest  # norm1, conv, norm2 keep their names
+
+
+def _table_shape(window: tuple[int, int]) -> Shape:
+    return (2 * window[0] - 1, 2 * window[1] - 1)
+
+
+def _check_expressible(arch: Arch) -> None:
+    stem_kind = getattr(arch.stem, "kind", "conv3x3")
+    if stem_kind != "conv3x3":
+        raise UserError(f"{arch.name}: the reference's ResNets and AlterNets have a conv3x3 stem, not {stem_kind}")
+    for shape in block_shapes(arch):
+        if not isinstance(shape.block, (ConvBlock, MSABlock)):
+            raise UserError(
+                f"{arch.name}: block {shape.qualified_name} ({shape.block.kind}) has no counterpart in the "
+                "reference's ResNets and AlterNets",
+                hint="the reference layout covers conv and AlterNet msa blocks only",
+            )
+
+
+@dataclass(frozen=True)
+class Counterpart:
+    """Where a reference weight goes in archdsl: its key there, and both shapes (they differ for the table)."""
+
+    key: str
+    shape: Shape
+    reference_shape: Shape
+
+
+def reference_layout(arch: Arch) -> dict[str, Counterpart]:
+    """Every key of the reference's state dict for `arch`, with its archdsl counterpart.
+
+    The stem is named as in an AlterNet when the design has an MSA block, else as in a
+    pre-activation ResNet (`convert` accepts either name).
+    """
+    _check_expressible(arch)
+    ours = expected_shapes(arch)
+    blocks = {shape.qualified_name: shape for shape in block_shapes(arch)}
+    stage_numbers = {stage.name: number for number, stage in enumerate(arch.stages, start=1)}
+    has_msa = any(isinstance(shape.block, MSABlock) for shape in blocks.values())
+    layout: dict[str, Counterpart] = {}
+    for key, shape in ours.items():
+        reference_shape = shape
+        if key == "stem.weight":
+            theirs = ALTERNET_STEM if has_msa else PREACT_STEM
+        elif key.startswith("head."):
+            prefix = next(p for p in _HEAD if key.startswith(p))
+            theirs = _HEAD[prefix] + key[len(prefix) :]
+        else:
+            _, stage, index, rest = key.split(".", 3)
+            block = blocks[f"stages.{stage}.{index}"]
+            prefix = f"layer{stage_numbers[stage]}.{index}."
+            if isinstance(block.block, MSABlock):
+                theirs = prefix + _msa_part(rest)
+                if rest == _TABLE:
+                    window = (block.block.window,) * 2 if block.block.window is not None else block.out_size
+                    reference_shape = _table_shape(window)
+            else:
+                theirs = prefix + _conv_part(rest)
+        layout[theirs] = Counterpart(key, shape, reference_shape)
+    return layout
+
+
+def is_post_activation(keys: Collection[str]) -> bool:
+    """A post-activation ResNet of the reference (models/resnet.py): a BN in the stem, conv-BN units."""
+    return "layer0.1.weight" in keys or any(key.endswith(".conv1.0.weight") for key in keys)
+
+
+def recognises(keys: Collection[str]) -> bool:
+    return "classifier.0.dense.weight" in keys and any(key.startswith("layer1.") for key in keys)
+
+
+def convert(arch: Arch, state: Mapping[str, torch.Tensor]) -> StateDict:
+    if is_post_activation(state):
+        raise UserError(
+            "a post-activation ResNet of the reference implementation (models/resnet.py: BN after every conv, "
+            "ReLU after the residual sum, a BN in the stem): no archdsl conv block computes that function",
+            hint="the reference's pre-activation ResNets (models/preresnet.py) and AlterNets (models/alternet.py) "
+            "import; see docs/import.md",
+        )
+    layout = reference_layout(arch)
+    state = dict(state)
+    stem = next((key for key in (ALTERNET_STEM, PREACT_STEM) if key in layout), None)
+    other_stem = ALTERNET_STEM if stem == PREACT_STEM else PREACT_STEM
+    if stem is not None and stem not in state and other_stem in state:
+        state[stem] = state.pop(other_stem)
+    mismatch = compare_weights({key: part.reference_shape for key, part in layout.items()}, state)
+    if mismatch:
+        raise UserError(
+            f"the weights do not fit {arch.name} in the reference layout:\n{mismatch.describe()}",
+            hint="is --spec the design the file was trained as? (its blocks, widths, heads, windows and classes)",
+        )
+    return {part.key: state[theirs].reshape(part.shape) for theirs, part in layout.items()}
+
+
+FORMATS = (
+    SourceFormat(
+        name="reference",
+        description=(
+            "the reference implementation's pre-activation ResNets and AlterNets "
+            "(xxxnell/how-do-vits-work: layer0..layer4, classifier.0)"
+        ),
+        recognises=recognises,
+        convert=convert,
+    ),
+)

@@ -1,0 +1,176 @@
+"""Weights from other projects' files -> an archdsl model: the library side of `archdsl import`.
+
+`read_source(path)` reads a PyTorch file (`torch.save`, e.g. a `.pth.tar`) with
+`torch.load(weights_only=True)`, so loading it cannot run code (a file that needs arbitrary
+Python objects is refused), or a plain safetensors file; it finds the state dict inside
+(`{"state_dict": ...}` as the reference implementation and timm's training script save it)
+and drops DataParallel's `module.` prefix. `import_weights(source, arch)` converts it with a
+format of `archdsl.nn.convert` and loads it strictly into `build(arch)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import pickle
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from archdsl.errors import UserError
+from archdsl.ir import Arch
+
+# Where training scripts keep the weights inside a saved dict, most specific first.
+STATE_DICT_KEYS = ("state_dict", "model", "model_state_dict")
+_DATA_PARALLEL_PREFIX = "module."
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+@dataclass
+class Source:
+    """The weights of a source file and what else it said about itself."""
+
+    path: Path
+    state: dict[str, torch.Tensor]
+    container: str  # where the weights were: "state_dict", "model", "top level", "safetensors"
+    sha256: str
+    info: dict[str, Any] = field(default_factory=dict)  # plain-text entries of the saved dict (e.g. "name")
+
+
+@dataclass
+class Imported:
+    model: nn.Module
+    source_format: str
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _torch_load(path: Path) -> Any:
+    # argparse.Namespace is how timm's training script saves its arguments; allowing it lets
+    # such files load without allowing anything the Namespace may hold.
+    allowed = [argparse.Namespace]
+    try:
+        if hasattr(torch.serialization, "safe_globals"):
+            with torch.serialization.safe_globals(allowed):
+                return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        text = str(err)
+        if "Weights only load failed" not in text:
+            raise UserError(f"{path}: not a readable PyTorch file ({text.splitlines()[0]})") from None
+        culprit = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        raise UserError(
+            f"{path}: refused: loading it would unpickle arbitrary Python objects, which can run code"
+            + (f" (it needs {culprit.group(1)})" if culprit else ""),
+            hint="archdsl only reads tensors and plain containers; save the weights alone, e.g. "
+            "torch.save({'state_dict': model.state_dict()}, path), in a Python session you trust",
+        ) from None
+    except Exception as err:  # torch raises several types for truncated or foreign files
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UserError(f"{path}: not a readable PyTorch file ({first})") from None
+
+
+def _read_safetensors(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as handle:
+            metadata = handle.metadata() or {}
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118 (not a dict)
+    except Exception as err:
+        raise UserError(f"{path}: not a readable safetensors file ({err})") from None
+    return tensors, metadata
+
+
+def _looks_like_safetensors(head: bytes) -> bool:
+    # 8-byte little-endian header length, then the JSON header.
+    return len(head) > 8 and head[8:9] == b"{"
+
+
+def _is_state_dict(value: Any) -> bool:
+    return isinstance(value, Mapping) and bool(value) and all(isinstance(v, torch.Tensor) for v in value.values())
+
+
+def find_state_dict(obj: Any, path: Path) -> tuple[dict[str, torch.Tensor], str]:
+    """The weights inside a loaded object (a state dict, or a dict holding one under a known key)."""
+    if _is_state_dict(obj):
+        return dict(obj), "top level"
+    if isinstance(obj, Mapping):
+        for key in STATE_DICT_KEYS:
+            if _is_state_dict(obj.get(key)):
+                return dict(obj[key]), key
+        keys = ", ".join(repr(k) for k in list(obj)[:8]) or "none"
+        raise UserError(
+            f"{path}: found no state dict (a dict of tensors) in the file; its top-level keys: {keys}",
+            hint=f"archdsl looks for the weights at the top level or under {', '.join(STATE_DICT_KEYS)}",
+        )
+    raise UserError(f"{path}: holds a {type(obj).__name__}, not a state dict")
+
+
+def strip_data_parallel(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Drop the `module.` prefix that torch's DataParallel/DDP put on every key."""
+    if state and all(key.startswith(_DATA_PARALLEL_PREFIX) for key in state):
+        return {key[len(_DATA_PARALLEL_PREFIX) :]: value for key, value in state.items()}
+    return state
+
+
+def read_source(path: str | os.PathLike[str]) -> Source:
+    """Read the weights of a PyTorch or safetensors file; `UserError` for anything else."""
+    from archdsl.run.checkpoint import is_archdsl_checkpoint
+
+    path = Path(path)
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder, not a checkpoint file")
+    if not path.is_file():
+        raise UserError(f"{path}: not a regular file" if path.exists() else f"{path}: no such file")
+    with path.open("rb") as handle:
+        head = handle.read(16)
+    info: dict[str, Any] = {}
+    if not head.startswith(_ZIP_MAGIC) and _looks_like_safetensors(head):
+        state, metadata = _read_safetensors(path)
+        if is_archdsl_checkpoint(metadata):
+            raise UserError(
+                f"{path}: already an archdsl checkpoint: there is nothing to import",
+                hint="use it as it is: archdsl eval/analyze take it, and archdsl.load_checkpoint(path) loads it",
+            )
+        container = "safetensors"
+    else:
+        obj = _torch_load(path)
+        state, container = find_state_dict(obj, path)
+        if isinstance(obj, Mapping) and container != "top level":
+            info = {k: v for k, v in obj.items() if isinstance(k, str) and isinstance(v, (str, int, float, bool))}
+    return Source(path=path, state=strip_data_parallel(state), container=container, sha256=_sha256(path), info=info)
+
+
+def import_weights(source: Source, arch: Arch, *, source_format: str | None = None) -> Imported:
+    """Convert `source`'s weights to `arch`'s layout and load them strictly into a new model (eval mode).
+
+    The keys are compared before the model is built, so a mismatch costs no allocation and
+    the error names the first missing, unexpected and mis-shaped keys.
+    """
+    from archdsl.nn.build import build
+    from archdsl.nn.convert import convert_state_dict
+    from archdsl.nn.weights import compare_weights, expected_shapes
+
+    fmt, state = convert_state_dict(arch, source.state, source_format)
+    mismatch = compare_weights(expected_shapes(arch), state)
+    if mismatch:
+        raise UserError(
+            f"{source.path}: the {fmt.name} weights do not fit {arch.name}:\n{mismatch.describe()}",
+            hint="is --spec the design the file was trained as? (blocks, widths, heads, windows, classes)",
+        )
+    model = build(arch, seed=0)
+    model.load_state_dict(state, strict=True)
+    return Imported(model=model.eval(), source_format=fmt.name)

@@ -1,0 +1,191 @@
+"""`archdsl import`: reading foreign files safely, the errors a user sees, and the checkpoint it writes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import archdsl
+from archdsl.cli import main
+from archdsl.lang.spec import load_spec
+from archdsl.nn.build import build
+from archdsl.nn.convert.reference import reference_layout
+from archdsl.run.checkpoint import Checkpoint, save_checkpoint
+
+SPEC = "tiny"  # conv and MSA blocks, 32x32, 10 classes
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A model whose BN statistics are not the defaults, so that a lost buffer would show."""
+    model = build(load_spec(SPEC), seed=5).eval()
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.normal_(0, 0.2)
+            module.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+def reference_state(model) -> dict[str, torch.Tensor]:
+    ours = model.state_dict()
+    return {key: ours[part.key].reshape(part.reference_shape) for key, part in reference_layout(model.arch).items()}
+
+
+def logits(model) -> torch.Tensor:
+    with torch.no_grad():
+        return model(torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(0)))
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(["import", *argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_a_reference_pth_tar_with_dataparallel_prefixes_becomes_an_equal_checkpoint(trained, tmp_path, capsys):
+    state = {f"module.{k}": v for k, v in reference_state(trained).items()}
+    src = tmp_path / "cifar100_alternet_tiny.pth.tar"
+    optimizer = {"state": {0: {"momentum_buffer": torch.zeros(2)}}, "param_groups": [{"lr": 0.1, "params": [0]}]}
+    torch.save({"name": "alternet_tiny", "state_dict": state, "optimizer": optimizer}, src)
+    out = tmp_path / "tiny.safetensors"
+    status, printed, _ = run(capsys, str(src), "--spec", SPEC, "--out", str(out), "--dataset", "synthetic")
+    assert status == 0
+    assert f"as tiny ({sum(p.numel() for p in trained.parameters()):,} params)" in printed
+    checkpoint = archdsl.load_checkpoint(out)
+    assert isinstance(checkpoint, Checkpoint) and not checkpoint.model.training
+    assert checkpoint.arch == load_spec(SPEC)
+    assert checkpoint.meta["source_format"] == "reference"
+    assert checkpoint.meta["source_name"] == "alternet_tiny"
+    assert checkpoint.meta["dataset"] == "synthetic"
+    assert len(checkpoint.meta["source_sha256"]) == 64
+    assert torch.equal(logits(checkpoint.model), logits(trained))
+
+
+@pytest.mark.parametrize("container", ["top level", "model", "safetensors"])
+def test_plain_state_dicts_import_in_archdsls_own_layout(trained, tmp_path, capsys, container):
+    state = trained.state_dict()
+    src = tmp_path / ("w.safetensors" if container == "safetensors" else "w.pth")
+    if container == "safetensors":
+        save_file({k: v.contiguous() for k, v in state.items()}, src)
+    else:
+        torch.save(state if container == "top level" else {"model": state, "epoch": 3}, src)
+    out = tmp_path / "w-archdsl.safetensors"
+    assert run(capsys, str(src), "--spec", SPEC, "--out", str(out))[0] == 0
+    checkpoint = archdsl.load_checkpoint(out)
+    assert checkpoint.meta["source_format"] == "archdsl"
+    assert torch.equal(logits(checkpoint.model), logits(trained))
+
+
+def test_a_timm_style_checkpoint_with_its_argparse_namespace_loads(trained, tmp_path, capsys):
+    src = tmp_path / "model_best.pth.tar"
+    torch.save({"state_dict": trained.state_dict(), "args": argparse.Namespace(lr=0.1, model="tiny")}, src)
+    assert run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))[0] == 0
+
+
+class RunsCodeWhenUnpickled:
+    """Unpickling this calls Path.touch: the kind of side effect weights_only must prevent."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_file_that_needs_arbitrary_objects_is_refused_without_running_them(trained, tmp_path, capsys):
+    marker = tmp_path / "code-ran"
+    src = tmp_path / "evil.pth.tar"
+    torch.save({"state_dict": trained.state_dict(), "payload": RunsCodeWhenUnpickled(marker)}, src)
+    status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
+    assert status == 1
+    assert "refused" in err and "arbitrary Python objects" in err and "(it needs " in err
+    assert "Traceback" not in err and "allowlist" not in err
+    assert not marker.exists()
+    assert not (tmp_path / "o.safetensors").exists()
+
+
+def test_an_archdsl_checkpoint_is_already_one(trained, tmp_path, capsys):
+    src = save_checkpoint(tmp_path / "mine.safetensors", trained, trained.arch)
+    status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
+    assert status == 1 and "already an archdsl checkpoint" in err
+
+
+def test_missing_and_mis_shaped_weights_are_named_with_counts(trained, tmp_path, capsys):
+    state = dict(trained.state_dict())
+    removed = sorted(k for k in state if k.startswith("stages.c3.1."))
+    for key in removed:
+        del state[key]
+    state["head.fc.weight"] = torch.zeros(100, 256)  # trained for 100 classes
+    src = tmp_path / "w.pth"
+    torch.save(state, src)
+    status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
+    assert status == 1
+    assert f"{len(removed)} missing: {removed[0]}" in err
+    assert "1 of the wrong shape: head.fc.weight 100x256 (expected 10x256)" in err
+    assert "Traceback" not in err
+
+
+def test_classes_can_be_overridden_to_fit_the_file(trained, tmp_path, capsys):
+    arch = load_spec(SPEC).model_copy(update={"classes": 7})
+    src = tmp_path / "w7.pth"
+    torch.save(build(arch, seed=1).state_dict(), src)
+    out = tmp_path / "o.safetensors"
+    assert run(capsys, str(src), "--spec", SPEC, "--classes", "7", "--out", str(out))[0] == 0
+    assert archdsl.load_checkpoint(out).arch.classes == 7
+
+
+def test_an_unknown_layout_shows_its_first_keys(tmp_path, capsys):
+    src = tmp_path / "w.pth"
+    torch.save({"encoder.weight": torch.zeros(2), "decoder.weight": torch.zeros(2)}, src)
+    status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
+    assert status == 1 and "no known layout (first keys: decoder.weight, encoder.weight)" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "not a readable PyTorch file"),
+        (b"this is not a checkpoint", "not a readable PyTorch file"),
+    ],
+)
+def test_foreign_files_are_a_clear_error(tmp_path, capsys, content, message):
+    src = tmp_path / "w.pth"
+    src.write_bytes(content)
+    status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
+    assert status == 1 and message in err and "Traceback" not in err
+
+
+def test_a_dict_without_weights_names_its_keys(tmp_path, capsys):
+    src = tmp_path / "w.pth"
+    torch.save({"epoch": 3, "best_acc": 0.5}, src)
+    status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
+    assert status == 1 and "found no state dict" in err and "'epoch', 'best_acc'" in err
+
+
+def test_the_output_is_checked_before_the_source_is_read(tmp_path, capsys):
+    out = tmp_path / "exists.safetensors"
+    out.write_bytes(b"precious")
+    status, _, err = run(capsys, str(tmp_path / "missing.pth"), "--spec", SPEC, "--out", str(out))
+    assert status == 1 and "already exists" in err and "--force" in err
+    assert out.read_bytes() == b"precious"
+
+
+def test_an_unknown_format_lists_the_known_ones(tmp_path, capsys):
+    status, _, err = run(capsys, "x.pth", "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"), "--format", "caffe")
+    assert status == 1 and "unknown checkpoint format 'caffe'" in err and "reference" in err
+
+
+def test_a_missing_source_is_named(tmp_path, capsys):
+    status, _, err = run(capsys, str(tmp_path / "nope.pth"), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
+    assert status == 1 and "nope.pth: no such file" in err
+
+
+def test_load_checkpoint_is_public_api() -> None:
+    from archdsl.run import checkpoint
+
+    assert archdsl.load_checkpoint is checkpoint.load_checkpoint
+    assert "load_checkpoint" in archdsl.__all__
