@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from archdsl.errors import UserError
+from archdsl.ir import SmoothBlock
 from archdsl.lang.spec import load_spec
 from archdsl.nn.build import build
 from archdsl.nn.convert import detect_format
@@ -203,7 +204,14 @@ def test_a_window_that_differs_is_named_with_both_shapes() -> None:
         convert(load_spec("alter50-code"), state)
 
 
-def test_a_spec_with_blocks_the_reference_lacks_is_refused_by_name() -> None:
-    arch = load_spec("tiny")
-    with pytest.raises(UserError, match="conv3x3 stem"):
-        reference_layout(arch.model_copy(update={"stem": arch.stem.model_copy(update={"kind": "patch"})}))
+def test_a_spec_the_reference_cannot_express_is_refused_by_name() -> None:
+    with pytest.raises(UserError, match="conv3x3 stem, not patch"):
+        reference_layout(load_spec("vit-ti"))
+    smoothed = load_spec("tiny").model_copy(deep=True)
+    stage = smoothed.stages[0]
+    blocks = (*stage.blocks, SmoothBlock())
+    smoothed = smoothed.model_copy(
+        update={"stages": (stage.model_copy(update={"blocks": blocks}), *smoothed.stages[1:])}
+    )
+    with pytest.raises(UserError, match=r"stages\.c1\.1 \(smooth\) has no counterpart"):
+        reference_layout(smoothed)

@@ -189,3 +189,24 @@ def test_load_checkpoint_is_public_api() -> None:
 
     assert archdsl.load_checkpoint is checkpoint.load_checkpoint
     assert "load_checkpoint" in archdsl.__all__
+
+
+@pytest.mark.slow  # builds ViT-Ti twice (5.4 M parameters) and runs it
+def test_a_released_style_timm_file_imports_as_vit_ti(tmp_path, capsys):
+    # The authors' ViT-Ti file: a timm VisionTransformer's state dict saved as {"state_dict": ...}.
+    from timm.models.vision_transformer import VisionTransformer
+
+    torch.manual_seed(0)
+    vit = VisionTransformer(
+        num_classes=100, img_size=32, patch_size=2, embed_dim=192, depth=12, num_heads=3, qkv_bias=False
+    ).eval()
+    src = tmp_path / "vit_ti_cifar100.pth.tar"
+    torch.save({"name": "vit_ti", "state_dict": vit.state_dict()}, src)
+    out = tmp_path / "vit-ti.safetensors"
+    status, printed, err = run(capsys, str(src), "--spec", "vit-ti", "--out", str(out), "--dataset", "cifar100")
+    assert status == 0, err
+    assert "(timm layout" in printed
+    checkpoint = archdsl.load_checkpoint(out)
+    images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert (checkpoint.model(images) - vit(images)).abs().max().item() < 1e-5

@@ -13,6 +13,7 @@ import argparse
 from archdsl.commands._args import positive_int
 
 EXAMPLES = (
+    "archdsl import vit_ti_cifar100_9857b21357.pth.tar --spec vit-ti --out vit-ti.safetensors --dataset cifar100",
     "archdsl import cifar100_preresnet_dnn_50.pth.tar --spec resnet50 --out r50.safetensors --dataset cifar100",
     "archdsl import cifar100_alternet_50.pth.tar --spec alter50-code --out a50.safetensors --format reference",
     "archdsl import weights.pth --spec my.arch --classes 10 --out mine.safetensors --force",
@@ -22,14 +23,15 @@ EXAMPLES = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "import",
-        help="turn another project's checkpoint (reference .pth.tar, timm) into an archdsl checkpoint",
+        help="turn another project's checkpoint (timm, the reference's .pth.tar) into an archdsl checkpoint",
         description=(
-            "Read SRC (a torch.save file such as the reference implementation's .pth.tar, or a plain "
-            "safetensors file) with torch.load(weights_only=True): a file that would need arbitrary Python "
-            "objects unpickled is refused. Find its state dict (at the top level or under 'state_dict'/'model'; "
-            "DataParallel's 'module.' prefix dropped), convert it from its layout to SPEC's model, load it "
-            "strictly (missing, unexpected and mis-shaped weights are named) and write DST: the weights with "
-            "SPEC's IR, a checkpoint for eval, analyze and archdsl.load_checkpoint. See docs/import.md."
+            "Read SRC (a torch.save file such as the authors' released .pth.tar files, a timm or reference "
+            "implementation checkpoint, or a plain safetensors file) with torch.load(weights_only=True): a "
+            "file that would need arbitrary Python objects unpickled is refused. Find its state dict (at the "
+            "top level or under 'state_dict'/'model'; DataParallel's 'module.' prefix dropped), convert it from "
+            "its layout to SPEC's model, load it strictly (missing, unexpected and mis-shaped weights are "
+            "named) and write DST: the weights with SPEC's IR, a checkpoint for eval, analyze and "
+            "archdsl.load_checkpoint. See docs/import.md."
         ),
     )
     parser.add_argument("source", metavar="SRC", help="the checkpoint to import (.pth, .pth.tar, .bin, .safetensors)")
