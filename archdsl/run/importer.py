@@ -60,10 +60,9 @@ def _sha256(path: Path) -> str:
 def _torch_load(path: Path) -> Any:
     # argparse.Namespace is how timm's training script saves its arguments; allowing it lets
     # such files load without allowing anything the Namespace may hold.
-    allowed = [argparse.Namespace]
     try:
         if hasattr(torch.serialization, "safe_globals"):
-            with torch.serialization.safe_globals(allowed):
+            with torch.serialization.safe_globals([argparse.Namespace]):
                 return torch.load(path, map_location="cpu", weights_only=True)
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
