@@ -61,32 +61,33 @@ class WindowAttention(nn.Module):
         # Derived from `window`, so not part of the state dict.
         self.register_buffer("rel_pos_index", relative_position_index(window), persistent=False)
 
-    def _to_windows(self, t: torch.Tensor) -> torch.Tensor:
-        """(B, heads*d, H, W) -> (B * windows, heads, tokens per window, d)."""
-        b, _, height, width = t.shape
-        wh, ww = self.window
-        t = t.reshape(b, self.heads, self.dim_head, height // wh, wh, width // ww, ww)
-        t = t.permute(0, 3, 5, 1, 4, 6, 2)  # B, nH, nW, heads, wh, ww, d
-        return t.reshape(-1, self.heads, wh * ww, self.dim_head)
-
-    def _from_windows(self, t: torch.Tensor, b: int, height: int, width: int) -> torch.Tensor:
-        wh, ww = self.window
-        t = t.reshape(b, height // wh, width // ww, self.heads, wh, ww, self.dim_head)
-        t = t.permute(0, 3, 6, 1, 4, 2, 5)  # B, heads, d, nH, wh, nW, ww
-        return t.reshape(b, self.heads * self.dim_head, height, width)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, _, height, width = x.shape
-        if height % self.window[0] or width % self.window[1]:
+        b, c, height, width = x.shape
+        wh, ww = self.window
+        if height % wh or width % ww:
             # Only reachable by feeding a built model another input size than its spec's.
-            raise ValueError(f"a {height}x{width} map cannot be split into {self.window[0]}x{self.window[1]} windows")
-        q = self._to_windows(self.q(x))
-        k, v = (self._to_windows(t) for t in self.kv(x).chunk(2, dim=1))
-        n = self.window[0] * self.window[1]
+            raise ValueError(f"a {height}x{width} map cannot be split into {wh}x{ww} windows")
+        nh, nw, n = height // wh, width // ww, wh * ww
+        # Cut the map into windows once, on its `c` input channels (fewer than q, k, v's 3 x heads x
+        # dim_head), as a batch of (wh, ww) images in channels_last memory: (B*nh*nw, wh, ww, c).
+        # For a global window (nh = nw = 1) on a channels_last map this is a view, not a copy.
+        windows = x.permute(0, 2, 3, 1).reshape(b, nh, wh, nw, ww, c).transpose(2, 3)
+        windows = windows.reshape(b * nh * nw, wh, ww, c).permute(0, 3, 1, 2)
+        # q and kv in one 1x1 conv (their weights concatenated: one pass over the input; the
+        # parameters, and so the state dict, stay `q` and `kv`). Its channels_last output is
+        # (windows, wh, ww, 3, heads, dim_head) in memory, so q, k and v are views, not copies.
+        qkv = F.conv2d(windows, torch.cat([self.q.weight, self.kv.weight]))
+        qkv = qkv.permute(0, 2, 3, 1).reshape(-1, n, 3, self.heads, self.dim_head)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (windows, heads, tokens, dim_head)
         bias = self.rel_pos_bias[self.rel_pos_index.reshape(-1)].reshape(n, n).to(q.dtype)
         # The default scale of SDPA is dim_head^-0.5, as in the reference.
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-        return self.proj(self._from_windows(out, b, height, width))
+        out = out.transpose(1, 2).reshape(-1, wh, ww, self.heads * self.dim_head).permute(0, 3, 1, 2)
+        out = self.proj(out)  # (windows, out, wh, ww), channels_last
+        # Windows back into the map: the second and last copy; channels_last like the windows.
+        out = out.permute(0, 2, 3, 1).reshape(b, nh, nw, wh, ww, -1).transpose(2, 3)
+        out = out.reshape(b, height, width, -1).permute(0, 3, 1, 2)
+        return out if x.is_contiguous(memory_format=torch.channels_last) else out.contiguous()
 
 
 class AlterMSABlock(nn.Module):
@@ -126,6 +127,10 @@ class AlterMSABlock(nn.Module):
         skip = self.shortcut(out) if self.shortcut is not None else x
         out = self.attn(self.norm2(self.conv(out)))
         return self.drop_path(out) + skip
+
+    def conv_norm_pairs(self) -> list[tuple[str, str]]:
+        """(conv, norm2): the BN before the attention reads only that conv (foldable in eval mode)."""
+        return [("conv", "norm2")]
 
     def init_weights(self) -> None:
         """Transformer-style init for the attention projections and the bias table."""

@@ -58,6 +58,10 @@ class PreActBlock(nn.Module):
             out = getattr(self, f"conv{i}")(self.act(getattr(self, f"norm{i}")(out)))
         return self.drop_path(out) + skip
 
+    def conv_norm_pairs(self) -> list[tuple[str, str]]:
+        """(conv_i, norm_i+1): each BN after the first reads only the conv before it (foldable in eval mode)."""
+        return [(f"conv{i}", f"norm{i + 1}") for i in range(1, self.n_units)]
+
 
 class PreActBottleneck(PreActBlock):
     """BN-ReLU-1x1(width), BN-ReLU-3x3(width, stride), BN-ReLU-1x1(expansion*width)."""
