@@ -36,6 +36,8 @@ _EXPORTS = {
     # checkpoints (safetensors + IR; `archdsl train` and `archdsl import` write them)
     "load_checkpoint": "archdsl.run.checkpoint",
     "save_checkpoint": "archdsl.run.checkpoint",
+    # running models
+    "optimize_model": "archdsl.run.optimize",
 }
 
 __all__ = ["__version__", *_EXPORTS]
