@@ -203,7 +203,8 @@ def render_markdown(report: AnalysisReport) -> str:
             "",
             f"The {h.k} largest-magnitude eigenvalues of the Hessian of NLL + {h.weight_decay:g}/2 ||w||^2 on each "
             f"of {count(h.batches, 'augmented training batch')} of {h.batch_size} (model in eval mode, {h.method}, "
-            f"tolerance {h.tol:g}, at most {h.max_iter} iterations, {h.hvps} Hessian-vector products). "
+            f"tolerance {h.tol:g}, at most {h.max_iter} iterations, {h.hvps} Hessian-vector products, "
+            f"{h.hvps_per_eigenvalue:.1f} per eigenvalue). "
             "NEP is the share of negative eigenvalues, APE the mean of the positive ones; lower is flatter.",
             "",
             *_figure(report, "hessian", "Hessian eigenvalue spectrum"),

@@ -24,7 +24,7 @@ class HessianSettings(BaseModel):
     k: PositiveInt = 5
     tol: float = Field(default=1e-3, gt=0)
     max_iter: PositiveInt = 100
-    method: Literal["power", "lanczos"] = "power"
+    method: Literal["auto", "lanczos", "power"] = "auto"  # auto: hessian.choose_method (Lanczos where it fits)
     hvp: Literal["autograd", "func"] = "autograd"
 
 

@@ -129,8 +129,9 @@ def register(subparsers) -> None:
         help="iterations per eigenvalue (default: %(default)s)",
     )  # fmt: skip
     hessian.add_argument(
-        "--method", choices=("power", "lanczos"), default=_default(h, "method"),
-        help="eigensolver (default: %(default)s)",
+        "--method", choices=("auto", "lanczos", "power"), default=_default(h, "method"),
+        help="eigensolver: lanczos (the top-k within --tol, in fewer products than power iteration), power, or auto "
+        "(default: lanczos unless its vectors would take over a quarter of the memory)",
     )  # fmt: skip
     hessian.add_argument(
         "--hvp", choices=("autograd", "func"), default=_default(h, "hvp"),
