@@ -47,6 +47,22 @@ class Context:
     progress: bool
     baseline: Any = None  # a RobustnessResult to compute mCE against
     cache: dict[str, Any] = field(default_factory=dict)
+    optimize: bool = False  # run the inference measures on `archdsl.optimize_model`'s fast copy
+    images: int | None = None  # how many images the inference measures will see (decides compiling)
+
+    def inference_model(self, model):
+        """The model the inference measures (acc, robustness, fourier, variance) run: one fast
+        copy (`optimize_model(training=False)`: the same function), made on first use and shared,
+        or the model as built when `optimize` is off."""
+        if not self.optimize:
+            return model
+        if "inference_model" not in self.cache:
+            from archdsl.run.optimize import optimize_model
+
+            self.cache["inference_model"] = optimize_model(
+                model, training=False, device=self.device, images=self.images
+            )
+        return self.cache["inference_model"]
 
 
 MeasureFn = Callable[[Any, AnalysisData, AnalysisSettings, Context], dict[str, Any]]
@@ -75,8 +91,9 @@ def _accuracy(model, data: AnalysisData, settings: AnalysisSettings, context: Co
 
     test_set = _test_set(data, settings)
     logits = predict_logits(
-        model, test_set, batch_size=settings.batch_size, device=context.device, progress=context.progress
-    )
+        context.inference_model(model), test_set, batch_size=settings.batch_size, device=context.device,
+        progress=context.progress, optimize=False,
+    )  # fmt: skip
     return {"classification": classification_metrics(logits, test_set.labels)}
 
 
@@ -87,8 +104,9 @@ def _robustness(model, data: AnalysisData, settings: AnalysisSettings, context: 
     if settings.subset < 1:
         sets = [dataclasses.replace(s, images=s.images.subset(settings.subset, seed=settings.seed)) for s in sets]
     result = evaluate_robustness(
-        model, sets, batch_size=settings.batch_size, device=context.device, progress=context.progress
-    )
+        context.inference_model(model), sets, batch_size=settings.batch_size, device=context.device,
+        progress=context.progress, optimize=False,
+    )  # fmt: skip
     fields: dict[str, Any] = {"robustness": result}
     if context.baseline is not None:
         fields["corruption_errors"] = mce(result, context.baseline)
@@ -118,7 +136,9 @@ def _feature_maps(model, data: AnalysisData, settings: AnalysisSettings, context
     from archdsl.analysis.fourier import feature_map_statistics
 
     images = test_images(data, settings, settings.images)
-    statistics = feature_map_statistics(model, images, batch_size=64, device=context.device, progress=context.progress)
+    statistics = feature_map_statistics(
+        context.inference_model(model), images, batch_size=64, device=context.device, progress=context.progress
+    )
     return {"feature_maps": statistics}
 
 
@@ -221,11 +241,15 @@ def analyze(
     progress: bool = False,
     baseline=None,
     checkpoint: str | None = None,
+    optimize: bool = True,
 ):
     """Measure `model` (an ArchNet, or any module with `.arch` for the report's name) on `data`.
 
     Returns an `AnalysisReport` with one field per measure and the settings used. `baseline`
-    (a `RobustnessResult`) adds Hendrycks' mCE beside the robustness. Nothing is printed or written.
+    (a `RobustnessResult`) adds Hendrycks' mCE beside the robustness. `optimize`: acc,
+    robustness, fourier and variance run on one fast inference copy (`archdsl.optimize_model`);
+    the Hessian, landscape, nll-train, cka and lesion always run on the model as built (they
+    differentiate with respect to the weights, or change the model). Nothing is printed or written.
     """
     from archdsl.analysis.report import AnalysisReport
 
@@ -234,7 +258,10 @@ def analyze(
     missing = sorted(s for s in needed_splits(chosen) if _split(data, s) is None)
     if missing:
         raise ValueError(f"{', '.join(chosen)} need the {' and '.join(missing)} data, which was not given")
-    context = Context(device=device, progress=progress, baseline=baseline)
+    context = Context(
+        device=device, progress=progress, baseline=baseline, optimize=optimize,
+        images=_inference_images(data, settings, chosen),
+    )  # fmt: skip
     results: dict[str, Any] = {}
     done: set[MeasureFn] = set()
     for name in chosen:
@@ -253,6 +280,18 @@ def analyze(
         settings=settings,
         **results,
     )
+
+
+def _inference_images(data: AnalysisData, settings: AnalysisSettings, measures: Sequence[str]) -> int:
+    """About how many images the inference measures among `measures` will run (for compiling)."""
+    images = 0
+    if "acc" in measures and data.test is not None:
+        images += round(len(data.test) * settings.subset)
+    if "robustness" in measures and data.corrupted:
+        images += round(sum(len(s.images) for s in data.corrupted) * settings.subset)
+    if {"fourier", "variance"} & set(measures):
+        images += settings.images
+    return images
 
 
 def _split(data: AnalysisData, split: Split):

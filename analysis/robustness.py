@@ -86,18 +86,28 @@ def evaluate_robustness(
     batch_size: int = 256,
     device: str | torch.device | None = None,
     progress: bool = False,
+    optimize: bool = True,
     predict: Callable[..., torch.Tensor] | None = None,
 ) -> RobustnessResult:
-    """Top-1 of `model` on each corrupted set; `predict` defaults to `archdsl.run.evaluate.predict_logits`."""
+    """Top-1 of `model` on each corrupted set; `predict` defaults to `archdsl.run.evaluate.predict_logits`.
+
+    `optimize`: all sets run through one fast inference copy of the model
+    (`archdsl.optimize_model`), made once, so that compiling is judged on all their images.
+    """
     from tqdm.auto import tqdm
 
     if predict is None:
         from archdsl.run.evaluate import predict_logits
 
         predict = predict_logits
+    if optimize:
+        from archdsl.run.optimize import optimize_model
+
+        images = sum(len(item.images) for item in corrupted_sets)
+        model = optimize_model(model, training=False, device=device, images=images)
     cells = []
     for item in tqdm(corrupted_sets, desc="corruptions", unit="set", disable=not progress):
-        logits = predict(model, item.images, batch_size=batch_size, device=device)
+        logits = predict(model, item.images, batch_size=batch_size, device=device, optimize=False)
         cells.append(
             CorruptionAccuracy(
                 corruption=item.corruption,

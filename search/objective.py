@@ -40,6 +40,7 @@ class Fidelity:
     hessian_method: Literal["power", "lanczos"] = "lanczos"
     latency_batch: int = 16
     severities: tuple[int, ...] = (3,)  # of the corruptions, for the robustness objective
+    optimize: bool = True  # train and measure the fast version of each model (archdsl.optimize_model)
 
 
 @dataclass
@@ -112,6 +113,10 @@ def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, s
 
     dev = select_device(device)
     model = (model if model is not None else build_model(arch, seed)).to(dev).eval()
+    if fidelity.optimize:  # the latency of the model as it would be run, without compiling (a few batches)
+        from archdsl.run.optimize import optimize_model
+
+        model = optimize_model(model, training=False, device=dev, compile=False)
     batch = np.array(data.test_set.images[: fidelity.latency_batch])  # a writable copy
     images = torch.from_numpy(batch).permute(0, 3, 1, 2).float().div(255)
     images = images.to(dev)
@@ -151,6 +156,7 @@ def train_candidate(
         subset=fidelity.subset,
         seed=seed,
         device=device,
+        optimize=fidelity.optimize,
     )
 
     def report(metrics: Any) -> None:
@@ -189,7 +195,7 @@ def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity:
     corrupted = _corrupted_sets(data, fidelity, seed=seed) if "robustness" in measures else None
     analysis_data = AnalysisData(name=data.name, train=data.train_set, test=data.test_set, corrupted=corrupted)
     settings = analysis_settings(fidelity, seed=seed)
-    return analyze(model, analysis_data, measures, settings, device=_device(device))
+    return analyze(model, analysis_data, measures, settings, device=_device(device), optimize=fidelity.optimize)
 
 
 def _corrupted_sets(data: DataContext, fidelity: Fidelity, *, seed: int) -> list[Any]:

@@ -10,6 +10,7 @@ from archdsl.lang.spec import builtin_names
 from archdsl.nn.build import create_model
 from archdsl.run.optimize import (
     InferenceModel,
+    applied_plan,
     can_compile,
     fold_batchnorms,
     micro_batch_size,
@@ -60,6 +61,9 @@ def test_training_version_is_the_same_module_with_the_same_loss_and_parameter_gr
     params = list(model.parameters())
     fast = optimize_model(model, training=True)
     assert fast is model and list(fast.state_dict()) == keys  # what users save keeps its names
+    plan = applied_plan(fast)
+    assert plan is not None and plan.channels_last and not plan.fold_batchnorm
+    assert applied_plan(reference) is None
     assert all(a is b for a, b in zip(fast.parameters(), params, strict=True))  # optimizers stay valid
     x = torch.randn(4, 3, 32, 32, dtype=torch.float64)
     y = torch.randint(0, model.num_classes, (4,))

@@ -118,6 +118,10 @@ def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
     clean = json.loads(capsys.readouterr().out)
     history = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert clean["images"] == 60 and clean["top1"] == pytest.approx(history[-1]["test_acc"])
+    # The model as built scores what its fast inference copy scored.
+    assert exit_code(["eval", str(out / "final.safetensors"), "--json", "--no-progress", "--no-optimize"]) == 0
+    as_built = json.loads(capsys.readouterr().out)
+    assert as_built["top1"] == clean["top1"] and as_built["nll"] == pytest.approx(clean["nll"], rel=1e-4)
 
     assert (
         exit_code(

@@ -81,3 +81,14 @@ def device_name(text: str) -> str:
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-root", metavar="DIR", help="where datasets live (default: $ARCHDSL_DATA or ./data)")
     parser.add_argument("--download", action="store_true", help="download the dataset if it is missing")
+
+
+def add_optimize_argument(parser: argparse.ArgumentParser, *, default: bool | None = True) -> None:
+    """`--no-optimize`: run the model as built instead of `archdsl.optimize_model`'s fast version."""
+    parser.add_argument(
+        "--no-optimize",
+        dest="optimize",
+        action="store_false",
+        default=default,
+        help="run the model as built: no channels_last, folded BatchNorm, micro-batches or torch.compile",
+    )

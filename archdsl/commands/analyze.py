@@ -12,6 +12,7 @@ from pathlib import Path
 from archdsl.analysis.pipeline import DEFAULT_MEASURES, MEASURES  # torch-free
 from archdsl.commands._args import (
     add_data_arguments,
+    add_optimize_argument,
     device_name,
     fraction,
     non_negative_float,
@@ -91,6 +92,7 @@ def register(subparsers) -> None:
         "--seed", type=int, default=_default(AnalysisSettings, "seed"), metavar="N",
         help="seed of the training batches, start vectors, directions and subsets (default: %(default)s)",
     )  # fmt: skip
+    add_optimize_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument(
         "--weight-decay", type=non_negative_float, metavar="WD",
@@ -276,7 +278,7 @@ def run(args: argparse.Namespace) -> int:
     data = load_data(dataset, args, measures, arch)
     report = analyze(
         model, data, measures, settings, device=device, progress=not args.no_progress, baseline=baseline,
-        checkpoint=str(path),
+        checkpoint=str(path), optimize=args.optimize,
     )  # fmt: skip
     return _write(report, out)
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from archdsl.commands._args import add_data_arguments, device_name, positive_int, severity
+from archdsl.commands._args import add_data_arguments, add_optimize_argument, device_name, positive_int, severity
 
 EXAMPLES = (
     "archdsl eval runs/a50/final.safetensors",
@@ -34,6 +34,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_optimize_argument(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.checkpoint} does not say which dataset it was trained on", hint="pass --dataset NAME")
     progress = not args.no_progress
     amp = device.type == "cuda"
-    predict = dict(batch_size=args.batch_size, device=device, amp=amp)
+    predict = dict(batch_size=args.batch_size, device=device, amp=amp, optimize=args.optimize)
 
     corrupted = dataset.split(":", 1)[0].endswith("-c")  # e.g. cifar100-c, synthetic-c:test=200
     if not corrupted:
@@ -98,10 +99,15 @@ def run(args: argparse.Namespace) -> int:
     )
     if not sets:
         raise UserError(f"{dataset}: no corrupted sets selected")
+    model = checkpoint.model
+    if args.optimize:  # one fast copy for all the sets, so compiling is judged on all their images
+        from archdsl.run.optimize import optimize_model
+
+        model = optimize_model(model, training=False, device=device, images=sum(len(s.images) for s in sets))
     rows = []
     for corrupted in tqdm(sets, desc=f"eval {dataset}", disable=not progress):
         check_compatible(checkpoint.arch, corrupted.images)
-        logits = predict_logits(checkpoint.model, corrupted.images, **predict)
+        logits = predict_logits(model, corrupted.images, **predict)
         scored = score_logits(logits, corrupted.images.labels)
         rows.append(
             {"corruption": corrupted.corruption, "severity": corrupted.severity, "top1": scored.top1, "nll": scored.nll}

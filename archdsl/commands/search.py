@@ -10,7 +10,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from archdsl.commands._args import RUNS_DIR, device_name, fraction, non_negative_int, positive_float, positive_int
+from archdsl.commands._args import (
+    RUNS_DIR,
+    add_optimize_argument,
+    device_name,
+    fraction,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from archdsl.errors import UsageError
 
 SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
@@ -164,6 +172,7 @@ def register(subparsers) -> None:
         "--device", default="auto", type=device_name, help="auto, cpu, cuda, cuda:N, mps (default: auto)"
     )
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
+    add_optimize_argument(where)
     where.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     parser.set_defaults(func=run)
 
@@ -229,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
         hessian_batches=args.hessian_batches,
         hessian_max_iter=args.hessian_iters,
         severities=severities,
+        optimize=args.optimize,
     )
     settings = TrialSettings(
         objectives=objectives,

@@ -10,6 +10,7 @@ from pathlib import Path
 from archdsl.commands._args import (
     RUNS_DIR,
     add_data_arguments,
+    add_optimize_argument,
     device_name,
     fraction,
     non_negative_int,
@@ -87,6 +88,7 @@ def register(subparsers) -> None:
         help="also keep the weights after every N-th epoch (epoch-NNNN.safetensors), e.g. for "
         "`archdsl analyze RUN_DIR --metrics hessian` over training",
     )
+    add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func=run)
 
@@ -104,6 +106,7 @@ _CONFIG_FLAGS = {
     "device": "device",
     "workers": "workers",
     "resident": "resident",
+    "optimize": "optimize",
 }
 
 

@@ -25,7 +25,6 @@ class Evaluation(NamedTuple):
     nll: float  # mean negative log-likelihood (cross-entropy), nats
 
 
-@torch.no_grad()
 def predict_logits(
     model: nn.Module,
     image_set: ImageSet,
@@ -35,27 +34,35 @@ def predict_logits(
     amp: bool = False,
     workers: int = 0,
     progress: bool = False,
+    optimize: bool = True,
 ) -> torch.Tensor:
     """float32 logits (N, classes) on the CPU, in the order of `image_set`; the model in eval mode.
 
     `device=None` runs where the model already is; otherwise the model is moved there.
+    `optimize` runs the fast inference copy of the model (`optimize_model(training=False)`),
+    unless `model` already is one (make it once yourself to predict several sets with it).
     """
+    from archdsl.run.optimize import InferenceModel, optimize_model
+
     device = model_device(model) if device is None else torch.device(device)
+    if optimize and not isinstance(model, InferenceModel):
+        model = optimize_model(model, training=False, device=device, images=len(image_set))
     model.to(device)
     was_training = model.training
     model.eval()
     outputs = []
     loader = make_loader(image_set, batch_size, augment=False, shuffle=False, workers=workers)
     try:
-        for images, _ in tqdm(loader, desc=f"predict {image_set.name}", disable=not progress, leave=False):
-            with autocast(device, amp):
-                logits = model(images.to(device, non_blocking=True))
-            outputs.append(logits.float().cpu())
+        with torch.inference_mode():
+            for images, _ in tqdm(loader, desc=f"predict {image_set.name}", disable=not progress, leave=False):
+                with autocast(device, amp):
+                    logits = model(images.to(device, non_blocking=True))
+                outputs.append(logits.float().cpu())
     finally:
         model.train(was_training)
     if not outputs:
         return torch.empty(0, getattr(model, "num_classes", 0))
-    return torch.cat(outputs)
+    return torch.cat(outputs)  # outside inference mode: an ordinary tensor
 
 
 def labels_tensor(labels) -> torch.Tensor:

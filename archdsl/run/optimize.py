@@ -35,6 +35,7 @@ import copy
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal, TypeVar, overload
 
 import torch
 from torch import nn
@@ -108,6 +109,34 @@ def plan_for(
     )
 
 
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+PLAN_ATTRIBUTE = "optimize_plan"  # where a model optimized for training records its plan
+
+
+@overload
+def optimize_model(
+    model: ModuleT,
+    *,
+    training: Literal[True],
+    device: torch.device | str | None = None,
+    images: int | None = None,
+    compile: bool | None = None,
+    channels_last: bool | None = None,
+) -> ModuleT: ...
+
+
+@overload
+def optimize_model(
+    model: nn.Module,
+    *,
+    training: Literal[False],
+    device: torch.device | str | None = None,
+    images: int | None = None,
+    compile: bool | None = None,
+    channels_last: bool | None = None,
+) -> InferenceModel: ...
+
+
 def optimize_model(
     model: nn.Module,
     *,
@@ -144,8 +173,14 @@ def optimize_model(
         # In place (`nn.Module.compile`), so state-dict keys keep their names (torch.compile's
         # wrapper would prefix them with `_orig_mod.`).
         model.compile()
-    model.optimize_plan = plan  # what was applied, for logs and benchmarks
+    setattr(model, PLAN_ATTRIBUTE, plan)  # what was applied: `applied_plan(model)`
     return model
+
+
+def applied_plan(model: nn.Module) -> OptimizePlan | None:
+    """What `optimize_model` applied to `model` (None: the model as built)."""
+    plan = getattr(model, PLAN_ATTRIBUTE, None)
+    return plan if isinstance(plan, OptimizePlan) else None
 
 
 def _inference_copy(model: nn.Module) -> nn.Module:
@@ -250,6 +285,8 @@ class InferenceModel(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         plan, compiled = self.optimize_plan, self.__dict__["_compiled"]
+        if compiled is not None and _has_hooks(self.module):
+            compiled = None  # hooks added after compiling (feature maps, CKA) would not run in the graph
         if self.pieces is None and (plan.micro_batch or compiled is not None):
             self.pieces = micro_batch_size(peak_activation_bytes(self.module, x[:1])) if plan.micro_batch else len(x)
         if self.pieces is None or (compiled is None and len(x) <= self.pieces):
@@ -264,3 +301,7 @@ class InferenceModel(nn.Module):
             else:
                 outputs.append(run(part))
         return torch.cat(outputs)
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    return any(m._forward_hooks or m._forward_pre_hooks for m in module.modules())

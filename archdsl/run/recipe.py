@@ -109,9 +109,10 @@ class TrainConfig(BaseModel):
     # Keep the whole (small) training set as one uint8 tensor on the device and crop/flip
     # there, with no DataLoader: for recipes without RandAugment (which needs PIL).
     resident: bool = False
-    channels_last: bool | None = None  # None: on for CUDA
+    channels_last: bool | None = None  # None: as `optimize` decides (archdsl.run.optimize), else as built (NCHW)
     amp: bool | None = None  # bf16 autocast; None: on for CUDA
     eval_batch_size: PositiveInt = 256
+    optimize: bool = True  # train and evaluate the fast version of the model (archdsl.optimize_model)
 
     @model_validator(mode="before")
     @classmethod
@@ -156,7 +157,7 @@ class TrainConfig(BaseModel):
         return min(int(self.warmup_epochs or 0), self.epochs - 1)
 
     # Fields that may differ when a run is resumed: they decide where it runs, not what it computes.
-    RUNTIME_FIELDS: ClassVar[tuple[str, ...]] = ("device", "workers", "eval_batch_size")
+    RUNTIME_FIELDS: ClassVar[tuple[str, ...]] = ("device", "workers", "eval_batch_size", "optimize")
 
     @model_validator(mode="after")
     def _resident_needs_tensor_augmentation(self) -> TrainConfig:

@@ -39,6 +39,7 @@ from archdsl.run.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from archdsl.run.device import autocast, select_device
 from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
+from archdsl.run.optimize import applied_plan, optimize_model
 from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer, make_scheduler
 
 __all__ = ["EpochMetrics", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
@@ -201,8 +202,6 @@ def train(
 
     device = select_device(config.device)
     amp = device.type == "cuda" if config.amp is None else config.amp
-    channels_last = device.type == "cuda" if config.channels_last is None else config.channels_last
-    memory_format = torch.channels_last if channels_last else torch.contiguous_format
 
     if config.subset < 1:
         train_set = train_set.subset(config.subset, seed=config.seed)
@@ -225,7 +224,15 @@ def train(
         model.load_state_dict(weights)
         history = [EpochMetrics(**row) for row in resumed_state.info["history"]]
         start_epoch = int(resumed_state.info["epoch"])
-    model.to(device=device, memory_format=memory_format)  # type: ignore[call-overload]  # torch's stubs miss this form
+    model.to(device=device)
+    if config.optimize:
+        remaining = (config.epochs - start_epoch) * steps_per_epoch * batch_size
+        plan = applied_plan(optimize_model(model, training=True, images=remaining, channels_last=config.channels_last))
+        channels_last = plan is not None and plan.channels_last
+    else:
+        channels_last = bool(config.channels_last)
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    model.to(memory_format=memory_format)  # type: ignore[call-overload]  # torch's stubs miss this form
 
     optimizer = make_optimizer(model, config)
     scheduler = make_scheduler(optimizer, config, steps_per_epoch)
@@ -402,7 +409,9 @@ def _run_epoch(
     if not math.isfinite(train_loss):
         raise TrainingDiverged(epoch, steps_per_epoch, train_loss)
 
-    logits = predict_logits(model, test_set, batch_size=config.eval_batch_size, amp=amp, workers=config.workers)
+    logits = predict_logits(
+        model, test_set, batch_size=config.eval_batch_size, amp=amp, workers=config.workers, optimize=config.optimize
+    )
     test = score_logits(logits, test_set.labels)
     bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{correct.item() / seen:.3f}", test_acc=f"{test.top1:.3f}")
     return EpochMetrics(
