@@ -44,7 +44,8 @@ def test_inference_copy_has_the_outputs_and_input_gradients_of_the_eager_model(n
     model = with_statistics(create_model(name, seed=0).double()).eval()
     fast = optimize_model(model, training=False)
     assert isinstance(fast, InferenceModel) and fast.optimize_plan.channels_last
-    x = torch.randn(3, 3, 32, 32, dtype=torch.float64, requires_grad=True)
+    shape = model.arch.input
+    x = torch.randn(3, shape.channels, shape.height, shape.width, dtype=torch.float64, requires_grad=True)
     eager = model(x)
     (eager_grad,) = torch.autograd.grad(eager.square().sum(), x)
     optimized = fast(x)
