@@ -66,6 +66,7 @@ def main() -> None:
     from archdsl.analysis.settings import CKASettings, LandscapeSettings
     from archdsl.data import load_corrupted, load_split
     from archdsl.nn.summary import summarize
+    from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.train import TrainConfig, train
 
     args = parse_args()
@@ -103,16 +104,23 @@ def main() -> None:
             reports[label] = AnalysisReport.model_validate_json((folder / "metrics.json").read_text())
             continue
         t0 = time.perf_counter()
-        result = train(arch, train_set, test_set, config, run_dir=folder / "run", progress=False, save_every=1)
+        final = folder / "run" / "final.safetensors"
+        if final.is_file():  # trained before, killed while analysing: measure that model
+            model = load_checkpoint(final).model
+            train_s = sum(json.loads(line)["seconds"] for line in (folder / "run" / "metrics.jsonl").open())
+            print(f"{label}: measuring the model trained before ({final})", flush=True)
+        else:
+            result = train(arch, train_set, test_set, config, run_dir=folder / "run", progress=False, save_every=1)
+            model, train_s = result.model, time.perf_counter() - t0
+            print(f"{label}: trained {args.epochs} epochs in {train_s:.0f} s, top-1 {result.test_acc:.4f}", flush=True)
         t1 = time.perf_counter()
-        print(f"{label}: trained {args.epochs} epochs in {t1 - t0:.0f} s, test top-1 {result.test_acc:.4f}", flush=True)
-        report = analyze(result.model, data, measures, settings, device="cpu")
+        report = analyze(model, data, measures, settings, device="cpu")
         t2 = time.perf_counter()
         print(f"{label}: analysed in {t2 - t1:.0f} s", flush=True)
         (folder / "metrics.json").write_text(report.to_json())
         reports[label] = report
         summary = summarize(arch)
-        timings[label] = {"train_s": t1 - t0, "analyze_s": t2 - t1, "params": summary.params, "flops": summary.flops}
+        timings[label] = {"train_s": train_s, "analyze_s": t2 - t1, "params": summary.params, "flops": summary.flops}
         (folder / "timing.json").write_text(json.dumps(timings[label], indent=2))
     if args.only:
         return
