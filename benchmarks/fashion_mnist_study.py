@@ -1,16 +1,17 @@
 """The paper's claims on real images: a small ResNet, its AlterNet and its Swin-like endpoint on Fashion-MNIST.
 
 Trains the three designs from the built-in `resnet-fmnist` (the AlterNet and the Swin-like
-model come from it by the build-up rule: `buildup.layout`), with the weak recipe on a
-class-stratified subset of Fashion-MNIST, on the CPU, then measures each with the one
+model come from it by the build-up rule: `buildup.layout`), with the weak recipe and AdamW
+on a class-stratified subset of Fashion-MNIST, on the CPU, then measures each with the one
 analysis pipeline (`archdsl.analysis.analyze`): test accuracy and NLL, NLL on augmented
 training data, robustness to Fashion-MNIST-C (the CIFAR-C generator on the grey test images),
 Delta log amplitude and variance per block, the Hessian spectrum (NEP/APE), CKA between
-blocks and the lesion study. Writes one `metrics.json` per model, `summary.md` and four
-figures into --out (default `runs/fashion-mnist-study`).
+blocks, the lesion study and a 1-D loss landscape. Writes one `metrics.json` per model,
+`summary.md` and five figures into --out (default `runs/fashion-mnist-study`).
 
 Needs Fashion-MNIST (`apt-get install dataset-fashion-mnist`, or the IDX files under
---data-root). Run it in the background; `--quick` is a smoke test of a minute or two:
+--data-root). Run it in the background, one process per model, then once more for the
+summary (docs/analysis.md gives the exact commands); `--quick` is a smoke test:
 
     nohup python benchmarks/fashion_mnist_study.py > study.log 2>&1 &
 """
@@ -40,12 +41,19 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/fashion-mnist-study")
     parser.add_argument("--data-root")
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--subset", type=float, default=0.05, help="fraction of the 60,000 training images")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--subset", type=float, default=0.2, help="fraction of the 60,000 training images")
     parser.add_argument(
-        "--batch-size", type=int, default=32, help="the weak recipe's learning rate scales with it (0.1 per 128)"
+        "--batch-size", type=int, default=32, help="SGD's learning rate scales with it (0.1 per 128 images)"
     )
-    parser.add_argument("--test", type=int, default=500, help="test images (the first N of the 10,000)")
+    parser.add_argument(
+        "--optimizer",
+        choices=("adamw", "sgd"),
+        default="adamw",
+        help="adamw (lr 1e-3, weight decay 0.05; the paper trains every model with AdamW) or the weak recipe's "
+        "Nesterov SGD (lr 0.1 per 128 images, weight decay 5e-4)",
+    )
+    parser.add_argument("--test", type=int, default=1000, help="test images (the first N of the 10,000)")
     parser.add_argument("--severities", type=int, nargs="+", default=[3])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="a smoke test: tiny subsets, one epoch")
@@ -75,19 +83,34 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    dataset = f"fashion-mnist:test={args.test}"
-    train_set = load_split(dataset, "train", root=args.data_root)
-    test_set = load_split(dataset, "test", root=args.data_root)
-    started = time.perf_counter()
-    corrupted = load_corrupted(dataset, root=args.data_root, severities=args.severities)
-    print(f"Fashion-MNIST-C: {len(corrupted)} sets of {args.test} in {time.perf_counter() - started:.0f} s", flush=True)
-    data = AnalysisData(name=dataset, train=train_set, test=test_set, corrupted=corrupted)
+    labels = [label for label in designs() if not args.only or label == args.only]
+    if all((out / label.lower() / "metrics.json").is_file() for label in labels):
+        data = None  # every model measured: only the summary and figures to write
+    else:
+        dataset = f"fashion-mnist:test={args.test}"
+        train_set = load_split(dataset, "train", root=args.data_root)
+        test_set = load_split(dataset, "test", root=args.data_root)
+        started = time.perf_counter()
+        corrupted = load_corrupted(dataset, root=args.data_root, severities=args.severities)
+        print(
+            f"Fashion-MNIST-C: {len(corrupted)} sets of {args.test} in {time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
+        data = AnalysisData(name=dataset, train=train_set, test=test_set, corrupted=corrupted)
+    # The weak recipe (crop + flip, no warm-up, cosine, plain cross-entropy), with AdamW unless told otherwise.
+    optimizer = dict(optimizer="adamw", lr=1e-3, weight_decay=0.05) if args.optimizer == "adamw" else {}
     config = TrainConfig(
-        recipe="weak", epochs=args.epochs, subset=args.subset, batch_size=args.batch_size, seed=0, device="cpu"
+        recipe="weak",
+        epochs=args.epochs,
+        subset=args.subset,
+        batch_size=args.batch_size,
+        seed=0,
+        device="cpu",
+        **optimizer,
     )
     settings = AnalysisSettings(
         recipe=config,
-        hessian=HessianSettings(batches=2, batch_size=16, k=5, max_iter=30, method="lanczos"),
+        hessian=HessianSettings(batches=3, batch_size=16, k=5, max_iter=30, method="lanczos"),
         images=256,
         train_images=1000 if not args.quick else 64,
         landscape=LandscapeSettings(dims=1, points=11, span=1.0, batches=2, batch_size=32),
@@ -97,12 +120,13 @@ def main() -> None:
     reports: dict[str, AnalysisReport] = {}
     timings: dict[str, dict[str, float]] = {}
     for label, arch in designs().items():
-        if args.only and label != args.only:
+        if label not in labels:
             continue
         folder = out / label.lower()
         if (folder / "metrics.json").is_file():  # a rerun keeps finished models
             reports[label] = AnalysisReport.model_validate_json((folder / "metrics.json").read_text())
             continue
+        assert data is not None
         t0 = time.perf_counter()
         final = folder / "run" / "final.safetensors"
         if final.is_file():  # trained before, killed while analysing: measure that model
@@ -110,7 +134,7 @@ def main() -> None:
             train_s = sum(json.loads(line)["seconds"] for line in (folder / "run" / "metrics.jsonl").open())
             print(f"{label}: measuring the model trained before ({final})", flush=True)
         else:
-            result = train(arch, train_set, test_set, config, run_dir=folder / "run", progress=False, save_every=1)
+            result = train(arch, data.train, data.test, config, run_dir=folder / "run", progress=False, save_every=1)
             model, train_s = result.model, time.perf_counter() - t0
             print(f"{label}: trained {args.epochs} epochs in {train_s:.0f} s, top-1 {result.test_acc:.4f}", flush=True)
         t1 = time.perf_counter()
@@ -131,9 +155,9 @@ def main() -> None:
 
 def write_summary(out: Path, reports, args) -> None:
     lines = [
-        f"Fashion-MNIST study: weak recipe, batch {args.batch_size}, {args.epochs} epoch(s) on {args.subset:g} of the "
-        "training set, "
-        f"{args.test} test images, Fashion-MNIST-C severities {args.severities}.",
+        f"Fashion-MNIST study: weak recipe with {args.optimizer}, batch {args.batch_size}, {args.epochs} epoch(s) "
+        f"on {args.subset:g} of the training set, {args.test} test images, Fashion-MNIST-C severities "
+        f"{args.severities}.",
         "",
         "| model | params | top-1 % | NLL | NLL_train | robustness % | NEP % | APE | mean dLogAmp, MSA / conv "
         "| lesion: worst block (top-1 %) |",
@@ -205,10 +229,8 @@ def write_figures(out: Path, reports) -> None:
         out / "fmnist-feature-maps.png", dpi=dpi
     )
     plots.spectrum_figure({k: r.hessian for k, r in reports.items()}).savefig(out / "fmnist-hessian.png", dpi=dpi)
-    # Lesions and the NLL_train / error plane (the paper's Fig. 6 axes) side by side.
-    figure = Figure(figsize=(13, 3.6), layout="constrained")
-    panels = figure.subplots(1, len(reports) + 1)
-    for axes, (label, r) in zip(panels, reports.items(), strict=False):
+    figure = Figure(figsize=(10, 3.6), layout="constrained")
+    for axes, (label, r) in zip(figure.subplots(1, len(reports)), reports.items(), strict=True):
         blocks = r.lesion.blocks
         axes.bar([b.depth for b in blocks], [100 * b.top1 for b in blocks],
                  color=[plots._kind_color(b.kind) for b in blocks])  # fmt: skip
@@ -217,15 +239,23 @@ def write_figures(out: Path, reports) -> None:
         axes.set_ylim(0, 100)
         axes.set_title(f"{label}: lesions (intact dashed)", fontsize=9)
         axes.set_ylabel("test top-1 (%)")
-    scatter = panels[-1]
+    figure.savefig(out / "fmnist-lesion.png", dpi=dpi)
+    # The NLL_train / test error plane (the paper's Fig. 6 axes) and the 1-D loss landscapes.
+    figure = Figure(figsize=(10, 3.6), layout="constrained")
+    scatter, curves = figure.subplots(1, 2)
     for (label, r), color in zip(reports.items(), plots.COLORS, strict=False):
         scatter.scatter(r.training_nll.nll, 100 * (1 - r.classification.top1), color=color, label=label, s=40)
-    scatter.set_xlabel("NLL_train (augmented)")
+        curves.plot(r.landscape.coordinates, r.landscape.losses, marker="o", markersize=3, color=color, label=label)
+    scatter.set_xlabel("NLL_train (augmented training images)")
     scatter.set_ylabel("test error (%)")
-    scatter.legend(fontsize=8)
-    scatter.grid(alpha=0.3)
     scatter.set_title("Fig. 6 axes", fontsize=9)
-    figure.savefig(out / "fmnist-lesion-nll.png", dpi=dpi)
+    curves.set_xlabel("step along a filter-normalised random direction")
+    curves.set_ylabel("NLL + L2 term (training batches)")
+    curves.set_title("1-D loss landscape", fontsize=9)
+    for axes in (scatter, curves):
+        axes.legend(fontsize=8)
+        axes.grid(alpha=0.3)
+    figure.savefig(out / "fmnist-nll-landscape.png", dpi=dpi)
     figure = Figure(figsize=(14, 4.6), layout="constrained")
     for axes, (label, r) in zip(figure.subplots(1, len(reports)), reports.items(), strict=True):
         names = [f"{x.name.removeprefix('stages.')} {x.kind}" for x in r.cka.layers]
