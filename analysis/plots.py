@@ -168,10 +168,10 @@ def _keys(result: RobustnessResult) -> set[tuple[str, int]]:
     return {(c.corruption, c.severity) for c in result.cells}
 
 
-def _mark_blocks(axes, profile: LayerProfile, *, label_stages: bool) -> None:
-    """Shade the MSA and MLP blocks and draw a dotted line where each stage starts."""
+def _mark_blocks(axes, profile: LayerProfile, *, label_stages: bool, shade: bool = True) -> None:
+    """Shade the MSA and MLP blocks (unless `shade` is false) and draw a dotted line where each stage starts."""
     for layer in profile.layers:
-        if layer.kind in SHADES:
+        if shade and layer.kind in SHADES:
             axes.axvspan(layer.depth - 0.5, layer.depth + 0.5, color=SHADES[layer.kind], zorder=0, linewidth=0)
     starts = [layer for layer in profile.layers if layer.index == 0 and layer.stage != "stem"]
     for layer in starts:
@@ -190,11 +190,14 @@ def _mark_blocks(axes, profile: LayerProfile, *, label_stages: bool) -> None:
 def feature_map_figure(
     statistics: Mapping[str, FeatureMapStatistics] | FeatureMapStatistics, *, title: str | None = None
 ) -> Figure:
-    """Delta log amplitude (left) and feature-map variance (right) against depth, MSA blocks shaded."""
+    """Delta log amplitude (left) and feature-map variance (right) against depth, MSA blocks shaded
+    (circled instead where the models overlaid have their blocks of each kind in different places)."""
     if isinstance(statistics, FeatureMapStatistics):
         statistics = {"model": statistics}
     if not statistics:
         raise ValueError("no feature-map statistics to plot")
+    layouts = {tuple((x.depth, x.kind) for x in stats.delta_log_amplitude.layers) for stats in statistics.values()}
+    shade = len(layouts) == 1
     figure = Figure(figsize=(12, 4.2), layout="constrained")
     left, right = figure.subplots(1, 2)
     first = next(iter(statistics.values()))
@@ -203,7 +206,7 @@ def feature_map_figure(
         (right, "variance", "feature-map variance"),
     ]
     for axes, metric, ylabel in panels:
-        _mark_blocks(axes, getattr(first, metric), label_stages=True)
+        _mark_blocks(axes, getattr(first, metric), label_stages=True, shade=shade)
         for (label, stats), color in zip(statistics.items(), itertools.cycle(COLORS)):
             profile: LayerProfile = getattr(stats, metric)
             depth = [layer.depth for layer in profile.layers]
@@ -221,13 +224,19 @@ def feature_map_figure(
         axes.grid(alpha=0.3)
         axes.set_xlim(-0.6, len(getattr(first, metric).layers) - 0.4)
     kinds = {layer.kind for stats in statistics.values() for layer in stats.delta_log_amplitude.layers}
-    shaded = [("MSA block", MSA_SHADE)] if kinds & set(ATTENTION_KINDS) else []
-    shaded += [("MLP block", MLP_SHADE)] if "mlp" in kinds else []
-    handles = [*left.get_legend_handles_labels()[0], *(_patch(color) for _, color in shaded)]
-    labels = [*left.get_legend_handles_labels()[1], *(label for label, _ in shaded)]
+    handles, labels = left.get_legend_handles_labels()
+    if shade:
+        shaded = [("MSA block", MSA_SHADE)] if kinds & set(ATTENTION_KINDS) else []
+        shaded += [("MLP block", MLP_SHADE)] if "mlp" in kinds else []
+        handles += [_patch(color) for _, color in shaded]
+        labels += [label for label, _ in shaded]
+        what = "shaded: MSA and MLP blocks" if "mlp" in kinds else "shaded: MSA blocks"
+    else:
+        handles.append(_ring())
+        labels.append("MSA block")
+        what = "circled: MSA blocks"
     left.legend(handles, labels, fontsize=8, loc="best", frameon=True, framealpha=0.9)
-    what = "MSA and MLP blocks" if "mlp" in kinds else "MSA blocks"
-    figure.suptitle(title or f"Feature maps block by block (shaded: {what}; dotted: stage starts)", fontsize=11)
+    figure.suptitle(title or f"Feature maps block by block ({what}; dotted: stage starts)", fontsize=11)
     return figure
 
 
@@ -235,6 +244,12 @@ def _patch(color: str):
     from matplotlib.patches import Patch
 
     return Patch(facecolor=color, edgecolor="none")
+
+
+def _ring():
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], marker="o", markersize=7, markerfacecolor="none", markeredgecolor="black", linestyle="")
 
 
 KIND_COLORS = {"stem": "dimgrey", "conv": "tab:blue", "msa": "tab:orange", "attn": "tab:orange", "mlp": "tab:green"}

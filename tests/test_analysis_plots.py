@@ -78,6 +78,28 @@ def test_msa_blocks_are_shaded_in_the_feature_map_figure():
         assert len(shaded) == 2  # stages.a.1 and stages.b.1
 
 
+@pytest.mark.parametrize("order", [("cnn", "hybrid"), ("hybrid", "cnn")])
+def test_models_with_msas_in_different_places_get_their_msas_circled_not_shaded(order):
+    hybrid = feature_maps()
+    conv_only = {
+        metric: getattr(hybrid, metric).model_copy(
+            update={
+                "layers": tuple(
+                    x.model_copy(update={"kind": "conv"}) if x.kind == "msa" else x
+                    for x in getattr(hybrid, metric).layers
+                )
+            }  # fmt: skip
+        )
+        for metric in ("delta_log_amplitude", "variance")
+    }
+    models = {"cnn": FeatureMapStatistics(**conv_only), "hybrid": hybrid}
+    figure = plots.feature_map_figure({name: models[name] for name in order})
+    # Shading the first model's MSA blocks would mark the other's conv blocks as MSAs.
+    assert all(not axes.patches for axes in figure.axes)
+    assert "circled: MSA blocks" in figure.get_suptitle()
+    assert "MSA block" in [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
+
+
 def test_msa_and_mlp_blocks_are_shaded_apart():
     layout = [("stem", "stem", 0, "stem"), ("stages.s.0", "s", 0, "attn"), ("stages.s.1", "s", 1, "mlp"),
               ("stages.s.2", "s", 2, "attn"), ("stages.s.3", "s", 3, "mlp")]  # fmt: skip
