@@ -7,12 +7,17 @@ front end) never pays for torch.
     >>> arch = archdsl.load_spec("alter50")          # a built-in spec, or a path
     >>> model = archdsl.create_model(arch)            # an nn.Module named after the spec
     >>> ckpt = archdsl.load_checkpoint("final.safetensors")  # .model (eval mode), .arch, .meta
+
+Every built-in spec is also a timm model, `archdsl_<name>`, from the moment timm is imported
+(`archdsl.nn.timm_models`: `import archdsl` only installs the hook, it does not import timm).
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from archdsl.nn import timm_models as _timm_models
 
 __version__ = "0.1.0"
 
@@ -33,6 +38,7 @@ _EXPORTS = {
     # compiler (imports torch)
     "create_model": "archdsl.nn.build",
     "summarize": "archdsl.nn.summary",
+    "register_timm": "archdsl.nn.timm_models",
     # checkpoints (safetensors + IR; `archdsl train` and `archdsl import` write them)
     "load_checkpoint": "archdsl.run.checkpoint",
     "save_checkpoint": "archdsl.run.checkpoint",
@@ -42,9 +48,16 @@ _EXPORTS = {
 
 __all__ = ["__version__", *_EXPORTS]
 
+_timm_models.install_timm_hook()
+
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'archdsl' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    # The curated API only, not the submodules and helpers that importing leaves behind.
+    return sorted(__all__)

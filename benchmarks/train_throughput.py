@@ -38,7 +38,7 @@ def model_throughput(
     """(parameters, training images per second) of spec `name`."""
     amp = device.type == "cuda" if config.amp is None else config.amp
     channels_last = device.type == "cuda" if config.channels_last is None else config.channels_last
-    model = create_model(name, drop_path=config.drop_path, seed=0)
+    model = create_model(name, drop_path_rate=config.drop_path, seed=0)
     params = sum(p.numel() for p in model.parameters())
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     model.to(device=device, memory_format=memory_format).train()

@@ -70,7 +70,7 @@ def test_same_seed_same_weights_and_global_rng_untouched() -> None:
 
 def test_stochastic_depth_grows_linearly_over_all_blocks() -> None:
     assert drop_path_rates(0.1, 5) == pytest.approx([0.0, 0.025, 0.05, 0.075, 0.1])
-    model = create_model("alter50", drop_path=0.1)
+    model = create_model("alter50", drop_path_rate=0.1)
     rates = [getattr(b.drop_path, "drop_prob", 0.0) for _, b in model.named_blocks()]
     n = len(rates)
     assert rates == pytest.approx([0.1 * j / (n - 1) for j in range(n)])

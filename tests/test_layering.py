@@ -36,13 +36,20 @@ TORCH_FREE = (
     "archdsl.lang",
     "archdsl.buildup",
     "archdsl.nn.summary",
+    "archdsl.nn.timm_cfg",
     "archdsl.search.naming",
     "archdsl.commands._args",
     "archdsl.commands.outputs",
 )
 # Imported when the command line is built (`archdsl check` answers at once): nothing heavy at
 # import time; heavy imports happen inside the functions that need them.
-LIGHT_AT_IMPORT = ("archdsl.cli", "archdsl.commands", "archdsl.run.recipe", "archdsl.search.objective")
+LIGHT_AT_IMPORT = (
+    "archdsl.cli",
+    "archdsl.commands",
+    "archdsl.run.recipe",
+    "archdsl.search.objective",
+    "archdsl.nn.timm_models",  # imported by `import archdsl`: it only installs the hook
+)
 HEAVY = ("torch", "torchvision", "timm", "optuna", "matplotlib")
 
 

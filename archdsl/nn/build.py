@@ -9,18 +9,26 @@ The IR rides along as `model.arch`, so a model always knows how to rebuild itsel
 Blocks read feature maps or token sequences (`archdsl.nn.blocks.tokens`); each stage hands
 every block its input in the layout it reads, and the head follows the last block's layout
 (BN-ReLU-pool-linear after maps, LayerNorm-pool-linear after tokens).
+
+An `ArchNet` is also a timm model: `num_classes`, `num_features`, `get_classifier`,
+`reset_classifier`, `forward_features`/`forward_head`, `forward_intermediates`,
+`feature_info` and `pretrained_cfg` mean what they mean in timm, so timm's train script,
+feature extraction and fine-tuning work on it (`archdsl.nn.timm_models` registers the specs
+with timm's registry).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from os import PathLike
 from typing import Any, cast
 
 import torch
 from timm.layers import trunc_normal_
+from timm.models._features import feature_take_indices  # what timm's own models use
 from torch import nn
 
+from archdsl.errors import UserError
 from archdsl.ir import (
     Arch,
     AttnBlock,
@@ -41,13 +49,14 @@ from archdsl.nn.blocks.attention import AlterMSABlock
 from archdsl.nn.blocks.conv import conv_block
 from archdsl.nn.blocks.layers import ClassifierHead, TokenHead, stem
 from archdsl.nn.blocks.smoothing import SmoothBlock
-from archdsl.nn.blocks.tokens import TOKENS, BlockSequence, to_layout
+from archdsl.nn.blocks.tokens import TOKENS, BlockSequence, to_layout, to_map
+from archdsl.nn.timm_cfg import CLASSIFIER, feature_info, feature_sizes, pretrained_cfg
 
 
 class ArchNet(nn.Module):
     """A network compiled from an `Arch`. Use `build` or `create_model` to make one."""
 
-    def __init__(self, arch: Arch, *, drop_path: float = 0.0) -> None:
+    def __init__(self, arch: Arch, *, drop_path: float = 0.0, drop_rate: float = 0.0) -> None:
         super().__init__()
         self.arch = arch
         self.stem = stem(arch)
@@ -63,13 +72,20 @@ class ArchNet(nn.Module):
         features = feature_channels(arch)
         self.head: TokenHead | ClassifierHead
         if head_layout(arch) == TOKENS:
-            self.head = TokenHead(features, arch.classes, class_token=arch.class_token, eps=arch.norm.eps)
+            self.head = TokenHead(
+                features, arch.classes, class_token=arch.class_token, eps=arch.norm.eps, drop_rate=drop_rate
+            )
         else:
-            self.head = ClassifierHead(features, arch.classes)
+            self.head = ClassifierHead(features, arch.classes, drop_rate=drop_rate)
         # The map size the head receives, should it have to turn tokens back into a map.
         self._head_size = stage_shapes(arch)[-1].out_size if arch.stages else (0, 0)
+        # timm's model attributes.
         self.num_classes = arch.classes
-        self.num_features = features
+        self.num_features = self.head_hidden_size = features
+        self.in_chans = arch.input.channels
+        self.feature_info = feature_info(arch)
+        self._feature_sizes = feature_sizes(arch)
+        self.pretrained_cfg = self.default_cfg = pretrained_cfg(arch)
         self._init_weights()
 
     def _init_weights(self) -> None:
@@ -109,6 +125,72 @@ class ArchNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
+
+    # -- timm's interface -------------------------------------------------------------------
+
+    def get_classifier(self, name_only: bool = False) -> nn.Module | str:
+        return CLASSIFIER if name_only else self.head.fc
+
+    def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
+        """A new classifier for `num_classes` (0: none, the model returns pooled features).
+
+        The pooling is the spec's (`head mean` or `head class`), so `global_pool` may only be None.
+        With `num_classes > 0`, `model.arch` says the new number of classes.
+        """
+        if global_pool is not None:
+            raise ValueError(f"archdsl models pool as their spec says (head {self.arch.head}); got {global_pool!r}")
+        self.head.reset(num_classes)
+        self.num_classes = num_classes
+        if num_classes > 0:
+            self.arch = self.arch.model_copy(update={"classes": num_classes})
+
+    def forward_intermediates(
+        self,
+        x: torch.Tensor,
+        indices: int | Sequence[int] | None = None,
+        norm: bool = False,
+        stop_early: bool = False,
+        output_fmt: str = "NCHW",
+        intermediates_only: bool = False,
+    ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
+        """The feature maps of `feature_info` (stem, then each stage) as timm returns them.
+
+        `indices`: the last n if an int, all if None, else those positions. Token outputs become
+        maps (the class token left out). `norm` is accepted for timm's sake: the final norm is the
+        head's, which no intermediate passes through.
+        """
+        if output_fmt not in ("NCHW", "NHWC"):
+            raise ValueError(f"output_fmt must be NCHW or NHWC, got {output_fmt!r}")
+        take, max_index = feature_take_indices(len(self.feature_info), indices)
+        intermediates: list[torch.Tensor] = []
+
+        def keep(index: int, value: torch.Tensor) -> None:
+            if index in take:
+                fmap = to_map(value, self._feature_sizes[index], self.arch.prefix_tokens)
+                intermediates.append(fmap.permute(0, 2, 3, 1) if output_fmt == "NHWC" else fmap)
+
+        x = self.stem(x)
+        keep(0, x)
+        stages = list(self.stages.values())
+        for index, stage in enumerate(stages[:max_index] if stop_early else stages, start=1):
+            x = stage(x)
+            keep(index, x)
+        if intermediates_only:
+            return intermediates
+        return x, intermediates
+
+    def prune_intermediate_layers(
+        self, indices: int | Sequence[int] = 1, prune_norm: bool = False, prune_head: bool = True
+    ) -> list[int]:
+        """Drop the stages after the last wanted feature map (and the classifier): timm's `features_only`."""
+        take, max_index = feature_take_indices(len(self.feature_info), indices)
+        for name in list(self.stages)[max_index:]:
+            del self.stages[name]
+        if prune_head:
+            self.reset_classifier(0)
+            if prune_norm:
+                self.head = nn.Identity()  # type: ignore[assignment]
+        return take
 
 
 def _block(arch: Arch, shape: BlockShape, width: int, drop_path: float) -> nn.Module:
@@ -154,31 +236,85 @@ def drop_path_rates(drop_path: float, n_blocks: int) -> list[float]:
     return [drop_path * j / (n_blocks - 1) for j in range(n_blocks)]
 
 
-def build(arch: Arch, *, drop_path: float = 0.0, seed: int | None = None) -> ArchNet:
+def build(arch: Arch, *, drop_path: float = 0.0, drop_rate: float = 0.0, seed: int | None = None) -> ArchNet:
     """Compile a (valid) IR into a model.
 
     The IR is checked first (`archdsl.lang.checks.ensure_valid`), so an invalid design raises a
-    `SpecError` instead of failing inside torch. With `seed`, the weights depend on the
-    seed alone (the global RNG is left untouched); without it they come from the global RNG.
+    `SpecError` instead of failing inside torch. `drop_path` is the stochastic depth of the last
+    block (growing linearly from 0), `drop_rate` the dropout before the classifier. With
+    `seed`, the weights depend on the seed alone (the global RNG is left untouched); without it
+    they come from the global RNG.
     """
     from archdsl.lang.checks import ensure_valid
 
     ensure_valid(arch)
-    if not 0.0 <= drop_path < 1.0:
-        from archdsl.errors import UserError
-
-        raise UserError(f"drop_path must be in [0, 1), got {drop_path}")
+    for name, rate in (("drop_path", drop_path), ("drop_rate", drop_rate)):
+        if not 0.0 <= rate < 1.0:
+            raise UserError(f"{name} must be in [0, 1), got {rate}")
     if seed is None:
-        return ArchNet(arch, drop_path=drop_path)
+        return ArchNet(arch, drop_path=drop_path, drop_rate=drop_rate)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return ArchNet(arch, drop_path=drop_path)
+        return ArchNet(arch, drop_path=drop_path, drop_rate=drop_rate)
 
 
-def create_model(spec: Arch | str | PathLike[str], *, drop_path: float = 0.0, seed: int | None = None) -> ArchNet:
-    """Build from an `Arch`, a `.arch` path or a built-in spec name (`"alter50"`); see `build`."""
+def create_model(
+    spec: Arch | str | PathLike[str],
+    *,
+    num_classes: int | None = None,
+    in_chans: int | None = None,
+    img_size: int | Sequence[int] | None = None,
+    drop_rate: float = 0.0,
+    drop_path_rate: float = 0.0,
+    seed: int | None = None,
+    device: Any = None,
+    dtype: torch.dtype | None = None,
+) -> ArchNet:
+    """Build from an `Arch`, a `.arch` path or a built-in spec name (`"alter50"`).
+
+    The keywords are timm's (`timm.create_model` passes them): `num_classes` (0: no classifier),
+    `in_chans` and `img_size` change the spec's classes and input, `drop_rate` is the dropout
+    before the classifier, `drop_path_rate` the stochastic depth of the last block. `seed`
+    makes the weights depend on it alone.
+    """
     if not isinstance(spec, Arch):
         from archdsl.lang.spec import load_spec
 
         spec = load_spec(spec)
-    return build(spec, drop_path=drop_path, seed=seed)
+    arch = with_overrides(spec, num_classes=num_classes or None, in_chans=in_chans, img_size=img_size)
+    model = build(arch, drop_path=drop_path_rate, drop_rate=drop_rate, seed=seed)
+    if num_classes == 0:
+        model.reset_classifier(0)
+    if device is not None or dtype is not None:
+        model.to(device=device, dtype=dtype)
+    return model
+
+
+def with_overrides(
+    arch: Arch,
+    *,
+    num_classes: int | None = None,
+    in_chans: int | None = None,
+    img_size: int | Sequence[int] | None = None,
+) -> Arch:
+    """`arch` with another number of classes, input channels or input size (timm's keywords)."""
+    update: dict[str, Any] = {}
+    if num_classes is not None:
+        update["classes"] = _positive("num_classes", num_classes)
+    shape: dict[str, int] = {}
+    if in_chans is not None:
+        shape["channels"] = _positive("in_chans", in_chans)
+    if img_size is not None:
+        sides = [img_size, img_size] if isinstance(img_size, int) else list(img_size)
+        if len(sides) != 2:
+            raise UserError(f"img_size must be one side or (height, width), got {img_size!r}")
+        shape["height"], shape["width"] = (_positive("img_size", side) for side in sides)
+    if shape:
+        update["input"] = arch.input.model_copy(update=shape)
+    return arch.model_copy(update=update) if update else arch
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise UserError(f"{name} must be a positive integer, got {value!r}")
+    return value

@@ -73,8 +73,36 @@ def stem(arch: Arch) -> nn.Module:
     return ConvStem(arch.input.channels, arch.stem.channels)
 
 
-class ClassifierHead(nn.Module):
-    """BN -> ReLU -> global average pool -> Linear.
+class _Classifier(nn.Module):
+    """The part of a head that timm swaps for fine-tuning: dropout (`drop_rate`) -> `fc`.
+
+    `reset(0)` leaves no classifier (the head returns the pooled features, as timm's
+    `num_classes=0`). A new layer is initialised as `ArchNet` initialises linear layers, on the
+    head's device and dtype.
+    """
+
+    norm: nn.Module
+    fc: nn.Module
+
+    def _set_classifier(self, in_channels: int, classes: int, drop_rate: float) -> None:
+        self.drop = nn.Dropout(drop_rate)
+        self.fc = nn.Linear(in_channels, classes) if classes > 0 else nn.Identity()
+
+    def reset(self, classes: int) -> None:
+        like = self.norm.weight  # both heads start with an affine norm
+        if classes > 0:
+            self.fc = nn.Linear(like.shape[0], classes, device=like.device, dtype=like.dtype)
+            trunc_normal_(self.fc.weight, std=0.02)
+            nn.init.zeros_(self.fc.bias)
+        else:
+            self.fc = nn.Identity()
+
+    def classify(self, x: torch.Tensor, pre_logits: bool) -> torch.Tensor:
+        return x if pre_logits else self.fc(self.drop(x))
+
+
+class ClassifierHead(_Classifier):
+    """BN -> ReLU -> global average pool -> (dropout) -> Linear.
 
     The BN-ReLU is here because the pre-activation blocks leave the stream un-normalised.
     """
@@ -82,20 +110,19 @@ class ClassifierHead(nn.Module):
     kind = "bn-gap-fc"
     layout = MAP
 
-    def __init__(self, in_channels: int, classes: int) -> None:
+    def __init__(self, in_channels: int, classes: int, *, drop_rate: float = 0.0) -> None:
         super().__init__()
         self.norm = nn.BatchNorm2d(in_channels)
         self.act = nn.ReLU(inplace=True)
         self.pool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(in_channels, classes)
+        self._set_classifier(in_channels, classes, drop_rate)
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        x = self.pool(self.act(self.norm(x))).flatten(1)
-        return x if pre_logits else self.fc(x)
+        return self.classify(self.pool(self.act(self.norm(x))).flatten(1), pre_logits)
 
 
-class TokenHead(nn.Module):
-    """LayerNorm, then the class token (ViT, PiT) or the mean over the tokens (Swin), then Linear.
+class TokenHead(_Classifier):
+    """LayerNorm, then the class token (ViT, PiT) or the mean over the tokens (Swin), then (dropout) Linear.
 
     The norm is per token, so normalising only the class token equals timm's normalising all
     tokens and then taking the first.
@@ -103,13 +130,15 @@ class TokenHead(nn.Module):
 
     layout = TOKENS
 
-    def __init__(self, in_channels: int, classes: int, *, class_token: bool, eps: float) -> None:
+    def __init__(
+        self, in_channels: int, classes: int, *, class_token: bool, eps: float, drop_rate: float = 0.0
+    ) -> None:
         super().__init__()
         self.class_token = class_token
         self.kind = "ln-class-fc" if class_token else "ln-gap-fc"
         self.norm = LayerNorm(in_channels, eps=eps)
-        self.fc = nn.Linear(in_channels, classes)
+        self._set_classifier(in_channels, classes, drop_rate)
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         x = self.norm(x[:, 0]) if self.class_token else self.norm(x).mean(dim=1)
-        return x if pre_logits else self.fc(x)
+        return self.classify(x, pre_logits)
