@@ -135,9 +135,12 @@ def robustness_figure(
         results = {"model": results}
     if not results:
         raise ValueError("no robustness result to plot")
-    figure = Figure(figsize=(12.5, 4.8), layout="constrained")
-    axes = figure.add_subplot()
     corruptions = list(dict.fromkeys(c for r in results.values() for c in r.per_corruption))
+    # As wide as the corruptions need (about half an inch each, more with several models side
+    # by side), plus the y label and the legend outside: 2 corruptions are not drawn 12 inches wide.
+    per_corruption = 0.55 * (1 + 0.3 * (len(results) - 1))
+    figure = Figure(figsize=(min(14.0, max(5.5, 3.3 + per_corruption * len(corruptions))), 4.8), layout="constrained")
+    axes = figure.add_subplot()
     positions = np.arange(len(corruptions))
     width = 0.8 / len(results)
     single = len(results) == 1
@@ -159,7 +162,8 @@ def robustness_figure(
     axes.set_ylim(0, 100)
     axes.set_xlim(-0.6, len(corruptions) - 0.4)
     axes.grid(axis="y", alpha=0.3)
-    axes.set_title(title or "Accuracy on corrupted test sets (bars: mean over severities)", fontsize=11)
+    wrap = "\n" if len(corruptions) < 8 else " "  # a narrow figure takes the title on two lines
+    axes.set_title(title or f"Accuracy on corrupted test sets{wrap}(bars: mean over severities)", fontsize=11)
     figure.legend(loc="outside right upper", fontsize=8, frameon=False)
     return figure
 

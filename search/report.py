@@ -8,20 +8,36 @@ the study's folder that the caller names (`archdsl search` and `archdsl report` 
 
 from __future__ import annotations
 
+import csv
+import io
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.files import ensure_dir, save_figure, write_text
 from archdsl.search.objectives import OBJECTIVES, Objective
+from archdsl.search.runner import COMMAND_ATTR
+from archdsl.search.space import layout_text, msa_per_stage
 from archdsl.search.storage import FAIL_REASON_ATTR
-from archdsl.search.trial import DIGEST_ATTR, METRICS_ATTR, PRUNED_REASON_ATTR, REUSED_ATTR, SPEC_ATTR
+from archdsl.search.strategies import BUILDUP_STEP_ATTR
+from archdsl.search.trial import (
+    DIGEST_ATTR,
+    LAYOUT_ATTR,
+    METRICS_ATTR,
+    PRUNED_REASON_ATTR,
+    REUSED_ATTR,
+    SPEC_ATTR,
+)
 
-MIN_TRIALS_FOR_IMPORTANCE = 4
+# fANOVA importances from a handful of trials mostly measure noise: below this many complete
+# trials there is no importance plot (the report says why), and above it a caveat.
+MIN_TRIALS_FOR_IMPORTANCE = 10
+PRUNED_MARK = "✂"  # beside a pruned trial's value: the last one it reported, not a final one
 
 
 @dataclass(frozen=True)
@@ -38,6 +54,13 @@ class TrialRow:
     short_id: str | None
     spec: str | None
     note: str  # why it failed or was pruned, or which trial it reused
+    layout: str | None = None  # `c1:CC c2:CM ...` (space.layout_text)
+    seconds: float | None = None  # from start to finish (None while it runs)
+    step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
+
+    @property
+    def msa_per_stage(self) -> dict[str, int]:
+        return msa_per_stage(self.layout) if self.layout else {}
 
 
 @dataclass(frozen=True)
@@ -49,6 +72,7 @@ class StudySummary:
     strategy: str
     rows: tuple[TrialRow, ...]
     best: tuple[TrialRow, ...]  # the best trial, or the Pareto front (several objectives)
+    command: str | None = None  # the command line that reproduces the study
 
     def count(self, state: str) -> int:
         return sum(r.state == state for r in self.rows)
@@ -88,6 +112,7 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         strategy=str(study.user_attrs.get("strategy", "?")),
         rows=rows,
         best=tuple(by_number[n] for n in best_numbers),
+        command=study.user_attrs.get(COMMAND_ATTR),
     )
 
 
@@ -103,6 +128,9 @@ def _row(t: FrozenTrial) -> TrialRow:
     elif REUSED_ATTR in attrs:
         note = f"same design as trial {attrs[REUSED_ATTR]}"
     spec = attrs.get(SPEC_ATTR)
+    seconds = None
+    if t.datetime_start is not None and t.datetime_complete is not None:
+        seconds = (t.datetime_complete - t.datetime_start).total_seconds()
     return TrialRow(
         number=t.number,
         state=t.state.name,
@@ -113,21 +141,90 @@ def _row(t: FrozenTrial) -> TrialRow:
         short_id=attrs.get("short_id"),
         spec=spec,
         note=note,
+        layout=attrs.get(LAYOUT_ATTR) or _layout_of(spec),
+        seconds=seconds,
+        step=attrs.get(BUILDUP_STEP_ATTR),
     )
+
+
+def _layout_of(spec: str | None) -> str | None:
+    """The layout of a trial recorded before trials kept one (from its .arch text)."""
+    if not spec:
+        return None
+    from archdsl.errors import UserError
+    from archdsl.lang.spec import parse_spec
+
+    try:
+        return layout_text(parse_spec(spec))
+    except UserError:
+        return None
+
+
+def design_text(row: TrialRow) -> str:
+    """A trial's design in one line: its layout, and the searched knobs other than k."""
+    knobs = {k: v for k, v in row.params.items() if not k.startswith("k_")} if row.layout else row.params
+    parts = [row.layout] if row.layout else []
+    parts += [f"{k}={v}" for k, v in knobs.items()]
+    return " ".join(parts)
 
 
 def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
-    """`trial 3 COMPLETE accuracy=0.52 [k_c1=0 k_c2=1 k_c3=0]`, with the reason of a failure."""
+    """`trial 3 COMPLETE accuracy=0.52  c1:CC c2:CM c3:CCCC  (14 s)`, with the reason of a failure."""
     row = _row(trial)
     names = [o.name for o in study_objectives(study)]
-    values = (
-        " ".join(f"{n}={v:.4g}" for n, v in zip(names, row.values, strict=False))
-        if row.values and row.state == "COMPLETE"
-        else ""
-    )
-    params = " ".join(f"{k}={v}" for k, v in row.params.items())
-    parts = [f"trial {row.number} {row.state}", values, f"[{params}]", f"({row.note})" if row.note else ""]
-    return " ".join(p for p in parts if p)
+    values = ""
+    if row.values and row.state in ("COMPLETE", "PRUNED"):
+        mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
+        values = " ".join(f"{n}={v:.4g}{mark}" for n, v in zip(names, row.values, strict=False))
+    seconds = f"({_duration(row.seconds)})" if row.seconds is not None else ""
+    parts = [f"trial {row.number} {row.state}", values, f" {design_text(row)} ", seconds]
+    line = " ".join(p for p in parts if p)
+    return f"{line}  ({row.note})" if row.note else line
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes}:{seconds:02d} min" if minutes < 60 else f"{minutes // 60}:{minutes % 60:02d} h"
+
+
+# -- the trials table ------------------------------------------------------------------------
+
+
+def trials_csv(summary: StudySummary) -> str:
+    """Every trial as CSV (like `optuna trials -f table`): one column per objective and per parameter."""
+    param_names = list(dict.fromkeys(name for row in summary.rows for name in row.params))
+    header = [
+        "trial",
+        "state",
+        *[o.name for o in summary.objectives],
+        "msa",
+        "layout",
+        *param_names,
+        "step",
+        "seconds",
+        "note",
+    ]
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(header)
+    for row in summary.rows:
+        values = list(row.values) if row.values else [""] * len(summary.objectives)
+        writer.writerow(
+            [
+                row.number,
+                row.state,
+                *values,
+                "" if row.n_msa is None else row.n_msa,
+                row.layout or "",
+                *[row.params.get(name, "") for name in param_names],
+                row.step or "",
+                "" if row.seconds is None else f"{row.seconds:.1f}",
+                row.note,
+            ]
+        )
+    return out.getvalue()
 
 
 # -- figures --------------------------------------------------------------------------------
@@ -139,7 +236,9 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
     Optuna draws through pyplot; its figures are closed in pyplot before returning, so the caller
     gets plain Figure objects and pyplot's list of open figures (global state) is left as it was.
     """
+    import matplotlib
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     from optuna.visualization import matplotlib as ovm
 
     figures: dict[str, Any] = {}
@@ -147,22 +246,26 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
         return figures
     lead = summary.objectives[0]
     already_open = set(plt.get_fignums())
-    with warnings.catch_warnings():
+    # Optuna's plots switch pyplot's global style to ggplot: keep that inside this block.
+    with warnings.catch_warnings(), matplotlib.rc_context():
         warnings.simplefilter("ignore")  # optuna marks its matplotlib backend experimental
         target = None if len(summary.objectives) == 1 else (lambda t: t.values[0])
         ax = ovm.plot_optimization_history(study, target=target, target_name=lead.name)
+        _mark_pruned(ax, summary)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         figures["history"] = ax.figure
-        if 2 <= len(summary.objectives) <= 3:
-            ax = ovm.plot_pareto_front(study, target_names=[o.name for o in summary.objectives])
-            figures["pareto"] = ax.figure
-        elif len(summary.objectives) > 3:
-            # Optuna draws at most 3 axes: show the front of the first two objectives.
-            first, second = summary.objectives[:2]
+        if len(summary.objectives) >= 2:
+            # Optuna draws at most 3 axes; beyond that, the front of the first two objectives.
+            shown = summary.objectives[:3] if len(summary.objectives) == 3 else summary.objectives[:2]
             ax = ovm.plot_pareto_front(
-                study, targets=lambda t: (t.values[0], t.values[1]), target_names=[first.name, second.name]
+                study,
+                targets=lambda t: tuple(t.values[i] for i in range(len(shown))),
+                target_names=[o.name for o in shown],
             )
+            if len(shown) == 2:
+                _label_front(ax, summary)
             figures["pareto"] = ax.figure
-        if summary.count("COMPLETE") >= MIN_TRIALS_FOR_IMPORTANCE and _params_vary(summary):
+        if _importance_applies(summary):
             try:
                 ax = ovm.plot_param_importances(study, target=target, target_name=lead.name)
                 figures["importance"] = ax.figure
@@ -172,11 +275,16 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
                 pass  # optuna labels the bars through an Agg-style canvas: not on this process's backend
     for number in set(plt.get_fignums()) - already_open:
         plt.close(number)
-    figures["msa"] = _msa_figure(summary, lead)
     for fig in figures.values():
         fig.set_size_inches(7, 4.5)
         fig.tight_layout()
+    if any(row.layout for row in summary.rows):
+        figures["msa"] = _msa_figure(summary, lead)
     return figures
+
+
+def _importance_applies(summary: StudySummary) -> bool:
+    return summary.count("COMPLETE") >= MIN_TRIALS_FOR_IMPORTANCE and _params_vary(summary)
 
 
 def _params_vary(summary: StudySummary) -> bool:
@@ -184,30 +292,97 @@ def _params_vary(summary: StudySummary) -> bool:
     return any(len({str(r.params.get(name)) for r in complete}) > 1 for name in complete[0].params)
 
 
-def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
-    """The lead objective against the number of MSAs: the paper's build-up curve, per trial."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
+def _mark_pruned(ax: Any, summary: StudySummary) -> None:
+    """Optuna's history shows complete trials only: add the pruned ones at their last value."""
+    pruned = [(r.number, r.values[0]) for r in summary.rows if r.state == "PRUNED" and r.values]
+    if pruned:
+        ax.scatter(*zip(*pruned, strict=True), marker="x", color="tab:orange", s=40, zorder=3, label="pruned")
+        ax.legend()
 
-    fig = Figure()
-    ax = fig.add_subplot()
-    points = [
-        (r.n_msa, r.values[0], r.number)
-        for r in summary.rows
-        if r.state == "COMPLETE" and r.values and r.n_msa is not None
-    ]
-    ax.scatter([p[0] for p in points], [p[1] for p in points], color="tab:blue", label="trial")
+
+def _label_front(ax: Any, summary: StudySummary) -> None:
+    """Each front point labelled with its layout, as MSAs per stage: `(0,1,1,2)`."""
+    labelled = [r for r in summary.best if r.values and r.layout]
+    if not labelled:
+        return
+    low, high = ax.get_xlim()
+    for row in labelled:
+        x, y = row.values[0], row.values[1]
+        right_half = x > (low + high) / 2  # labels point inwards, so none runs off the plot
+        ax.annotate(
+            "(" + ",".join(str(k) for k in row.msa_per_stage.values()) + ")",
+            (x, y),
+            textcoords="offset points",
+            xytext=(-7 if right_half else 7, 3),
+            ha="right" if right_half else "left",
+            fontsize=8,
+            color="0.2",
+        )
+    stages = ",".join(labelled[0].msa_per_stage)
+    ax.text(0.99, 0.01, f"labels: MSAs per stage ({stages})", transform=ax.transAxes, ha="right", fontsize=7)
+
+
+def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
+    """Where each trial put its MSAs (a cell per stage: how many), under the lead objective.
+
+    The point of a build-up search: which stage each added MSA went to, and what it did to the
+    objective. Pruned trials are drawn (their last reported value, crossed, and a hatched column).
+    Trials are placed side by side in the order of their numbers.
+    """
+    from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
+
+    rows = [r for r in summary.rows if r.layout]
+    stages = list(rows[0].msa_per_stage)
+    counts = np.array([[r.msa_per_stage.get(s, 0) for r in rows] for s in stages], dtype=float)
+    column = {r.number: i for i, r in enumerate(rows)}
+    width = min(16.0, max(7.0, 1.5 + 0.4 * len(rows)))
+    fig = Figure(figsize=(width, 3.0 + 0.35 * len(stages)), layout="constrained")
+    top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, max(1.2, 0.45 * len(stages))])
+
     best = {r.number for r in summary.best}
-    marked = [p for p in points if p[2] in best]
-    ax.scatter([p[0] for p in marked], [p[1] for p in marked], color="tab:red", marker="*", s=160, label="best")
-    for n, v, number in points:
-        ax.annotate(str(number), (n, v), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    ax.set_xlabel("number of MSA blocks")
-    ax.set_ylabel(lead.name)
-    ax.set_title(f"{summary.name}: {lead.name} against MSAs")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.legend()
+    for state, style in _STATE_STYLES.items():
+        points = [(column[r.number], r.values[0]) for r in rows if r.state == state and r.values]
+        if points:
+            top.scatter(*zip(*points, strict=True), label=state.lower(), zorder=3, **style)
+    marked = [(column[r.number], r.values[0]) for r in rows if r.number in best and r.values]
+    if marked:
+        top.scatter(*zip(*marked, strict=True), marker="*", s=200, color="tab:red", zorder=4, label="best")
+    top.set_ylabel(lead.name)
+    top.grid(alpha=0.3)
+    top.legend(loc="best", fontsize=8)
+    top.set_title(f"{summary.name}: where the MSAs went", fontsize=11)
+
+    most = int(counts.max()) if counts.size else 0
+    colours = ["#ffffff", *[_MSA_COLOURS[min(i, len(_MSA_COLOURS) - 1)] for i in range(most)]]
+    edges_x = np.arange(len(rows) + 1) - 0.5
+    edges_y = np.arange(len(stages) + 1) - 0.5
+    bottom.pcolormesh(
+        edges_x, edges_y, counts, cmap=ListedColormap(colours), vmin=-0.5, vmax=most + 0.5, edgecolors="0.85", lw=0.5
+    )
+    bottom.invert_yaxis()  # the first stage on top, as in the spec
+    for i, row in enumerate(rows):
+        if row.state != "COMPLETE":  # a pruned or failed trial's column is hatched
+            bottom.bar(i, len(stages), bottom=-0.5, width=1, fill=False, hatch="///", edgecolor="0.7", lw=0)
+        for line in range(len(stages)):
+            k = int(counts[line, i])
+            if k and len(rows) <= 60:
+                bottom.text(i, line, str(k), ha="center", va="center", fontsize=9, zorder=5)
+    bottom.set_yticks(range(len(stages)), stages)
+    bottom.set_ylabel("MSAs per stage")
+    bottom.set_xlabel("trial (hatched: pruned or failed)")
+    stride = max(1, -(-len(rows) // 25))  # at most ~25 labels
+    bottom.set_xticks(range(0, len(rows), stride), [str(r.number) for r in rows[::stride]])
+    bottom.set_xlim(-0.5, len(rows) - 0.5)
     return fig
+
+
+_STATE_STYLES = {
+    "COMPLETE": {"marker": "o", "color": "tab:blue", "s": 36},
+    "PRUNED": {"marker": "x", "color": "tab:orange", "s": 48},
+}
+# Darker for more MSAs in a stage (the MSA shade of the analysis plots, then browns).
+_MSA_COLOURS = ("#f2d8a7", "#e0a95b", "#b9772c", "#8a5216")
 
 
 # -- Markdown -------------------------------------------------------------------------------
@@ -216,22 +391,26 @@ def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
 def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: dict[int, str]) -> str:
     """report.md of a study: the best designs with their specs, the plots, and a table of every trial."""
     objs = ", ".join(f"{o.name} ({o.direction})" for o in summary.objectives)
+    total = sum(r.seconds or 0.0 for r in summary.rows)
     lines = [
         f"# Search report: {summary.name}",
         "",
         f"- strategy: {summary.strategy}",
         f"- objectives: {objs}",
         f"- trials: {len(summary.rows)} ({summary.count('COMPLETE')} complete, {summary.count('PRUNED')} pruned, "
-        f"{summary.count('FAIL')} failed, {summary.count('RUNNING')} running, {summary.count('WAITING')} waiting)",
-        "",
-        "## Best designs" if len(summary.objectives) == 1 else "## Pareto front",
-        "",
+        f"{summary.count('FAIL')} failed, {summary.count('RUNNING')} running, {summary.count('WAITING')} waiting), "
+        f"{_duration(total)} of trial time",
     ]
+    if summary.command:
+        lines += [f"- reproduce: `{summary.command}`"]
+    lines += ["", "## Best designs" if len(summary.objectives) == 1 else "## Pareto front", ""]
     if not summary.best:
         lines += ["No trial has completed yet.", ""]
     for row in summary.best:
         values = ", ".join(f"{o.name} = {_fmt(v)}" for o, v in zip(summary.objectives, row.values or (), strict=False))
         lines += [f"### Trial {row.number} ({row.n_msa} MSA): {values}", ""]
+        if row.layout:
+            lines += [f"Layout: `{row.layout}`", ""]
         if row.number in best_files:
             lines += [f"Spec: `{best_files[row.number]}`", ""]
         if row.spec:
@@ -240,18 +419,39 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
         lines += ["## Plots", ""]
         for name, path in figure_files.items():
             lines += [f"![{name}]({path})", ""]
+            if name == "importance":
+                lines += [
+                    f"Parameter importances (fANOVA) from {summary.count('COMPLETE')} complete trials: "
+                    "a rough guide until a study has a few dozen.",
+                    "",
+                ]
+    complete = summary.count("COMPLETE")
+    if complete and "importance" not in figure_files and complete < MIN_TRIALS_FOR_IMPORTANCE:
+        lines += [
+            f"No parameter-importance plot: {complete} complete trial{'s' if complete != 1 else ''}; "
+            f"it needs {MIN_TRIALS_FOR_IMPORTANCE}.",
+            "",
+        ]
     lines += ["## All trials", ""]
-    header = ["trial", "state", "MSA", *[o.name for o in summary.objectives], "params", "note"]
+    header = ["trial", "state", "MSA", "design", *[o.name for o in summary.objectives], "time", "note"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in summary.rows:
-        cells = [_fmt(v) for v in row.values] if row.values else ["" for _ in summary.objectives]
-        params = " ".join(f"{k}={v}" for k, v in row.params.items())
-        note = row.note.replace("|", "/").replace("\n", " ")
-        lines.append(
-            f"| {row.number} | {row.state} | {'' if row.n_msa is None else row.n_msa} | "
-            + " | ".join(cells)
-            + f" | {params} | {note} |"
-        )
+        mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
+        values = [_fmt(v) + mark for v in row.values] if row.values else ["" for _ in summary.objectives]
+        note = " ".join(p for p in (row.step or "", row.note) if p).replace("|", "/").replace("\n", " ")
+        cells = [
+            str(row.number),
+            row.state,
+            "" if row.n_msa is None else str(row.n_msa),
+            f"`{design_text(row)}`" if design_text(row) else "",
+            *values,
+            "" if row.seconds is None else _duration(row.seconds),
+            note,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if any(r.state == "PRUNED" and r.values for r in summary.rows):
+        lines += ["", f"{PRUNED_MARK} pruned: the last value the trial reported before it was stopped."]
+    lines += ["", "All trials as CSV: `trials.csv` (also `archdsl report STUDY --csv`)."]
     return "\n".join(lines) + "\n"
 
 
@@ -269,8 +469,7 @@ def summary_text(summary: StudySummary) -> str:
     ]
     for row in summary.best:
         values = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(summary.objectives, row.values or (), strict=False))
-        params = " ".join(f"{k}={v}" for k, v in row.params.items())
-        lines.append(f"  best: trial {row.number} ({row.n_msa} MSA) {values}  [{params}]")
+        lines.append(f"  best: trial {row.number} ({row.n_msa} MSA) {values}  {design_text(row)}")
     return "\n".join(lines)
 
 
@@ -285,10 +484,11 @@ class ReportPaths:
     figures: dict[str, Path]  # plot name -> report/<name>.png
     best: dict[int, Path]  # trial number -> best/<rank>-trial<number>-<id>.arch
     summary_text: str
+    csv: Path | None = None  # report/trials.csv
 
 
 def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
-    """Write report/report.md, its PNGs and best/*.arch for `study` under `study_dir`."""
+    """Write report/report.md, its PNGs, report/trials.csv and best/*.arch for `study` under `study_dir`."""
     summary = summarize_study(study)
     report_dir = ensure_dir(study_dir / "report")
     best_dir = ensure_dir(study_dir / "best")
@@ -298,14 +498,17 @@ def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
     for rank, row in enumerate(summary.best, start=1):
         if row.spec:
             best[row.number] = write_text(best_dir / f"{rank}-trial{row.number}-{row.short_id}.arch", row.spec)
+    for old in report_dir.glob("*.png"):  # a plot that no longer applies must not linger
+        old.unlink()
     figures = {
         name: save_figure(fig, report_dir / f"{name}.png", dpi=100, bbox_inches="tight")  # legends sit outside
         for name, fig in make_figures(study, summary).items()
     }
+    table = write_text(report_dir / "trials.csv", trials_csv(summary))
     text = markdown(
         summary,
         {name: path.name for name, path in figures.items()},
         {n: str(Path("..") / "best" / p.name) for n, p in best.items()},
     )
     report = write_text(report_dir / "report.md", text)
-    return ReportPaths(report=report, figures=figures, best=best, summary_text=summary_text(summary))
+    return ReportPaths(report=report, figures=figures, best=best, summary_text=summary_text(summary), csv=table)

@@ -10,6 +10,7 @@ a finished command does no new work.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +24,18 @@ from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import StorageOptions, fail_stale_trials, is_verdict, open_storage
-from archdsl.search.strategies import BuildupStep, make_pruner, make_sampler, run_buildup
+from archdsl.search.strategies import (
+    BUILDUP_STEP_ATTR,
+    BuildupStep,
+    make_pruner,
+    make_sampler,
+    run_buildup,
+    step_label,
+)
 from archdsl.search.trial import DIGEST_ATTR, TrialFailed, TrialObjective, TrialSettings
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+COMMAND_ATTR = "command"  # study user attr: the command line that reproduces the study
 
 
 @dataclass(frozen=True)
@@ -41,6 +50,7 @@ class SearchConfig:
     seed: int = 0
     seed_endpoints: bool = False
     storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
+    command: str | None = None  # the command line that runs this study again (kept in the study)
 
 
 @dataclass(frozen=True)
@@ -79,6 +89,13 @@ def open_study(config: SearchConfig, out: Path, *, create: bool = True) -> optun
         )
     study.set_user_attr("objectives", names)
     study.set_user_attr("strategy", config.strategy)
+    if config.command is not None:
+        study.set_user_attr(COMMAND_ATTR, config.command)
+    if study.metric_names != [o.name for o in config.objectives]:
+        # optuna-dashboard (and Optuna's plots) then say "accuracy", not "Objective 0".
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names([o.name for o in config.objectives])
     return study
 
 
@@ -146,7 +163,7 @@ def run_search(
             space,
             config.objectives[0],
             0,
-            lambda params: _evaluate(study, space, objective, params, config, deadline, callbacks),
+            lambda params, stage: _evaluate(study, space, objective, params, stage, config, deadline, callbacks),
         )
     else:
         remaining = config.n_trials - _finished(study)
@@ -167,6 +184,7 @@ def _evaluate(
     space: Space,
     objective: TrialObjective,
     params: dict[str, ParamValue],
+    stage: str | None,
     config: SearchConfig,
     deadline: float | None,
     callbacks: list,
@@ -193,7 +211,7 @@ def _evaluate(
             time.sleep(1.0)  # another worker is measuring this design
             continue
         if not waiting:
-            study.enqueue_trial(params, user_attrs={"strategy": "buildup"})
+            study.enqueue_trial(params, user_attrs={"strategy": "buildup", BUILDUP_STEP_ATTR: step_label(stage)})
         study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=callbacks, gc_after_trial=True)
     verdicts = [t for t in _trials_of(study, digest) if is_verdict(t)]
     return verdicts[-1] if verdicts else None

@@ -191,6 +191,24 @@ class Space:
 PAPER_K = (0, 1, 1, 2)
 
 
+# The letters of a layout: a conv block and an MSA (the search's bases hold nothing else).
+LAYOUT_LETTERS = {"conv": "C", "msa": "M"}
+
+
+def layout_text(arch: Arch) -> str:
+    """Where a design's MSAs are, stage by stage: `c1:CC c2:CM c3:CCCM` (C: conv block, M: MSA)."""
+    return " ".join(
+        f"{stage.name}:" + "".join(LAYOUT_LETTERS.get(b.kind, b.kind[0].upper()) for b in stage.blocks)
+        for stage in arch.stages
+    )
+
+
+def msa_per_stage(layout: str) -> dict[str, int]:
+    """`"c1:CC c2:CM"` -> `{"c1": 0, "c2": 1}`: the MSAs of each stage of a `layout_text`."""
+    stages = (part.partition(":") for part in layout.split())
+    return {name: blocks.count(LAYOUT_LETTERS["msa"]) for name, _, blocks in stages}
+
+
 def parse_searched(text: str) -> tuple[str, ...]:
     """The knobs of `--search` (comma-separated from k, heads, window, dim_head); a UsageError for others."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())

@@ -63,9 +63,22 @@ class BuildupStep:
     accepted: bool
     state: str = "COMPLETE"  # the trial's state: COMPLETE, PRUNED or FAIL
 
+    @property
+    def label(self) -> str:
+        return step_label(self.stage)
 
-# Evaluates one design (running a trial only if the study has not got it) -> its finished trial.
-Evaluate = Callable[[dict[str, ParamValue]], FrozenTrial | None]
+
+BUILDUP_STEP_ATTR = "buildup_step"  # a build-up trial's step_label, for reports and the dashboard
+
+
+def step_label(stage: str | None) -> str:
+    """What a build-up step tries: `base`, or `+1 MSA in c3` (the stage that changed)."""
+    return "base" if stage is None else f"+1 MSA in {stage}"
+
+
+# Evaluates one design (running a trial only if the study has not got it) -> its finished trial;
+# the stage is the one that got one more MSA (None for the base).
+Evaluate = Callable[[dict[str, ParamValue], str | None], FrozenTrial | None]
 
 
 def run_buildup(space: Space, lead: Objective, lead_index: int, evaluate: Evaluate) -> list[BuildupStep]:
@@ -73,7 +86,7 @@ def run_buildup(space: Space, lead: Objective, lead_index: int, evaluate: Evalua
     start = space.endpoints()[0].params  # the ResNet end: no MSA, default heads/windows
     current = dict(start)
     steps: list[BuildupStep] = []
-    trial = evaluate(current)
+    trial = evaluate(current, None)
     if trial is None:
         return steps
     best = _value(trial, lead_index)
@@ -82,7 +95,7 @@ def run_buildup(space: Space, lead: Objective, lead_index: int, evaluate: Evalua
         key = f"k_{stage.name}"
         while int(current[key]) < stage.max_k:
             candidate = dict(current, **{key: int(current[key]) + 1})
-            trial = evaluate(candidate)
+            trial = evaluate(candidate, stage.name)
             if trial is None:
                 return steps
             value = _value(trial, lead_index)

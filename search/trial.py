@@ -28,7 +28,7 @@ from archdsl.ir import Arch
 from archdsl.search import objective as measure
 from archdsl.search.objectives import Cost, Objective, dominates
 from archdsl.search.optuna_private import storage_of, trial_id
-from archdsl.search.space import Space
+from archdsl.search.space import Space, layout_text
 from archdsl.search.storage import FAIL_REASON_ATTR, StorageOptions, WorkerHeartbeat, fail_stale_trials
 
 DIGEST_ATTR = "digest"
@@ -36,6 +36,7 @@ SPEC_ATTR = "spec"  # the canonical .arch text, so that any machine can report t
 METRICS_ATTR = "metrics"
 REUSED_ATTR = "reused_from"
 PRUNED_REASON_ATTR = "pruned_reason"
+LAYOUT_ATTR = "layout"  # `c1:CC c2:CM ...`: where the MSAs are (space.layout_text), for reports and the dashboard
 WAIT_POLL_S = 1.0
 
 
@@ -78,6 +79,7 @@ class TrialObjective:
         trial.set_user_attr(DIGEST_ATTR, arch.digest())
         trial.set_user_attr("short_id", arch.short_id)
         trial.set_user_attr("n_msa", arch.n_msa)
+        trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
         trial.set_user_attr(SPEC_ATTR, measure.format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
         with WorkerHeartbeat(storage_of(study), trial_id(trial), self.settings.storage.heartbeat_interval):
             earlier = self._wait_for_twin(study, trial, arch.digest())

@@ -214,3 +214,14 @@ def test_landscape_figures_are_saved(dims, tmp_path):
     path = tmp_path / "landscape.png"
     plots.landscape_figure(land).savefig(path, dpi=plots.DPI)
     assert path.stat().st_size > 10_000
+
+
+def test_robustness_figure_is_as_wide_as_its_corruptions_need():
+    def result(corruptions: list[str]) -> RobustnessResult:
+        cells = [CorruptionAccuracy(corruption=c, severity=1, top1=0.5, count=10) for c in corruptions]
+        return RobustnessResult.from_cells(cells)
+
+    names = [f"corruption_{i}" for i in range(15)]
+    widths = [plots.robustness_figure(result(names[:n])).get_size_inches()[0] for n in (2, 8, 15)]
+    assert widths[0] < widths[1] < widths[2]
+    assert widths[0] <= 6  # two corruptions are not drawn a page wide

@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import csv
+import datetime
+import io
+
 import matplotlib
 import matplotlib.pyplot as plt
 import optuna
 import pytest
+from matplotlib.collections import QuadMesh
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
 
-from archdsl.search.report import summarize_study, write_report
-from archdsl.search.trial import DIGEST_ATTR, SPEC_ATTR
+from archdsl.cli import main
+from archdsl.search.objectives import parse_objectives
+from archdsl.search.report import (
+    MIN_TRIALS_FOR_IMPORTANCE,
+    PRUNED_MARK,
+    make_figures,
+    markdown,
+    summarize_study,
+    trials_csv,
+    write_report,
+)
+from archdsl.search.runner import SearchConfig, open_study
+from archdsl.search.trial import DIGEST_ATTR, LAYOUT_ATTR, SPEC_ATTR
 
 
 def _study(values: list[float]) -> optuna.Study:
@@ -29,6 +45,7 @@ def _study(values: list[float]) -> optuna.Study:
                     "short_id": f"id{number}",
                     "n_msa": number % 2 + number % 3,
                     SPEC_ATTR: f"arch trial{number} {{}}\n",
+                    LAYOUT_ATTR: f"c1:{'CM' if number % 2 else 'CC'} c2:{'CM' * (number % 3) or 'CC'}",
                 },
             )
         )
@@ -47,9 +64,11 @@ def pdf_backend():
 def test_write_report_leaves_the_backend_and_pyplot_alone(tmp_path, pdf_backend):
     study = _study([0.2, 0.5, 0.4, 0.3, 0.6])
     open_before = plt.get_fignums()
+    style_before = dict(matplotlib.rcParams)
     paths = write_report(study, tmp_path / "made-by-hand")
     assert matplotlib.get_backend() == "pdf"  # a library call must not switch the process's backend
     assert plt.get_fignums() == open_before  # nor leave figures registered in pyplot
+    assert dict(matplotlib.rcParams) == style_before  # nor keep Optuna's ggplot style
     assert paths.report.read_text().startswith("# Search report: made-by-hand")
     assert {"history", "msa"} <= set(paths.figures)
     assert all(path.stat().st_size > 0 for path in paths.figures.values())
@@ -65,3 +84,136 @@ def test_a_shrinking_front_removes_old_winners(tmp_path):
     assert not next(iter(first.best.values())).exists()
     assert sorted(p.name for p in (folder / "best").iterdir()) == [p.name for p in second.best.values()]
     assert summarize_study(_study([0.7, 0.2])).best[0].number == 0
+
+
+STAGES = {"c1": 2, "c2": 4}  # blocks per stage of the made-up base
+
+
+def _layout(k1: int, k2: int) -> str:
+    return f"c1:{'C' * (2 - 2 * k1)}{'CM' * k1} c2:{'C' * (4 - 2 * k2)}{'CM' * k2}"
+
+
+def _two_objective_study(n: int, *, pruned: tuple[int, ...] = (), failed: tuple[int, ...] = ()) -> optuna.Study:
+    """accuracy (max) and params (min) over k_c1 in 0..1, k_c2 in 0..2, with pruned and failed trials."""
+    study = optuna.create_study(directions=["maximize", "minimize"], study_name="two")
+    study.set_user_attr("objectives", "accuracy,params")
+    study.set_user_attr("strategy", "nsga2")
+    study.set_user_attr("command", "archdsl search --objectives accuracy,params --n-trials 9")
+    start = datetime.datetime(2026, 1, 1)
+    for number in range(n):
+        k1, k2 = number % 2, number % 3
+        state = TrialState.PRUNED if number in pruned else TrialState.FAIL if number in failed else TrialState.COMPLETE
+        trial = optuna.create_trial(
+            state=state,
+            values=[0.5 + 0.05 * k2 - 0.01 * number, 1000.0 + 100 * (k1 + k2)]
+            if state == TrialState.COMPLETE
+            else None,
+            params={"k_c1": k1, "k_c2": k2},
+            distributions={"k_c1": IntDistribution(0, 1), "k_c2": IntDistribution(0, 2)},
+            user_attrs={
+                DIGEST_ATTR: f"d{number}",
+                "short_id": f"id{number}",
+                "n_msa": k1 + k2,
+                LAYOUT_ATTR: _layout(k1, k2),
+            },
+        )
+        trial.datetime_start = start + datetime.timedelta(minutes=number)
+        trial.datetime_complete = trial.datetime_start + datetime.timedelta(seconds=30 + number)
+        study.add_trial(trial)
+    return study
+
+
+def test_the_trials_table_has_one_column_per_objective_a_design_and_a_time():
+    summary = summarize_study(_two_objective_study(4))
+    text = markdown(summary, {}, {})
+    header = next(line for line in text.splitlines() if line.startswith("| trial"))
+    cells = [c.strip() for c in header.strip("|").split("|")]
+    assert cells == ["trial", "state", "MSA", "design", "accuracy", "params", "time", "note"]  # params once
+    row = next(line for line in text.splitlines() if line.startswith("| 3 |"))
+    assert "`c1:CM c2:CCCC`" in row and "33 s" in row  # trial 3: k = (1, 0), 30 + 3 seconds
+    assert "- reproduce: `archdsl search --objectives accuracy,params --n-trials 9`" in text
+
+
+def test_a_pruned_trial_value_carries_a_marker_that_the_report_explains():
+    study = optuna.create_study(direction="maximize", study_name="one")
+    study.set_user_attr("objectives", "accuracy")
+    for number, state in enumerate([TrialState.COMPLETE, TrialState.PRUNED]):
+        study.add_trial(
+            optuna.create_trial(
+                state=state,
+                value=0.4 if state == TrialState.COMPLETE else 0.25,  # Optuna keeps a pruned trial's last value
+                intermediate_values={0: 0.25} if state == TrialState.PRUNED else {},
+                params={"k_c1": number},
+                distributions={"k_c1": IntDistribution(0, 1)},
+                user_attrs={LAYOUT_ATTR: f"c1:{'CM' if number else 'CC'}"},
+            )
+        )
+    summary = summarize_study(study)
+    text = markdown(summary, {}, {})
+    pruned = next(line for line in text.splitlines() if line.startswith("| 1 |"))
+    assert "PRUNED" in pruned and f"0.25 {PRUNED_MARK}" in pruned
+    assert f"{PRUNED_MARK} pruned: the last value" in text
+    assert f"0.4 {PRUNED_MARK}" not in text
+
+
+def test_trials_csv_reads_back_with_a_column_per_objective_and_parameter():
+    rows = list(csv.DictReader(io.StringIO(trials_csv(summarize_study(_two_objective_study(5, failed=(4,)))))))
+    assert list(rows[0]) == [
+        "trial", "state", "accuracy", "params", "msa", "layout", "k_c1", "k_c2", "step", "seconds", "note",
+    ]  # fmt: skip
+    assert [r["state"] for r in rows] == ["COMPLETE"] * 4 + ["FAIL"]
+    assert float(rows[2]["params"]) == 1200.0 and rows[2]["layout"] == "c1:CC c2:CMCM"
+    assert rows[4]["accuracy"] == "" and float(rows[4]["seconds"]) == 34.0
+
+
+def test_msa_figure_shows_where_every_trial_put_its_msas_pruned_ones_included():
+    study = _two_objective_study(6, pruned=(2,), failed=(5,))
+    figures = make_figures(study, summarize_study(study))
+    bottom = figures["msa"].axes[1]
+    [mesh] = [c for c in bottom.collections if isinstance(c, QuadMesh)]
+    counts = mesh.get_array().reshape(2, 6)  # stages x trials, the pruned and failed ones too
+    assert counts[:, 2].tolist() == [0, 2] and counts[:, 3].tolist() == [1, 0]
+    assert [t.get_text() for t in bottom.get_yticklabels()] == ["c1", "c2"]
+
+
+def test_history_ticks_are_whole_trials_and_pareto_points_say_their_layout():
+    study = _two_objective_study(5)
+    figures = make_figures(study, summarize_study(study))
+    history = figures["history"].axes[0]
+    figures["history"].canvas.draw()
+    ticks = [t for t in history.get_xticks() if history.get_xlim()[0] <= t <= history.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    labels = {t.get_text() for t in figures["pareto"].axes[0].texts}
+    front = summarize_study(study).best
+    assert {"(" + ",".join(str(k) for k in r.msa_per_stage.values()) + ")" for r in front} <= labels
+
+
+def test_no_importance_plot_below_the_minimum_and_the_report_says_why(tmp_path):
+    few = _study([0.1 * i for i in range(MIN_TRIALS_FOR_IMPORTANCE - 1)])
+    paths = write_report(few, tmp_path / "few")
+    assert "importance" not in paths.figures
+    assert f"it needs {MIN_TRIALS_FOR_IMPORTANCE}" in paths.report.read_text()
+    enough = _study([0.1 * (i % 4) for i in range(MIN_TRIALS_FOR_IMPORTANCE)])
+    paths = write_report(enough, tmp_path / "enough")
+    assert "importance" in paths.figures and "a rough guide" in paths.report.read_text()
+
+
+def test_archdsl_studies_name_their_objectives_for_the_dashboard(tmp_path):
+    config = SearchConfig(
+        study_name="named", strategy="tpe", objectives=parse_objectives("accuracy,params"), n_trials=1
+    )
+    study = open_study(config, tmp_path)
+    assert study.metric_names == ["accuracy", "params"]
+
+
+def test_report_csv_prints_the_table_and_writes_nothing(tmp_path, capsys):
+    config = SearchConfig(
+        study_name="table", strategy="tpe", objectives=parse_objectives("accuracy,params"), n_trials=1
+    )
+    study = open_study(config, tmp_path / "runs")
+    for trial in _two_objective_study(3).trials:
+        study.add_trial(trial)
+    assert main(["report", "table", "--out", str(tmp_path / "runs"), "--csv"]) == 0
+    printed = capsys.readouterr().out
+    assert printed == trials_csv(summarize_study(study))
+    assert not (tmp_path / "runs" / "table" / "report").exists()

@@ -37,10 +37,12 @@ def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
         (1, 1, 1, 2): 83.0,
     }
     asked = []
+    changed = []
 
-    def evaluate(params):
+    def evaluate(params, stage):
         ks = tuple(params[f"k_c{i}"] for i in range(1, 5))
         asked.append(ks)
+        changed.append(stage)
         return _fake_trial(scores[ks])
 
     steps = run_buildup(space, OBJECTIVES["accuracy"], 0, evaluate)
@@ -54,6 +56,9 @@ def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
         (0, 2, 1, 2),
         (1, 1, 1, 2),
     ]
+    # The stage that got one more MSA than the design kept before it (None: the base).
+    assert changed == [None, "c4", "c4", "c3", "c3", "c2", "c2", "c1"]
+    assert [s.label for s in steps][:3] == ["base", "+1 MSA in c4", "+1 MSA in c4"]
     kept = [s.params for s in steps if s.accepted][-1]
     assert (kept["k_c1"], kept["k_c2"], kept["k_c3"], kept["k_c4"]) == (0, 1, 1, 2)  # the paper's AlterNet
 
@@ -62,7 +67,7 @@ def test_buildup_treats_a_failed_candidate_as_no_better_and_minimises_when_asked
     space = make_space(load_spec("alter50-base"))
     seen = []
 
-    def evaluate(params):
+    def evaluate(params, stage):
         ks = tuple(params[f"k_c{i}"] for i in range(1, 5))
         seen.append(ks)
         # params (minimise): every MSA adds parameters, so nothing is ever kept.
@@ -80,11 +85,17 @@ def test_buildup_search_follows_the_rule_on_real_training(tmp_path):
     trials = [t for t in study.trials if t.state == TrialState.COMPLETE]
     ks = [tuple(t.params[f"k_c{i}"] for i in (1, 2, 3)) for t in trials]
     assert ks[0] == (0, 0, 0) and ks[1] == (0, 0, 1)  # the base first, then the end of the last stage
+    assert trials[0].user_attrs["buildup_step"] == "base"
+    assert trials[0].user_attrs["layout"] == "c1:CC c2:CC c3:CC"
+    assert study.metric_names == ["accuracy"]  # optuna-dashboard names the objective
     best, best_value, stage = ks[0], trials[0].values[0], 2
     for k, trial in zip(ks[1:], trials[1:], strict=True):
         grown = [i for i in range(3) if k[i] == best[i] + 1]
         assert len(grown) == 1 and all(k[i] == best[i] for i in range(3) if i != grown[0])  # one MSA added
         assert grown[0] <= stage  # never back to a later stage
+        # What the dashboard shows of the step: the stage that changed, and the layout.
+        assert trial.user_attrs["buildup_step"] == f"+1 MSA in c{grown[0] + 1}"
+        assert trial.user_attrs["layout"].split()[grown[0]].count("M") == k[grown[0]]
         stage = grown[0]
         if trial.values[0] > best_value:
             best, best_value = k, trial.values[0]

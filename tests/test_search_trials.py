@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import _search_support as support
 import pytest
 import torch
@@ -57,6 +59,15 @@ def test_constraints_prune_designs_before_any_training(tmp_path):
         else:
             assert t.state == TrialState.COMPLETE and t.values[0] == t.user_attrs["metrics"]["accuracy"]
     assert {t.state for t in trials} == {TrialState.PRUNED, TrialState.COMPLETE}
+    # Every trial says where its MSAs are; the study keeps the command that reproduces it, which
+    # names this very study and space (running it again finds the study complete).
+    assert all(t.user_attrs["layout"].startswith("c1:") for t in trials)
+    command = support.load(tmp_path, "cons").user_attrs["command"]
+    assert f"`{command}`" in (tmp_path / "runs" / "cons" / "report" / "report.md").read_text()
+    argv = shlex.split(command)
+    assert argv[:2] == ["archdsl", "search"] and "--max-params" in argv
+    assert main(argv[1:]) == 0
+    assert len(support.load(tmp_path, "cons").trials) == 8
 
 
 def test_a_diverging_design_fails_with_its_reason_and_the_study_goes_on(tmp_path, capsys):

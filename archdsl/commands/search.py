@@ -220,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
         max_retry=args.max_retry,
     )
     config = SearchConfig(
+        command=reproduce_command(args, study_name=study_name, base=base_name, subset=subset, objectives=objectives),
         study_name=study_name,
         strategy=args.strategy,
         objectives=objectives,
@@ -278,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}", file=sys.stderr)
     if outcome.buildup is not None:
         for step in outcome.buildup:
-            where = "base" if step.stage is None else f"+1 MSA in {step.stage}"
+            where = step.label
             verdict = "kept" if step.accepted else "rejected"
             value = step.state.lower() if step.value is None else f"{step.value:.4g}"
             print(f"build-up: {where:<16} {value:>8}  {verdict}")
@@ -289,6 +290,60 @@ def run(args: argparse.Namespace) -> int:
     print(paths.summary_text)
     print(f"report: {paths.report}")
     return 0
+
+
+def reproduce_command(args: argparse.Namespace, *, study_name: str, base: str, subset: float, objectives) -> str:
+    """The `archdsl search` line that runs this study again, kept in the study for its report.
+
+    Every setting that shapes the results is spelled out, defaults included (a later change of
+    a default must not change what the line does); the Hessian and robustness settings only when
+    an objective uses them. A database URL's password is left out.
+    """
+    import shlex
+
+    parts = ["archdsl", "search", "--dataset", args.dataset]
+    if args.data_root:
+        parts += ["--data-root", args.data_root]
+    parts += ["--base", base, "--search", args.search, "--strategy", args.strategy]
+    parts += ["--objectives", ",".join(o.name for o in objectives), "--n-trials", str(args.n_trials)]
+    if args.timeout is not None:
+        parts += ["--timeout", _number(args.timeout)]
+    if args.seed_endpoints:
+        parts.append("--seed-endpoints")
+    for flag, value in (("--max-params", args.max_params), ("--max-flops", args.max_flops)):
+        if value is not None:
+            parts += [flag, _number(value)]
+    parts += ["--seed", str(args.seed), "--epochs", str(args.epochs), "--subset", _number(subset)]
+    parts += ["--recipe", args.recipe]
+    for flag, value in (("--batch-size", args.batch_size), ("--lr", args.lr)):
+        if value is not None:
+            parts += [flag, _number(value)]
+    names = {o.name for o in objectives}
+    if names & {"nep", "ape"}:
+        parts += ["--hessian-batches", str(args.hessian_batches), "--hessian-iters", str(args.hessian_iters)]
+    if "robustness" in names:
+        parts += ["--severities", ",".join(map(str, _severities(args.severities)))]
+    parts += ["--study-name", study_name, "--out", str(args.out)]
+    if args.storage:
+        parts += ["--storage", _without_password(args.storage)]
+    if args.device != "auto":
+        parts += ["--device", args.device]
+    return shlex.join(parts)
+
+
+def _number(value: float) -> str:
+    """A number as a flag takes it back exactly: `323000`, `0.4`, `1e-05`."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _without_password(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":PASSWORD@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _print_trial(study, trial) -> None:
@@ -309,7 +364,7 @@ def _severities(text: str) -> tuple[int, ...]:
 
 
 def _describe_space(space) -> str:
-    from archdsl.ir import MSABlock
+    from archdsl.search.space import layout_text
 
     lines = [f"base {space.base.name}: {len(space.stages)} stages, searching {','.join(space.searched)}"]
     for s in space.stages:
@@ -326,9 +381,7 @@ def _describe_space(space) -> str:
     lines.append("endpoints:")
     for e in space.endpoints():
         arch = space.arch_from_params(e.params)
-        layout = " ".join(
-            f"{st.name}:" + "".join("M" if isinstance(b, MSABlock) else "C" for b in st.blocks) for st in arch.stages
-        )
+        layout = layout_text(arch)
         ks = ",".join(str(e.params.get(f"k_{s.name}", 0)) for s in space.stages)
         lines.append(f"  {e.name:<10} k=({ks})  {layout}  {arch.n_msa} MSA")
     return "\n".join(lines)
