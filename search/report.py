@@ -307,7 +307,7 @@ def _label_front(ax: Any, summary: StudySummary) -> None:
         return
     low, high = ax.get_xlim()
     for row in labelled:
-        x, y = row.values[0], row.values[1]
+        x, y = (row.values or (0.0, 0.0))[:2]  # never empty: `labelled` has values
         right_half = x > (low + high) / 2  # labels point inwards, so none runs off the plot
         ax.annotate(
             "(" + ",".join(str(k) for k in row.msa_per_stage.values()) + ")",
@@ -437,14 +437,14 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in summary.rows:
         mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
-        values = [_fmt(v) + mark for v in row.values] if row.values else ["" for _ in summary.objectives]
+        shown = [_fmt(v) + mark for v in row.values] if row.values else ["" for _ in summary.objectives]
         note = " ".join(p for p in (row.step or "", row.note) if p).replace("|", "/").replace("\n", " ")
         cells = [
             str(row.number),
             row.state,
             "" if row.n_msa is None else str(row.n_msa),
             f"`{design_text(row)}`" if design_text(row) else "",
-            *values,
+            *shown,
             "" if row.seconds is None else _duration(row.seconds),
             note,
         ]

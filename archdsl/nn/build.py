@@ -161,7 +161,7 @@ class ArchNet(nn.Module):
         """
         if output_fmt not in ("NCHW", "NHWC"):
             raise ValueError(f"output_fmt must be NCHW or NHWC, got {output_fmt!r}")
-        take, max_index = feature_take_indices(len(self.feature_info), indices)
+        take, max_index = feature_take_indices(len(self.feature_info), _index_list(indices))
         intermediates: list[torch.Tensor] = []
 
         def keep(index: int, value: torch.Tensor) -> None:
@@ -183,7 +183,7 @@ class ArchNet(nn.Module):
         self, indices: int | Sequence[int] = 1, prune_norm: bool = False, prune_head: bool = True
     ) -> list[int]:
         """Drop the stages after the last wanted feature map (and the classifier): timm's `features_only`."""
-        take, max_index = feature_take_indices(len(self.feature_info), indices)
+        take, max_index = feature_take_indices(len(self.feature_info), _index_list(indices))
         for name in list(self.stages)[max_index:]:
             del self.stages[name]
         if prune_head:
@@ -288,6 +288,11 @@ def create_model(
     if device is not None or dtype is not None:
         model.to(device=device, dtype=dtype)
     return model
+
+
+def _index_list(indices: int | Sequence[int] | None) -> int | list[int] | None:
+    """timm's `feature_take_indices` wants a list where we accept any sequence."""
+    return indices if indices is None or isinstance(indices, int) else list(indices)
 
 
 def with_overrides(

@@ -89,7 +89,7 @@ class _Classifier(nn.Module):
         self.fc = nn.Linear(in_channels, classes) if classes > 0 else nn.Identity()
 
     def reset(self, classes: int) -> None:
-        like = self.norm.weight  # both heads start with an affine norm
+        like: torch.Tensor = self.norm.weight  # type: ignore[assignment]  # both heads start with an affine norm
         if classes > 0:
             self.fc = nn.Linear(like.shape[0], classes, device=like.device, dtype=like.dtype)
             trunc_normal_(self.fc.weight, std=0.02)
