@@ -19,7 +19,10 @@ from archdsl.run.optimize import (
 )
 
 # Specs whose float64 forward and backward take more than a second on two cores.
-LARGE = {"alter50", "alter50-base", "alter50-code", "resnet50", "swinlike50", "swin-ti", "vit-ti", "pit-ti"}
+LARGE = {
+    *("alter50", "alter50-base", "alter50-code", "resnet50", "swinlike50", "swin-ti", "vit-ti", "pit-ti"),
+    *("alter18", "resnet18"),  # a few seconds each on two busy cores
+}
 
 
 def with_statistics(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
