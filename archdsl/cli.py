@@ -18,9 +18,12 @@ import argparse
 import importlib
 import keyword
 import os
+import signal
 import sys
+from collections.abc import Sequence
+from typing import Any
 
-from archdsl.errors import UserError
+from archdsl.errors import UserError, did_you_mean
 
 # The order is the order of `archdsl --help`.
 COMMAND_MODULES = (
@@ -43,6 +46,35 @@ def command_module(name: str) -> str:
     return f"archdsl.commands.{name}_" if keyword.iskeyword(name) else f"archdsl.commands.{name}"
 
 
+class CommandParser(argparse.ArgumentParser):
+    """Every archdsl parser: flags are spelled out, and a flag a command does not know is its error.
+
+    argparse's defaults would run `train --epoch 1` as `--epochs 1` (abbreviations), and hand an
+    unknown flag up to `archdsl`, whose usage line says nothing about the command's flags. Here
+    an unknown flag ends with the command's own usage and the flag it most probably meant.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        known, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}" + self._suggestion(extras))
+        return known, extras
+
+    def _suggestion(self, extras: list[str]) -> str:
+        flags = [flag for action in self._actions for flag in action.option_strings if flag.startswith("--")]
+        for word in extras:
+            hint = did_you_mean(word.split("=", 1)[0], flags) if word.startswith("--") else None
+            if hint:
+                return f"\n  hint: {hint}"
+        return ""
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """Wraps descriptions as usual, but prints an `examples:` epilog line by line, as written."""
 
@@ -53,7 +85,7 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="archdsl",
         description=(
             "Design hybrid CNN/Transformer vision networks as .arch specs: check and compile "
@@ -65,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     from archdsl import __version__
 
     parser.add_argument("--version", action="version", version=f"archdsl {__version__}")
+    # Subcommands (and theirs, `data list`) are made by the parser's class: CommandParser.
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         module = importlib.import_module(command_module(name))
@@ -79,6 +112,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command line; the exit status. A reader that closes the pipe early (`archdsl
+    search --dry-run | head -3`) ends the command quietly, with the status of a process a
+    closed pipe stopped (128 + SIGPIPE), as `head`'s other writers end."""
+    try:
+        status = _run(argv)
+        sys.stdout.flush()  # output still buffered meets the closed pipe here, not at exit
+        return status
+    except BrokenPipeError:
+        # Python would report the failed flush again at exit: stdout goes nowhere from now on.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + SIGPIPE
+
+
+SIGPIPE = getattr(signal, "SIGPIPE", 13)  # 13 on every POSIX system; Windows has no SIGPIPE
+
+
+def _run(argv: list[str] | None) -> int:
     # The commands draw figures into files only: no GUI backend (and no display) is needed.
     os.environ.setdefault("MPLBACKEND", "Agg")
     parser = build_parser()

@@ -15,14 +15,27 @@ def test_list_names_every_dataset(capsys):
         assert f"\n{name} " in "\n" + out
 
 
+def test_list_imports_no_torch():
+    """`data list` prints names: it took 8 s when it looked for files through torchvision."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from archdsl.cli import main; main(['data', 'list']); "
+        "print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "fashion-mnist-c" in out and out.splitlines()[-1] == "[]"
+
+
 def test_info_synthetic_offline(capsys):
     assert main(["data", "info", "--dataset", "synthetic:classes=4,test=12"]) == 0
     out = capsys.readouterr().out
     assert "classes:  4" in out and "test 12" in out and "generated in memory" in out
 
 
-def test_info_reports_missing_files(tmp_path, capsys):
-    assert main(["data", "info", "--dataset", "cifar100", "--data-root", str(tmp_path)]) == 0
+def test_info_reports_missing_files_and_exits_non_zero(tmp_path, capsys):
+    assert main(["data", "info", "--dataset", "cifar100", "--data-root", str(tmp_path)]) == 1
     assert f"{tmp_path / 'cifar-100-python'}  (not found)" in capsys.readouterr().out
 
 
@@ -79,7 +92,7 @@ def test_picking_corruptions_in_the_name_points_to_the_flags(capsys):
 
 @pytest.mark.parametrize("name, folder", [("cifar100", "cifar-100-python"), ("cifar10-c", "CIFAR-10-C")])
 def test_info_of_a_missing_dataset_says_what_to_put_where(tmp_path, capsys, name, folder):
-    assert main(["data", "info", "--dataset", name, "--data-root", str(tmp_path)]) == 0
+    assert main(["data", "info", "--dataset", name, "--data-root", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "missing:" in out and "to fix:   " in out and f"{tmp_path / folder}/ holds" in out
 

@@ -66,11 +66,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list() -> int:
-    from archdsl.data import dataset_names, describe
+    # Names and descriptions only: `describe` looks for files (and imports torchvision to do so).
+    from archdsl.data import dataset_descriptions
 
-    width = max(len(name) for name in dataset_names())
-    for name in dataset_names():
-        print(f"{name:{width}s}  {describe(name).description}")
+    descriptions = dataset_descriptions()
+    width = max(len(name) for name in descriptions)
+    for name, description in descriptions.items():
+        print(f"{name:{width}s}  {description}")
     return 0
 
 
@@ -100,7 +102,8 @@ def _info(args: argparse.Namespace) -> int:
 
         matches = official_checksums(SPECS[info.name], resolve_data_root(args.data_root))
         print(f"checksums: {'official' if matches else 'differ from the official release'}")
-    return 0
+    # A script that asks whether the data is there gets its answer from the exit status too.
+    return 0 if info.available else 1
 
 
 def _why_missing(name: str, root: str | None) -> UserError | None:

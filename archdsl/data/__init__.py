@@ -8,12 +8,20 @@ sets = load_corrupted("cifar100-c", root="data", corruptions=["fog"], severities
 from archdsl.data.base import CorruptedSet, ImageSet
 from archdsl.data.cifar_c import write_corrupted
 from archdsl.data.names import resolve_data_root
-from archdsl.data.registry import DatasetInfo, dataset_names, describe, load_corrupted, load_split
+from archdsl.data.registry import (
+    DatasetInfo,
+    dataset_descriptions,
+    dataset_names,
+    describe,
+    load_corrupted,
+    load_split,
+)
 
 __all__ = [
     "CorruptedSet",
     "DatasetInfo",
     "ImageSet",
+    "dataset_descriptions",
     "dataset_names",
     "describe",
     "load_corrupted",

@@ -1,0 +1,75 @@
+"""What every command shares: its flags spelled out, unknown flags answered with the command's
+usage and the closest flag, and no traceback when the reader of its output goes away."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import pytest
+
+from archdsl.cli import build_parser, main
+
+
+def _usage_error(argv: list[str], capsys) -> str:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_a_flag_is_never_abbreviated(capsys):
+    """`train --epoch 1` once ran as `--epochs 1`... or, spelled `--epoch` on a longer run, as the default."""
+    err = _usage_error(["train", "tiny", "--dataset", "synthetic", "--epoch", "1"], capsys)
+    assert "usage: archdsl train " in err  # the command's usage, not archdsl's
+    assert "unrecognized arguments: --epoch 1" in err and "did you mean `--epochs`?" in err
+
+
+@pytest.mark.parametrize(
+    "argv, suggestion",
+    [
+        (["search", "--dry-run", "--batchsize", "8"], "--batch-size"),
+        (["eval", "ckpt.safetensors", "--devic=cpu"], "--device"),
+        (["data", "info", "--dataset", "synthetic", "--data-rot", "x"], "--data-root"),
+    ],
+)
+def test_an_unknown_flag_shows_the_command_usage_and_the_closest_flag(argv, suggestion, capsys):
+    err = _usage_error(argv, capsys)
+    assert err.startswith(f"usage: archdsl {' '.join(argv[:2] if argv[0] == 'data' else argv[:1])} ")
+    assert f"did you mean `{suggestion}`?" in err and "Traceback" not in err
+
+
+def test_an_unknown_word_is_refused_without_a_guess(capsys):
+    err = _usage_error(["check", "tiny", "--zzzzzz"], capsys)
+    assert "usage: archdsl check " in err and "unrecognized arguments: --zzzzzz" in err and "did you mean" not in err
+
+
+def test_every_parser_refuses_abbreviations():
+    parser = build_parser()
+    stack = [parser]
+    seen = 0
+    while stack:
+        current = stack.pop()
+        seen += 1
+        assert current.allow_abbrev is False, current.prog
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                stack.extend(action.choices.values())
+    assert seen > 12  # archdsl, its commands and data's actions
+
+
+def test_a_closed_pipe_ends_quietly(monkeypatch, capsys):
+    """`archdsl data list | head -1`: the reader is gone before archdsl has written its lines."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    stream = os.fdopen(write_end, "w")
+    monkeypatch.setattr(sys, "stdout", stream)
+    try:
+        assert main(["data", "list"]) == 141  # 128 + SIGPIPE, as a shell reports a writer `head` stopped
+        print("more output goes nowhere, silently")
+        stream.flush()
+    finally:
+        monkeypatch.undo()
+        stream.close()
+    assert "Traceback" not in capsys.readouterr().err
