@@ -40,7 +40,7 @@ def test_analyze_writes_metrics_figures_and_report(checkpoint, tmp_path, capsys)
     out = tmp_path / "analysis"
     code = main([
         "analyze", str(checkpoint), "--out", str(out), "--device", "cpu", "--no-progress",
-        "--subset", "0.5", "--corruptions", "fog", "contrast", "--severities", "1", "3",
+        "--subset", "0.5", "--corruptions", "fog,contrast", "--severities", "1,3",
         "--batches", "2", "--hessian-batch-size", "4", "--k", "2", "--max-iter", "8", "--method", "lanczos",
         "--images", "12",
     ])  # fmt: skip
@@ -103,7 +103,7 @@ def test_an_out_that_is_a_file_is_a_user_error(checkpoint, tmp_path, capsys):
 
 
 def test_mce_against_a_baseline_run_and_its_own_mistakes(checkpoint, tmp_path, capsys):
-    common = ["--metrics", "robustness", "--corruptions", "fog", "--severities", "1", "5", "--device", "cpu",
+    common = ["--metrics", "robustness", "--corruptions", "fog", "--severities", "1,5", "--device", "cpu",
               "--no-progress"]  # fmt: skip
     assert main(["analyze", str(checkpoint), "--out", str(tmp_path / "base"), "--subset", "0.5", *common]) == 0
     baseline_json = tmp_path / "base" / "metrics.json"

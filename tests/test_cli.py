@@ -73,3 +73,28 @@ def test_a_closed_pipe_ends_quietly(monkeypatch, capsys):
         monkeypatch.undo()
         stream.close()
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "c.safetensors", "--corruptions", "fog,contrast", "--severities", "1,5"],
+        ["analyze", "c.safetensors", "--corruptions", "fog, contrast", "--severities", "1,5"],
+        ["data", "corrupt", "--dataset", "synthetic", "--out", "x", "--corruptions", "fog,contrast"],
+        ["search", "--severities", "1,5"],
+    ],
+)
+def test_every_list_flag_takes_commas(argv):
+    """eval and analyze once took `--corruptions fog contrast`, data corrupt and search commas."""
+    args = build_parser().parse_args(argv)
+    if "--corruptions" in argv:
+        assert args.corruptions == ("fog", "contrast")
+    assert getattr(args, "severities", None) in (None, (1, 5))
+
+
+def test_a_comma_list_is_not_read_as_one_misspelt_name(tmp_path, capsys):
+    """`fog,contrast` was one name to eval, which answered "did you mean `contrast`"."""
+    assert main(["data", "corrupt", "--dataset", "synthetic:test=4", "--out", str(tmp_path),
+                 "--corruptions", "fog,contrst", "--no-progress"]) == 1  # fmt: skip
+    err = capsys.readouterr().err
+    assert "'contrst'" in err and "did you mean `contrast`?" in err and "fog,contrst" not in err

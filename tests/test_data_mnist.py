@@ -166,7 +166,7 @@ def test_a_1x28x28_design_trains_and_is_analysed_end_to_end(tmp_path, one_thread
                  "--batch-size", "32", "--out", str(run), "--device", "cpu", "--no-progress"]) == 0  # fmt: skip
     out = tmp_path / "analysis"
     assert main(["analyze", str(run / "final.safetensors"), *root, "--metrics", "acc,robustness,fourier,lesion",
-                 "--corruptions", "fog", "gaussian_noise", "--severities", "2", "--images", "8", "--out", str(out),
+                 "--corruptions", "fog,gaussian_noise", "--severities", "2", "--images", "8", "--out", str(out),
                  "--device", "cpu", "--no-progress"]) == 0  # fmt: skip
     report = AnalysisReport.model_validate_json((out / "metrics.json").read_text())
     assert report.dataset == "fashion-mnist" and len(report.robustness.cells) == 2

@@ -73,7 +73,7 @@ def test_resume_without_a_checkpoint_is_an_error(spec: Path, tmp_path: Path, cap
 
 @pytest.mark.parametrize("severity", ["0", "6", "x"])
 def test_eval_severities_outside_1_to_5_are_usage_errors(tmp_path: Path, severity: str, capsys) -> None:
-    argv = ["eval", str(tmp_path / "c.safetensors"), "--dataset", "synthetic-c", "--severities", "3", severity]
+    argv = ["eval", str(tmp_path / "c.safetensors"), "--dataset", "synthetic-c", "--severities", f"3,{severity}"]
     assert exit_code(argv) == 2
     assert "expected a severity from 1 to 5" in capsys.readouterr().err
 
@@ -131,11 +131,9 @@ def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
                 "--dataset",
                 "synthetic-c:test=60",
                 "--corruptions",
-                "fog",
-                "contrast",
+                "fog,contrast",
                 "--severities",
-                "1",
-                "5",
+                "1,5",
                 "--no-progress",
             ]
         )

@@ -71,6 +71,20 @@ def severity(text: str) -> int:
     return int(text)
 
 
+def name_list(text: str) -> tuple[str, ...]:
+    """A list flag's value: names separated by commas, `fog,contrast` (every list flag of every
+    command takes this one form; repeats are dropped)."""
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return names
+
+
+def severity_list(text: str) -> tuple[int, ...]:
+    """Severities separated by commas: `1,3,5`."""
+    return tuple(severity(part) for part in name_list(text))
+
+
 def device_name(text: str) -> str:
     kind, _, index = text.partition(":")
     if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):

@@ -15,10 +15,11 @@ from archdsl.commands._args import (
     add_optimize_argument,
     device_name,
     fraction,
+    name_list,
     non_negative_float,
     positive_float,
     positive_int,
-    severity,
+    severity_list,
 )
 from archdsl.commands.outputs import prepare_dir
 from archdsl.errors import UsageError, UserError
@@ -101,8 +102,10 @@ def register(subparsers) -> None:
     )  # fmt: skip
     robust = parser.add_argument_group("robustness")
     robust.add_argument("--corrupted", metavar="NAME", help="corrupted dataset (default: <dataset>-c)")
-    robust.add_argument("--corruptions", nargs="+", metavar="NAME", help="only these corruptions (default: all)")
-    robust.add_argument("--severities", nargs="+", type=severity, metavar="S", help="only these severities")
+    robust.add_argument(
+        "--corruptions", type=name_list, metavar="A,B", help="only these corruptions, comma-separated (default: all)"
+    )
+    robust.add_argument("--severities", type=severity_list, metavar="S,S", help="only these severities, e.g. 1,5")
     robust.add_argument(
         "--baseline",
         metavar="METRICS_JSON",

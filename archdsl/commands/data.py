@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from archdsl.commands._args import name_list
 from archdsl.errors import UsageError, UserError
 
 EXAMPLES = (
@@ -43,7 +44,10 @@ def register(subparsers) -> None:
     )
     corrupt.add_argument("--out", required=True, metavar="DIR", help="folder to write the .npy files into")
     corrupt.add_argument(
-        "--corruptions", metavar="A,B", help="comma-separated names (default: the 15; 'all' adds the 4 extras)"
+        "--corruptions",
+        type=name_list,
+        metavar="A,B",
+        help="comma-separated names (default: the 15; 'all' adds the 4 extras)",
     )
     corrupt.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random corruptions (default: 0)")
     corrupt.add_argument("--force", action="store_true", help="replace .npy files that --out already holds")
@@ -127,12 +131,10 @@ def _corrupt(args: argparse.Namespace) -> int:
 
     if args.corruptions is None:
         corruptions = list(CORRUPTIONS)
-    elif args.corruptions.strip() == "all":
+    elif args.corruptions == ("all",):
         corruptions = list(all_corruptions())
     else:
-        corruptions = [name.strip() for name in args.corruptions.split(",") if name.strip()]
-        if not corruptions:
-            raise UsageError("--corruptions names no corruption")
+        corruptions = list(args.corruptions)
     from archdsl.commands.outputs import prepare_dir
 
     out = prepare_dir(args.out, "--out")

@@ -6,11 +6,18 @@ import argparse
 import json
 import sys
 
-from archdsl.commands._args import add_data_arguments, add_optimize_argument, device_name, positive_int, severity
+from archdsl.commands._args import (
+    add_data_arguments,
+    add_optimize_argument,
+    device_name,
+    name_list,
+    positive_int,
+    severity_list,
+)
 
 EXAMPLES = (
     "archdsl eval runs/a50/final.safetensors",
-    "archdsl eval runs/a50/final.safetensors --dataset cifar100-c --severities 3 5",
+    "archdsl eval runs/a50/final.safetensors --dataset cifar100-c --severities 3,5",
 )
 
 
@@ -27,8 +34,12 @@ def register(subparsers) -> None:
     parser.add_argument("checkpoint", metavar="CKPT", help="a .safetensors checkpoint written by archdsl train")
     parser.add_argument("--dataset", metavar="NAME", help="dataset (default: the one the checkpoint was trained on)")
     add_data_arguments(parser)
-    parser.add_argument("--corruptions", nargs="+", metavar="NAME", help="-c sets only: these corruptions")
-    parser.add_argument("--severities", nargs="+", type=severity, metavar="S", help="-c sets only: these severities")
+    parser.add_argument(
+        "--corruptions", type=name_list, metavar="A,B", help="-c sets only: these corruptions, comma-separated"
+    )
+    parser.add_argument(
+        "--severities", type=severity_list, metavar="S,S", help="-c sets only: these severities, e.g. 3,5"
+    )
     parser.add_argument(
         "--batch-size", type=positive_int, default=256, metavar="N", help="evaluation batch size (default: 256)"
     )

@@ -18,8 +18,8 @@ from archdsl.commands._args import (
     non_negative_int,
     positive_float,
     positive_int,
+    severity_list,
 )
-from archdsl.errors import UsageError
 
 SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
 PAPER_BASE = "alter50-base"  # the default base on real datasets
@@ -138,7 +138,8 @@ def register(subparsers) -> None:
     severities = ",".join(map(str, fidelity.severities))
     fid.add_argument(
         "--severities",
-        default=severities,
+        type=severity_list,
+        default=fidelity.severities,
         metavar="S,S",
         help=f"corruption severities for robustness (default: {severities})",
     )
@@ -197,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     base_name = args.base or (SMALL_BASE if synthetic else PAPER_BASE)
     base = measure.load_base(base_name)
     study_name = check_study_name(args.study_name or default_study_name(base_name, args.dataset, args.strategy))
-    severities = _severities(args.severities)
+    severities = args.severities
 
     if args.dry_run:
         from archdsl.data import describe
@@ -322,7 +323,7 @@ def reproduce_command(args: argparse.Namespace, *, study_name: str, base: str, s
     if names & {"nep", "ape"}:
         parts += ["--hessian-batches", str(args.hessian_batches), "--hessian-iters", str(args.hessian_iters)]
     if "robustness" in names:
-        parts += ["--severities", ",".join(map(str, _severities(args.severities)))]
+        parts += ["--severities", ",".join(map(str, args.severities))]
     parts += ["--study-name", study_name, "--out", str(args.out)]
     if args.storage:
         parts += ["--storage", _without_password(args.storage)]
@@ -351,16 +352,6 @@ def _print_trial(study, trial) -> None:
     from archdsl.search.report import trial_line
 
     print(trial_line(study, trial), file=sys.stderr, flush=True)
-
-
-def _severities(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise UsageError(f"bad --severities {text!r}", hint="comma-separated integers from 1 to 5") from None
-    if not values or any(not 1 <= v <= 5 for v in values):
-        raise UsageError(f"bad --severities {text!r}", hint="comma-separated integers from 1 to 5")
-    return values
 
 
 def _describe_space(space) -> str:
