@@ -225,3 +225,24 @@ def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(
     assert "already holds a run" in capsys.readouterr().err
     assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(out), "--resume", "--no-progress"]) == 0
     assert [row["epoch"] for row in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())] == [1, 2]
+
+
+def test_a_diverged_run_says_which_epoch_it_kept(spec: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    import archdsl.run.train as training
+    from archdsl.run.divergence import TrainingDiverged
+
+    real_epoch, calls = training._run_epoch, []
+
+    def diverge_in_the_second_epoch(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise TrainingDiverged("the training loss", float("nan"), 1, 3)
+        return real_epoch(*args, **kwargs)
+
+    monkeypatch.setattr(training, "_run_epoch", diverge_in_the_second_epoch)
+    out = tmp_path / "run"
+    argv = ["train", str(spec), "--dataset", DATASET, "--recipe", "weak", "--batch-size", "32", "--epochs", "2"]
+    assert exit_code([*argv, "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "training diverged: the training loss is nan in epoch 2 (step 3)" in err and "Traceback" not in err
+    assert f"the last good epoch (1) is kept in {out / 'last.safetensors'}" in err

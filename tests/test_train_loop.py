@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +145,57 @@ def test_a_diverging_loss_raises_training_diverged(arch) -> None:
     assert isinstance(caught.value, UserError) and caught.value.epoch == 0
 
 
+def test_a_loss_exploding_far_above_its_start_is_divergence_even_when_finite(arch) -> None:
+    # lr 1e3: the second step's loss is ~4e3 (the start is ~2.3) and the test loss NaN, on
+    # every CPU kernel; before, the run ended "successfully" with that model.
+    train_set, test_set = colour_classes(64, 6), colour_classes(16, 7)
+    config = TrainConfig(recipe="weak", epochs=1, batch_size=32, lr=1e3, device="cpu")
+    with pytest.raises(TrainingDiverged, match="training diverged"):
+        train(arch, train_set, test_set, config, progress=False)
+
+
+def test_divergence_does_not_depend_on_the_cpu_kernels(tmp_path: Path) -> None:
+    # Whether lr 1e12 overflows to NaN in two steps or stays finite (~1.5e21) depends on the
+    # CPU's vector kernels and the thread count: with AVX-512 it is NaN, with AVX2 or the
+    # plain kernels on one thread it is finite. The plain kernels stand for such a machine.
+    script = tmp_path / "diverge.py"
+    script.write_text(
+        "import sys, torch\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "torch.set_num_threads(1)\n"
+        "from test_train_loop import MICRO, colour_classes\n"
+        "from archdsl.lang.spec import parse_spec\n"
+        "from archdsl.run.train import TrainConfig, TrainingDiverged, train\n"
+        "config = TrainConfig(recipe='weak', epochs=1, batch_size=32, lr=1e12, device='cpu')\n"
+        "try:\n"
+        "    result = train(parse_spec(MICRO), colour_classes(64, 6), colour_classes(16, 7), config, progress=False)\n"
+        "except TrainingDiverged as err:\n"
+        "    sys.exit(f'diverged: {err.message}')\n"
+        "print('finished', result.history)\n"
+    )
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "diverged: training diverged" in done.stderr, done.stdout + done.stderr
+
+
+def test_a_run_that_diverges_keeps_its_last_good_checkpoint(arch, tmp_path: Path) -> None:
+    # One step per epoch; the first (warm-up) step has lr 1e-6, the next ones 1e3: epoch 1
+    # is sound, the weights blow up in the step of epoch 2.
+    train_set, test_set = colour_classes(32, 6), colour_classes(16, 7)
+    config = TrainConfig(recipe="weak", epochs=3, warmup_epochs=1, batch_size=32, lr=1e3, device="cpu")
+    with pytest.raises(TrainingDiverged) as caught:
+        train(arch, train_set, test_set, config, run_dir=tmp_path, progress=False)
+    from archdsl.run.checkpoint import load_checkpoint
+
+    last = load_checkpoint(tmp_path / "last.safetensors")
+    assert 1 <= last.meta["epoch"] <= caught.value.epoch
+    assert all(torch.isfinite(value).all() for value in last.model.state_dict().values())
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in rows] == list(range(1, last.meta["epoch"] + 1))
+    assert all(math.isfinite(r["train_loss"]) and math.isfinite(r["test_loss"]) for r in rows)
+    assert not (tmp_path / "final.safetensors").exists()
+
+
 def test_mismatched_data_and_tiny_sets_are_user_errors(arch) -> None:
     config = TrainConfig(recipe="weak", epochs=1, batch_size=32, device="cpu")
     wrong_size = colour_classes(64, 0, size=8)
@@ -152,3 +207,22 @@ def test_mismatched_data_and_tiny_sets_are_user_errors(arch) -> None:
     small = colour_classes(16, 0)
     with pytest.raises(UserError, match="fewer than one batch"):
         train(arch, small, small, config, progress=False)
+
+
+def test_the_divergence_rule_allows_a_noisy_start_and_stops_nan_and_explosions() -> None:
+    from archdsl.run.divergence import EXPLOSION_FACTOR, DivergenceGuard
+
+    guard = DivergenceGuard(classes=10)
+    guard.start(2.3, epoch=0)
+    for loss in (2.3, 11.0, 40.0, 3.0):  # a high learning rate's first steps: rough, not diverged
+        guard.check_loss("the training loss", loss, epoch=0, step=20)
+    for bad in (float("nan"), float("inf"), EXPLOSION_FACTOR * 2.3 * 1.01):
+        with pytest.raises(TrainingDiverged, match="training diverged: the test loss"):
+            guard.check_loss("the test loss", bad, epoch=1)
+    with pytest.raises(TrainingDiverged, match="the test accuracy is nan in epoch 3"):
+        guard.check_metric("the test accuracy", float("nan"), epoch=2)
+    # A run resumed from good weights (tiny loss) is judged against ln(classes), not 1e-3.
+    resumed = DivergenceGuard(classes=10, start_loss=1e-3)
+    resumed.check_loss("the training loss", 5.0, epoch=7)
+    with pytest.raises(TrainingDiverged):
+        DivergenceGuard(classes=10).start(float("nan"), epoch=0)

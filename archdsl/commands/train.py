@@ -110,16 +110,22 @@ _CONFIG_FLAGS = {
 }
 
 
+def _train_state(path: Path) -> dict:
+    """The JSON training state of a run's checkpoint (config, epoch, history); {} if none."""
+    from archdsl.run.checkpoint import read_checkpoint_file, train_state_info
+
+    _, metadata = read_checkpoint_file(path)
+    return train_state_info(metadata)
+
+
 def _saved_config(run_dir: Path) -> dict:
     """The config a run was started with (from its last checkpoint), for `--resume`."""
-    from archdsl.run.checkpoint import read_checkpoint_file, train_state_info
     from archdsl.run.train import LAST_CHECKPOINT
 
     path = run_dir / LAST_CHECKPOINT
     if not path.is_file():
         raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
-    _, metadata = read_checkpoint_file(path)
-    state = train_state_info(metadata)
+    state = _train_state(path)
     if "config" not in state:
         raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
     return state["config"]
@@ -183,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     train_set = load_split(args.dataset, "train", root=args.data_root, download=args.download)
     test_set = load_split(args.dataset, "test", root=args.data_root, download=args.download)
 
-    from archdsl.run.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, train
+    from archdsl.run.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, TrainingDiverged, train
 
     print(
         f"training {arch.name} ({arch.short_id}) on {args.dataset}: recipe {config.recipe}, {config.epochs} epoch(s), "
@@ -205,6 +211,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    except TrainingDiverged as err:
+        kept = _train_state(run_dir / LAST_CHECKPOINT).get("epoch") if (run_dir / LAST_CHECKPOINT).is_file() else None
+        if kept:
+            err.hint = f"{err.hint}; the last good epoch ({kept}) is kept in {run_dir / LAST_CHECKPOINT}"
+        raise
 
     history = result.history
     best = max(history, key=lambda m: m.test_acc)

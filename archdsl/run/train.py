@@ -37,6 +37,7 @@ from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
 from archdsl.run.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from archdsl.run.device import autocast, select_device
+from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
 from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
 from archdsl.run.optimize import applied_plan, optimize_model
@@ -84,17 +85,6 @@ def saved_epochs(run_dir: str | Path) -> list[tuple[int, Path]]:
         if isinstance(epoch, int) and epoch not in found:
             found[epoch] = final
     return sorted(found.items())
-
-
-class TrainingDiverged(UserError):
-    """The training loss became NaN or infinite (too high a learning rate, a broken design)."""
-
-    def __init__(self, epoch: int, step: int, loss: float) -> None:
-        super().__init__(
-            f"training diverged: loss is {loss} in epoch {epoch + 1} (step {step})",
-            hint="lower --lr, or use more warm-up epochs",
-        )
-        self.epoch, self.step, self.loss = epoch, step, loss
 
 
 @dataclass(frozen=True)
@@ -186,9 +176,10 @@ def train(
     """Train `arch` from scratch (or resume from `run_dir`) and evaluate it after every epoch.
 
     `on_epoch(metrics)` is called after each epoch (after its checkpoint is written); an
-    exception it raises stops training and propagates (Optuna pruning). A NaN/inf loss
-    raises `TrainingDiverged`. With `save_every` N, the weights after every N-th epoch are
-    also kept in the run directory (`epoch-NNNN.safetensors`).
+    exception it raises stops training and propagates (Optuna pruning). A NaN/inf or
+    exploding loss raises `TrainingDiverged` (archdsl.run.divergence) before the epoch is
+    saved, so `last.safetensors` keeps the last good epoch. With `save_every` N, the weights
+    after every N-th epoch are also kept in the run directory (`epoch-NNNN.safetensors`).
     """
     from archdsl.nn.build import build
 
@@ -219,11 +210,13 @@ def train(
     history: list[EpochMetrics] = []
     start_epoch = 0
     resumed_state: TrainState | None = None
+    guard = DivergenceGuard(arch.classes)
     if resume and run_dir is not None:  # (resume without a run_dir was refused above)
         weights, resumed_state = _resume_state(run_dir, arch, config)
         model.load_state_dict(weights)
         history = [EpochMetrics(**row) for row in resumed_state.info["history"]]
         start_epoch = int(resumed_state.info["epoch"])
+        guard.start_loss = resumed_state.info.get("start_loss")
     model.to(device=device)
     if config.optimize:
         remaining = (config.epochs - start_epoch) * steps_per_epoch * batch_size
@@ -277,6 +270,7 @@ def train(
                 steps_per_epoch=steps_per_epoch,
                 bar=bar,
                 resident=resident,
+                guard=guard,
             )
             history.append(metrics)
             if run_dir is not None:
@@ -285,6 +279,7 @@ def train(
                     epoch=epoch + 1,
                     history=[asdict(m) for m in history],
                     config=config.model_dump(mode="json"),
+                    start_loss=guard.start_loss,
                 )
                 save_checkpoint(
                     run_dir / LAST_CHECKPOINT, model, arch, _meta(train_set, config, metrics), train_state=state
@@ -363,6 +358,7 @@ def _run_epoch(
     steps_per_epoch: int,
     bar,
     resident: ResidentLoader | None,
+    guard: DivergenceGuard,
 ) -> EpochMetrics:
     started = time.perf_counter()
     # Everything random in this epoch (shuffle, augmentation, Mixup, drop path) starts from
@@ -392,6 +388,8 @@ def _run_epoch(
         labels = labels.to(device, non_blocking=True)
         loss, logits = train_step(model, images, labels, optimizer, loss_fn, mixup, config, amp=amp)
         scheduler.step_update(step_base + step + 1)
+        if guard.start_loss is None:  # the run's first step: the reference for an exploding loss
+            guard.start(loss.item(), epoch)
 
         loss_sum += loss.float() * len(labels)
         correct += (logits.argmax(dim=1) == labels).sum()
@@ -400,19 +398,20 @@ def _run_epoch(
         # Reading the loss back syncs the GPU, so only every few steps.
         if (step + 1) % 20 == 0 or step + 1 == steps_per_epoch:
             mean_loss = loss_sum.item() / seen
-            if not math.isfinite(mean_loss):
-                raise TrainingDiverged(epoch, step + 1, mean_loss)
+            guard.check_loss("the training loss", mean_loss, epoch, step + 1)
             elapsed = time.perf_counter() - started
             bar.set_postfix(loss=f"{mean_loss:.3f}", acc=f"{correct.item() / seen:.3f}", img_s=f"{seen / elapsed:.0f}")
     train_seconds = time.perf_counter() - started
     train_loss = loss_sum.item() / max(seen, 1)
-    if not math.isfinite(train_loss):
-        raise TrainingDiverged(epoch, steps_per_epoch, train_loss)
+    guard.check_loss("the training loss", train_loss, epoch, steps_per_epoch)
 
     logits = predict_logits(
         model, test_set, batch_size=config.eval_batch_size, amp=amp, workers=config.workers, optimize=config.optimize
     )
     test = score_logits(logits, test_set.labels)
+    # Checked before the epoch is saved: a diverged epoch never replaces the last good checkpoint.
+    guard.check_loss("the test loss", test.nll, epoch)
+    guard.check_metric("the test accuracy", test.top1, epoch)
     bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{correct.item() / seen:.3f}", test_acc=f"{test.top1:.3f}")
     return EpochMetrics(
         epoch=epoch + 1,
