@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 import uuid
 
@@ -25,7 +26,11 @@ POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
         ("runs/study.db", "is not a URL"),
         ("nosuchdialect://localhost/db", "cannot open storage"),
         ("mysql://user:secret@localhost/db", "driver"),
-        ("postgresql://user:secret@127.0.0.1:1/db", "cannot open storage"),
+        pytest.param(
+            "postgresql://user:secret@127.0.0.1:1/db",
+            "cannot open storage",
+            marks=pytest.mark.distributed,  # with the driver, the server's absence is reported
+        ),
     ],
 )
 def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
@@ -34,6 +39,16 @@ def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
     assert status == 1
     assert message in err and "hint:" in err and "Traceback" not in err
     assert "secret" not in err  # passwords stay out of messages
+
+
+def test_postgresql_without_its_driver_says_what_to_install(tmp_path, capsys, monkeypatch):
+    # What a `[dev]`-only install sees (psycopg2 comes with the `distributed` extra).
+    for module in ("psycopg2", "psycopg"):
+        monkeypatch.setitem(sys.modules, module, None)  # as if not installed: import fails, find_spec is None
+    status = main(support.search_args(tmp_path, "bad", "--storage", "postgresql://user:secret@127.0.0.1:1/db"))
+    err = capsys.readouterr().err
+    assert status == 1 and "Traceback" not in err and "secret" not in err
+    assert "the database driver 'psycopg2' is not installed" in err and "archdsl[distributed]" in err
 
 
 def test_report_on_a_missing_study_says_where_it_looked(tmp_path, capsys):
