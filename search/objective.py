@@ -223,6 +223,13 @@ def hessian(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, dev
     return float(spectrum.nep), float(ape)
 
 
+def derive_seed(*parts: int) -> int:
+    """A well-mixed seed from several integers (the one definition, in archdsl.run.loader)."""
+    from archdsl.run.loader import derive_seed as derive
+
+    return derive(*parts)
+
+
 def out_of_memory_error() -> type[BaseException]:
     """torch's out-of-memory exception type (the one a trial fails on without stopping the search)."""
     import torch

@@ -23,14 +23,13 @@ from archdsl.files import ensure_dir, save_figure, write_text
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.runner import COMMAND_ATTR
 from archdsl.search.space import layout_text, msa_per_stage
-from archdsl.search.storage import FAIL_REASON_ATTR
+from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
 from archdsl.search.strategies import BUILDUP_STEP_ATTR
 from archdsl.search.trial import (
     DIGEST_ATTR,
     LAYOUT_ATTR,
     METRICS_ATTR,
     PRUNED_REASON_ATTR,
-    REUSED_ATTR,
     SPEC_ATTR,
 )
 
@@ -42,8 +41,7 @@ PRUNED_MARK = "✂"  # beside a pruned trial's value: the last one it reported, 
 
 @dataclass(frozen=True)
 class TrialRow:
-    """One trial as the report shows it: state, parameters, values, metrics, design and a note (why it failed, what it
-    reused)."""
+    """One trial as the report shows it: state, parameters, values, metrics, design and a note (why it failed)."""
 
     number: int
     state: str  # COMPLETE, PRUNED, FAIL, RUNNING, WAITING
@@ -53,7 +51,7 @@ class TrialRow:
     n_msa: int | None
     short_id: str | None
     spec: str | None
-    note: str  # why it failed or was pruned, or which trial it reused
+    note: str  # why it failed or was pruned
     layout: str | None = None  # `c1:CC c2:CM ...` (space.layout_text)
     seconds: float | None = None  # from start to finish (None while it runs)
     step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
@@ -70,9 +68,10 @@ class StudySummary:
     name: str
     objectives: tuple[Objective, ...]
     strategy: str
-    rows: tuple[TrialRow, ...]
+    rows: tuple[TrialRow, ...]  # every trial but the copies
     best: tuple[TrialRow, ...]  # the best trial, or the Pareto front (several objectives)
     command: str | None = None  # the command line that reproduces the study
+    copies: int = 0  # trials that drew a design the study had already (drawn again, not counted)
 
     def count(self, state: str) -> int:
         return sum(r.state == state for r in self.rows)
@@ -93,12 +92,13 @@ def study_objectives(study: optuna.Study) -> tuple[Objective, ...]:
 def summarize_study(study: optuna.Study) -> StudySummary:
     """Every trial of a study as a `TrialRow`, and the winners: one row per design."""
     objectives = study_objectives(study)
-    rows = tuple(_row(t) for t in study.get_trials(deepcopy=False))
+    trials = study.get_trials(deepcopy=False)
+    rows = tuple(_row(t) for t in trials if not is_copy(t))
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
     best_numbers: list[int] = []
     if complete:
         best_trials = [study.best_trial] if len(objectives) == 1 else study.best_trials
-        # One row per design: a reused trial repeats its twin's design.
+        # One row per design (two workers may have measured one design at the same moment).
         seen: set[str] = set()
         for t in sorted(best_trials, key=lambda t: t.number):
             digest = t.user_attrs.get(DIGEST_ATTR, str(t.number))
@@ -113,6 +113,7 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         rows=rows,
         best=tuple(by_number[n] for n in best_numbers),
         command=study.user_attrs.get(COMMAND_ATTR),
+        copies=len(trials) - len(rows),
     )
 
 
@@ -125,8 +126,6 @@ def _row(t: FrozenTrial) -> TrialRow:
         note = "interrupted, or its worker stopped"
     elif PRUNED_REASON_ATTR in attrs and t.state == TrialState.PRUNED:
         note = str(attrs[PRUNED_REASON_ATTR])
-    elif REUSED_ATTR in attrs:
-        note = f"same design as trial {attrs[REUSED_ATTR]}"
     spec = attrs.get(SPEC_ATTR)
     seconds = None
     if t.datetime_start is not None and t.datetime_complete is not None:
@@ -170,6 +169,8 @@ def design_text(row: TrialRow) -> str:
 
 def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
     """`trial 3 COMPLETE accuracy=0.52  c1:CC c2:CM c3:CCCC  (14 s)`, with the reason of a failure."""
+    if is_copy(trial):
+        return f"trial {trial.number} drew trial {trial.user_attrs['copy_of']}'s design: not counted, drawing again"
     row = _row(trial)
     names = [o.name for o in study_objectives(study)]
     values = ""
@@ -399,7 +400,8 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
         f"- objectives: {objs}",
         f"- trials: {len(summary.rows)} ({summary.count('COMPLETE')} complete, {summary.count('PRUNED')} pruned, "
         f"{summary.count('FAIL')} failed, {summary.count('RUNNING')} running, {summary.count('WAITING')} waiting), "
-        f"{_duration(total)} of trial time",
+        f"{_duration(total)} of trial time"
+        + (f"; {summary.copies} copies drawn again (not counted)" if summary.copies else ""),
     ]
     if summary.command:
         lines += [f"- reproduce: `{summary.command}`"]
@@ -466,6 +468,7 @@ def summary_text(summary: StudySummary) -> str:
     lines = [
         f"study {summary.name}: {len(summary.rows)} trials ({summary.count('COMPLETE')} complete, "
         f"{summary.count('PRUNED')} pruned, {summary.count('FAIL')} failed)"
+        + (f"; {summary.copies} copies drawn again" if summary.copies else "")
     ]
     for row in summary.best:
         values = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(summary.objectives, row.values or (), strict=False))

@@ -2,13 +2,18 @@
 
 Every worker of a study runs the same `run_search` with the same study name and storage
 (`load_if_exists`), so a study is resumed by running its command again and spread over
-machines by running it on each. `n_trials` is a study total (trials that completed, were
-pruned or failed on their own, not interrupted ones), not a per-worker count, so rerunning
-a finished command does no new work.
+machines by running it on each. `n_trials` is a study total of distinct designs measured
+(completed, pruned, or failed on their own; not interrupted runs, not copies), not a
+per-worker count, so rerunning a finished command does no new work. A trial that draws a
+design the study has measured or is measuring is a copy (`archdsl.search.trial`): it does
+not count, and the sampler draws again; after `REDRAW_FALLBACK` copies in a row a random
+design nobody has drawn is queued, and when every design of the space is taken the search
+stops (`SearchOutcome.exhausted`).
 """
 
 from __future__ import annotations
 
+import random
 import time
 import warnings
 from collections.abc import Callable
@@ -23,7 +28,7 @@ from archdsl.search import objective as measure
 from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of
 from archdsl.search.space import ParamValue, Space
-from archdsl.search.storage import StorageOptions, fail_stale_trials, is_verdict, open_storage
+from archdsl.search.storage import StorageOptions, fail_stale_trials, is_copy, is_verdict, open_storage
 from archdsl.search.strategies import (
     BUILDUP_STEP_ATTR,
     BuildupStep,
@@ -36,6 +41,8 @@ from archdsl.search.trial import DIGEST_ATTR, TrialFailed, TrialObjective, Trial
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 COMMAND_ATTR = "command"  # study user attr: the command line that reproduces the study
+REDRAW_FALLBACK = 10  # copies in a row after which a random undrawn design is queued
+REDRAW_TRIES = 1000  # random points tried to find an undrawn design
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class SearchOutcome:
     new_trials: int
     buildup: list[BuildupStep] | None
     stale_failed: list[int]
+    exhausted: int | None = None  # the space's number of designs, when all were taken before n_trials
 
 
 def open_study(config: SearchConfig, out: Path, *, create: bool = True) -> optuna.Study:
@@ -165,18 +173,21 @@ def run_search(
             0,
             lambda params, stage: _evaluate(study, space, objective, params, stage, config, deadline, callbacks),
         )
-    else:
-        remaining = config.n_trials - _finished(study)
-        if remaining > 0:
-            study.optimize(
-                objective,
-                n_trials=remaining,
-                timeout=config.timeout,
-                catch=(TrialFailed,),
-                callbacks=[_StopAt(config.n_trials), *callbacks],
-                gc_after_trial=True,
-            )
-    return SearchOutcome(study=study, new_trials=_finished(study) - before, buildup=steps, stale_failed=stale)
+    elif _finished(study) < config.n_trials and not _exhausted(study, space):
+        # No trial count for optimize: copies do not count, so _StopAt (or the grid's end,
+        # or the timeout) ends the loop.
+        study.optimize(
+            objective,
+            n_trials=None,
+            timeout=config.timeout,
+            catch=(TrialFailed,),
+            callbacks=[_StopAt(config.n_trials, space, config.seed), *callbacks],
+            gc_after_trial=True,
+        )
+    exhausted = space.n_designs() if _finished(study) < config.n_trials and _exhausted(study, space) else None
+    return SearchOutcome(
+        study=study, new_trials=_finished(study) - before, buildup=steps, stale_failed=stale, exhausted=exhausted
+    )
 
 
 def _evaluate(
@@ -226,19 +237,60 @@ def _has_design(study: optuna.Study, space: Space, params: dict[str, ParamValue]
 
 
 def _finished(study: optuna.Study) -> int:
-    """Trials that count towards --n-trials: those with a verdict on their design.
+    """What counts towards --n-trials: the distinct designs with a verdict.
 
-    A trial interrupted (Ctrl-C) or lost with its worker does not count: its design is run again.
+    A trial interrupted (Ctrl-C) or lost with its worker does not count: its design is run
+    again. A copy does not count, nor does a design measured twice (two workers that drew it
+    in the same moment).
     """
-    return sum(is_verdict(t) for t in study.get_trials(deepcopy=False, states=FINISHED))
+    verdicts = [t for t in study.get_trials(deepcopy=False, states=FINISHED) if is_verdict(t)]
+    return len({t.user_attrs.get(DIGEST_ATTR, f"trial {t.number}") for t in verdicts})
+
+
+def _taken(study: optuna.Study) -> set[str]:
+    """The designs that have a verdict or are being (or waiting to be) measured."""
+    return {
+        t.user_attrs[DIGEST_ATTR]
+        for t in study.get_trials(deepcopy=False)
+        if DIGEST_ATTR in t.user_attrs
+        and not is_copy(t)
+        and (is_verdict(t) or t.state in (TrialState.RUNNING, TrialState.WAITING))
+    }
+
+
+def _exhausted(study: optuna.Study, space: Space) -> bool:
+    return len(_taken(study)) >= space.n_designs()
 
 
 class _StopAt:
-    """Stop `study.optimize` once the study holds `n` trials with a verdict (all workers together)."""
+    """After each trial: stop once the study holds `n` measured designs (all workers together)
+    or every design is taken; after `REDRAW_FALLBACK` copies in a row, queue an undrawn design."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, space: Space, seed: int) -> None:
         self.n = n
+        self.space = space
+        self.seed = seed
+        self.copies_in_a_row = 0
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if _finished(study) >= self.n:
             study.stop()
+            return
+        if not is_copy(trial):
+            self.copies_in_a_row = 0
+            return
+        self.copies_in_a_row += 1
+        taken = _taken(study)
+        if len(taken) >= self.space.n_designs():
+            study.stop()
+        elif self.copies_in_a_row % REDRAW_FALLBACK == 0:
+            params = self._undrawn(taken, random.Random(measure.derive_seed(self.seed, trial.number)))
+            if params is not None:
+                study.enqueue_trial(params, user_attrs={"strategy": "redraw"})
+
+    def _undrawn(self, taken: set[str], rng: random.Random) -> dict[str, ParamValue] | None:
+        for _ in range(REDRAW_TRIES):
+            params = self.space.random_params(rng)
+            if self.space.arch_from_params(params).digest() not in taken:
+                return params
+        return None

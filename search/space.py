@@ -18,6 +18,7 @@ Parameters are named after the stages: `k_c3`, `heads_c3`, `window_c3`, `dim_hea
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +92,33 @@ class Space:
     def size(self) -> int:
         """Number of parameter combinations (the grid's size); distinct designs may be fewer."""
         return math.prod(len(v) for v in self.choices().values())
+
+    def n_designs(self) -> int:
+        """Number of distinct designs: parameter sets that differ only in a stage without MSAs,
+        or in heads the repair lifts to the same value, name one design.
+
+        Counted stage by stage with the running heads of the repair as the only state (a
+        design is its per-stage rows of `stage_values`, and different rows give different IRs).
+        """
+        from functools import cache
+
+        @cache
+        def count(index: int, running_heads: int) -> int:
+            if index == len(self.stages):
+                return 1
+            s = self.stages[index]
+            total = count(index + 1, running_heads)  # k = 0: heads, window and dim_head do not matter
+            if s.max_k > 0:
+                lifted = {max(h, running_heads) for h in s.heads}
+                per_heads = s.max_k * len(s.windows) * len(s.dim_heads)
+                total += per_heads * sum(count(index + 1, h) for h in lifted)
+            return total
+
+        return count(0, 0)
+
+    def random_params(self, rng: random.Random) -> dict[str, ParamValue]:
+        """A uniformly random point of the space."""
+        return {name: rng.choice(values) for name, values in self.choices().items()}
 
     # -- params <-> IR -----------------------------------------------------------------
     def stage_values(self, params: dict[str, ParamValue]) -> list[tuple[int, int, ParamValue, int]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -24,13 +25,17 @@ GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
 
 
 def make_sampler(strategy: str, space: Space, n_objectives: int, seed: int | None) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler of a strategy (`buildup` enqueues its own trials and samples nothing)."""
+    """The Optuna sampler of a strategy (`buildup` enqueues its own trials and samples nothing);
+    its random draws for trial n come from (seed, n) (see `PerTrialSeed`)."""
     if strategy == "tpe":
         # multivariate: the k's of different stages interact (a budget of MSAs).
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, n_startup_trials=4)
+        return PerTrialSeed(lambda s: optuna.samplers.TPESampler(seed=s, multivariate=True, n_startup_trials=4), seed)
     if strategy == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed, population_size=max(4, min(16, space.size())))
+        size = max(4, min(16, space.size()))
+        return PerTrialSeed(lambda s: optuna.samplers.NSGAIISampler(seed=s, population_size=size), seed)
     if strategy == "grid":
+        # GridSampler's shuffle of the grid must be the same on every worker (a trial stores
+        # only its grid index), and it hands trial n the n-th grid point: not per trial.
         if space.size() > GRID_LIMIT:
             raise UsageError(
                 f"the grid has {space.size()} points (more than {GRID_LIMIT})",
@@ -39,8 +44,52 @@ def make_sampler(strategy: str, space: Space, n_objectives: int, seed: int | Non
         return optuna.samplers.GridSampler({n: list(v) for n, v in space.choices().items()}, seed=seed)
     if strategy in ("random", "buildup"):
         # buildup enqueues every trial; the sampler only ever fills fixed parameters.
-        return optuna.samplers.RandomSampler(seed=seed)
+        return PerTrialSeed(lambda s: optuna.samplers.RandomSampler(seed=s), seed)
     raise UsageError(f"unknown strategy {strategy!r}", hint=f"choose from {', '.join(STRATEGIES)}")
+
+
+class PerTrialSeed(optuna.samplers.BaseSampler):
+    """A sampler whose random draws for trial n come from a generator seeded with (seed, n).
+
+    Optuna's samplers keep one random stream per process: two workers started with the same
+    `--seed` (what docs/search.md tells users to do on several machines), or a resumed
+    search, would draw the same designs again. Trial numbers are unique in a study, so
+    seeding by them gives every trial, whichever worker runs it, its own stream, and a
+    search on one worker stays reproducible. The samplers used here keep all other state in
+    the study, so a fresh one per trial samples as the long-lived one would.
+    """
+
+    def __init__(self, make: Callable[[int | None], optuna.samplers.BaseSampler], seed: int | None) -> None:
+        self._make = make
+        self._seed = seed
+        self._number: int | None = None
+        self._sampler = make(seed)
+
+    def _for(self, trial: FrozenTrial) -> optuna.samplers.BaseSampler:
+        if trial.number != self._number:
+            from archdsl.search.objective import derive_seed
+
+            seed = None if self._seed is None else derive_seed(self._seed, trial.number) % 2**32
+            self._sampler, self._number = self._make(seed), trial.number
+        return self._sampler
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+        return self._for(trial).infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
+        return self._for(trial).sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, name: str, distribution: Any) -> Any:
+        return self._for(trial).sample_independent(study, trial, name, distribution)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self._for(trial).before_trial(study, trial)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
+        self._for(trial).after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        pass  # the streams are fixed by (seed, trial number)
 
 
 def make_pruner(objectives: tuple[Objective, ...], epochs: int) -> optuna.pruners.BasePruner:

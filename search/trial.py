@@ -1,8 +1,10 @@
 """One trial: a design from the space, measured in stages, recorded in the study.
 
 The order of work keeps a search cheap and honest:
-1. the design (IR) and its digest; a design the study already measured is reused,
-   never trained again (its values are copied, the trial says `reused_from`);
+1. the design (IR) and its digest; a design the study already measured, or another
+   worker is measuring, makes this trial a copy: it ends at once (FAIL, `copy_of` names
+   the trial with the design), does not count towards --n-trials, and the search draws
+   again (`archdsl.search.runner`);
 2. the constraints (`max_params`, `max_flops`) from the IR, before any training;
 3. the cheap measures (params, FLOPs, latency), then training (accuracy);
 4. the expensive analyses (Hessian NEP/APE, robustness) only for candidates that no
@@ -13,7 +15,6 @@ the `fail_reason` user attr; the study goes on.
 
 from __future__ import annotations
 
-import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,19 +30,29 @@ from archdsl.search import objective as measure
 from archdsl.search.objectives import Cost, Objective, dominates
 from archdsl.search.optuna_private import storage_of, trial_id
 from archdsl.search.space import Space, layout_text
-from archdsl.search.storage import FAIL_REASON_ATTR, StorageOptions, WorkerHeartbeat, fail_stale_trials
+from archdsl.search.storage import (
+    COPY_ATTR,
+    FAIL_REASON_ATTR,
+    StorageOptions,
+    WorkerHeartbeat,
+    fail_stale_trials,
+    is_copy,
+    is_verdict,
+)
 
 DIGEST_ATTR = "digest"
 SPEC_ATTR = "spec"  # the canonical .arch text, so that any machine can report the design
 METRICS_ATTR = "metrics"
-REUSED_ATTR = "reused_from"
 PRUNED_REASON_ATTR = "pruned_reason"
 LAYOUT_ATTR = "layout"  # `c1:CC c2:CM ...`: where the MSAs are (space.layout_text), for reports and the dashboard
-WAIT_POLL_S = 1.0
 
 
 class TrialFailed(Exception):
     """A candidate that could not be measured; `study.optimize` records FAIL and goes on."""
+
+
+class DesignCopy(TrialFailed):
+    """The trial drew a design the study has measured or is measuring: it is not measured again."""
 
 
 @dataclass
@@ -76,19 +87,17 @@ class TrialObjective:
             arch = self.space.arch_from_params(params)
         except UserError as err:  # cannot happen for a valid space; recorded, not raised
             return self._fail(trial, f"invalid design: {err}")
-        trial.set_user_attr(DIGEST_ATTR, arch.digest())
+        digest = arch.digest()
+        trial.set_user_attr(DIGEST_ATTR, digest)
+        twin = earlier_twin(study, trial.number, digest)
+        if twin is not None:
+            trial.set_user_attr(COPY_ATTR, twin.number)
+            raise DesignCopy(f"copy of trial {twin.number}'s design")
         trial.set_user_attr("short_id", arch.short_id)
         trial.set_user_attr("n_msa", arch.n_msa)
         trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
         trial.set_user_attr(SPEC_ATTR, measure.format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
         with WorkerHeartbeat(storage_of(study), trial_id(trial), self.settings.storage.heartbeat_interval):
-            earlier = self._wait_for_twin(study, trial, arch.digest())
-            if earlier is not None and METRICS_ATTR in earlier.user_attrs:
-                trial.set_user_attr(REUSED_ATTR, earlier.number)
-                trial.set_user_attr(METRICS_ATTR, dict(earlier.user_attrs[METRICS_ATTR]))
-                if earlier.state == TrialState.PRUNED:  # pruned by a constraint or by dominance: so is this one
-                    return self._prune(trial, str(earlier.user_attrs.get(PRUNED_REASON_ATTR, "pruned")))
-                return self._finish(trial, arch, dict(earlier.user_attrs[METRICS_ATTR]))
             return self._measure(trial, arch)
 
     def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
@@ -177,35 +186,6 @@ class TrialObjective:
                 self._prune(trial, f"median pruner: below the median at epoch {epoch}")
 
     # -- the study's memory --------------------------------------------------------------------
-    def _wait_for_twin(self, study: optuna.Study, trial: optuna.Trial, digest: str) -> FrozenTrial | None:
-        """A finished trial of the same design, waiting for an earlier running one if any.
-
-        Only trials with a *lower* number are waited for, so two workers that start the same
-        design at once cannot wait for each other.
-        """
-        while True:
-            twins = [
-                t
-                for t in study.get_trials(deepcopy=False)
-                if t.number != trial.number and t.user_attrs.get(DIGEST_ATTR) == digest
-            ]
-            done = [t for t in twins if t.state == TrialState.COMPLETE and REUSED_ATTR not in t.user_attrs]
-            done = done or [t for t in twins if t.state == TrialState.COMPLETE]
-            if done:
-                return done[0]
-            measured = [t for t in twins if t.state == TrialState.PRUNED and METRICS_ATTR in t.user_attrs]
-            running = [t for t in twins if t.state == TrialState.RUNNING and t.number < trial.number]
-            if not running:
-                return measured[0] if measured and self._prunable(measured[0]) else None
-            time.sleep(WAIT_POLL_S)
-            fail_stale_trials(study, self.settings.storage)
-
-    def _prunable(self, twin: FrozenTrial) -> bool:
-        # A twin pruned by a constraint or by dominance is pruned again; one pruned by the
-        # median rule (a judgement on a partial run) is measured again.
-        reason = str(twin.user_attrs.get(PRUNED_REASON_ATTR, ""))
-        return not reason.startswith("median")
-
     def _dominated_on_cheap(self, trial: optuna.Trial, metrics: dict[str, Any]) -> int | None:
         """The number of a finished trial that dominates this one on the cheap objectives.
 
@@ -239,9 +219,31 @@ class TrialObjective:
             "params": trial.params,
             "objectives": {o.name: metrics[o.name] for o in self.settings.objectives},
             "metrics": metrics,
-            "reused_from": trial.user_attrs.get(REUSED_ATTR),
         }
         write_json(path / "metrics.json", record)
+
+
+def earlier_twin(study: optuna.Study, number: int, digest: str) -> FrozenTrial | None:
+    """The trial that has trial `number`'s design already, if any: one with a verdict on it,
+    one that is measuring it, or one with a lower number that is waiting to (a retry).
+
+    Every trial writes its digest, then looks, then (if it is no copy) writes its `short_id`.
+    A running twin counts if it has a lower number or has passed its own look (`short_id`):
+    of two workers that draw one design at once, exactly one measures it, unless the second
+    writes its digest between the other's look and its `short_id` (milliseconds); then both
+    measure it and it still counts once (`runner` counts distinct designs).
+    """
+    for t in study.get_trials(deepcopy=False):
+        if t.number == number or t.user_attrs.get(DIGEST_ATTR) != digest or is_copy(t):
+            continue
+        if is_verdict(t):
+            return t
+        earlier = t.number < number
+        if (t.state == TrialState.RUNNING and (earlier or "short_id" in t.user_attrs)) or (
+            t.state == TrialState.WAITING and earlier
+        ):
+            return t
+    return None
 
 
 def trial_dir(out_dir: Path, number: int, short_id: str) -> Path:

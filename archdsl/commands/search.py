@@ -85,7 +85,7 @@ def register(subparsers) -> None:
         type=positive_int,
         default=8,
         metavar="N",
-        help="finished trials the study should hold (a study total, default: 8)",
+        help="distinct designs the study should measure (a total over all workers and runs; default: 8)",
     )
     how.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="stop starting trials after this")
     how.add_argument(
@@ -276,6 +276,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    if outcome.exhausted is not None:
+        print(
+            f"search space exhausted: all {outcome.exhausted} designs are measured (or being measured); "
+            f"--n-trials {args.n_trials} asks for more",
+            file=sys.stderr,
+        )
     if outcome.stale_failed:
         print(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}", file=sys.stderr)
     if outcome.buildup is not None:
@@ -368,7 +374,7 @@ def _describe_space(space) -> str:
         if "dim_head" in space.searched:
             extra += f"  dim_head {list(s.dim_heads)}"
         lines.append(f"  {s.name}: {n} blocks, k in 0..{s.max_k}{extra}")
-    lines.append(f"size: {space.size()} points")
+    lines.append(f"size: {space.size()} points, {space.n_designs()} distinct designs")
     lines.append("endpoints:")
     for e in space.endpoints():
         arch = space.arch_from_params(e.params)
