@@ -230,11 +230,15 @@ def derive_seed(*parts: int) -> int:
     return derive(*parts)
 
 
-def out_of_memory_error() -> type[BaseException]:
-    """torch's out-of-memory exception type (the one a trial fails on without stopping the search)."""
+def is_out_of_memory(err: BaseException) -> bool:
+    """Whether `err` is a failed allocation: torch's OutOfMemoryError (CUDA), MemoryError, or
+    the RuntimeError that torch raises when the host (CPU) or MPS allocator gives up."""
     import torch
 
-    return getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+    if isinstance(err, (getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError), MemoryError)):
+        return True
+    text = str(err)
+    return isinstance(err, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
 
 
 def format_arch(arch: Arch) -> str:

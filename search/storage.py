@@ -41,6 +41,7 @@ BEAT_ATTR = "archdsl:heartbeat"
 FAIL_REASON_ATTR = "fail_reason"  # a user attr: shown by the report and optuna-dashboard
 COPY_ATTR = "copy_of"  # a user attr: the trial drew the design of this (earlier) trial
 WORKER_STOPPED = "worker stopped"
+SEARCH_STOPPED = "stopped the search"  # an error that is not the design's (a bug): the trial is no verdict
 # User attrs that describe one run of a trial, not its design: a retry starts without them.
 RUN_ATTRS = (FAIL_REASON_ATTR, "pruned_reason", "metrics", COPY_ATTR, "dir")
 
@@ -241,12 +242,17 @@ def is_verdict(trial: FrozenTrial) -> bool:
     """Whether a finished trial says something about its design (not an interrupted run).
 
     COMPLETE and PRUNED do; FAIL does when the design itself failed (diverged, out of
-    memory, ...), not when its worker was interrupted or killed, and not for a copy.
+    memory), not when its worker was interrupted or killed or an error in archdsl stopped
+    the search, and not for a copy.
     """
     if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
         return True
     reason = trial.user_attrs.get(FAIL_REASON_ATTR)
-    return trial.state == TrialState.FAIL and reason is not None and not str(reason).startswith(WORKER_STOPPED)
+    return (
+        trial.state == TrialState.FAIL
+        and reason is not None
+        and not str(reason).startswith((WORKER_STOPPED, SEARCH_STOPPED))
+    )
 
 
 def is_copy(trial: FrozenTrial) -> bool:

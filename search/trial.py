@@ -9,8 +9,11 @@ The order of work keeps a search cheap and honest:
 3. the cheap measures (params, FLOPs, latency), then training (accuracy);
 4. the expensive analyses (Hessian NEP/APE, robustness) only for candidates that no
    finished trial dominates on the cheap objectives.
-A failure (NaN loss, out of memory, a failing build) fails the trial with its reason in
-the `fail_reason` user attr; the study goes on.
+Only what a design can cause fails a trial (its reason in the `fail_reason` user attr)
+and lets the study go on: training that diverges (`archdsl.run.divergence`) and running
+out of memory (on the device or the host). A mistake in the settings (`UserError`) stops
+the search; so does any other exception, a bug, after the trial says so (`SEARCH_STOPPED`)
+and its design is queued again for the next run.
 """
 
 from __future__ import annotations
@@ -33,11 +36,13 @@ from archdsl.search.space import Space, layout_text
 from archdsl.search.storage import (
     COPY_ATTR,
     FAIL_REASON_ATTR,
+    SEARCH_STOPPED,
     StorageOptions,
     WorkerHeartbeat,
     fail_stale_trials,
     is_copy,
     is_verdict,
+    requeue,
 )
 
 DIGEST_ATTR = "digest"
@@ -152,13 +157,17 @@ class TrialObjective:
             return self._fail(trial, f"training diverged: {err}")
         except UserError:
             raise  # a mistake in the search's settings (e.g. a batch larger than the data): stop the search
-        except measure.out_of_memory_error() as err:
-            return self._fail(trial, f"out of memory: {str(err).splitlines()[0] if str(err) else ''}")
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as err:  # a failing build or analysis: this candidate only
+        except Exception as err:
+            if measure.is_out_of_memory(err):
+                return self._fail(trial, f"out of memory: {str(err).splitlines()[0] if str(err) else ''}")
+            # Anything else is not the design's doing but a bug (or a broken machine): failing
+            # the trial and going on would fill the study with "failed designs". Say why on the
+            # trial, queue its design again (it is no verdict on it), then stop.
             last = traceback.extract_tb(err.__traceback__)[-1]
-            return self._fail(trial, f"{type(err).__name__}: {err} ({Path(last.filename).name}:{last.lineno})")
+            where = f"{Path(last.filename).name}:{last.lineno}"
+            trial.set_user_attr(FAIL_REASON_ATTR, f"{SEARCH_STOPPED}: {type(err).__name__}: {err} ({where})")
+            requeue(trial.study, trial.study._storage.get_trial(trial._trial_id), s.storage.max_retry)
+            raise
         return self._finish(trial, arch, metrics)
 
     # -- outcomes ----------------------------------------------------------------------------

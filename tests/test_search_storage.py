@@ -227,3 +227,34 @@ def test_a_worker_that_sees_the_space_half_recorded_joins_instead_of_refusing():
     other = make_space(load_spec("alter-small-base"), ("k", "heads"))
     with pytest.raises(UserError, match="searches another space"):
         check_same_space(study, other)
+
+
+def test_a_second_retry_keeps_the_original_failed_trial_as_optuna_does(tmp_path):
+    # Optuna's retry callback (what RDB storages run) keeps `failed_trial` = the first trial of
+    # the series and appends to `retry_history`; the journal's retries must say the same.
+    import warnings
+
+    from optuna.storages import RetryHeartbeatStaleTrialCallback as Retry
+
+    from archdsl.search.storage import HOST_ATTR, PID_ATTR, fail_stale_trials
+
+    study = optuna.create_study(storage=open_storage(StorageOptions(url=None), tmp_path, "retry"), study_name="retry")
+    options = StorageOptions(url=None, grace_period=5, max_retry=3)
+
+    def run_and_lose_the_worker() -> int:
+        trial = study.ask()  # the waiting retry, once there is one
+        trial.suggest_int("k_c1", 0, 1)
+        for key, value in ((HOST_ATTR, "elsewhere"), (PID_ATTR, 1), (BEAT_ATTR, time.time() - 60)):
+            study._storage.set_trial_system_attr(trial._trial_id, key, value)
+        assert fail_stale_trials(study, options) == [trial.number]
+        return trial.number
+
+    first = run_and_lose_the_worker()
+    second = run_and_lose_the_worker()
+    (waiting,) = study.get_trials(states=(TrialState.WAITING,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        assert Retry.retried_trial_number(waiting) == first
+        assert Retry.retry_history(waiting) == [first, second]
+    assert waiting.params == study.trials[first].params
+    assert not any(key.startswith("archdsl:") for key in waiting.system_attrs)  # the dead worker's beat

@@ -156,3 +156,34 @@ def test_ctrl_c_keeps_the_finished_trials_and_the_same_command_resumes(tmp_path,
     assert main(args) == 0
     trials = support.load(tmp_path, "ctrlc").trials
     assert len(trials) == 2 and all(t.state == TrialState.COMPLETE for t in trials)
+
+
+def test_a_bug_in_archdsl_stops_the_search_with_its_traceback_after_marking_the_trial(tmp_path, monkeypatch):
+    # Only what a design can cause (out of memory, divergence, too large to build) fails a
+    # trial and lets the search go on; a bug would otherwise look like a study of bad designs.
+    def broken(arch, *args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(measure, "train_candidate", broken)
+    args = support.search_args(tmp_path, "bug", "--strategy", "random", "--n-trials", "3")
+    with pytest.raises(KeyError, match="a bug"):
+        main(args)
+    trial, retry = support.load(tmp_path, "bug").trials
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs["fail_reason"].startswith("stopped the search: KeyError: 'a bug' (test_search_trials.py:")
+    assert retry.state == TrialState.WAITING and retry.system_attrs["failed_trial"] == trial.number
+    # It says nothing about the design: the same command measures it again once fixed.
+    monkeypatch.undo()
+    assert main(args) == 0
+    trials = support.load(tmp_path, "bug").trials
+    assert trials[1].params == trial.params and trials[1].state == TrialState.COMPLETE
+
+
+def test_a_cpu_allocation_failure_is_out_of_memory_for_the_design(tmp_path, monkeypatch):
+    def too_big(arch, *args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: 4e14 bytes")
+
+    monkeypatch.setattr(measure, "train_candidate", too_big)
+    assert main(support.search_args(tmp_path, "cpuoom", "--strategy", "random", "--n-trials", "1")) == 0
+    (trial,) = support.load(tmp_path, "cpuoom").trials
+    assert trial.state == TrialState.FAIL and trial.user_attrs["fail_reason"].startswith("out of memory")
