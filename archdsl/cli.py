@@ -20,10 +20,11 @@ import keyword
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from archdsl.errors import UserError, did_you_mean
+from archdsl.errors import ArchdslWarning, UserError, did_you_mean
 
 # The order is the order of `archdsl --help`.
 COMMAND_MODULES = (
@@ -139,7 +140,10 @@ def _run(argv: list[str] | None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", ArchdslWarning)
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except UserError as err:
         print(f"archdsl: error: {err}" if not getattr(err, "diagnostics", None) else str(err), file=sys.stderr)
         return err.exit_code
@@ -154,6 +158,17 @@ def _run(argv: list[str] | None) -> int:
             raise
         print(f"archdsl: error: {err.strerror or err}: {err.filename}", file=sys.stderr)
         return 1
+
+
+_default_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """archdsl's own warnings as one line for the user; anyone else's as Python prints them."""
+    if issubclass(category, ArchdslWarning):
+        print(f"archdsl: warning: {message}", file=sys.stderr)
+    else:
+        _default_showwarning(message, category, filename, lineno, file, line)
 
 
 if __name__ == "__main__":  # pragma: no cover

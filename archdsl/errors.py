@@ -1,8 +1,12 @@
-"""The one error type for user mistakes.
+"""The one error type for user mistakes, and the one warning type.
 
 Anything a user can get wrong (a bad spec, a missing dataset, a bad flag, a bad storage
 URL) raises a `UserError`. The CLI catches exactly this type, prints its message and exits
 with `exit_code`; every other exception is a bug in archdsl and keeps its traceback.
+
+Something the user should know that stops nothing (a torn journal record set aside, a
+suspicious character in a spec) is an `ArchdslWarning` through Python's `warnings`: the
+CLI prints it as `archdsl: warning: ...`, a library user sees or filters it as usual.
 """
 
 from __future__ import annotations
@@ -44,3 +48,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     suggestions in every message (spec keywords, spec and dataset names, options)."""
     match = closest(word, choices)
     return f"did you mean `{match}`?" if match else None
+
+
+class ArchdslWarning(UserWarning):
+    """Worth telling the user; the work goes on."""

@@ -12,6 +12,7 @@ Both back ends survive a killed worker:
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -19,13 +20,14 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.trial import FrozenTrial, TrialState
 
-from archdsl.errors import UserError
+from archdsl.errors import ArchdslWarning, UserError
 from archdsl.files import ensure_dir
 from archdsl.search.optuna_private import (
     RETRY_HISTORY_ATTR,
@@ -66,9 +68,14 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
     """The storage for `study_name`; every failure to reach it is a UserError with a hint."""
     if options.url is None or options.url.startswith("journal:"):
         path = Path(options.url[len("journal:") :]) if options.url else journal_path(out, study_name)
+        if path.exists() and not path.is_file():
+            raise UserError(
+                f"cannot use {path} as a study journal: not a regular file",
+                hint="give --storage journal:PATH a file path (it is created if missing)",
+            )
         try:
             ensure_dir(path.parent)
-            return JournalStorage(JournalFileBackend(str(path)))
+            return JournalStorage(JournalFile(str(path)))
         except OSError as err:
             raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err
         except ValueError as err:  # UnicodeDecodeError, JSONDecodeError: not a journal file
@@ -101,6 +108,71 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
             hint="check the URL (dialect://user:password@host:port/database), that the server is up "
             "and that the database exists",
         ) from err
+
+
+class JournalFile(JournalFileBackend):
+    """Optuna's journal file that never writes after a torn record.
+
+    A write cut short (power loss, a full disk, a killed process) leaves a last line without
+    its newline. Optuna's reader skips such a line while it is the last, but its next append
+    would glue a record onto it, and from then on every read fails (JSONDecodeError): every
+    finished trial would be unreadable. So before each append, under the journal's lock, a
+    torn tail is moved to PATH.torn and cut off, with a warning. (The append is Optuna's,
+    done here because it must happen under the same hold of the lock.)
+    """
+
+    def __init__(self, file_path: str) -> None:
+        self._path = file_path  # our own copy: Optuna's attribute for it is private
+        self._write_lock = JournalFileSymlinkLock(file_path)  # Optuna's default lock, kept at hand
+        super().__init__(file_path, lock_obj=self._write_lock)
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        self._write_lock.acquire()
+        try:
+            set_aside_torn_tail(Path(self._path))
+            text = "\n".join(json.dumps(log, separators=(",", ":")) for log in logs) + "\n"
+            with open(self._path, "ab") as f:
+                f.write(text.encode("utf-8"))
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            self._write_lock.release()
+
+
+def set_aside_torn_tail(path: Path) -> int:
+    """Cut a last line that lacks its newline off `path` (appended to PATH.torn); its length.
+
+    Call it with the journal's lock held: then no other writer is in the middle of a line.
+    """
+    with open(path, "r+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return 0
+        start = size
+        while start > 0:  # back to the newline that ends the last whole record
+            step = min(65536, start)
+            f.seek(start - step)
+            chunk = f.read(step)
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                start = start - step + cut + 1
+                break
+            start -= step
+        f.seek(start)
+        torn = f.read()
+        with open(f"{path}.torn", "ab") as aside:
+            aside.write(torn)
+        f.truncate(start)
+    warnings.warn(
+        f"the last record of {path} was cut short (an interrupted write, {len(torn)} bytes): "
+        f"it is ignored and kept in {path}.torn; every complete record is read as before",
+        ArchdslWarning,
+        stacklevel=2,
+    )
+    return len(torn)
 
 
 def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:

@@ -258,3 +258,29 @@ def test_a_second_retry_keeps_the_original_failed_trial_as_optuna_does(tmp_path)
         assert Retry.retry_history(waiting) == [first, second]
     assert waiting.params == study.trials[first].params
     assert not any(key.startswith("archdsl:") for key in waiting.system_attrs)  # the dead worker's beat
+
+
+def test_a_torn_last_journal_record_is_set_aside_and_every_finished_trial_kept(tmp_path, capsys):
+    # Power loss or a full disk in the middle of a write leaves a final line without its newline.
+    args = support.search_args(tmp_path, "torn", "--strategy", "random", "--objectives", "params", "--n-trials", "1")
+    assert main(args) == 0
+    journal = tmp_path / "runs" / "torn" / "study.journal"
+    torn = b'{"op_code":5,"worker_id":"w","trial_id":0,"user_attr":{"x'
+    with open(journal, "ab") as f:
+        f.write(torn)
+    capsys.readouterr()
+    more = support.search_args(tmp_path, "torn", "--strategy", "random", "--objectives", "params", "--n-trials", "2")
+    assert main(more) == 0  # before: JSONDecodeError, and then the journal could not be read at all
+    err = capsys.readouterr().err
+    assert f"the last record of {journal} was cut short" in err and "Traceback" not in err
+    assert (journal.parent / "study.journal.torn").read_bytes() == torn
+    trials = support.load(tmp_path, "torn").trials
+    assert [t.state for t in trials if "copy_of" not in t.user_attrs] == [TrialState.COMPLETE] * 2
+    assert main(["report", "torn", "--out", str(tmp_path / "runs")]) == 0
+
+
+def test_a_journal_that_is_no_regular_file_is_a_clear_error(tmp_path, capsys):
+    for path in ("/dev/null", str(tmp_path)):
+        assert main(support.search_args(tmp_path, "dev", "--storage", f"journal:{path}")) == 1
+        err = capsys.readouterr().err
+        assert f"cannot use {path} as a study journal: not a regular file" in err and "Traceback" not in err

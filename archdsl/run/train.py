@@ -141,7 +141,29 @@ def _write_run_files(run_dir: Path, history: list[EpochMetrics]) -> None:
         writer.writerows(asdict(row) for row in history)
 
 
-def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig):
+def _data_record(train_set: ImageSet, test_set: ImageSet) -> dict[str, dict[str, str]]:
+    """What a run was trained and tested on, for the resume check: names and fingerprints."""
+    return {
+        "train": {"name": train_set.name, "fingerprint": train_set.fingerprint()},
+        "test": {"name": test_set.name, "fingerprint": test_set.fingerprint()},
+    }
+
+
+def _check_same_data(run_dir: Path, saved: dict | None, given: dict) -> None:
+    if saved is None:  # written before runs recorded their data
+        return
+    for split, what in (("train", "the training set"), ("test", "the test set")):
+        before, now = saved[split], given[split]
+        if before == now:
+            continue
+        why = "other images" if before["name"] == now["name"] else f"was {before['name']!r}"
+        raise UserError(
+            f"cannot resume {run_dir} with different data: {what} {now['name']!r} ({why})",
+            hint="resume with the --dataset (and options) the run was started with (see its config.json)",
+        )
+
+
+def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
     path = run_dir / LAST_CHECKPOINT
     if not path.is_file():
         raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
@@ -151,6 +173,7 @@ def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig):
         raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
     if checkpoint.arch.digest() != arch.digest():
         raise UserError(f"{path} was trained from a different design than the one given")
+    _check_same_data(run_dir, state.info.get("data"), data)
     saved = TrainConfig.model_validate(state.info["config"])
     changed = sorted(k for k, v in config.result_fields().items() if saved.result_fields().get(k) != v)
     if changed:
@@ -194,6 +217,7 @@ def train(
     device = select_device(config.device)
     amp = device.type == "cuda" if config.amp is None else config.amp
 
+    data = _data_record(train_set, test_set) if run_dir is not None else {}  # the whole sets, before --subset
     if config.subset < 1:
         train_set = train_set.subset(config.subset, seed=config.seed)
     batch_size = filled(config.batch_size)
@@ -212,7 +236,7 @@ def train(
     resumed_state: TrainState | None = None
     guard = DivergenceGuard(arch.classes)
     if resume and run_dir is not None:  # (resume without a run_dir was refused above)
-        weights, resumed_state = _resume_state(run_dir, arch, config)
+        weights, resumed_state = _resume_state(run_dir, arch, config, data)
         model.load_state_dict(weights)
         history = [EpochMetrics(**row) for row in resumed_state.info["history"]]
         start_epoch = int(resumed_state.info["epoch"])
@@ -280,6 +304,7 @@ def train(
                     history=[asdict(m) for m in history],
                     config=config.model_dump(mode="json"),
                     start_loss=guard.start_loss,
+                    data=data,
                 )
                 save_checkpoint(
                     run_dir / LAST_CHECKPOINT, model, arch, _meta(train_set, config, metrics), train_state=state
