@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from archdsl.ir import Arch
+from archdsl.nn.summary import DesignTooLarge as DesignTooLarge  # torch-free; over the memory limit: a failed trial
 
 if TYPE_CHECKING:
     from archdsl.run.recipe import RecipeName
@@ -95,6 +96,13 @@ def static_costs(arch: Arch) -> dict[str, float]:
 
     summary = summarize(arch)
     return {"params": float(summary.params), "flops": float(summary.flops)}
+
+
+def ensure_fits(arch: Arch) -> None:
+    """`DesignTooLarge` if the design's estimated memory is over the limit (before any build)."""
+    from archdsl.nn.summary import ensure_fits as fits
+
+    fits(arch)
 
 
 def build_model(arch: Arch, seed: int) -> Any:

@@ -10,9 +10,10 @@ The order of work keeps a search cheap and honest:
 4. the expensive analyses (Hessian NEP/APE, robustness) only for candidates that no
    finished trial dominates on the cheap objectives.
 Only what a design can cause fails a trial (its reason in the `fail_reason` user attr)
-and lets the study go on: training that diverges (`archdsl.run.divergence`) and running
-out of memory (on the device or the host). A mistake in the settings (`UserError`) stops
-the search; so does any other exception, a bug, after the trial says so (`SEARCH_STOPPED`)
+and lets the study go on: training that diverges (`archdsl.run.divergence`), running out
+of memory (on the device or the host), and a design whose estimated memory is over the
+limit (`archdsl.nn.summary`), refused before it is built. A mistake in the settings
+(`UserError`) stops the search; so does any other exception, a bug, after the trial says so (`SEARCH_STOPPED`)
 and its design is queued again for the next run.
 """
 
@@ -115,6 +116,7 @@ class TrialObjective:
                 return self._prune(trial, f"{name} {metrics[name]:.4g} > --max-{name} {limit:.4g}")
         trial.set_user_attr(METRICS_ATTR, metrics)
         try:
+            measure.ensure_fits(arch)  # a design that cannot be built is no result, whatever the objectives
             model = None
             if "latency" in wanted:
                 model = measure.build_model(arch, s.seed)
@@ -155,6 +157,8 @@ class TrialObjective:
             raise
         except measure.Diverged as err:
             return self._fail(trial, f"training diverged: {err}")
+        except measure.DesignTooLarge as err:  # estimated before any allocation (docs/compiler.md)
+            return self._fail(trial, f"too large: {err.message}")
         except UserError:
             raise  # a mistake in the search's settings (e.g. a batch larger than the data): stop the search
         except Exception as err:

@@ -187,3 +187,20 @@ def test_a_cpu_allocation_failure_is_out_of_memory_for_the_design(tmp_path, monk
     assert main(support.search_args(tmp_path, "cpuoom", "--strategy", "random", "--n-trials", "1")) == 0
     (trial,) = support.load(tmp_path, "cpuoom").trials
     assert trial.state == TrialState.FAIL and trial.user_attrs["fail_reason"].startswith("out of memory")
+
+
+def test_a_design_over_the_memory_limit_fails_its_trial_before_it_is_built(tmp_path, monkeypatch):
+    from archdsl.nn import summary
+
+    # A limit between the tiny space's designs: those with MSAs (more activations) are over it.
+    base = measure.fit_to_data(
+        measure.load_base(str(support.write_base(tmp_path))), measure.load_data(support.DATASET, None, seed=0, subset=1)
+    )
+    limit = summary.memory_estimate(summary.summarize(base), base).total + 1
+    monkeypatch.setattr(summary, "MEMORY_LIMIT_BYTES", limit)
+    args = support.search_args(tmp_path, "big", "--strategy", "grid", "--n-trials", "3", "--objectives", "params")
+    assert main(args) == 0
+    trials = [t for t in support.load(tmp_path, "big").trials if "copy_of" not in t.user_attrs]
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert failed and all(t.user_attrs["fail_reason"].startswith("too large: design") for t in failed)
+    assert all(t.state == TrialState.COMPLETE for t in trials if t.user_attrs["n_msa"] == 0)

@@ -38,11 +38,13 @@ def summary_line(label: str, arch: Arch) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from archdsl.lang.spec import load_spec
+    from archdsl.nn.summary import ensure_fits  # arithmetic on the IR, no torch
 
     status = 0
     for spec in args.specs:
         try:
             arch = load_spec(spec)
+            ensure_fits(arch)
         except UserError as err:
             # Report every file, not just the first bad one; the exit status remembers.
             text = str(err) if getattr(err, "diagnostics", None) else f"archdsl: error: {err}"

@@ -27,6 +27,7 @@ from archdsl.ir import (
     stem_out_size,
 )
 from archdsl.lang.diagnostics import Diagnostic, SpecError
+from archdsl.lang.limits import MAX_BLOCKS, MAX_NAME_LENGTH, MAX_NUMBER, MAX_STAGES
 
 Path = tuple[str | int, ...]  # a path into the IR, e.g. ("stages", 2, "blocks", 5, "window")
 
@@ -60,23 +61,61 @@ def _window_hint(size: tuple[int, int]) -> str:
     return f"windows that tile the {_size_text(size)} map: {', '.join(map(str, fitting))}, or `global`"
 
 
+def limit_problems(arch: Arch) -> list[Problem]:
+    """Sizes past the language's limits (`archdsl.lang.limits`): what a spec cannot express.
+
+    Counts are checked before anything walks the stages, and numbers before any check does
+    arithmetic with them (a window hint's divisors of a 10^30 map would never finish).
+    """
+    if len(arch.stages) > MAX_STAGES:
+        return [Problem(("stages",), f"{len(arch.stages)} stages: a design has at most {MAX_STAGES}")]
+    if arch.n_blocks > MAX_BLOCKS:
+        return [Problem(("stages",), f"{arch.n_blocks} blocks: a design has at most {MAX_BLOCKS}")]
+    return [
+        Problem(path, f"{_path_text(path)} is too large: {value}", f"at most {MAX_NUMBER}")
+        for path, value in _numbers(arch.model_dump(), ())
+        if value > MAX_NUMBER
+    ]
+
+
+def _numbers(data: object, path: Path):
+    """(path, value) of every integer in an IR dump."""
+    if isinstance(data, bool):
+        return
+    if isinstance(data, int):
+        yield path, data
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            yield from _numbers(value, path + (key,))
+    elif isinstance(data, (list, tuple)):
+        for index, value in enumerate(data):
+            yield from _numbers(value, path + (index,))
+
+
+def _name_problem(path: Path, what: str, name: str, hint: str) -> Problem | None:
+    if len(name) > MAX_NAME_LENGTH:
+        return Problem(path, f"{what} is {len(name)} characters long: at most {MAX_NAME_LENGTH} characters")
+    if not NAME_PATTERN.match(name):
+        return Problem(path, f"{what} {name!r} is not a valid name", hint)
+    return None
+
+
 def name_problems(arch: Arch) -> list[Problem]:
     """Arch and stage names that would not read back as names, and stage names used twice."""
     found = []
-    if not NAME_PATTERN.match(arch.name):
-        found.append(
-            Problem(("name",), f"arch name {arch.name!r} is not a valid name", "use letters, digits, `_` and `-`")
-        )
+    problem = _name_problem(("name",), "arch name", arch.name, "use letters, digits, `_` and `-`")
+    if problem is not None:
+        found.append(problem)
     first_seen: dict[str, int] = {}
     for index, stage in enumerate(arch.stages):
-        if not NAME_PATTERN.match(stage.name):
-            found.append(
-                Problem(
-                    ("stages", index, "name"),
-                    f"stage name {stage.name!r} is not a valid name",
-                    "use letters, digits, `_` and `-`, starting with a letter",
-                )
-            )
+        problem = _name_problem(
+            ("stages", index, "name"),
+            "stage name",
+            stage.name,
+            "use letters, digits, `_` and `-`, starting with a letter",
+        )
+        if problem is not None:
+            found.append(problem)
         elif stage.name in first_seen:
             found.append(
                 Problem(
@@ -343,7 +382,13 @@ def design_problems(arch: Arch) -> list[Problem]:
 
 
 def problems(arch: Arch) -> list[Problem]:
-    """Every semantic problem of the design, in model order; empty when it is valid."""
+    """Every problem of the design, in model order; empty when it is valid.
+
+    Past a limit, only that is reported: the other checks would be slow or meaningless.
+    """
+    limits = limit_problems(arch)
+    if limits:
+        return limits
     found = name_problems(arch) + design_problems(arch)
     # Shapes after a stem that does not fit the input would only report noise.
     if min(stem_out_size(arch)) > 0:

@@ -42,17 +42,44 @@ class Diagnostic:
     hint: str | None = None
 
 
+SHOWN_WIDTH = 100  # characters of a source line shown under a message; longer lines are cut around the caret
+_CONTEXT_BEFORE = 40  # of those, before the caret
+
+
+def _visible(char: str) -> str:
+    """A character as the terminal should show it: control and format characters (ESC, NUL,
+    bidirectional overrides, ...) as escapes, so a spec cannot drive the user's terminal."""
+    if char.isprintable() or char == " ":
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def _caret_lines(source_line: str, span: Span) -> list[str]:
     # Tabs are expanded in both the line and the caret prefix, so the caret stays under the
     # right character whatever the user's tab width (the prefix is a prefix of the line).
-    line = source_line.expandtabs(4)
+    line = source_line.expandtabs(4).rstrip()
     start = len(source_line[: span.column - 1].expandtabs(4))
     if span.end_line == span.line:
         end = len(source_line[: max(span.end_column - 1, span.column)].expandtabs(4))
     else:
-        end = len(line.rstrip())  # a multi-line span: underline to the end of its first line
+        end = len(line)  # a multi-line span: underline to the end of its first line
+    # Escape what must not reach the terminal raw; offsets[i] is where character i starts.
+    pieces = [_visible(char) for char in line]
+    offsets = [0]
+    for piece in pieces:
+        offsets.append(offsets[-1] + len(piece))
+    shown = "".join(pieces)
+    start, end = (offsets[min(i, len(line))] + max(i - len(line), 0) for i in (start, end))
     width = max(end - start, 1)
-    return [f"    {line.rstrip()}", "    " + " " * start + "^" + "~" * (width - 1)]
+    if len(shown) > SHOWN_WIDTH:  # a long line (or a file of one line): the part around the caret
+        first = max(0, min(start - _CONTEXT_BEFORE, len(shown) - SHOWN_WIDTH))
+        last = first + SHOWN_WIDTH
+        lead = "..." if first > 0 else ""
+        shown = lead + shown[first:last] + ("..." if last < len(shown) else "")
+        start = start - first + len(lead)
+        width = max(1, min(width, len(shown) - start))
+    return [f"    {shown}", "    " + " " * start + "^" + "~" * (width - 1)]
 
 
 def render(diagnostics: Sequence[Diagnostic], source: str | None, path: str) -> str:

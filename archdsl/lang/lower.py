@@ -39,6 +39,7 @@ from archdsl.ir import (
 )
 from archdsl.lang import checks
 from archdsl.lang.diagnostics import Diagnostic, Span, SpecError
+from archdsl.lang.limits import MAX_BLOCKS, MAX_GROUP_DEPTH, MAX_NUMBER, MAX_STAGES
 from archdsl.lang.parser import ArchNode, Arg, BlockRef, Call, Element, Group, Name, Number, Setting, Value
 from archdsl.lang.parser import _one_of as one_of  # "a, b or c", as the syntax errors list tokens
 
@@ -58,11 +59,8 @@ PLAIN_BLOCKS = {
 # A conv variant and the expansion it has unless one is given (`basic` means expansion 1).
 CONV_VARIANTS: dict[ConvVariant, int] = {"bottleneck": 4, "basic": 1}
 
-# Guards against inputs that are valid syntax but absurd: they would exhaust memory
-# (`conv*999999999`) or make no sense for a network; also keeps numbers within int32.
-MAX_NUMBER = 2**31 - 1
-MAX_BLOCKS_PER_STAGE = 1000
-MAX_GROUP_DEPTH = 32
+# Guards against inputs that are valid syntax but absurd (`conv*999999999`, numbers past
+# int32, ...) live in `archdsl.lang.limits`; they are reported here with their spans.
 
 _INTEGER = re.compile(r"[+\-]?[0-9]+\Z")
 _DECIMAL = re.compile(r"[+\-]?[0-9]*\.[0-9]*([eE][+\-]?[0-9]+)?\Z|[+\-]?[0-9]+[eE][+\-]?[0-9]+\Z")
@@ -100,6 +98,7 @@ class _Lowering:
         self._bind_failed = False  # whether the latest `bind` reported a bad argument
         # (stage index, block index) of each `attn` whose dim_head is channels // heads.
         self.unset_dim_heads: list[tuple[int, int]] = []
+        self.n_blocks = 0  # blocks of the stages lowered so far (the design's limit is MAX_BLOCKS)
 
     # --- helpers ---------------------------------------------------------------------
 
@@ -504,17 +503,17 @@ class _Lowering:
             count = 1
             if element.count is not None:
                 count = self.positive_int(element.count, "a repeat count") or 1
-                if len(items) * count > MAX_BLOCKS_PER_STAGE:
+                if len(items) * count > MAX_BLOCKS:
                     self.error(
                         element.span,
                         f"this repeat makes {len(items) * count} blocks",
-                        f"a stage has at most {MAX_BLOCKS_PER_STAGE}",
+                        f"a design has at most {MAX_BLOCKS}",
                     )
                     count = 1
             out.extend(items * count)
-            if len(out) > MAX_BLOCKS_PER_STAGE:
-                self.error(element.span, f"more than {MAX_BLOCKS_PER_STAGE} blocks in one stage")
-                return out[:MAX_BLOCKS_PER_STAGE]
+            if len(out) > MAX_BLOCKS:
+                self.error(element.span, f"more than {MAX_BLOCKS} blocks in one stage")
+                return out[:MAX_BLOCKS]
         return out
 
     # --- stages ----------------------------------------------------------------------
@@ -555,6 +554,20 @@ class _Lowering:
             return None
         self.spans[path + ("blocks",)] = setting.body_span or setting.span
         lowered = self.lower_elements(setting.body, default)
+        room = MAX_BLOCKS - self.n_blocks
+        if len(lowered) > room:
+            if self.n_blocks < MAX_BLOCKS:  # reported once, at the stage that crosses the limit
+                self.error(
+                    setting.body_span or setting.span,
+                    f"this stage brings the design to {self.n_blocks + len(lowered)} blocks",
+                    f"a design has at most {MAX_BLOCKS}",
+                )
+            self.n_blocks = MAX_BLOCKS
+            if room <= 0:
+                return None
+            lowered = lowered[:room]
+        else:
+            self.n_blocks += len(lowered)
         for j, item in enumerate(lowered):
             for field, span in item.spans.items():
                 self.spans[path + ("blocks", j) + ((field,) if field else ())] = span
@@ -616,6 +629,14 @@ class _Lowering:
         if not stage_settings and "stage" not in misspelt:
             self.error(node.span, f"arch {node.name.text} has no stages", "add e.g. `stage c1(width=64) { conv*3 }`")
         stages: list[Stage] = []
+        if len(stage_settings) > MAX_STAGES:
+            first_extra = stage_settings[MAX_STAGES]
+            self.error(
+                first_extra.span,
+                f"{len(stage_settings)} stages: a design has at most {MAX_STAGES}",
+                f"stages after the {MAX_STAGES}th are not read",
+            )
+            stage_settings = stage_settings[:MAX_STAGES]
         for setting in stage_settings:
             stage = self.lower_stage(setting, len(stages), conv)
             if stage is not None:

@@ -8,9 +8,12 @@ exceptions are turned into `Diagnostic`s here; nothing from lark escapes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import importlib.resources
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -18,7 +21,9 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.tree import Meta
 
+from archdsl.errors import ArchdslWarning
 from archdsl.lang.diagnostics import Diagnostic, Span, SpecError
+from archdsl.lang.limits import MAX_SOURCE_BYTES
 
 # --- AST -------------------------------------------------------------------------------
 
@@ -314,31 +319,90 @@ def _syntax_diagnostic(err: UnexpectedInput, text: str) -> Diagnostic:
     return Diagnostic(span, message, advice)
 
 
+def check_size(size: int, path: str) -> None:
+    """Refuse a spec over the size limit before it is read or parsed (`SpecError`)."""
+    if size > MAX_SOURCE_BYTES:
+        raise SpecError(
+            [
+                Diagnostic(
+                    None,
+                    f"the spec is {size:,} bytes; a spec file holds at most {MAX_SOURCE_BYTES:,} bytes",
+                    "is it a spec? a .arch file is a few hundred bytes of text",
+                )
+            ],
+            path=path,
+        )
+
+
+@contextlib.contextmanager
+def _no_garbage_collection():
+    """Parsing makes hundreds of thousands of small objects and no cycles. Python's cyclic
+    collector, run every few hundred allocations over everything alive, made parse time
+    grow faster than the text (benchmarks/lang_check.py); paused, it is linear."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def parse(text: str, path: str = "<string>") -> ArchNode:
     """Parse spec text into an `ArchNode`, or raise `SpecError` at the first syntax error."""
-    try:
-        tree = _lark().parse(text)
-    except UnexpectedInput as err:
-        raise SpecError([_syntax_diagnostic(err, text)], source=text, path=path) from None
-    except RecursionError:  # pragma: no cover - lark's LALR parser is iterative; kept as a guard
-        raise SpecError([Diagnostic(None, "the spec is nested too deeply")], source=text, path=path) from None
-    try:
-        return _ToAst().transform(tree)
-    except (RecursionError, VisitError) as err:
-        if isinstance(err, VisitError) and not isinstance(err.orig_exc, RecursionError):
-            raise
-        raise SpecError(
-            [Diagnostic(None, "the spec is nested too deeply", "use fewer levels of `[...]`")], source=text, path=path
-        ) from None
+    check_size(len(text.encode("utf-8", "surrogatepass")), path)
+    with _no_garbage_collection():
+        try:
+            tree = _lark().parse(text)
+        except UnexpectedInput as err:
+            raise SpecError([_syntax_diagnostic(err, text)], source=text, path=path) from None
+        except RecursionError:  # pragma: no cover - lark's LALR parser is iterative; kept as a guard
+            raise SpecError([Diagnostic(None, "the spec is nested too deeply")], source=text, path=path) from None
+        try:
+            node = _ToAst().transform(tree)
+        except (RecursionError, VisitError) as err:
+            if isinstance(err, VisitError) and not isinstance(err.orig_exc, RecursionError):
+                raise
+            raise SpecError(
+                [Diagnostic(None, "the spec is nested too deeply", "use fewer levels of `[...]`")],
+                source=text,
+                path=path,
+            ) from None
+    _warn_bidi_controls(text, path)
+    return node
+
+
+# Characters that make a terminal or an editor show text in another order than it is read
+# (the "Trojan Source" attack): in a comment they could hide what a spec really says.
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]")
+
+
+def _warn_bidi_controls(text: str, path: str) -> None:
+    """One warning per file, at the first such character, with the count."""
+    first = _BIDI_CONTROLS.search(text)
+    if first is None:
+        return
+    count = len(_BIDI_CONTROLS.findall(text))
+    line = text.count("\n", 0, first.start()) + 1
+    column = first.start() - (text.rfind("\n", 0, first.start()) + 1) + 1
+    more = f" (and {count - 1} more)" if count > 1 else ""
+    warnings.warn(
+        f"{path}:{line}:{column}: a bidirectional control character (U+{ord(first.group()):04X}) in a comment{more}: "
+        "the text may show in another order than archdsl reads it",
+        ArchdslWarning,
+        stacklevel=3,
+    )
 
 
 _COMMENT = re.compile(r"#[^\n]*")
 
 
 def comments(text: str) -> list[tuple[int, str]]:
-    """Every `#` comment as (line, text). `#` has no other use in the language, so a scan suffices."""
+    """Every `#` comment as (line, text). `#` has no other use in the language, so a scan suffices
+    (line by line: counting newlines from the start for each comment was quadratic)."""
     found = []
-    for match in _COMMENT.finditer(text):
-        line = text.count("\n", 0, match.start()) + 1
-        found.append((line, match.group().rstrip()))
+    for number, line in enumerate(text.split("\n"), start=1):
+        match = _COMMENT.search(line)
+        if match:
+            found.append((number, match.group().rstrip()))
     return found

@@ -17,7 +17,7 @@ from pathlib import Path
 from archdsl.errors import UserError, did_you_mean
 from archdsl.ir import Arch
 from archdsl.lang.lower import lower
-from archdsl.lang.parser import parse
+from archdsl.lang.parser import check_size, parse
 
 SPEC_SUFFIX = ".arch"
 
@@ -75,6 +75,7 @@ def load_spec(name_or_path: str | os.PathLike[str]) -> Arch:
     """Read, parse and lower a spec file or a built-in spec."""
     path = resolve_spec(name_or_path)
     try:
+        check_size(path.stat().st_size, str(path))  # before reading: a 10 MB file is not read at all
         text = path.read_text(encoding="utf-8-sig")  # -sig: a byte-order mark some editors write is not text
     except UnicodeDecodeError as err:
         hint = None

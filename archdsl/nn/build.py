@@ -240,14 +240,17 @@ def build(arch: Arch, *, drop_path: float = 0.0, drop_rate: float = 0.0, seed: i
     """Compile a (valid) IR into a model.
 
     The IR is checked first (`archdsl.lang.checks.ensure_valid`), so an invalid design raises a
-    `SpecError` instead of failing inside torch. `drop_path` is the stochastic depth of the last
-    block (growing linearly from 0), `drop_rate` the dropout before the classifier. With
-    `seed`, the weights depend on the seed alone (the global RNG is left untouched); without it
-    they come from the global RNG.
+    `SpecError` instead of failing inside torch, and its memory is estimated
+    (`archdsl.nn.summary.ensure_fits`): a design over the limit raises `DesignTooLarge`.
+    `drop_path` is the stochastic depth of the last block (growing linearly from 0),
+    `drop_rate` the dropout before the classifier. With `seed`, the weights depend on the seed
+    alone (the global RNG is left untouched); without it they come from the global RNG.
     """
     from archdsl.lang.checks import ensure_valid
+    from archdsl.nn.summary import ensure_fits
 
     ensure_valid(arch)
+    ensure_fits(arch)  # before a single weight is allocated
     for name, rate in (("drop_path", drop_path), ("drop_rate", drop_rate)):
         if not 0.0 <= rate < 1.0:
             raise UserError(f"{name} must be in [0, 1), got {rate}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from archdsl.errors import UserError
 from archdsl.ir import (
     Arch,
     AttnBlock,
@@ -30,6 +31,13 @@ from archdsl.ir import (
     head_layout,
     stem_out_size,
 )
+
+# The one memory limit (docs/compiler.md): a design whose weights plus one image's
+# activations are estimated above it is refused before anything is allocated. Real designs
+# are far below (Alter-ResNet-50: 0.12 GiB of weights, 0.007 GiB per 32x32 image); absurd ones
+# (a width of 10^9, a 2^31 x 2^31 input) would otherwise fail deep inside torch, or swap.
+MEMORY_LIMIT_BYTES = 16 * 2**30
+BYTES_PER_VALUE = 4  # float32
 
 
 @dataclass(frozen=True)
@@ -243,3 +251,68 @@ def summarize(arch: Arch) -> ModelSummary:
         blocks.append(BlockSummary(shape.stage, shape.index, shape.block.kind, out_shape, params, 2 * macs))
     input_shape = (arch.input.channels, arch.input.height, arch.input.width)
     return ModelSummary(arch.name, input_shape, _stem(arch), tuple(blocks), _head(arch))
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """What building a design and running one image through it takes, in bytes (float32).
+
+    `activations` counts every block's output and every attention map (heads x tokens x
+    tokens per window) of one image, which is what training keeps for the backward pass;
+    the real peak is a small multiple of it (normalisation and activation outputs).
+    """
+
+    weights: int
+    activations: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.activations
+
+
+def memory_estimate(summary: ModelSummary, arch: Arch) -> MemoryEstimate:
+    values = _numel(summary.stem.out_shape) + _numel(summary.head.out_shape)
+    for shape, block in zip(block_shapes(arch), summary.blocks, strict=True):
+        values += _numel(block.out_shape)
+        ir_block = shape.block
+        if isinstance(ir_block, (MSABlock, AttnBlock)):
+            height, wide = shape.out_size
+            kernel = getattr(ir_block, "kernel", None)  # AttnBlock's neighbourhood attention
+            side = kernel or ir_block.window
+            keys = side * side if side is not None else height * wide  # per query
+            values += ir_block.heads * keys * height * wide
+        elif isinstance(ir_block, MLPBlock):
+            values += ir_block.ratio * _numel(block.out_shape)  # the hidden layer
+    return MemoryEstimate(weights=BYTES_PER_VALUE * summary.params, activations=BYTES_PER_VALUE * values)
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    total = 1
+    for size in shape:
+        total *= size
+    return total
+
+
+def gib(size: int) -> str:
+    """Bytes as GiB, 3 significant digits (`16 GiB`, `0.123 GiB`, `3.73e+09 GiB`)."""
+    return f"{size / 2**30:.3g} GiB"
+
+
+class DesignTooLarge(UserError):
+    """The design's estimated memory is over `MEMORY_LIMIT_BYTES`: it is not built."""
+
+    def __init__(self, name: str, estimate: MemoryEstimate, limit: int) -> None:
+        super().__init__(
+            f"design {name!r} needs about {gib(estimate.total)} ({gib(estimate.weights)} of weights, "
+            f"{gib(estimate.activations)} of activations for one image), more than the {gib(limit)} limit",
+            hint="use smaller widths, heads, dim_head, classes or input, or fewer blocks",
+        )
+        self.estimate, self.limit = estimate.total, limit
+
+
+def ensure_fits(arch: Arch, summary: ModelSummary | None = None) -> MemoryEstimate:
+    """The memory estimate of `arch` (assumed valid), or `DesignTooLarge` over the limit."""
+    estimate = memory_estimate(summary or summarize(arch), arch)
+    if estimate.total > MEMORY_LIMIT_BYTES:
+        raise DesignTooLarge(arch.name, estimate, MEMORY_LIMIT_BYTES)
+    return estimate
