@@ -147,3 +147,68 @@ def test_evaluate_scores_the_logits(arch) -> None:
     assert top1 == pytest.approx((logits.argmax(1) == labels).float().mean().item())
     assert nll == pytest.approx(torch.nn.functional.cross_entropy(logits, labels).item(), rel=1e-5)
     assert model.training is False
+
+
+# -- hostile checkpoints: the stored design is held to the rules of a spec, before any build --
+
+
+def _with_design(tmp_path: Path, arch, ir: dict, meta: str = "{}", tensors=None) -> Path:
+    """A checkpoint of `arch`'s weights whose stored design is `ir` (edited by a test)."""
+    model, _ = trained_a_little(arch)
+    path = tmp_path / "hostile.safetensors"
+    weights = tensors if tensors is not None else {k: v.contiguous() for k, v in model.state_dict().items()}
+    save_file(weights, str(path), metadata={"archdsl.format": "1", "archdsl.ir": json.dumps(ir), "archdsl.meta": meta})
+    return path
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda ir: ir["stages"][0].update(width=10**9), "needs about .* more than the 16 GiB limit"),
+        (lambda ir: ir["input"].update(height=10**30, width=10**30), "input.height is too large"),
+        (lambda ir: ir.update(stages=[dict(ir["stages"][0], name=f"s{i}") for i in range(1000)]), "1000 stages"),
+        (lambda ir: ir["stages"][0].update(name="../../etc"), "stage name '../../etc' is not a valid name"),
+    ],
+)
+def test_a_stored_design_is_checked_like_a_spec_before_anything_is_built(arch, tmp_path, edit, message) -> None:
+    ir = json.loads(arch.model_dump_json())
+    edit(ir)
+    with pytest.raises(UserError, match=message) as info:
+        load_checkpoint(_with_design(tmp_path, arch, ir))
+    assert "the checkpoint's design" in str(info.value)
+
+
+def test_checkpoint_metadata_must_be_an_object(arch, tmp_path: Path) -> None:
+    path = _with_design(tmp_path, arch, json.loads(arch.model_dump_json()), meta="[1, 2]")
+    with pytest.raises(UserError, match="metadata is a JSON list, not an object"):
+        load_checkpoint(path)
+
+
+def test_nan_weights_are_refused_when_loaded(arch, tmp_path: Path, capsys) -> None:
+    model, _ = trained_a_little(arch)
+    weights = {k: v.contiguous().clone() for k, v in model.state_dict().items()}
+    key = next(k for k, v in weights.items() if v.is_floating_point())
+    weights[key][...] = float("nan")
+    path = _with_design(tmp_path, arch, json.loads(arch.model_dump_json()), tensors=weights)
+    with pytest.raises(UserError, match=f"1 weight tensor holds NaN or infinite values: {key}"):
+        load_checkpoint(path)
+    from archdsl.cli import main
+
+    assert main(["eval", str(path), "--dataset", "synthetic:train=20,test=20", "--no-progress"]) == 1
+    assert "NaN or infinite" in capsys.readouterr().err
+
+
+def test_weights_that_do_not_fit_name_the_keys(arch, tmp_path: Path) -> None:
+    model, _ = trained_a_little(arch)
+    weights = {k: v.contiguous() for k, v in model.state_dict().items()}
+    missing = sorted(weights)[0]
+    del weights[missing]
+    weights["stages.extra.weight"] = torch.zeros(3)
+    shaped = next(k for k, v in sorted(weights.items()) if v.ndim == 4)
+    weights[shaped] = torch.zeros(1, 1, 1, 1)
+    path = _with_design(tmp_path, arch, json.loads(arch.model_dump_json()), tensors=weights)
+    with pytest.raises(UserError, match="do not fit") as info:
+        load_checkpoint(path)
+    hint = info.value.hint
+    assert f"1 missing: {missing}" in hint and "1 unexpected: stages.extra.weight" in hint
+    assert f"1 of the wrong shape: {shaped} 1x1x1x1 (expected" in hint

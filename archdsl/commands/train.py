@@ -115,7 +115,7 @@ def _train_state(path: Path) -> dict:
     from archdsl.run.checkpoint import read_checkpoint_file, train_state_info
 
     _, metadata = read_checkpoint_file(path)
-    return train_state_info(metadata)
+    return train_state_info(metadata, path)
 
 
 def _saved_config(run_dir: Path) -> dict:

@@ -183,40 +183,91 @@ def read_checkpoint_file(path: str | os.PathLike[str]) -> tuple[dict[str, torch.
     return tensors, metadata
 
 
-def train_state_info(metadata: dict[str, str]) -> dict[str, Any]:
+def train_state_info(metadata: dict[str, str], path: str | os.PathLike[str] = "checkpoint") -> dict[str, Any]:
     """The JSON part of the training state in a checkpoint's metadata (epoch, history, config,
-    encoded state dicts); empty when the checkpoint holds none."""
-    return json.loads(metadata.get(_KEY_TRAIN_STATE, "{}"))
+    encoded state dicts); empty when the checkpoint holds none. `UserError` (naming `path`)
+    when it is no JSON object."""
+    return _json_object(metadata.get(_KEY_TRAIN_STATE, "{}"), "training state", path)
+
+
+def checked_design(ir_json: str, where: str) -> Arch:
+    """The design stored in a file (IR JSON), held to exactly the rules of a spec: the
+    language's limits and checks (`archdsl.lang.checks.ensure_valid`) and the memory limit
+    (`archdsl.nn.summary.ensure_fits`), before anything is built. `UserError` otherwise,
+    naming `where` (the file). For every reader of stored designs (checkpoints, imports)."""
+    from pydantic import ValidationError
+
+    from archdsl.lang.checks import ensure_valid
+    from archdsl.nn.summary import DesignTooLarge, ensure_fits
+
+    try:
+        arch = Arch.model_validate_json(ir_json)
+    except ValidationError as err:
+        first = err.errors()[0]
+        place = ".".join(map(str, first["loc"])) or "the design"
+        raise UserError(f"{where}: the checkpoint's design does not parse: {place}: {first['msg']}") from None
+    try:
+        ensure_valid(arch)
+        ensure_fits(arch)
+    except DesignTooLarge as err:
+        raise UserError(f"{where}: the checkpoint's design is refused: {err.message}", hint=err.hint) from None
+    except UserError as err:  # SpecError: every problem, without source spans
+        raise UserError(f"{where}: the checkpoint's design is invalid:\n{err}") from None
+    return arch
+
+
+def check_weights(arch: Arch, weights: dict[str, torch.Tensor], where: str) -> None:
+    """Weights that fit `arch` by name and shape (compared before building it) and hold only
+    finite numbers; `UserError` naming the first missing, unexpected and mis-shaped keys."""
+    from archdsl.nn.weights import compare_weights, expected_shapes
+
+    mismatch = compare_weights(expected_shapes(arch), weights)
+    if mismatch:
+        raise UserError(f"{where}: the weights do not fit the design stored with them", hint=mismatch.describe())
+    bad = [key for key, tensor in weights.items() if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    if bad:
+        tensors = "weight tensor holds" if len(bad) == 1 else "weight tensors hold"
+        raise UserError(
+            f"{where}: {len(bad)} {tensors} NaN or infinite values: {', '.join(bad[:3])}"
+            + (", ..." if len(bad) > 3 else ""),
+            hint="a run that diverged? archdsl never saves such weights; use an earlier checkpoint",
+        )
 
 
 def load_checkpoint(
     path: str | os.PathLike[str], *, device: str | torch.device = "cpu", with_train_state: bool = False
 ) -> Checkpoint:
-    """Rebuild the model from the IR stored in the checkpoint and load its weights (in eval mode)."""
-    from pydantic import ValidationError
+    """Rebuild the model from the IR stored in the checkpoint and load its weights (in eval mode).
 
+    Nothing in the file is trusted: the design is checked like a spec and its memory
+    estimated, the metadata must be JSON objects, and the weights are compared with the
+    design (names, shapes, finite values) before the model is built.
+    """
     from archdsl.nn.build import build
 
     tensors, metadata = read_checkpoint_file(path)
-    try:
-        arch = Arch.model_validate_json(metadata[_KEY_IR])
-        meta = json.loads(metadata.get(_KEY_META, "{}"))
-    except (ValidationError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: the checkpoint's design or metadata does not parse ({err})") from None
+    arch = checked_design(metadata[_KEY_IR], str(path))
+    meta = _json_object(metadata.get(_KEY_META, "{}"), "metadata", path)
     weights = {k: v for k, v in tensors.items() if not k.startswith(_TRAIN_PREFIX)}
+    check_weights(arch, weights, str(path))
     model = build(arch)
-    try:
-        model.load_state_dict(weights, strict=True)
-    except RuntimeError as err:
-        raise UserError(
-            f"{path}: the weights do not fit the design stored with them",
-            hint=str(err).splitlines()[0],
-        ) from None
+    model.load_state_dict(weights, strict=True)
     model.to(device).eval()
     train_state = None
     if with_train_state and _KEY_TRAIN_STATE in metadata:
         train_state = TrainState(
             tensors={k[len(_TRAIN_PREFIX) :]: v for k, v in tensors.items() if k.startswith(_TRAIN_PREFIX)},
-            info=train_state_info(metadata),
+            info=train_state_info(metadata, path),
         )
     return Checkpoint(model=model, arch=arch, meta=meta, train_state=train_state)
+
+
+def _json_object(text: str, what: str, path: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: the checkpoint's {what} is not JSON ({err})") from None
+    if not isinstance(value, dict):
+        kind = {list: "list", str: "string"}.get(type(value), type(value).__name__)
+        raise UserError(f"{path}: the checkpoint's {what} is a JSON {kind}, not an object")
+    return value
