@@ -368,6 +368,10 @@ def landscape_figure(landscape, *, title: str | None = None) -> Figure:
     return figure
 
 
+# Every figure `report_figures` may draw (`archdsl analyze --force` removes those it did not redraw).
+FIGURE_NAMES = ("robustness", "hessian", "feature_maps", "landscape", "cka", "lesion", "hessian_trajectory")
+
+
 def report_figures(report) -> dict[str, Figure]:
     """The figures of an `AnalysisReport`, by the name `archdsl analyze` saves them under (`<name>.png`)."""
     label = report.arch
@@ -386,4 +390,5 @@ def report_figures(report) -> dict[str, Figure]:
         figures["lesion"] = lesion_figure(report.lesion)
     if report.hessian_trajectory is not None:
         figures["hessian_trajectory"] = hessian_trajectory_figure(report.hessian_trajectory)
+    assert set(figures) <= set(FIGURE_NAMES), "a new figure belongs in FIGURE_NAMES"
     return figures

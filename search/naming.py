@@ -11,8 +11,17 @@ from pathlib import Path
 
 from archdsl.errors import UsageError
 
-STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# Matched in full (`fullmatch`): with `$`, a name ending in a newline passed.
+STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+MAX_STUDY_NAME = 100  # a folder name, with room for the files in it
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def path_part(text: str, limit: int = 40) -> str:
+    """`text` made safe as one part of a file name: the study's alphabet only (no `/`, no
+    control characters), no leading dots, at most `limit` characters. For every name that
+    comes from a storage or a file (a trial's short id) before it becomes a path."""
+    return _UNSAFE.sub("_", text).lstrip(".")[:limit] or "_"
 
 
 def default_study_name(base: str, dataset: str, strategy: str) -> str:
@@ -22,7 +31,7 @@ def default_study_name(base: str, dataset: str, strategy: str) -> str:
 
 def check_study_name(name: str, *, hint: str | None = None) -> str:
     """`name` if it is a valid study name; a `UsageError` otherwise (with `hint` added)."""
-    if not STUDY_NAME.match(name):
-        rule = "letters, digits, '.', '_' and '-' only"
+    if not STUDY_NAME.fullmatch(name) or len(name) > MAX_STUDY_NAME:
+        rule = f"letters, digits, '.', '_' and '-' only, at most {MAX_STUDY_NAME} characters"
         raise UsageError(f"bad study name {name!r}", hint=f"{rule}; {hint}" if hint else rule)
     return name

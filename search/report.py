@@ -20,6 +20,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.files import ensure_dir, save_figure, write_text
+from archdsl.search.naming import path_part
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.runner import COMMAND_ATTR
 from archdsl.search.space import layout_text, msa_per_stage
@@ -500,7 +501,9 @@ def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
     best: dict[int, Path] = {}
     for rank, row in enumerate(summary.best, start=1):
         if row.spec:
-            best[row.number] = write_text(best_dir / f"{rank}-trial{row.number}-{row.short_id}.arch", row.spec)
+            # The short id comes from the storage: it must not choose where the file goes.
+            name = f"{rank}-trial{row.number}-{path_part(str(row.short_id))}.arch"
+            best[row.number] = write_text(best_dir / name, row.spec)
     for old in report_dir.glob("*.png"):  # a plot that no longer applies must not linger
         old.unlink()
     figures = {

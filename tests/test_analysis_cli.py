@@ -183,3 +183,21 @@ def test_the_hessian_spectrum_over_training_of_a_run_directory(tmp_path, capsys,
     # Other measures need one checkpoint.
     assert main(["analyze", str(run_dir), "--metrics", "acc", "--out", str(tmp_path / "no"), *common]) == 2
     assert "run directory" in capsys.readouterr().err
+
+
+def test_an_out_that_holds_an_analysis_is_refused_unless_forced(checkpoint, tmp_path, capsys):
+    out = tmp_path / "analysis"
+    out.mkdir()
+    (out / "metrics.json").write_text('{"a 3-minute Hessian": "result"}')
+    (out / "hessian.png").write_bytes(b"an earlier plot")
+    (out / "notes.txt").write_text("mine")
+    args = ["analyze", str(checkpoint), "--metrics", "acc", "--subset", "0.2", "--out", str(out), "--device", "cpu",
+            "--no-progress"]  # fmt: skip
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "already holds an analysis (hessian.png, metrics.json)" in err and "--force" in err
+    assert (out / "metrics.json").read_text() == '{"a 3-minute Hessian": "result"}'
+    assert main([*args, "--force"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["classification"]["count"] == 20
+    assert not (out / "hessian.png").exists()  # no stale plot of the earlier analysis is left behind
+    assert (out / "notes.txt").read_text() == "mine"  # what archdsl did not write stays

@@ -135,3 +135,18 @@ def test_synthetic_c_is_generated_deterministic_and_cached():
 def test_default_selection_is_the_fifteen_by_five():
     sets = load_corrupted("synthetic-c:test=10,train=10")
     assert len(sets) == 75 and sets[0].corruption == CORRUPTIONS[0] and sets[-1].severity == 5
+
+
+def test_an_empty_corrupted_set_is_refused_not_scored_as_nan(tmp_path, capsys):
+    folder = write_cifar100_c(tmp_path, per_severity=0)  # labels.npy and fog.npy hold nothing
+    with pytest.raises(UserError, match="labels.npy holds no labels"):
+        load_corrupted("cifar100-c", root=tmp_path, corruptions=["fog"])
+    # `eval` on it: a clear error and exit 1 (before: "top-1 nan" and exit 0).
+    from archdsl.cli import main
+
+    checkpoint = tmp_path / "m.safetensors"
+    assert main(["compile", "tiny", "--classes", "100", "--export", str(checkpoint)]) == 0
+    status = main(["eval", str(checkpoint), "--dataset", "cifar100-c", "--data-root", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err
+    assert status == 1 and "holds no labels" in err and "Traceback" not in err
+    assert folder.is_dir()

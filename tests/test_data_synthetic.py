@@ -114,3 +114,46 @@ def test_describe_needs_no_generation():
     info = describe("synthetic:classes=5,test=20")
     assert info.num_classes == 5 and info.split_sizes == {"train": 5000, "test": 20}
     assert info.available and info.source == "generated in memory"
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("synthetic:seed=-1", "seed must be between 0 and 4294967295, got -1"),
+        ("synthetic:seed=4294967296", "seed must be between 0 and 4294967295"),
+        ("synthetic:test=2000000000", "test must be between 1 and 10000, got 2000000000"),
+        ("synthetic:train=100001", "train must be between 1 and 100000"),
+        ("synthetic:train=0", "train must be between 1 and 100000, got 0"),
+        ("synthetic:classes=1001", "classes must be between 2 and 1000"),
+        ("synthetic:test=" + "9" * 5000, "must be an integer"),
+        ("synthetic-c:corruption=fog,severity=9", "severity"),
+        ("synthetic-c:corruption=nosuch,severity=1", "corruption"),
+    ],
+)
+def test_every_option_has_limits_and_a_clear_error(name, message):
+    # Before: seed=-1 was a ValueError from numpy, test=2e9 a 14.9 GiB allocation.
+    with pytest.raises(UserError, match=message):
+        load_split(name, "test")
+    if not name.startswith("synthetic-c"):
+        with pytest.raises(UserError, match=message):
+            describe(name)
+
+
+def test_a_large_set_is_made_in_chunks_and_the_default_sizes_are_unchanged():
+    from archdsl.data.synthetic import CHUNK, SyntheticConfig, generate, render
+
+    # Up to one chunk, the images are exactly one render call's (as before chunking).
+    config = SyntheticConfig(train=CHUNK, test=10, seed=3)
+    images, labels = generate(config, "train")
+    rng = np.random.default_rng([3, 0])
+    expected_labels = rng.permutation(np.arange(CHUNK) % 10).astype(np.int64)
+    assert np.array_equal(labels, expected_labels)
+    assert np.array_equal(images[:50], render(expected_labels, class_cues(10), rng)[:50])
+    # Beyond, chunk after chunk from the same stream.
+    bigger, big_labels = generate(SyntheticConfig(train=CHUNK + 7, test=10, seed=3), "train")
+    rng = np.random.default_rng([3, 0])
+    expected_labels = rng.permutation(np.arange(CHUNK + 7) % 10).astype(np.int64)
+    first = render(expected_labels[:CHUNK], class_cues(10), rng)
+    rest = render(expected_labels[CHUNK:], class_cues(10), rng)
+    assert np.array_equal(big_labels, expected_labels) and np.array_equal(bigger[CHUNK:], rest)
+    assert np.array_equal(bigger[:50], first[:50])

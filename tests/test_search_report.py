@@ -29,7 +29,7 @@ from archdsl.search.runner import SearchConfig, open_study
 from archdsl.search.trial import DIGEST_ATTR, LAYOUT_ATTR, SPEC_ATTR
 
 
-def _study(values: list[float]) -> optuna.Study:
+def _study(values: list[float], short_ids: dict[int, str] | None = None) -> optuna.Study:
     study = optuna.create_study(direction="maximize", study_name="made-by-hand")
     study.set_user_attr("objectives", "accuracy")
     study.set_user_attr("strategy", "tpe")
@@ -42,7 +42,7 @@ def _study(values: list[float]) -> optuna.Study:
                 distributions={"k_c1": IntDistribution(0, 1), "k_c2": IntDistribution(0, 2)},
                 user_attrs={
                     DIGEST_ATTR: f"digest{number}",
-                    "short_id": f"id{number}",
+                    "short_id": (short_ids or {}).get(number, f"id{number}"),
                     "n_msa": number % 2 + number % 3,
                     SPEC_ATTR: f"arch trial{number} {{}}\n",
                     LAYOUT_ATTR: f"c1:{'CM' if number % 2 else 'CC'} c2:{'CM' * (number % 3) or 'CC'}",
@@ -217,3 +217,18 @@ def test_report_csv_prints_the_table_and_writes_nothing(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed == trials_csv(summarize_study(study))
     assert not (tmp_path / "runs" / "table" / "report").exists()
+
+
+@pytest.mark.parametrize("short_id", ["../../../escaped", "/tmp/abs", "a/b\x1b[2J", "..", "x" * 500])
+def test_a_name_read_from_storage_never_leaves_the_best_folder(tmp_path, short_id):
+    paths = write_report(_study([0.2, 0.9], {1: short_id}), tmp_path / "study")
+    (best,) = paths.best.values()
+    assert best.parent == tmp_path / "study" / "best" and best.name.startswith("1-trial1-")
+    assert len(best.name) < 100 and "/" not in best.name[len("1-trial1-") :] and "\x1b" not in best.name
+    assert sorted(p.name for p in tmp_path.rglob("*.arch")) == [best.name]
+
+
+@pytest.mark.parametrize("name", ["study\n", "ok\nrm -rf", "../up", "a/b", "x" * 200])
+def test_a_study_name_is_checked_in_full(tmp_path, capsys, name):
+    assert main(["report", name, "--out", str(tmp_path)]) == 2
+    assert "bad study name" in capsys.readouterr().err

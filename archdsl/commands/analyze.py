@@ -80,6 +80,9 @@ def register(subparsers) -> None:
         "directory)",
     )  # fmt: skip
     parser.add_argument("--out", metavar="DIR", help="output folder (default: <CKPT stem>-analysis beside CKPT)")
+    parser.add_argument(
+        "--force", action="store_true", help="replace an analysis already in --out (its files only; stale plots go)"
+    )
     parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument(
         "--batch-size", type=positive_int, default=_default(AnalysisSettings, "batch_size"), metavar="N",
@@ -269,13 +272,14 @@ def run(args: argparse.Namespace) -> int:
     if path.is_dir():
         return _run_directory(args, path)
     device = select_device(args.device)
-    # Read the baseline before any long work, so that a bad path fails at once.
+    # Check --out and read the baseline before any long work, so that a bad path fails at once.
+    out = Path(args.out) if args.out else path.with_name(f"{path.stem}-analysis")
+    prepare_dir(out, "--out")
+    earlier = _earlier_analysis(out, force=args.force)
     baseline = _baseline_robustness(args.baseline) if args.baseline else None
     checkpoint = load_checkpoint(args.checkpoint, device=device)
     model, arch = checkpoint.model, checkpoint.arch
     dataset = args.dataset or checkpoint.meta.get("dataset") or "synthetic"
-    out = Path(args.out) if args.out else path.with_name(f"{path.stem}-analysis")
-    prepare_dir(out, "--out")
     measures = args.metrics or DEFAULT_MEASURES
     settings = settings_from_args(args, checkpoint.meta)
     data = load_data(dataset, args, measures, arch)
@@ -283,7 +287,7 @@ def run(args: argparse.Namespace) -> int:
         model, data, measures, settings, device=device, progress=not args.no_progress, baseline=baseline,
         checkpoint=str(path), optimize=args.optimize,
     )  # fmt: skip
-    return _write(report, out)
+    return _write(report, out, earlier)
 
 
 def _run_directory(args: argparse.Namespace, run_dir: Path) -> int:
@@ -309,6 +313,7 @@ def _run_directory(args: argparse.Namespace, run_dir: Path) -> int:
     device = select_device(args.device)
     out = Path(args.out) if args.out else run_dir / "hessian-analysis"
     prepare_dir(out, "--out")
+    earlier = _earlier_analysis(out, force=args.force)
     first = load_checkpoint(epochs[-1][1], device=device)
     dataset = args.dataset or first.meta.get("dataset") or "synthetic"
     settings = settings_from_args(args, first.meta)
@@ -323,21 +328,44 @@ def _run_directory(args: argparse.Namespace, run_dir: Path) -> int:
         checkpoint=str(run_dir), arch=first.arch.name, arch_digest=first.arch.digest(), dataset=dataset,
         measures=("hessian",), settings=settings, hessian_trajectory=trajectory,
     )  # fmt: skip
-    return _write(report, out)
+    return _write(report, out, earlier)
 
 
-def _write(report, out: Path) -> int:
+def _write(report, out: Path, earlier: list[str]) -> int:
     from archdsl.analysis.plots import report_figures
     from archdsl.analysis.report import render_markdown, render_text
     from archdsl.files import write_text
 
     figures = {name: _save(figure, out / f"{name}.png") for name, figure in report_figures(report).items()}
     report = report.model_copy(update={"figures": figures})
-    write_text(out / "metrics.json", report.to_json())
-    write_text(out / "report.md", render_markdown(report))
+    write_text(out / METRICS_FILE, report.to_json())
+    write_text(out / REPORT_FILE, render_markdown(report))
+    for name in set(earlier) - {METRICS_FILE, REPORT_FILE, *figures.values()}:
+        (out / name).unlink(missing_ok=True)  # a plot of the replaced analysis that this one did not redraw
     print(render_text(report))
     print(f"wrote {out / 'metrics.json'}, {out / 'report.md'} and {len(report.figures)} figure(s)")
     return 0
+
+
+# Everything an analysis writes into --out, and only that: what --force replaces.
+METRICS_FILE = "metrics.json"
+REPORT_FILE = "report.md"
+
+
+def _earlier_analysis(out: Path, *, force: bool) -> list[str]:
+    """The files of an earlier analysis in `out`. Never replaced silently (its metrics may
+    have taken hours): refused without --force; with it, replaced, and its plots that the
+    new analysis does not redraw are removed at the end, so that no stale plot stays."""
+    from archdsl.analysis.plots import FIGURE_NAMES
+
+    written = (METRICS_FILE, REPORT_FILE, *(f"{name}.png" for name in FIGURE_NAMES))
+    earlier = sorted(name for name in written if (out / name).exists())
+    if earlier and not force:
+        raise UserError(
+            f"--out {out} already holds an analysis ({', '.join(earlier)})",
+            hint="add --force to replace it, or give another --out",
+        )
+    return earlier
 
 
 def _baseline_robustness(path_text: str):

@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         from archdsl.data import load_split
 
         test_set = load_split(dataset, "test", root=args.data_root, download=args.download)
+        _refuse_empty(test_set, dataset)
         check_compatible(checkpoint.arch, test_set)
         logits = predict_logits(checkpoint.model, test_set, progress=progress, **predict)
         result = {
@@ -117,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         model = optimize_model(model, training=False, device=device, images=sum(len(s.images) for s in sets))
     rows = []
     for corrupted in tqdm(sets, desc=f"eval {dataset}", disable=not progress):
+        _refuse_empty(corrupted.images, f"{dataset} ({corrupted.corruption}, severity {corrupted.severity})")
         check_compatible(checkpoint.arch, corrupted.images)
         logits = predict_logits(model, corrupted.images, **predict)
         scored = score_logits(logits, corrupted.images.labels)
@@ -133,6 +135,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _print_table(rows, mean, checkpoint.arch.name, dataset)
     return 0
+
+
+def _refuse_empty(image_set, what: str) -> None:
+    from archdsl.errors import UserError
+
+    if len(image_set) == 0:  # its accuracy would be NaN, printed as if it were a result
+        raise UserError(f"{what}: the test set holds no images")
 
 
 def _print_table(rows: list[dict], mean: float, name: str, dataset: str) -> None:

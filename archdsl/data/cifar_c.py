@@ -71,7 +71,9 @@ def read_labels(spec: CorruptedFolder) -> np.ndarray:
             f"{path}: expected integer labels of shape (5n,) (50000 in the released files), "
             f"found {labels.dtype} {labels.shape}"
         )
-    if len(labels) and (labels.min() < 0 or labels.max() >= spec.num_classes):
+    if len(labels) == 0:  # scoring an empty set gives NaN, not an error
+        raise UserError(f"{path} holds no labels: the corrupted test sets would be empty")
+    if labels.min() < 0 or labels.max() >= spec.num_classes:
         raise UserError(f"{path}: labels must lie in 0..{spec.num_classes - 1}")
     return labels
 
