@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from archdsl.ir import (
@@ -78,7 +79,7 @@ def limit_problems(arch: Arch) -> list[Problem]:
     ]
 
 
-def _numbers(data: object, path: Path):
+def _numbers(data: object, path: Path) -> Iterator[tuple[Path, int]]:
     """(path, value) of every integer in an IR dump."""
     if isinstance(data, bool):
         return
