@@ -14,6 +14,7 @@ import gc
 import importlib.resources
 import re
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -335,7 +336,7 @@ def check_size(size: int, path: str) -> None:
 
 
 @contextlib.contextmanager
-def _no_garbage_collection():
+def _no_garbage_collection() -> Iterator[None]:
     """Parsing makes hundreds of thousands of small objects and no cycles. Python's cyclic
     collector, run every few hundred allocations over everything alive, made parse time
     grow faster than the text (benchmarks/lang_check.py); paused, it is linear."""

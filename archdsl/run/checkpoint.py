@@ -268,6 +268,6 @@ def _json_object(text: str, what: str, path: str | os.PathLike[str]) -> dict[str
     except json.JSONDecodeError as err:
         raise UserError(f"{path}: the checkpoint's {what} is not JSON ({err})") from None
     if not isinstance(value, dict):
-        kind = {list: "list", str: "string"}.get(type(value), type(value).__name__)
+        kind = {"list": "list", "str": "string"}.get(type(value).__name__, type(value).__name__)
         raise UserError(f"{path}: the checkpoint's {what} is a JSON {kind}, not an object")
     return value
