@@ -271,6 +271,8 @@ class MemoryEstimate:
 
 
 def memory_estimate(summary: ModelSummary, arch: Arch) -> MemoryEstimate:
+    """What building `arch` and running one image through it would hold: the weights, and the
+    activations (block outputs, MLP hidden layers, attention maps heads x queries x keys)."""
     values = _numel(summary.stem.out_shape) + _numel(summary.head.out_shape)
     for shape, block in zip(block_shapes(arch), summary.blocks, strict=True):
         values += _numel(block.out_shape)
