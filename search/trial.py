@@ -170,7 +170,7 @@ class TrialObjective:
             last = traceback.extract_tb(err.__traceback__)[-1]
             where = f"{Path(last.filename).name}:{last.lineno}"
             trial.set_user_attr(FAIL_REASON_ATTR, f"{SEARCH_STOPPED}: {type(err).__name__}: {err} ({where})")
-            requeue(trial.study, trial.study._storage.get_trial(trial._trial_id), s.storage.max_retry)
+            requeue(trial.study, storage_of(trial.study).get_trial(trial_id(trial)), s.storage.max_retry)
             raise
         return self._finish(trial, arch, metrics)
 
