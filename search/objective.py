@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -247,6 +248,34 @@ def is_out_of_memory(err: BaseException) -> bool:
         return True
     text = str(err)
     return isinstance(err, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+
+
+# What torch says when this hardware has no way to run what a design asks of it: cuDNN or
+# cuBLAS refuse the configuration, MPS lacks an operator, sizes past a kernel's 32-bit index
+# arithmetic, a CUDA launch grid the design's sizes make too large.
+_DEVICE_CANNOT = (
+    "CUDNN_STATUS_NOT_SUPPORTED",
+    "unable to find an engine",  # cuDNN's v8/v9 API: "FIND was unable to find an engine to execute ..."
+    "CUBLAS_STATUS_NOT_SUPPORTED",
+    "canUse32BitIndexMath",
+    "not currently implemented for the MPS device",
+    "MPS does not support",
+    "invalid configuration argument",
+    "too many resources requested for launch",
+)
+# A kernel missing for a reduced-precision type on this device (`"linalg_eigh_cpu" not
+# implemented for 'BFloat16'`), as mixed precision meets it. Integer or bool types are left
+# out on purpose: a float op on integers is a bug in archdsl, not a limit of the hardware.
+_NO_LOW_PRECISION_KERNEL = re.compile(r"not implemented for '(Half|BFloat16|Float8\w*)'")
+
+
+def is_unsupported_by_device(err: BaseException) -> bool:
+    """Whether `err` says the device cannot run the design (see `_DEVICE_CANNOT`): a failure of
+    the design on this hardware, like running out of memory, not a bug in archdsl."""
+    if not isinstance(err, RuntimeError):  # torch's NotImplementedError and AcceleratorError are RuntimeErrors
+        return False
+    text = str(err)
+    return any(marker in text for marker in _DEVICE_CANNOT) or _NO_LOW_PRECISION_KERNEL.search(text) is not None
 
 
 def format_arch(arch: Arch) -> str:

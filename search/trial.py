@@ -162,8 +162,11 @@ class TrialObjective:
         except UserError:
             raise  # a mistake in the search's settings (e.g. a batch larger than the data): stop the search
         except Exception as err:
+            first_line = str(err).splitlines()[0] if str(err) else type(err).__name__
             if measure.is_out_of_memory(err):
-                return self._fail(trial, f"out of memory: {str(err).splitlines()[0] if str(err) else ''}")
+                return self._fail(trial, f"out of memory: {first_line}")
+            if measure.is_unsupported_by_device(err):
+                return self._fail(trial, f"the device cannot run it: {first_line}")
             # Anything else is not the design's doing but a bug (or a broken machine): failing
             # the trial and going on would fill the study with "failed designs". Say why on the
             # trial, queue its design again (it is no verdict on it), then stop.

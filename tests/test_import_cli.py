@@ -210,3 +210,23 @@ def test_a_released_style_timm_file_imports_as_vit_ti(tmp_path, capsys):
     images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         assert (checkpoint.model(images) - vit(images)).abs().max().item() < 1e-5
+
+
+def test_weights_with_nan_are_refused_and_nothing_is_written(trained, tmp_path, capsys):
+    # Such a checkpoint would be refused by load_checkpoint (and eval/analyze) afterwards.
+    state = trained.state_dict()
+    state["head.fc.weight"] = state["head.fc.weight"].clone()
+    state["head.fc.weight"][0, 0] = float("nan")
+    src = tmp_path / "diverged.pth"
+    torch.save(state, src)
+    out = tmp_path / "diverged.safetensors"
+    status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(out))
+    assert status == 1 and "1 weight tensor holds NaN or infinite values: head.fc.weight" in err
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_a_design_over_the_memory_limit_is_refused_before_the_source_is_read(tmp_path, capsys):
+    src = tmp_path / "garbage.pth"
+    src.write_bytes(b"not a checkpoint at all")
+    status, _, err = run(capsys, str(src), "--spec", SPEC, "--classes", "2000000000", "--out", str(tmp_path / "x"))
+    assert status == 1 and "needs about" in err and "GiB limit" in err and "garbage.pth" not in err

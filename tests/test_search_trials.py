@@ -204,3 +204,69 @@ def test_a_design_over_the_memory_limit_fails_its_trial_before_it_is_built(tmp_p
     failed = [t for t in trials if t.state == TrialState.FAIL]
     assert failed and all(t.user_attrs["fail_reason"].startswith("too large: design") for t in failed)
     assert all(t.state == TrialState.COMPLETE for t in trials if t.user_attrs["n_msa"] == 0)
+
+
+def test_a_kernel_the_device_lacks_fails_the_trial_and_the_search_goes_on(tmp_path, monkeypatch):
+    import torch
+
+    def low_precision(arch, *args, **kwargs):  # torch's own error: no bf16 kernel for this op on the CPU
+        torch.linalg.eigvalsh(torch.eye(3, dtype=torch.bfloat16))
+
+    monkeypatch.setattr(measure, "train_candidate", low_precision)
+    assert main(support.search_args(tmp_path, "nokernel", "--strategy", "random", "--n-trials", "2")) == 0
+    trials = support.load(tmp_path, "nokernel").trials
+    assert len(trials) == 2 and all(t.state == TrialState.FAIL for t in trials)
+    assert all(t.user_attrs["fail_reason"].startswith("the device cannot run it: ") for t in trials)
+    assert "BFloat16" in trials[0].user_attrs["fail_reason"]
+
+
+def test_an_integer_tensor_in_a_float_kernel_is_a_bug_not_the_device(tmp_path, monkeypatch):
+    import torch
+
+    def bug(arch, *args, **kwargs):  # the same kind of torch error, but for integers: archdsl's mistake
+        torch.nn.functional.gelu(torch.zeros(2, dtype=torch.long))
+
+    monkeypatch.setattr(measure, "train_candidate", bug)
+    with pytest.raises(NotImplementedError, match="Long"):
+        main(support.search_args(tmp_path, "intbug", "--strategy", "random", "--n-trials", "2"))
+    (trial, retry) = support.load(tmp_path, "intbug").trials
+    assert trial.user_attrs["fail_reason"].startswith("stopped the search: NotImplementedError")
+
+
+@pytest.mark.parametrize(
+    ("error", "device_cannot"),
+    [  # torch's texts for hardware this test machine may not have
+        (
+            RuntimeError(
+                "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input"
+            ),
+            True,
+        ),
+        (RuntimeError("FIND was unable to find an engine to execute this computation"), True),
+        (
+            RuntimeError(
+                "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasGemmEx( handle, opa, opb, m, n, k, ...)`"
+            ),
+            True,
+        ),
+        (
+            RuntimeError(
+                "Expected canUse32BitIndexMath(input) && canUse32BitIndexMath(output) to be true, but got false."
+            ),
+            True,
+        ),
+        (
+            NotImplementedError(
+                "The operator 'aten::_upsample_bicubic2d_aa.out' is not currently implemented for the MPS device."
+            ),
+            True,
+        ),
+        (RuntimeError("CUDA error: invalid configuration argument"), True),
+        (NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Half'"), True),
+        (NotImplementedError("\"GeluKernelImpl\" not implemented for 'Long'"), False),
+        (RuntimeError("mat1 and mat2 shapes cannot be multiplied (4x10 and 12x3)"), False),
+        (ValueError("CUDNN_STATUS_NOT_SUPPORTED"), False),  # not torch's: a RuntimeError or nothing
+    ],
+)
+def test_which_errors_say_the_device_cannot_run_the_design(error, device_cannot):
+    assert measure.is_unsupported_by_device(error) is device_cannot

@@ -57,12 +57,14 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.commands.outputs import prepare_file
     from archdsl.lang.checks import ensure_valid
     from archdsl.lang.spec import load_spec
+    from archdsl.nn.summary import ensure_fits
     from archdsl.run.checkpoint import save_checkpoint
     from archdsl.run.importer import import_weights, read_source
 
     arch = load_spec(args.spec)
     if args.classes is not None:
         arch = ensure_valid(arch.model_copy(update={"classes": args.classes}))
+    ensure_fits(arch)  # a design over the memory limit is refused before the source is read
     if args.source_format is not None:
         from archdsl.nn.convert import get_format
 

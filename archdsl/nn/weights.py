@@ -71,3 +71,16 @@ def compare_weights(expected: Mapping[str, Shape], state: Mapping[str, torch.Ten
             if tuple(state[key].shape) != tuple(expected[key])
         ),
     )
+
+
+def nonfinite_keys(state: Mapping[str, torch.Tensor]) -> list[str]:
+    """The keys of floating-point tensors holding NaN or infinite values, in order: weights no
+    model should be built with (a diverged run, a damaged file)."""
+    return [key for key, tensor in state.items() if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+
+
+def describe_nonfinite(keys: list[str], first: int = 3) -> str:
+    """`2 weight tensors hold NaN or infinite values: a, b` (the first `first` keys named)."""
+    tensors = "weight tensor holds" if len(keys) == 1 else "weight tensors hold"
+    more = ", ..." if len(keys) > first else ""
+    return f"{len(keys)} {tensors} NaN or infinite values: {', '.join(keys[:first])}{more}"

@@ -219,17 +219,15 @@ def checked_design(ir_json: str, where: str) -> Arch:
 def check_weights(arch: Arch, weights: dict[str, torch.Tensor], where: str) -> None:
     """Weights that fit `arch` by name and shape (compared before building it) and hold only
     finite numbers; `UserError` naming the first missing, unexpected and mis-shaped keys."""
-    from archdsl.nn.weights import compare_weights, expected_shapes
+    from archdsl.nn.weights import compare_weights, describe_nonfinite, expected_shapes, nonfinite_keys
 
     mismatch = compare_weights(expected_shapes(arch), weights)
     if mismatch:
         raise UserError(f"{where}: the weights do not fit the design stored with them", hint=mismatch.describe())
-    bad = [key for key, tensor in weights.items() if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
+    bad = nonfinite_keys(weights)
     if bad:
-        tensors = "weight tensor holds" if len(bad) == 1 else "weight tensors hold"
         raise UserError(
-            f"{where}: {len(bad)} {tensors} NaN or infinite values: {', '.join(bad[:3])}"
-            + (", ..." if len(bad) > 3 else ""),
+            f"{where}: {describe_nonfinite(bad)}",
             hint="a run that diverged? archdsl never saves such weights; use an earlier checkpoint",
         )
 

@@ -157,11 +157,12 @@ def import_weights(source: Source, arch: Arch, *, source_format: str | None = No
     """Convert `source`'s weights to `arch`'s layout and load them strictly into a new model (eval mode).
 
     The keys are compared before the model is built, so a mismatch costs no allocation and
-    the error names the first missing, unexpected and mis-shaped keys.
+    the error names the first missing, unexpected and mis-shaped keys; weights holding NaN or
+    infinite values are refused (`archdsl.load_checkpoint` would refuse them).
     """
     from archdsl.nn.build import build
     from archdsl.nn.convert import convert_state_dict
-    from archdsl.nn.weights import compare_weights, expected_shapes
+    from archdsl.nn.weights import compare_weights, describe_nonfinite, expected_shapes, nonfinite_keys
 
     fmt, state = convert_state_dict(arch, source.state, source_format)
     mismatch = compare_weights(expected_shapes(arch), state)
@@ -169,6 +170,12 @@ def import_weights(source: Source, arch: Arch, *, source_format: str | None = No
         raise UserError(
             f"{source.path}: the {fmt.name} weights do not fit {arch.name}:\n{mismatch.describe()}",
             hint="is --spec the design the file was trained as? (blocks, widths, heads, windows, classes)",
+        )
+    bad = nonfinite_keys(state)
+    if bad:  # archdsl.load_checkpoint would refuse the checkpoint written from them
+        raise UserError(
+            f"{source.path}: {describe_nonfinite(bad)}",
+            hint="the run that saved it diverged, or the file is damaged: import an earlier checkpoint",
         )
     model = build(arch, seed=0)
     model.load_state_dict(state, strict=True)
