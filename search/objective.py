@@ -69,12 +69,12 @@ class Diverged(Exception):
     """Training blew up (NaN loss); the candidate fails, the search goes on."""
 
 
-def load_data(name: str, root: Path | None, *, seed: int, subset: float) -> DataContext:
-    """The train split (class-stratified `subset`) and the test split of `name`."""
+def load_data(name: str, root: Path | None, *, seed: int, subset: float, download: bool = False) -> DataContext:
+    """The train split (class-stratified `subset`) and the test split of `name` (downloaded if missing and asked)."""
     from archdsl.data import load_split
 
-    train_set = load_split(name, "train", root)
-    test_set = load_split(name, "test", root)
+    train_set = load_split(name, "train", root, download=download)
+    test_set = load_split(name, "test", root, download=download)
     if subset < 1:
         # The test set shrinks too, so that a cheap search is cheap end to end.
         test_set = test_set.subset(subset, seed=seed)

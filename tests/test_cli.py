@@ -98,3 +98,15 @@ def test_a_comma_list_is_not_read_as_one_misspelt_name(tmp_path, capsys):
                  "--corruptions", "fog,contrst", "--no-progress"]) == 1  # fmt: skip
     err = capsys.readouterr().err
     assert "'contrst'" in err and "did you mean `contrast`?" in err and "fog,contrst" not in err
+
+
+@pytest.mark.parametrize("command", ["train", "search"])
+def test_a_missing_dataset_names_flags_that_exist_and_leaves_no_folder(command, tmp_path, capsys):
+    """search's hint said `--download`, which search lacked; both commands left an empty --out behind."""
+    out = tmp_path / "runs" / "new"
+    argv = [command, *(["tiny"] if command == "train" else []), "--dataset", "cifar10", "--data-root", str(tmp_path)]
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert "CIFAR-10 not found" in err and "--download" in err
+    assert not (tmp_path / "runs").exists()
+    assert build_parser().parse_args([*argv, "--download"]).download is True

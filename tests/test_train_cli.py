@@ -224,6 +224,7 @@ def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(
     assert exit_code(argv[:-1] + ["--no-progress"]) == 1  # without --resume: refused, the run is kept
     assert "already holds a run" in capsys.readouterr().err
     assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(out), "--resume", "--no-progress"]) == 0
+    assert f"resuming {out} after epoch 1 of 2" in capsys.readouterr().err
     assert [row["epoch"] for row in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())] == [1, 2]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from archdsl.commands._args import (
     RUNS_DIR,
+    add_data_arguments,
     add_optimize_argument,
     device_name,
     fraction,
@@ -59,7 +60,7 @@ def register(subparsers) -> None:
     data.add_argument(
         "--dataset", default="synthetic", metavar="NAME", help="dataset name (default: synthetic, built in)"
     )
-    data.add_argument("--data-root", metavar="DIR", help="where datasets live")
+    add_data_arguments(data)  # --data-root, --download
     data.add_argument(
         "--base",
         metavar="SPEC",
@@ -208,11 +209,15 @@ def run(args: argparse.Namespace) -> int:
         print(_describe_space(space))
         return 0
 
-    out = prepare_dir(args.out, "--out")
     subset = args.subset if args.subset is not None else (SYNTHETIC_SUBSET if synthetic else REAL_SUBSET)
     data = measure.load_data(
-        args.dataset, Path(args.data_root) if args.data_root else None, seed=args.seed, subset=subset
+        args.dataset,
+        Path(args.data_root) if args.data_root else None,
+        seed=args.seed,
+        subset=subset,
+        download=args.download,
     )
+    out = prepare_dir(args.out, "--out")  # after the data: a missing dataset leaves no empty runs folder
     space = make_space(measure.fit_to_data(base, data), searched)
     storage = StorageOptions(
         url=args.storage,

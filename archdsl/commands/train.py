@@ -118,8 +118,8 @@ def _train_state(path: Path) -> dict:
     return train_state_info(metadata, path)
 
 
-def _saved_config(run_dir: Path) -> dict:
-    """The config a run was started with (from its last checkpoint), for `--resume`."""
+def _saved_config(run_dir: Path) -> tuple[dict, int]:
+    """The config a run was started with and the epochs it has finished (its last checkpoint), for `--resume`."""
     from archdsl.run.train import LAST_CHECKPOINT
 
     path = run_dir / LAST_CHECKPOINT
@@ -128,7 +128,7 @@ def _saved_config(run_dir: Path) -> dict:
     state = _train_state(path)
     if "config" not in state:
         raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
-    return state["config"]
+    return state["config"], int(state.get("epoch", 0))
 
 
 def _refuse_foreign_files(run_dir: Path) -> None:
@@ -162,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
     if args.resume:
         # Flags left out mean "as the run was started"; a flag that changes the result is refused by train().
-        settings = {**_saved_config(run_dir), **given}
+        saved, finished = _saved_config(run_dir)
+        settings = {**saved, **given}
     else:
         if (run_dir / "last.safetensors").exists():
             raise UserError(f"{run_dir} already holds a run", hint="add --resume to continue it, or pass another --out")
@@ -185,12 +186,20 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.commands.outputs import prepare_dir
     from archdsl.data import load_split
 
+    new = [folder for folder in (run_dir, *run_dir.parents) if not folder.exists()]  # innermost first
     prepare_dir(run_dir, "--out")  # before the data: a bad --out should not wait for CIFAR to load
-    train_set = load_split(args.dataset, "train", root=args.data_root, download=args.download)
-    test_set = load_split(args.dataset, "test", root=args.data_root, download=args.download)
+    try:
+        train_set = load_split(args.dataset, "train", root=args.data_root, download=args.download)
+        test_set = load_split(args.dataset, "test", root=args.data_root, download=args.download)
+    except UserError:
+        for folder in new:  # a missing dataset leaves no empty run folder behind
+            folder.rmdir()
+        raise
 
     from archdsl.run.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, TrainingDiverged, train
 
+    if args.resume:
+        print(f"resuming {run_dir} after epoch {finished} of {config.epochs}", file=sys.stderr)
     print(
         f"training {arch.name} ({arch.short_id}) on {args.dataset}: recipe {config.recipe}, {config.epochs} epoch(s), "
         f"batch {config.batch_size}, lr {config.lr:g} -> {run_dir}",
