@@ -120,13 +120,30 @@ def training_batches_for(data: AnalysisData, settings: AnalysisSettings, n_batch
     return training_batches(data.train, n_batches, batch_size=batch_size, recipe=settings.recipe, seed=settings.seed)
 
 
+def _as_built_layout(model):
+    """The model with its weights in the layout it is built (and saved) with.
+
+    A training version from `optimize_model` keeps channels_last weights; their products round
+    differently, so the search (which measures the model it just trained) and `archdsl analyze`
+    (which reads the checkpoint) would report different spectra for one model. A copy, so the
+    caller's model is left as it was.
+    """
+    import copy
+
+    import torch
+
+    if all(p.is_contiguous() for p in model.parameters()):
+        return model
+    return copy.deepcopy(model).to(memory_format=torch.contiguous_format)
+
+
 def _hessian(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
     from archdsl.analysis.hessian import hessian_spectrum
 
     h = settings.hessian
     batches = training_batches_for(data, settings, h.batches, h.batch_size)
     spectrum = hessian_spectrum(
-        model, batches, k=h.k, max_iter=h.max_iter, tol=h.tol, weight_decay=settings.weight_decay,
+        _as_built_layout(model), batches, k=h.k, max_iter=h.max_iter, tol=h.tol, weight_decay=settings.weight_decay,
         method=h.method, hvp=h.hvp, seed=settings.seed, device=context.device, progress=context.progress,
     )  # fmt: skip
     return {"hessian": spectrum}
