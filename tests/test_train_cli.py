@@ -247,3 +247,22 @@ def test_a_diverged_run_says_which_epoch_it_kept(spec: Path, tmp_path: Path, cap
     err = capsys.readouterr().err
     assert "training diverged: the training loss is nan in epoch 2 (step 3)" in err and "Traceback" not in err
     assert f"the last good epoch (1) is kept in {out / 'last.safetensors'}" in err
+
+
+def test_classes_overrides_the_spec_and_a_mismatch_names_the_flag(spec: Path, tmp_path: Path, capsys) -> None:
+    # micro has 10 classes; the 5-class dataset trains with --classes 5 and is refused without it.
+    five = "synthetic:classes=5,train=40,test=20"
+    common = ["--recipe", "weak", "--epochs", "1", "--batch-size", "20", "--no-progress"]
+    assert exit_code(["train", str(spec), "--dataset", five, "--out", str(tmp_path / "no"), *common]) == 1
+    err = capsys.readouterr().err
+    assert "has 10 classes" in err and "has 5 classes" in err and "--classes 5" in err
+    assert not (tmp_path / "no").exists()  # refused before any run folder is left behind
+    assert (
+        exit_code(["train", str(spec), "--dataset", five, "--classes", "3", "--out", str(tmp_path / "x"), *common]) == 2
+    )
+    assert "--classes 3, but" in capsys.readouterr().err
+    out = tmp_path / "five"
+    assert exit_code(["train", str(spec), "--dataset", five, "--classes", "5", "--out", str(out), *common]) == 0
+    from archdsl.lang.spec import load_spec
+
+    assert load_spec(str(out / "spec.arch")).classes == 5

@@ -46,6 +46,12 @@ def register(subparsers) -> None:
     )
     parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
     parser.add_argument("--dataset", required=True, metavar="NAME", help="dataset name (e.g. synthetic, cifar100)")
+    parser.add_argument(
+        "--classes",
+        type=positive_int,
+        metavar="N",
+        help="override the spec's number of classes (must match the dataset's)",
+    )
     add_data_arguments(parser)
     parser.add_argument("--recipe", choices=RECIPES, help=f"training recipe (default: {DEFAULT_RECIPE})")
     parser.add_argument("--epochs", type=positive_int, metavar="N", help=f"epochs (default: {DEFAULT_EPOCHS})")
@@ -145,6 +151,19 @@ def _refuse_foreign_files(run_dir: Path) -> None:
         )
 
 
+def _check_classes(arch, args: argparse.Namespace, dataset_classes: int) -> None:
+    """The design's class count (the spec's, or --classes) against the dataset's, naming the flag that fixes it."""
+    if arch.classes == dataset_classes:
+        return
+    given = args.classes is not None
+    source = f"--classes {args.classes}" if given else f"design {arch.name!r} has {arch.classes} classes"
+    error = UsageError if given else UserError  # a bad flag exits 2, a spec that does not fit the data 1
+    raise error(
+        f"{source}, but {args.dataset!r} has {dataset_classes} classes",
+        hint=f"pass --classes {dataset_classes}, or set `classes {dataset_classes}` in the spec",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
@@ -158,6 +177,10 @@ def run(args: argparse.Namespace) -> int:
             hint=f"use at most {cores} (0 loads data in the main process)",
         )
     arch = load_spec(args.spec)
+    if args.classes is not None:
+        from archdsl.lang.checks import ensure_valid
+
+        arch = ensure_valid(arch.model_copy(update={"classes": args.classes}))
     run_dir = Path(args.out) if args.out else Path(RUNS_DIR) / "train" / f"{arch.name}-{arch.short_id}"
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
     if args.resume:
@@ -191,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         train_set = load_split(args.dataset, "train", root=args.data_root, download=args.download)
         test_set = load_split(args.dataset, "test", root=args.data_root, download=args.download)
+        _check_classes(arch, args, train_set.num_classes)
     except UserError:
         for folder in new:  # a missing dataset leaves no empty run folder behind
             folder.rmdir()
