@@ -112,7 +112,7 @@ def minibatch_cka(
     `images` are normalised (N, C, H, W); the last incomplete batch is left out (every batch
     must weigh the same in the average).
     """
-    from tqdm.auto import tqdm
+    from archdsl.progress import progress_bar
 
     if batch_size < 4 and unbiased:
         raise ValueError(f"the unbiased HSIC needs batches of at least 4, got {batch_size}")
@@ -139,7 +139,7 @@ def minibatch_cka(
     model.eval()
     try:
         with torch.no_grad():
-            for batch in tqdm(batches, desc="cka", unit="batch", disable=not progress):
+            for batch in progress_bar(batches, desc="cka", unit="batch", show=progress):
                 grams.clear()
                 model(batch.to(target))
                 kernels = [grams[layer.name] for layer in layers]

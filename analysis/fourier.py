@@ -145,7 +145,7 @@ def feature_map_statistics(
     progress: bool = False,
 ) -> FeatureMapStatistics:
     """Delta log amplitude and variance after the stem and every block, on normalised images (N, C, H, W)."""
-    from tqdm.auto import tqdm
+    from archdsl.progress import progress_bar
 
     if len(images) == 0:
         raise ValueError("no images to measure feature maps on")
@@ -173,8 +173,8 @@ def feature_map_statistics(
     model.eval()
     try:
         with torch.no_grad():
-            for batch in tqdm(
-                list(_chunks(images, batch_size)), desc="feature maps", unit="batch", disable=not progress
+            for batch in progress_bar(
+                list(_chunks(images, batch_size)), desc="feature maps", unit="batch", show=progress
             ):
                 model(batch.to(target))
     finally:

@@ -407,7 +407,7 @@ def hessian_spectrum(
     Batch b starts its solver from the random vectors of seed `seed + b`. The spectrum
     records the solver used (`auto` resolved by `choose_method`).
     """
-    from tqdm.auto import tqdm
+    from archdsl.progress import progress_bar
 
     if k < 1 or max_iter < 1 or not tol > 0:
         raise ValueError(f"need k >= 1, max_iter >= 1 and tol > 0, got k={k}, max_iter={max_iter}, tol={tol}")
@@ -421,7 +421,7 @@ def hessian_spectrum(
     pooled: list[float] = []
     total = 0
     batch_size = 0
-    for index, (inputs, targets) in enumerate(tqdm(batches, desc="hessian", unit="batch", disable=not progress)):
+    for index, (inputs, targets) in enumerate(progress_bar(batches, desc="hessian", unit="batch", show=progress)):
         batch_size = max(batch_size, len(targets))
         estimate = top_eigenvalues(
             model,

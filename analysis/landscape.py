@@ -106,7 +106,7 @@ def loss_landscape(
     `directions` (one list of tensors per axis, in `model.parameters()` order of the trainable
     ones) replaces the random ones. The weights are restored exactly afterwards.
     """
-    from tqdm.auto import tqdm
+    from archdsl.progress import progress_bar
 
     if dims not in (1, 2):
         raise ValueError(f"a landscape has 1 or 2 dimensions, got {dims}")
@@ -131,7 +131,7 @@ def loss_landscape(
     model.eval()
     try:
         with torch.no_grad():
-            for cell in tqdm(cells, desc="landscape", unit="point", disable=not progress):
+            for cell in progress_bar(cells, desc="landscape", unit="point", show=progress):
                 for i, p in enumerate(params):
                     moved = origin[i].clone()
                     for step, direction in zip(cell, directions, strict=True):

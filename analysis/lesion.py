@@ -85,8 +85,7 @@ def lesion_study(
     progress: bool = False,
 ) -> LesionResult:
     """Test top-1 and NLL of the intact model and with each residual branch removed in turn."""
-    from tqdm.auto import tqdm
-
+    from archdsl.progress import progress_bar
     from archdsl.run.evaluate import predict_logits, score_logits
 
     def score():
@@ -95,8 +94,8 @@ def lesion_study(
 
     intact = score()
     lesioned = []
-    for name, stage, index, depth, block in tqdm(
-        residual_blocks(model), desc="lesions", unit="block", disable=not progress
+    for name, stage, index, depth, block in progress_bar(
+        residual_blocks(model), desc="lesions", unit="block", show=progress
     ):
         with without_residual_branch(block):
             result = score()

@@ -96,8 +96,7 @@ def augmented_training_nll(
     """Mean NLL and top-1 of `model` (eval mode) on the first `images` shuffled training images,
     augmented as the `recipe` (a `TrainConfig`) trains: crop, flip, RandAugment; no Mixup/CutMix,
     which mix labels (the NLL is against the true class). Same `seed`, same images."""
-    from tqdm.auto import tqdm
-
+    from archdsl.progress import progress_bar
     from archdsl.run.device import model_device
     from archdsl.run.loader import globally_seeded, make_loader
 
@@ -113,7 +112,7 @@ def augmented_training_nll(
                 train_set, batch_size, augment=True, recipe=recipe, seed=seed, shuffle=True, drop_last=False
             )
             seen = 0
-            for inputs, targets in tqdm(loader, desc="nll-train", unit="batch", disable=not progress, leave=False):
+            for inputs, targets in progress_bar(loader, desc="nll-train", unit="batch", show=progress, leave=False):
                 take = min(len(targets), count - seen)
                 outputs.append(model(inputs[:take].to(device)).float().cpu())
                 labels.append(targets[:take])

@@ -94,7 +94,7 @@ def evaluate_robustness(
     `optimize`: all sets run through one fast inference copy of the model
     (`archdsl.optimize_model`), made once, so that compiling is judged on all their images.
     """
-    from tqdm.auto import tqdm
+    from archdsl.progress import progress_bar
 
     if predict is None:
         from archdsl.run.evaluate import predict_logits
@@ -106,7 +106,7 @@ def evaluate_robustness(
         images = sum(len(item.images) for item in corrupted_sets)
         model = optimize_model(model, training=False, device=device, images=images)
     cells = []
-    for item in tqdm(corrupted_sets, desc="corruptions", unit="set", disable=not progress):
+    for item in progress_bar(corrupted_sets, desc="corruptions", unit="set", show=progress):
         logits = predict(model, item.images, batch_size=batch_size, device=device, optimize=False)
         cells.append(
             CorruptionAccuracy(

@@ -18,7 +18,7 @@ PACKAGES = {"archdsl": "archdsl", "archdsl.search": "search", "archdsl.analysis"
 
 # Each layer may import itself and the layers above it in this list, never those below.
 LAYERS = (
-    ("archdsl.errors", "archdsl.files", "archdsl.ir"),
+    ("archdsl.errors", "archdsl.files", "archdsl.ir", "archdsl.progress"),
     ("archdsl.lang", "archdsl.buildup", "archdsl.data", "archdsl.specs"),
     ("archdsl.nn",),
     ("archdsl.run",),

@@ -106,3 +106,7 @@ def add_optimize_argument(parser: argparse.ArgumentParser, *, default: bool | No
         default=default,
         help="run the model as built: no channels_last, folded BatchNorm, micro-batches or torch.compile",
     )
+
+
+# --no-progress's help, the same for every command: bars are drawn only on a terminal (archdsl.progress).
+NO_PROGRESS_HELP = "no progress bars (they are drawn only when stderr is a terminal, never into a log file)"

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from archdsl.analysis.pipeline import DEFAULT_MEASURES, MEASURES  # torch-free
 from archdsl.commands._args import (
+    NO_PROGRESS_HELP,
     add_data_arguments,
     add_optimize_argument,
     device_name,
@@ -97,7 +98,7 @@ def register(subparsers) -> None:
         help="seed of the training batches, start vectors, directions and subsets (default: %(default)s)",
     )  # fmt: skip
     add_optimize_argument(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     parser.add_argument(
         "--weight-decay", type=non_negative_float, metavar="WD",
         help="L2 term 0.5*wd*||w||^2 of the loss (hessian, landscape) (default: the checkpoint's training weight "

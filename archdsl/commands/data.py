@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.commands._args import name_list
+from archdsl.commands._args import NO_PROGRESS_HELP, name_list
 from archdsl.errors import UsageError, UserError
 
 EXAMPLES = (
@@ -51,7 +51,7 @@ def register(subparsers) -> None:
     )
     corrupt.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random corruptions (default: 0)")
     corrupt.add_argument("--force", action="store_true", help="replace .npy files that --out already holds")
-    corrupt.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    corrupt.add_argument("--no-progress", dest="progress", action="store_false", help=NO_PROGRESS_HELP)
     corrupt.set_defaults(func=run)
 
     parser.set_defaults(func=run, data_parser=parser)

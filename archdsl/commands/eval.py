@@ -7,6 +7,7 @@ import json
 import sys
 
 from archdsl.commands._args import (
+    NO_PROGRESS_HELP,
     add_data_arguments,
     add_optimize_argument,
     device_name,
@@ -46,7 +47,7 @@ def register(subparsers) -> None:
     parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     add_optimize_argument(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     parser.set_defaults(func=run)
 
 
@@ -58,9 +59,8 @@ def _metrics(logits, labels) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
     from archdsl.errors import UserError
+    from archdsl.progress import progress_bar
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
     from archdsl.run.evaluate import predict_logits, score_logits
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 
         model = optimize_model(model, training=False, device=device, images=sum(len(s.images) for s in sets))
     rows = []
-    for corrupted in tqdm(sets, desc=f"eval {dataset}", disable=not progress):
+    for corrupted in progress_bar(sets, desc=f"eval {dataset}", show=progress):
         _refuse_empty(corrupted.images, f"{dataset} ({corrupted.corruption}, severity {corrupted.severity})")
         check_compatible(checkpoint.arch, corrupted.images)
         logits = predict_logits(model, corrupted.images, **predict)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from archdsl.commands._args import (
+    NO_PROGRESS_HELP,
     RUNS_DIR,
     add_data_arguments,
     add_optimize_argument,
@@ -175,7 +176,7 @@ def register(subparsers) -> None:
     )
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
     add_optimize_argument(where)
-    where.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    where.add_argument("--no-progress", dest="progress", action="store_false", help=NO_PROGRESS_HELP)
     parser.set_defaults(func=run)
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from archdsl.commands._args import (
+    NO_PROGRESS_HELP,
     RUNS_DIR,
     add_data_arguments,
     add_optimize_argument,
@@ -95,7 +96,7 @@ def register(subparsers) -> None:
         "`archdsl analyze RUN_DIR --metrics hessian` over training",
     )
     add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     parser.set_defaults(func=run)
 
 

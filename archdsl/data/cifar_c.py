@@ -144,7 +144,7 @@ def write_corrupted(
     Images are corrupted in chunks of `chunk_size` to bound memory; each chunk has its own
     seeded stream, so a seed fixes the output.
     """
-    from tqdm.auto import tqdm
+    from archdsl.progress import progress_bar
 
     names = [check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions)]
     wanted = sorted(check_severity(s) for s in (SEVERITIES if severities is None else severities))
@@ -160,7 +160,7 @@ def write_corrupted(
     count = len(clean)
     written = []
     steps = len(names) * SEVERITY_COUNT * max(1, -(-count // chunk_size))
-    with tqdm(total=steps, desc="corrupting", unit="chunk", disable=not progress) as bar:
+    with progress_bar(total=steps, desc="corrupting", unit="chunk", show=progress) as bar:
         for corruption in names:
             result = np.empty((SEVERITY_COUNT * count, *IMAGE_SHAPE), dtype=np.uint8)
             for severity in SEVERITIES:

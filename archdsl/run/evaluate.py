@@ -11,9 +11,9 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
-from tqdm.auto import tqdm
 
 from archdsl.data.base import ImageSet
+from archdsl.progress import progress_bar
 from archdsl.run.device import autocast, model_device
 from archdsl.run.loader import make_loader
 
@@ -54,7 +54,7 @@ def predict_logits(
     loader = make_loader(image_set, batch_size, augment=False, shuffle=False, workers=workers)
     try:
         with torch.inference_mode():
-            for images, _ in tqdm(loader, desc=f"predict {image_set.name}", disable=not progress, leave=False):
+            for images, _ in progress_bar(loader, desc=f"predict {image_set.name}", show=progress, leave=False):
                 with autocast(device, amp):
                     logits = model(images.to(device, non_blocking=True))
                 outputs.append(logits.float().cpu())

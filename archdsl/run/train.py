@@ -28,13 +28,13 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
 from archdsl.files import atomic_writer, write_text
 from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
+from archdsl.progress import progress_bar
 from archdsl.run.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from archdsl.run.device import autocast, select_device
 from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
@@ -268,12 +268,11 @@ def train(
         write_text(run_dir / SPEC_FILE, format_arch(arch))
         write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2) + "\n")
 
-    bar = tqdm(
+    bar = progress_bar(
         total=config.epochs * steps_per_epoch,
         initial=start_epoch * steps_per_epoch,
-        disable=not progress,
+        show=progress,
         unit="step",
-        dynamic_ncols=True,
     )
     try:
         for epoch in range(start_epoch, config.epochs):
