@@ -1,9 +1,17 @@
 """Fixtures shared by the test files, and the skip rule for tests of the `distributed` extra."""
 
 import importlib.util
+import os
 
 import pytest
 import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `pytest -n auto` starts one worker per core: each (and each CLI subprocess it starts) takes one
+    # torch thread, so the workers do not oversubscribe the cores. Two-thread workers on two busy
+    # cores spin waiting for each other's threads (benchmarks/README.md measured ~10x the CPU time).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):
