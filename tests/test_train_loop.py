@@ -135,6 +135,51 @@ def test_resume_needs_a_checkpoint_and_the_same_settings(arch, tmp_path: Path) -
         train(arch, train_set, test_set, changed, run_dir=tmp_path, resume=True, progress=False)
 
 
+def _learning_rate(run_dir: Path) -> float:
+    """The learning rate the optimizer held after the run's last finished epoch."""
+    from archdsl.run.checkpoint import load_checkpoint
+
+    state = load_checkpoint(run_dir / "last.safetensors", with_train_state=True).train_state
+    assert state is not None
+    return state.unpack("optimizer")["param_groups"][0]["lr"]
+
+
+def _scheduled_rate(config: TrainConfig, step: int, steps_per_epoch: int) -> float:
+    """What `config`'s schedule gives at `step` (of `steps_per_epoch`-step epochs)."""
+    from archdsl.run.recipe import make_optimizer, make_scheduler
+
+    optimizer = make_optimizer(torch.nn.Linear(2, 2), config)
+    scheduler = make_scheduler(optimizer, config, steps_per_epoch)
+    scheduler.step_update(step)
+    return optimizer.param_groups[0]["lr"]
+
+
+def test_a_finished_run_is_extended_on_the_longer_runs_schedule(arch, tmp_path: Path) -> None:
+    train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
+    config = TrainConfig(recipe="weak", epochs=1, batch_size=32, lr=0.1, device="cpu")
+    train(arch, train_set, test_set, config, run_dir=tmp_path, progress=False)
+    assert _learning_rate(tmp_path) == pytest.approx(1e-6)  # the end of a one-epoch cosine
+
+    # Three epochs now (the third stopped by a kill): the added ones follow a 3-epoch plan from epoch 2 on.
+    longer = config.model_copy(update={"epochs": 3})
+    stop_at_2 = lambda m: _stop(m) if m.epoch == 2 else None  # noqa: E731
+    with pytest.raises(Stop):
+        train(arch, train_set, test_set, longer, run_dir=tmp_path, resume=True, on_epoch=stop_at_2, progress=False)
+    assert _learning_rate(tmp_path) == pytest.approx(_scheduled_rate(longer, 2 * 2, steps_per_epoch=2))
+    assert _learning_rate(tmp_path) > 0.01  # not the finished one-epoch schedule's 1e-6
+    saved = TrainConfig.model_validate_json((tmp_path / "config.json").read_text())
+    assert (saved.epochs, saved.extended_at) == (3, (1,))
+
+    # Resumed without new settings, the extended run goes on with its record and ends at epoch 3.
+    done = train(arch, train_set, test_set, longer, run_dir=tmp_path, resume=True, progress=False)
+    assert [m.epoch for m in done.history] == [1, 2, 3]
+    assert done.config.extended_at == (1,)
+    assert len((tmp_path / "metrics.csv").read_text().splitlines()) == 4  # header + 3 epochs
+
+    with pytest.raises(UserError, match="cannot shorten"):
+        train(arch, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
+
+
 def test_a_diverging_loss_raises_training_diverged(arch) -> None:
     train_set, test_set = colour_classes(64, 6), colour_classes(16, 7)
     # 1e20: NaN by the second step in either memory layout (at 1e12 the channels_last

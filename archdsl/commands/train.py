@@ -55,7 +55,12 @@ def register(subparsers) -> None:
     )
     add_data_arguments(parser)
     parser.add_argument("--recipe", choices=RECIPES, help=f"training recipe (default: {DEFAULT_RECIPE})")
-    parser.add_argument("--epochs", type=positive_int, metavar="N", help=f"epochs (default: {DEFAULT_EPOCHS})")
+    parser.add_argument(
+        "--epochs",
+        type=positive_int,
+        metavar="N",
+        help=f"epochs (default: {DEFAULT_EPOCHS}); with --resume, more than the run's extends it",
+    )
     parser.add_argument(
         "--batch-size", type=positive_int, metavar="N", help=f"batch size (default: {_per_recipe('batch_size')})"
     )
@@ -87,7 +92,11 @@ def register(subparsers) -> None:
         help="keep the training set on the device and augment there (recipes without RandAugment)",
     )
     parser.add_argument("--out", metavar="DIR", help=f"run directory (default: {RUNS_DIR}/train/<spec>-<id>)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its last checkpoint")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its last checkpoint (with a larger --epochs: extend it)",
+    )
     parser.add_argument(
         "--save-every",
         type=positive_int,
@@ -183,9 +192,11 @@ def run(args: argparse.Namespace) -> int:
 
         arch = ensure_valid(arch.model_copy(update={"classes": args.classes}))
     run_dir = Path(args.out) if args.out else Path(RUNS_DIR) / "train" / f"{arch.name}-{arch.short_id}"
+    saved: dict = {}  # the resumed run's config
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
     if args.resume:
-        # Flags left out mean "as the run was started"; a flag that changes the result is refused by train().
+        # Flags left out mean "as the run was started"; a flag that changes the result is refused by train(),
+        # except a larger --epochs, which extends the run.
         saved, finished = _saved_config(run_dir)
         settings = {**saved, **given}
     else:
@@ -223,7 +234,13 @@ def run(args: argparse.Namespace) -> int:
 
     from archdsl.run.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, TrainingDiverged, train
 
-    if args.resume:
+    if args.resume and config.epochs > saved["epochs"]:
+        print(
+            f"extending {run_dir} from {saved['epochs']} to {config.epochs} epochs after epoch {finished}: "
+            f"the learning rate follows a {config.epochs}-epoch schedule from here",
+            file=sys.stderr,
+        )
+    elif args.resume:
         print(f"resuming {run_dir} after epoch {finished} of {config.epochs}", file=sys.stderr)
     print(
         f"training {arch.name} ({arch.short_id}) on {args.dataset}: recipe {config.recipe}, {config.epochs} epoch(s), "

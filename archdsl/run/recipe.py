@@ -86,6 +86,9 @@ class TrainConfig(BaseModel):
 
     recipe: RecipeName = DEFAULT_RECIPE
     epochs: PositiveInt = DEFAULT_EPOCHS
+    # Epochs after which a resumed run was lengthened (`train --resume --epochs N`): from each, the
+    # learning-rate schedule is the one a run planned for the new length has at that step.
+    extended_at: tuple[PositiveInt, ...] = ()
     batch_size: PositiveInt | None = None
     lr: float | None = Field(default=None, gt=0)
     optimizer: Literal["adamw", "sgd"] | None = None

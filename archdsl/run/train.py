@@ -12,7 +12,9 @@ a `TrainResult`. With a `run_dir` it also keeps a run directory:
 Exact resumption: every epoch reseeds all generators from (seed, epoch) before drawing
 anything, and checkpoints are written only between epochs. So a run resumed from
 `last.safetensors` computes bit for bit what the uninterrupted run would have (on the
-CPU; GPU kernels need not be deterministic), without storing RNG states.
+CPU; GPU kernels need not be deterministic), without storing RNG states. A resumed run
+given more epochs than planned is extended: from there on the learning rate follows the
+longer run's schedule, and `config.extended_at` records where (timm's train.py resumes so).
 """
 
 from __future__ import annotations
@@ -164,6 +166,8 @@ def _check_same_data(run_dir: Path, saved: dict | None, given: dict) -> None:
 
 
 def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
+    """The weights and training state to resume from, and the config to go on with: the given one,
+    or, when it asks for more epochs than the run was planned for, the extension of the saved one."""
     path = run_dir / LAST_CHECKPOINT
     if not path.is_file():
         raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
@@ -175,13 +179,26 @@ def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
         raise UserError(f"{path} was trained from a different design than the one given")
     _check_same_data(run_dir, state.info.get("data"), data)
     saved = TrainConfig.model_validate(state.info["config"])
-    changed = sorted(k for k, v in config.result_fields().items() if saved.result_fields().get(k) != v)
+    # The length may grow (an extension, recorded in the config); nothing else that changes the result may.
+    planned = {"epochs", "extended_at"}
+    changed = sorted(
+        k for k, v in config.result_fields().items() if k not in planned and saved.result_fields().get(k) != v
+    )
     if changed:
         raise UserError(
             f"cannot resume {run_dir} with different settings: {', '.join(changed)}",
             hint="resume with the settings of the original run (see its config.json)",
         )
-    return checkpoint.model.state_dict(), state
+    finished = int(state.info["epoch"])
+    if config.epochs < saved.epochs:
+        raise UserError(
+            f"cannot shorten {run_dir} to {config.epochs} epoch(s): it was planned for {saved.epochs} "
+            f"and has finished {finished}",
+            hint=f"resume with --epochs {saved.epochs} or more",
+        )
+    extended_at = saved.extended_at + ((finished,) if config.epochs > saved.epochs else ())
+    config = config.model_copy(update={"extended_at": extended_at})
+    return checkpoint.model.state_dict(), state, config
 
 
 def train(
@@ -236,7 +253,7 @@ def train(
     resumed_state: TrainState | None = None
     guard = DivergenceGuard(arch.classes)
     if resume and run_dir is not None:  # (resume without a run_dir was refused above)
-        weights, resumed_state = _resume_state(run_dir, arch, config, data)
+        weights, resumed_state, config = _resume_state(run_dir, arch, config, data)
         model.load_state_dict(weights)
         history = [EpochMetrics(**row) for row in resumed_state.info["history"]]
         start_epoch = int(resumed_state.info["epoch"])
@@ -255,7 +272,10 @@ def train(
     scheduler = make_scheduler(optimizer, config, steps_per_epoch)
     if resumed_state is not None:
         optimizer.load_state_dict(resumed_state.unpack("optimizer"))
-        if resumed_state.has("scheduler"):  # runs saved before the scheduler was stored lack it
+        # Runs saved before the scheduler was stored lack it; an extended run gets the longer plan's
+        # (timm's scheduler state holds the schedule's length, which the extension has just changed).
+        replanned = resumed_state.info["config"]["epochs"] != config.epochs
+        if resumed_state.has("scheduler") and not replanned:
             scheduler.load_state_dict(resumed_state.unpack("scheduler"))
     scheduler.step_update(start_epoch * steps_per_epoch)
     loss_fn = make_loss(config)
