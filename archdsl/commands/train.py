@@ -104,6 +104,12 @@ def register(subparsers) -> None:
         help="also keep the weights after every N-th epoch (epoch-NNNN.safetensors), e.g. for "
         "`archdsl analyze RUN_DIR --metrics hessian` over training",
     )
+    parser.add_argument(
+        "--log",
+        choices=("tensorboard",),
+        help="also log each epoch's metrics as TensorBoard scalars in DIR/tensorboard (needs the extra: "
+        "pip install 'archdsl[tensorboard]'); metrics.csv is written either way",
+    )
     add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
     parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     parser.set_defaults(func=run)
@@ -192,7 +198,8 @@ def run(args: argparse.Namespace) -> int:
 
         arch = ensure_valid(arch.model_copy(update={"classes": args.classes}))
     run_dir = Path(args.out) if args.out else Path(RUNS_DIR) / "train" / f"{arch.name}-{arch.short_id}"
-    saved: dict = {}  # the resumed run's config
+    saved: dict = {}  # the resumed run's config and its finished epochs
+    finished = 0
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
     if args.resume:
         # Flags left out mean "as the run was started"; a flag that changes the result is refused by train(),
@@ -217,6 +224,11 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in err.errors())
         raise UsageError(f"bad training settings: {problems}") from None
+
+    if args.log == "tensorboard":
+        from archdsl.run.tensorboard import require_tensorboard
+
+        require_tensorboard()
 
     from archdsl.commands.outputs import prepare_dir
     from archdsl.data import load_split
@@ -247,10 +259,16 @@ def run(args: argparse.Namespace) -> int:
         f"batch {config.batch_size}, lr {config.lr:g} -> {run_dir}",
         file=sys.stderr,
     )
+    log = None
+    if args.log == "tensorboard":
+        from archdsl.run.tensorboard import TENSORBOARD_DIR, TensorBoardLog
+
+        log = TensorBoardLog(run_dir, first_epoch=finished + 1)
+        print(f"logging to TensorBoard: tensorboard --logdir {run_dir / TENSORBOARD_DIR}", file=sys.stderr)
     try:
         result = train(
             arch, train_set, test_set, config, run_dir=run_dir, resume=args.resume, progress=not args.no_progress,
-            save_every=args.save_every,
+            save_every=args.save_every, on_epoch=log,
         )  # fmt: skip
     except KeyboardInterrupt:
         if not (run_dir / LAST_CHECKPOINT).exists():
@@ -267,6 +285,9 @@ def run(args: argparse.Namespace) -> int:
         if kept:
             err.hint = f"{err.hint}; the last good epoch ({kept}) is kept in {run_dir / LAST_CHECKPOINT}"
         raise
+    finally:
+        if log is not None:
+            log.close()
 
     history = result.history
     best = max(history, key=lambda m: m.test_acc)

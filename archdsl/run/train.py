@@ -8,6 +8,7 @@ a `TrainResult`. With a `run_dir` it also keeps a run directory:
     metrics.jsonl/.csv   one row per finished epoch
     last.safetensors     weights + optimizer state after the latest epoch (for --resume)
     final.safetensors    weights only, written when the run completes
+    tensorboard/         event files, with `--log tensorboard` (archdsl.run.tensorboard)
 
 Exact resumption: every epoch reseeds all generators from (seed, epoch) before drawing
 anything, and checkpoints are written only between epochs. So a run resumed from
@@ -55,6 +56,7 @@ METRICS_CSV = "metrics.csv"
 LAST_CHECKPOINT = "last.safetensors"
 FINAL_CHECKPOINT = "final.safetensors"
 RUN_FILES = (SPEC_FILE, CONFIG_FILE, METRICS_JSONL, METRICS_CSV, LAST_CHECKPOINT, FINAL_CHECKPOINT)
+TENSORBOARD_DIR = "tensorboard"  # event files of `--log tensorboard` (archdsl.run.tensorboard)
 # Weights after epoch N, kept with `save_every` (for measures over training, e.g. the Hessian spectrum).
 EPOCH_CHECKPOINT = re.compile(r"epoch-(\d+)\.safetensors")
 
@@ -66,7 +68,7 @@ def epoch_checkpoint_name(epoch: int) -> str:
 
 def is_run_file(name: str) -> bool:
     """Whether a file of this name belongs to a run directory (what `archdsl train` writes there)."""
-    return name in RUN_FILES or EPOCH_CHECKPOINT.fullmatch(name) is not None
+    return name in RUN_FILES or name == TENSORBOARD_DIR or EPOCH_CHECKPOINT.fullmatch(name) is not None
 
 
 def saved_epochs(run_dir: str | Path) -> list[tuple[int, Path]]:

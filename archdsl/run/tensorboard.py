@@ -1,0 +1,61 @@
+"""`archdsl train --log tensorboard`: each finished epoch's metrics as TensorBoard scalars.
+
+TensorBoard is an extra (`pip install 'archdsl[tensorboard]'`): torch's `SummaryWriter` needs
+the `tensorboard` package to write event files. They go into the run directory's
+`tensorboard/` folder, one scalar step per finished epoch, so `tensorboard --logdir runs/train`
+shows every run side by side. metrics.csv is written either way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from archdsl.errors import UsageError
+from archdsl.run.train import TENSORBOARD_DIR, EpochMetrics
+
+__all__ = ["TENSORBOARD_DIR", "TensorBoardLog", "require_tensorboard"]
+
+# The scalar tags: train and test side by side under one name each.
+_SCALARS = {
+    "loss/train": "train_loss",
+    "loss/test": "test_loss",
+    "top1/train": "train_acc",
+    "top1/test": "test_acc",
+    "lr": "lr",
+    "img_per_s": "img_per_s",
+}
+
+
+def require_tensorboard() -> None:
+    """A `UsageError` naming the install when the tensorboard package is missing (checked before a run starts)."""
+    try:
+        found = importlib.util.find_spec("tensorboard") is not None
+    except ValueError:  # a module set to None in sys.modules (how tests take it away)
+        found = False
+    if not found:
+        raise UsageError(
+            "--log tensorboard needs the tensorboard package",
+            hint="pip install 'archdsl[tensorboard]', or leave out --log (metrics.csv is written either way)",
+        )
+
+
+class TensorBoardLog:
+    """An `on_epoch` callback for `archdsl.run.train.train`: one scalar step per finished epoch.
+
+    `first_epoch` is the epoch the run (re)starts with: events a killed run logged from there on
+    are purged, so a resumed run's curves have each epoch once.
+    """
+
+    def __init__(self, run_dir: str | Path, *, first_epoch: int = 1) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(Path(run_dir) / TENSORBOARD_DIR), purge_step=first_epoch)
+
+    def __call__(self, metrics: EpochMetrics) -> None:
+        for tag, name in _SCALARS.items():
+            self.writer.add_scalar(tag, getattr(metrics, name), global_step=metrics.epoch)
+        self.writer.flush()  # a killed run keeps the epochs it finished, as its checkpoint does
+
+    def close(self) -> None:
+        self.writer.close()

@@ -1,0 +1,70 @@
+"""`archdsl train --log tensorboard`: each finished epoch's metrics as TensorBoard scalars (an extra)."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+
+from archdsl.cli import main
+
+MICRO = """
+arch micro {
+    input   3x32x32
+    classes 10
+    stem    conv3x3(8)
+    conv  = basic
+    stage c1(width=8) { conv msa(2, 4, dim_head=4) }
+}
+"""
+DATASET = "synthetic:train=40,test=20"
+
+
+def exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as stop:  # argparse's own usage errors
+        return int(stop.code)
+
+
+@pytest.fixture
+def argv(tmp_path: Path) -> list[str]:
+    spec = tmp_path / "micro.arch"
+    spec.write_text(MICRO)
+    options = ["--recipe", "weak", "--batch-size", "20", "--no-progress", "--log", "tensorboard"]
+    return ["train", str(spec), "--dataset", DATASET, "--out", str(tmp_path / "run"), *options]
+
+
+def test_without_the_extra_log_tensorboard_names_the_install_and_starts_nothing(
+    argv: list[str], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # `import tensorboard` now fails, as without the extra
+    assert exit_code([*argv, "--epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--log tensorboard needs the tensorboard package" in err and "archdsl[tensorboard]" in err
+    assert "Traceback" not in err and "training micro" not in err  # refused before the header line
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unknown_logger_is_a_usage_error(argv: list[str], capsys) -> None:
+    assert exit_code([*argv[:-1], "wandb"]) == 2
+    assert "invalid choice: 'wandb'" in capsys.readouterr().err
+
+
+@pytest.mark.extras
+def test_each_epoch_is_a_scalar_step_and_a_resumed_run_goes_on(argv: list[str], tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert exit_code([*argv, "--epochs", "1"]) == 0
+    assert exit_code([*argv, "--epochs", "2", "--resume"]) == 0  # extended: a second epoch, one more step
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert {"loss/train", "loss/test", "top1/train", "top1/test", "lr", "img_per_s"} <= set(events.Tags()["scalars"])
+    with open(tmp_path / "run" / "metrics.csv") as rows:
+        expected = [float(row["test_loss"]) for row in csv.DictReader(rows)]
+    logged = events.Scalars("loss/test")
+    assert [e.step for e in logged] == [1, 2]
+    assert [e.value for e in logged] == pytest.approx(expected, rel=1e-6)
