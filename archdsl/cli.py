@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from archdsl.commands.config_file import settings_from_config
 from archdsl.errors import ArchdslWarning, UserError, did_you_mean
 
 # The order is the order of `archdsl --help`.
@@ -62,7 +63,9 @@ class CommandParser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
-        known, extras = super().parse_known_args(args, namespace)
+        args = list(sys.argv[1:] if args is None else args)
+        with settings_from_config(self, args):  # `--config FILE.yaml`: the file's values as defaults
+            known, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}" + self._suggestion(extras))
         return known, extras
@@ -135,11 +138,11 @@ def _run(argv: list[str] | None) -> int:
     # The commands draw figures into files only: no GUI backend (and no display) is needed.
     os.environ.setdefault("MPLBACKEND", "Agg")
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
     try:
+        args = parser.parse_args(argv)  # a bad --config file is a UsageError, a bad flag argparse's exit 2
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
         with warnings.catch_warnings():
             warnings.simplefilter("always", ArchdslWarning)
             warnings.showwarning = _show_warning

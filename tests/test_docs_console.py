@@ -6,6 +6,9 @@ or Python block reads). A shown output line is compared with its numbers masked,
 accuracies and timings differ between machines; the words and the layout must match what
 the code prints today. A Python line `print(...)  # value` promises that `value` is printed.
 
+A ```yaml block that starts with `# NAME.yaml` is a file the examples read (tests/_doc_files.py):
+it is written into the working folder first.
+
 docs/search.md's console examples have their own runner (tests/test_search_docs.py, which
 also checks dry runs verbatim); the README's two set-up commands are what `.ci/run` does.
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from _doc_files import write_doc_files
 
 from archdsl.cli import main
 
@@ -77,6 +81,7 @@ def test_the_docs_have_examples():
 @pytest.mark.parametrize("doc", CASES, ids=lambda d: d.name)
 def test_examples_run_as_written(doc: Path, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    write_doc_files(doc, tmp_path)
     for number, example in enumerate(_examples(doc)):
         if example.kind == "python":
             exec(compile(example.text, f"{doc.name}[example {number}]", "exec"), {"__name__": "__docs__"})

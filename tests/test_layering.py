@@ -39,6 +39,7 @@ TORCH_FREE = (
     "archdsl.nn.timm_cfg",
     "archdsl.search.naming",
     "archdsl.commands._args",
+    "archdsl.commands.config_file",
     "archdsl.commands.outputs",
 )
 # Imported when the command line is built (`archdsl check` answers at once): nothing heavy at

@@ -1,4 +1,5 @@
-"""The ```console examples of docs/search.md run as written (dry runs print exactly what is shown)."""
+"""The ```console examples of docs/search.md run as written (dry runs print exactly what is shown),
+in a folder that holds the doc's ```yaml files (tests/_doc_files.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from _doc_files import write_doc_files
 
 from archdsl.cli import main
 
@@ -23,7 +25,9 @@ def _examples() -> list[tuple[list[str], str]]:
     return examples
 
 
-def test_dry_run_examples_print_what_the_doc_shows(capsys):
+def test_dry_run_examples_print_what_the_doc_shows(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    write_doc_files(DOC, tmp_path)
     dry = [(argv, shown) for argv, shown in _examples() if "--dry-run" in argv]
     assert dry
     for argv, shown in dry:
@@ -35,6 +39,7 @@ def test_dry_run_examples_print_what_the_doc_shows(capsys):
 @pytest.mark.usefixtures("one_thread")
 def test_search_and_report_examples_run_in_order(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    write_doc_files(DOC, tmp_path)
     for argv, shown in _examples():
         if "--dry-run" in argv:
             continue

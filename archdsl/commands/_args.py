@@ -80,6 +80,12 @@ def name_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def comma_list_text(text: str) -> str:
+    """A list flag the command splits itself (search's `--objectives accuracy,params`): the text
+    as given. Its type marks it a list, which a config file may give as a YAML list."""
+    return text
+
+
 def severity_list(text: str) -> tuple[int, ...]:
     """Severities separated by commas: `1,3,5`."""
     return tuple(severity(part) for part in name_list(text))

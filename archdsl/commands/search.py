@@ -15,6 +15,7 @@ from archdsl.commands._args import (
     RUNS_DIR,
     add_data_arguments,
     add_optimize_argument,
+    comma_list_text,
     device_name,
     fraction,
     non_negative_int,
@@ -22,6 +23,7 @@ from archdsl.commands._args import (
     positive_int,
     severity_list,
 )
+from archdsl.commands.config_file import add_config_argument
 
 SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
 PAPER_BASE = "alter50-base"  # the default base on real datasets
@@ -70,6 +72,7 @@ def register(subparsers) -> None:
     data.add_argument(
         "--search",
         default="k",
+        type=comma_list_text,
         metavar="KNOBS",
         help="what to search, comma-separated from k,heads,window,dim_head (default: k)",
     )
@@ -79,6 +82,7 @@ def register(subparsers) -> None:
     how.add_argument(
         "--objectives",
         default="accuracy",
+        type=comma_list_text,
         metavar="LIST",
         help=f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front (default: accuracy)",
     )
@@ -177,6 +181,7 @@ def register(subparsers) -> None:
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
     add_optimize_argument(where)
     where.add_argument("--no-progress", dest="progress", action="store_false", help=NO_PROGRESS_HELP)
+    add_config_argument(parser)
     parser.set_defaults(func=run)
 
 

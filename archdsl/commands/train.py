@@ -19,6 +19,7 @@ from archdsl.commands._args import (
     positive_int,
     rate,
 )
+from archdsl.commands.config_file import add_config_argument
 from archdsl.errors import UsageError, UserError
 from archdsl.run.recipe import DEFAULT_EPOCHS, DEFAULT_RECIPE, RECIPE_DEFAULTS, RECIPES  # torch-free
 
@@ -112,6 +113,7 @@ def register(subparsers) -> None:
     )
     add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
     parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
+    add_config_argument(parser)
     parser.set_defaults(func=run)
 
 
