@@ -146,10 +146,16 @@ def run_search(
     out: Path,
     *,
     on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+    study: optuna.Study | None = None,
 ) -> SearchOutcome:
-    """Run this worker's share of the study; `on_trial(study, trial)` after every finished trial."""
-    study = open_study(config, out)
-    check_same_space(study, space)
+    """Run this worker's share of the study; `on_trial(study, trial)` after every finished trial.
+
+    `study`: the study of `config`, already opened and checked against `space` (`open_study`,
+    `check_same_space`), for a caller that reports those errors before it starts; opened here if None.
+    """
+    if study is None:
+        study = open_study(config, out)
+        check_same_space(study, space)
     sampler = make_sampler(config.strategy, space, len(config.objectives), config.seed)
     pruner = make_pruner(config.objectives, settings.fidelity.epochs)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).

@@ -93,6 +93,14 @@ def test_missing_checkpoint_is_a_user_error(tmp_path, capsys):
     assert "no such checkpoint" in capsys.readouterr().err
 
 
+def test_a_missing_dataset_leaves_no_empty_out_folder(checkpoint, tmp_path, capsys):
+    out = tmp_path / "new" / "analysis"
+    argv = ["analyze", str(checkpoint), "--dataset", "cifar100", "--data-root", str(tmp_path / "nodata")]
+    assert main([*argv, "--out", str(out), "--device", "cpu", "--no-progress"]) == 1
+    assert "CIFAR-100 not found" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
 def test_an_out_that_is_a_file_is_a_user_error(checkpoint, tmp_path, capsys):
     a_file = tmp_path / "report.md"
     a_file.write_text("keep")

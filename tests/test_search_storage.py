@@ -39,6 +39,8 @@ def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
     assert status == 1
     assert message in err and "hint:" in err and "Traceback" not in err
     assert "secret" not in err  # passwords stay out of messages
+    # Refused before the search's header line, and without leaving an empty --out behind.
+    assert not err.startswith("search ") and not (tmp_path / "runs").exists()
 
 
 def test_postgresql_without_its_driver_says_what_to_install(tmp_path, capsys, monkeypatch):

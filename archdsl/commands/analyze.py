@@ -22,7 +22,7 @@ from archdsl.commands._args import (
     positive_int,
     severity_list,
 )
-from archdsl.commands.outputs import prepare_dir
+from archdsl.commands.outputs import output_dir
 from archdsl.errors import UsageError, UserError
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS  # torch-free
 
@@ -275,15 +275,15 @@ def run(args: argparse.Namespace) -> int:
     device = select_device(args.device)
     # Check --out and read the baseline before any long work, so that a bad path fails at once.
     out = Path(args.out) if args.out else path.with_name(f"{path.stem}-analysis")
-    prepare_dir(out, "--out")
-    earlier = _earlier_analysis(out, force=args.force)
-    baseline = _baseline_robustness(args.baseline) if args.baseline else None
-    checkpoint = load_checkpoint(args.checkpoint, device=device)
-    model, arch = checkpoint.model, checkpoint.arch
-    dataset = args.dataset or checkpoint.meta.get("dataset") or "synthetic"
-    measures = args.metrics or DEFAULT_MEASURES
-    settings = settings_from_args(args, checkpoint.meta)
-    data = load_data(dataset, args, measures, arch)
+    with output_dir(out, "--out"):  # a missing dataset or baseline leaves no empty --out behind
+        earlier = _earlier_analysis(out, force=args.force)
+        baseline = _baseline_robustness(args.baseline) if args.baseline else None
+        checkpoint = load_checkpoint(args.checkpoint, device=device)
+        model, arch = checkpoint.model, checkpoint.arch
+        dataset = args.dataset or checkpoint.meta.get("dataset") or "synthetic"
+        measures = args.metrics or DEFAULT_MEASURES
+        settings = settings_from_args(args, checkpoint.meta)
+        data = load_data(dataset, args, measures, arch)
     report = analyze(
         model, data, measures, settings, device=device, progress=not args.no_progress, baseline=baseline,
         checkpoint=str(path), optimize=args.optimize,
@@ -313,12 +313,12 @@ def _run_directory(args: argparse.Namespace, run_dir: Path) -> int:
         )
     device = select_device(args.device)
     out = Path(args.out) if args.out else run_dir / "hessian-analysis"
-    prepare_dir(out, "--out")
-    earlier = _earlier_analysis(out, force=args.force)
-    first = load_checkpoint(epochs[-1][1], device=device)
-    dataset = args.dataset or first.meta.get("dataset") or "synthetic"
-    settings = settings_from_args(args, first.meta)
-    data = load_data(dataset, args, ("hessian",), first.arch)
+    with output_dir(out, "--out"):
+        earlier = _earlier_analysis(out, force=args.force)
+        first = load_checkpoint(epochs[-1][1], device=device)
+        dataset = args.dataset or first.meta.get("dataset") or "synthetic"
+        settings = settings_from_args(args, first.meta)
+        data = load_data(dataset, args, ("hessian",), first.arch)
 
     def models():
         for epoch, checkpoint_path in epochs:

@@ -8,6 +8,8 @@ that cannot be written, or that holds something we would overwrite, is a `UserEr
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from archdsl.errors import UserError
@@ -20,6 +22,25 @@ def prepare_dir(path: str | os.PathLike[str], option: str) -> Path:
         raise UserError(f"{option} {str(path)!r} is a file, not a folder", hint=f"give {option} a folder path")
     _make_dir(path, f"the {option} folder {str(path)!r}", option)
     return path
+
+
+@contextmanager
+def output_dir(path: str | os.PathLike[str], option: str) -> Iterator[Path]:
+    """`prepare_dir` for a command whose inputs are checked next (the dataset, the storage): when
+    the block ends in a `UserError`, the folders this call created are removed again, if they are
+    still empty, so a mistake leaves no empty `--out` behind (and never removes anything written)."""
+    path = Path(path)
+    new = [folder for folder in (path, *path.parents) if not folder.exists()]  # innermost first
+    prepare_dir(path, option)
+    try:
+        yield path
+    except UserError:
+        for folder in new:
+            try:
+                folder.rmdir()  # only an empty folder goes
+            except OSError:
+                break
+        raise
 
 
 def prepare_file(path: str | os.PathLike[str], option: str, *, overwrite: bool = False) -> Path:

@@ -190,11 +190,11 @@ def run(args: argparse.Namespace) -> int:
 
     import optuna
 
-    from archdsl.commands.outputs import prepare_dir
+    from archdsl.commands.outputs import output_dir
     from archdsl.search import objective as measure
     from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.runner import SearchConfig, run_search
+    from archdsl.search.runner import SearchConfig, check_same_space, open_study, run_search
     from archdsl.search.space import make_space, parse_searched
     from archdsl.search.storage import StorageOptions, journal_path
     from archdsl.search.trial import TrialSettings
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         subset=subset,
         download=args.download,
     )
-    out = prepare_dir(args.out, "--out")  # after the data: a missing dataset leaves no empty runs folder
+    out = Path(args.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
     space = make_space(measure.fit_to_data(base, data), searched)
     storage = StorageOptions(
         url=args.storage,
@@ -266,13 +266,18 @@ def run(args: argparse.Namespace) -> int:
     )
     # Optuna's own log repeats every failure with a traceback; one line per trial says it all.
     optuna.logging.set_verbosity(logging.ERROR)
+    # The storage, the study's objectives and its space are inputs too: checked before the header line,
+    # and a refusal leaves no empty --out behind (the data was loaded before --out was made).
+    with output_dir(out, "--out"):
+        study = open_study(config, out)
+        check_same_space(study, space)
     print(
         f"search {study_name}: {args.strategy} over {space.size()} points of {base.name} on {args.dataset}, "
         f"objectives {','.join(o.name for o in objectives)}",
         file=sys.stderr,
     )
     try:
-        outcome = run_search(config, space, data, settings, out, on_trial=_print_trial)
+        outcome = run_search(config, space, data, settings, out, on_trial=_print_trial, study=study)
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
         # (The URL may hold a password: do not echo it.)

@@ -226,25 +226,24 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in err.errors())
         raise UsageError(f"bad training settings: {problems}") from None
+    if args.resume:  # settings the run cannot go on with are refused before anything is printed
+        from archdsl.run.train import resumed_config
+
+        resumed_config(run_dir, TrainConfig.model_validate(saved), config, finished=finished)
 
     if args.log == "tensorboard":
         from archdsl.run.tensorboard import require_tensorboard
 
         require_tensorboard()
 
-    from archdsl.commands.outputs import prepare_dir
+    from archdsl.commands.outputs import output_dir
     from archdsl.data import load_split
 
-    new = [folder for folder in (run_dir, *run_dir.parents) if not folder.exists()]  # innermost first
-    prepare_dir(run_dir, "--out")  # before the data: a bad --out should not wait for CIFAR to load
-    try:
+    # --out before the data (a bad --out should not wait for CIFAR to load); a missing dataset leaves no empty folder.
+    with output_dir(run_dir, "--out"):
         train_set = load_split(args.dataset, "train", root=args.data_root, download=args.download)
         test_set = load_split(args.dataset, "test", root=args.data_root, download=args.download)
         _check_classes(arch, args, train_set.num_classes)
-    except UserError:
-        for folder in new:  # a missing dataset leaves no empty run folder behind
-            folder.rmdir()
-        raise
 
     from archdsl.run.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, TrainingDiverged, train
 

@@ -181,26 +181,32 @@ def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
         raise UserError(f"{path} was trained from a different design than the one given")
     _check_same_data(run_dir, state.info.get("data"), data)
     saved = TrainConfig.model_validate(state.info["config"])
-    # The length may grow (an extension, recorded in the config); nothing else that changes the result may.
+    config = resumed_config(run_dir, saved, config, finished=int(state.info["epoch"]))
+    return checkpoint.model.state_dict(), state, config
+
+
+def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, finished: int) -> TrainConfig:
+    """The config a run saved with `saved` (after `finished` epochs) goes on with when resumed with
+    `given`: the same, or extended when `given` asks for more epochs (recorded in `extended_at`).
+    A `UserError` for anything else that would change the result, or fewer epochs."""
+    # The length may grow; nothing else that changes the result may.
     planned = {"epochs", "extended_at"}
     changed = sorted(
-        k for k, v in config.result_fields().items() if k not in planned and saved.result_fields().get(k) != v
+        k for k, v in given.result_fields().items() if k not in planned and saved.result_fields().get(k) != v
     )
     if changed:
         raise UserError(
             f"cannot resume {run_dir} with different settings: {', '.join(changed)}",
             hint="resume with the settings of the original run (see its config.json)",
         )
-    finished = int(state.info["epoch"])
-    if config.epochs < saved.epochs:
+    if given.epochs < saved.epochs:
         raise UserError(
-            f"cannot shorten {run_dir} to {config.epochs} epoch(s): it was planned for {saved.epochs} "
+            f"cannot shorten {run_dir} to {given.epochs} epoch(s): it was planned for {saved.epochs} "
             f"and has finished {finished}",
             hint=f"resume with --epochs {saved.epochs} or more",
         )
-    extended_at = saved.extended_at + ((finished,) if config.epochs > saved.epochs else ())
-    config = config.model_copy(update={"extended_at": extended_at})
-    return checkpoint.model.state_dict(), state, config
+    extended_at = saved.extended_at + ((finished,) if given.epochs > saved.epochs else ())
+    return given.model_copy(update={"extended_at": extended_at})
 
 
 def train(
