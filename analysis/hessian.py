@@ -99,6 +99,25 @@ class EigenEstimate:
     matvecs: int
 
 
+@dataclass(frozen=True)
+class SolverStep:
+    """Where an eigensolver stands after one Hessian-vector product (what a progress bar shows)."""
+
+    matvecs: int  # products so far, this one included
+    estimate: float  # power: the eigenvalue being iterated; lanczos: the largest-|theta| Ritz value
+    found: int  # eigenvalues settled so far (power: deflated; lanczos: Ritz pairs within `tol`)
+
+
+OnStep = Callable[[SolverStep], None]
+
+
+def max_matvecs(method: Method, k: int, max_iter: int, dimension: int) -> int:
+    """The most Hessian-vector products a solver can use on one batch (it stops earlier when it converges)."""
+    if method == "power":
+        return min(k, dimension) * max_iter
+    return min(max_iter, dimension)
+
+
 def negative_eigenvalue_proportion(eigenvalues: Sequence[float]) -> float:
     """NEP: the share of the pooled eigenvalues below 0 (0 for an empty spectrum)."""
     if not eigenvalues:
@@ -143,12 +162,14 @@ def power_iteration(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float32,
     device="cpu",
+    on_step: OnStep | None = None,
 ) -> EigenEstimate:
     """The k largest-|lambda| eigenvalues of a symmetric operator by power iteration.
 
     Each eigenpair starts from a fresh random vector and iterates in the orthogonal
     complement of the eigenvectors already found (deflation). It stops when the Rayleigh
     quotient changes by less than `tol` relative to its previous value, or after `max_iter`.
+    `on_step` is called after every Hessian-vector product.
     """
     generator = generator or torch.Generator().manual_seed(0)
     found: list[torch.Tensor] = []
@@ -164,6 +185,8 @@ def power_iteration(
             product = matvec(vector)
             matvecs += 1
             value = float(torch.dot(vector, product))
+            if on_step is not None:
+                on_step(SolverStep(matvecs, value, len(values)))
             norm = product.norm()
             if norm == 0:  # the vector lies in the null space: the eigenvalue is 0
                 break
@@ -188,6 +211,7 @@ def lanczos(
     generator: torch.Generator | None = None,
     dtype: torch.dtype = torch.float32,
     device="cpu",
+    on_step: OnStep | None = None,
 ) -> EigenEstimate:
     """The k largest-|lambda| eigenvalues of a symmetric operator by Lanczos.
 
@@ -195,6 +219,7 @@ def lanczos(
     axpy per stored vector per step, nothing beside a Hessian-vector product; the memory
     is one parameter-sized vector per step). Stops when each of the k largest-|theta| Ritz
     pairs has residual norm |beta_m * s_m| <= tol * |theta|, or after `max_iter` steps.
+    `on_step` is called after every step (one Hessian-vector product each).
     """
     generator = generator or torch.Generator().manual_seed(0)
     dimension = sum(chunks)
@@ -221,10 +246,13 @@ def lanczos(
         pick = torch.argsort(theta.abs(), descending=True)[:k]
         wanted = theta[pick]
         residuals = beta * vectors[-1, pick].abs()
+        settled = residuals <= tol * wanted.abs()
+        if on_step is not None:
+            on_step(SolverStep(len(basis), float(wanted[0]), int(settled.sum())))
         scale = max(abs(a) for a in alphas) or 1.0
         if beta <= 1e-6 * scale:  # an invariant subspace: the Ritz values are exact
             break
-        if len(pick) == min(k, dimension) and bool((residuals <= tol * wanted.abs()).all()):
+        if len(pick) == min(k, dimension) and bool(settled.all()):
             break
         betas.append(beta)
         q = w / beta
@@ -366,8 +394,10 @@ def top_eigenvalues(
     method: MethodChoice = "auto",
     hvp: HvpBackend = "autograd",
     seed: int = 0,
+    on_step: OnStep | None = None,
 ) -> EigenEstimate:
-    """The top-k (largest |lambda|) Hessian eigenvalues for one batch, in eval mode."""
+    """The top-k (largest |lambda|) Hessian eigenvalues for one batch, in eval mode;
+    `on_step` after every Hessian-vector product (see `SolverStep`)."""
     method = choose_method(model, max_iter, method)
     was_training = model.training
     model.eval()
@@ -383,6 +413,7 @@ def top_eigenvalues(
                 generator=torch.Generator().manual_seed(seed),
                 dtype=operator.dtype,
                 device=operator.device,
+                on_step=on_step,
             )
     finally:
         model.train(was_training)
@@ -421,22 +452,29 @@ def hessian_spectrum(
     pooled: list[float] = []
     total = 0
     batch_size = 0
-    for index, (inputs, targets) in enumerate(progress_bar(batches, desc="hessian", unit="batch", show=progress)):
-        batch_size = max(batch_size, len(targets))
-        estimate = top_eigenvalues(
-            model,
-            inputs.to(target_device),
-            targets.to(target_device),
-            k=k,
-            max_iter=max_iter,
-            tol=tol,
-            weight_decay=weight_decay,
-            method=method,
-            hvp=hvp,
-            seed=seed + index,
-        )
-        pooled.extend(estimate.eigenvalues)
-        total += estimate.matvecs
+    # The bar ticks per Hessian-vector product (what takes the time) out of the most the solver
+    # may use; a batch that converges early skips the rest of its share.
+    dimension = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    per_batch = max_matvecs(method, k, max_iter, dimension)
+    with progress_bar(total=len(batches) * per_batch, desc="hessian", unit="hvp", show=progress) as bar:
+        for index, (inputs, targets) in enumerate(batches):
+            batch_size = max(batch_size, len(targets))
+            estimate = top_eigenvalues(
+                model,
+                inputs.to(target_device),
+                targets.to(target_device),
+                k=k,
+                max_iter=max_iter,
+                tol=tol,
+                weight_decay=weight_decay,
+                method=method,
+                hvp=hvp,
+                seed=seed + index,
+                on_step=_bar_step(bar, index, len(batches), k) if progress else None,
+            )
+            bar.update((index + 1) * per_batch - bar.n)
+            pooled.extend(estimate.eigenvalues)
+            total += estimate.matvecs
     return Spectrum(
         eigenvalues=tuple(pooled),
         nep=negative_eigenvalue_proportion(pooled),
@@ -452,6 +490,18 @@ def hessian_spectrum(
         hvp=hvp,
         hvps=total,
     )
+
+
+def _bar_step(bar, batch: int, batches: int, k: int) -> OnStep:
+    """A solver callback that ticks `bar` once per product and shows the current estimate."""
+
+    def step(state: SolverStep) -> None:
+        bar.set_postfix_str(
+            f"batch {batch + 1}/{batches}, found {state.found}/{k}, λ={state.estimate:.4g}", refresh=False
+        )
+        bar.update(1)
+
+    return step
 
 
 def training_batches(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import sys
+
 import pytest
 import torch
 import torch.nn as nn
@@ -9,6 +12,7 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from archdsl.analysis.hessian import (
+    SolverStep,
     Spectrum,
     average_positive_eigenvalue,
     hessian_operator,
@@ -149,6 +153,36 @@ def test_spectrum_pools_batches_restores_the_mode_and_records_its_options():
     assert spectrum.eigenvalues[:3] == first.eigenvalues
     assert spectrum.nep == negative_eigenvalue_proportion(spectrum.eigenvalues)
     assert Spectrum.model_validate_json(spectrum.model_dump_json()) == spectrum
+
+
+@pytest.mark.parametrize("solver", [power_iteration, lanczos])
+def test_solvers_report_every_product_with_the_current_estimate(solver):
+    matrix = symmetric_with([-9.0, 6.0, -4.0], n=30)
+    steps: list[SolverStep] = []
+    estimate = solver(lambda v: matrix @ v, [30], 3, tol=1e-8, max_iter=500, dtype=torch.float64, on_step=steps.append)
+    assert [s.matvecs for s in steps] == list(range(1, estimate.matvecs + 1))  # one call per product
+    assert all(a.found <= b.found for a, b in zip(steps, steps[1:], strict=False))  # settled ones stay settled
+    assert any(s.estimate == pytest.approx(-9.0, rel=1e-4) for s in steps)  # the dominant value shows on the way
+    assert steps[-1].estimate == pytest.approx(estimate.eigenvalues[-1 if solver is power_iteration else 0])
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_bar_ticks_per_hessian_vector_product_and_shows_the_estimate(monkeypatch):
+    model, inputs, targets = tiny_problem(seed=4)
+    batches = [(inputs[:8], targets[:8]), (inputs[8:], targets[8:])]
+    options = {"k": 2, "max_iter": 30, "tol": 1e-4, "weight_decay": 0.0, "method": "lanczos"}
+    quiet = hessian_spectrum(model, batches, **options)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    shown = hessian_spectrum(model, batches, progress=True, **options)
+    assert shown == quiet  # the bar changes nothing measured
+    text = terminal.getvalue()
+    assert "60/60 [" in text and "hvp" in text  # out of max_iter products per batch, all ticked off at the end
+    assert "batch 2/2, found 2/2, λ=" in text  # the postfix: where the solver stands
 
 
 def test_nep_and_ape_on_given_spectra():
