@@ -22,7 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.files import ensure_dir, save_figure, write_text
 from archdsl.search.naming import path_part
 from archdsl.search.objectives import OBJECTIVES, Objective
-from archdsl.search.runner import COMMAND_ATTR
+from archdsl.search.runner import COMMAND_ATTR, StudyProgress
 from archdsl.search.space import layout_text, msa_per_stage
 from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
 from archdsl.search.strategies import BUILDUP_STEP_ATTR
@@ -184,9 +184,15 @@ def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
     return f"{line}  ({row.note})" if row.note else line
 
 
+def progress_text(progress: StudyProgress) -> str:
+    """`[3/8, ETA 1:20 min]`: designs measured of the most the study measures, and the time left."""
+    eta = f", ETA {_duration(progress.eta_seconds)}" if progress.eta_seconds is not None else ""
+    return f"[{progress.done}/{progress.total}{eta}]"
+
+
 def _duration(seconds: float) -> str:
     if seconds < 60:
-        return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+        return f"{seconds:.1f} s" if round(seconds, 1) < 10 else f"{seconds:.0f} s"  # 9.97: `10 s`, not `10.0 s`
     minutes, seconds = divmod(round(seconds), 60)
     return f"{minutes}:{seconds:02d} min" if minutes < 60 else f"{minutes // 60}:{minutes % 60:02d} h"
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from archdsl.search.storage import StorageOptions, fail_stale_trials, is_copy, i
 from archdsl.search.strategies import (
     BUILDUP_STEP_ATTR,
     BuildupStep,
+    buildup_max_trials,
     make_pruner,
     make_sampler,
     run_buildup,
@@ -70,6 +71,37 @@ class SearchOutcome:
     buildup: list[BuildupStep] | None
     stale_failed: list[int]
     exhausted: int | None = None  # the space's number of designs, when all were taken before n_trials
+
+
+@dataclass(frozen=True)
+class StudyProgress:
+    """How far a study is: designs measured of the most it will measure, and the time left at its pace."""
+
+    done: int  # distinct designs with a verdict, all workers together (what --n-trials counts)
+    total: int  # the most the study will measure (`target_trials`), or `done` once it went past
+    eta_seconds: float | None  # None before any trial took measurable time, or when nothing is left
+
+
+def target_trials(config: SearchConfig, space: Space) -> int:
+    """The most designs the study will measure: `n_trials`, fewer when the space (or the longest
+    build-up walk) holds fewer."""
+    most = min(config.n_trials, space.n_designs())
+    return min(most, buildup_max_trials(space)) if config.strategy == "buildup" else most
+
+
+def study_progress(study: optuna.Study, total: int) -> StudyProgress:
+    """`done/total` and an ETA: the mean time of the study's measured trials times the designs left,
+    shared among the workers at work now (the trials running elsewhere, plus this worker)."""
+    trials = study.get_trials(deepcopy=False)
+    verdicts = [t for t in trials if t.state in FINISHED and is_verdict(t)]
+    done = _distinct(verdicts)
+    seconds = [t.duration.total_seconds() for t in verdicts if t.duration is not None]
+    left = max(0, total - done)
+    eta = None
+    if left and seconds and sum(seconds) > 0:
+        workers = 1 + sum(t.state == TrialState.RUNNING and not is_copy(t) for t in trials)
+        eta = sum(seconds) / len(seconds) * left / workers
+    return StudyProgress(done=done, total=max(total, done), eta_seconds=eta)
 
 
 def open_study(config: SearchConfig, out: Path, *, create: bool = True) -> optuna.Study:
@@ -249,8 +281,12 @@ def _finished(study: optuna.Study) -> int:
     again. A copy does not count, nor does a design measured twice (two workers that drew it
     in the same moment).
     """
-    verdicts = [t for t in study.get_trials(deepcopy=False, states=FINISHED) if is_verdict(t)]
-    return len({t.user_attrs.get(DIGEST_ATTR, f"trial {t.number}") for t in verdicts})
+    return _distinct(t for t in study.get_trials(deepcopy=False, states=FINISHED) if is_verdict(t))
+
+
+def _distinct(trials: Iterable[FrozenTrial]) -> int:
+    """The number of distinct designs among `trials` (by digest; a trial without one is its own)."""
+    return len({t.user_attrs.get(DIGEST_ATTR, f"trial {t.number}") for t in trials})
 
 
 def _taken(study: optuna.Study) -> set[str]:

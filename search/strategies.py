@@ -130,6 +130,12 @@ def step_label(stage: str | None) -> str:
 Evaluate = Callable[[dict[str, ParamValue], str | None], FrozenTrial | None]
 
 
+def buildup_max_trials(space: Space) -> int:
+    """The longest build-up walk: the base, then one MSA added at a time until every stage is full
+    (a walk stops sooner when an added MSA does not help)."""
+    return 1 + sum(stage.max_k for stage in space.stages)
+
+
 def run_buildup(space: Space, lead: Objective, lead_index: int, evaluate: Evaluate) -> list[BuildupStep]:
     """Play the build-up rule; `evaluate` returns None when the budget is spent (the walk stops)."""
     start = space.endpoints()[0].params  # the ResNet end: no MSA, default heads/windows

@@ -194,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.search import objective as measure
     from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.runner import SearchConfig, check_same_space, open_study, run_search
+    from archdsl.search.runner import SearchConfig, check_same_space, open_study, run_search, target_trials
     from archdsl.search.space import make_space, parse_searched
     from archdsl.search.storage import StorageOptions, journal_path
     from archdsl.search.trial import TrialSettings
@@ -277,7 +277,8 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     try:
-        outcome = run_search(config, space, data, settings, out, on_trial=_print_trial, study=study)
+        printer = _trial_printer(target_trials(config, space))
+        outcome = run_search(config, space, data, settings, out, on_trial=printer, study=study)
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
         # (The URL may hold a password: do not echo it.)
@@ -369,11 +370,20 @@ def _without_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _print_trial(study, trial) -> None:
-    """One line per finished trial, as it finishes (the report has the full table)."""
-    from archdsl.search.report import trial_line
+def _trial_printer(total: int):
+    """`on_trial` for run_search: one line per finished trial, as it finishes, with the study's
+    progress (`[3/8, ETA 1:20 min]`). A plain line, so a log gets it too (the report has the full table)."""
+    from archdsl.search.report import progress_text, trial_line
+    from archdsl.search.runner import study_progress
+    from archdsl.search.storage import is_copy
 
-    print(trial_line(study, trial), file=sys.stderr, flush=True)
+    def print_trial(study, trial) -> None:
+        line = trial_line(study, trial)
+        if not is_copy(trial):  # a copy measures nothing: the count stands
+            line = f"{line}  {progress_text(study_progress(study, total))}"
+        print(line, file=sys.stderr, flush=True)
+
+    return print_trial
 
 
 def _describe_space(space) -> str:
