@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
+from archdsl import progress
 from archdsl.analysis.hessian import (
     SolverStep,
     Spectrum,
@@ -178,6 +179,7 @@ def test_the_progress_bar_ticks_per_hessian_vector_product_and_shows_the_estimat
     quiet = hessian_spectrum(model, batches, **options)
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(progress, "DELAY_SECONDS", 0)  # draw the bar, however quick
     shown = hessian_spectrum(model, batches, progress=True, **options)
     assert shown == quiet  # the bar changes nothing measured
     text = terminal.getvalue()
