@@ -143,6 +143,30 @@ def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, s
     return 1000 * times[len(times) // 2] / len(images)
 
 
+def train_config(fidelity: Fidelity, *, device: str, seed: int) -> Any:
+    """The `TrainConfig` every candidate of the search trains with."""
+    from archdsl.run.train import TrainConfig
+
+    return TrainConfig(
+        recipe=fidelity.recipe,
+        epochs=fidelity.epochs,
+        batch_size=fidelity.batch_size,
+        lr=fidelity.lr,
+        subset=fidelity.subset,
+        seed=seed,
+        device=device,
+        optimize=fidelity.optimize,
+    )
+
+
+def check_fidelity(arch: Arch, data: DataContext, fidelity: Fidelity, *, device: str, seed: int) -> None:
+    """The `UserError` every trial would end in (a batch larger than the training set, a device this
+    machine lacks), raised once before the search starts instead."""
+    from archdsl.run.train import check_trainable
+
+    check_trainable(arch, data.train_set, data.test_set, train_config(fidelity, device=device, seed=seed))
+
+
 def train_candidate(
     arch: Arch,
     data: DataContext,
@@ -155,18 +179,9 @@ def train_candidate(
     progress: bool,
 ) -> Trained:
     """Train at the search's fidelity; `on_epoch(epoch, test_acc)` may raise to prune."""
-    from archdsl.run.train import TrainConfig, TrainingDiverged, train
+    from archdsl.run.train import TrainingDiverged, train
 
-    config = TrainConfig(
-        recipe=fidelity.recipe,
-        epochs=fidelity.epochs,
-        batch_size=fidelity.batch_size,
-        lr=fidelity.lr,
-        subset=fidelity.subset,
-        seed=seed,
-        device=device,
-        optimize=fidelity.optimize,
-    )
+    config = train_config(fidelity, device=device, seed=seed)
 
     def report(metrics: Any) -> None:
         on_epoch(int(metrics.epoch), float(metrics.test_acc))

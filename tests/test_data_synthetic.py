@@ -157,3 +157,15 @@ def test_a_large_set_is_made_in_chunks_and_the_default_sizes_are_unchanged():
     rest = render(expected_labels[CHUNK:], class_cues(10), rng)
     assert np.array_equal(big_labels, expected_labels) and np.array_equal(bigger[CHUNK:], rest)
     assert np.array_equal(bigger[:50], first[:50])
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.5, 0.13, 0.01])
+def test_a_stratified_subset_keeps_each_class_and_its_size_is_known_before_copying(fraction):
+    from archdsl.data.base import ImageSet
+
+    labels = np.repeat(np.arange(5), [30, 7, 12, 1, 50])  # uneven classes, one with a single image
+    images = np.zeros((len(labels), 2, 2, 3), dtype=np.uint8)
+    full = ImageSet("uneven", images, labels, 5, (0.5,) * 3, (0.25,) * 3)
+    part = full.subset(fraction, seed=3)
+    assert full.subset_size(fraction) == len(part)
+    assert set(part.labels.tolist()) == set(range(5))  # every class keeps at least one image

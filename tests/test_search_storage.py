@@ -214,6 +214,18 @@ def test_bad_search_flags_are_usage_errors_before_any_work(tmp_path, capsys, fla
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize(
+    "flags, message",
+    [(["--batch-size", "100000"], "fewer than one batch of 100000"), (["--device", "cuda:3"], "no CUDA GPU")],
+)
+def test_settings_no_trial_could_run_are_refused_before_the_header(tmp_path, capsys, flags, message):
+    args = support.search_args(tmp_path, "cannot", *flags)
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert message in err and not err.startswith("search ") and "trial 0" not in err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_worker_that_sees_the_space_half_recorded_joins_instead_of_refusing():
     """Workers started together record the space one attribute at a time (a race seen in CI)."""
     from archdsl.lang.spec import load_spec

@@ -274,3 +274,22 @@ def test_classes_overrides_the_spec_and_a_mismatch_names_the_flag(spec: Path, tm
     from archdsl.lang.spec import load_spec
 
     assert load_spec(str(out / "spec.arch")).classes == 5
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--batch-size", "200"], "fewer than one batch of 200"),
+        (["--batch-size", "40", "--subset", "0.5"], "fewer than one batch of 40"),
+        (["--device", "cuda:7"], "torch sees no CUDA GPU"),
+    ],
+)
+def test_settings_the_data_or_machine_cannot_run_are_refused_before_the_header(
+    spec: Path, tmp_path: Path, capsys, flags: list[str], message: str
+) -> None:
+    out = tmp_path / "new" / "run"
+    argv = ["train", str(spec), "--dataset", "synthetic:train=40,test=20", "--recipe", "weak", "--epochs", "1"]
+    assert exit_code([*argv, *flags, "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "training micro" not in err and "Traceback" not in err
+    assert not (tmp_path / "new").exists()

@@ -201,6 +201,10 @@ def run(args: argparse.Namespace) -> int:
 
     objectives = parse_objectives(args.objectives)
     searched = parse_searched(args.search)
+    if not args.dry_run:
+        from archdsl.run.device import select_device
+
+        select_device(args.device)  # a device this machine lacks: refused now, not by the first trial
     synthetic = args.dataset.split(":")[0] == "synthetic"
     base_name = args.base or (SMALL_BASE if synthetic else PAPER_BASE)
     base = measure.load_base(base_name)
@@ -224,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
         download=args.download,
     )
     out = Path(args.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
-    space = make_space(measure.fit_to_data(base, data), searched)
+    fitted = measure.fit_to_data(base, data)
+    space = make_space(fitted, searched)
     storage = StorageOptions(
         url=args.storage,
         heartbeat_interval=args.heartbeat,
@@ -253,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
         severities=severities,
         optimize=args.optimize,
     )
+    measure.check_fidelity(fitted, data, fidelity, device=args.device, seed=args.seed)  # not each trial's error
     settings = TrialSettings(
         objectives=objectives,
         fidelity=fidelity,

@@ -70,9 +70,20 @@ class ImageSet:
         keep = []
         for label in np.unique(self.labels):
             members = np.flatnonzero(self.labels == label)
-            count = max(1, round(len(members) * fraction))
-            keep.append(rng.choice(members, size=count, replace=False))
+            keep.append(rng.choice(members, size=_kept(len(members), fraction), replace=False))
         return self.take(np.sort(np.concatenate(keep)), name=f"{self.name}[{fraction:g}]")
+
+    def subset_size(self, fraction: float) -> int:
+        """len(self.subset(fraction)), without copying any image."""
+        if fraction == 1:
+            return len(self)
+        _, counts = np.unique(self.labels, return_counts=True)
+        return sum(_kept(int(n), fraction) for n in counts)
+
+
+def _kept(members: int, fraction: float) -> int:
+    """How many of a class's `members` a stratified subset keeps: at least one."""
+    return max(1, round(members * fraction))
 
 
 @dataclass(frozen=True)

@@ -209,6 +209,24 @@ def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, fin
     return given.model_copy(update={"extended_at": extended_at})
 
 
+def check_trainable(arch: Arch, train_set: ImageSet, test_set: ImageSet, config: TrainConfig) -> None:
+    """The `UserError` that `train` would raise before its first step, from the inputs alone: data
+    that does not fit the design, a device this machine lacks, a batch larger than the (subset)
+    training set, an odd batch for Mixup. Cheap: commands call it before they print anything."""
+    check_compatible(arch, train_set)
+    check_compatible(arch, test_set)
+    select_device(config.device)
+    batch_size = filled(config.batch_size)
+    images = train_set.subset_size(config.subset)
+    if images < batch_size:
+        raise UserError(
+            f"the training set has {images} images, fewer than one batch of {batch_size}",
+            hint="use a smaller --batch-size or a larger --subset",
+        )
+    if config.uses_mixup and batch_size % 2:
+        raise UserError(f"Mixup/CutMix need an even batch size, got {batch_size}")
+
+
 def train(
     arch: Arch,
     train_set: ImageSet,
@@ -231,8 +249,7 @@ def train(
     """
     from archdsl.nn.build import build
 
-    check_compatible(arch, train_set)
-    check_compatible(arch, test_set)
+    check_trainable(arch, train_set, test_set, config)
     run_dir = Path(run_dir) if run_dir is not None else None
     if resume and run_dir is None:
         raise UserError("resume needs the run directory of the run to continue")
@@ -247,13 +264,6 @@ def train(
         train_set = train_set.subset(config.subset, seed=config.seed)
     batch_size = filled(config.batch_size)
     steps_per_epoch = len(train_set) // batch_size
-    if steps_per_epoch == 0:
-        raise UserError(
-            f"the training set has {len(train_set)} images, fewer than one batch of {batch_size}",
-            hint="use a smaller --batch-size or a larger --subset",
-        )
-    if config.uses_mixup and batch_size % 2:
-        raise UserError(f"Mixup/CutMix need an even batch size, got {batch_size}")
 
     model = build(arch, drop_path=filled(config.drop_path), seed=config.seed)
     history: list[EpochMetrics] = []
