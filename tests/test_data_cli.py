@@ -121,3 +121,34 @@ def test_corrupt_never_replaces_files_out_already_holds_without_force(tmp_path, 
     assert np.load(released).shape == (5, 32, 32, 3)
     assert main([*argv, "--force"]) == 0
     assert np.load(released).shape == (20, 32, 32, 3)
+
+
+@pytest.mark.parametrize("command", [["data", "info"], ["data", "corrupt"], ["train", "tiny"], ["eval"], ["search"]])
+def test_a_missing_dataset_hint_names_only_flags_the_command_has(tmp_path, capsys, command):
+    import re
+
+    argv = [*command, "--dataset", "cifar100", "--data-root", str(tmp_path / "data")]
+    if command == ["eval"]:
+        argv.insert(1, str(_micro_checkpoint(tmp_path)))
+    if command[0] in ("data", "train", "search") and command != ["data", "info"]:
+        argv += ["--out", str(tmp_path / "out")]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    hint = captured.out + captured.err
+    assert "CIFAR-100 not found" in hint and not (tmp_path / "out").exists()  # and no empty --out left
+    with pytest.raises(SystemExit):
+        main([*(command[:2] if command[0] == "data" else command[:1]), "--help"])
+    usage = capsys.readouterr().out
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", hint))
+    assert named and {flag for flag in named if flag not in usage} == set()
+
+
+def _micro_checkpoint(folder):
+    from archdsl.lang.spec import load_spec
+    from archdsl.nn.build import build
+    from archdsl.run.checkpoint import save_checkpoint
+
+    arch = load_spec("tiny")
+    path = folder / "tiny.safetensors"
+    save_checkpoint(path, build(arch, seed=0), arch, {"dataset": "synthetic"})
+    return path

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.commands._args import NO_PROGRESS_HELP, name_list
+from archdsl.commands._args import NO_PROGRESS_HELP, add_data_arguments, name_list
 from archdsl.errors import UsageError, UserError
 
 EXAMPLES = (
@@ -30,7 +30,7 @@ def register(subparsers) -> None:
     info.add_argument(
         "--dataset", required=True, metavar="NAME", help="a dataset name, e.g. cifar100 or synthetic:classes=5"
     )
-    info.add_argument("--data-root", metavar="DIR", help="where dataset files live (default: $ARCHDSL_DATA or ./data)")
+    add_data_arguments(info)
     info.add_argument("--checksums", action="store_true", help="also compare CIFAR files with the official MD5s")
     info.set_defaults(func=run)
 
@@ -39,9 +39,7 @@ def register(subparsers) -> None:
         help="corrupt a dataset's test split into the CIFAR-C layout (<corruption>.npy, labels.npy)",
     )
     corrupt.add_argument("--dataset", required=True, metavar="NAME", help="the clean dataset, e.g. cifar100")
-    corrupt.add_argument(
-        "--data-root", metavar="DIR", help="where dataset files live (default: $ARCHDSL_DATA or ./data)"
-    )
+    add_data_arguments(corrupt)
     corrupt.add_argument("--out", required=True, metavar="DIR", help="folder to write the .npy files into")
     corrupt.add_argument(
         "--corruptions",
@@ -83,6 +81,8 @@ def _list() -> int:
 def _info(args: argparse.Namespace) -> int:
     from archdsl.data import describe
 
+    if args.download:  # then describe what is there now
+        _fetch(args.dataset, args.data_root)
     info = describe(args.dataset, args.data_root)
     c, h, w = info.image_shape
     print(f"dataset:  {info.name}")
@@ -112,16 +112,21 @@ def _info(args: argparse.Namespace) -> int:
 
 def _why_missing(name: str, root: str | None) -> UserError | None:
     """What loading the dataset would say is missing, and how to get it (the loaders know)."""
-    from archdsl.data import load_corrupted, load_split
-
     try:
-        if name.split(":")[0].endswith("-c"):
-            load_corrupted(name, root=root, corruptions=["gaussian_noise"], severities=[1])
-        else:
-            load_split(name, "test", root=root)
+        _fetch(name, root, download=False)
     except UserError as err:
         return err
     return None
+
+
+def _fetch(name: str, root: str | None, *, download: bool = True) -> None:
+    """Load (with `download`: fetch first if missing) one small piece of dataset `name`."""
+    from archdsl.data import load_corrupted, load_split
+
+    if name.split(":")[0].endswith("-c"):
+        load_corrupted(name, root=root, corruptions=["gaussian_noise"], severities=[1], download=download)
+    else:
+        load_split(name, "test", root=root, download=download)
 
 
 def _corrupt(args: argparse.Namespace) -> int:
@@ -135,17 +140,17 @@ def _corrupt(args: argparse.Namespace) -> int:
         corruptions = list(all_corruptions())
     else:
         corruptions = list(args.corruptions)
-    from archdsl.commands.outputs import prepare_dir
+    from archdsl.commands.outputs import output_dir
 
-    out = prepare_dir(args.out, "--out")
-    # --out may be a downloaded CIFAR-C folder: never replace released files unasked.
-    existing = [name for name in (*(f"{c}.npy" for c in corruptions), LABELS_FILE) if (out / name).exists()]
-    if existing and not args.force:
-        shown = ", ".join(existing[:3]) + (", ..." if len(existing) > 3 else "")
-        raise UserError(
-            f"--out {out} already holds {shown}", hint="add --force to replace them, or choose another --out"
-        )
-    clean = load_split(args.dataset, "test", root=args.data_root)
+    with output_dir(args.out, "--out") as out:  # a missing dataset leaves no empty --out behind
+        # --out may be a downloaded CIFAR-C folder: never replace released files unasked.
+        existing = [name for name in (*(f"{c}.npy" for c in corruptions), LABELS_FILE) if (out / name).exists()]
+        if existing and not args.force:
+            shown = ", ".join(existing[:3]) + (", ..." if len(existing) > 3 else "")
+            raise UserError(
+                f"--out {out} already holds {shown}", hint="add --force to replace them, or choose another --out"
+            )
+        clean = load_split(args.dataset, "test", root=args.data_root, download=args.download)
     written = write_corrupted(args.out, clean, corruptions, seed=args.seed, progress=args.progress)
     print(
         f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) "
