@@ -148,3 +148,23 @@ def test_training_stopped_in_its_first_step_leaves_no_zero_percent_line(tmp_path
     assert "epoch 1/1" in terminal.getvalue()  # the bar was drawn ...
     assert stray_zero_lines(terminal.getvalue()) == []  # ... and did not stay at 0% above the message
     assert "interrupted before the first epoch finished" in terminal.getvalue()
+
+
+def test_the_train_bar_never_shows_the_last_epochs_values_under_the_next_epochs_label(tmp_path, monkeypatch) -> None:
+    import archdsl.run.train as training
+    from archdsl.cli import main
+
+    made = []
+
+    def recording_bar(**options):
+        made.append(progress_bar(**options, file=Terminal(), mininterval=0, delay=0))
+        return made[-1]
+
+    monkeypatch.setattr(training, "progress_bar", recording_bar)
+    spec = tmp_path / "micro.arch"
+    spec.write_text(MICRO)
+    # Two steps an epoch: the postfix is first set at the epoch's last step, so the epoch's early frames show it.
+    assert main(["train", str(spec), *TRAIN, "--epochs", "2", "--out", str(tmp_path / "run")]) == 0
+    frames = re.split(r"[\r\n]", re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", made[0].fp.getvalue()))  # every redraw
+    second = [line for line in frames if "epoch 2/2" in line and "100%" not in line]
+    assert second and not [line for line in second if "test_acc" in line], frames

@@ -135,7 +135,8 @@ def register(subparsers) -> None:
     )  # fmt: skip
     hessian.add_argument(
         "--max-iter", type=positive_int, default=_default(h, "max_iter"), metavar="N",
-        help="iterations per eigenvalue (default: %(default)s)",
+        help="most Hessian-vector products: Lanczos steps per batch, or power iterations per eigenvalue "
+        "(default: %(default)s)",
     )  # fmt: skip
     hessian.add_argument(
         "--method", choices=("auto", "lanczos", "power"), default=_default(h, "method"),

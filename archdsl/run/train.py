@@ -311,9 +311,11 @@ def train(
         initial=start_epoch * steps_per_epoch,
         show=progress,
         unit="step",
+        desc=f"epoch {start_epoch + 1}/{config.epochs}",
     )
     try:
         for epoch in range(start_epoch, config.epochs):
+            bar.set_postfix_str("", refresh=False)  # the last epoch's values do not belong to this one
             bar.set_description(f"epoch {epoch + 1}/{config.epochs}")
             metrics = _run_epoch(
                 model,
