@@ -144,6 +144,13 @@ def test_compile_export_refuses_paths_it_cannot_or_should_not_write(
     assert existing.read_bytes() == b"weights"
 
 
+@pytest.mark.parametrize("flags", [["--classes", "0"], ["--classes", "x"]])
+def test_a_bad_flag_is_refused_before_any_output_folder_is_made(capsys, tmp_path: Path, flags: list[str]) -> None:
+    code, _, err = run_cli(capsys, "compile", "tiny", "--export", str(tmp_path / "new" / "w.safetensors"), *flags)
+    assert code == 2 and "--classes" in err and "Traceback" not in err
+    assert not (tmp_path / "new").exists()
+
+
 def test_morph_refuses_a_transformer_base(capsys) -> None:
     got, _, err = run_cli(capsys, "morph", "swin-ti", "--msa", "1")
     assert got == 1 and "swin-ti has `attn`, `merge`, `mlp`" in err and "Traceback" not in err

@@ -179,9 +179,11 @@ def test_an_unknown_format_lists_the_known_ones(tmp_path, capsys):
     assert status == 1 and "unknown checkpoint format 'caffe'" in err and "reference" in err
 
 
-def test_a_missing_source_is_named(tmp_path, capsys):
-    status, _, err = run(capsys, str(tmp_path / "nope.pth"), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
+def test_a_missing_source_is_named_and_leaves_no_empty_folder(tmp_path, capsys):
+    out = tmp_path / "new" / "o.safetensors"
+    status, _, err = run(capsys, str(tmp_path / "nope.pth"), "--spec", SPEC, "--out", str(out))
     assert status == 1 and "nope.pth: no such file" in err
+    assert not (tmp_path / "new").exists()
 
 
 def test_load_checkpoint_is_public_api() -> None:

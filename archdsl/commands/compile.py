@@ -12,7 +12,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from archdsl.errors import UsageError, UserError
+from archdsl.commands._args import positive_int
+from archdsl.errors import UserError
 from archdsl.files import atomic_path
 
 EXAMPLES = (
@@ -31,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--classes", type=int, metavar="N", help="override the spec's number of classes")
+    parser.add_argument("--classes", type=positive_int, metavar="N", help="override the spec's number of classes")
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the initial weights (default 0)")
     parser.add_argument(
         "--export",
@@ -107,14 +108,14 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.nn.summary import summarize
 
     arch = load_spec(args.spec)
+    if args.classes is not None:
+        arch = ensure_valid(arch.model_copy(update={"classes": args.classes}))
+    if args.onnx is not None:
+        _require_onnx()
     # Before any work: an existing --export may be a trained checkpoint.
     for option, path in (("--export", args.export), ("--onnx", args.onnx)):
         if path is not None:
             prepare_file(path, option, overwrite=args.force)
-    if args.classes is not None:
-        if args.classes < 1:
-            raise UsageError(f"--classes must be a positive integer, not {args.classes}")
-        arch = ensure_valid(arch.model_copy(update={"classes": args.classes}))
     model = build(arch, seed=args.seed).eval()
     summary = summarize(arch)
 
@@ -156,13 +157,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export_onnx(model, dummy, path: Path) -> None:
+def _require_onnx() -> None:
     import importlib.util
-
-    import torch
 
     if importlib.util.find_spec("onnx") is None:
         raise UserError("--onnx needs the `onnx` package, which is not installed", hint="pip install onnx onnxscript")
+
+
+def _export_onnx(model, dummy, path: Path) -> None:
+    import torch
+
     with atomic_path(path) as temporary:
         torch.onnx.export(
             model,

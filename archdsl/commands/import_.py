@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.commands.outputs import prepare_file
+    from archdsl.commands.outputs import output_file
     from archdsl.lang.checks import ensure_valid
     from archdsl.lang.spec import load_spec
     from archdsl.nn.summary import ensure_fits
@@ -69,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
         from archdsl.nn.convert import get_format
 
         get_format(args.source_format)  # an unknown name fails before the file is read
-    out = prepare_file(args.out, "--out", overwrite=args.force)
-    source = read_source(args.source)
-    imported = import_weights(source, arch, source_format=args.source_format)
+    with output_file(args.out, "--out", overwrite=args.force) as out:  # checked before the source is read
+        source = read_source(args.source)
+        imported = import_weights(source, arch, source_format=args.source_format)
     meta = {
         "source": "archdsl import",
         "imported_from": source.path.name,

@@ -30,14 +30,28 @@ def output_dir(path: str | os.PathLike[str], option: str) -> Iterator[Path]:
     the block ends in a `UserError`, the folders this call created are removed again, if they are
     still empty, so a mistake leaves no empty `--out` behind (and never removes anything written)."""
     path = Path(path)
-    new = [folder for folder in (path, *path.parents) if not folder.exists()]  # innermost first
-    prepare_dir(path, option)
+    with _removed_on_error(path):
+        yield prepare_dir(path, option)
+
+
+@contextmanager
+def output_file(path: str | os.PathLike[str], option: str, *, overwrite: bool = False) -> Iterator[Path]:
+    """`prepare_file` for a command that reads its inputs next: a `UserError` in the block removes
+    the folders this call made for the file, if they are still empty."""
+    path = Path(path)
+    with _removed_on_error(path.parent):
+        yield prepare_file(path, option, overwrite=overwrite)
+
+
+@contextmanager
+def _removed_on_error(folder: Path) -> Iterator[None]:
+    new = [p for p in (folder, *folder.parents) if not p.exists()]  # innermost first
     try:
-        yield path
+        yield
     except UserError:
-        for folder in new:
+        for made in new:
             try:
-                folder.rmdir()  # only an empty folder goes
+                made.rmdir()  # only an empty folder goes
             except OSError:
                 break
         raise
