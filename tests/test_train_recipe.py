@@ -136,3 +136,56 @@ def test_resident_data_refuses_randaugment() -> None:
     with pytest.raises(ValidationError, match="RandAugment"):
         TrainConfig(recipe="deit", resident=True)
     assert TrainConfig(recipe="weak", resident=True).resident
+
+
+MICRO_VIT = """
+arch micro-vit {
+    input   3x16x16
+    classes 10
+    stem    patch(4, 16)
+    head    class
+    pos     absolute
+    stage s1(width=16) { attn(2, global) mlp(2) }
+}
+"""
+MICRO_SWIN = """
+arch micro-swin {
+    input   3x16x16
+    classes 10
+    stem    patch(2, 16, norm=true)
+    pos     relative
+    stage s1(width=16) { attn(2, 4) mlp(2) attn(2, 4, shift=2) mlp(2) }
+}
+"""
+MICRO_ALTER = """
+arch micro-alter {
+    input   3x16x16
+    classes 10
+    stem    conv3x3(8)
+    conv  = basic
+    stage c1(width=8) { conv msa(2, 4, dim_head=4) }
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "text, undecayed_matrices",
+    [
+        (MICRO_VIT, {"stem.pos_embed", "stem.cls_token"}),  # as timm's ViT and PiT
+        (MICRO_SWIN, {"relative_position_bias_table"}),  # as timm's Swin (2-d tables)
+        (MICRO_ALTER, set()),  # only 1-d parameters go without decay
+    ],
+)
+def test_weight_decay_spares_what_timms_models_spare(text: str, undecayed_matrices: set[str]) -> None:
+    from archdsl.lang.spec import parse_spec
+    from archdsl.nn.build import build
+    from archdsl.run.recipe import make_optimizer
+
+    model = build(parse_spec(text), seed=0)
+    optimizer = make_optimizer(model, TrainConfig(recipe="deit"))
+    spared = {id(p) for group in optimizer.param_groups if group["weight_decay"] == 0 for p in group["params"]}
+    names = {name for name, p in model.named_parameters() if id(p) in spared and p.ndim > 1}
+    shown = {name if name in undecayed_matrices else name.rsplit(".", 1)[-1] for name in names}
+    assert shown == undecayed_matrices
+    assert all(p.ndim <= 1 or name in names for name, p in model.named_parameters() if id(p) in spared)
+    assert model.no_weight_decay() == names  # timm's create_optimizer_v2 reads this, in timm's train.py too

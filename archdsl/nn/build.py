@@ -52,6 +52,10 @@ from archdsl.nn.blocks.smoothing import SmoothBlock
 from archdsl.nn.blocks.tokens import TOKENS, BlockSequence, to_layout, to_map
 from archdsl.nn.timm_cfg import CLASSIFIER, feature_info, feature_sizes, pretrained_cfg
 
+# Parameter names (the last part) that get no weight decay, whatever their shape: what timm's
+# transformers list in their `no_weight_decay()`.
+NO_WEIGHT_DECAY = ("pos_embed", "cls_token", "relative_position_bias_table")
+
 
 class ArchNet(nn.Module):
     """A network compiled from an `Arch`. Use `build` or `create_model` to make one."""
@@ -130,6 +134,12 @@ class ArchNet(nn.Module):
 
     def get_classifier(self, name_only: bool = False) -> nn.Module | str:
         return CLASSIFIER if name_only else self.head.fc
+
+    def no_weight_decay(self) -> set[str]:
+        """The parameters weight decay spares besides the 1-d ones (biases, norms), as in timm's ViT,
+        PiT and Swin: position embeddings, class tokens, relative-position tables. timm's
+        `create_optimizer_v2` reads it (archdsl's recipes and timm's train.py use that factory)."""
+        return {name for name, _ in self.named_parameters() if name.rsplit(".", 1)[-1] in NO_WEIGHT_DECAY}
 
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
         """A new classifier for `num_classes` (0: none, the model returns pooled features).

@@ -208,10 +208,11 @@ def make_mixup(config: TrainConfig, num_classes: int):
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """timm's optimizer for the recipe (`adamw` or Nesterov `sgd`), without weight decay on 1-d parameters."""
+    """timm's optimizer for the recipe (`adamw` or Nesterov `sgd`); weight decay as timm spares it (below)."""
     from timm.optim import create_optimizer_v2
 
-    # timm's convention: no weight decay on 1-d parameters (BN, biases, the relative-position table).
+    # timm's convention: no weight decay on 1-d parameters (BN, biases, AlterNet's relative-position
+    # bias) nor on what the model's `no_weight_decay()` names (position embeddings, class tokens, Swin's tables).
     return create_optimizer_v2(
         model,
         opt=filled(config.optimizer),
