@@ -88,11 +88,12 @@ def _storage_cases():
 @pytest.mark.slow
 @pytest.mark.parametrize("url", _storage_cases())
 def test_a_killed_worker_loses_no_finished_trial_and_its_trial_is_retried(tmp_path, url):
-    # Three epochs per trial leave time to kill the worker in the middle of its second trial.
+    # Ten epochs per trial, and the kill after the second trial's first: nine epochs' time to land
+    # while it runs (with three, a quiet machine finished the trial between the check and the kill).
     study_name = f"kill-{uuid.uuid4().hex[:8]}"
     extra = ["--storage", url, "--heartbeat", "1", "--grace-period", "2"] if url else []
     args = support.search_args(
-        tmp_path, study_name, "--strategy", "random", "--n-trials", "3", "--epochs", "3", "--seed", "3", *extra
+        tmp_path, study_name, "--strategy", "random", "--n-trials", "3", "--epochs", "10", "--seed", "3", *extra
     )
     worker = support.spawn(args)
 
@@ -104,13 +105,17 @@ def test_a_killed_worker_loses_no_finished_trial_and_its_trial_is_retried(tmp_pa
         except UserError:  # not created yet
             return None
         done = [t for t in trials if t.state == TrialState.COMPLETE]
-        running = [t for t in trials if t.state == TrialState.RUNNING and BEAT_ATTR in t.system_attrs]
+        running = [
+            t for t in trials if t.state == TrialState.RUNNING and BEAT_ATTR in t.system_attrs and t.intermediate_values
+        ]
         return (done, running[0]) if done and running else None
 
     try:
         done_before, victim = _wait_for(killable, 180, worker)
         worker.send_signal(signal.SIGKILL)
         worker.wait(30)
+        killed = {t.number: t.state for t in support.load(tmp_path, study_name, url).trials}
+        assert killed[victim.number] == TrialState.RUNNING, "the trial ended before the kill: nothing to retry"
         time.sleep(2.5 if url else 0)  # past the RDB grace period
         assert main(args) == 0  # the same command again
         trials = support.load(tmp_path, study_name, url).trials
