@@ -150,8 +150,8 @@ def _run(argv: list[str] | None) -> int:
     except UserError as err:
         print(f"archdsl: error: {err}" if not getattr(err, "diagnostics", None) else str(err), file=sys.stderr)
         return err.exit_code
-    except KeyboardInterrupt:
-        print("archdsl: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as err:  # its message, if any, says what was interrupted ("connecting to HOST:PORT")
+        print(f"archdsl: interrupted {err}".rstrip(), file=sys.stderr)
         return 130
     except OSError as err:
         # A full disk, a file removed or made unreadable mid-run: the machine's state, not a

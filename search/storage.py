@@ -18,9 +18,10 @@ import socket
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import optuna
 from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
@@ -40,10 +41,14 @@ from archdsl.search.optuna_private import (
 HOST_ATTR = "archdsl:host"
 PID_ATTR = "archdsl:pid"
 BEAT_ATTR = "archdsl:heartbeat"
+CONNECT_TIMEOUT_S = 10  # a database server that answers nothing fails after this
+STATEMENT_TIMEOUT_S = 60  # the server cancels a statement that runs longer (Optuna's take milliseconds)
 FAIL_REASON_ATTR = "fail_reason"  # a user attr: shown by the report and optuna-dashboard
 COPY_ATTR = "copy_of"  # a user attr: the trial drew the design of this (earlier) trial
 WORKER_STOPPED = "worker stopped"
 SEARCH_STOPPED = "stopped the search"  # an error that is not the design's (a bug): the trial is no verdict
+T = TypeVar("T")
+
 # User attrs that describe one run of a trial, not its design: a retry starts without them.
 RUN_ATTRS = (FAIL_REASON_ATTR, "pruned_reason", "metrics", COPY_ATTR, "dir")
 
@@ -92,7 +97,7 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
         )
     url = with_postgres_driver(url)
     try:
-        return _rdb_storage(url, options)
+        return _while_interruptible(lambda: _rdb_storage(url, options), f"while connecting to {_server(url)}")
     except ImportError as err:  # optuna wraps the driver's ModuleNotFoundError
         missing = err if isinstance(err, ModuleNotFoundError) else err.__cause__ or err.__context__
         name = getattr(missing, "name", None) or "?"
@@ -102,6 +107,13 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
             "their SQLAlchemy driver (e.g. mysqlclient for mysql://)",
         ) from err
     except Exception as err:  # sqlalchemy's ArgumentError, OperationalError, ...
+        if "timeout expired" in str(err):  # libpq's (and psycopg 3's) words for connect_timeout
+            raise UserError(
+                f"cannot open storage {_redact(url)}: no answer from {_server(url)} within "
+                f"{_connect_args(url).get('connect_timeout', CONNECT_TIMEOUT_S)} s",
+                hint="check that the host and port are those of a PostgreSQL server that is up; "
+                "a slow network can wait longer with ?connect_timeout=SECONDS in the URL",
+            ) from None
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(
             f"cannot open storage {_redact(url)}: {first}",
@@ -175,6 +187,63 @@ def set_aside_torn_tail(path: Path) -> int:
     return len(torn)
 
 
+def _connect_args(url: str) -> dict[str, Any]:
+    """The PostgreSQL connection's time limits, unless the URL sets its own (`?connect_timeout=30`).
+
+    A server (or a firewall) that accepts the connection and never answers would otherwise hold
+    every worker forever: libpq's `connect_timeout` bounds the connection, the server's
+    `statement_timeout` each statement (a lock held by a stuck worker, say).
+    """
+    from sqlalchemy.engine import make_url
+
+    if make_url(url).get_backend_name() != "postgresql":
+        return {}
+    query = make_url(url).query
+    limits: dict[str, Any] = {}
+    if "connect_timeout" in query:
+        limits["connect_timeout"] = query["connect_timeout"]  # what the message states
+    else:
+        limits["connect_timeout"] = CONNECT_TIMEOUT_S
+    if "options" not in query:
+        limits["options"] = f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"
+    return limits
+
+
+def _server(url: str) -> str:
+    """HOST:PORT of a database URL, for messages (PostgreSQL's default port when none is given)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    return f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
+
+
+def _while_interruptible(work: Callable[[], T], doing: str) -> T:
+    """`work()` in a helper thread, while this one waits where Ctrl-C reaches it.
+
+    libpq waits for its server inside C code that retries when a signal interrupts it: Python's
+    Ctrl-C handler would only run once the wait ended. Waiting on a thread instead, Ctrl-C ends
+    the command at once (the helper thread dies with the process).
+    """
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as err:  # handed to the waiting thread
+            outcome.append(err)
+
+    helper = threading.Thread(target=run, daemon=True, name="archdsl-open-storage")
+    helper.start()
+    try:
+        helper.join()
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(doing) from None
+    (result,) = outcome
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
 def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:
     import sqlalchemy.exc
 
@@ -185,6 +254,7 @@ def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return RDBStorage(
                     url,
+                    engine_kwargs={"connect_args": _connect_args(url)},
                     heartbeat_interval=options.heartbeat_interval,
                     grace_period=options.grace_period,
                     heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=options.max_retry),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 import uuid
@@ -303,3 +304,70 @@ def test_a_journal_that_is_no_regular_file_is_a_clear_error(tmp_path, capsys):
         assert main(support.search_args(tmp_path, "dev", "--storage", f"journal:{path}")) == 1
         err = capsys.readouterr().err
         assert f"cannot use {path} as a study journal: not a regular file" in err and "Traceback" not in err
+
+
+@pytest.fixture
+def silent_server():
+    """A TCP server on 127.0.0.1 that accepts connections and never says a word: a hung database,
+    or a firewall that swallows the traffic. Yields (port, accepted), `accepted` filled as clients come."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:  # closed at the end of the test
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield listener.getsockname()[1], accepted
+    listener.close()
+    for conn in accepted:
+        conn.close()
+
+
+def _finish(worker, status: int = 1, limit: float = 60) -> str | None:
+    """The output of `worker` once it ended with `status` within `limit` seconds; None (and the
+    worker killed) if it did not end."""
+    try:
+        output, _ = worker.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.communicate()
+        return None
+    assert worker.returncode == status, output
+    return output
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("command", ["search", "report"])
+def test_a_database_server_that_never_answers_fails_in_time_and_says_so(tmp_path, silent_server, command):
+    # Before: `search` and `report` waited forever (and ignored Ctrl-C). The subprocess's time limit
+    # is the test: 10 s for `report` (the default limit), 1 s (the URL's own) for `search`.
+    port, _ = silent_server
+    if command == "report":
+        url, limit = f"postgresql://u:secret@127.0.0.1:{port}/db", 10
+        args = ["report", "s", "--storage", url, "--out", str(tmp_path / "runs")]
+    else:
+        url, limit = f"postgresql://u:secret@127.0.0.1:{port}/db?connect_timeout=1", 1
+        args = support.search_args(tmp_path, "s", "--storage", url)
+    output = _finish(support.spawn(args))
+    assert output is not None, "no end within 60 s"
+    assert f"no answer from 127.0.0.1:{port} within {limit} s" in output and "Traceback" not in output
+    assert "secret" not in output and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.distributed
+def test_ctrl_c_while_connecting_to_a_silent_database_ends_the_search_at_once(tmp_path, silent_server):
+    port, accepted = silent_server
+    worker = support.spawn(support.search_args(tmp_path, "s", "--storage", f"postgresql://u:p@127.0.0.1:{port}/db"))
+    _wait_for(lambda: accepted, 60, worker)  # the search is waiting for the server's answer now
+    worker.send_signal(signal.SIGINT)
+    output = _finish(worker, status=130)  # before: Ctrl-C waited for the connection's end, forever
+    assert output is not None, "Ctrl-C did not end the search within 60 s"
+    assert f"archdsl: interrupted while connecting to 127.0.0.1:{port}" in output and "Traceback" not in output
+    assert not (tmp_path / "runs").exists()

@@ -27,7 +27,7 @@ def prepare_dir(path: str | os.PathLike[str], option: str) -> Path:
 @contextmanager
 def output_dir(path: str | os.PathLike[str], option: str) -> Iterator[Path]:
     """`prepare_dir` for a command whose inputs are checked next (the dataset, the storage): when
-    the block ends in a `UserError`, the folders this call created are removed again, if they are
+    the block ends in a `UserError` (or Ctrl-C), the folders this call created are removed again, if they are
     still empty, so a mistake leaves no empty `--out` behind (and never removes anything written)."""
     path = Path(path)
     with _removed_on_error(path):
@@ -48,7 +48,7 @@ def _removed_on_error(folder: Path) -> Iterator[None]:
     new = [p for p in (folder, *folder.parents) if not p.exists()]  # innermost first
     try:
         yield
-    except UserError:
+    except (UserError, KeyboardInterrupt):
         for made in new:
             try:
                 made.rmdir()  # only an empty folder goes
