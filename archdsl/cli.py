@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "analyze",
     "search",
     "report",
+    "study",
 )
 
 

@@ -37,10 +37,8 @@ from archdsl.search.optuna_private import (
     storage_of,
     trial_id,
 )
+from archdsl.search.worker_attrs import BEAT_ATTR, HOST_ATTR, PID_ATTR
 
-HOST_ATTR = "archdsl:host"
-PID_ATTR = "archdsl:pid"
-BEAT_ATTR = "archdsl:heartbeat"
 CONNECT_TIMEOUT_S = 10  # a database server that answers nothing fails after this
 STATEMENT_TIMEOUT_S = 60  # the server cancels a statement that runs longer (Optuna's take milliseconds)
 FAIL_REASON_ATTR = "fail_reason"  # a user attr: shown by the report and optuna-dashboard
@@ -83,11 +81,13 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
             return JournalStorage(JournalFile(str(path)))
         except OSError as err:
             raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err
-        except ValueError as err:  # UnicodeDecodeError, JSONDecodeError: not a journal file
-            raise UserError(
-                f"{path} is not an Optuna journal file ({type(err).__name__})",
-                hint="give --storage journal:PATH of a study.journal written by `archdsl search`",
-            ) from None
+        except (ValueError, KeyError, AssertionError, TypeError) as err:  # what Optuna's replay raises
+            from archdsl.search.journal_check import damage_error
+
+            damaged = damage_error(path, err)  # the first damaged line, named
+            if damaged is None:
+                raise
+            raise damaged from None
     url = options.url
     if "://" not in url:
         raise UserError(

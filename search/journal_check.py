@@ -1,0 +1,360 @@
+"""A study journal read line by line: which records are damaged, and a repaired journal that keeps every trial's id.
+
+Optuna's journal (`JournalFileBackend`) is one JSON record per line, replayed in order.
+Studies and trials have no id in their creation records: a study's id is the number of
+study creations before it, a trial's the number of trial creations before it, and every
+later record names its trial by that id. One unreadable line (a partial write on a shared
+disk, two writers interleaved) stops Optuna's reader at that line, and every trial of the
+file with it. What can be done about the line depends on what it was:
+
+- a record that changes a trial or a study (a parameter, a value, an attribute, a state):
+  dropping it loses that change only; every id stays;
+- a trial's creation (`op_code` 4): dropping it would give every later trial the id of the
+  one before and hand it that trial's records. Its place is kept by a new creation record
+  (RUNNING, with a heartbeat long stale), so the trial's own later records (parameters,
+  state, values) restore it; if none finished it, the next `archdsl search` fails and
+  retries it as a stopped worker's trial;
+- a study's creation: rebuilt from its name and directions if those are readable, else the
+  journal cannot be repaired (its trials would land in another study).
+
+A line cut short starts with its `op_code`, which says what it was. A line whose start is
+unreadable too (zeros from a lost write) is dropped unless a later record names a trial
+that no readable record created: then it was that trial's creation. A complete record glued
+behind a torn one on the same line is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archdsl.errors import UserError
+from archdsl.files import atomic_path
+from archdsl.search.worker_attrs import BEAT_ATTR
+
+CREATE_STUDY, CREATE_TRIAL = 0, 4
+# Every op code of Optuna's JournalOperation and the keys its replay reads (besides op_code, worker_id).
+REQUIRED_KEYS: dict[int, tuple[str, ...]] = {
+    0: ("study_name", "directions"),
+    1: ("study_id",),
+    2: ("study_id", "user_attr"),
+    3: ("study_id", "system_attr"),
+    4: ("study_id", "datetime_start"),
+    5: ("trial_id", "param_name", "param_value_internal", "distribution"),
+    6: ("trial_id", "state"),
+    7: ("trial_id", "step", "intermediate_value"),
+    8: ("trial_id", "user_attr"),
+    9: ("trial_id", "system_attr"),
+    10: (),  # DISCARD_TRIALS: written by Rustuna, skipped by Optuna
+}
+OP_NAMES = {
+    0: "a study's creation",
+    1: "a study's deletion",
+    2: "a study's user attribute",
+    3: "a study's system attribute",
+    4: "a trial's creation",
+    5: "a trial's parameter",
+    6: "a trial's state and values",
+    7: "a trial's intermediate value",
+    8: "a trial's user attribute",
+    9: "a trial's system attribute",
+    10: "a discard of trials",
+}
+REPAIR_WORKER = "archdsl-study-repair"
+REPAIRED_ATTR = "archdsl:repaired"  # system attr of a trial whose creation record was rebuilt
+_RECORD_START = re.compile(rb'\{\s*"op_code"\s*:\s*(\d+)')
+_NUMBER_FIELD = r'"{}"\s*:\s*(\d+)'
+_STRING_FIELD = r'"{}"\s*:\s*("(?:[^"\\]|\\.)*")'
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One damaged line of a journal: its number (from 1), what is wrong, and what it was if its start tells."""
+
+    line: int
+    problem: str
+    op_code: int | None = None
+
+    def describe(self) -> str:
+        what = f" ({OP_NAMES[self.op_code]})" if self.op_code in OP_NAMES else ""
+        return f"line {self.line}{what}: {self.problem}"
+
+
+@dataclass
+class Repair:
+    """The journal's records after repair, and what was done to each damaged line (for the user)."""
+
+    records: list[dict[str, Any]]
+    actions: list[str] = field(default_factory=list)
+
+
+def check_record(record: Any) -> tuple[str | None, int | None]:
+    """(what is wrong with a decoded record, or None; its op code if it has a valid one)."""
+    if not isinstance(record, dict) or not isinstance(record.get("op_code"), int):
+        return "not a journal record (no op_code)", None
+    op = record["op_code"]
+    if op not in REQUIRED_KEYS:
+        return f"unknown op_code {op}, not one of Optuna's", None
+    missing = [key for key in ("worker_id", *REQUIRED_KEYS[op]) if key not in record]
+    if missing:
+        return f"{OP_NAMES[op]} without {', '.join(missing)}", op
+    if op == CREATE_STUDY and not isinstance(record["study_name"], str):
+        return "a study's creation whose study_name is not a string", op
+    return None, op
+
+
+def read_lines(path: Path) -> list[bytes]:
+    """The journal's complete lines. A last line without its newline is a write in progress (or
+    cut short): Optuna's reader skips it, and so does this."""
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    return lines[:-1]  # the piece after the last newline: empty, or the unfinished record
+
+
+def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
+    """(the record, None) of a sound line; (None, what is wrong) of a damaged one (its Damage's line is 0)."""
+    try:
+        record = json.loads(line)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+        start = _RECORD_START.match(line.lstrip())
+        op = int(start.group(1)) if start else None
+        reason = err.msg if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
+        return None, Damage(0, f"not a complete JSON record ({reason})", op if op in REQUIRED_KEYS else None)
+    problem, op = check_record(record)
+    if problem is not None:
+        return None, Damage(0, problem, op)
+    return record, None
+
+
+def find_damage(path: Path, *, first_only: bool = False) -> list[Damage]:
+    """The damaged lines of the journal at `path` (all of them, or the first)."""
+    found = []
+    for number, line in enumerate(read_lines(path), start=1):
+        damage = decode(line)[1]
+        if damage is not None:
+            found.append(Damage(number, damage.problem, damage.op_code))
+            if first_only:
+                break
+    return found
+
+
+def damage_error(path: Path, err: Exception) -> UserError | None:
+    """The UserError for a journal Optuna could not read (`err`): the first damaged line named.
+    None if every line is a sound record (then `err` is not the file's fault)."""
+    damage = find_damage(path, first_only=True)
+    if not damage:
+        return None
+    if not any(decode(line)[0] is not None for line in read_lines(path)):
+        return UserError(
+            f"{path} is not an Optuna journal file ({damage[0].describe()})",
+            hint="give --storage journal:PATH of a study.journal written by `archdsl search`",
+        )
+    return UserError(
+        f"the study journal {path} is damaged at {damage[0].describe()}",
+        hint=f"stop its workers, then `archdsl study repair {path}` recovers every trial it can "
+        "(the original is kept beside it)",
+    )
+
+
+@dataclass
+class _Unknown:
+    """A damaged record whose start is unreadable: dropped, unless a later record shows it created a trial."""
+
+    datetime_start: str | None = None
+
+
+Entry = tuple[int, "dict[str, Any] | _Unknown"]  # (line number, record)
+
+
+def repair_records(path: Path) -> Repair:
+    """The journal's records with every damaged line dropped, split or rebuilt so that each
+    trial keeps its id (see the module's docstring); a UserError when that cannot be done."""
+    entries: list[Entry] = []
+    actions: dict[int, list[str]] = {}
+    for number, line in enumerate(read_lines(path), start=1):
+        record, damage = decode(line)
+        if damage is None:
+            assert record is not None
+            entries.append((number, record))
+            continue
+        kept = 0
+        for piece in _pieces(line):
+            whole, piece_damage = decode(piece)
+            if whole is not None:
+                entries.append((number, whole))
+                kept += 1
+            else:
+                assert piece_damage is not None
+                actions.setdefault(number, []).append(_replace(number, piece, piece_damage, entries))
+        if kept:
+            actions[number].append(f"{kept} complete record(s) glued to the damaged one kept")
+    records = _resolve_unknown(entries, actions)
+    return Repair(records=records, actions=[f"line {n}: {a}" for n in sorted(actions) for a in actions[n]])
+
+
+def _pieces(line: bytes) -> list[bytes]:
+    """A damaged line cut before every record start it holds (a torn record with a whole one glued behind)."""
+    starts = [m.start() for m in _RECORD_START.finditer(line)]
+    if not starts or line[: starts[0]].strip():
+        starts = [0, *starts]
+    return [line[a:b] for a, b in zip(starts, [*starts[1:], len(line)], strict=True)]
+
+
+def _replace(number: int, piece: bytes, damage: Damage, entries: list[Entry]) -> str:
+    """Append what stands for the damaged record `piece` to `entries`; what was done, in words."""
+    text = piece.decode("utf-8", errors="replace")
+    if damage.op_code == CREATE_TRIAL:
+        study = _number(text, "study_id")
+        if study is None:
+            study = _only_study(entries, number)
+        entries.append((number, _trial_creation(study, number, _string(text, "datetime_start"))))
+        return "a trial's creation, rebuilt: the trial keeps its number, and its later records restore it"
+    if damage.op_code == CREATE_STUDY:
+        name, directions = _string(text, "study_name"), re.search(r'"directions"\s*:\s*(\[[\d,\s]*\])', text)
+        if name is None or directions is None:
+            raise UserError(
+                f"cannot repair line {number}: it created a study whose name or directions are unreadable "
+                "(its trials would land in another study)",
+                hint="restore the journal from a copy, or start the study again",
+            )
+        record = {"op_code": CREATE_STUDY, "worker_id": REPAIR_WORKER, "study_name": name}
+        entries.append((number, {**record, "directions": json.loads(directions.group(1))}))
+        return f"the creation of study {name!r}, rebuilt from its readable name and directions"
+    if damage.op_code is not None or _is_json(piece):  # what it was is known, and no creation
+        trial = _number(text, "trial_id")
+        whose = f" of trial id {trial}" if trial is not None and damage.op_code > CREATE_TRIAL else ""
+        what = OP_NAMES.get(damage.op_code, "a record") if damage.op_code is not None else "a record"
+        return f"{what}{whose} dropped ({damage.problem})"
+    entries.append((number, _Unknown(_string(text, "datetime_start"))))
+    return f"an unreadable record dropped ({damage.problem}); no later record names a trial it could have created"
+
+
+def _trial_creation(study_id: int, line: int, datetime_start: str | None) -> dict[str, Any]:
+    """A trial's creation record in place of a damaged one: RUNNING (as Optuna's `ask` creates
+    it), with a heartbeat so old that the next search fails and retries the trial unless its
+    later records finished it."""
+    return {
+        "op_code": CREATE_TRIAL,
+        "worker_id": REPAIR_WORKER,
+        "study_id": study_id,
+        "datetime_start": datetime_start,
+        "system_attrs": {BEAT_ATTR: 0.0, REPAIRED_ATTR: f"its creation record (line {line}) was damaged"},
+    }
+
+
+def _resolve_unknown(entries: list[Entry], actions: dict[int, list[str]]) -> list[dict[str, Any]]:
+    """The records, each unreadable one (`_Unknown`) dropped unless a later record names a trial id
+    that only a creation in its place explains: then it is rebuilt as that creation."""
+    while True:
+        trials = 0
+        for index, (number, record) in enumerate(entries):
+            if isinstance(record, _Unknown):
+                continue
+            if record["op_code"] == CREATE_TRIAL:
+                trials += 1
+            elif isinstance(record.get("trial_id"), int) and record["trial_id"] >= trials:
+                unknown = [i for i, (_, r) in enumerate(entries[:index]) if isinstance(r, _Unknown)]
+                if not unknown:
+                    raise UserError(
+                        f"cannot repair line {number}: it names trial id {record['trial_id']}, which no "
+                        "readable record created",
+                        hint="restore the journal from a copy",
+                    )
+                where, lost = entries[unknown[-1]]
+                assert isinstance(lost, _Unknown)
+                study = _only_study(entries[: unknown[-1]], where)
+                entries[unknown[-1]] = (where, _trial_creation(study, where, lost.datetime_start))
+                actions[where] = [
+                    f"an unreadable record, rebuilt as a trial's creation (line {number} names the trial it "
+                    "created): the trial keeps its number, and its later records restore it"
+                ]
+                break
+        else:
+            return [record for _, record in entries if not isinstance(record, _Unknown)]
+
+
+def _is_json(piece: bytes) -> bool:
+    try:
+        json.loads(piece)
+    except ValueError:
+        return False
+    return True
+
+
+def _number(text: str, key: str) -> int | None:
+    match = re.search(_NUMBER_FIELD.format(key), text)
+    return int(match.group(1)) if match else None
+
+
+def _string(text: str, key: str) -> str | None:
+    match = re.search(_STRING_FIELD.format(key), text)
+    if match is None:
+        return None
+    try:
+        value = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _only_study(entries: list[Entry], number: int) -> int:
+    """The id of the journal's one study, for a rebuilt trial creation whose own study id is unreadable."""
+    names = {r["study_name"] for _, r in entries if isinstance(r, dict) and r["op_code"] == CREATE_STUDY}
+    if len(names) != 1:
+        raise UserError(
+            f"cannot repair line {number}: it created a trial, and which of the journal's {len(names)} "
+            "studies it belongs to is unreadable",
+            hint="restore the journal from a copy",
+        )
+    return 0
+
+
+def replay(path: Path) -> list[Any]:
+    """Every study of the journal at `path` and its trials, as Optuna reads them (raises what Optuna raises)."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    storage = JournalStorage(JournalFileBackend(str(path)))
+    return [(s.study_name, storage.get_all_trials(s._study_id)) for s in storage.get_all_studies()]
+
+
+def write_repaired(path: Path, repair: Repair) -> Path:
+    """Write the repaired journal at `path`, under the journal's lock (no worker writes meanwhile),
+    once Optuna reads it whole; the original is kept as PATH.damaged (.2, .3 if taken), returned."""
+    from optuna.storages.journal import JournalFileSymlinkLock
+
+    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in repair.records).encode("utf-8")
+    with tempfile.TemporaryDirectory() as scratch:
+        trial = Path(scratch) / "study.journal"
+        trial.write_bytes(text)
+        try:
+            replay(trial)
+        except Exception as err:  # a damage this module does not understand: leave the journal as it was
+            raise UserError(
+                f"cannot repair {path}: the repaired journal is still unreadable ({type(err).__name__}: {err})",
+                hint="restore the journal from a copy",
+            ) from err
+    lock = JournalFileSymlinkLock(str(path))
+    lock.acquire()
+    try:
+        kept = _unused(Path(f"{path}.damaged"))
+        shutil.copy2(path, kept)
+        with atomic_path(path) as temporary:
+            temporary.write_bytes(text)
+            shutil.copymode(path, temporary)
+    finally:
+        lock.release()
+    return kept
+
+
+def _unused(path: Path) -> Path:
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = Path(f"{path}.{n}")
+    return candidate
