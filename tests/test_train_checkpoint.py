@@ -212,3 +212,28 @@ def test_weights_that_do_not_fit_name_the_keys(arch, tmp_path: Path) -> None:
     hint = info.value.hint
     assert f"1 missing: {missing}" in hint and "1 unexpected: stages.extra.weight" in hint
     assert f"1 of the wrong shape: {shaped} 1x1x1x1 (expected" in hint
+
+
+def test_a_stored_design_edited_to_another_of_the_same_shapes_is_refused(tmp_path: Path) -> None:
+    # 2 heads of 64 made 1 head of 128: every weight keeps its shape, the network is another one.
+    from safetensors import safe_open
+
+    arch = load_spec("tiny")
+    model = build(arch, seed=0).eval()
+    path = save_checkpoint(tmp_path / "m.safetensors", model, arch, {"epoch": 1})
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+        weights = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
+    ir = json.loads(metadata["archdsl.ir"])
+    msa = next(b for stage in ir["stages"] for b in stage["blocks"] if b.get("heads") == 2)
+    assert msa["dim_head"] == 64
+    msa.update(heads=1, dim_head=128)
+    edited = tmp_path / "edited.safetensors"
+    save_file(weights, str(edited), metadata={**metadata, "archdsl.ir": json.dumps(ir)})
+    with pytest.raises(UserError, match="design was changed after it was saved"):  # before: loaded, and evaluated
+        load_checkpoint(edited)
+
+    # A checkpoint written before the digest was recorded loads as before.
+    old = tmp_path / "old.safetensors"
+    save_file(weights, str(old), metadata={k: v for k, v in metadata.items() if k != "archdsl.ir_digest"})
+    assert load_checkpoint(old).arch == arch

@@ -1,7 +1,8 @@
 """Checkpoints: one safetensors file that knows how to rebuild its model.
 
 The weights are the model's state dict; the safetensors metadata (strings only) carries
-`archdsl.ir` (the design as IR JSON, from which `load_checkpoint` rebuilds the model) and
+`archdsl.ir` (the design as IR JSON, from which `load_checkpoint` rebuilds the model), its
+digest `archdsl.ir_digest` (checked on loading: an edited design is refused) and
 `archdsl.meta` (free JSON: dataset, epoch, accuracy, config...). A checkpoint written
 during training may also carry the state needed to resume (`TrainState`): the optimizer's
 and the scheduler's state dicts, taken apart by `archdsl.run.statedict` into tensors (under
@@ -30,6 +31,9 @@ from archdsl.run import statedict
 FORMAT_VERSION = "1"
 _KEY_FORMAT = "archdsl.format"
 _KEY_IR = "archdsl.ir"
+# The design's digest (`Arch.digest`) when it was saved: a stored design edited since (to another
+# design whose weights have the same shapes: 2 heads of 64 made 1 of 128) no longer matches it.
+_KEY_IR_DIGEST = "archdsl.ir_digest"
 _KEY_META = "archdsl.meta"
 _KEY_TRAIN_STATE = "archdsl.train_state"
 _TRAIN_PREFIX = "train_state/"
@@ -133,6 +137,7 @@ def save_checkpoint(
     metadata = {
         _KEY_FORMAT: FORMAT_VERSION,
         _KEY_IR: arch.model_dump_json(),
+        _KEY_IR_DIGEST: arch.digest(),
         _KEY_META: json.dumps(meta or {}, sort_keys=True),
     }
     if train_state is not None:
@@ -216,6 +221,20 @@ def checked_design(ir_json: str, where: str) -> Arch:
     return arch
 
 
+def check_digest(arch: Arch, metadata: dict[str, str], where: str) -> None:
+    """The stored design is the one saved with the weights: `UserError` when it no longer
+    matches the digest recorded beside it. (Checkpoints written before the digest was
+    recorded have none, and load as before.)"""
+    recorded = metadata.get(_KEY_IR_DIGEST)
+    if recorded is not None and recorded != arch.digest():
+        raise UserError(
+            f"{where}: the checkpoint's design was changed after it was saved (its digest is "
+            f"{arch.short_id}, the one recorded with the weights {recorded[:12]!r}); the weights "
+            "belong to another design",
+            hint="use the checkpoint as `archdsl train` wrote it; to try another design, train it",
+        )
+
+
 def check_weights(arch: Arch, weights: dict[str, torch.Tensor], where: str) -> None:
     """Weights that fit `arch` by name and shape (compared before building it) and hold only
     finite numbers; `UserError` naming the first missing, unexpected and mis-shaped keys."""
@@ -245,6 +264,7 @@ def load_checkpoint(
 
     tensors, metadata = read_checkpoint_file(path)
     arch = checked_design(metadata[_KEY_IR], str(path))
+    check_digest(arch, metadata, str(path))
     meta = _json_object(metadata.get(_KEY_META, "{}"), "metadata", path)
     weights = {k: v for k, v in tensors.items() if not k.startswith(_TRAIN_PREFIX)}
     check_weights(arch, weights, str(path))
