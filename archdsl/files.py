@@ -40,7 +40,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     temporary = Path(name)
     try:
         yield temporary
-        os.replace(temporary, target)
+        try:
+            os.replace(temporary, target)
+        except OSError as err:  # the message names the user's file, not our temporary one
+            raise OSError(err.errno, err.strerror, str(target)) from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise

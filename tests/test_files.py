@@ -36,3 +36,12 @@ def test_the_temporary_path_keeps_the_suffix_for_format_sniffing_writers(tmp_pat
     figure.add_subplot().plot([0, 1], [1, 0])
     path = save_figure(figure, tmp_path / "plot.svg")
     assert path.read_text().lstrip().startswith("<?xml")  # svg chosen from the suffix
+
+
+def test_a_failed_rename_names_the_target_not_the_temporary_file(tmp_path):
+    # A folder where the file goes: the rename fails, and the message must name the user's path.
+    (tmp_path / "metrics.csv").mkdir()
+    with pytest.raises(OSError) as info:
+        write_text(tmp_path / "metrics.csv", "epoch\n")
+    assert info.value.filename == str(tmp_path / "metrics.csv")
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.csv"]  # no temporary file left

@@ -293,3 +293,21 @@ def test_settings_the_data_or_machine_cannot_run_are_refused_before_the_header(
     err = capsys.readouterr().err
     assert message in err and "training micro" not in err and "Traceback" not in err
     assert not (tmp_path / "new").exists()
+
+
+def test_resume_refuses_a_run_file_replaced_by_a_folder_before_training(spec: Path, tmp_path: Path, capsys) -> None:
+    # Before: epoch 2 was trained and saved in last.safetensors, then writing metrics.csv failed
+    # with a message naming a temporary file, leaving `last` at epoch 2 and `final` at epoch 1.
+    out = tmp_path / "run"
+    common = ["train", str(spec), "--dataset", DATASET, "--recipe", "weak", "--batch-size", "32"]
+    common += ["--out", str(out), "--device", "cpu", "--no-progress"]
+    assert exit_code([*common, "--epochs", "1"]) == 0
+    (out / "metrics.csv").unlink()
+    (out / "metrics.csv").mkdir()
+    before = {name: (out / name).read_bytes() for name in ("last.safetensors", "final.safetensors", "config.json")}
+    capsys.readouterr()
+    assert exit_code([*common, "--epochs", "2", "--resume"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot write the run's metrics.csv: {out / 'metrics.csv'} is a folder" in err
+    assert ".tmp" not in err and "extending" not in err  # refused before the header
+    assert {name: (out / name).read_bytes() for name in before} == before  # nothing trained, nothing written

@@ -238,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
 
     from archdsl.commands.outputs import output_dir
     from archdsl.data import load_split
-    from archdsl.run.train import check_trainable
+    from archdsl.run.train import check_run_files, check_trainable
 
     # --out before the data (a bad --out should not wait for CIFAR to load); a missing dataset leaves no empty folder.
     with output_dir(run_dir, "--out"):
@@ -246,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
         test_set = load_split(args.dataset, "test", root=args.data_root, download=args.download)
         _check_classes(arch, args, train_set.num_classes)
         check_trainable(arch, train_set, test_set, config)
+        check_run_files(run_dir)
 
     from archdsl.run.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, TrainingDiverged, train
 

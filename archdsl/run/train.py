@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -134,6 +135,22 @@ def check_compatible(arch: Arch, image_set: ImageSet) -> None:
             f"design {arch.name!r} has {arch.classes} classes, but {image_set.name!r} has {image_set.num_classes}",
             hint="set `classes` in the spec to match the dataset",
         )
+
+
+def check_run_files(run_dir: Path) -> None:
+    """A UserError unless the run's files can be written into `run_dir`: checked before anything is
+    trained, so that no epoch is trained that cannot be recorded (a folder where metrics.csv goes
+    once stopped a resumed run after its checkpoint, with `last` and `final` at different epochs)."""
+    for name in RUN_FILES:
+        path = run_dir / name
+        if path.exists() and not path.is_file():
+            what = "a folder" if path.is_dir() else "not a regular file"
+            raise UserError(
+                f"cannot write the run's {name}: {path} is {what}",
+                hint=f"move it out of {run_dir}: archdsl writes its own {name} there",
+            )
+    if run_dir.is_dir() and not os.access(run_dir, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write into the run directory {run_dir}: permission denied")
 
 
 def _write_run_files(run_dir: Path, history: list[EpochMetrics]) -> None:
@@ -255,6 +272,8 @@ def train(
         raise UserError("resume needs the run directory of the run to continue")
     if run_dir is not None and not resume and (run_dir / LAST_CHECKPOINT).exists():
         raise UserError(f"{run_dir} already holds a run", hint="resume it, or choose another directory")
+    if run_dir is not None:
+        check_run_files(run_dir)
 
     device = select_device(config.device)
     amp = device.type == "cuda" if config.amp is None else config.amp
