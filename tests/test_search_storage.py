@@ -371,3 +371,17 @@ def test_ctrl_c_while_connecting_to_a_silent_database_ends_the_search_at_once(tm
     assert output is not None, "Ctrl-C did not end the search within 60 s"
     assert f"archdsl: interrupted while connecting to 127.0.0.1:{port}" in output and "Traceback" not in output
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not POSTGRES_URL, reason="set ARCHDSL_TEST_POSTGRES_URL to a PostgreSQL database to run this")
+def test_postgresql_statements_have_a_time_limit(tmp_path):
+    # The server cancels a statement after STATEMENT_TIMEOUT_S (a lock held by a stuck worker, say).
+    import sqlalchemy
+
+    from archdsl.search.storage import STATEMENT_TIMEOUT_S
+
+    storage = open_storage(StorageOptions(url=POSTGRES_URL), tmp_path, "unused")
+    with storage.engine.connect() as connection:
+        shown = connection.execute(sqlalchemy.text("SELECT current_setting('statement_timeout')")).scalar()
+    assert shown in (f"{STATEMENT_TIMEOUT_S}s", f"{STATEMENT_TIMEOUT_S // 60}min")
