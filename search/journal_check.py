@@ -102,9 +102,9 @@ def check_record(record: Any) -> tuple[str | None, int | None]:
         return f"unknown op_code {op}, not one of Optuna's", None
     missing = [key for key in ("worker_id", *REQUIRED_KEYS[op]) if key not in record]
     if missing:
-        return f"{OP_NAMES[op]} without {', '.join(missing)}", op
+        return f"missing {', '.join(missing)}", op
     if op == CREATE_STUDY and not isinstance(record["study_name"], str):
-        return "a study's creation whose study_name is not a string", op
+        return "its study_name is not a string", op
     return None, op
 
 
@@ -191,8 +191,8 @@ def repair_records(path: Path) -> Repair:
             else:
                 assert piece_damage is not None
                 actions.setdefault(number, []).append(_replace(number, piece, piece_damage, entries))
-        if kept:
-            actions[number].append(f"{kept} complete record(s) glued to the damaged one kept")
+        if kept:  # records glued together (a newline lost, or a torn record before them)
+            actions.setdefault(number, []).append(f"{kept} complete record(s) on the line kept")
     records = _resolve_unknown(entries, actions)
     return Repair(records=records, actions=[f"line {n}: {a}" for n in sorted(actions) for a in actions[n]])
 
@@ -227,8 +227,8 @@ def _replace(number: int, piece: bytes, damage: Damage, entries: list[Entry]) ->
         return f"the creation of study {name!r}, rebuilt from its readable name and directions"
     if damage.op_code is not None or _is_json(piece):  # what it was is known, and no creation
         trial = _number(text, "trial_id")
-        whose = f" of trial id {trial}" if trial is not None and damage.op_code > CREATE_TRIAL else ""
-        what = OP_NAMES.get(damage.op_code, "a record") if damage.op_code is not None else "a record"
+        whose = f" of trial id {trial}" if trial is not None else ""
+        what = OP_NAMES[damage.op_code] if damage.op_code is not None else "a record"
         return f"{what}{whose} dropped ({damage.problem})"
     entries.append((number, _Unknown(_string(text, "datetime_start"))))
     return f"an unreadable record dropped ({damage.problem}); no later record names a trial it could have created"

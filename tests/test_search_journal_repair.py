@@ -62,12 +62,15 @@ def _damage(path: Path, how: str) -> int:
     elif how == "record glued to a torn one":  # the next record lands on the torn line
         i = _line_of(lines, 8, DAMAGED_TRIAL)
         lines[i : i + 2] = [lines[i][: len(lines[i]) // 2] + lines[i + 1]]
+    elif how == "newline lost":  # two whole records on one line
+        i = _line_of(lines, 8, DAMAGED_TRIAL)
+        lines[i : i + 2] = [lines[i] + lines[i + 1]]
     path.write_bytes(b"".join(line + b"\n" for line in lines))
     return i + 1
 
 
 @pytest.mark.parametrize(
-    "how", ["change cut short", "creation cut short", "creation zeroed", "record glued to a torn one"]
+    "how", ["change cut short", "creation cut short", "creation zeroed", "record glued to a torn one", "newline lost"]
 )
 def test_a_damaged_journal_line_is_named_and_repair_recovers_every_trial_around_it(tmp_path, capsys, how):
     path = _journal(tmp_path)
@@ -127,7 +130,7 @@ def test_a_journal_record_with_an_unknown_op_code_or_a_study_without_a_name_is_a
 
     nameless = json.dumps({"op_code": 0, "worker_id": "w", "directions": [1]}).encode()
     path.write_bytes(nameless + b"\n" + path.read_bytes())
-    with pytest.raises(UserError, match=r"line 1 \(a study's creation\): a study's creation without study_name"):
+    with pytest.raises(UserError, match=r"line 1 \(a study's creation\): missing study_name"):
         open_storage(StorageOptions(url=f"journal:{path}"), tmp_path, "s")  # before: KeyError
     assert main(["study", "repair", str(path)]) == 1  # its trials would land in another study
     assert "cannot repair line 1: it created a study" in capsys.readouterr().err
