@@ -81,6 +81,8 @@ def test_a_damaged_journal_line_is_named_and_repair_recovers_every_trial_around_
     with pytest.raises(UserError, match=f"damaged at line {line}") as info:
         open_storage(StorageOptions(url=f"journal:{path}"), tmp_path, "s")
     assert f"archdsl study repair {path}" in str(info.value)
+    assert main(["report", "s", "--storage", f"journal:{path}", "--out", str(tmp_path)]) == 1
+    assert f"damaged at line {line}" in capsys.readouterr().err
 
     assert main(["study", "repair", str(path)]) == 0
     out = capsys.readouterr().out
