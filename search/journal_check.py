@@ -176,7 +176,8 @@ def repair_records(path: Path) -> Repair:
     trial keeps its id (see the module's docstring); a UserError when that cannot be done."""
     entries: list[Entry] = []
     actions: dict[int, list[str]] = {}
-    for number, line in enumerate(read_lines(path), start=1):
+    lines = read_lines(path)
+    for number, line in enumerate(lines, start=1):
         record, damage = decode(line)
         if damage is None:
             assert record is not None
@@ -194,6 +195,10 @@ def repair_records(path: Path) -> Repair:
         if kept:  # records glued together (a newline lost, or a torn record before them)
             actions.setdefault(number, []).append(f"{kept} complete record(s) on the line kept")
     records = _resolve_unknown(entries, actions)
+    with open(path, "rb") as f:
+        torn_tail = f.seek(0, 2) > 0 and f.seek(-1, 2) >= 0 and f.read(1) != b"\n"
+    if actions and torn_tail:  # no damage alone (Optuna's reader skips it), but not in the repaired journal
+        actions[len(lines) + 1] = ["the last record, cut short (an interrupted write), dropped"]
     return Repair(records=records, actions=[f"line {n}: {a}" for n in sorted(actions) for a in actions[n]])
 
 

@@ -144,3 +144,14 @@ def test_repair_of_a_sound_journal_changes_nothing(tmp_path, capsys):
     assert main(["study", "repair", str(path)]) == 0
     assert "no damaged line; nothing to repair" in capsys.readouterr().out
     assert path.read_bytes() == content and not Path(f"{path}.damaged").exists()
+
+
+def test_repair_reports_a_torn_last_record_it_leaves_out(tmp_path, capsys):
+    path = _journal(tmp_path)
+    lines = path.read_bytes().split(b"\n")[:-1]
+    lines[2] = lines[2][:20]  # a damaged change in the middle, and a write cut short at the end
+    path.write_bytes(b"".join(line + b"\n" for line in lines) + b'{"op_code":8,"wor')
+    assert main(["study", "repair", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "line 3: " in out and f"line {len(lines) + 1}: the last record, cut short" in out
+    assert path.read_bytes().endswith(b"\n")
