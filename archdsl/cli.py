@@ -151,7 +151,7 @@ def _run(argv: list[str] | None) -> int:
     except UserError as err:
         print(f"archdsl: error: {err}" if not getattr(err, "diagnostics", None) else str(err), file=sys.stderr)
         return err.exit_code
-    except KeyboardInterrupt as err:  # its message, if any, says what was interrupted ("connecting to HOST:PORT")
+    except KeyboardInterrupt as err:  # its message, if any, says what was interrupted ("while connecting to HOST:PORT")
         print(f"archdsl: interrupted {err}".rstrip(), file=sys.stderr)
         return 130
     except OSError as err:

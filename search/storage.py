@@ -45,8 +45,6 @@ FAIL_REASON_ATTR = "fail_reason"  # a user attr: shown by the report and optuna-
 COPY_ATTR = "copy_of"  # a user attr: the trial drew the design of this (earlier) trial
 WORKER_STOPPED = "worker stopped"
 SEARCH_STOPPED = "stopped the search"  # an error that is not the design's (a bug): the trial is no verdict
-T = TypeVar("T")
-
 # User attrs that describe one run of a trial, not its design: a retry starts without them.
 RUN_ATTRS = (FAIL_REASON_ATTR, "pruned_reason", "metrics", COPY_ATTR, "dir")
 
@@ -108,9 +106,11 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
         ) from err
     except Exception as err:  # sqlalchemy's ArgumentError, OperationalError, ...
         if "timeout expired" in str(err):  # libpq's (and psycopg 3's) words for connect_timeout
+            from sqlalchemy.engine import make_url
+
             raise UserError(
                 f"cannot open storage {_redact(url)}: no answer from {_server(url)} within "
-                f"{_connect_args(url).get('connect_timeout', CONNECT_TIMEOUT_S)} s",
+                f"{make_url(url).query.get('connect_timeout', CONNECT_TIMEOUT_S)} s",
                 hint="check that the host and port are those of a PostgreSQL server that is up; "
                 "a slow network can wait longer with ?connect_timeout=SECONDS in the URL",
             ) from None
@@ -200,9 +200,7 @@ def _connect_args(url: str) -> dict[str, Any]:
         return {}
     query = make_url(url).query
     limits: dict[str, Any] = {}
-    if "connect_timeout" in query:
-        limits["connect_timeout"] = query["connect_timeout"]  # what the message states
-    else:
+    if "connect_timeout" not in query:
         limits["connect_timeout"] = CONNECT_TIMEOUT_S
     if "options" not in query:
         limits["options"] = f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"
@@ -215,6 +213,9 @@ def _server(url: str) -> str:
 
     parsed = make_url(url)
     return f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
+
+
+T = TypeVar("T")
 
 
 def _while_interruptible(work: Callable[[], T], doing: str) -> T:
