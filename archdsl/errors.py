@@ -44,6 +44,12 @@ def visible(text: object) -> str:
     return "".join(_visible_char(char) for char in str(text))
 
 
+def visible_lines(text: object) -> str:
+    """`visible` for a message of several lines: its line breaks kept, every other control character
+    escaped. The CLI prints every error and warning through it, whatever text the message quotes."""
+    return "\n".join(visible(line) for line in str(text).split("\n"))
+
+
 def _visible_char(char: str) -> str:
     if char.isprintable() or char == " ":
         return char

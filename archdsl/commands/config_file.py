@@ -111,8 +111,9 @@ def _read_settings(parser: argparse.ArgumentParser, path: str) -> list[_Setting]
         raise UsageError(f"{CONFIG_FLAG} {path}: not a UTF-8 text file") from None
     # yaml.safe_load's own two steps (SafeLoader: plain data, no Python objects), keeping the
     # node tree in between: it knows each key's line, and its size is checked before construction.
-    loader = _bounded_loader(yaml)(text)
+    loader = None
     try:
+        loader = _bounded_loader(yaml)(text)  # refuses control characters (a ReaderError) at once
         node = loader.get_single_node()
         if node is not None:
             _check_size(node, path)
@@ -122,7 +123,8 @@ def _read_settings(parser: argparse.ArgumentParser, path: str) -> list[_Setting]
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise UsageError(f"{_where(path, mark.line + 1 if mark else None)}: not valid YAML: {problem}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if data is None:
         return []  # an empty file, or one of comments only: no settings
     if not isinstance(data, dict):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archdsl.errors import UserError, visible
+from archdsl.errors import UserError, visible, visible_lines
 
 
 @dataclass(frozen=True, order=True)
@@ -89,7 +89,8 @@ def render(diagnostics: Sequence[Diagnostic], source: str | None, path: str) -> 
             out.append(f"  hint: {diag.hint}")
     count = len(diagnostics)
     out.append(f"{count} error" if count == 1 else f"{count} errors")
-    return "\n".join(out)
+    # Messages and paths may quote names read from a file (a checkpoint's design): escaped as the source is.
+    return visible_lines("\n".join(out))
 
 
 class SpecError(UserError):
