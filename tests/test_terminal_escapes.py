@@ -5,7 +5,6 @@ the user's terminal (colours, cursor moves, window titles) nor fake lines of out
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
