@@ -18,19 +18,24 @@ import socket
 import threading
 import time
 import warnings
+from collections.abc import Generator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.distributions import json_to_distribution
 from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import ArchdslWarning, UserError
 from archdsl.files import ensure_dir
 from archdsl.search.optuna_private import (
     RETRY_HISTORY_ATTR,
+    JournalOperation,
     heartbeat_enabled,
     retry_system_attrs,
     storage_of,
@@ -137,6 +142,77 @@ class JournalFile(JournalFileBackend):
                 os.fsync(f.fileno())
         finally:
             self._write_lock.release()
+
+    def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
+        # Optuna replays each record trusting its fields (an AssertionError for an unknown op
+        # code, a KeyError for a missing name): each is checked first, and named by its line.
+        for number, record in enumerate(super().read_logs(log_number_from), start=log_number_from):
+            problem = journal_record_problem(record)
+            if problem is not None:
+                raise UserError(
+                    f"{self._path}:{number + 1}: not a record Optuna can read: {problem}",
+                    hint="the journal was edited or damaged; archdsl and Optuna write only whole, valid records",
+                )
+            yield record
+
+
+_STUDY = {"study_id": int}
+_TRIAL = {"trial_id": int}
+_TIME = (str, type(None))
+_NUMBER = (int, float, type(None))
+# The fields Optuna's replay (optuna.storages.journal._storage) reads from each kind of record,
+# by op code (`JournalOperation`), and their JSON types; more fields are optional or ignored.
+_RECORD_FIELDS: dict[int, dict[str, Any]] = {
+    JournalOperation.CREATE_STUDY: {"study_name": str, "directions": list},
+    JournalOperation.DELETE_STUDY: _STUDY,
+    JournalOperation.SET_STUDY_USER_ATTR: {**_STUDY, "user_attr": dict},
+    JournalOperation.SET_STUDY_SYSTEM_ATTR: {**_STUDY, "system_attr": dict},
+    JournalOperation.CREATE_TRIAL: {**_STUDY, "datetime_start": _TIME},
+    JournalOperation.SET_TRIAL_PARAM: {
+        **_TRIAL,
+        "param_name": str,
+        "param_value_internal": _NUMBER,
+        "distribution": str,
+    },
+    JournalOperation.SET_TRIAL_STATE_VALUES: {**_TRIAL, "state": int, "values": (list, type(None))},
+    JournalOperation.SET_TRIAL_INTERMEDIATE_VALUE: {**_TRIAL, "step": int, "intermediate_value": _NUMBER},
+    JournalOperation.SET_TRIAL_USER_ATTR: {**_TRIAL, "user_attr": dict},
+    JournalOperation.SET_TRIAL_SYSTEM_ATTR: {**_TRIAL, "system_attr": dict},
+    JournalOperation.DISCARD_TRIALS: {},
+}
+
+
+def journal_record_problem(record: Any) -> str | None:
+    """What keeps Optuna from replaying one journal record (a parsed JSON line), or None: an
+    unknown op code, a field its op needs missing or of the wrong type, a study direction or trial
+    state Optuna does not know, a time that is no ISO time."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    op = record.get("op_code")
+    if type(op) is not int or op not in _RECORD_FIELDS:
+        return f"unknown op code {op!r}" if "op_code" in record else "no op code"
+    fields = {"worker_id": str, **_RECORD_FIELDS[op]}
+    for name, kind in fields.items():
+        if name not in record:
+            return f"a {JournalOperation(op).name} record without its {name}"
+        if not isinstance(record[name], kind) or isinstance(record[name], bool) and kind in (int, _NUMBER):
+            return f"a {JournalOperation(op).name} record whose {name} is {record[name]!r}"
+    try:
+        if op == JournalOperation.CREATE_STUDY:
+            [StudyDirection(d) for d in record["directions"]]
+        if op == JournalOperation.SET_TRIAL_STATE_VALUES:
+            TrialState(record["state"])
+        for name in ("datetime_start", "datetime_complete"):
+            if record.get(name) is not None:
+                datetime.fromisoformat(record[name])
+        if op == JournalOperation.SET_TRIAL_PARAM:
+            json_to_distribution(record["distribution"])
+        for name in ("user_attr", "system_attr"):
+            if name in fields and len(record[name]) != 1:
+                return f"a {JournalOperation(op).name} record with {len(record[name])} attributes, not one"
+    except (ValueError, TypeError, KeyError) as err:
+        return f"a {JournalOperation(op).name} record with a bad value ({err})"
+    return None
 
 
 def set_aside_torn_tail(path: Path) -> int:

@@ -303,3 +303,31 @@ def test_a_journal_that_is_no_regular_file_is_a_clear_error(tmp_path, capsys):
         assert main(support.search_args(tmp_path, "dev", "--storage", f"journal:{path}")) == 1
         err = capsys.readouterr().err
         assert f"cannot use {path} as a study journal: not a regular file" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "record, problem",
+    [
+        ('{"op_code":99,"worker_id":"w"}', "unknown op code 99"),
+        ('{"op_code":0,"worker_id":"w","directions":[1]}', "a CREATE_STUDY record without its study_name"),
+        ('{"op_code":0,"worker_id":"w","study_name":"x","directions":[7]}', "a CREATE_STUDY record with a bad value"),
+        ('{"op_code":4,"worker_id":"w","study_id":"0","datetime_start":null}', "a CREATE_TRIAL record whose study_id"),
+        ('{"op_code":6,"worker_id":"w","trial_id":0,"state":42,"values":null}', "a SET_TRIAL_STATE_VALUES record with"),
+        (
+            '{"op_code":8,"worker_id":"w","trial_id":0,"user_attr":{}}',
+            "a SET_TRIAL_USER_ATTR record with 0 attributes, not one",
+        ),
+        ("[1, 2]", "a JSON list, not an object"),
+    ],
+)
+def test_a_journal_record_optuna_cannot_replay_is_named_by_its_line(tmp_path, capsys, record, problem):
+    from archdsl.search.storage import JournalFile
+
+    journal = tmp_path / "study.journal"
+    optuna.create_study(storage=optuna.storages.JournalStorage(JournalFile(str(journal))), study_name="s")
+    with open(journal, "a") as f:
+        f.write(record + "\n")
+    assert main(["report", "s", "--storage", f"journal:{journal}", "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"archdsl: error: {journal}:2: not a record Optuna can read: {problem}"), err
+    assert "Traceback" not in err
