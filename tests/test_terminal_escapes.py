@@ -67,3 +67,20 @@ def test_a_checkpoints_design_name(tmp_path, capsys):
     assert main(["eval", str(bad), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "\x1b" not in err and "arch name 'tiny\\x1b[31m' is not a valid name" in err, err
+
+
+def test_a_study_read_back_from_its_journal(tmp_path, capsys):
+    """A study's storage is shared (a disk, a database several people write): the report's summary
+    quotes what it holds, escaped."""
+    import _search_support as support
+
+    args = support.search_args(tmp_path, "esc", "--strategy", "random", "--objectives", "params", "--n-trials", "1")
+    assert main(args) == 0
+    journal = tmp_path / "runs" / "esc" / "study.journal"
+    text = journal.read_text()
+    assert '"layout":"' in text
+    journal.write_text(text.replace('"layout":"', '"layout":"\\u001b[31m'))  # JSON's escape: a plain text file
+    capsys.readouterr()
+    assert main(["report", "esc", "--out", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\\x1b[31mc1:" in out, out
