@@ -209,23 +209,31 @@ def _alias_bomb() -> str:
     return "[" + ", ".join(anchors) + "]"
 
 
+# The child's own peak: /proc's VmHWM belongs to the process's memory since its exec (ru_maxrss would
+# start at the forking pytest process's peak, which Linux carries into the child).
+PEAK_OF_THIS_PROCESS = (
+    "def peak():\n"
+    "    status = open('/proc/self/status').read()\n"
+    "    return int(status.split('VmHWM:')[1].split()[0]) * 1024\n"
+)
+
+
 def _run_with_peak_memory(tmp_path: Path, argv: list[str]) -> tuple[int, str, int]:
     """(exit status, stderr, peak resident bytes) of `archdsl ARGV` in a child process whose address
     space is capped at 2 GiB, so a bomb fails fast (MemoryError) rather than filling the machine."""
-    code = (
+    code = PEAK_OF_THIS_PROCESS + (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
         "from archdsl.cli import main\n"
         "try:\n    status = main(sys.argv[1:])\n"
         "except SystemExit as exit:\n    status = exit.code\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stdout)\n"
+        "print(peak())\n"
         "sys.exit(status)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120
     )
-    peak_kib = int(result.stdout.split()[-1]) if result.stdout.strip() else 0
-    return result.returncode, result.stderr, peak_kib * 1024
+    return result.returncode, result.stderr, int(result.stdout.split()[-1]) if result.stdout.split() else 1 << 40
 
 
 @pytest.mark.parametrize(
