@@ -289,5 +289,5 @@ def test_a_compressed_record_is_refused_before_anything_inflates(tmp_path):
         err.startswith(f"archdsl: error: {src}: refused: its record 'bomb/data/0' is compressed (5")
         and "inflate to 536,870,912), which torch.save never does" in err
     ), err
-    assert growth < 64 << 20  # measured: well under 1 MiB
+    assert growth < 64 << 20  # measured: about 1 MB (before: the inflated record, 512 MiB, and more)
     assert not (tmp_path / "out.safetensors").exists()
