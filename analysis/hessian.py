@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, computed_field
 
 from archdsl.data.base import ImageSet
 from archdsl.nn.blocks.attention import math_attention  # fused kernels have no double backward
+from archdsl.run.evaluate import NON_FINITE_HINT, NonFiniteOutput
 from archdsl.run.loader import make_loader
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, RecipeName, TrainConfig
 
@@ -341,6 +342,11 @@ def hessian_operator(
 
     def matvec(vector: torch.Tensor) -> torch.Tensor:
         product = hessian_product(vector).detach()
+        if not bool(torch.isfinite(product).all()):  # eigh and the Rayleigh quotients would fail on it
+            raise NonFiniteOutput(
+                f"the Hessian of the model's loss is not finite (NaN or infinite) on a batch of {len(inputs)} images",
+                hint=NON_FINITE_HINT,
+            )
         return product + weight_decay * vector if weight_decay else product
 
     first = params[0]

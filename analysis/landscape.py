@@ -16,6 +16,7 @@ the value is the model's own loss at its weights.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -23,6 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict
+
+from archdsl.run.evaluate import NON_FINITE_HINT, NonFiniteOutput
 
 Batches = Sequence[tuple[torch.Tensor, torch.Tensor]]
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -139,6 +142,12 @@ def loss_landscape(
                             moved.add_(direction[i], alpha=step)
                     p.copy_(moved)
                 values.append(_loss(model, params, batches, weight_decay, loss_fn))
+                if not any(cell) and not math.isfinite(values[-1]):  # at the weights: nothing to compare with
+                    raise NonFiniteOutput(
+                        f"the model's loss is not finite (NaN or infinite) at its own weights, on "
+                        f"{sum(len(y) for _, y in batches)} images",
+                        hint=NON_FINITE_HINT,
+                    )
     finally:
         with torch.no_grad():
             for p, saved in zip(params, origin, strict=True):

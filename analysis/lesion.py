@@ -86,13 +86,15 @@ def lesion_study(
 ) -> LesionResult:
     """Test top-1 and NLL of the intact model and with each residual branch removed in turn."""
     from archdsl.progress import progress_bar
-    from archdsl.run.evaluate import predict_logits, score_logits
+    from archdsl.run.evaluate import predict_logits, require_finite_logits, score_logits
 
-    def score():
+    def score(intact: bool = False):
         logits = predict_logits(model, test_set, batch_size=batch_size, device=device)
+        if intact:  # a branch removed may overflow; the intact model must not
+            require_finite_logits(logits, test_set.name)
         return score_logits(logits, test_set.labels)
 
-    intact = score()
+    intact = score(intact=True)
     lesioned = []
     for name, stage, index, depth, block in progress_bar(
         residual_blocks(model), desc="lesions", unit="block", show=progress

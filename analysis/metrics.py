@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from archdsl.run.evaluate import labels_tensor, score_logits
+from archdsl.run.evaluate import labels_tensor, require_finite_logits, score_logits
 
 
 class ClassificationMetrics(BaseModel):
@@ -49,6 +49,7 @@ def classification_metrics(logits: torch.Tensor, labels, n_bins: int = 15) -> Cl
 
     Top-1 and NLL are `archdsl.run.evaluate.score_logits`'s (what training reports); ECE is added here.
     """
+    require_finite_logits(logits)  # NaN confidences have no calibration bin
     scored = score_logits(logits, labels)
     probabilities = logits.detach().double().cpu().softmax(dim=1)
     confidence, predicted = probabilities.max(dim=1)
@@ -121,5 +122,5 @@ def augmented_training_nll(
                     break
     finally:
         model.train(was_training)
-    scored = score_logits(torch.cat(outputs), torch.cat(labels))
+    scored = score_logits(require_finite_logits(torch.cat(outputs), "the augmented training images"), torch.cat(labels))
     return TrainingNLL(nll=scored.nll, top1=scored.top1, images=count, seed=seed, augmentation=augmentation_of(recipe))

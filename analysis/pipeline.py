@@ -327,11 +327,13 @@ def hessian_over_training(
     and settings: a `HessianTrajectory`. `checkpoints` may be a generator that loads each model
     when it is its turn (only one is held at a time)."""
     from archdsl.analysis.trajectory import HessianTrajectory, TrajectoryPoint
+    from archdsl.run.evaluate import checkpoint_named
 
     settings = settings or AnalysisSettings()
     points = []
     for epoch, name, model in checkpoints:
-        spectrum = analyze(model, data, ["hessian"], settings, device=device, progress=progress).hessian
+        with checkpoint_named(name):  # a model whose loss is NaN: the message says which checkpoint
+            spectrum = analyze(model, data, ["hessian"], settings, device=device, progress=progress).hessian
         points.append(TrajectoryPoint(epoch=epoch, checkpoint=name, spectrum=spectrum))
     if not points:
         raise ValueError("no checkpoint to measure")

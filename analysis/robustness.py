@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from archdsl.data.base import ImageSet
 from archdsl.data.corruptions import CORRUPTIONS, SEVERITIES  # the benchmark's 15 x 5
 from archdsl.errors import UserError
-from archdsl.run.evaluate import score_logits
+from archdsl.run.evaluate import require_finite_logits, score_logits
 
 
 class CorruptedImages(Protocol):
@@ -112,7 +112,7 @@ def evaluate_robustness(
             CorruptionAccuracy(
                 corruption=item.corruption,
                 severity=int(item.severity),
-                top1=score_logits(logits, item.images.labels).top1,
+                top1=score_logits(require_finite_logits(logits, item.images.name), item.images.labels).top1,
                 count=len(logits),
             )
         )

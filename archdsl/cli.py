@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from archdsl.commands.config_file import settings_from_config
-from archdsl.errors import ArchdslWarning, UserError, did_you_mean
+from archdsl.errors import ArchdslWarning, UserError, did_you_mean, visible_lines
 
 # The order is the order of `archdsl --help`.
 COMMAND_MODULES = (
@@ -149,7 +149,9 @@ def _run(argv: list[str] | None) -> int:
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except UserError as err:
-        print(f"archdsl: error: {err}" if not getattr(err, "diagnostics", None) else str(err), file=sys.stderr)
+        # Messages quote names and keys read from files: printed with their control characters escaped.
+        message = f"archdsl: error: {err}" if not getattr(err, "diagnostics", None) else str(err)
+        print(visible_lines(message), file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt as err:  # its message, if any, says what was interrupted ("while connecting to HOST:PORT")
         print(f"archdsl: interrupted {err}".rstrip(), file=sys.stderr)
@@ -160,7 +162,7 @@ def _run(argv: list[str] | None) -> int:
         # (archdsl.commands.outputs); this is the net for what happens later.
         if err.filename is None:
             raise
-        print(f"archdsl: error: {err.strerror or err}: {err.filename}", file=sys.stderr)
+        print(visible_lines(f"archdsl: error: {err.strerror or err}: {err.filename}"), file=sys.stderr)
         return 1
 
 
@@ -170,7 +172,7 @@ _default_showwarning = warnings.showwarning
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """archdsl's own warnings as one line for the user; anyone else's as Python prints them."""
     if issubclass(category, ArchdslWarning):
-        print(f"archdsl: warning: {message}", file=sys.stderr)
+        print(visible_lines(f"archdsl: warning: {message}"), file=sys.stderr)
     else:
         _default_showwarning(message, category, filename, lineno, file, line)
 

@@ -37,6 +37,26 @@ class UsageError(UserError):
     exit_code = 2
 
 
+def visible(text: object) -> str:
+    """`text` (a key, a name read from a file) as it may reach the terminal: control and format
+    characters (ESC, NUL, newlines, bidirectional overrides, ...) as Python escapes, so a file
+    cannot drive the user's terminal or fake lines of output. For every untrusted text in a message."""
+    return "".join(_visible_char(char) for char in str(text))
+
+
+def visible_lines(text: object) -> str:
+    """`visible` for a message of several lines: its line breaks kept, every other control character
+    escaped. The CLI prints every error and warning through it, whatever text the message quotes."""
+    return "\n".join(visible(line) for line in str(text).split("\n"))
+
+
+def _visible_char(char: str) -> str:
+    if char.isprintable() or char == " ":
+        return char
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def closest(word: str, choices: Iterable[str]) -> str | None:
     """The one of `choices` a mistyped `word` most probably meant, or None if none is close."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)

@@ -30,28 +30,20 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from optuna.distributions import json_to_distribution
+from optuna.study import StudyDirection
+from optuna.trial import TrialState
+
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
+from archdsl.search.optuna_private import JournalOperation
 from archdsl.search.worker_attrs import BEAT_ATTR
 
 CREATE_STUDY, CREATE_TRIAL = 0, 4
-# Every op code of Optuna's JournalOperation and the keys its replay reads (besides op_code, worker_id).
-REQUIRED_KEYS: dict[int, tuple[str, ...]] = {
-    0: ("study_name", "directions"),
-    1: ("study_id",),
-    2: ("study_id", "user_attr"),
-    3: ("study_id", "system_attr"),
-    4: ("study_id", "datetime_start"),
-    5: ("trial_id", "param_name", "param_value_internal", "distribution"),
-    6: ("trial_id", "state"),
-    7: ("trial_id", "step", "intermediate_value"),
-    8: ("trial_id", "user_attr"),
-    9: ("trial_id", "system_attr"),
-    10: (),  # DISCARD_TRIALS: written by Rustuna, skipped by Optuna
-}
 OP_NAMES = {
     0: "a study's creation",
     1: "a study's deletion",
@@ -93,19 +85,69 @@ class Repair:
     actions: list[str] = field(default_factory=list)
 
 
+_STUDY = {"study_id": int}
+_TRIAL = {"trial_id": int}
+_TIME = (str, type(None))
+_NUMBER = (int, float, type(None))
+# The fields Optuna's replay (optuna.storages.journal._storage) reads from each kind of record,
+# by op code (`JournalOperation`), and their JSON types; more fields are optional or ignored.
+_RECORD_FIELDS: dict[int, dict[str, Any]] = {
+    JournalOperation.CREATE_STUDY: {"study_name": str, "directions": list},
+    JournalOperation.DELETE_STUDY: _STUDY,
+    JournalOperation.SET_STUDY_USER_ATTR: {**_STUDY, "user_attr": dict},
+    JournalOperation.SET_STUDY_SYSTEM_ATTR: {**_STUDY, "system_attr": dict},
+    JournalOperation.CREATE_TRIAL: {**_STUDY, "datetime_start": _TIME},
+    JournalOperation.SET_TRIAL_PARAM: {
+        **_TRIAL,
+        "param_name": str,
+        "param_value_internal": _NUMBER,
+        "distribution": str,
+    },
+    JournalOperation.SET_TRIAL_STATE_VALUES: {**_TRIAL, "state": int, "values": (list, type(None))},
+    JournalOperation.SET_TRIAL_INTERMEDIATE_VALUE: {**_TRIAL, "step": int, "intermediate_value": _NUMBER},
+    JournalOperation.SET_TRIAL_USER_ATTR: {**_TRIAL, "user_attr": dict},
+    JournalOperation.SET_TRIAL_SYSTEM_ATTR: {**_TRIAL, "system_attr": dict},
+    JournalOperation.DISCARD_TRIALS: {},
+}
+
+
+def record_problem(record: Any) -> str | None:
+    """What keeps Optuna from replaying one journal record (a parsed JSON line), or None: an
+    unknown op code, a field its op needs missing or of the wrong type, a study direction or trial
+    state Optuna does not know, a time that is no ISO time."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    op = record.get("op_code")
+    if type(op) is not int or op not in _RECORD_FIELDS:
+        return f"unknown op code {op!r}" if "op_code" in record else "no op code"
+    fields = {"worker_id": str, **_RECORD_FIELDS[op]}
+    for name, kind in fields.items():
+        if name not in record:
+            return f"a {JournalOperation(op).name} record without its {name}"
+        if not isinstance(record[name], kind) or isinstance(record[name], bool) and kind in (int, _NUMBER):
+            return f"a {JournalOperation(op).name} record whose {name} is {record[name]!r}"
+    try:
+        if op == JournalOperation.CREATE_STUDY:
+            [StudyDirection(d) for d in record["directions"]]
+        if op == JournalOperation.SET_TRIAL_STATE_VALUES:
+            TrialState(record["state"])
+        for name in ("datetime_start", "datetime_complete"):
+            if record.get(name) is not None:
+                datetime.fromisoformat(record[name])
+        if op == JournalOperation.SET_TRIAL_PARAM:
+            json_to_distribution(record["distribution"])
+        for name in ("user_attr", "system_attr"):
+            if name in fields and len(record[name]) != 1:
+                return f"a {JournalOperation(op).name} record with {len(record[name])} attributes, not one"
+    except (ValueError, TypeError, KeyError) as err:
+        return f"a {JournalOperation(op).name} record with a bad value ({err})"
+    return None
+
+
 def check_record(record: Any) -> tuple[str | None, int | None]:
     """(what is wrong with a decoded record, or None; its op code if it has a valid one)."""
-    if not isinstance(record, dict) or not isinstance(record.get("op_code"), int):
-        return "not a journal record (no op_code)", None
-    op = record["op_code"]
-    if op not in REQUIRED_KEYS:
-        return f"unknown op_code {op}, not one of Optuna's", None
-    missing = [key for key in ("worker_id", *REQUIRED_KEYS[op]) if key not in record]
-    if missing:
-        return f"missing {', '.join(missing)}", op
-    if op == CREATE_STUDY and not isinstance(record["study_name"], str):
-        return "its study_name is not a string", op
-    return None, op
+    op = record.get("op_code") if isinstance(record, dict) else None
+    return record_problem(record), (op if type(op) is int and op in _RECORD_FIELDS else None)
 
 
 def read_lines(path: Path) -> list[bytes]:
@@ -124,7 +166,7 @@ def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
         start = _RECORD_START.match(line.lstrip())
         op = int(start.group(1)) if start else None
         reason = err.msg if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
-        return None, Damage(0, f"not a complete JSON record ({reason})", op if op in REQUIRED_KEYS else None)
+        return None, Damage(0, f"not a complete JSON record ({reason})", op if op in _RECORD_FIELDS else None)
     problem, op = check_record(record)
     if problem is not None:
         return None, Damage(0, problem, op)

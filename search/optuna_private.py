@@ -13,7 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 import optuna
+from optuna.storages.journal._storage import JournalOperation  # the op codes of journal records
 from optuna.trial import FrozenTrial
+
+__all__ = ["JournalOperation"]  # and the functions below
 
 # System attrs Optuna itself reads and writes (Study.enqueue_trial, RetryHeartbeatStaleTrialCallback).
 FIXED_PARAMS_ATTR = "fixed_params"  # the parameters an enqueued trial must take

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,6 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import ArchdslWarning, UserError
 from archdsl.files import ensure_dir
+from archdsl.search.journal_check import damage_error, record_problem
 from archdsl.search.optuna_private import (
     RETRY_HISTORY_ATTR,
     heartbeat_enabled,
@@ -80,8 +81,6 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
         except OSError as err:
             raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err
         except (ValueError, KeyError, AssertionError, TypeError) as err:  # what Optuna's replay raises
-            from archdsl.search.journal_check import damage_error
-
             damaged = damage_error(path, err)  # the first damaged line, named
             if damaged is None:
                 raise
@@ -149,6 +148,17 @@ class JournalFile(JournalFileBackend):
                 os.fsync(f.fileno())
         finally:
             self._write_lock.release()
+
+    def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
+        # Optuna replays each record trusting its fields (an AssertionError for an unknown op
+        # code, a KeyError for a missing name): each is checked first, and named by its line.
+        for number, record in enumerate(super().read_logs(log_number_from), start=log_number_from):
+            problem = record_problem(record)
+            if problem is not None:  # named as every damaged line is, with the way to repair it
+                raise damage_error(Path(self._path), ValueError(problem)) or UserError(
+                    f"{self._path}: record {number + 1}: not a record Optuna can read: {problem}"
+                )
+            yield record
 
 
 def set_aside_torn_tail(path: Path) -> int:

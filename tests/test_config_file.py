@@ -198,3 +198,76 @@ def test_a_run_records_the_settings_of_file_and_flags(tmp_path, monkeypatch, cap
     assert main(["train", "--config", "run.yaml", "--epochs", "1", "--out", "run", "--no-progress"]) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (config["recipe"], config["epochs"], config["batch_size"]) == ("weak", 1, 20)
+
+
+def _alias_bomb() -> str:
+    """Nine anchored lists, each of nine aliases of the one before: 300 bytes for 9**9 strings."""
+    anchors, previous = ["&a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"], "a"
+    for name in "bcdefghi":
+        anchors.append(f"&{name} [" + ", ".join([f"*{previous}"] * 9) + "]")
+        previous = name
+    return "[" + ", ".join(anchors) + "]"
+
+
+# The child's own peak: /proc's VmHWM belongs to the process's memory since its exec (ru_maxrss would
+# start at the forking pytest process's peak, which Linux carries into the child).
+PEAK_OF_THIS_PROCESS = (
+    "def peak():\n"
+    "    status = open('/proc/self/status').read()\n"
+    "    return int(status.split('VmHWM:')[1].split()[0]) * 1024\n"
+)
+
+
+def _run_with_peak_memory(tmp_path: Path, argv: list[str]) -> tuple[int, str, int]:
+    """(exit status, stderr, peak resident bytes) of `archdsl ARGV` in a child process whose address
+    space is capped at 2 GiB, so a bomb fails fast (MemoryError) rather than filling the machine."""
+    code = PEAK_OF_THIS_PROCESS + (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "from archdsl.cli import main\n"
+        "try:\n    status = main(sys.argv[1:])\n"
+        "except SystemExit as exit:\n    status = exit.code\n"
+        "print(peak())\n"
+        "sys.exit(status)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120
+    )
+    return result.returncode, result.stderr, int(result.stdout.split()[-1]) if result.stdout.split() else 1 << 40
+
+
+@pytest.mark.parametrize(
+    "key_and_value",
+    [
+        "resume: {bomb}",  # a switch: its error message formats the value
+        "out: {{a: {bomb}}}",  # inside a mapping
+        "search: {bomb}",  # a list flag: its items are joined
+    ],
+)
+def test_an_alias_bomb_is_refused_before_it_expands(tmp_path, key_and_value):
+    text = key_and_value.format(bomb=_alias_bomb()) + "\n"
+    assert len(text) < 700
+    _file(tmp_path, text, "bomb.yaml")
+    status, err, peak = _run_with_peak_memory(
+        tmp_path, ["train", "tiny", "--dataset", "synthetic", "--config", "bomb.yaml", "--out", "new"]
+    )
+    assert (status, err.splitlines()[0]) == (
+        2,
+        "archdsl: error: bomb.yaml: too large for a settings file: its aliases expand to more than "
+        "10,000 values or 1,000,000 characters",
+    ), err
+    assert peak < 1 << 30  # measured: about 35 MB
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("depth", [500, 100_000])
+def test_deep_nesting_is_refused_with_its_line(tmp_path, capsys, depth):
+    _file(tmp_path, "n_trials: 3\nsearch: " + "[" * depth + "]" * depth + "\n", "deep.yaml")
+    assert main(["search", "--config", str(tmp_path / "deep.yaml"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"archdsl: error: {tmp_path / 'deep.yaml'}:2: not valid YAML: nested deeper than 20 levels\n"
+
+
+def test_aliases_within_the_bounds_still_work(tmp_path):
+    config = _file(tmp_path, "search: &knobs [k, window]\nobjectives: [accuracy, params]\n")
+    assert _parse(["search", "--config", config]).search == "k,window"

@@ -232,3 +232,62 @@ def test_a_design_over_the_memory_limit_is_refused_before_the_source_is_read(tmp
     src.write_bytes(b"not a checkpoint at all")
     status, _, err = run(capsys, str(src), "--spec", SPEC, "--classes", "2000000000", "--out", str(tmp_path / "x"))
     assert status == 1 and "needs about" in err and "GiB limit" in err and "garbage.pth" not in err
+
+
+def _zip_bomb(path: Path, inflated_mib: int) -> None:
+    """A torch.save file whose one tensor record is deflated zeros inflating to `inflated_mib` MiB."""
+    import zipfile
+
+    plain = path.with_suffix(".plain")
+    torch.save({"state_dict": {"stem.weight": torch.zeros(4)}}, plain)
+    with zipfile.ZipFile(plain) as source, zipfile.ZipFile(path, "w", compresslevel=1) as bomb:
+        for info in source.infolist():
+            if not info.filename.endswith("/data/0"):
+                bomb.writestr(info, source.read(info))
+                continue
+            record = zipfile.ZipInfo(info.filename, date_time=info.date_time)
+            record.compress_type = zipfile.ZIP_DEFLATED
+            with bomb.open(record, "w", force_zip64=True) as out:
+                chunk = bytes(1 << 20)
+                for _ in range(inflated_mib):
+                    out.write(chunk)
+
+
+def _peak_growth(tmp_path: Path, argv: list[str]) -> tuple[int, str, int]:
+    """(exit status, stderr, bytes by which the peak resident memory grew) of `archdsl ARGV` in a
+    fresh process, measured from after its imports, so only what the command itself holds counts."""
+    import subprocess
+    import sys
+
+    code = (
+        # /proc's VmHWM: this process's peak since its exec (ru_maxrss would start at pytest's, carried over).
+        "def peak():\n"
+        "    return int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0]) * 1024\n"
+        "import sys\n"
+        "import torch, archdsl.run.importer, archdsl.nn.build, archdsl.nn.convert\n"
+        "from archdsl.cli import main\n"
+        "before = peak()\n"
+        "status = main(sys.argv[1:])\n"
+        "print(peak() - before)\n"
+        "sys.exit(status)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=300)
+    return result.returncode, result.stderr, int(result.stdout.split()[-1]) if result.stdout.split() else 1 << 40
+
+
+def test_a_compressed_record_is_refused_before_anything_inflates(tmp_path):
+    """torch.save never compresses; a 0.5 MB file whose record inflates to 512 MiB is refused from
+    the zip's directory, before torch reads it (it used to peak at the inflated size and more)."""
+    src = tmp_path / "bomb.pth"
+    _zip_bomb(src, inflated_mib=512)
+    assert src.stat().st_size < 1 << 20
+    status, err, growth = _peak_growth(tmp_path, [
+        "import", str(src), "--spec", SPEC, "--out", str(tmp_path / "out.safetensors"),
+    ])  # fmt: skip
+    assert status == 1, err
+    assert (
+        err.startswith(f"archdsl: error: {src}: refused: its record 'bomb/data/0' is compressed (5")
+        and "inflate to 536,870,912), which torch.save never does" in err
+    ), err
+    assert growth < 64 << 20  # measured: about 1 MB (before: the inflated record, 512 MiB, and more)
+    assert not (tmp_path / "out.safetensors").exists()

@@ -125,14 +125,14 @@ def test_a_journal_record_with_an_unknown_op_code_or_a_study_without_a_name_is_a
     unknown = json.dumps({"op_code": 99, "worker_id": "w"}).encode()
     path.write_bytes(b"".join(line + b"\n" for line in [lines[0], unknown, *lines[1:]]))
     # Before: Optuna's AssertionError.
-    with pytest.raises(UserError, match="damaged at line 2: unknown op_code 99, not one of Optuna"):
+    with pytest.raises(UserError, match="damaged at line 2: unknown op code 99"):
         open_storage(StorageOptions(url=f"journal:{path}"), tmp_path, "s")
     assert main(["study", "repair", str(path)]) == 0
     assert len(_summary(path)) == TRIALS
 
     nameless = json.dumps({"op_code": 0, "worker_id": "w", "directions": [1]}).encode()
     path.write_bytes(nameless + b"\n" + path.read_bytes())
-    with pytest.raises(UserError, match=r"line 1 \(a study's creation\): missing study_name"):
+    with pytest.raises(UserError, match=r"line 1 \(a study's creation\): a CREATE_STUDY record without its study_name"):
         open_storage(StorageOptions(url=f"journal:{path}"), tmp_path, "s")  # before: KeyError
     assert main(["study", "repair", str(path)]) == 1  # its trials would land in another study
     assert "cannot repair line 1: it created a study" in capsys.readouterr().err

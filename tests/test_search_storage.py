@@ -385,3 +385,32 @@ def test_postgresql_statements_have_a_time_limit(tmp_path):
     with storage.engine.connect() as connection:
         shown = connection.execute(sqlalchemy.text("SELECT current_setting('statement_timeout')")).scalar()
     assert shown in (f"{STATEMENT_TIMEOUT_S}s", f"{STATEMENT_TIMEOUT_S // 60}min")
+
+
+@pytest.mark.parametrize(
+    "record, problem",
+    [
+        ('{"op_code":99,"worker_id":"w"}', "unknown op code 99"),
+        ('{"op_code":0,"worker_id":"w","directions":[1]}', "a CREATE_STUDY record without its study_name"),
+        ('{"op_code":0,"worker_id":"w","study_name":"x","directions":[7]}', "a CREATE_STUDY record with a bad value"),
+        ('{"op_code":4,"worker_id":"w","study_id":"0","datetime_start":null}', "a CREATE_TRIAL record whose study_id"),
+        ('{"op_code":6,"worker_id":"w","trial_id":0,"state":42,"values":null}', "a SET_TRIAL_STATE_VALUES record with"),
+        (
+            '{"op_code":8,"worker_id":"w","trial_id":0,"user_attr":{}}',
+            "a SET_TRIAL_USER_ATTR record with 0 attributes, not one",
+        ),
+        ("[1, 2]", "a JSON list, not an object"),
+    ],
+)
+def test_a_journal_record_optuna_cannot_replay_is_named_by_its_line(tmp_path, capsys, record, problem):
+    from archdsl.search.storage import JournalFile
+
+    journal = tmp_path / "study.journal"
+    optuna.create_study(storage=optuna.storages.JournalStorage(JournalFile(str(journal))), study_name="s")
+    with open(journal, "a") as f:
+        f.write(record + "\n")
+    assert main(["report", "s", "--storage", f"journal:{journal}", "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"archdsl: error: the study journal {journal} is damaged at line 2"), err
+    assert problem in err and "archdsl study repair" in err
+    assert "Traceback" not in err

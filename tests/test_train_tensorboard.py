@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -68,3 +70,30 @@ def test_each_epoch_is_a_scalar_step_and_a_resumed_run_goes_on(argv: list[str], 
     logged = events.Scalars("loss/test")
     assert [e.step for e in logged] == [1, 2]
     assert [e.value for e in logged] == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "package, problem",
+    [
+        ("raise ImportError('cannot import name X from tensorboard.compat')\n", "cannot import name X"),
+        ("__version__ = '1.14.0'\n", "TensorBoard logging requires TensorBoard version 1.15 or above"),
+    ],
+)
+def test_a_broken_tensorboard_is_a_usage_error_before_anything_starts(
+    argv: list[str], tmp_path: Path, package: str, problem: str
+) -> None:
+    """An installed tensorboard that fails to import, or is too old for torch: refused as a
+    missing one is, before the header and the run folder."""
+    fake = tmp_path / "site" / "tensorboard"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(package)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-m", "archdsl", *argv, "--epochs", "1"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(
+        f"archdsl: error: --log tensorboard: the installed tensorboard package cannot be used ({problem}"
+    ), result.stderr
+    assert "Traceback" not in result.stderr and "training micro" not in result.stderr
+    assert not (tmp_path / "run").exists()

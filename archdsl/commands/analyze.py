@@ -269,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.analysis.pipeline import analyze
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
+    from archdsl.run.evaluate import checkpoint_named
 
     path = Path(args.checkpoint)
     if path.is_dir():
@@ -285,10 +286,11 @@ def run(args: argparse.Namespace) -> int:
         measures = args.metrics or DEFAULT_MEASURES
         settings = settings_from_args(args, checkpoint.meta)
         data = load_data(dataset, args, measures, arch)
-    report = analyze(
-        model, data, measures, settings, device=device, progress=not args.no_progress, baseline=baseline,
-        checkpoint=str(path), optimize=args.optimize,
-    )  # fmt: skip
+        with checkpoint_named(path):  # a model whose logits are NaN: refused, and no empty --out is left
+            report = analyze(
+                model, data, measures, settings, device=device, progress=not args.no_progress, baseline=baseline,
+                checkpoint=str(path), optimize=args.optimize,
+            )  # fmt: skip
     return _write(report, out, earlier)
 
 
@@ -321,11 +323,11 @@ def _run_directory(args: argparse.Namespace, run_dir: Path) -> int:
         settings = settings_from_args(args, first.meta)
         data = load_data(dataset, args, ("hessian",), first.arch)
 
-    def models():
-        for epoch, checkpoint_path in epochs:
-            yield epoch, checkpoint_path.name, load_checkpoint(checkpoint_path, device=device).model
+        def models():
+            for epoch, checkpoint_path in epochs:
+                yield epoch, checkpoint_path.name, load_checkpoint(checkpoint_path, device=device).model
 
-    trajectory = hessian_over_training(models(), data, settings, device=device, progress=not args.no_progress)
+        trajectory = hessian_over_training(models(), data, settings, device=device, progress=not args.no_progress)
     report = AnalysisReport(
         checkpoint=str(run_dir), arch=first.arch.name, arch_digest=first.arch.digest(), dataset=dataset,
         measures=("hessian",), settings=settings, hessian_trajectory=trajectory,

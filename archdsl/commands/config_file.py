@@ -31,6 +31,13 @@ CONFIG_FLAG = "--config"
 LIST_TYPES = (name_list, severity_list, comma_list_text)
 # Keys that name an action but set nothing.
 _NOT_SETTINGS = ("help", "config")
+# Bounds on what a file may hold, checked on YAML's node tree before any value is built: a
+# settings file needs neither deep nesting (yaml's composer recurses, and a RecursionError
+# is no message) nor much data, and aliases let 700 bytes stand for gigabytes of lists once
+# printed or joined, so the size counts every alias as the data it repeats.
+MAX_DEPTH = 20  # levels of lists and mappings
+MAX_NODES = 10_000  # values, lists and mappings, each alias counted as what it repeats
+MAX_CHARACTERS = 1_000_000  # of all the scalars, counted so too
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
@@ -103,17 +110,21 @@ def _read_settings(parser: argparse.ArgumentParser, path: str) -> list[_Setting]
     except UnicodeDecodeError:
         raise UsageError(f"{CONFIG_FLAG} {path}: not a UTF-8 text file") from None
     # yaml.safe_load's own two steps (SafeLoader: plain data, no Python objects), keeping the
-    # node tree in between: it knows each key's line.
-    loader = yaml.SafeLoader(text)
+    # node tree in between: it knows each key's line, and its size is checked before construction.
+    loader = None
     try:
+        loader = _bounded_loader(yaml)(text)  # refuses control characters (a ReaderError) at once
         node = loader.get_single_node()
+        if node is not None:
+            _check_size(node, path)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise UsageError(f"{_where(path, mark.line + 1 if mark else None)}: not valid YAML: {problem}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if data is None:
         return []  # an empty file, or one of comments only: no settings
     if not isinstance(data, dict):
@@ -137,6 +148,57 @@ def _read_settings(parser: argparse.ArgumentParser, path: str) -> list[_Setting]
         if setting is not None:
             settings.append(setting)
     return settings
+
+
+def _bounded_loader(yaml: Any) -> type:
+    """yaml's SafeLoader that refuses nesting deeper than `MAX_DEPTH` while it composes the node
+    tree (a YAMLError with the line, before the composer's recursion gets deep)."""
+
+    class BoundedLoader(yaml.SafeLoader):  # type: ignore[misc,name-defined]
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.depth >= MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
+                )
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return BoundedLoader
+
+
+def _check_size(root: Any, path: str) -> None:
+    """A `UsageError` when the data `root` stands for, aliases expanded, exceeds `MAX_NODES` or
+    `MAX_CHARACTERS`. Counted once per node (an alias is the same node object again), so a bomb
+    costs as little to measure as to read."""
+    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, characters) it expands to
+
+    def size(node: Any) -> tuple[int, int]:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        nodes, characters = 1, 0
+        if isinstance(node.value, str):
+            characters = len(node.value)
+        else:  # a sequence's nodes, or a mapping's (key, value) pairs
+            for item in node.value:
+                for child in item if isinstance(item, tuple) else (item,):
+                    more_nodes, more_characters = size(child)
+                    nodes, characters = nodes + more_nodes, characters + more_characters
+        sizes[id(node)] = (nodes, characters)
+        return nodes, characters
+
+    nodes, characters = size(root)  # recursion bounded by MAX_DEPTH
+    if nodes > MAX_NODES or characters > MAX_CHARACTERS:
+        raise UsageError(
+            f"{path}: too large for a settings file: its aliases expand to more than "
+            f"{MAX_NODES:,} values or {MAX_CHARACTERS:,} characters",
+            hint="write the settings out, one `key: value` per line",
+        )
 
 
 def _where(path: str, line: int | None) -> str:

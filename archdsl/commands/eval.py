@@ -59,11 +59,18 @@ def _metrics(logits, labels) -> dict[str, float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from archdsl.run.evaluate import checkpoint_named
+
+    with checkpoint_named(args.checkpoint):  # a model whose logits are NaN: the message names its file
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from archdsl.errors import UserError
     from archdsl.progress import progress_bar
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
-    from archdsl.run.evaluate import predict_logits, score_logits
+    from archdsl.run.evaluate import predict_logits, require_finite_logits, score_logits
     from archdsl.run.train import check_compatible
 
     device = select_device(args.device)
@@ -121,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         _refuse_empty(corrupted.images, f"{dataset} ({corrupted.corruption}, severity {corrupted.severity})")
         check_compatible(checkpoint.arch, corrupted.images)
         logits = predict_logits(model, corrupted.images, **predict)
-        scored = score_logits(logits, corrupted.images.labels)
+        scored = score_logits(require_finite_logits(logits, corrupted.images.name), corrupted.images.labels)
         rows.append(
             {"corruption": corrupted.corruption, "severity": corrupted.severity, "top1": scored.top1, "nll": scored.nll}
         )

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from archdsl.commands._args import RUNS_DIR
+from archdsl.errors import visible_lines
 
 EXAMPLES = (
     "archdsl report alter-small-base-synthetic-buildup",
@@ -59,6 +60,6 @@ def run(args: argparse.Namespace) -> int:
         print(trials_csv(summarize_study(study)), end="")
         return 0
     paths = write_report(study, out / args.study)
-    print(paths.summary_text)
+    print(visible_lines(paths.summary_text))  # quotes what the study's storage holds: escaped
     print(f"report: {paths.report}")
     return 0

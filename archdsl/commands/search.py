@@ -24,6 +24,7 @@ from archdsl.commands._args import (
     severity_list,
 )
 from archdsl.commands.config_file import add_config_argument
+from archdsl.errors import visible_lines
 
 SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
 PAPER_BASE = "alter50-base"  # the default base on real datasets
@@ -317,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.search.report import write_report
 
     paths = write_report(outcome.study, out / study_name)
-    print(paths.summary_text)
+    print(visible_lines(paths.summary_text))  # quotes what the study's storage holds: escaped
     print(f"report: {paths.report}")
     return 0
 
@@ -387,7 +388,7 @@ def _trial_printer(total: int):
         line = trial_line(study, trial)
         if not is_copy(trial):  # a copy measures nothing: the count stands
             line = f"{line}  {progress_text(study_progress(study, total))}"
-        print(line, file=sys.stderr, flush=True)
+        print(visible_lines(line), file=sys.stderr, flush=True)  # a failure's reason, from the storage
 
     return print_trial
 

@@ -144,15 +144,17 @@ def _train_state(path: Path) -> dict:
 
 def _saved_config(run_dir: Path) -> tuple[dict, int]:
     """The config a run was started with and the epochs it has finished (its last checkpoint), for `--resume`."""
-    from archdsl.run.train import LAST_CHECKPOINT
+    from archdsl.run.checkpoint import read_train_state
+    from archdsl.run.train import LAST_CHECKPOINT, checked_resume
 
     path = run_dir / LAST_CHECKPOINT
     if not path.is_file():
         raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
-    state = _train_state(path)
-    if "config" not in state:
+    state = read_train_state(path)
+    if state is None or "config" not in state.info:
         raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
-    return state["config"], int(state.get("epoch", 0))
+    info, _ = checked_resume(state, path)  # all of it checked before anything is printed
+    return info.config.model_dump(mode="json"), info.epoch
 
 
 def _refuse_foreign_files(run_dir: Path) -> None:

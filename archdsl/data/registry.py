@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from archdsl.data import cifar, mnist, synthetic
-from archdsl.data.base import CorruptedSet, ImageSet
+from archdsl.data.base import CorruptedSet, ImageSet, channel_stats
 from archdsl.data.cache import MiB, byte_bounded_cache
 from archdsl.data.cifar_c import CorruptedFolder, corruption_seed, read_corrupted
 from archdsl.data.corruptions import (
@@ -203,8 +203,7 @@ def _synthetic_split(config: synthetic.SyntheticConfig, split: str, name: str) -
     images, labels = synthetic.generate(config, split)
     train_images, _ = synthetic.generate(config, "train")
     # Normalisation always comes from the train split, as for CIFAR.
-    scaled = train_images.reshape(-1, 3).astype(np.float64) / 255.0
-    mean, std = scaled.mean(axis=0).tolist(), scaled.std(axis=0).tolist()
+    mean, std = channel_stats(train_images)
     return ImageSet(
         name=name if split == "train" else f"{name}-test",
         images=images,

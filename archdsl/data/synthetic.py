@@ -178,8 +178,11 @@ def generate(config: SyntheticConfig, split: str) -> tuple[np.ndarray, np.ndarra
     rng = np.random.default_rng([config.seed, 0 if split == "train" else 1])
     labels = balanced_labels(count, config.classes, rng)
     cues = class_cues(config.classes)
-    # In chunks from the one stream: up to CHUNK images this is exactly one render call.
-    images = np.concatenate([render(labels[start : start + CHUNK], cues, rng) for start in range(0, count, CHUNK)])
+    # In chunks from the one stream: up to CHUNK images this is exactly one render call. Each chunk
+    # goes straight into the split's array (concatenating a list of them would hold the split twice).
+    images = np.empty((count, IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
+    for start in range(0, count, CHUNK):
+        images[start : start + CHUNK] = render(labels[start : start + CHUNK], cues, rng)
     images.setflags(write=False)
     labels.setflags(write=False)
     return images, labels

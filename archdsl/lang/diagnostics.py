@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from archdsl.errors import UserError
+from archdsl.errors import UserError, visible, visible_lines
 
 
 @dataclass(frozen=True, order=True)
@@ -46,15 +46,6 @@ SHOWN_WIDTH = 100  # characters of a source line shown under a message; longer l
 _CONTEXT_BEFORE = 40  # of those, before the caret
 
 
-def _visible(char: str) -> str:
-    """A character as the terminal should show it: control and format characters (ESC, NUL,
-    bidirectional overrides, ...) as escapes, so a spec cannot drive the user's terminal."""
-    if char.isprintable() or char == " ":
-        return char
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
 def _caret_lines(source_line: str, span: Span) -> list[str]:
     # Tabs are expanded in both the line and the caret prefix, so the caret stays under the
     # right character whatever the user's tab width (the prefix is a prefix of the line).
@@ -65,7 +56,7 @@ def _caret_lines(source_line: str, span: Span) -> list[str]:
     else:
         end = len(line)  # a multi-line span: underline to the end of its first line
     # Escape what must not reach the terminal raw; offsets[i] is where character i starts.
-    pieces = [_visible(char) for char in line]
+    pieces = [visible(char) for char in line]
     offsets = [0]
     for piece in pieces:
         offsets.append(offsets[-1] + len(piece))
@@ -98,7 +89,8 @@ def render(diagnostics: Sequence[Diagnostic], source: str | None, path: str) -> 
             out.append(f"  hint: {diag.hint}")
     count = len(diagnostics)
     out.append(f"{count} error" if count == 1 else f"{count} errors")
-    return "\n".join(out)
+    # Messages and paths may quote names read from a file (a checkpoint's design): escaped as the source is.
+    return visible_lines("\n".join(out))
 
 
 class SpecError(UserError):

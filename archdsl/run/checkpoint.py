@@ -271,13 +271,24 @@ def load_checkpoint(
     model = build(arch)
     model.load_state_dict(weights, strict=True)
     model.to(device).eval()
-    train_state = None
-    if with_train_state and _KEY_TRAIN_STATE in metadata:
-        train_state = TrainState(
-            tensors={k[len(_TRAIN_PREFIX) :]: v for k, v in tensors.items() if k.startswith(_TRAIN_PREFIX)},
-            info=train_state_info(metadata, path),
-        )
+    train_state = _train_state(tensors, metadata, path) if with_train_state else None
     return Checkpoint(model=model, arch=arch, meta=meta, train_state=train_state)
+
+
+def read_train_state(path: str | os.PathLike[str]) -> TrainState | None:
+    """The training state of an archdsl checkpoint (None when it holds none), without building its model."""
+    return _train_state(*read_checkpoint_file(path), path)
+
+
+def _train_state(
+    tensors: dict[str, torch.Tensor], metadata: dict[str, str], path: str | os.PathLike[str]
+) -> TrainState | None:
+    if _KEY_TRAIN_STATE not in metadata:
+        return None
+    return TrainState(
+        tensors={k[len(_TRAIN_PREFIX) :]: v for k, v in tensors.items() if k.startswith(_TRAIN_PREFIX)},
+        info=train_state_info(metadata, path),
+    )
 
 
 def _json_object(text: str, what: str, path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -6,6 +6,8 @@ only produces the logits they are computed from.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
@@ -13,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from archdsl.data.base import ImageSet
+from archdsl.errors import UserError
 from archdsl.progress import progress_bar
 from archdsl.run.device import autocast, model_device
 from archdsl.run.loader import make_loader
@@ -87,6 +90,39 @@ def score_logits(logits: torch.Tensor, labels) -> Evaluation:
     top1 = float((logits.argmax(dim=1) == labels).double().mean())
     nll = float(F.cross_entropy(logits, labels))
     return Evaluation(top1=top1, nll=nll)
+
+
+class NonFiniteOutput(UserError):
+    """A model whose outputs are NaN or infinite though its weights are finite (weights large
+    enough to overflow, a negative BatchNorm variance): nothing measured from it means anything."""
+
+
+def require_finite_logits(logits: torch.Tensor, what: str = "") -> torch.Tensor:
+    """`logits` (N, classes) when every one is finite; `NonFiniteOutput` naming how many images are not.
+    For the measures (eval, analyze): training has its own divergence check (`archdsl.run.divergence`)."""
+    bad = int((~torch.isfinite(logits)).flatten(1).any(dim=1).sum()) if logits.numel() else 0
+    if bad:
+        raise NonFiniteOutput(
+            f"the model's logits are not finite (NaN or infinite) on {bad} of {len(logits)} images"
+            + (f" of {what}" if what else ""),
+            hint=NON_FINITE_HINT,
+        )
+    return logits
+
+
+@contextmanager
+def checkpoint_named(path: object) -> Iterator[None]:
+    """A `NonFiniteOutput` raised inside names the checkpoint `path` whose model gave it."""
+    try:
+        yield
+    except NonFiniteOutput as err:
+        raise NonFiniteOutput(f"{path}: {err.message}", hint=err.hint) from None
+
+
+NON_FINITE_HINT = (
+    "its weights are finite but overflow, or contradict each other (a negative BatchNorm variance): "
+    "the checkpoint is damaged or was edited"
+)
 
 
 def evaluate(model: nn.Module, image_set: ImageSet, **kwargs) -> Evaluation:

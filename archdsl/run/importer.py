@@ -15,6 +15,7 @@ import hashlib
 import os
 import pickle
 import re
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from archdsl.errors import UserError
+from archdsl.errors import UserError, visible
 from archdsl.ir import Arch
 
 # Where training scripts keep the weights inside a saved dict, most specific first.
@@ -55,6 +56,29 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _check_zip_records(path: Path) -> None:
+    """Refuse a zip-format PyTorch file whose records would inflate: decided from the zip's own
+    directory before torch reads (and inflates) anything. torch.save stores every record
+    uncompressed, so a compressed record, or one that claims more bytes than it occupies, is no
+    file torch wrote, and could be a few megabytes standing for gigabytes."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            records = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as err:
+        raise UserError(f"{path}: not a readable PyTorch file ({err})") from None
+    size = path.stat().st_size
+    for record in records:
+        if record.compress_type != zipfile.ZIP_STORED or record.file_size != record.compress_size:
+            raise UserError(
+                f"{path}: refused: its record {visible(record.filename)!r} is compressed "
+                f"({record.compress_size:,} bytes that inflate to {record.file_size:,}), "
+                "which torch.save never does",
+                hint="save the weights again with torch.save in a Python session you trust",
+            )
+    if sum(record.file_size for record in records) > size:
+        raise UserError(f"{path}: refused: its records claim more bytes than the file holds (a damaged zip)")
 
 
 def _torch_load(path: Path) -> Any:
@@ -146,6 +170,8 @@ def read_source(path: str | os.PathLike[str]) -> Source:
             )
         container = "safetensors"
     else:
+        if head.startswith(_ZIP_MAGIC):
+            _check_zip_records(path)
         obj = _torch_load(path)
         state, container = find_state_dict(obj, path)
         if isinstance(obj, Mapping) and container != "top level":

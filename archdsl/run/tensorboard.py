@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from archdsl.errors import UsageError
+from archdsl.errors import UsageError, visible
 from archdsl.run.train import TENSORBOARD_DIR, EpochMetrics
 
 __all__ = ["TENSORBOARD_DIR", "TensorBoardLog", "require_tensorboard"]
@@ -28,7 +28,9 @@ _SCALARS = {
 
 
 def require_tensorboard() -> None:
-    """A `UsageError` naming the install when the tensorboard package is missing (checked before a run starts)."""
+    """A `UsageError` naming the install when the tensorboard package is missing, or installed but
+    unusable (it fails to import, or is older than torch's 1.15): checked before a run starts, so
+    a broken install costs no run folder and no traceback."""
     try:
         found = importlib.util.find_spec("tensorboard") is not None
     except ValueError:  # a module set to None in sys.modules (how tests take it away)
@@ -38,6 +40,15 @@ def require_tensorboard() -> None:
             "--log tensorboard needs the tensorboard package",
             hint="pip install 'archdsl[tensorboard]', or leave out --log (metrics.csv is written either way)",
         )
+    try:  # what TensorBoardLog imports: torch checks the package's version there
+        import torch.utils.tensorboard  # noqa: F401
+    except Exception as err:  # a broken install raises whatever its own imports raise
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise UsageError(
+            f"--log tensorboard: the installed tensorboard package cannot be used ({visible(first)})",
+            hint="reinstall or upgrade tensorboard (torch needs 1.15 or later), "
+            "or leave out --log (metrics.csv is written either way)",
+        ) from None
 
 
 class TensorBoardLog:

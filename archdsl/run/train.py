@@ -29,8 +29,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 from torch import nn
 
 from archdsl.data.base import ImageSet
@@ -184,9 +186,45 @@ def _check_same_data(run_dir: Path, saved: dict | None, given: dict) -> None:
         )
 
 
+class ResumeInfo(BaseModel):
+    """The JSON part of a checkpoint's training state, as `--resume` goes on from it: a file can be
+    edited, so all of it is checked (types, bounds, agreement) before any of it is used."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")  # the state dicts are checked as they load
+
+    epoch: StrictInt = Field(ge=1)  # epochs finished
+    config: TrainConfig
+    history: list[EpochMetrics]
+    start_loss: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    data: dict[Literal["train", "test"], dict[Literal["name", "fingerprint"], str]] | None = None
+
+    @model_validator(mode="after")
+    def _agrees(self) -> ResumeInfo:
+        if self.epoch > self.config.epochs:
+            raise ValueError(f"epoch {self.epoch} is past the {self.config.epochs} epoch(s) the run was planned for")
+        if [row.epoch for row in self.history] != list(range(1, self.epoch + 1)):
+            raise ValueError(f"the history does not list epochs 1 to {self.epoch}")
+        if self.data is not None and any(len(self.data.get(split, {})) != 2 for split in ("train", "test")):
+            raise ValueError("the data record lacks the training or the test set")
+        return self
+
+
+def resume_info(info: dict, path: Path) -> ResumeInfo:
+    """`info` (a checkpoint's training state) checked whole; a `UserError` naming `path` otherwise."""
+    try:
+        return ResumeInfo.model_validate_json(json.dumps(info))  # JSON mode: strict, yet lists are tuples
+    except ValidationError as err:
+        first = err.errors()[0]
+        place = ".".join(map(str, first["loc"]))
+        raise UserError(
+            f"{path}: the training state is damaged: {place + ': ' if place else ''}{first['msg']}",
+            hint="resume from an intact copy of the run, or start it again without --resume",
+        ) from None
+
+
 def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
-    """The weights and training state to resume from, and the config to go on with: the given one,
-    or, when it asks for more epochs than the run was planned for, the extension of the saved one."""
+    """The weights, training state (checked) and state dicts to resume from, and the config to go on
+    with: the given one, or, when it asks for more epochs than planned, the extension of the saved one."""
     path = run_dir / LAST_CHECKPOINT
     if not path.is_file():
         raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
@@ -196,10 +234,38 @@ def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
         raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
     if checkpoint.arch.digest() != arch.digest():
         raise UserError(f"{path} was trained from a different design than the one given")
-    _check_same_data(run_dir, state.info.get("data"), data)
-    saved = TrainConfig.model_validate(state.info["config"])
-    config = resumed_config(run_dir, saved, config, finished=int(state.info["epoch"]))
-    return checkpoint.model.state_dict(), state, config
+    info, state_dicts = checked_resume(state, path)
+    _check_same_data(run_dir, info.data, data)
+    config = resumed_config(run_dir, info.config, config, finished=info.epoch)
+    return checkpoint.model.state_dict(), info, state_dicts, config
+
+
+def checked_resume(state: TrainState, path: Path) -> tuple[ResumeInfo, dict[str, Any]]:
+    """A checkpoint's training state checked whole: its JSON (`resume_info`) and the optimizer's (and,
+    when stored, the scheduler's) state dict, complete; a `UserError` naming `path` otherwise."""
+    return resume_info(state.info, path), _state_dicts(state, path)
+
+
+def _state_dicts(state: TrainState, path: Path) -> dict[str, Any]:
+    try:
+        found = {name: state.unpack(name) for name in ("optimizer", "scheduler") if state.has(name)}
+        entries = list(found["optimizer"]["state"].values())
+        if any(set(entry) != set(entries[0]) for entry in entries):  # a tensor taken out of one parameter's state
+            raise KeyError("a parameter's state")
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        raise UserError(
+            f"{path}: the training state is damaged: the optimizer's state is incomplete ({err})",
+            hint="resume from an intact copy of the run, or start it again without --resume",
+        ) from None
+    return found
+
+
+def _loaded(path: Path, target: Any, state: dict[str, Any]) -> None:
+    """`target.load_state_dict(state)` (an optimizer, a scheduler); `UserError` naming `path` when it does not fit."""
+    try:
+        target.load_state_dict(state)
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise UserError(f"{path}: the training state does not fit the run: {err}") from None
 
 
 def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, finished: int) -> TrainConfig:
@@ -287,14 +353,15 @@ def train(
     model = build(arch, drop_path=filled(config.drop_path), seed=config.seed)
     history: list[EpochMetrics] = []
     start_epoch = 0
-    resumed_state: TrainState | None = None
+    resumed: ResumeInfo | None = None
+    state_dicts: dict[str, Any] = {}
     guard = DivergenceGuard(arch.classes)
     if resume and run_dir is not None:  # (resume without a run_dir was refused above)
-        weights, resumed_state, config = _resume_state(run_dir, arch, config, data)
+        weights, resumed, state_dicts, config = _resume_state(run_dir, arch, config, data)
         model.load_state_dict(weights)
-        history = [EpochMetrics(**row) for row in resumed_state.info["history"]]
-        start_epoch = int(resumed_state.info["epoch"])
-        guard.start_loss = resumed_state.info.get("start_loss")
+        history = list(resumed.history)
+        start_epoch = resumed.epoch
+        guard.start_loss = resumed.start_loss
     model.to(device=device)
     if config.optimize:
         remaining = (config.epochs - start_epoch) * steps_per_epoch * batch_size
@@ -307,13 +374,13 @@ def train(
 
     optimizer = make_optimizer(model, config)
     scheduler = make_scheduler(optimizer, config, steps_per_epoch)
-    if resumed_state is not None:
-        optimizer.load_state_dict(resumed_state.unpack("optimizer"))
+    if resumed is not None and run_dir is not None:
+        _loaded(run_dir / LAST_CHECKPOINT, optimizer, state_dicts["optimizer"])
         # Runs saved before the scheduler was stored lack it; an extended run gets the longer plan's
         # (timm's scheduler state holds the schedule's length, which the extension has just changed).
-        replanned = resumed_state.info["config"]["epochs"] != config.epochs
-        if resumed_state.has("scheduler") and not replanned:
-            scheduler.load_state_dict(resumed_state.unpack("scheduler"))
+        replanned = resumed.config.epochs != config.epochs
+        if "scheduler" in state_dicts and not replanned:
+            _loaded(run_dir / LAST_CHECKPOINT, scheduler, state_dicts["scheduler"])
     scheduler.step_update(start_epoch * steps_per_epoch)
     loss_fn = make_loss(config)
     mixup = make_mixup(config, arch.classes)
