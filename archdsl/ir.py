@@ -152,7 +152,7 @@ class Norm(_Node):
     eps: PositiveFloat = 1e-6
 
 
-# How a new model's weights are drawn (the spec's `init` setting; `archdsl.nn.init` draws them).
+# How a new model's weights are drawn (the spec's `init` setting; `archdsl.nn.init_schemes` draws them).
 # `torch`: PyTorch's layer defaults, as the reference AlterNet/ResNet and timm's PiT start;
 # `timm`: timm's ViT/Swin init (truncated-normal Linear weights, zero biases).
 InitScheme = Literal["torch", "timm"]

@@ -1,8 +1,9 @@
 """`archdsl compile SPEC`: check a spec, build the model, run it once and show what it is.
 
 Prints one row per block (stage, index, kind, output shape, params, FLOPs) and the
-totals with the spec's `init` scheme; `--json` prints the same as JSON. `--export` writes the freshly initialised
-weights as a safetensors checkpoint carrying the IR; `--onnx` exports an ONNX graph.
+totals, with the spec's `init` scheme; `--json` prints the same as JSON. `--export` writes
+the freshly initialised weights as a safetensors checkpoint carrying the IR; `--onnx`
+exports an ONNX graph.
 """
 
 from __future__ import annotations

@@ -134,10 +134,9 @@ class ArchNet(nn.Module):
         if global_pool is not None:
             raise ValueError(f"archdsl models pool as their spec says (head {self.arch.head}); got {global_pool!r}")
         self.head.reset(num_classes)
-        if num_classes > 0:
-            init_schemes.init_layer(self.head.fc, self.arch.init)
         self.num_classes = num_classes
         if num_classes > 0:
+            init_schemes.init_layer(self.head.fc, self.arch.init)  # drawn as the spec's scheme draws a Linear
             self.arch = self.arch.model_copy(update={"classes": num_classes})
 
     def forward_intermediates(
