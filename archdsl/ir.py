@@ -152,6 +152,14 @@ class Norm(_Node):
     eps: PositiveFloat = 1e-6
 
 
+# How a new model's weights are drawn (the spec's `init` setting; `archdsl.nn.init_schemes` draws them).
+# `torch`: PyTorch's layer defaults, as the reference AlterNet/ResNet and timm's PiT start;
+# `timm`: timm's ViT/Swin init (truncated-normal Linear weights, zero biases).
+InitScheme = Literal["torch", "timm"]
+INIT_SCHEMES: tuple[InitScheme, ...] = ("torch", "timm")
+DEFAULT_INIT: InitScheme = "torch"
+
+
 class InputShape(_Node):
     """The image size a design takes: channels x height x width (a spec's `input 3x32x32`)."""
 
@@ -180,6 +188,8 @@ class Arch(_Node):
     stem's tokens, carried through every block, and the classifier reads it."""
     pos: Position = Position()
     norm: Norm = Norm()
+    init: InitScheme = DEFAULT_INIT
+    """How a new model's weights are drawn (`INIT_SCHEMES`); a checkpoint's weights are its own."""
 
     def canonical_json(self) -> str:
         """The identity of the design: everything but the arch's own name, keys sorted.
@@ -188,8 +198,8 @@ class Arch(_Node):
         search's parameters, so renaming a stage makes a different artefact.
         """
         data = self.model_dump(mode="json", exclude={"name"})
-        # Fields added with the transformer words stay out at their defaults, so that the
-        # designs written before them keep their identity (digest).
+        # Fields added after the first designs (the transformer words, `init`) stay out at their
+        # defaults, so that the designs written before them keep their identity (digest).
         for name in _LATER_FIELDS:
             if getattr(self, name) == type(self).model_fields[name].default:
                 del data[name]
@@ -222,7 +232,7 @@ class Arch(_Node):
         return 1 if self.class_token else 0
 
 
-_LATER_FIELDS = ("head", "pos", "norm")
+_LATER_FIELDS = ("head", "pos", "norm", "init")
 ATTENTION_KINDS = frozenset({"msa", "attn"})
 
 

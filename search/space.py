@@ -2,7 +2,8 @@
 
 A design is one number per stage, k_s in 0..max_msa(stage), placed the way the paper
 places them: `C * (n - 2k) [C M] * k` (`archdsl.buildup.layout`). Optionally the heads,
-the window and the head width of each stage's MSAs are searched too.
+the window and the head width of each stage's MSAs are searched too, and the design's `init`
+scheme (one parameter for the whole design).
 
 Only valid designs can come out of the space:
 - every choice set is fixed and holds only valid values (windows that tile the stage's
@@ -12,7 +13,7 @@ Only valid designs can come out of the space:
   the effective heads of a stage with MSAs is the largest sampled heads of it and of every
   earlier stage with MSAs. Several parameter sets can therefore name the same design;
   the search recognises designs by `Arch.digest()` and never trains one twice.
-Parameters are named after the stages: `k_c3`, `heads_c3`, `window_c3`, `dim_head_c3`.
+Parameters are named after the stages: `k_c3`, `heads_c3`, `window_c3`, `dim_head_c3`; and `init`.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from typing import Any
 
 from archdsl.buildup import Window
 from archdsl.errors import UsageError, UserError
-from archdsl.ir import Arch, MSABlock, stage_shapes
+from archdsl.ir import INIT_SCHEMES, Arch, MSABlock, stage_shapes
 
 GLOBAL = "global"
-SEARCHABLE = ("k", "heads", "window", "dim_head")
+SEARCHABLE = ("k", "heads", "window", "dim_head", "init")
+INIT = "init"  # the parameter of the init scheme
 DIM_HEAD_CHOICES = (32, 64)
 
 ParamValue = int | str
@@ -77,6 +79,8 @@ class Space:
                 out[f"window_{s.name}"] = s.windows
             if "dim_head" in self.searched:
                 out[f"dim_head_{s.name}"] = s.dim_heads
+        if INIT in self.searched:
+            out[INIT] = INIT_SCHEMES
         return out
 
     def suggest(self, trial: Any) -> dict[str, ParamValue]:
@@ -114,7 +118,7 @@ class Space:
                 total += per_heads * sum(count(index + 1, h) for h in lifted)
             return total
 
-        return count(0, 0)
+        return count(0, 0) * (len(INIT_SCHEMES) if INIT in self.searched else 1)
 
     def random_params(self, rng: random.Random) -> dict[str, ParamValue]:
         """A uniformly random point of the space."""
@@ -149,6 +153,10 @@ class Space:
         windows: list[Window] = ["global" if r[2] == GLOBAL else int(r[2]) for r in rows]
         arch = _layout(self.base, ks, heads, windows)
         arch = _with_dim_heads(arch, {s.name: r[3] for s, r in zip(self.stages, rows, strict=True)})
+        init = params.get(INIT, self.base.init)
+        if init not in INIT_SCHEMES:
+            raise UserError(f"init={init!r} is not one of {', '.join(INIT_SCHEMES)}")
+        arch = arch.model_copy(update={"init": init})
         from archdsl.lang.checks import ensure_valid
 
         ensure_valid(arch)
@@ -174,6 +182,8 @@ class Space:
                 params[f"window_{s.name}"] = w
             if "dim_head" in self.searched:
                 params[f"dim_head_{s.name}"] = first.dim_head if first else s.default_dim_head
+        if INIT in self.searched:
+            params[INIT] = arch.init
         choices = self.choices()
         bad = [n for n, v in params.items() if v not in choices[n]]
         if bad or self.arch_from_params(params).digest() != arch.digest():
@@ -212,6 +222,8 @@ class Space:
                 params[f"window_{s.name}"] = s.default_window
             if "dim_head" in self.searched:
                 params[f"dim_head_{s.name}"] = s.default_dim_head
+        if INIT in self.searched:
+            params[INIT] = self.base.init
         return params
 
 
@@ -238,7 +250,7 @@ def msa_per_stage(layout: str) -> dict[str, int]:
 
 
 def parse_searched(text: str) -> tuple[str, ...]:
-    """The knobs of `--search` (comma-separated from k, heads, window, dim_head); a UsageError for others."""
+    """The knobs of `--search` (comma-separated from k, heads, window, dim_head, init); a UsageError for others."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in SEARCHABLE]
     if unknown:

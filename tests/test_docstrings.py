@@ -26,6 +26,7 @@ PUBLIC_MODULES = (
     "archdsl.data.corruptions",
     "archdsl.data.mnist",
     "archdsl.nn.build",
+    "archdsl.nn.init_schemes",
     "archdsl.nn.summary",
     "archdsl.run.recipe",
     "archdsl.run.train",

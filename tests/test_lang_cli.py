@@ -18,7 +18,7 @@ def test_check_ok_line_per_file(capsys):
     assert main(["check", "tiny", str(resolve_spec("tiny-basic"))]) == 0
     out = capsys.readouterr().out.splitlines()
     tiny = load_spec("tiny")
-    assert out[0] == f"tiny: ok (tiny, {tiny.n_blocks} blocks, {tiny.n_msa} MSA, id {tiny.short_id})"
+    assert out[0] == f"tiny: ok (tiny, {tiny.n_blocks} blocks, {tiny.n_msa} MSA, init torch, id {tiny.short_id})"
     assert out[1].startswith(f"{resolve_spec('tiny-basic')}: ok (tiny-basic, ")
 
 

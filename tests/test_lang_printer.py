@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from archdsl.ir import (
+    INIT_SCHEMES,
     Arch,
     AttnBlock,
     ConvBlock,
@@ -69,6 +70,7 @@ def valid_archs(draw) -> Arch:
         stem=Stem(channels=draw(st.integers(1, 128))),
         conv=default_conv,
         stages=tuple(stages),
+        init=draw(st.sampled_from(INIT_SCHEMES)),
     )
     # A stride must not shrink a map below 1x1: drop the strides that would.
     size = (height, width)
@@ -168,6 +170,7 @@ def valid_token_archs(draw) -> Arch:
         head="class" if class_token else "mean",
         pos=pos,
         norm=Norm(eps=draw(st.sampled_from([1e-6, 1e-5, 1e-3, 0.25]))),
+        init=draw(st.sampled_from(INIT_SCHEMES)),
     )
     assert problems(arch) == [], problems(arch)
     return arch

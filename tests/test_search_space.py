@@ -13,7 +13,7 @@ from archdsl.ir import MSABlock, stage_shapes
 from archdsl.lang.spec import load_spec, parse_spec
 from archdsl.search.space import GLOBAL, make_space, parse_searched
 
-ALL = ("k", "heads", "window", "dim_head")
+ALL = ("k", "heads", "window", "dim_head", "init")
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +116,22 @@ def test_parse_searched_always_includes_k_and_rejects_unknown_knobs():
 def test_a_transformer_base_is_refused():
     with pytest.raises(UserError, match="AlterNet bases"):
         make_space(load_spec("vit-ti"))
+
+
+def test_init_is_one_knob_of_the_whole_design(base50):
+    space = make_space(base50, parse_searched("init"))
+    assert parse_searched("init") == ("k", "init")
+    assert space.choices()["init"] == ("torch", "timm")
+    assert space.size() == 2 * 3 * 4 * 3 * 2
+    assert space.n_designs() == 2 * make_space(base50).n_designs()
+    params = {"k_c1": 0, "k_c2": 1, "k_c3": 1, "k_c4": 2, "init": "timm"}
+    arch = space.arch_from_params(params)
+    assert arch.init == "timm" and arch.digest() != load_spec("alter50").digest()
+    assert space.params_from_arch(arch) == params
+    assert all(e.params["init"] == base50.init for e in space.endpoints())
+    with pytest.raises(UserError, match="init='jax'"):
+        space.arch_from_params({**params, "init": "jax"})
+    # Without the knob every design keeps the base's scheme: another is not in the space.
+    assert make_space(base50).arch_from_params({"k_c4": 1}).init == base50.init
+    with pytest.raises(UserError, match="not in this search space"):
+        make_space(base50).params_from_arch(arch)

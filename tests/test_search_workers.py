@@ -50,7 +50,9 @@ def test_the_end_of_the_space_stops_the_search_with_a_clear_message(tmp_path, ca
     assert len(support.load(tmp_path, "all").trials) == len(study.trials)
 
 
-@pytest.mark.parametrize("searched", [("k",), ("k", "heads"), ("k", "heads", "window", "dim_head")])
+@pytest.mark.parametrize(
+    "searched", [("k",), ("k", "heads"), ("k", "heads", "window", "dim_head"), ("k", "heads", "init")]
+)
 def test_the_space_counts_its_distinct_designs(searched):
     space = make_space(support_base(), searched)
     choices = space.choices()

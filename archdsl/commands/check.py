@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def summary_line(label: str, arch: Arch) -> str:
-    """`label: ok (name, N blocks, M MSA, id <short id>)`."""
-    return f"{label}: ok ({arch.name}, {arch.n_blocks} blocks, {arch.n_msa} MSA, id {arch.short_id})"
+    """`label: ok (name, N blocks, M MSA, init <scheme>, id <short id>)`."""
+    return f"{label}: ok ({arch.name}, {arch.n_blocks} blocks, {arch.n_msa} MSA, init {arch.init}, id {arch.short_id})"
 
 
 def run(args: argparse.Namespace) -> int:

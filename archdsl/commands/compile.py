@@ -1,8 +1,9 @@
 """`archdsl compile SPEC`: check a spec, build the model, run it once and show what it is.
 
 Prints one row per block (stage, index, kind, output shape, params, FLOPs) and the
-totals; `--json` prints the same as JSON. `--export` writes the freshly initialised
-weights as a safetensors checkpoint carrying the IR; `--onnx` exports an ONNX graph.
+totals, with the spec's `init` scheme; `--json` prints the same as JSON. `--export` writes
+the freshly initialised weights as a safetensors checkpoint carrying the IR; `--onnx`
+exports an ONNX graph.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _format_table(summary) -> str:  # summary: archdsl.nn.summary.ModelSummary
+def _format_table(summary, init: str) -> str:  # summary: archdsl.nn.summary.ModelSummary; init: the scheme
     header = ("stage", "index", "kind", "output", "params", "MFLOPs")
     rows = [
         (
@@ -93,7 +94,7 @@ def _format_table(summary) -> str:  # summary: archdsl.nn.summary.ModelSummary
     out.append(
         f"{summary.name}: {len(summary.blocks)} blocks ({summary.n_msa} MSA), "
         f"{summary.params:,} params, {summary.flops / 1e9:.3f} GFLOPs per image "
-        f"({'x'.join(map(str, summary.input_shape))} input)"
+        f"({'x'.join(map(str, summary.input_shape))} input), init {init}"
     )
     return "\n".join(out)
 
@@ -144,13 +145,14 @@ def run(args: argparse.Namespace) -> int:
             "params": summary.params,
             "flops": summary.flops,
             "n_msa": summary.n_msa,
+            "init": arch.init,
             "stem": asdict(summary.stem),
             "blocks": [asdict(block) for block in summary.blocks],
             "head": asdict(summary.head),
         }
         print(json.dumps(data, indent=2))
     else:
-        print(_format_table(summary))
+        print(_format_table(summary, arch.init))
     for what, path in (("weights", args.export), ("ONNX graph", args.onnx)):
         if path is not None and not args.json:
             print(f"wrote {what} to {path}")

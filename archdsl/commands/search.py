@@ -75,7 +75,7 @@ def register(subparsers) -> None:
         default="k",
         type=comma_list_text,
         metavar="KNOBS",
-        help="what to search, comma-separated from k,heads,window,dim_head (default: k)",
+        help="what to search, comma-separated from k,heads,window,dim_head,init (default: k)",
     )
 
     how = parser.add_argument_group("strategy and objectives")
@@ -407,6 +407,8 @@ def _describe_space(space) -> str:
         if "dim_head" in space.searched:
             extra += f"  dim_head {list(s.dim_heads)}"
         lines.append(f"  {s.name}: {n} blocks, k in 0..{s.max_k}{extra}")
+    if "init" in space.searched:
+        lines.append(f"  init: {', '.join(space.choices()['init'])} (base: {space.base.init})")
     lines.append(f"size: {space.size()} points, {space.n_designs()} distinct designs")
     lines.append("endpoints:")
     for e in space.endpoints():

@@ -18,12 +18,15 @@ from typing import Literal
 
 from archdsl.errors import closest, did_you_mean
 from archdsl.ir import (
+    DEFAULT_INIT,
+    INIT_SCHEMES,
     AnyBlock,
     AnyStem,
     Arch,
     AttnBlock,
     ConvBlock,
     ConvVariant,
+    InitScheme,
     InputShape,
     MergeBlock,
     MLPBlock,
@@ -43,7 +46,7 @@ from archdsl.lang.limits import MAX_BLOCKS, MAX_GROUP_DEPTH, MAX_NUMBER, MAX_STA
 from archdsl.lang.parser import ArchNode, Arg, BlockRef, Call, Element, Group, Name, Number, Setting, Value
 from archdsl.lang.parser import _one_of as one_of  # "a, b or c", as the syntax errors list tokens
 
-SETTINGS = ("input", "classes", "stem", "conv", "head", "pos", "norm", "stage")
+SETTINGS = ("input", "classes", "stem", "conv", "head", "pos", "norm", "init", "stage")
 BLOCK_KINDS = ("conv", "msa", "attn", "mlp", "merge", "pool", "smooth")
 STEM_KINDS = ("conv3x3", "patch")
 HEAD_KINDS = ("mean", "class")
@@ -287,6 +290,16 @@ class _Lowering:
             self.error(setting.value.span, f"`{name.text}` takes no arguments", f"write `head {name.text}`")
             return None
         return "class" if name is not None and name.text == "class" else "mean" if name is not None else None
+
+    def lower_init(self, setting: Setting) -> InitScheme | None:
+        example = "`init torch` (PyTorch's layer defaults) or `init timm` (timm's ViT/Swin init)"
+        name = self.choice(setting.value, INIT_SCHEMES, "init", example)
+        if name is None:
+            return None
+        if isinstance(setting.value, Call):
+            self.error(setting.value.span, f"`{name.text}` takes no arguments", f"write `init {name.text}`")
+            return None
+        return next(scheme for scheme in INIT_SCHEMES if scheme == name.text)
 
     def lower_pos(self, setting: Setting) -> Position | None:
         value = setting.value
@@ -626,6 +639,7 @@ class _Lowering:
         head = self.lower_head(once["head"]) if "head" in once else None
         pos = self.lower_pos(once["pos"]) if "pos" in once else None
         norm = self.lower_norm(once["norm"]) if "norm" in once else None
+        init = self.lower_init(once["init"]) if "init" in once else None
         if not stage_settings and "stage" not in misspelt:
             self.error(node.span, f"arch {node.name.text} has no stages", "add e.g. `stage c1(width=64) { conv*3 }`")
         stages: list[Stage] = []
@@ -654,6 +668,7 @@ class _Lowering:
             head=head or "mean",
             pos=pos or Position(),
             norm=norm or Norm(),
+            init=init or DEFAULT_INIT,
         )
         arch = self.fill_dim_heads(arch)
         found = checks.problems(arch) if self.shapes_known else checks.name_problems(arch)

@@ -141,7 +141,7 @@ class Comments:
     """Comments to keep when re-printing a file (`archdsl fmt`), attached to what they precede.
 
     `before[key]`: whole-line comments written above a line; `after[key]`: a comment at
-    the end of it. Keys: "arch", "input", "classes", "stem", "conv", ("stage", i), "end".
+    the end of it. Keys: "arch", "input", "classes", "stem", "conv", "init", ("stage", i), "end".
     """
 
     before: dict[object, list[str]] = field(default_factory=dict)
@@ -172,6 +172,8 @@ def format_arch(arch: Arch, comments: Comments | None = None) -> str:
         emit("pos", f"pos     {arch.pos.kind}" + ("" if arch.pos.class_token else "(class=false)"), i4)
     if arch.norm != Norm():
         emit("norm", f"norm  = {arch.norm.kind}(eps={format_float(arch.norm.eps)})", i4)
+    # Always said, default or not: where training starts is worth seeing.
+    emit("init", f"init    {arch.init}", i4)
     if arch.stages:
         lines.append("")
     heads = []

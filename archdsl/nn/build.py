@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from os import PathLike
-from typing import Any, cast
+from typing import Any
 
 import torch
-from timm.layers import trunc_normal_
 from timm.models._features import feature_take_indices  # what timm's own models use
 from torch import nn
 
@@ -44,6 +43,7 @@ from archdsl.ir import (
     head_layout,
     stage_shapes,
 )
+from archdsl.nn import init_schemes
 from archdsl.nn.blocks import downsample, transformer
 from archdsl.nn.blocks.attention import AlterMSABlock
 from archdsl.nn.blocks.conv import conv_block
@@ -93,24 +93,8 @@ class ArchNet(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        # CNN init for convs (kaiming, fan-out as in torchvision/timm ResNets), transformer
-        # init (truncated normal 0.02) for linear layers and the attention projections.
-        for module in self.modules():
-            if isinstance(module, nn.Conv2d):
-                nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.BatchNorm2d):
-                nn.init.ones_(module.weight)
-                nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Linear):
-                trunc_normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-        # Blocks with more than these rules (bias tables, class token, positions) finish their own init.
-        for module in self.modules():
-            if module is not self and hasattr(module, "init_weights"):
-                cast(Any, module).init_weights()
+        """Draw the weights as the spec's `init` scheme says (`archdsl.nn.init_schemes`)."""
+        init_schemes.initialise(self, self.arch.init)
 
     def named_blocks(self) -> Iterator[tuple[str, nn.Module]]:
         """(`stages.<stage>.<index>`, block) in model order: the units the analyses report on."""
@@ -152,6 +136,7 @@ class ArchNet(nn.Module):
         self.head.reset(num_classes)
         self.num_classes = num_classes
         if num_classes > 0:
+            init_schemes.init_layer(self.head.fc, self.arch.init)  # drawn as the spec's scheme draws a Linear
             self.arch = self.arch.model_copy(update={"classes": num_classes})
 
     def forward_intermediates(

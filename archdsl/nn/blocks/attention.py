@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
-from timm.layers import DropPath, trunc_normal_
+from timm.layers import DropPath
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -131,11 +131,3 @@ class AlterMSABlock(nn.Module):
     def conv_norm_pairs(self) -> list[tuple[str, str]]:
         """(conv, norm2): the BN before the attention reads only that conv (foldable in eval mode)."""
         return [("conv", "norm2")]
-
-    def init_weights(self) -> None:
-        """Transformer-style init for the attention projections and the bias table."""
-        for module in (self.attn.q, self.attn.kv, self.attn.proj):
-            trunc_normal_(module.weight, std=0.02)
-        if self.attn.proj.bias is not None:
-            nn.init.zeros_(self.attn.proj.bias)
-        trunc_normal_(self.attn.rel_pos_bias, std=0.02)

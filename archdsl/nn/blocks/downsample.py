@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 
 import torch
-from timm.layers import LayerNorm, trunc_normal_
+from timm.layers import LayerNorm
 from timm.models.swin_transformer import PatchMerging
 from torch import nn
 
@@ -63,9 +63,3 @@ class PoolBlock(TokenOutput, nn.Module):
         if self.fc is None:
             return patches
         return torch.cat([self.fc(x[:, : self.prefix]), patches], dim=1)
-
-    def init_weights(self) -> None:
-        self.conv.reset_parameters()  # PyTorch's default, as in timm's PiT
-        if self.fc is not None:
-            trunc_normal_(self.fc.weight, std=0.02)
-            nn.init.zeros_(self.fc.bias)

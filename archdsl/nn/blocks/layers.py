@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from timm.layers import LayerNorm, trunc_normal_
+from timm.layers import LayerNorm
 from torch import nn
 
 from archdsl.ir import Arch, PatchStem, stem_out_size
@@ -58,14 +58,6 @@ class PatchEmbedding(TokenOutput, nn.Module):
             x = x + self.pos_embed
         return x
 
-    def init_weights(self) -> None:
-        """As timm's ViT: default conv init, positions trunc-normal(0.02), class token normal(1e-6)."""
-        self.proj.reset_parameters()
-        if self.pos_embed is not None:
-            trunc_normal_(self.pos_embed, std=0.02)
-        if self.cls_token is not None:
-            nn.init.normal_(self.cls_token, std=1e-6)
-
 
 def stem(arch: Arch) -> nn.Module:
     if isinstance(arch.stem, PatchStem):
@@ -77,8 +69,8 @@ class _Classifier(nn.Module):
     """The part of a head that timm swaps for fine-tuning: dropout (`drop_rate`) -> `fc`.
 
     `reset(0)` leaves no classifier (the head returns the pooled features, as timm's
-    `num_classes=0`). A new layer is initialised as `ArchNet` initialises linear layers, on the
-    head's device and dtype.
+    `num_classes=0`). A new layer is on the head's device and dtype, with PyTorch's default
+    init (`ArchNet.reset_classifier` draws it by the spec's `init`).
     """
 
     norm: nn.Module
@@ -92,8 +84,6 @@ class _Classifier(nn.Module):
         like: torch.Tensor = self.norm.weight  # type: ignore[assignment]  # both heads start with an affine norm
         if classes > 0:
             self.fc = nn.Linear(like.shape[0], classes, device=like.device, dtype=like.dtype)
-            trunc_normal_(self.fc.weight, std=0.02)
-            nn.init.zeros_(self.fc.bias)
         else:
             self.fc = nn.Identity()
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from timm.layers import DropPath, LayerNorm, Mlp, trunc_normal_
+from timm.layers import DropPath, LayerNorm, Mlp
 from timm.models.swin_transformer import get_relative_position_index, window_partition, window_reverse
 from torch import nn
 
@@ -191,10 +191,6 @@ class TransformerAttnBlock(_PreNormResidual):
 
     def branch(self, x: torch.Tensor) -> torch.Tensor:
         return self.attn(x)
-
-    def init_weights(self) -> None:
-        if self.attn.relative_position_bias_table is not None:
-            trunc_normal_(self.attn.relative_position_bias_table, std=0.02)
 
 
 class TransformerMLPBlock(_PreNormResidual):
