@@ -240,7 +240,9 @@ _LATER_FIELDS = ("head", "pos", "norm", "head_norm")
 def _later_node_fields() -> dict[str, dict[str, object]]:
     """Fields added to nested nodes after the node itself, with their defaults, by the node's kind."""
     added = ((ConvBlock, ("preact",)), (Stem, ("norm",)))
-    return {node.model_fields["kind"].default: {f: node.model_fields[f].default for f in fields} for node, fields in added}
+    return {
+        node.model_fields["kind"].default: {f: node.model_fields[f].default for f in fields} for node, fields in added
+    }
 
 
 _LATER_NODE_FIELDS = _later_node_fields()
@@ -258,6 +260,8 @@ def _drop_later_node_fields(data: object) -> None:
     elif isinstance(data, list):
         for value in data:
             _drop_later_node_fields(value)
+
+
 ATTENTION_KINDS = frozenset({"msa", "attn"})
 
 

@@ -73,7 +73,9 @@ def odd_post_arch() -> Arch:
         conv=conv,
         head_norm=False,
         stages=(
-            Stage(name="a", width=8, stride=1, blocks=(conv, ConvBlock(variant="bottleneck", expansion=3, preact=False))),
+            Stage(
+                name="a", width=8, stride=1, blocks=(conv, ConvBlock(variant="bottleneck", expansion=3, preact=False))
+            ),
             Stage(name="b", width=16, stride=2, blocks=(conv, MSABlock(heads=2, window=2, dim_head=8), conv)),
         ),
     )

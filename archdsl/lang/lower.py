@@ -283,7 +283,7 @@ class _Lowering:
         return None
 
     def lower_head(self, setting: Setting) -> tuple[Literal["mean", "class"], bool] | None:
-        """`head mean`, `head class`, each with an optional `(norm=false)`: (the pooling, whether a norm comes first)."""
+        """`head mean`, `head class`, each optionally `(norm=false)`: (the pooling, whether a norm comes first)."""
         example = "`head mean` averages the final map; `head class` reads a class token"
         name = self.choice(setting.value, HEAD_KINDS, "head", example)
         if name is None:

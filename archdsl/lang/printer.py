@@ -22,7 +22,7 @@ def _flag(name: str, value: bool) -> str:
 
 
 def format_conv_setting(conv: ConvBlock) -> str:
-    """`bottleneck(expansion=4)` / `basic` / `bottleneck(expansion=4, preact=false)`: the right-hand side of `conv = ...`."""
+    """`bottleneck(expansion=4)`, `basic`, `bottleneck(expansion=4, preact=false)`: the right side of `conv = ...`."""
     args = []
     # A bottleneck's expansion is worth seeing; a basic block's only when it is not 1.
     if conv.variant == "bottleneck" or conv.expansion != CONV_VARIANTS[conv.variant]:

@@ -21,7 +21,6 @@ from torch import nn
 from archdsl.ir import ConvBlock
 from archdsl.nn.blocks.tokens import MAP
 
-
 Units = list[tuple[int, int, int, int]]  # (in, out, kernel, stride) per conv
 
 

@@ -157,7 +157,14 @@ class TokenHead(_Classifier):
     layout = TOKENS
 
     def __init__(
-        self, in_channels: int, classes: int, *, class_token: bool, eps: float, drop_rate: float = 0.0, norm: bool = True
+        self,
+        in_channels: int,
+        classes: int,
+        *,
+        class_token: bool,
+        eps: float,
+        drop_rate: float = 0.0,
+        norm: bool = True,
     ) -> None:
         super().__init__()
         self.class_token = class_token
