@@ -392,8 +392,8 @@ class _Lowering:
             if number is not None:
                 expansion = number
         if "preact" in bound:
-            preact = self.boolean(bound["preact"].value, "preact")
-            preact = default.preact if preact is None else preact
+            given = self.boolean(bound["preact"].value, "preact")
+            preact = default.preact if given is None else given
         return _Lowered(ConvBlock(variant=variant, expansion=expansion, preact=preact), spans)
 
     def lower_msa_block(self, ref: BlockRef) -> _Lowered:

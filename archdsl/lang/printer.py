@@ -64,7 +64,7 @@ def format_block(block: AnyBlock, default_conv: ConvBlock, channels: int | None 
         return "conv"
     # Only what differs from the plain `conv`; a new variant brings its own expansion.
     same_variant = block.variant == default_conv.variant
-    args = [] if same_variant else [block.variant]
+    args: list[str] = [] if same_variant else [block.variant]
     if block.expansion != (default_conv.expansion if same_variant else CONV_VARIANTS[block.variant]):
         args.append(f"expansion={block.expansion}")
     if block.preact != default_conv.preact:
