@@ -29,11 +29,17 @@ ConvVariant = Literal["bottleneck", "basic"]
 
 
 class ConvBlock(_Node):
-    """A pre-activation residual conv block (bottleneck or basic)."""
+    """A residual conv block (bottleneck or basic).
+
+    `preact=True`: pre-activation (BN-ReLU before each conv, nothing after the sum: the AlterNet's
+    and PreResNet's); `preact=False`: post-activation (conv-BN, ReLU after the sum, a BN on the
+    projection shortcut: the original ResNet's).
+    """
 
     kind: Literal["conv"] = "conv"
     variant: ConvVariant = "bottleneck"
     expansion: PositiveInt = 4
+    preact: bool = True
 
 
 class MSABlock(_Node):
@@ -112,10 +118,12 @@ class Stage(_Node):
 
 
 class Stem(_Node):
-    """The CIFAR stem: one 3x3 conv, stride 1, no bias, no norm, no pool."""
+    """The CIFAR stem: one 3x3 conv, stride 1, no bias, no pool; with `norm`, BN then ReLU after it
+    (the post-activation ResNet's stem), else nothing (the first block's BN-ReLU follows)."""
 
     kind: Literal["conv3x3"] = "conv3x3"
     channels: PositiveInt
+    norm: bool = False
 
 
 class PatchStem(_Node):
@@ -190,6 +198,9 @@ class Arch(_Node):
     norm: Norm = Norm()
     init: InitScheme = DEFAULT_INIT
     """How a new model's weights are drawn (`INIT_SCHEMES`); a checkpoint's weights are its own."""
+    head_norm: bool = True
+    """Whether the classifier starts with a norm (BN-ReLU after maps, LayerNorm after tokens);
+    `head mean(norm=false)` pools and classifies only, as the post-activation ResNet does."""
 
     def canonical_json(self) -> str:
         """The identity of the design: everything but the arch's own name, keys sorted.
@@ -203,6 +214,7 @@ class Arch(_Node):
         for name in _LATER_FIELDS:
             if getattr(self, name) == type(self).model_fields[name].default:
                 del data[name]
+        _drop_later_node_fields(data)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     def digest(self) -> str:
@@ -232,7 +244,34 @@ class Arch(_Node):
         return 1 if self.class_token else 0
 
 
-_LATER_FIELDS = ("head", "pos", "norm", "init")
+_LATER_FIELDS = ("head", "pos", "norm", "head_norm", "init")
+
+
+def _later_node_fields() -> dict[str, dict[str, object]]:
+    """Fields added to nested nodes after the node itself, with their defaults, by the node's kind."""
+    added = ((ConvBlock, ("preact",)), (Stem, ("norm",)))
+    return {
+        node.model_fields["kind"].default: {f: node.model_fields[f].default for f in fields} for node, fields in added
+    }
+
+
+_LATER_NODE_FIELDS = _later_node_fields()
+
+
+def _drop_later_node_fields(data: object) -> None:
+    """Leave the later fields of nested nodes (a conv's `preact`, the conv stem's `norm`) out of a
+    dump at their defaults, in place, for the same reason as `_LATER_FIELDS`."""
+    if isinstance(data, dict):
+        for key, default in _LATER_NODE_FIELDS.get(str(data.get("kind")), {}).items():
+            if key in data and data[key] == default:
+                del data[key]
+        for value in data.values():
+            _drop_later_node_fields(value)
+    elif isinstance(data, list):
+        for value in data:
+            _drop_later_node_fields(value)
+
+
 ATTENTION_KINDS = frozenset({"msa", "attn"})
 
 

@@ -76,6 +76,45 @@ def test_stochastic_depth_grows_linearly_over_all_blocks() -> None:
     assert rates == pytest.approx([0.1 * j / (n - 1) for j in range(n)])
 
 
+POST_BASIC = """arch post-basic { input 3x8x8 classes 4 stem conv3x3(4, norm=true) conv = basic(preact=false)
+    head mean(norm=false) stage a(width=4) { conv } stage b(width=8, stride=2) { conv } }"""
+
+
+def test_post_activation_words_compute_the_post_activation_resnet() -> None:
+    # He et al. 2016 (models/resnet.py of the reference): stem conv-BN-ReLU; per block relu(bn(conv(relu(bn(conv
+    # x))))) + shortcut, then ReLU, the shortcut conv1x1-BN where the shape changes; head pool-Linear, no BN.
+    from archdsl.lang.spec import parse_spec
+    from archdsl.run.optimize import fold_batchnorms
+
+    model = build(parse_spec(POST_BASIC), seed=0).eval()
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.normal_(0, 0.3)
+            module.running_var.uniform_(0.5, 1.5)
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.normal_(0, 0.3)
+    w = dict(model.named_parameters()) | dict(model.named_buffers())
+
+    def bn(x, p):
+        return F.batch_norm(x, w[p + "running_mean"], w[p + "running_var"], w[p + "weight"], w[p + "bias"])
+
+    def block(x, p, stride):
+        out = F.relu(bn(F.conv2d(x, w[p + "conv1.weight"], stride=stride, padding=1), p + "norm1."))
+        out = bn(F.conv2d(out, w[p + "conv2.weight"], padding=1), p + "norm2.")
+        skip = bn(F.conv2d(x, w[p + "shortcut.weight"], stride=stride), p + "shortcut_norm.") if stride > 1 else x
+        return F.relu(out + skip)
+
+    x = torch.randn(3, 3, 8, 8)
+    want = F.relu(bn(F.conv2d(x, w["stem.conv.weight"], padding=1), "stem.norm."))
+    want = block(block(want, "stages.a.0.", 1), "stages.b.0.", 2).mean(dim=(2, 3))
+    want = F.linear(want, w["head.fc.weight"], w["head.fc.bias"])
+    with torch.no_grad():
+        assert torch.allclose(model(x), want, atol=1e-6)
+        assert fold_batchnorms(model) == 1 + 2 + 3  # every BN reads one conv: stem, 2 + 2 units, 1 shortcut
+        assert torch.allclose(model(x), want, atol=1e-5)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
+
+
 def naive_window_attention(attn: WindowAttention, x: torch.Tensor) -> torch.Tensor:
     """Loop over windows and heads with explicit softmax(QK^T * scale + bias) V."""
     q, (k, v) = attn.q(x), attn.kv(x).chunk(2, dim=1)

@@ -18,6 +18,9 @@ REFERENCE = [
     ("alter50", 33_012_840, 3.020),
     ("alter50-code", 34_062_538, 3.160),
     ("alter18", 9_499_063, 0.996),
+    # The post-activation ResNet-50 of the released resnet_50 file (issue 18; FLOPs counted by torch on
+    # tests/_reference_resnet.py's rebuild of the reference's models/resnet.py).
+    ("resnet50-post", 23_705_252, 2.596),
 ]
 
 
@@ -58,6 +61,26 @@ def odd_arch() -> Arch:
     )
 
 
+def odd_post_arch() -> Arch:
+    """The post-activation words off the reference's path: basic and bottleneck blocks with odd expansions, a
+    projection by channels alone, a BN stem, a head without BN, an MSA between post-activation blocks."""
+    conv = ConvBlock(variant="basic", expansion=2, preact=False)
+    return Arch(
+        name="odd-post",
+        input=InputShape(channels=3, height=8, width=12),
+        classes=7,
+        stem=Stem(channels=8, norm=True),
+        conv=conv,
+        head_norm=False,
+        stages=(
+            Stage(
+                name="a", width=8, stride=1, blocks=(conv, ConvBlock(variant="bottleneck", expansion=3, preact=False))
+            ),
+            Stage(name="b", width=16, stride=2, blocks=(conv, MSABlock(heads=2, window=2, dim_head=8), conv)),
+        ),
+    )
+
+
 def counted_flops(model: ArchNet, arch: Arch) -> int:
     x = torch.randn(1, arch.input.channels, arch.input.height, arch.input.width)
     with math_attention(), FlopCounterMode(display=False) as counter, torch.no_grad():
@@ -65,12 +88,14 @@ def counted_flops(model: ArchNet, arch: Arch) -> int:
     return counter.get_total_flops()
 
 
-@pytest.mark.parametrize("name", ["alter18", "alter50", "odd"])
+@pytest.mark.parametrize("name", ["alter18", "alter50", "odd", "odd-post"])
 def test_summary_agrees_with_built_model_and_torch_flop_counter(name: str) -> None:
-    arch = odd_arch() if name == "odd" else load_spec(name)
+    arch = {"odd": odd_arch, "odd-post": odd_post_arch}.get(name, lambda: load_spec(name))()
     model = build(arch, seed=0)
     summary = summarize(arch)
     assert summary.params == n_params(model)
+    assert summary.stem.params == n_params(model.stem) and summary.head.params == n_params(model.head)
+    assert summary.head.kind == model.head.kind
     # per block too, so an error cannot hide behind a compensating one
     for block, (qualified, module) in zip(summary.blocks, model.named_blocks(), strict=True):
         assert block.qualified_name == qualified

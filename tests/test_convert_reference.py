@@ -1,10 +1,11 @@
 """The reference implementation's layout (xxxnell/how-do-vits-work) -> archdsl.
 
 tests/fixtures/reference_checkpoint_keys.json lists the key names and shapes of the reference's
-CIFAR-100 pre-activation ResNet-50, AlterNet-50 and post-activation ResNet-50, transcribed from its
-code (see the file's "source"). The mapping is checked against those names, and the imported
-weights against a forward pass written here from the reference's description, straight on the
-reference's names: neither side uses archdsl's blocks or the mapping under test.
+CIFAR-100 pre-activation ResNet-50, AlterNet-50 and post-activation ResNet-50 (the released
+`resnet_50` file's model), transcribed from its code (see the file's "source"). The mapping is
+checked against those names, and the imported weights against a forward pass written here from
+the reference's description, straight on the reference's names: neither side uses archdsl's
+blocks or the mapping under test.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch.nn.functional as F
 
 from archdsl.errors import UserError
 from archdsl.ir import SmoothBlock
-from archdsl.lang.spec import load_spec
+from archdsl.lang.spec import load_spec, parse_spec
 from archdsl.nn.build import build
 from archdsl.nn.convert import detect_format
 from archdsl.nn.convert.reference import ALTERNET_STEM, PREACT_STEM, convert, reference_layout
@@ -72,6 +73,17 @@ def _preact_bottleneck(x, s, p, stride):
     return out + skip
 
 
+def _post_bottleneck(x, s, p, stride):
+    # models/resnet_dnn_block.py Bottleneck: conv-BN(-ReLU) units, ReLU after the sum, a conv-BN shortcut on x.
+    skip = x
+    if p + "shortcut.0.weight" in s:
+        skip = _bn(F.conv2d(x, s[p + "shortcut.0.weight"], stride=stride), s, p + "shortcut.1.")
+    out = F.relu(_bn(F.conv2d(x, s[p + "conv1.0.weight"]), s, p + "conv1.1."))
+    out = F.relu(_bn(F.conv2d(out, s[p + "conv2.0.weight"], stride=stride, padding=1), s, p + "conv2.1."))
+    out = _bn(F.conv2d(out, s[p + "conv3.0.weight"]), s, p + "conv3.1.")
+    return F.relu(out + skip)
+
+
 def _local_attention(x, s, p, dim_head=64):
     # models/alternet.py LocalAttention + models/attentions.py Attention2d.
     table = s[p + "pos_embedding"]
@@ -107,14 +119,23 @@ def _attention_block(x, s, p):
 
 def reference_forward(s: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     x = F.conv2d(x, s[ALTERNET_STEM] if ALTERNET_STEM in s else s[PREACT_STEM], padding=1)
+    if "layer0.1.weight" in s:  # models/resnet.py: conv3x3-BN-ReLU
+        x = F.relu(_bn(x, s, "layer0.1."))
     for layer in range(1, 5):
         index = 0
-        while f"layer{layer}.{index}.norm1.weight" in s or f"layer{layer}.{index}.bn.weight" in s:
+        while any(f"layer{layer}.{index}.{name}.weight" in s for name in ("norm1", "bn", "conv1.0")):
             p = f"layer{layer}.{index}."
             stride = 2 if layer > 1 and index == 0 else 1
-            x = _attention_block(x, s, p) if p + "norm1.weight" in s else _preact_bottleneck(x, s, p, stride)
+            if p + "norm1.weight" in s:
+                x = _attention_block(x, s, p)
+            elif p + "bn.weight" in s:
+                x = _preact_bottleneck(x, s, p, stride)
+            else:
+                x = _post_bottleneck(x, s, p, stride)
             index += 1
-    x = F.relu(_bn(x, s, "classifier.0.bn.")).mean(dim=(2, 3))
+    if "classifier.0.bn.weight" in s:  # BNGAPBlock; GAPBlock (models/resnet.py) pools straight away
+        x = F.relu(_bn(x, s, "classifier.0.bn."))
+    x = x.mean(dim=(2, 3))
     return F.linear(x, s["classifier.0.dense.weight"], s["classifier.0.dense.bias"])
 
 
@@ -180,12 +201,41 @@ def test_either_stem_name_is_accepted() -> None:
     assert torch.equal(convert(arch, state)["stem.weight"], state[ALTERNET_STEM])
 
 
-def test_the_released_post_activation_resnet_is_recognised_and_refused_with_the_reason() -> None:
-    state = {key: torch.zeros(shape) for key, shape in fixture_shapes("resnet_dnn_50").items()}
-    assert detect_format(state).name == "reference"
+def test_the_released_post_activation_resnet_imports_as_resnet50_post_only() -> None:
+    post = random_reference_state("resnet_dnn_50")
+    assert detect_format(post).name == "reference"
+    assert set(convert(load_spec("resnet50-post"), post)) == set(build(load_spec("resnet50-post")).state_dict())
     with pytest.raises(UserError, match="post-activation ResNet") as err:
-        convert(load_spec("resnet50"), state)
-    assert "preresnet" in err.value.hint
+        convert(load_spec("resnet50"), post)
+    assert "--spec resnet50-post" in err.value.hint
+    with pytest.raises(UserError, match="pre-activation ResNet or AlterNet") as err:
+        convert(load_spec("resnet50-post"), random_reference_state("preresnet_dnn_50"))
+    assert "resnet50" in err.value.hint
+
+
+def test_a_post_activation_net_with_an_msa_names_its_stem_as_an_alternet_and_round_trips() -> None:
+    # Not a reference model, but the layout extends to it: StemA's conv and BN under `layer0.layer0`.
+    arch = parse_spec(
+        """arch post-msa { input 3x16x16 classes 5 stem conv3x3(8, norm=true) conv = basic(preact=false)
+           head mean(norm=false) stage a(width=8) { conv conv(bottleneck, expansion=2) }
+           stage b(width=16, stride=2) { conv msa(2, 4, dim_head=8) } }"""
+    )
+    layout = reference_layout(arch)
+    assert {"layer0.layer0.0.weight", "layer0.layer0.1.running_var", "layer1.1.shortcut.1.weight"} <= set(layout)
+    assert "layer1.1.conv3.1.bias" in layout and not any(key.startswith("classifier.0.bn") for key in layout)
+    model = build(arch, seed=3).eval()
+    for module in model.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.normal_(0, 0.1)
+            module.running_var.uniform_(0.5, 1.5)
+    ours = model.state_dict()
+    theirs = {key: ours[part.key].reshape(part.reference_shape) for key, part in layout.items()}
+    theirs = {key.replace("layer0.layer0.", "layer0."): value for key, value in theirs.items()}  # either stem name
+    back = build(arch, seed=4).eval()
+    back.load_state_dict(convert(arch, theirs), strict=True)
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        assert torch.equal(model(x), back(x))
 
 
 def test_a_layout_mismatch_names_the_keys_in_the_references_own_words() -> None:

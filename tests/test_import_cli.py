@@ -214,6 +214,43 @@ def test_a_released_style_timm_file_imports_as_vit_ti(tmp_path, capsys):
         assert (checkpoint.model(images) - vit(images)).abs().max().item() < 1e-5
 
 
+@pytest.mark.slow  # a ResNet-50 built three times and run in float64
+def test_the_released_post_activation_resnet_50_imports_as_resnet50_post_with_equal_logits(tmp_path, capsys):
+    # The authors' resnet_50 file: the reference's post-activation ResNet (models.resnet.dnn_50), rebuilt in
+    # tests/_reference_resnet.py with its key names, saved as the reference's training code saves it.
+    import json
+
+    from _reference_resnet import PostActResNet, randomize
+
+    reference = randomize(PostActResNet(classes=100), seed=2)
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "reference_checkpoint_keys.json").read_text())
+    transcribed = fixture["models"]["resnet_dnn_50"]["keys"]
+    assert [(k, list(v.shape)) for k, v in reference.state_dict().items()] == [(k, s) for k, s in transcribed]
+    assert sum(p.numel() for p in reference.parameters()) == 23_705_252
+    src = tmp_path / "resnet_50_cifar100_691cc9a9e4.pth.tar"
+    torch.save({"name": "resnet_50", "state_dict": reference.state_dict()}, src)
+    out = tmp_path / "resnet50-post.safetensors"
+    status, printed, err = run(capsys, str(src), "--spec", "resnet50-post", "--out", str(out))
+    assert status == 0, err
+    assert "(reference layout, 320 tensors) as resnet50-post (23,705,252 params)" in printed
+    model = archdsl.load_checkpoint(out).model
+    images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        want, got = reference.double()(images.double()), model.double()(images.double())
+    assert got.shape == (2, 100)
+    assert (got - want).abs().max().item() <= 1e-10 * want.abs().max().item()
+
+
+def test_a_post_activation_file_for_a_pre_activation_spec_names_the_spec_to_use(tmp_path, capsys):
+    from _reference_resnet import PostActResNet
+
+    src = tmp_path / "resnet_50.pth.tar"
+    torch.save({"state_dict": PostActResNet(blocks=(1, 1, 1, 1), classes=10).state_dict()}, src)
+    status, _, err = run(capsys, str(src), "--spec", "tiny", "--out", str(tmp_path / "x.safetensors"))
+    assert status != 0 and "post-activation ResNet" in err and "--spec resnet50-post" in err
+    assert "Traceback" not in err and not (tmp_path / "x.safetensors").exists()
+
+
 def test_weights_with_nan_are_refused_and_nothing_is_written(trained, tmp_path, capsys):
     # Such a checkpoint would be refused by load_checkpoint (and eval/analyze) afterwards.
     state = trained.state_dict()

@@ -76,3 +76,21 @@ def test_digests_of_the_existing_builtin_specs_never_change(name: str):
     from archdsl.lang.spec import load_spec
 
     assert load_spec(name).digest() == PINNED_DIGESTS[name]
+
+
+def test_the_post_activation_fields_count_in_the_digest_once_set():
+    from archdsl.lang.spec import load_spec
+
+    base = load_spec("resnet18")
+    stage = base.stages[1]
+    first = stage.blocks[0].model_copy(update={"preact": False})
+    post_block = stage.model_copy(update={"blocks": (first, *stage.blocks[1:])})
+    variants = [
+        base.model_copy(update={"stem": base.stem.model_copy(update={"norm": True})}),
+        base.model_copy(update={"head_norm": False}),
+        base.model_copy(update={"conv": base.conv.model_copy(update={"preact": False})}),
+        base.model_copy(update={"stages": (base.stages[0], post_block, *base.stages[2:])}),
+    ]
+    digests = {arch.digest() for arch in variants}
+    assert len(digests) == 4 and base.digest() not in digests
+    assert '"preact"' not in base.canonical_json() and '"preact":false' in variants[3].canonical_json()

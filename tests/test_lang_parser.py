@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from archdsl.ir import ConvBlock, MSABlock
+from archdsl.ir import ConvBlock, MSABlock, Stem
 from archdsl.lang.diagnostics import Span, SpecError
 from archdsl.lang.parser import BlockRef, Group, parse
 from archdsl.lang.spec import parse_spec
@@ -82,6 +82,26 @@ def test_conv_setting_and_block_arguments():
         ConvBlock(variant="basic", expansion=3),
     ]
     assert parse_spec(spec("stage a(width=8) { conv }", "conv = bottleneck(2)\n")).conv.expansion == 2
+
+
+def test_post_activation_words():
+    text = spec(
+        "stage a(width=8) { conv conv(basic) conv(preact=true) conv(bottleneck, expansion=2, preact=false) }",
+        "conv = basic(preact=false)\nhead mean(norm=false)\n",
+    ).replace("conv3x3(16)", "conv3x3(16, norm=true)")
+    arch = parse_spec(text)
+    assert arch.stem == Stem(channels=16, norm=True) and arch.head == "mean" and not arch.head_norm
+    assert arch.conv == ConvBlock(variant="basic", expansion=1, preact=False)
+    assert list(arch.stages[0].blocks) == [
+        ConvBlock(variant="basic", expansion=1, preact=False),
+        ConvBlock(variant="basic", expansion=1, preact=False),  # a block inherits the plain conv's activation order
+        ConvBlock(variant="basic", expansion=1, preact=True),
+        ConvBlock(variant="bottleneck", expansion=2, preact=False),
+    ]
+    # The defaults, written out, are the designs without them (same digest).
+    plain = parse_spec(spec("stage a(width=8) { conv }"))
+    written = spec("stage a(width=8) { conv(preact=true) }", "conv = bottleneck(preact=true)\nhead mean(norm=true)\n")
+    assert parse_spec(written.replace("conv3x3(16)", "conv3x3(16, norm=false)")).digest() == plain.digest()
 
 
 def test_repeats_nest_and_commas_are_optional():

@@ -30,7 +30,9 @@ from archdsl.lang.printer import compress, format_arch, format_source
 from archdsl.lang.spec import builtin_names, load_spec, parse_spec, resolve_spec
 
 names = st.from_regex(r"[A-Za-z_][A-Za-z0-9_\-]{0,8}", fullmatch=True)
-conv_blocks = st.builds(ConvBlock, variant=st.sampled_from(["bottleneck", "basic"]), expansion=st.integers(1, 6))
+conv_blocks = st.builds(
+    ConvBlock, variant=st.sampled_from(["bottleneck", "basic"]), expansion=st.integers(1, 6), preact=st.booleans()
+)
 msa_blocks = st.builds(
     MSABlock,
     heads=st.integers(1, 32),
@@ -67,10 +69,11 @@ def valid_archs(draw) -> Arch:
         name=draw(names),
         input=InputShape(channels=draw(st.integers(1, 4)), height=height, width=width),
         classes=draw(st.integers(1, 1000)),
-        stem=Stem(channels=draw(st.integers(1, 128))),
+        stem=Stem(channels=draw(st.integers(1, 128)), norm=draw(st.booleans())),
         conv=default_conv,
         stages=tuple(stages),
         init=draw(st.sampled_from(INIT_SCHEMES)),
+        head_norm=draw(st.booleans()),
     )
     # A stride must not shrink a map below 1x1: drop the strides that would.
     size = (height, width)
@@ -171,6 +174,7 @@ def valid_token_archs(draw) -> Arch:
         pos=pos,
         norm=Norm(eps=draw(st.sampled_from([1e-6, 1e-5, 1e-3, 0.25]))),
         init=draw(st.sampled_from(INIT_SCHEMES)),
+        head_norm=draw(st.booleans()),
     )
     assert problems(arch) == [], problems(arch)
     return arch

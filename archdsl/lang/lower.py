@@ -248,10 +248,12 @@ class _Lowering:
         if not isinstance(value, Call):
             self.error(value.span, "stem `conv3x3` needs its channels", "e.g. `stem conv3x3(64)`")
             return None
-        bound = self.bind(value.args, name.text, ("channels",))
+        bound = self.bind(value.args, name.text, ("channels", "norm"))
         arg = self.require(bound, "channels", name.text, value.span, "`stem conv3x3(64)`")
         channels = self.positive_int(arg.value, "stem channels") if arg else None
-        return Stem(channels=channels) if channels is not None else None
+        # `norm=true`: BN-ReLU after the conv, the post-activation ResNet's stem.
+        norm = self.boolean(bound["norm"].value, "norm") if "norm" in bound else False
+        return Stem(channels=channels, norm=norm) if channels is not None and norm is not None else None
 
     def lower_patch_stem(self, value: Name | Call) -> PatchStem | None:
         """`patch(size, channels, stride=size, norm=false)`: ViT's, PiT's and Swin's patch embedding."""
@@ -283,13 +285,21 @@ class _Lowering:
         self.error(name.span, f"{what} must be {listed}, not {_describe(value)}", hint or example)
         return None
 
-    def lower_head(self, setting: Setting) -> Literal["mean", "class"] | None:
+    def lower_head(self, setting: Setting) -> tuple[Literal["mean", "class"], bool] | None:
+        """`head mean`, `head class`, each optionally `(norm=false)`: (the pooling, whether a norm comes first)."""
         example = "`head mean` averages the final map; `head class` reads a class token"
         name = self.choice(setting.value, HEAD_KINDS, "head", example)
-        if name is not None and isinstance(setting.value, Call):
-            self.error(setting.value.span, f"`{name.text}` takes no arguments", f"write `head {name.text}`")
+        if name is None:
             return None
-        return "class" if name is not None and name.text == "class" else "mean" if name is not None else None
+        norm: bool | None = True
+        if isinstance(setting.value, Call):
+            bound = self.bind(setting.value.args, name.text, ("norm",))
+            if "norm" in bound:
+                self.spans[("head_norm",)] = bound["norm"].span
+                norm = self.boolean(bound["norm"].value, "norm")
+        if norm is None:
+            return None
+        return ("class" if name.text == "class" else "mean"), norm
 
     def lower_init(self, setting: Setting) -> InitScheme | None:
         example = "`init torch` (PyTorch's layer defaults) or `init timm` (timm's ViT/Swin init)"
@@ -334,7 +344,8 @@ class _Lowering:
         return Norm(eps=eps) if eps is not None else None
 
     def lower_conv_kind(self, value: Value) -> ConvBlock | None:
-        """`bottleneck`, `bottleneck(expansion=4)`, `basic`, `basic(2)`: the arch's plain `conv`."""
+        """`bottleneck`, `bottleneck(expansion=4)`, `basic`, `basic(2)`, `bottleneck(preact=false)`: the arch's plain
+        `conv`."""
         if isinstance(value, Number):
             self.error(
                 value.span,
@@ -352,14 +363,19 @@ class _Lowering:
             )
             return None
         expansion = CONV_VARIANTS[variant]
+        preact: bool | None = True
         if isinstance(value, Call):
-            bound = self.bind(value.args, name.text, ("expansion",))
+            bound = self.bind(value.args, name.text, ("expansion", "preact"))
             if "expansion" in bound:
                 given = self.positive_int(bound["expansion"].value, "expansion")
                 if given is None:
                     return None
                 expansion = given
-        return ConvBlock(variant=variant, expansion=expansion)
+            if "preact" in bound:
+                preact = self.boolean(bound["preact"].value, "preact")
+        if preact is None:
+            return None
+        return ConvBlock(variant=variant, expansion=expansion, preact=preact)
 
     # --- blocks ----------------------------------------------------------------------
 
@@ -367,8 +383,8 @@ class _Lowering:
         spans = {"": ref.span}
         if not ref.args:
             return _Lowered(default, spans)
-        bound = self.bind(ref.args, "conv", ("variant", "expansion"))
-        variant, expansion = default.variant, default.expansion
+        bound = self.bind(ref.args, "conv", ("variant", "expansion", "preact"))
+        variant, expansion, preact = default.variant, default.expansion, default.preact
         if "variant" in bound:
             value = bound["variant"].value
             named = _conv_variant(value.text) if isinstance(value, Name) else None
@@ -388,7 +404,10 @@ class _Lowering:
             number = self.positive_int(arg.value, "expansion")
             if number is not None:
                 expansion = number
-        return _Lowered(ConvBlock(variant=variant, expansion=expansion), spans)
+        if "preact" in bound:
+            given = self.boolean(bound["preact"].value, "preact")
+            preact = default.preact if given is None else given
+        return _Lowered(ConvBlock(variant=variant, expansion=expansion, preact=preact), spans)
 
     def lower_msa_block(self, ref: BlockRef) -> _Lowered:
         spans = {"": ref.span}
@@ -636,7 +655,7 @@ class _Lowering:
         if "conv" in once:
             conv = self.lower_conv_kind(once["conv"].value) or conv
             self.spans[("conv",)] = once["conv"].span
-        head = self.lower_head(once["head"]) if "head" in once else None
+        head, head_norm = (self.lower_head(once["head"]) if "head" in once else None) or (None, True)
         pos = self.lower_pos(once["pos"]) if "pos" in once else None
         norm = self.lower_norm(once["norm"]) if "norm" in once else None
         init = self.lower_init(once["init"]) if "init" in once else None
@@ -669,6 +688,7 @@ class _Lowering:
             pos=pos or Position(),
             norm=norm or Norm(),
             init=init or DEFAULT_INIT,
+            head_norm=head_norm,
         )
         arch = self.fill_dim_heads(arch)
         found = checks.problems(arch) if self.shapes_known else checks.name_problems(arch)

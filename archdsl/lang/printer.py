@@ -17,17 +17,19 @@ from archdsl.lang.parser import ArchNode, parse
 from archdsl.lang.parser import comments as parser_comments
 
 
-def _conv_kind_text(conv: ConvBlock) -> str:
-    if conv.expansion == CONV_VARIANTS[conv.variant]:
-        return conv.variant
-    return f"{conv.variant}(expansion={conv.expansion})"
+def _flag(name: str, value: bool) -> str:
+    return f"{name}={'true' if value else 'false'}"
 
 
 def format_conv_setting(conv: ConvBlock) -> str:
-    """`bottleneck(expansion=4)` / `basic`: the right-hand side of `conv = ...`."""
-    if conv.variant == "bottleneck":
-        return f"bottleneck(expansion={conv.expansion})"  # the expansion is worth seeing
-    return _conv_kind_text(conv)
+    """`bottleneck(expansion=4)`, `basic`, `bottleneck(expansion=4, preact=false)`: the right side of `conv = ...`."""
+    args = []
+    # A bottleneck's expansion is worth seeing; a basic block's only when it is not 1.
+    if conv.variant == "bottleneck" or conv.expansion != CONV_VARIANTS[conv.variant]:
+        args.append(f"expansion={conv.expansion}")
+    if not conv.preact:
+        args.append(_flag("preact", conv.preact))
+    return f"{conv.variant}({', '.join(args)})" if args else conv.variant
 
 
 def _attn_text(block: AttnBlock, channels: int | None) -> str:
@@ -60,18 +62,21 @@ def format_block(block: AnyBlock, default_conv: ConvBlock, channels: int | None 
         return f"msa({block.heads}, {window}{extra})"
     if block == default_conv:
         return "conv"
-    if block.variant == default_conv.variant:
-        return f"conv(expansion={block.expansion})"
-    if block.expansion == CONV_VARIANTS[block.variant]:
-        return f"conv({block.variant})"
-    return f"conv({block.variant}, expansion={block.expansion})"
+    # Only what differs from the plain `conv`; a new variant brings its own expansion.
+    same_variant = block.variant == default_conv.variant
+    args: list[str] = [] if same_variant else [block.variant]
+    if block.expansion != (default_conv.expansion if same_variant else CONV_VARIANTS[block.variant]):
+        args.append(f"expansion={block.expansion}")
+    if block.preact != default_conv.preact:
+        args.append(_flag("preact", block.preact))
+    return f"conv({', '.join(args)})"
 
 
 def format_stem(arch: Arch) -> str:
     """The stem as a spec writes it: `conv3x3(C)` or `patch(...)`."""
     stem = arch.stem
     if not isinstance(stem, PatchStem):
-        return f"conv3x3({stem.channels})"
+        return f"conv3x3({stem.channels}, norm=true)" if stem.norm else f"conv3x3({stem.channels})"
     args = [str(stem.size), str(stem.channels)]
     if stem.stride != stem.size:
         args.append(f"stride={stem.stride}")
@@ -166,8 +171,8 @@ def format_arch(arch: Arch, comments: Comments | None = None) -> str:
     # A token net without conv or msa blocks has no use for `conv`: it is only said when it matters.
     if arch.conv != ConvBlock() or any(b.kind in ("conv", "msa") for st in arch.stages for b in st.blocks):
         emit("conv", f"conv  = {format_conv_setting(arch.conv)}", i4)
-    if arch.head != "mean":
-        emit("head", f"head    {arch.head}", i4)
+    if arch.head != "mean" or not arch.head_norm:
+        emit("head", f"head    {arch.head}" + ("" if arch.head_norm else "(norm=false)"), i4)
     if arch.pos.kind != "none":
         emit("pos", f"pos     {arch.pos.kind}" + ("" if arch.pos.class_token else "(class=false)"), i4)
     if arch.norm != Norm():

@@ -8,7 +8,7 @@ The IR rides along as `model.arch`, so a model always knows how to rebuild itsel
 
 Blocks read feature maps or token sequences (`archdsl.nn.blocks.tokens`); each stage hands
 every block its input in the layout it reads, and the head follows the last block's layout
-(BN-ReLU-pool-linear after maps, LayerNorm-pool-linear after tokens).
+(BN-ReLU-pool-linear after maps, LayerNorm-pool-linear after tokens; pool-linear with `norm=false`).
 
 An `ArchNet` is also a timm model: `num_classes`, `num_features`, `get_classifier`,
 `reset_classifier`, `forward_features`/`forward_head`, `forward_intermediates`,
@@ -77,10 +77,15 @@ class ArchNet(nn.Module):
         self.head: TokenHead | ClassifierHead
         if head_layout(arch) == TOKENS:
             self.head = TokenHead(
-                features, arch.classes, class_token=arch.class_token, eps=arch.norm.eps, drop_rate=drop_rate
+                features,
+                arch.classes,
+                class_token=arch.class_token,
+                eps=arch.norm.eps,
+                drop_rate=drop_rate,
+                norm=arch.head_norm,
             )
         else:
-            self.head = ClassifierHead(features, arch.classes, drop_rate=drop_rate)
+            self.head = ClassifierHead(features, arch.classes, drop_rate=drop_rate, norm=arch.head_norm)
         # The map size the head receives, should it have to turn tokens back into a map.
         self._head_size = stage_shapes(arch)[-1].out_size if arch.stages else (0, 0)
         # timm's model attributes.

@@ -61,7 +61,7 @@ class LayerSummary:
     """The stem or the classifier head."""
 
     name: str
-    kind: str  # "conv3x3" or "patch"; "bn-gap-fc", "ln-gap-fc" or "ln-class-fc"
+    kind: str  # "conv3x3" or "patch"; "bn-gap-fc", "ln-gap-fc", "ln-class-fc", and without a norm "gap-fc", "class-fc"
     out_shape: tuple[int, ...]
     params: int
     flops: int
@@ -100,7 +100,7 @@ def _needs_projection(shape: BlockShape) -> bool:
 
 
 def _conv_block(shape: BlockShape, width: int) -> tuple[int, int]:
-    """(params, MACs) of a pre-activation bottleneck or basic block."""
+    """(params, MACs) of a bottleneck or basic block, pre- or post-activation."""
     block = shape.block
     assert isinstance(block, ConvBlock)
     c_in, c_out = shape.in_channels, shape.out_channels
@@ -111,10 +111,11 @@ def _conv_block(shape: BlockShape, width: int) -> tuple[int, int]:
         convs = [(c_in, width, 1, hw_in), (width, width, 9, hw_out), (width, c_out, 1, hw_out)]
     else:
         convs = [(c_in, c_out, 9, hw_out), (c_out, c_out, 9, hw_out)]
-    params = sum(_bn(ci) + ci * co * k for ci, co, k, _ in convs)
+    # Pre-activation: a BN before each conv (on its input); post-activation: after it (on its output).
+    params = sum(_bn(ci if block.preact else co) + ci * co * k for ci, co, k, _ in convs)
     macs = sum(ci * co * k * hw for ci, co, k, hw in convs)
     if _needs_projection(shape):
-        params += c_in * c_out
+        params += c_in * c_out + (0 if block.preact else _bn(c_out))  # post-activation: conv-BN shortcut
         macs += c_in * c_out * hw_out
     return params, macs
 
@@ -222,8 +223,9 @@ def _stem(arch: Arch) -> LayerSummary:
     height, width = stem_out_size(arch)
     c_in = arch.input.channels
     if not isinstance(stem, PatchStem):
-        params = c_in * stem.channels * 9
-        return LayerSummary("stem", "conv3x3", (stem.channels, height, width), params, 2 * params * height * width)
+        conv = c_in * stem.channels * 9
+        params = conv + (_bn(stem.channels) if stem.norm else 0)
+        return LayerSummary("stem", "conv3x3", (stem.channels, height, width), params, 2 * conv * height * width)
     c = stem.channels
     conv = c_in * c * stem.size**2
     params = conv + c + (_ln(c) if stem.norm else 0) + (c if arch.class_token else 0)
@@ -235,10 +237,14 @@ def _stem(arch: Arch) -> LayerSummary:
 def _head(arch: Arch) -> LayerSummary:
     features = feature_channels(arch)
     fc = _linear(features, arch.classes)
+    flops = 2 * features * arch.classes
     if head_layout(arch) == "tokens":
-        kind = "ln-class-fc" if arch.class_token else "ln-gap-fc"
-        return LayerSummary("head", kind, (arch.classes,), _ln(features) + fc, 2 * features * arch.classes)
-    return LayerSummary("head", "bn-gap-fc", (arch.classes,), _bn(features) + fc, 2 * features * arch.classes)
+        kind = "class-fc" if arch.class_token else "gap-fc"
+        norm = _ln(features) if arch.head_norm else 0
+        return LayerSummary("head", f"ln-{kind}" if arch.head_norm else kind, (arch.classes,), norm + fc, flops)
+    if not arch.head_norm:
+        return LayerSummary("head", "gap-fc", (arch.classes,), fc, flops)
+    return LayerSummary("head", "bn-gap-fc", (arch.classes,), _bn(features) + fc, flops)
 
 
 def summarize(arch: Arch) -> ModelSummary:

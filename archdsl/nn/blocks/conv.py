@@ -1,11 +1,15 @@
-"""Pre-activation residual conv blocks (He et al., "Identity Mappings in Deep Residual Networks").
+"""Residual conv blocks, pre-activation (He et al., "Identity Mappings in Deep Residual Networks")
+and post-activation (He et al., "Deep Residual Learning for Image Recognition").
 
 Pre-activation means every conv is preceded by BN -> ReLU and the block ends on a conv, so
 the residual stream is never normalised: that is what lets an MSA block (which also ends on
-a plain projection) be swapped in for a conv block one for one.
+a plain projection) be swapped in for a conv block one for one. Where the shape changes, the
+shortcut is a 1x1 conv (with the stride) applied to the *activated* input, i.e. it shares the
+block's first BN-ReLU; elsewhere it is the identity.
 
-Where the shape changes, the shortcut is a 1x1 conv (with the stride) applied to the
-*activated* input, i.e. it shares the block's first BN-ReLU; elsewhere it is the identity.
+Post-activation (`conv(preact=false)`, the reference implementation's models/resnet.py) means
+conv -> BN (-> ReLU but after the last conv), the shortcut added, then ReLU; a projection
+shortcut is a 1x1 conv -> BN on the block's raw input.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from torch import nn
 
 from archdsl.ir import ConvBlock
 from archdsl.nn.blocks.tokens import MAP
+
+Units = list[tuple[int, int, int, int]]  # (in, out, kernel, stride) per conv
 
 
 def _conv(in_channels: int, out_channels: int, kernel: int, stride: int = 1) -> nn.Conv2d:
@@ -35,7 +41,7 @@ class PreActBlock(nn.Module):
     norm1: nn.BatchNorm2d  # added by name below (norm1, conv1, norm2, ...)
     conv1: nn.Conv2d
 
-    def __init__(self, units: list[tuple[int, int, int, int]], *, drop_path: float = 0.0) -> None:
+    def __init__(self, units: Units, *, drop_path: float = 0.0) -> None:
         super().__init__()
         self.n_units = len(units)
         for i, (c_in, c_out, kernel, stride) in enumerate(units, start=1):
@@ -63,25 +69,78 @@ class PreActBlock(nn.Module):
         return [(f"conv{i}", f"norm{i + 1}") for i in range(1, self.n_units)]
 
 
+def bottleneck_units(in_channels: int, width: int, expansion: int, stride: int) -> Units:
+    """1x1(width), 3x3(width, stride), 1x1(expansion*width)."""
+    return [(in_channels, width, 1, 1), (width, width, 3, stride), (width, width * expansion, 1, 1)]
+
+
+def basic_units(in_channels: int, width: int, expansion: int, stride: int) -> Units:
+    """3x3(expansion*width, stride), 3x3(expansion*width) (expansion is 1 in ResNet-18)."""
+    out = width * expansion
+    return [(in_channels, out, 3, stride), (out, out, 3, 1)]
+
+
 class PreActBottleneck(PreActBlock):
     """BN-ReLU-1x1(width), BN-ReLU-3x3(width, stride), BN-ReLU-1x1(expansion*width)."""
 
     def __init__(self, in_channels: int, width: int, *, expansion: int = 4, stride: int = 1, drop_path: float = 0.0):
-        super().__init__(
-            [(in_channels, width, 1, 1), (width, width, 3, stride), (width, width * expansion, 1, 1)],
-            drop_path=drop_path,
-        )
+        super().__init__(bottleneck_units(in_channels, width, expansion, stride), drop_path=drop_path)
 
 
 class PreActBasic(PreActBlock):
     """BN-ReLU-3x3(expansion*width, stride), BN-ReLU-3x3(expansion*width) (expansion is 1 in ResNet-18)."""
 
     def __init__(self, in_channels: int, width: int, *, expansion: int = 1, stride: int = 1, drop_path: float = 0.0):
-        out = width * expansion
-        super().__init__([(in_channels, out, 3, stride), (out, out, 3, 1)], drop_path=drop_path)
+        super().__init__(basic_units(in_channels, width, expansion, stride), drop_path=drop_path)
 
 
-def conv_block(block: ConvBlock, in_channels: int, width: int, *, stride: int, drop_path: float) -> PreActBlock:
+class PostActBlock(nn.Module):
+    """A post-activation block: conv-BN-ReLU units, the last without its ReLU, plus the shortcut, then ReLU.
+
+    Module names are `conv1, norm1, conv2, norm2, ...`; a projection shortcut is `shortcut`
+    (1x1 conv with the stride) followed by `shortcut_norm` (BN), reading the raw input.
+    """
+
+    kind = "conv"
+    layout = MAP
+
+    def __init__(self, units: Units, *, drop_path: float = 0.0) -> None:
+        super().__init__()
+        self.n_units = len(units)
+        for i, (c_in, c_out, kernel, stride) in enumerate(units, start=1):
+            self.add_module(f"conv{i}", _conv(c_in, c_out, kernel, stride))
+            self.add_module(f"norm{i}", nn.BatchNorm2d(c_out))
+        in_channels, out_channels = units[0][0], units[-1][1]
+        stride = max(u[3] for u in units)
+        self.shortcut: nn.Conv2d | None = None
+        self.shortcut_norm: nn.BatchNorm2d | None = None
+        if stride != 1 or in_channels != out_channels:
+            self.shortcut = _conv(in_channels, out_channels, 1, stride)
+            self.shortcut_norm = nn.BatchNorm2d(out_channels)
+        self.act = nn.ReLU(inplace=True)
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip = x if self.shortcut is None or self.shortcut_norm is None else self.shortcut_norm(self.shortcut(x))
+        out = x
+        for i in range(1, self.n_units + 1):
+            out = getattr(self, f"norm{i}")(getattr(self, f"conv{i}")(out))
+            if i < self.n_units:
+                out = self.act(out)
+        return self.act(self.drop_path(out) + skip)
+
+    def conv_norm_pairs(self) -> list[tuple[str, str]]:
+        """(conv_i, norm_i) and the shortcut's: every BN reads only the conv before it (foldable in eval mode)."""
+        pairs = [(f"conv{i}", f"norm{i}") for i in range(1, self.n_units + 1)]
+        return pairs + ([("shortcut", "shortcut_norm")] if self.shortcut is not None else [])
+
+
+def conv_block(
+    block: ConvBlock, in_channels: int, width: int, *, stride: int, drop_path: float
+) -> PreActBlock | PostActBlock:
     """The module for one IR conv block."""
+    if not block.preact:
+        units = bottleneck_units if block.variant == "bottleneck" else basic_units
+        return PostActBlock(units(in_channels, width, block.expansion, stride), drop_path=drop_path)
     cls = PreActBottleneck if block.variant == "bottleneck" else PreActBasic
     return cls(in_channels, width, expansion=block.expansion, stride=stride, drop_path=drop_path)

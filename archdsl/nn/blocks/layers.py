@@ -20,6 +20,26 @@ class ConvStem(nn.Conv2d):
         super().__init__(in_channels, channels, 3, padding=1, bias=False)
 
 
+class ConvNormStem(nn.Module):
+    """`stem conv3x3(C, norm=true)`: 3x3 conv (stride 1, no bias) -> BN -> ReLU, the post-activation ResNet's stem."""
+
+    kind = "conv3x3"
+    layout = MAP
+
+    def __init__(self, in_channels: int, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, channels, 3, padding=1, bias=False)
+        self.norm = nn.BatchNorm2d(channels)
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.norm(self.conv(x)))
+
+    def conv_norm_pairs(self) -> list[tuple[str, str]]:
+        """The BN reads only the conv (foldable in eval mode)."""
+        return [("conv", "norm")]
+
+
 class PatchEmbedding(TokenOutput, nn.Module):
     """`stem patch(size, C, stride, norm)`: image -> token sequence (B, P + H*W, C).
 
@@ -62,6 +82,8 @@ class PatchEmbedding(TokenOutput, nn.Module):
 def stem(arch: Arch) -> nn.Module:
     if isinstance(arch.stem, PatchStem):
         return PatchEmbedding(arch)
+    if arch.stem.norm:
+        return ConvNormStem(arch.input.channels, arch.stem.channels)
     return ConvStem(arch.input.channels, arch.stem.channels)
 
 
@@ -77,13 +99,15 @@ class _Classifier(nn.Module):
     fc: nn.Module
 
     def _set_classifier(self, in_channels: int, classes: int, drop_rate: float) -> None:
+        self.in_channels = in_channels
         self.drop = nn.Dropout(drop_rate)
         self.fc = nn.Linear(in_channels, classes) if classes > 0 else nn.Identity()
 
     def reset(self, classes: int) -> None:
-        like: torch.Tensor = self.norm.weight  # type: ignore[assignment]  # both heads start with an affine norm
+        # The new layer goes where the head's weights are (a head without norm nor classifier has none).
+        like = next(self.parameters(), torch.empty(0))
         if classes > 0:
-            self.fc = nn.Linear(like.shape[0], classes, device=like.device, dtype=like.dtype)
+            self.fc = nn.Linear(self.in_channels, classes, device=like.device, dtype=like.dtype)
         else:
             self.fc = nn.Identity()
 
@@ -94,16 +118,18 @@ class _Classifier(nn.Module):
 class ClassifierHead(_Classifier):
     """BN -> ReLU -> global average pool -> (dropout) -> Linear.
 
-    The BN-ReLU is here because the pre-activation blocks leave the stream un-normalised.
+    The BN-ReLU is here because the pre-activation blocks leave the stream un-normalised;
+    without `norm` (`head mean(norm=false)`, after post-activation blocks) the head pools and
+    classifies only.
     """
 
-    kind = "bn-gap-fc"
     layout = MAP
 
-    def __init__(self, in_channels: int, classes: int, *, drop_rate: float = 0.0) -> None:
+    def __init__(self, in_channels: int, classes: int, *, drop_rate: float = 0.0, norm: bool = True) -> None:
         super().__init__()
-        self.norm = nn.BatchNorm2d(in_channels)
-        self.act = nn.ReLU(inplace=True)
+        self.kind = "bn-gap-fc" if norm else "gap-fc"
+        self.norm = nn.BatchNorm2d(in_channels) if norm else nn.Identity()
+        self.act = nn.ReLU(inplace=True) if norm else nn.Identity()
         self.pool = nn.AdaptiveAvgPool2d(1)
         self._set_classifier(in_channels, classes, drop_rate)
 
@@ -121,12 +147,20 @@ class TokenHead(_Classifier):
     layout = TOKENS
 
     def __init__(
-        self, in_channels: int, classes: int, *, class_token: bool, eps: float, drop_rate: float = 0.0
+        self,
+        in_channels: int,
+        classes: int,
+        *,
+        class_token: bool,
+        eps: float,
+        drop_rate: float = 0.0,
+        norm: bool = True,
     ) -> None:
         super().__init__()
         self.class_token = class_token
-        self.kind = "ln-class-fc" if class_token else "ln-gap-fc"
-        self.norm = LayerNorm(in_channels, eps=eps)
+        kind = "class-fc" if class_token else "gap-fc"
+        self.kind = f"ln-{kind}" if norm else kind
+        self.norm = LayerNorm(in_channels, eps=eps) if norm else nn.Identity()
         self._set_classifier(in_channels, classes, drop_rate)
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:

@@ -1,27 +1,28 @@
-"""The reference implementation's layout: its pre-activation ResNets and AlterNets.
+"""The reference implementation's layout: its ResNets (pre- and post-activation) and AlterNets.
 
 The reference is github.com/xxxnell/how-do-vits-work (branch `transformer`). Its training
 code saves `{"name": ..., "state_dict": ...}` as `.pth.tar`; the state dict's names come from
 its modules (see docs/import.md for the table):
 
-- stem: `layer0.0` (models/preresnet.py) or `layer0.layer0.0` (models/alternet.py, whose
-  `StemB` holds its own `layer0`);
+- stem: `layer0.0` (models/preresnet.py, models/resnet.py) or `layer0.layer0.0` (models/alternet.py,
+  whose `StemB` holds its own `layer0`); a stem with BN (models/resnet.py, `StemA`) has it at
+  `layer0.1` / `layer0.layer0.1`;
 - stage k (1-based) is `layer<k>`, its blocks `layer<k>.<i>`;
 - a pre-activation conv block (models/preresnet_dnn_block.py) is `shortcut.0` (the projection,
   listed first), `bn` + `conv1`, then `conv<n>.0` (BN) + `conv<n>.2` (conv) for n >= 2;
+- a post-activation conv block (models/resnet_dnn_block.py) is `shortcut.0` (conv) + `shortcut.1`
+  (BN), then `conv<n>.0` (conv) + `conv<n>.1` (BN) for n >= 1;
 - an MSA block (`AttentionBlockB`, models/alternet.py) is `shortcut.0`, `norm1`, `conv`, `norm2`,
   `attn.attn.to_q`, `attn.attn.to_kv`, `attn.attn.to_out.0` (models/attentions.py) and
   `attn.pos_embedding`, a (2w-1) x (2w-1) table indexed by (row offset, column offset) of key
   minus query, where archdsl keeps the same table flattened row-major;
-- the head (`BNGAPBlock`, models/classifier_block.py) is `classifier.0.bn` + `classifier.0.dense`.
+- the head (models/classifier_block.py) is `classifier.0.bn` + `classifier.0.dense` (`BNGAPBlock`,
+  the pre-activation nets) or `classifier.0.dense` alone (`GAPBlock`, the post-activation ResNets).
 
-The layers compute the same functions in the same order (pre-activation, the projection shortcut
-reading the activated input, tokens in row-major window order, heads split `(h d)`, k before v
-in `to_kv`, scale dim_head^-0.5), so the conversion is renaming plus the table's reshape.
-
-The reference's *post-activation* ResNets (models/resnet.py, keys `conv1.0`/`conv1.1`, a BN in
-the stem) compute another function, which no archdsl conv block expresses: they are recognised
-and refused with that reason.
+The layers compute the same functions in the same order (pre- or post-activation as the spec's
+`conv` says, the pre-activation projection shortcut reading the activated input, tokens in
+row-major window order, heads split `(h d)`, k before v in `to_kv`, scale dim_head^-0.5), so the
+conversion is renaming plus the table's reshape.
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ from archdsl.ir import Arch, ConvBlock, MSABlock, block_shapes
 from archdsl.nn.convert import SourceFormat, StateDict
 from archdsl.nn.weights import Shape, compare_weights, expected_shapes
 
-PREACT_STEM = "layer0.0.weight"  # models/preresnet.py
+PREACT_STEM = "layer0.0.weight"  # models/preresnet.py, models/resnet.py
 ALTERNET_STEM = "layer0.layer0.0.weight"  # models/alternet.py (StemB inside AlterNet.layer0)
+_STEM_PREFIXES = ("layer0.", "layer0.layer0.")  # the ResNets', the AlterNet's
+_STEM_PARTS = {"stem.weight": "0.weight", "stem.conv.": "0.", "stem.norm.": "1."}  # conv, BN (stem norm=true)
 _HEAD = {"head.norm.": "classifier.0.bn.", "head.fc.": "classifier.0.dense."}
 _MSA_PARTS = {
     "attn.q.": "attn.attn.to_q.",
@@ -63,6 +66,22 @@ def _conv_part(rest: str) -> str:
         raise ValueError(f"no reference name for conv-block parameter {rest!r}")  # a bug: archdsl added a layer
     kind, unit, tail = found.groups()
     return f"conv{unit}.{0 if kind == 'norm' else 2}.{tail}"
+
+
+def _post_conv_part(rest: str) -> str:
+    """A post-activation conv block's archdsl name -> the reference's (models/resnet_dnn_block.py)."""
+    found = re.fullmatch(r"(shortcut_norm|shortcut|norm|conv)(\d*)\.(.+)", rest)
+    if found is None:
+        raise ValueError(f"no reference name for conv-block parameter {rest!r}")  # a bug: archdsl added a layer
+    kind, unit, tail = found.groups()
+    if kind.startswith("shortcut"):
+        return f"shortcut.{1 if kind == 'shortcut_norm' else 0}.{tail}"
+    return f"conv{unit}.{1 if kind == 'norm' else 0}.{tail}"
+
+
+def _stem_part(key: str, prefix: str) -> str:
+    part = next(p for p in _STEM_PARTS if key == p or (p.endswith(".") and key.startswith(p)))
+    return prefix + _STEM_PARTS[part] + key[len(part) :]
 
 
 def _msa_part(rest: str) -> str:
@@ -102,7 +121,7 @@ def reference_layout(arch: Arch) -> dict[str, Counterpart]:
     """Every key of the reference's state dict for `arch`, with its archdsl counterpart.
 
     The stem is named as in an AlterNet when the design has an MSA block, else as in a
-    pre-activation ResNet (`convert` accepts either name).
+    ResNet (`convert` accepts either name).
     """
     _check_expressible(arch)
     ours = expected_shapes(arch)
@@ -112,8 +131,8 @@ def reference_layout(arch: Arch) -> dict[str, Counterpart]:
     layout: dict[str, Counterpart] = {}
     for key, shape in ours.items():
         reference_shape = shape
-        if key == "stem.weight":
-            theirs = ALTERNET_STEM if has_msa else PREACT_STEM
+        if key.startswith("stem."):
+            theirs = _stem_part(key, _STEM_PREFIXES[1] if has_msa else _STEM_PREFIXES[0])
         elif key.startswith("head."):
             prefix = next(p for p in _HEAD if key.startswith(p))
             theirs = _HEAD[prefix] + key[len(prefix) :]
@@ -126,6 +145,8 @@ def reference_layout(arch: Arch) -> dict[str, Counterpart]:
                 if rest == _TABLE:
                     window = (block.block.window,) * 2 if block.block.window is not None else block.out_size
                     reference_shape = _table_shape(window)
+            elif isinstance(block.block, ConvBlock) and not block.block.preact:
+                theirs = prefix + _post_conv_part(rest)
             else:
                 theirs = prefix + _conv_part(rest)
         layout[theirs] = Counterpart(key, shape, reference_shape)
@@ -133,28 +154,54 @@ def reference_layout(arch: Arch) -> dict[str, Counterpart]:
 
 
 def is_post_activation(keys: Collection[str]) -> bool:
-    """A post-activation ResNet of the reference (models/resnet.py): a BN in the stem, conv-BN units."""
-    return "layer0.1.weight" in keys or any(key.endswith(".conv1.0.weight") for key in keys)
+    """A post-activation ResNet of the reference (models/resnet.py): conv-BN units, `conv1.0` a conv."""
+    return any(key.endswith(".conv1.0.weight") for key in keys)
+
+
+def has_post_activation_blocks(arch: Arch) -> bool:
+    return any(isinstance(b, ConvBlock) and not b.preact for stage in arch.stages for b in stage.blocks)
 
 
 def recognises(keys: Collection[str]) -> bool:
     return "classifier.0.dense.weight" in keys and any(key.startswith("layer1.") for key in keys)
 
 
-def convert(arch: Arch, state: Mapping[str, torch.Tensor]) -> StateDict:
-    if is_post_activation(state):
+def _check_activation_order(arch: Arch, state: Collection[str]) -> None:
+    """A pre-activation file for a post-activation spec, or the other way round: say so, not just which keys differ."""
+    post = is_post_activation(state)
+    if post == has_post_activation_blocks(arch):
+        return
+    if post:
         raise UserError(
-            "a post-activation ResNet of the reference implementation (models/resnet.py: BN after every conv, "
-            "ReLU after the residual sum, a BN in the stem): no archdsl conv block computes that function",
-            hint="the reference's pre-activation ResNets (models/preresnet.py) and AlterNets (models/alternet.py) "
-            "import; see docs/import.md",
+            f"these are the weights of a post-activation ResNet of the reference implementation (models/resnet.py: "
+            f"BN after every conv, ReLU after the residual sum, a BN in the stem), and {arch.name}'s conv blocks are "
+            "pre-activation",
+            hint="the released resnet_50 file imports with --spec resnet50-post; for other depths write a spec with "
+            "`conv = bottleneck(expansion=4, preact=false)`, `stem conv3x3(64, norm=true)` and `head mean(norm=false)`",
         )
+    raise UserError(
+        f"these are the weights of a pre-activation ResNet or AlterNet of the reference implementation "
+        f"(models/preresnet.py, models/alternet.py), and {arch.name}'s conv blocks are post-activation",
+        hint="use a pre-activation spec such as resnet50 or alter50-code; see docs/import.md",
+    )
+
+
+def _rename_stem(state: dict[str, torch.Tensor], layout: Collection[str]) -> None:
+    """Accept the stem under either reference name (`layer0.` or the AlterNet's `layer0.layer0.`), in place."""
+    alternet = any(key.startswith(_STEM_PREFIXES[1]) for key in state)
+    want_alternet = any(key.startswith(_STEM_PREFIXES[1]) for key in layout)
+    if alternet == want_alternet:
+        return
+    have, want = (_STEM_PREFIXES[1], _STEM_PREFIXES[0]) if alternet else _STEM_PREFIXES
+    for key in [k for k in state if k.startswith(have)]:
+        state[want + key[len(have) :]] = state.pop(key)
+
+
+def convert(arch: Arch, state: Mapping[str, torch.Tensor]) -> StateDict:
     layout = reference_layout(arch)
+    _check_activation_order(arch, state)
     state = dict(state)
-    stem = next((key for key in (ALTERNET_STEM, PREACT_STEM) if key in layout), None)
-    other_stem = ALTERNET_STEM if stem == PREACT_STEM else PREACT_STEM
-    if stem is not None and stem not in state and other_stem in state:
-        state[stem] = state.pop(other_stem)
+    _rename_stem(state, layout)
     mismatch = compare_weights({key: part.reference_shape for key, part in layout.items()}, state)
     if mismatch:
         raise UserError(
@@ -168,7 +215,7 @@ FORMATS = (
     SourceFormat(
         name="reference",
         description=(
-            "the reference implementation's pre-activation ResNets and AlterNets "
+            "the reference implementation's ResNets (pre- and post-activation) and AlterNets "
             "(xxxnell/how-do-vits-work: layer0..layer4, classifier.0)"
         ),
         recognises=recognises,
