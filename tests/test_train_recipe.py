@@ -33,9 +33,11 @@ def test_deit_defaults_follow_the_paper_recipe() -> None:
 def test_learning_rate_scales_with_the_batch_size_unless_given() -> None:
     assert TrainConfig(batch_size=192).lr == pytest.approx(2.5e-4)
     assert TrainConfig(recipe="weak", batch_size=64).lr == pytest.approx(0.05)
-    assert TrainConfig(recipe="weak", batch_size=64, lr=0.3).lr == 0.3
+    assert TrainConfig(recipe="fast", batch_size=64, lr=0.3).lr == 0.3
     weak = TrainConfig(recipe="weak")
-    assert (weak.optimizer, weak.batch_size, weak.weight_decay, weak.uses_mixup) == ("sgd", 128, 5e-4, False)
+    assert (weak.optimizer, weak.batch_size, weak.weight_decay, weak.uses_mixup) == ("momentum", 128, 5e-4, False)
+    fast = TrainConfig(recipe="fast")
+    assert (fast.optimizer, fast.batch_size, fast.weight_decay, fast.uses_mixup) == ("sgd", 128, 5e-4, False)
 
 
 def test_config_round_trips_through_json() -> None:
@@ -67,7 +69,7 @@ def test_unaugmented_loader_keeps_order_and_normalises() -> None:
     assert images[3, 1, 2, 5].item() == pytest.approx(expected, abs=1e-6)
 
 
-@pytest.mark.parametrize("recipe", ["deit", "weak"])
+@pytest.mark.parametrize("recipe", ["deit", "weak", "fast"])
 def test_augmented_loader_is_deterministic_per_seed(recipe: str) -> None:
     data = image_set()
 
@@ -108,7 +110,7 @@ def test_resident_loader_crops_padded_windows_and_flips() -> None:
     from archdsl.run.loader import ResidentLoader
 
     data = image_set(n=32, size=8)
-    loader = ResidentLoader(data, 8, device="cpu", padding=2, hflip=True, seed=5)
+    loader = ResidentLoader(data, 8, device="cpu", padding=2, hflip=0.5, seed=5)
     batches = list(loader)
     assert len(loader) == 4 and [len(labels) for _, labels in batches] == [8] * 4
     labels = torch.cat([labels for _, labels in batches])
@@ -126,7 +128,7 @@ def test_resident_loader_crops_padded_windows_and_flips() -> None:
         assert any(
             torch.allclose(pixels, w, atol=1e-3) or torch.allclose(pixels, w.flip(-1), atol=1e-3) for w in windows
         )
-    again = list(ResidentLoader(data, 8, device="cpu", padding=2, hflip=True, seed=5))
+    again = list(ResidentLoader(data, 8, device="cpu", padding=2, hflip=0.5, seed=5))
     assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again, strict=True))
     loader.reseed(6)
     assert not torch.equal(next(iter(loader))[0], batches[0][0])
@@ -135,7 +137,7 @@ def test_resident_loader_crops_padded_windows_and_flips() -> None:
 def test_resident_data_refuses_randaugment() -> None:
     with pytest.raises(ValidationError, match="RandAugment"):
         TrainConfig(recipe="deit", resident=True)
-    assert TrainConfig(recipe="weak", resident=True).resident
+    assert TrainConfig(recipe="fast", resident=True).resident
 
 
 MICRO_VIT = """
@@ -182,7 +184,7 @@ def test_weight_decay_spares_what_timms_models_spare(text: str, undecayed_matric
     from archdsl.run.recipe import make_optimizer
 
     model = build(parse_spec(text), seed=0)
-    optimizer = make_optimizer(model, TrainConfig(recipe="deit"))
+    optimizer = make_optimizer(model, TrainConfig(recipe="fast"))  # timm's groups
     spared = {id(p) for group in optimizer.param_groups if group["weight_decay"] == 0 for p in group["params"]}
     names = {name for name, p in model.named_parameters() if id(p) in spared and p.ndim > 1}
     shown = {name if name in undecayed_matrices else name.rsplit(".", 1)[-1] for name in names}

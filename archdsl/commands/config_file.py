@@ -6,7 +6,8 @@ or `-` (`batch_size: 64` or `batch-size: 64`), or the name the value is kept und
 false` is `--no-optimize`). A positional argument (`spec:`) and a flag the command line
 requires (`dataset:`) may come from the file too. Each value goes through the flag's own
 argparse `type=` and `choices=` checks, so `epochs: 0` is refused as `--epochs 0` is; a list
-flag takes a YAML list or the comma string; a switch takes true or false.
+flag takes a YAML list or the comma string; a switch takes true or false (`sched_on_updates:
+false` is `--no-sched-on-updates`).
 
 How: before argparse reads the command line, the file's values become the defaults of the
 flags they set (and the flags they provide stop being required), for the length of that one
@@ -149,6 +150,8 @@ def _setting_names(parser: argparse.ArgumentParser) -> dict[str, tuple[argparse.
     names: dict[str, tuple[argparse.Action, bool]] = {}
     for action in parser._actions:
         for flag in action.option_strings:
+            if isinstance(action, argparse.BooleanOptionalAction) and flag.startswith("--no-"):
+                continue  # `sched_on_updates: false` says it
             if flag.startswith("--"):
                 names[flag[2:].replace("-", "_")] = (action, False)
         names[action.dest] = (action, True)
@@ -187,6 +190,10 @@ def _convert(
     parser: argparse.ArgumentParser, action: argparse.Action, by_dest: bool, key: str, value: Any, where: str
 ) -> _Setting | None:
     """The file's `value` as the parsed value of `action`; None for a switch the file leaves off."""
+    if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x: true or false
+        if not isinstance(value, bool):
+            raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")
+        return _Setting(action, value)
     if isinstance(action, argparse._StoreConstAction):  # store_true, store_false
         if not isinstance(value, bool):
             raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")

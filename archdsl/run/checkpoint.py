@@ -149,6 +149,23 @@ def is_archdsl_checkpoint(metadata: dict[str, str]) -> bool:
     return _KEY_IR in metadata
 
 
+def is_checkpoint_file(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a readable archdsl checkpoint (a safetensors file carrying a design); quiet:
+    False for anything else, which the caller's reader then explains."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as handle:
+            return is_archdsl_checkpoint(handle.metadata() or {})
+    except Exception:  # not a file, not safetensors, truncated: not a checkpoint
+        return False
+
+
+def model_weights(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The model's weights among a checkpoint file's tensors (the training state has its own prefix)."""
+    return {k: v for k, v in tensors.items() if not k.startswith(_TRAIN_PREFIX)}
+
+
 def read_checkpoint_file(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The raw tensors and metadata of an archdsl checkpoint; `UserError` for anything else."""
     from safetensors import safe_open
@@ -246,7 +263,7 @@ def load_checkpoint(
     tensors, metadata = read_checkpoint_file(path)
     arch = checked_design(metadata[_KEY_IR], str(path))
     meta = _json_object(metadata.get(_KEY_META, "{}"), "metadata", path)
-    weights = {k: v for k, v in tensors.items() if not k.startswith(_TRAIN_PREFIX)}
+    weights = model_weights(tensors)
     check_weights(arch, weights, str(path))
     model = build(arch)
     model.load_state_dict(weights, strict=True)
