@@ -266,6 +266,9 @@ def load_checkpoint(
     weights = model_weights(tensors)
     check_weights(arch, weights, str(path))
     model = build(arch)
+    # The weights' own precision (a float64 run's stay float64); load_state_dict would round them.
+    stored = next((w.dtype for w in weights.values() if w.is_floating_point()), torch.float32)
+    model.to(stored)
     model.load_state_dict(weights, strict=True)
     model.to(device).eval()
     train_state = None

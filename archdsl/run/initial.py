@@ -31,7 +31,8 @@ def initial_weights(path: str | os.PathLike[str], arch: Arch) -> dict[str, torch
         try:  # a foreign file: converted as `archdsl import` converts it
             return import_weights(read_source(path), arch).model.state_dict()
         except UserError as err:
-            raise UserError(f"{FLAG} {err.message}", hint=err.hint) from None
+            where = "" if err.message.startswith(str(path)) else f"{path}: "
+            raise UserError(f"{FLAG} {where}{err.message}", hint=err.hint) from None
     weights = model_weights(read_checkpoint_file(path)[0])
     mismatch = compare_weights(expected_shapes(arch), weights)
     if mismatch:

@@ -281,7 +281,8 @@ def train(
     steps_per_epoch = len(train_set) // batch_size
 
     dtype = getattr(torch, config.model_dtype)
-    model = build(arch, drop_path=filled(config.drop_path), seed=config.seed)
+    # In the run's dtype before any weights are loaded (float64 ones must not pass through float32).
+    model = build(arch, drop_path=filled(config.drop_path), seed=config.seed).to(dtype)
     if config.initial_checkpoint is not None and not resume:
         from archdsl.run.initial import initial_weights
 
