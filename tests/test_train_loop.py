@@ -281,3 +281,42 @@ def test_resume_refuses_another_dataset_and_names_it(arch, tmp_path: Path) -> No
         train(arch, train_set, colour_classes(16, 9), config, run_dir=tmp_path, resume=True, progress=False)
     resumed = train(arch, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
     assert [m.epoch for m in resumed.history] == [1, 2]
+
+
+def _as_recorded_before_fast(config: dict) -> dict:
+    """A config as archdsl recorded it before `fast` was split from `weak` (and the schedule fields existed)."""
+    old = {k: v for k, v in config.items() if k not in ("weight_decay_params", "sched", "sched_on_updates")}
+    old = {k: v for k, v in old.items() if k not in ("decay_milestones", "decay_rate", "warmup_lr", "min_lr")}
+    old = {k: v for k, v in old.items() if k not in ("model_dtype", "initial_checkpoint")}
+    return {**old, "recipe": "weak", "hflip": True, "clip_grad": None}
+
+
+def test_a_run_recorded_as_the_old_weak_recipe_resumes_as_fast(arch, tmp_path: Path) -> None:
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
+    config = TrainConfig(recipe="fast", epochs=2, batch_size=32, device="cpu")
+    full = train(arch, train_set, test_set, config, run_dir=tmp_path / "full", progress=False)
+    with pytest.raises(Stop):
+        train(arch, train_set, test_set, config, run_dir=tmp_path / "old", on_epoch=_stop, progress=False)
+    # Rewrite the stopped run as the old archdsl wrote it.
+    path = tmp_path / "old" / "last.safetensors"
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = dict(handle.metadata())
+        tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
+    state = json.loads(metadata["archdsl.train_state"])
+    state["config"] = _as_recorded_before_fast(state["config"])
+    metadata["archdsl.train_state"] = json.dumps(state)
+    save_file(tensors, str(path), metadata=metadata)
+    old = state["config"]
+
+    read = TrainConfig.model_validate(old)
+    assert (read.recipe, read.optimizer, read.sched, read.sched_on_updates) == ("fast", "sgd", "cosine", True)
+    assert (read.weight_decay_params, read.warmup_lr, read.min_lr, read.hflip, read.clip_grad) == (
+        "filtered", 1e-6, 1e-6, 0.5, 0.0,
+    )  # fmt: skip
+    assert read == config  # what the old `weak` ran is today's `fast`
+    resumed = train(arch, train_set, test_set, read, run_dir=tmp_path / "old", resume=True, progress=False)
+    for key, value in full.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[key], value), key

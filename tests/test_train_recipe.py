@@ -191,3 +191,71 @@ def test_weight_decay_spares_what_timms_models_spare(text: str, undecayed_matric
     assert shown == undecayed_matrices
     assert all(p.ndim <= 1 or name in names for name, p in model.named_parameters() if id(p) in spared)
     assert model.no_weight_decay() == names  # timm's create_optimizer_v2 reads this, in timm's train.py too
+
+
+def test_the_paper_recipes_are_the_reference_configs() -> None:
+    # configs/cifar100_vit.yaml: 5 warm-up + 300 cosine epochs (per epoch, to 0), AdamW on every parameter.
+    deit = TrainConfig(recipe="deit")
+    assert (deit.epochs, deit.warmup_epochs, deit.sched, deit.sched_on_updates) == (305, 5, "cosine", False)
+    assert (deit.warmup_lr, deit.min_lr, deit.weight_decay_params, deit.hflip, deit.crop_padding) == (
+        0.0, 0.0, "all", 0.5, 4,
+    )  # fmt: skip
+    # configs/cifar100_general.yaml: SGD (momentum 0.9, not Nesterov), 1 warm-up + 200 epochs, MultiStepLR.
+    weak = TrainConfig(recipe="weak")
+    assert (weak.optimizer, weak.momentum, weak.lr, weak.batch_size, weak.weight_decay) == (
+        "momentum", 0.9, 0.1, 128, 5e-4,
+    )  # fmt: skip
+    assert (weak.epochs, weak.warmup_epochs, weak.sched, weak.decay_milestones, weak.decay_rate) == (
+        201, 1, "multistep", (60, 120, 160), 0.2,
+    )  # fmt: skip
+    assert (weak.clip_grad, weak.label_smoothing, weak.uses_mixup, weak.randaugment, weak.drop_path) == (
+        0.0, 0.0, False, None, 0.0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("recipe", ["deit", "weak"])
+def test_the_reference_recipes_decay_every_parameter_in_one_group(recipe: str) -> None:
+    from archdsl.lang.spec import parse_spec
+    from archdsl.nn.build import build
+    from archdsl.run.recipe import make_optimizer
+
+    model = build(parse_spec(MICRO_ALTER), seed=0)
+    optimizer = make_optimizer(model, TrainConfig(recipe=recipe))
+    assert len(optimizer.param_groups) == 1
+    group = optimizer.param_groups[0]
+    assert group["weight_decay"] == TrainConfig(recipe=recipe).weight_decay
+    assert [id(p) for p in group["params"]] == [id(p) for p in model.parameters()]
+    expected = torch.optim.AdamW if recipe == "deit" else torch.optim.SGD
+    assert type(optimizer) is expected and group.get("nesterov", False) is False
+
+
+def test_docs_training_has_the_recipe_table() -> None:
+    from pathlib import Path
+
+    from archdsl.commands.recipe_flags import recipe_table
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
+    assert recipe_table() in page, "regenerate docs/training.md's table: archdsl.commands.recipe_flags.recipe_table()"
+
+
+def test_every_recipe_setting_is_a_flag_of_train_and_search_and_a_config_key(tmp_path) -> None:
+    from archdsl.cli import build_parser
+    from archdsl.run.recipe import RECIPE_FIELDS, recipe_flags
+
+    flags = recipe_flags()
+    assert set(RECIPE_FIELDS) <= set(flags)
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command in ("train", "search"):
+        known = set(commands[command]._option_string_actions)
+        assert {flag for field, (flag, _) in flags.items() if field != "epochs"} <= known, command
+    # Given on the command line or in a --config file, each reaches TrainConfig.
+    args = commands["train"].parse_args(
+        ["tiny", "--dataset", "synthetic", "--opt", "momentum", "--decay-milestones", "3,9", "--no-sched-on-updates",
+         "--aa", "none", "--hflip", "0.25", "--clip-grad", "1"]
+    )  # fmt: skip
+    from archdsl.commands.recipe_flags import recipe_settings
+
+    config = TrainConfig(recipe="deit", **recipe_settings(args))
+    assert (config.optimizer, config.decay_milestones, config.sched_on_updates) == ("momentum", (3, 9), False)
+    assert (config.randaugment, config.hflip, config.clip_grad) == (None, 0.25, 1.0)

@@ -157,3 +157,22 @@ def recipe_command_words(settings: dict[str, Any]) -> list[str]:
         else:
             words += [flag, "none" if value is None else str(value)]
     return words
+
+
+def recipe_table() -> str:
+    """docs/training.md's table of every recipe field's flag and value per recipe (a test holds the
+    page to this text)."""
+    head = f"| flag | {' | '.join(f'`{r}`' for r in RECIPES)} | meaning |"
+    lines = [head, "|---" * (len(RECIPES) + 2) + "|"]
+    for field, (flag, help_text) in recipe_flags().items():
+        if field == "lr":
+            values = [
+                f"{_show(RECIPE_DEFAULTS[r]['base_lr'])} x batch/{RECIPE_DEFAULTS[r]['lr_batch']}" for r in RECIPES
+            ]
+        elif field in RECIPE_FIELDS:
+            values = [_show(RECIPE_DEFAULTS[r][field]) for r in RECIPES]
+        else:
+            values = [_show(TrainConfig.model_fields[field].default)] * len(RECIPES)
+        meaning = help_text.replace("|", "\\|")
+        lines.append(f"| `{flag}` | {' | '.join(values)} | {meaning} |")
+    return "\n".join(lines) + "\n"

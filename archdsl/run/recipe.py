@@ -210,8 +210,8 @@ class TrainConfig(BaseModel):
     momentum: NonNegativeFloat | None = _recipe_field("--momentum", "SGD momentum (ignored by adamw)")
     sched: ScheduleName | None = _recipe_field(
         "--sched",
-        "learning-rate schedule after the warm-up: cosine (to --min-lr at the last epoch) or multistep "
-        "(x --decay-rate at each of --decay-milestones)",
+        "learning-rate schedule after the warm-up: cosine (from --lr down to --min-lr over the main epochs) "
+        "or multistep (x --decay-rate at each of --decay-milestones)",
     )
     sched_on_updates: bool | None = _recipe_field(
         "--sched-on-updates", "step the schedule after every iteration instead of every epoch"
