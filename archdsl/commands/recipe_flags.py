@@ -67,7 +67,8 @@ def _is_bool(annotation: Any) -> bool:
 def _adapter(field: str) -> TypeAdapter[Any]:
     """The field's type with its constraints (`ge=0`, ...), made when a flag is first given."""
     info = TrainConfig.model_fields[field]
-    annotation = typing.Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+    # The field's own FieldInfo carries its constraints (ge=0, lt=1) into the adapter.
+    annotation: Any = typing.Annotated[info.annotation, info]
     return TypeAdapter(annotation, config=ConfigDict(allow_inf_nan=False))
 
 

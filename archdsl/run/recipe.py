@@ -155,8 +155,8 @@ _LEGACY_RECORD_FIELDS = frozenset(
     ("batch_size", "lr", "optimizer", "weight_decay", "momentum", "clip_grad", "warmup_epochs")
     + ("label_smoothing", "mixup", "cutmix", "mixup_prob", "randaugment", "drop_path")
 )
-_NEW_FIELDS = ("weight_decay_params", "sched", "sched_on_updates", "decay_milestones", "decay_rate")
-_NEW_FIELDS += ("warmup_lr", "min_lr", "model_dtype")
+_NEW_FIELDS: tuple[str, ...] = ("weight_decay_params", "sched", "sched_on_updates", "decay_milestones")
+_NEW_FIELDS += ("decay_rate", "warmup_lr", "min_lr", "model_dtype")
 _LEGACY_SCHEDULE = MappingProxyType(
     dict(
         weight_decay_params="filtered",  # timm's create_optimizer_v2 groups
