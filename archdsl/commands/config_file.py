@@ -28,7 +28,8 @@ from archdsl.commands._args import comma_list_text, name_list, severity_list
 from archdsl.errors import UsageError, did_you_mean
 
 CONFIG_FLAG = "--config"
-# Flags whose value is a comma-separated list: the file may give them as a YAML list too.
+# Flags whose value is a comma-separated list: the file may give them as a YAML list too (so may
+# a flag whose type says `comma_list`, as the recipe's `--decay-milestones`).
 LIST_TYPES = (name_list, severity_list, comma_list_text)
 # Keys that name an action but set nothing.
 _NOT_SETTINGS = ("help", "config")
@@ -205,7 +206,7 @@ def _convert(
     if value is None:
         raise UsageError(f"{where}: `{key}` has no value", hint="leave the key out for the default")
     if isinstance(value, list):
-        if action.type not in LIST_TYPES:
+        if action.type not in LIST_TYPES and not getattr(action.type, "comma_list", False):
             raise UsageError(f"{where}: {_name(action)}: expected one value, got a list")
         if not all(_is_scalar(item) for item in value):
             raise UsageError(f"{where}: {_name(action)}: expected a list of names or numbers")

@@ -95,6 +95,7 @@ def _parser(field: str) -> Callable[[str], Any]:
             raise argparse.ArgumentTypeError(f"{_expected(err.errors()[0]['msg'])}, got {text!r}") from None
 
     parse.__name__ = field  # argparse names the type in some messages
+    parse.comma_list = listed  # type: ignore[attr-defined]  # a --config file may give a YAML list
     return parse
 
 
