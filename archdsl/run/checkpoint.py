@@ -4,7 +4,8 @@ The weights are the model's state dict; the safetensors metadata (strings only) 
 `archdsl.ir` (the design as IR JSON, from which `load_checkpoint` rebuilds the model) and
 `archdsl.meta` (free JSON: dataset, epoch, accuracy, config...). A checkpoint written
 during training may also carry the state needed to resume (`TrainState`): the optimizer's
-and the scheduler's state dicts, taken apart by `archdsl.run.statedict` into tensors (under
+state dict (runs written before the schedule became a function of the step also hold timm's
+scheduler's, unread now), taken apart by `archdsl.run.statedict` into tensors (under
 the `train_state/` prefix) and JSON, with the epoch and history, in `archdsl.train_state`.
 Nothing is ever unpickled, so loading an untrusted file cannot run code. Files are written
 to a temporary name and renamed, so a crash (or Ctrl-C) mid-write leaves the previous
@@ -40,7 +41,7 @@ _STATE_DICTS = "state_dicts"  # the key of `TrainState.info` that holds the enco
 
 @dataclass
 class TrainState:
-    """What a resumed run needs besides the weights: state dicts (optimizer, scheduler) and free JSON.
+    """What a resumed run needs besides the weights: state dicts (the optimizer's) and free JSON.
 
     `tensors` are stored in the checkpoint's safetensors, `info` as JSON in its metadata.
     """
