@@ -32,9 +32,9 @@ class Fidelity:
 
     epochs: int = 2
     subset: float = 1.0  # fraction of the training (and corrupted test) sets
-    recipe: RecipeName = "weak"  # learns fastest in few epochs; the paper's `deit` needs hundreds
-    batch_size: int | None = None  # None: the recipe's
-    lr: float | None = None  # None: the recipe's, scaled to the batch size
+    recipe: RecipeName = "fast"  # learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds
+    # TrainConfig fields set over the recipe's (`search --opt adamw --lr 0.01`): (field, value) pairs.
+    train_settings: tuple[tuple[str, Any], ...] = ()
     hessian_batches: int = 2  # mini-batches of 16 for the Hessian spectrum
     hessian_max_iter: int = 40  # Lanczos steps: converges in ~15-45 products where power iteration needs hundreds
     hessian_tol: float = 1e-3
@@ -148,10 +148,9 @@ def train_config(fidelity: Fidelity, *, device: str, seed: int) -> Any:
     from archdsl.run.train import TrainConfig
 
     return TrainConfig(
+        **dict(fidelity.train_settings),
         recipe=fidelity.recipe,
         epochs=fidelity.epochs,
-        batch_size=fidelity.batch_size,
-        lr=fidelity.lr,
         subset=fidelity.subset,
         seed=seed,
         device=device,
@@ -203,7 +202,7 @@ def analysis_settings(fidelity: Fidelity, *, seed: int) -> Any:
     from archdsl.analysis.settings import AnalysisSettings, HessianSettings
     from archdsl.run.train import TrainConfig
 
-    recipe = TrainConfig(recipe=fidelity.recipe, epochs=fidelity.epochs, batch_size=fidelity.batch_size, lr=fidelity.lr)
+    recipe = TrainConfig(**dict(fidelity.train_settings), recipe=fidelity.recipe, epochs=fidelity.epochs)
     hessian = HessianSettings(
         batches=fidelity.hessian_batches,
         max_iter=fidelity.hessian_max_iter,

@@ -169,7 +169,7 @@ def test_the_hessian_spectrum_over_training_of_a_run_directory(tmp_path, capsys,
     spec = tmp_path / "micro.arch"
     spec.write_text(MICRO)
     run_dir = tmp_path / "run"
-    assert main(["train", str(spec), "--dataset", DATASET, "--recipe", "weak", "--epochs", "2", "--batch-size", "50",
+    assert main(["train", str(spec), "--dataset", DATASET, "--recipe", "fast", "--epochs", "2", "--batch-size", "50",
                  "--save-every", "1", "--out", str(run_dir), "--device", "cpu", "--no-progress"]) == 0  # fmt: skip
     assert {p.name for p in run_dir.glob("epoch-*")} == {"epoch-0001.safetensors", "epoch-0002.safetensors"}
     common = ["--batches", "1", "--hessian-batch-size", "8", "--k", "2", "--method", "lanczos", "--max-iter", "10",
@@ -179,7 +179,7 @@ def test_the_hessian_spectrum_over_training_of_a_run_directory(tmp_path, capsys,
     report = AnalysisReport.model_validate_json((out / "metrics.json").read_text())
     points = report.hessian_trajectory.points
     assert [(p.epoch, p.checkpoint) for p in points] == [(1, "epoch-0001.safetensors"), (2, "epoch-0002.safetensors")]
-    assert report.settings.weight_decay == 5e-4  # the weak recipe the run trained with
+    assert report.settings.weight_decay == 5e-4  # the fast recipe the run trained with
     # The last point is the final model's spectrum, as a single-checkpoint analysis measures it.
     single = tmp_path / "single"
     assert main(["analyze", str(run_dir / "final.safetensors"), "--metrics", "hessian", "--out", str(single),

@@ -279,7 +279,7 @@ class ConstantLogits(nn.Module):
 def test_training_nll_of_known_logits():
     logits = torch.tensor([2.0, 0.5, -1.0, 0.0])
     train_set = image_set(40)
-    result = augmented_training_nll(ConstantLogits(logits), train_set, TrainConfig(recipe="weak"), batch_size=16)
+    result = augmented_training_nll(ConstantLogits(logits), train_set, TrainConfig(recipe="fast"), batch_size=16)
     log_p = torch.log_softmax(logits.double(), dim=0)
     expected = -float(np.mean([log_p[label] for label in train_set.labels]))
     assert result.nll == pytest.approx(expected, rel=1e-12)
@@ -291,10 +291,10 @@ def test_training_nll_sees_augmented_images_the_same_for_one_seed_and_leaves_the
     train_set = image_set(16)
     model = ConstantLogits(torch.zeros(4))
     state = torch.get_rng_state()
-    augmented_training_nll(model, train_set, TrainConfig(recipe="weak"), images=16, batch_size=16, seed=3)
+    augmented_training_nll(model, train_set, TrainConfig(recipe="fast"), images=16, batch_size=16, seed=3)
     assert torch.equal(torch.get_rng_state(), state)
     first = model.seen[-1]
-    augmented_training_nll(model, train_set, TrainConfig(recipe="weak"), images=16, batch_size=16, seed=3)
+    augmented_training_nll(model, train_set, TrainConfig(recipe="fast"), images=16, batch_size=16, seed=3)
     assert torch.equal(model.seen[-1], first)
     from archdsl.run.loader import make_loader
 

@@ -13,13 +13,13 @@ from archdsl.run.recipe import RECIPE_DEFAULTS, TrainConfig
 
 def test_the_weight_decay_is_the_recipes_unless_given():
     assert AnalysisSettings().weight_decay == RECIPE_DEFAULTS["deit"]["weight_decay"]
-    assert AnalysisSettings(recipe=TrainConfig(recipe="weak")).weight_decay == RECIPE_DEFAULTS["weak"]["weight_decay"]
-    assert AnalysisSettings(recipe=TrainConfig(recipe="weak"), weight_decay=0.0).weight_decay == 0.0
+    assert AnalysisSettings(recipe=TrainConfig(recipe="fast")).weight_decay == RECIPE_DEFAULTS["fast"]["weight_decay"]
+    assert AnalysisSettings(recipe=TrainConfig(recipe="fast"), weight_decay=0.0).weight_decay == 0.0
     assert AnalysisSettings(recipe={"recipe": "weak"}).weight_decay == RECIPE_DEFAULTS["weak"]["weight_decay"]
 
 
 def test_settings_round_trip_through_json():
-    settings = AnalysisSettings(recipe=TrainConfig(recipe="weak"), hessian=HessianSettings(k=2, method="lanczos"))
+    settings = AnalysisSettings(recipe=TrainConfig(recipe="fast"), hessian=HessianSettings(k=2, method="lanczos"))
     assert AnalysisSettings.model_validate_json(settings.model_dump_json()) == settings
 
 
@@ -47,7 +47,9 @@ def test_search_and_analyze_report_the_same_nep_and_ape(tmp_path, one_thread):
     from archdsl.search import objective
 
     arch = parse_spec(TINY_BASE)
-    fidelity = objective.Fidelity(epochs=1, batch_size=32, hessian_batches=2, hessian_max_iter=12)
+    fidelity = objective.Fidelity(
+        epochs=1, train_settings=(("batch_size", 32),), hessian_batches=2, hessian_max_iter=12
+    )
     data = objective.load_data(DATASET, None, seed=0, subset=1.0)
     run_dir = tmp_path / "trial"
     trained = objective.train_candidate(
@@ -63,6 +65,6 @@ def test_search_and_analyze_report_the_same_nep_and_ape(tmp_path, one_thread):
     assert code == 0
     report = AnalysisReport.model_validate_json((out / "metrics.json").read_text())
     assert (report.hessian.nep, report.hessian.ape) == (nep, ape)
-    # The weak recipe the search trains with: its weight decay, not the paper's 0.05.
-    assert report.hessian.weight_decay == report.settings.weight_decay == RECIPE_DEFAULTS["weak"]["weight_decay"]
-    assert report.settings.recipe.recipe == "weak" and report.settings.hessian.method == "lanczos"
+    # The fast recipe the search trains with: its weight decay, not the paper's 0.05.
+    assert report.hessian.weight_decay == report.settings.weight_decay == RECIPE_DEFAULTS["fast"]["weight_decay"]
+    assert report.settings.recipe.recipe == "fast" and report.settings.hessian.method == "lanczos"

@@ -46,7 +46,7 @@ def data() -> AnalysisData:
 
 
 SETTINGS = AnalysisSettings(
-    recipe=TrainConfig(recipe="weak"),
+    recipe=TrainConfig(recipe="fast"),
     batch_size=8,
     hessian=HessianSettings(batches=1, batch_size=4, k=2, max_iter=4, method="lanczos"),
     images=8,

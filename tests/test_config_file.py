@@ -83,8 +83,8 @@ def test_train_switches(tmp_path):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("epochs: 0\n", "argument --epochs: expected a positive integer, got 0"),
-        ("recipe: sgd\n", "argument --recipe: invalid choice: 'sgd' (choose from 'deit', 'weak')"),
+        ("epochs: 0\n", "argument --epochs: expected a value greater than 0, got '0'"),
+        ("recipe: sgd\n", "argument --recipe: invalid choice: 'sgd' (choose from 'deit', 'weak', 'fast')"),
         ("device: tpu\n", "argument --device: unknown device 'tpu'"),
         ("seed: 0.5\n", "argument --seed: invalid int value: '0.5'"),
     ],
@@ -194,10 +194,19 @@ def test_yaml_is_imported_only_for_a_config_file():
 @pytest.mark.usefixtures("one_thread")
 def test_a_run_records_the_settings_of_file_and_flags(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    _file(tmp_path, "spec: tiny\ndataset: 'synthetic:train=40,test=20'\nrecipe: weak\nepochs: 3\nbatch_size: 20\n")
-    assert main(["train", "--config", "run.yaml", "--epochs", "1", "--out", "run", "--no-progress"]) == 0
+    recipe = "opt: momentum\nsched_on_updates: false\ndecay-milestones: [1, 2]\nsched: multistep\nhflip: 0.25\n"
+    _file(
+        tmp_path,
+        "spec: tiny\ndataset: 'synthetic:train=40,test=20'\nrecipe: fast\nepochs: 3\nbatch_size: 20\n" + recipe,
+    )
+    assert (
+        main(["train", "--config", "run.yaml", "--epochs", "1", "--out", "run", "--no-progress", "--hflip", "0"]) == 0
+    )
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert (config["recipe"], config["epochs"], config["batch_size"]) == ("weak", 1, 20)
+    assert (config["recipe"], config["epochs"], config["batch_size"]) == ("fast", 1, 20)
+    # Every recipe setting is a key; a switch of two flags (--sched-on-updates/--no-...) is true or false.
+    assert (config["optimizer"], config["sched_on_updates"], config["decay_milestones"]) == ("momentum", False, [1, 2])
+    assert (config["sched"], config["hflip"]) == ("multistep", 0.0)  # the command line wins over the file
 
 
 def _alias_bomb() -> str:

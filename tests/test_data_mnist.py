@@ -130,7 +130,7 @@ def test_grey_corruptions_are_the_rgb_generators_first_channel(tmp_path):
     assert noisy.std() == pytest.approx(0.10, rel=0.05)  # the CIFAR sigma at severity 5
 
 
-@pytest.mark.parametrize("recipe", ["weak", "deit"])
+@pytest.mark.parametrize("recipe", ["fast", "deit"])
 def test_grey_images_go_through_the_training_augmentation(tmp_path, recipe):
     from archdsl.run.loader import make_loader
 
@@ -162,7 +162,7 @@ def test_a_1x28x28_design_trains_and_is_analysed_end_to_end(tmp_path, one_thread
     spec.write_text(GREY_SPEC)
     root = ["--data-root", str(tmp_path / "data")]
     run = tmp_path / "run"
-    assert main(["train", str(spec), "--dataset", "fashion-mnist", *root, "--recipe", "weak", "--epochs", "1",
+    assert main(["train", str(spec), "--dataset", "fashion-mnist", *root, "--recipe", "fast", "--epochs", "1",
                  "--batch-size", "32", "--out", str(run), "--device", "cpu", "--no-progress"]) == 0  # fmt: skip
     out = tmp_path / "analysis"
     assert main(["analyze", str(run / "final.safetensors"), *root, "--metrics", "acc,robustness,fourier,lesion",

@@ -94,7 +94,7 @@ def test_a_bar_closed_without_work_clears_its_line(stop: str) -> None:
 
 
 MICRO = "arch micro {\n input 3x32x32\n classes 10\n stem conv3x3(8)\n conv = basic\n stage c1(width=8) { conv }\n}\n"
-TRAIN = ["--dataset", "synthetic:train=40,test=20", "--recipe", "weak", "--batch-size", "20"]
+TRAIN = ["--dataset", "synthetic:train=40,test=20", "--recipe", "fast", "--batch-size", "20"]
 
 
 def test_train_piped_to_a_log_writes_no_bar(tmp_path, capsys) -> None:

@@ -211,7 +211,11 @@ def test_a_journal_that_is_not_a_journal_is_a_clear_error(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "flags, message",
-    [(["--device", "tpu"], "unknown device"), (["--max-retry", "-1"], "integer >= 0"), (["--lr", "inf"], "positive")],
+    [
+        (["--device", "tpu"], "unknown device"),
+        (["--max-retry", "-1"], "integer >= 0"),
+        (["--lr", "inf"], "expected a finite number"),
+    ],
 )
 def test_bad_search_flags_are_usage_errors_before_any_work(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as info:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import shlex
+from pathlib import Path
 
 import _search_support as support
 import pytest
@@ -47,9 +49,18 @@ def test_constraints_prune_designs_before_any_training(tmp_path):
         "accuracy",
         "--max-params",
         str(base_params),
+        "--opt",  # a recipe setting: every candidate trains with it, and the command keeps it
+        "momentum",
+        "--no-sched-on-updates",
     )
     assert main(args) == 0
     trials = support.load(tmp_path, "cons").trials
+    trained = json.loads(
+        (Path(next(t for t in trials if "dir" in t.user_attrs).user_attrs["dir"]) / "config.json").read_text()
+    )
+    assert (trained["recipe"], trained["optimizer"], trained["sched_on_updates"], trained["batch_size"]) == (
+        "fast", "momentum", False, 32,
+    )  # fmt: skip
     assert len(trials) == 8
     for t in trials:
         params = t.user_attrs["metrics"]["params"]
@@ -66,6 +77,7 @@ def test_constraints_prune_designs_before_any_training(tmp_path):
     assert f"`{command}`" in (tmp_path / "runs" / "cons" / "report" / "report.md").read_text()
     argv = shlex.split(command)
     assert argv[:2] == ["archdsl", "search"] and "--max-params" in argv
+    assert " --recipe fast --batch-size 32 --opt momentum --no-sched-on-updates " in command
     assert main(argv[1:]) == 0
     assert len(support.load(tmp_path, "cons").trials) == 8
 

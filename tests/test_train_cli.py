@@ -40,12 +40,12 @@ def exit_code(argv: list[str]) -> int:
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--epochs", "-1"], "positive integer"),
-        (["--epochs", "0"], "positive integer"),
+        (["--epochs", "-1"], "expected a value greater than 0"),
+        (["--epochs", "0"], "expected a value greater than 0"),
         (["--recipe", "sgd"], "invalid choice"),
         (["--device", "tpu"], "unknown device"),
         (["--subset", "2"], "fraction"),
-        (["--lr", "abc"], "positive number"),
+        (["--lr", "abc"], "expected a valid number"),
     ],
 )
 def test_bad_flags_exit_2_with_a_message(spec: Path, flags: list[str], message: str, capsys) -> None:
@@ -94,7 +94,7 @@ def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
         "--dataset",
         DATASET,
         "--recipe",
-        "weak",
+        "fast",
         "--batch-size",
         "32",
         "--out",
@@ -155,8 +155,8 @@ def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize(
     "flags, message",
     [
-        (["--lr", "inf"], "positive number"),
-        (["--lr", "nan"], "positive number"),
+        (["--lr", "inf"], "expected a finite number"),
+        (["--lr", "nan"], "expected a finite number"),
         (["--resident", "--recipe", "deit"], "--resident cannot be used with the deit recipe"),
         (["--workers", "100000"], "more than 4 per CPU core"),
     ],
@@ -215,7 +215,7 @@ def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(
         "--dataset",
         DATASET,
         "--recipe",
-        "weak",
+        "fast",
         "--batch-size",
         "32",
         "--epochs",
@@ -250,7 +250,7 @@ def test_a_diverged_run_says_which_epoch_it_kept(spec: Path, tmp_path: Path, cap
 
     monkeypatch.setattr(training, "_run_epoch", diverge_in_the_second_epoch)
     out = tmp_path / "run"
-    argv = ["train", str(spec), "--dataset", DATASET, "--recipe", "weak", "--batch-size", "32", "--epochs", "2"]
+    argv = ["train", str(spec), "--dataset", DATASET, "--recipe", "fast", "--batch-size", "32", "--epochs", "2"]
     assert exit_code([*argv, "--out", str(out), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "training diverged: the training loss is nan in epoch 2 (step 3)" in err and "Traceback" not in err
@@ -260,7 +260,7 @@ def test_a_diverged_run_says_which_epoch_it_kept(spec: Path, tmp_path: Path, cap
 def test_classes_overrides_the_spec_and_a_mismatch_names_the_flag(spec: Path, tmp_path: Path, capsys) -> None:
     # micro has 10 classes; the 5-class dataset trains with --classes 5 and is refused without it.
     five = "synthetic:classes=5,train=40,test=20"
-    common = ["--recipe", "weak", "--epochs", "1", "--batch-size", "20", "--no-progress"]
+    common = ["--recipe", "fast", "--epochs", "1", "--batch-size", "20", "--no-progress"]
     assert exit_code(["train", str(spec), "--dataset", five, "--out", str(tmp_path / "no"), *common]) == 1
     err = capsys.readouterr().err
     assert "has 10 classes" in err and "has 5 classes" in err and "--classes 5" in err
@@ -288,7 +288,7 @@ def test_settings_the_data_or_machine_cannot_run_are_refused_before_the_header(
     spec: Path, tmp_path: Path, capsys, flags: list[str], message: str
 ) -> None:
     out = tmp_path / "new" / "run"
-    argv = ["train", str(spec), "--dataset", "synthetic:train=40,test=20", "--recipe", "weak", "--epochs", "1"]
+    argv = ["train", str(spec), "--dataset", "synthetic:train=40,test=20", "--recipe", "fast", "--epochs", "1"]
     assert exit_code([*argv, *flags, "--out", str(out), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert message in err and "training micro" not in err and "Traceback" not in err

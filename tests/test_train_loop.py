@@ -54,10 +54,10 @@ def data():
 
 
 @pytest.mark.slow
-def test_weak_recipe_learns_and_keeps_a_run_directory(arch, data, tmp_path: Path) -> None:
+def test_fast_recipe_learns_and_keeps_a_run_directory(arch, data, tmp_path: Path) -> None:
     train_set, test_set = data
     seen: list[EpochMetrics] = []
-    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, lr=0.1, device="cpu")
+    config = TrainConfig(recipe="fast", epochs=2, batch_size=32, lr=0.1, device="cpu")
     result = train(arch, train_set, test_set, config, run_dir=tmp_path, on_epoch=seen.append, progress=False)
     assert [m.epoch for m in result.history] == [1, 2] and seen == result.history
     assert result.test_acc > 0.3  # chance is 0.1
@@ -80,7 +80,7 @@ def test_weak_recipe_learns_and_keeps_a_run_directory(arch, data, tmp_path: Path
             arch,
             train_set,
             test_set,
-            TrainConfig(recipe="weak", epochs=1, batch_size=32, device="cpu"),
+            TrainConfig(recipe="fast", epochs=1, batch_size=32, device="cpu"),
             run_dir=tmp_path,
             progress=False,
         )
@@ -93,7 +93,7 @@ def test_a_small_hybrid_learns_the_synthetic_set(tmp_path: Path) -> None:
     arch = parse_spec(MICRO.replace("3x16x16", "3x32x32"))
     name = "synthetic:train=800,test=200"
     train_set, test_set = load_split(name, "train"), load_split(name, "test")
-    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, lr=0.3, device="cpu", resident=True)
+    config = TrainConfig(recipe="fast", epochs=2, batch_size=32, lr=0.3, device="cpu", resident=True)
     result = train(arch, train_set, test_set, config, progress=False)
     assert result.test_acc > 0.3  # 10 classes: chance is 0.1
 
@@ -107,7 +107,7 @@ def _stop(metrics: EpochMetrics) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("recipe, resident", [("deit", False), ("weak", False), ("weak", True)])
+@pytest.mark.parametrize("recipe, resident", [("deit", False), ("weak", False), ("fast", True)])
 def test_resumed_run_equals_an_uninterrupted_one(arch, tmp_path: Path, recipe: str, resident: bool) -> None:
     # The deit recipe exercises Mixup/CutMix, RandAugment, drop path, warm-up and AdamW state.
     train_set, test_set = colour_classes(64, 2), colour_classes(16, 3)
@@ -125,7 +125,7 @@ def test_resumed_run_equals_an_uninterrupted_one(arch, tmp_path: Path, recipe: s
 
 def test_resume_needs_a_checkpoint_and_the_same_settings(arch, tmp_path: Path) -> None:
     train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
-    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, device="cpu")
+    config = TrainConfig(recipe="fast", epochs=2, batch_size=32, device="cpu")
     with pytest.raises(UserError, match="nothing to resume"):
         train(arch, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
     with pytest.raises(Stop):
@@ -136,27 +136,20 @@ def test_resume_needs_a_checkpoint_and_the_same_settings(arch, tmp_path: Path) -
 
 
 def _learning_rate(run_dir: Path) -> float:
-    """The learning rate the optimizer held after the run's last finished epoch."""
-    from archdsl.run.checkpoint import load_checkpoint
-
-    state = load_checkpoint(run_dir / "last.safetensors", with_train_state=True).train_state
-    assert state is not None
-    return state.unpack("optimizer")["param_groups"][0]["lr"]
+    """The learning rate recorded after the run's last finished epoch (the next step's)."""
+    return json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["lr"]
 
 
 def _scheduled_rate(config: TrainConfig, step: int, steps_per_epoch: int) -> float:
     """What `config`'s schedule gives at `step` (of `steps_per_epoch`-step epochs)."""
-    from archdsl.run.recipe import make_optimizer, make_scheduler
+    from archdsl.run.schedule import LrSchedule
 
-    optimizer = make_optimizer(torch.nn.Linear(2, 2), config)
-    scheduler = make_scheduler(optimizer, config, steps_per_epoch)
-    scheduler.step_update(step)
-    return optimizer.param_groups[0]["lr"]
+    return LrSchedule.of(config, steps_per_epoch).lr_at(step)
 
 
 def test_a_finished_run_is_extended_on_the_longer_runs_schedule(arch, tmp_path: Path) -> None:
     train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
-    config = TrainConfig(recipe="weak", epochs=1, batch_size=32, lr=0.1, device="cpu")
+    config = TrainConfig(recipe="fast", epochs=1, batch_size=32, lr=0.1, device="cpu")
     train(arch, train_set, test_set, config, run_dir=tmp_path, progress=False)
     assert _learning_rate(tmp_path) == pytest.approx(1e-6)  # the end of a one-epoch cosine
 
@@ -184,7 +177,7 @@ def test_a_diverging_loss_raises_training_diverged(arch) -> None:
     train_set, test_set = colour_classes(64, 6), colour_classes(16, 7)
     # 1e20: NaN by the second step in either memory layout (at 1e12 the channels_last
     # convolutions of the optimized model still give a finite 1.5e21 loss).
-    config = TrainConfig(recipe="weak", epochs=1, batch_size=32, lr=1e20, device="cpu")
+    config = TrainConfig(recipe="fast", epochs=1, batch_size=32, lr=1e20, device="cpu")
     with pytest.raises(TrainingDiverged, match="diverged") as caught:
         train(arch, train_set, test_set, config, progress=False)
     assert isinstance(caught.value, UserError) and caught.value.epoch == 0
@@ -194,7 +187,7 @@ def test_a_loss_exploding_far_above_its_start_is_divergence_even_when_finite(arc
     # lr 1e3: the second step's loss is ~4e3 (the start is ~2.3) and the test loss NaN, on
     # every CPU kernel; before, the run ended "successfully" with that model.
     train_set, test_set = colour_classes(64, 6), colour_classes(16, 7)
-    config = TrainConfig(recipe="weak", epochs=1, batch_size=32, lr=1e3, device="cpu")
+    config = TrainConfig(recipe="fast", epochs=1, batch_size=32, lr=1e3, device="cpu")
     with pytest.raises(TrainingDiverged, match="training diverged"):
         train(arch, train_set, test_set, config, progress=False)
 
@@ -211,7 +204,7 @@ def test_divergence_does_not_depend_on_the_cpu_kernels(tmp_path: Path) -> None:
         "from test_train_loop import MICRO, colour_classes\n"
         "from archdsl.lang.spec import parse_spec\n"
         "from archdsl.run.train import TrainConfig, TrainingDiverged, train\n"
-        "config = TrainConfig(recipe='weak', epochs=1, batch_size=32, lr=1e12, device='cpu')\n"
+        "config = TrainConfig(recipe='fast', epochs=1, batch_size=32, lr=1e12, device='cpu')\n"
         "try:\n"
         "    result = train(parse_spec(MICRO), colour_classes(64, 6), colour_classes(16, 7), config, progress=False)\n"
         "except TrainingDiverged as err:\n"
@@ -227,7 +220,7 @@ def test_a_run_that_diverges_keeps_its_last_good_checkpoint(arch, tmp_path: Path
     # One step per epoch; the first (warm-up) step has lr 1e-6, the next ones 1e3: epoch 1
     # is sound, the weights blow up in the step of epoch 2.
     train_set, test_set = colour_classes(32, 6), colour_classes(16, 7)
-    config = TrainConfig(recipe="weak", epochs=3, warmup_epochs=1, batch_size=32, lr=1e3, device="cpu")
+    config = TrainConfig(recipe="fast", epochs=3, warmup_epochs=1, batch_size=32, lr=1e3, device="cpu")
     with pytest.raises(TrainingDiverged) as caught:
         train(arch, train_set, test_set, config, run_dir=tmp_path, progress=False)
     from archdsl.run.checkpoint import load_checkpoint
@@ -242,7 +235,7 @@ def test_a_run_that_diverges_keeps_its_last_good_checkpoint(arch, tmp_path: Path
 
 
 def test_mismatched_data_and_tiny_sets_are_user_errors(arch) -> None:
-    config = TrainConfig(recipe="weak", epochs=1, batch_size=32, device="cpu")
+    config = TrainConfig(recipe="fast", epochs=1, batch_size=32, device="cpu")
     wrong_size = colour_classes(64, 0, size=8)
     with pytest.raises(UserError, match="inputs"):
         train(arch, wrong_size, wrong_size, config, progress=False)
@@ -275,7 +268,7 @@ def test_the_divergence_rule_allows_a_noisy_start_and_stops_nan_and_explosions()
 
 def test_resume_refuses_another_dataset_and_names_it(arch, tmp_path: Path) -> None:
     train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
-    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, device="cpu")
+    config = TrainConfig(recipe="fast", epochs=2, batch_size=32, device="cpu")
     with pytest.raises(Stop):
         train(arch, train_set, test_set, config, run_dir=tmp_path, on_epoch=_stop, progress=False)
     other = ImageSet("other", train_set.images, train_set.labels, 10, (0.5,) * 3, (0.25,) * 3)
@@ -288,3 +281,42 @@ def test_resume_refuses_another_dataset_and_names_it(arch, tmp_path: Path) -> No
         train(arch, train_set, colour_classes(16, 9), config, run_dir=tmp_path, resume=True, progress=False)
     resumed = train(arch, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
     assert [m.epoch for m in resumed.history] == [1, 2]
+
+
+def _as_recorded_before_fast(config: dict) -> dict:
+    """A config as archdsl recorded it before `fast` was split from `weak` (and the schedule fields existed)."""
+    old = {k: v for k, v in config.items() if k not in ("weight_decay_params", "sched", "sched_on_updates")}
+    old = {k: v for k, v in old.items() if k not in ("decay_milestones", "decay_rate", "warmup_lr", "min_lr")}
+    old = {k: v for k, v in old.items() if k not in ("model_dtype", "initial_checkpoint")}
+    return {**old, "recipe": "weak", "hflip": True, "clip_grad": None}
+
+
+def test_a_run_recorded_as_the_old_weak_recipe_resumes_as_fast(arch, tmp_path: Path) -> None:
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
+    config = TrainConfig(recipe="fast", epochs=2, batch_size=32, device="cpu")
+    full = train(arch, train_set, test_set, config, run_dir=tmp_path / "full", progress=False)
+    with pytest.raises(Stop):
+        train(arch, train_set, test_set, config, run_dir=tmp_path / "old", on_epoch=_stop, progress=False)
+    # Rewrite the stopped run as the old archdsl wrote it.
+    path = tmp_path / "old" / "last.safetensors"
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = dict(handle.metadata())
+        tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
+    state = json.loads(metadata["archdsl.train_state"])
+    state["config"] = _as_recorded_before_fast(state["config"])
+    metadata["archdsl.train_state"] = json.dumps(state)
+    save_file(tensors, str(path), metadata=metadata)
+    old = state["config"]
+
+    read = TrainConfig.model_validate(old)
+    assert (read.recipe, read.optimizer, read.sched, read.sched_on_updates) == ("fast", "sgd", "cosine", True)
+    assert (read.weight_decay_params, read.warmup_lr, read.min_lr, read.hflip, read.clip_grad) == (
+        "filtered", 1e-6, 1e-6, 0.5, 0.0,
+    )  # fmt: skip
+    assert read == config  # what the old `weak` ran is today's `fast`
+    resumed = train(arch, train_set, test_set, read, run_dir=tmp_path / "old", resume=True, progress=False)
+    for key, value in full.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[key], value), key

@@ -33,9 +33,11 @@ def test_deit_defaults_follow_the_paper_recipe() -> None:
 def test_learning_rate_scales_with_the_batch_size_unless_given() -> None:
     assert TrainConfig(batch_size=192).lr == pytest.approx(2.5e-4)
     assert TrainConfig(recipe="weak", batch_size=64).lr == pytest.approx(0.05)
-    assert TrainConfig(recipe="weak", batch_size=64, lr=0.3).lr == 0.3
+    assert TrainConfig(recipe="fast", batch_size=64, lr=0.3).lr == 0.3
     weak = TrainConfig(recipe="weak")
-    assert (weak.optimizer, weak.batch_size, weak.weight_decay, weak.uses_mixup) == ("sgd", 128, 5e-4, False)
+    assert (weak.optimizer, weak.batch_size, weak.weight_decay, weak.uses_mixup) == ("momentum", 128, 5e-4, False)
+    fast = TrainConfig(recipe="fast")
+    assert (fast.optimizer, fast.batch_size, fast.weight_decay, fast.uses_mixup) == ("sgd", 128, 5e-4, False)
 
 
 def test_config_round_trips_through_json() -> None:
@@ -67,7 +69,7 @@ def test_unaugmented_loader_keeps_order_and_normalises() -> None:
     assert images[3, 1, 2, 5].item() == pytest.approx(expected, abs=1e-6)
 
 
-@pytest.mark.parametrize("recipe", ["deit", "weak"])
+@pytest.mark.parametrize("recipe", ["deit", "weak", "fast"])
 def test_augmented_loader_is_deterministic_per_seed(recipe: str) -> None:
     data = image_set()
 
@@ -108,7 +110,7 @@ def test_resident_loader_crops_padded_windows_and_flips() -> None:
     from archdsl.run.loader import ResidentLoader
 
     data = image_set(n=32, size=8)
-    loader = ResidentLoader(data, 8, device="cpu", padding=2, hflip=True, seed=5)
+    loader = ResidentLoader(data, 8, device="cpu", padding=2, hflip=0.5, seed=5)
     batches = list(loader)
     assert len(loader) == 4 and [len(labels) for _, labels in batches] == [8] * 4
     labels = torch.cat([labels for _, labels in batches])
@@ -126,7 +128,7 @@ def test_resident_loader_crops_padded_windows_and_flips() -> None:
         assert any(
             torch.allclose(pixels, w, atol=1e-3) or torch.allclose(pixels, w.flip(-1), atol=1e-3) for w in windows
         )
-    again = list(ResidentLoader(data, 8, device="cpu", padding=2, hflip=True, seed=5))
+    again = list(ResidentLoader(data, 8, device="cpu", padding=2, hflip=0.5, seed=5))
     assert all(torch.equal(a[0], b[0]) for a, b in zip(batches, again, strict=True))
     loader.reseed(6)
     assert not torch.equal(next(iter(loader))[0], batches[0][0])
@@ -135,7 +137,7 @@ def test_resident_loader_crops_padded_windows_and_flips() -> None:
 def test_resident_data_refuses_randaugment() -> None:
     with pytest.raises(ValidationError, match="RandAugment"):
         TrainConfig(recipe="deit", resident=True)
-    assert TrainConfig(recipe="weak", resident=True).resident
+    assert TrainConfig(recipe="fast", resident=True).resident
 
 
 MICRO_VIT = """
@@ -182,10 +184,98 @@ def test_weight_decay_spares_what_timms_models_spare(text: str, undecayed_matric
     from archdsl.run.recipe import make_optimizer
 
     model = build(parse_spec(text), seed=0)
-    optimizer = make_optimizer(model, TrainConfig(recipe="deit"))
+    optimizer = make_optimizer(model, TrainConfig(recipe="fast"))  # timm's groups
     spared = {id(p) for group in optimizer.param_groups if group["weight_decay"] == 0 for p in group["params"]}
     names = {name for name, p in model.named_parameters() if id(p) in spared and p.ndim > 1}
     shown = {name if name in undecayed_matrices else name.rsplit(".", 1)[-1] for name in names}
     assert shown == undecayed_matrices
     assert all(p.ndim <= 1 or name in names for name, p in model.named_parameters() if id(p) in spared)
     assert model.no_weight_decay() == names  # timm's create_optimizer_v2 reads this, in timm's train.py too
+
+
+def test_the_paper_recipes_are_the_reference_configs() -> None:
+    # configs/cifar100_vit.yaml: 5 warm-up + 300 cosine epochs (per epoch, to 0), AdamW on every parameter.
+    deit = TrainConfig(recipe="deit")
+    assert (deit.epochs, deit.warmup_epochs, deit.sched, deit.sched_on_updates) == (305, 5, "cosine", False)
+    assert (deit.warmup_lr, deit.min_lr, deit.weight_decay_params, deit.hflip, deit.crop_padding) == (
+        0.0, 0.0, "all", 0.5, 4,
+    )  # fmt: skip
+    # configs/cifar100_general.yaml: SGD (momentum 0.9, not Nesterov), 1 warm-up + 200 epochs, MultiStepLR.
+    weak = TrainConfig(recipe="weak")
+    assert (weak.optimizer, weak.momentum, weak.lr, weak.batch_size, weak.weight_decay) == (
+        "momentum", 0.9, 0.1, 128, 5e-4,
+    )  # fmt: skip
+    assert (weak.epochs, weak.warmup_epochs, weak.sched, weak.decay_milestones, weak.decay_rate) == (
+        201, 1, "multistep", (60, 120, 160), 0.2,
+    )  # fmt: skip
+    assert (weak.clip_grad, weak.label_smoothing, weak.uses_mixup, weak.randaugment, weak.drop_path) == (
+        0.0, 0.0, False, None, 0.0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("recipe", ["deit", "weak"])
+def test_the_reference_recipes_decay_every_parameter_in_one_group(recipe: str) -> None:
+    from archdsl.lang.spec import parse_spec
+    from archdsl.nn.build import build
+    from archdsl.run.recipe import make_optimizer
+
+    model = build(parse_spec(MICRO_ALTER), seed=0)
+    optimizer = make_optimizer(model, TrainConfig(recipe=recipe))
+    assert len(optimizer.param_groups) == 1
+    group = optimizer.param_groups[0]
+    assert group["weight_decay"] == TrainConfig(recipe=recipe).weight_decay
+    assert [id(p) for p in group["params"]] == [id(p) for p in model.parameters()]
+    expected = torch.optim.AdamW if recipe == "deit" else torch.optim.SGD
+    assert type(optimizer) is expected and group.get("nesterov", False) is False
+
+
+def test_docs_training_has_the_recipe_table() -> None:
+    from pathlib import Path
+
+    from archdsl.commands.recipe_flags import recipe_table
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
+    assert recipe_table() in page, "regenerate docs/training.md's table: archdsl.commands.recipe_flags.recipe_table()"
+
+
+def test_every_recipe_setting_is_a_flag_of_train_and_search_and_a_config_key(tmp_path) -> None:
+    from archdsl.cli import build_parser
+    from archdsl.run.recipe import RECIPE_FIELDS, recipe_flags
+
+    flags = recipe_flags()
+    assert set(RECIPE_FIELDS) <= set(flags)
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    for command in ("train", "search"):
+        known = set(commands[command]._option_string_actions)
+        assert {flag for field, (flag, _) in flags.items() if field != "epochs"} <= known, command
+    # Given on the command line or in a --config file, each reaches TrainConfig.
+    args = commands["train"].parse_args(
+        ["tiny", "--dataset", "synthetic", "--opt", "momentum", "--decay-milestones", "3,9", "--no-sched-on-updates",
+         "--aa", "none", "--hflip", "0.25", "--clip-grad", "1"]
+    )  # fmt: skip
+    from archdsl.commands.recipe_flags import recipe_settings
+
+    config = TrainConfig(recipe="deit", **recipe_settings(args))
+    assert (config.optimizer, config.decay_milestones, config.sched_on_updates) == ("momentum", (3, 9), False)
+    assert (config.randaugment, config.hflip, config.clip_grad) == (None, 0.25, 1.0)
+
+
+def test_configs_recorded_before_the_recipe_split_read_as_what_they_ran() -> None:
+    # Every field archdsl recorded then, none of the schedule fields it records now.
+    old_deit = {
+        "recipe": "deit", "epochs": 300, "extended_at": [], "batch_size": 96, "lr": 1.25e-4, "optimizer": "adamw",
+        "weight_decay": 0.05, "momentum": 0.9, "clip_grad": 5.0, "warmup_epochs": 5, "label_smoothing": 0.1,
+        "mixup": 1.0, "cutmix": 0.8, "mixup_prob": 1.0, "randaugment": "rand-m9-n2-mstd1.0", "crop_padding": 4,
+        "hflip": True, "drop_path": 0.1, "seed": 0, "subset": 1.0, "device": "auto", "workers": 0,
+        "resident": False, "channels_last": None, "amp": None, "eval_batch_size": 256, "optimize": True,
+    }  # fmt: skip
+    deit = TrainConfig.model_validate(old_deit)
+    assert (deit.recipe, deit.epochs, deit.sched, deit.sched_on_updates, deit.weight_decay_params) == (
+        "deit", 300, "cosine", True, "filtered",
+    )  # fmt: skip
+    assert (deit.warmup_lr, deit.min_lr, deit.hflip) == (1e-6, 1e-6, 0.5)
+    old_weak = {**old_deit, "recipe": "weak", "optimizer": "sgd", "lr": 0.1, "batch_size": 128, "clip_grad": None}
+    assert TrainConfig.model_validate(old_weak).recipe == "fast"
+    # A config of today names the schedule: never read as an old one.
+    assert TrainConfig.model_validate({**old_weak, "sched": "multistep"}).recipe == "weak"

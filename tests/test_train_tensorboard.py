@@ -35,7 +35,7 @@ def exit_code(argv: list[str]) -> int:
 def argv(tmp_path: Path) -> list[str]:
     spec = tmp_path / "micro.arch"
     spec.write_text(MICRO)
-    options = ["--recipe", "weak", "--batch-size", "20", "--no-progress", "--log", "tensorboard"]
+    options = ["--recipe", "fast", "--batch-size", "20", "--no-progress", "--log", "tensorboard"]
     return ["train", str(spec), "--dataset", DATASET, "--out", str(tmp_path / "run"), *options]
 
 

@@ -6,7 +6,8 @@ or `-` (`batch_size: 64` or `batch-size: 64`), or the name the value is kept und
 false` is `--no-optimize`). A positional argument (`spec:`) and a flag the command line
 requires (`dataset:`) may come from the file too. Each value goes through the flag's own
 argparse `type=` and `choices=` checks, so `epochs: 0` is refused as `--epochs 0` is; a list
-flag takes a YAML list or the comma string; a switch takes true or false.
+flag takes a YAML list or the comma string; a switch takes true or false (`sched_on_updates:
+false` is `--no-sched-on-updates`).
 
 How: before argparse reads the command line, the file's values become the defaults of the
 flags they set (and the flags they provide stop being required), for the length of that one
@@ -27,7 +28,8 @@ from archdsl.commands._args import comma_list_text, name_list, severity_list
 from archdsl.errors import UsageError, did_you_mean
 
 CONFIG_FLAG = "--config"
-# Flags whose value is a comma-separated list: the file may give them as a YAML list too.
+# Flags whose value is a comma-separated list: the file may give them as a YAML list too (so may
+# a flag whose type says `comma_list`, as the recipe's `--decay-milestones`).
 LIST_TYPES = (name_list, severity_list, comma_list_text)
 # Keys that name an action but set nothing.
 _NOT_SETTINGS = ("help", "config")
@@ -211,6 +213,8 @@ def _setting_names(parser: argparse.ArgumentParser) -> dict[str, tuple[argparse.
     names: dict[str, tuple[argparse.Action, bool]] = {}
     for action in parser._actions:
         for flag in action.option_strings:
+            if isinstance(action, argparse.BooleanOptionalAction) and flag.startswith("--no-"):
+                continue  # `sched_on_updates: false` says it
             if flag.startswith("--"):
                 names[flag[2:].replace("-", "_")] = (action, False)
         names[action.dest] = (action, True)
@@ -249,6 +253,10 @@ def _convert(
     parser: argparse.ArgumentParser, action: argparse.Action, by_dest: bool, key: str, value: Any, where: str
 ) -> _Setting | None:
     """The file's `value` as the parsed value of `action`; None for a switch the file leaves off."""
+    if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x: true or false
+        if not isinstance(value, bool):
+            raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")
+        return _Setting(action, value)
     if isinstance(action, argparse._StoreConstAction):  # store_true, store_false
         if not isinstance(value, bool):
             raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")
@@ -260,7 +268,7 @@ def _convert(
     if value is None:
         raise UsageError(f"{where}: `{key}` has no value", hint="leave the key out for the default")
     if isinstance(value, list):
-        if action.type not in LIST_TYPES:
+        if action.type not in LIST_TYPES and not getattr(action.type, "comma_list", False):
             raise UsageError(f"{where}: {_name(action)}: expected one value, got a list")
         if not all(_is_scalar(item) for item in value):
             raise UsageError(f"{where}: {_name(action)}: expected a list of names or numbers")

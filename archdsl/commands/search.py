@@ -24,6 +24,7 @@ from archdsl.commands._args import (
     severity_list,
 )
 from archdsl.commands.config_file import add_config_argument
+from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_command_words, recipe_settings
 from archdsl.errors import visible_lines
 
 SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
@@ -32,6 +33,8 @@ PAPER_BASE = "alter50-base"  # the default base on real datasets
 # small-base candidate in seconds on a laptop CPU; real datasets start from a tenth.
 SYNTHETIC_SUBSET = 0.4
 REAL_SUBSET = 0.1
+# Recipe fields with a flag of the search's own (its fidelity's length), not the recipe's default.
+SEARCH_OWN_FIELDS = ("epochs",)
 
 
 EXAMPLES = (
@@ -124,10 +127,9 @@ def register(subparsers) -> None:
         "--recipe",
         default=fidelity.recipe,
         choices=RECIPES,
-        help=f"training recipe (default: {fidelity.recipe}, which learns fastest in few epochs)",
+        help=f"training recipe (default: {fidelity.recipe}, which learns fastest in few epochs: docs/search.md)",
     )
-    fid.add_argument("--batch-size", type=positive_int, metavar="N", help="default: the recipe's")
-    fid.add_argument("--lr", type=positive_float, help="learning rate (default: the recipe's, scaled to the batch)")
+    add_recipe_arguments(fid, exclude=SEARCH_OWN_FIELDS)
     fid.add_argument(
         "--hessian-batches",
         type=positive_int,
@@ -252,8 +254,7 @@ def run(args: argparse.Namespace) -> int:
         epochs=args.epochs,
         subset=subset,
         recipe=args.recipe,
-        batch_size=args.batch_size,
-        lr=args.lr,
+        train_settings=tuple(sorted(recipe_settings(args, exclude=SEARCH_OWN_FIELDS).items())),
         hessian_batches=args.hessian_batches,
         hessian_max_iter=args.hessian_iters,
         severities=severities,
@@ -345,10 +346,7 @@ def reproduce_command(args: argparse.Namespace, *, study_name: str, base: str, s
         if value is not None:
             parts += [flag, _number(value)]
     parts += ["--seed", str(args.seed), "--epochs", str(args.epochs), "--subset", _number(subset)]
-    parts += ["--recipe", args.recipe]
-    for flag, value in (("--batch-size", args.batch_size), ("--lr", args.lr)):
-        if value is not None:
-            parts += [flag, _number(value)]
+    parts += ["--recipe", args.recipe, *recipe_command_words(recipe_settings(args, exclude=SEARCH_OWN_FIELDS))]
     names = {o.name for o in objectives}
     if names & {"nep", "ape"}:
         parts += ["--hessian-batches", str(args.hessian_batches), "--hessian-iters", str(args.hessian_iters)]

@@ -15,22 +15,16 @@ from archdsl.commands._args import (
     device_name,
     fraction,
     non_negative_int,
-    positive_float,
     positive_int,
-    rate,
 )
 from archdsl.commands.config_file import add_config_argument
+from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
 from archdsl.errors import UsageError, UserError
-from archdsl.run.recipe import DEFAULT_EPOCHS, DEFAULT_RECIPE, RECIPE_DEFAULTS, RECIPES  # torch-free
-
-
-def _per_recipe(key: str, show=str) -> str:
-    """`96 deit, 128 weak`: a default that depends on the recipe, for --help."""
-    return ", ".join(f"{show(RECIPE_DEFAULTS[name][key])} {name}" for name in RECIPES)
-
+from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, RECIPES  # torch-free
 
 EXAMPLES = (
-    "archdsl train tiny --dataset synthetic --recipe weak --epochs 5",
+    "archdsl train tiny --dataset synthetic --recipe fast --epochs 5",
+    "archdsl train tiny --dataset synthetic --recipe deit --epochs 8 --warmup-epochs 1 --aa none --mixup 0",
     "archdsl train alter50 --dataset cifar100 --data-root ~/data --out runs/a50",
     "archdsl train alter50 --dataset cifar100 --data-root ~/data --out runs/a50 --resume",
 )
@@ -41,8 +35,9 @@ def register(subparsers) -> None:
         "train",
         help="train a spec on a dataset (resumable run directory)",
         description=(
-            "Train a design with the paper's DeiT-style recipe (`--recipe deit`) or a short SGD recipe "
-            "(`--recipe weak`). Each epoch writes metrics and a checkpoint to the run directory; "
+            "Train a design with the paper's DeiT-style recipe (`--recipe deit`), the reference's SGD "
+            "recipe (`--recipe weak`) or a short SGD one (`--recipe fast`); every setting of the recipe "
+            "is a flag. Each epoch writes metrics and a checkpoint to the run directory; "
             "`--resume` continues a stopped run exactly where it stopped."
         ),
     )
@@ -55,28 +50,19 @@ def register(subparsers) -> None:
         help="override the spec's number of classes (must match the dataset's)",
     )
     add_data_arguments(parser)
-    parser.add_argument("--recipe", choices=RECIPES, help=f"training recipe (default: {DEFAULT_RECIPE})")
     parser.add_argument(
-        "--epochs",
-        type=positive_int,
-        metavar="N",
-        help=f"epochs (default: {DEFAULT_EPOCHS}); with --resume, more than the run's extends it",
+        "--recipe",
+        choices=RECIPES,
+        help=f"training recipe: deit (the paper's), weak (the reference's SGD one) or fast "
+        f"(short runs); each flag below defaults to the recipe's value (default: {DEFAULT_RECIPE})",
     )
+    recipe = parser.add_argument_group("recipe settings (timm train.py's names; docs/training.md)")
+    add_recipe_arguments(recipe)
     parser.add_argument(
-        "--batch-size", type=positive_int, metavar="N", help=f"batch size (default: {_per_recipe('batch_size')})"
-    )
-    parser.add_argument("--lr", type=positive_float, help="peak learning rate (default: scaled with the batch size)")
-    parser.add_argument(
-        "--warmup-epochs",
-        type=non_negative_int,
-        metavar="N",
-        help=f"linear warm-up epochs (default: {_per_recipe('warmup_epochs')})",
-    )
-    parser.add_argument(
-        "--drop-path",
-        type=rate,
-        metavar="RATE",
-        help=f"stochastic depth rate (default: {_per_recipe('drop_path', show='{:g}'.format)})",
+        "--initial-checkpoint",
+        metavar="FILE",
+        help="start from these weights instead of a fresh model: an archdsl checkpoint, or any file "
+        "`archdsl import` reads (the reference's .pth.tar, a timm file, a state dict); not with --resume",
     )
     parser.add_argument("--seed", type=int, metavar="N", help="random seed (default: 0)")
     parser.add_argument(
@@ -117,14 +103,11 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-# argparse destination -> TrainConfig field, for the flags that set a config value.
+# argparse destination -> TrainConfig field, for the flags that set a config value (besides the
+# recipe's own, archdsl.commands.recipe_flags).
 _CONFIG_FLAGS = {
     "recipe": "recipe",
-    "epochs": "epochs",
-    "batch_size": "batch_size",
-    "lr": "lr",
-    "warmup_epochs": "warmup_epochs",
-    "drop_path": "drop_path",
+    "initial_checkpoint": "initial_checkpoint",
     "seed": "seed",
     "subset": "subset",
     "device": "device",
@@ -205,6 +188,14 @@ def run(args: argparse.Namespace) -> int:
     saved: dict = {}  # the resumed run's config and its finished epochs
     finished = 0
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
+    given.update(recipe_settings(args))
+    if args.resume and args.initial_checkpoint is not None:
+        raise UsageError(
+            "--initial-checkpoint cannot be combined with --resume: a resumed run goes on from its own last checkpoint",
+            hint="leave out --initial-checkpoint to resume, or start a new run in another --out",
+        )
+    if args.initial_checkpoint is not None and not Path(args.initial_checkpoint).is_file():
+        raise UsageError(f"--initial-checkpoint {args.initial_checkpoint}: no such file")
     if args.resume:
         # Flags left out mean "as the run was started"; a flag that changes the result is refused by train(),
         # except a larger --epochs, which extends the run.
@@ -218,10 +209,11 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.run.recipe import TrainConfig
 
     recipe = settings.get("recipe", DEFAULT_RECIPE)
-    if settings.get("resident") and RECIPE_DEFAULTS[recipe]["randaugment"]:
+    randaugment = settings["randaugment"] if "randaugment" in settings else RECIPE_DEFAULTS[recipe]["randaugment"]
+    if settings.get("resident") and randaugment not in (None, "", "none"):
         raise UsageError(
             f"--resident cannot be used with the {recipe} recipe: its RandAugment works on PIL images",
-            hint="add --recipe weak, or leave out --resident",
+            hint="add --recipe weak or --recipe fast, or --aa none, or leave out --resident",
         )
     try:
         config = TrainConfig(**settings)
@@ -249,6 +241,10 @@ def run(args: argparse.Namespace) -> int:
         _check_classes(arch, args, train_set.num_classes)
         check_trainable(arch, train_set, test_set, config)
         check_run_files(run_dir)
+        if config.initial_checkpoint is not None and not args.resume:  # weights that do not fit: refused now
+            from archdsl.run.initial import initial_weights
+
+            initial_weights(config.initial_checkpoint, arch)
 
     from archdsl.run.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, TrainingDiverged, train
 

@@ -5,7 +5,8 @@ The weights are the model's state dict; the safetensors metadata (strings only) 
 digest `archdsl.ir_digest` (checked on loading: an edited design is refused) and
 `archdsl.meta` (free JSON: dataset, epoch, accuracy, config...). A checkpoint written
 during training may also carry the state needed to resume (`TrainState`): the optimizer's
-and the scheduler's state dicts, taken apart by `archdsl.run.statedict` into tensors (under
+state dict (runs written before the schedule became a function of the step also hold timm's
+scheduler's, unread now), taken apart by `archdsl.run.statedict` into tensors (under
 the `train_state/` prefix) and JSON, with the epoch and history, in `archdsl.train_state`.
 Nothing is ever unpickled, so loading an untrusted file cannot run code. Files are written
 to a temporary name and renamed, so a crash (or Ctrl-C) mid-write leaves the previous
@@ -44,7 +45,7 @@ _STATE_DICTS = "state_dicts"  # the key of `TrainState.info` that holds the enco
 
 @dataclass
 class TrainState:
-    """What a resumed run needs besides the weights: state dicts (optimizer, scheduler) and free JSON.
+    """What a resumed run needs besides the weights: state dicts (the optimizer's) and free JSON.
 
     `tensors` are stored in the checkpoint's safetensors, `info` as JSON in its metadata.
     """
@@ -152,6 +153,23 @@ def save_checkpoint(
 def is_archdsl_checkpoint(metadata: dict[str, str]) -> bool:
     """Whether a safetensors file's metadata is an archdsl checkpoint's (it carries the design)."""
     return _KEY_IR in metadata
+
+
+def is_checkpoint_file(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a readable archdsl checkpoint (a safetensors file carrying a design); quiet:
+    False for anything else, which the caller's reader then explains."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as handle:
+            return is_archdsl_checkpoint(handle.metadata() or {})
+    except Exception:  # not a file, not safetensors, truncated: not a checkpoint
+        return False
+
+
+def model_weights(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The model's weights among a checkpoint file's tensors (the training state has its own prefix)."""
+    return {k: v for k, v in tensors.items() if not k.startswith(_TRAIN_PREFIX)}
 
 
 def read_checkpoint_file(path: str | os.PathLike[str]) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
@@ -266,9 +284,12 @@ def load_checkpoint(
     arch = checked_design(metadata[_KEY_IR], str(path))
     check_digest(arch, metadata, str(path))
     meta = _json_object(metadata.get(_KEY_META, "{}"), "metadata", path)
-    weights = {k: v for k, v in tensors.items() if not k.startswith(_TRAIN_PREFIX)}
+    weights = model_weights(tensors)
     check_weights(arch, weights, str(path))
     model = build(arch)
+    # The weights' own precision (a float64 run's stay float64); load_state_dict would round them.
+    stored = next((w.dtype for w in weights.values() if w.is_floating_point()), torch.float32)
+    model.to(stored)
     model.load_state_dict(weights, strict=True)
     model.to(device).eval()
     train_state = _train_state(tensors, metadata, path) if with_train_state else None

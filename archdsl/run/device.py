@@ -56,3 +56,11 @@ def model_device(model: torch.nn.Module) -> torch.device:
     for parameter in model.parameters():
         return parameter.device
     return torch.device("cpu")
+
+
+def model_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The floating dtype of a model's parameters (float32 for a parameterless module)."""
+    for parameter in model.parameters():
+        if parameter.is_floating_point():
+            return parameter.dtype
+    return torch.float32

@@ -17,7 +17,7 @@ from torch import nn
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
 from archdsl.progress import progress_bar
-from archdsl.run.device import autocast, model_device
+from archdsl.run.device import autocast, model_device, model_dtype
 from archdsl.run.loader import make_loader
 
 
@@ -54,12 +54,13 @@ def predict_logits(
     was_training = model.training
     model.eval()
     outputs = []
+    dtype = model_dtype(model)  # a float64 model (exact comparisons) takes float64 inputs
     loader = make_loader(image_set, batch_size, augment=False, shuffle=False, workers=workers)
     try:
         with torch.inference_mode():
             for images, _ in progress_bar(loader, desc=f"predict {image_set.name}", show=progress, leave=False):
                 with autocast(device, amp):
-                    logits = model(images.to(device, non_blocking=True))
+                    logits = model(images.to(device, dtype=dtype, non_blocking=True))
                 outputs.append(logits.float().cpu())
     finally:
         model.train(was_training)

@@ -23,7 +23,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from archdsl.data.base import ImageSet
-from archdsl.run.recipe import DEFAULT_RECIPE, RecipeName, TrainConfig
+from archdsl.run.recipe import DEFAULT_RECIPE, RecipeName, TrainConfig, filled
 
 
 def seed_everything(seed: int) -> None:
@@ -54,14 +54,14 @@ def derive_seed(*parts: int) -> int:
     return ((high << 32) | low) & (2**63 - 1)
 
 
-def _train_transform(image_size: int, padding: int, hflip: bool, randaugment: str | None, mean) -> Any:
+def _train_transform(image_size: int, padding: int, hflip: float, randaugment: str | None, mean) -> Any:
     from torchvision import transforms
 
     steps: list[Any] = []
     if padding:
         steps.append(transforms.RandomCrop(image_size, padding=padding))
     if hflip:
-        steps.append(transforms.RandomHorizontalFlip())
+        steps.append(transforms.RandomHorizontalFlip(p=hflip))
     if randaugment:
         from timm.data.auto_augment import rand_augment_transform
 
@@ -144,7 +144,9 @@ def make_loader(
     transform = None
     if augment:
         height = image_set.images.shape[1]
-        transform = _train_transform(height, config.crop_padding, config.hflip, config.randaugment, image_set.mean)
+        transform = _train_transform(
+            height, filled(config.crop_padding), filled(config.hflip), config.randaugment, image_set.mean
+        )
     shuffle = augment if shuffle is None else shuffle
     generator = torch.Generator()
     generator.manual_seed(seed)
@@ -164,13 +166,14 @@ def make_loader(
 class ResidentLoader:
     """Training batches cut from one uint8 tensor kept on the device: no workers, no PIL.
 
-    Augmentation is what the weak recipe needs, done on whole batches: random crop with
-    zero padding (as torchvision's RandomCrop) and horizontal flip. Every draw comes from a
-    CPU generator seeded with `seed`, so batches are the same on any device.
+    Augmentation is what the recipes without RandAugment need, done on whole batches: random
+    crop with zero padding (as torchvision's RandomCrop) and horizontal flip (with probability
+    `hflip`). Every draw comes from a CPU generator seeded with `seed`, so batches are the same
+    on any device.
     """
 
     def __init__(
-        self, image_set: ImageSet, batch_size: int, *, device, padding: int, hflip: bool, seed: int = 0
+        self, image_set: ImageSet, batch_size: int, *, device, padding: int, hflip: float, seed: int = 0
     ) -> None:
         self.images = torch.tensor(np.asarray(image_set.images)).to(device).permute(0, 3, 1, 2)
         self.labels = torch.tensor(np.asarray(image_set.labels), dtype=torch.int64).to(device)
@@ -206,6 +209,6 @@ class ResidentLoader:
             channel = torch.arange(images.shape[1], device=device)[None, :, None, None]
             images = padded[batch, channel, rows, cols]
         if self.hflip:
-            flip = (torch.rand(count, generator=self.generator) < 0.5).to(device)
+            flip = (torch.rand(count, generator=self.generator) < self.hflip).to(device)
             images = torch.where(flip[:, None, None, None], images.flip(-1), images)
         return (images.float().div_(255) - self.mean) / self.std

@@ -1,20 +1,28 @@
 """The training recipe as typed configuration, and the timm parts it assembles.
 
-Two recipes:
+Three recipes (docs/training.md has every field of each, and where it comes from):
 
-- `deit` (the paper's; docs/reference.md, "Training recipe"): AdamW, lr 1.25e-4 per 96 images,
-  weight decay 0.05, gradient clip 5, 5 warm-up epochs then cosine, label smoothing 0.1,
-  Mixup 1.0 / CutMix 0.8 (prob 1.0) with soft-target cross-entropy, RandAugment
-  `rand-m9-n2-mstd1.0`, random crop 32 pad 4, horizontal flip, no random erasing,
-  stochastic depth 0.1.
-- `weak`: the classic CIFAR ResNet recipe, for short runs (tests, search fidelities):
-  Nesterov SGD lr 0.1 per 128 images, momentum 0.9, weight decay 5e-4, cosine without
-  warm-up, crop + flip only, plain cross-entropy.
+- `deit`: the paper's, exactly the reference implementation's `configs/cifar100_vit.yaml`
+  ("used for both CNNs and ViTs"): AdamW lr 1.25e-4 per 96 images, weight decay 0.05 on every
+  parameter, gradient clip 5, 5 warm-up epochs (linear from 0, per iteration) then 300 epochs of
+  cosine to 0 stepped per epoch, label smoothing 0.1, Mixup 1.0 / CutMix 0.8 (prob 1.0) with
+  soft-target cross-entropy, RandAugment `rand-m9-n2-mstd1.0`, random crop with padding 4,
+  horizontal flip, stochastic depth 0.1.
+- `weak`: exactly the reference's `configs/cifar100_general.yaml` (weak augmentation): SGD with
+  plain momentum 0.9, lr 0.1 per 128 images, weight decay 5e-4 on every parameter, 1 warm-up
+  epoch then 200 epochs of MultiStepLR (x0.2 after 60, 120 and 160), crop + flip only.
+- `fast`: archdsl's short-run recipe (tests, search fidelities; docs/search.md measures it against
+  the other two): Nesterov SGD lr 0.1 per 128 images, weight decay 5e-4 (timm's parameter groups),
+  cosine stepped every iteration from the first step, crop + flip only. Run directories written
+  before the recipes were split record it as `weak` (see `_read_legacy_record`).
 
-Fields left at `None` take the recipe's default when the config is built, so a
-`TrainConfig` always holds concrete values (and is what a run directory records).
-`RECIPE_DEFAULTS` is the one table of those defaults; the command line's help reads it too,
-which is why this module imports torch only inside the functions that need it.
+`--epochs` counts every epoch the run trains, warm-up included (the reference's 5 + 300 is
+`epochs: 305`); the main schedule spans the epochs after the warm-up.
+
+Fields left out take the recipe's default when the config is built, so a `TrainConfig` always
+holds concrete values (and is what a run directory records). `RECIPE_DEFAULTS` is the one table
+of those defaults; each field's `description` is its help, and `train`'s and `search`'s flags
+are generated from both (archdsl.commands.recipe_flags). Light: torch only inside functions.
 """
 
 from __future__ import annotations
@@ -30,10 +38,21 @@ if TYPE_CHECKING:
     from torch import nn
 
 T = TypeVar("T")
-RecipeName = Literal["deit", "weak"]
+RecipeName = Literal["deit", "weak", "fast"]
 RECIPES: tuple[str, ...] = get_args(RecipeName)
 DEFAULT_RECIPE: RecipeName = "deit"
-DEFAULT_EPOCHS = 300  # the paper's schedule (after 5 warm-up epochs)
+OptimizerName = Literal["adamw", "sgd", "momentum"]  # timm's names: `sgd` is Nesterov, `momentum` plain
+ScheduleName = Literal["cosine", "multistep"]
+ModelDtype = Literal["float32", "float64"]
+
+# Where each recipe comes from, for docs/training.md's table.
+RECIPE_SOURCES: Mapping[str, str] = MappingProxyType(
+    {
+        "deit": "xxxnell/how-do-vits-work configs/cifar100_vit.yaml, ops/trains.py, ops/schedulers.py",
+        "weak": "xxxnell/how-do-vits-work configs/cifar100_general.yaml, ops/trains.py, ops/schedulers.py",
+        "fast": "archdsl's own, for short runs (the `weak` recipe of archdsl before 0.x)",
+    }
+)
 
 # Per recipe: the defaults of every field the user leaves out. The learning rate is given
 # per `lr_batch` images and scaled linearly with the batch size (Goyal et al.).
@@ -41,69 +60,200 @@ RECIPE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
         "deit": MappingProxyType(
             dict(
+                epochs=305,  # 5 warm-up + 300 cosine
                 batch_size=96,
-                optimizer="adamw",
                 base_lr=1.25e-4,
                 lr_batch=96,
+                optimizer="adamw",
                 weight_decay=0.05,
+                weight_decay_params="all",
                 momentum=0.9,
-                clip_grad=5.0,
+                sched="cosine",
+                sched_on_updates=False,
+                decay_milestones=(),
+                decay_rate=0.1,
                 warmup_epochs=5,
+                warmup_lr=0.0,
+                min_lr=0.0,
+                clip_grad=5.0,
                 label_smoothing=0.1,
                 mixup=1.0,
                 cutmix=0.8,
                 mixup_prob=1.0,
                 randaugment="rand-m9-n2-mstd1.0",
+                crop_padding=4,
+                hflip=0.5,
                 drop_path=0.1,
             )
         ),
         "weak": MappingProxyType(
             dict(
+                epochs=201,  # 1 warm-up + 200 multistep
                 batch_size=128,
-                optimizer="sgd",  # timm's "sgd" is Nesterov SGD
                 base_lr=0.1,
                 lr_batch=128,
+                optimizer="momentum",  # nesterov false
                 weight_decay=5e-4,
+                weight_decay_params="all",
                 momentum=0.9,
-                clip_grad=None,
-                warmup_epochs=0,
+                sched="multistep",
+                sched_on_updates=False,
+                decay_milestones=(60, 120, 160),
+                decay_rate=0.2,
+                warmup_epochs=1,
+                warmup_lr=0.0,
+                min_lr=0.0,
+                clip_grad=0.0,
                 label_smoothing=0.0,
                 mixup=0.0,
                 cutmix=0.0,
                 mixup_prob=0.0,
                 randaugment=None,
+                crop_padding=4,
+                hflip=0.5,
+                drop_path=0.0,
+            )
+        ),
+        "fast": MappingProxyType(
+            dict(
+                epochs=200,
+                batch_size=128,
+                base_lr=0.1,
+                lr_batch=128,
+                optimizer="sgd",  # timm's "sgd" is Nesterov SGD
+                weight_decay=5e-4,
+                weight_decay_params="filtered",
+                momentum=0.9,
+                sched="cosine",
+                sched_on_updates=True,
+                decay_milestones=(),
+                decay_rate=0.1,
+                warmup_epochs=0,
+                warmup_lr=1e-6,
+                min_lr=1e-6,
+                clip_grad=0.0,
+                label_smoothing=0.0,
+                mixup=0.0,
+                cutmix=0.0,
+                mixup_prob=0.0,
+                randaugment=None,
+                crop_padding=4,
+                hflip=0.5,
                 drop_path=0.0,
             )
         ),
     }
 )
+# The fields the recipe fills in (RECIPE_DEFAULTS less how the learning rate is given).
+RECIPE_FIELDS: tuple[str, ...] = tuple(k for k in RECIPE_DEFAULTS["deit"] if k not in ("base_lr", "lr_batch"))
+# Fields whose None is a value ("off"), not "the recipe's".
+_NONE_IS_A_VALUE = ("randaugment",)
+
+# Run directories written before `fast` was split from `weak` and the schedule fields existed
+# record every one of these fields and none of the new ones; what they ran is filled in here.
+_LEGACY_RECORD_FIELDS = frozenset(
+    ("batch_size", "lr", "optimizer", "weight_decay", "momentum", "clip_grad", "warmup_epochs")
+    + ("label_smoothing", "mixup", "cutmix", "mixup_prob", "randaugment", "drop_path")
+)
+_NEW_FIELDS: tuple[str, ...] = ("weight_decay_params", "sched", "sched_on_updates", "decay_milestones")
+_NEW_FIELDS += ("decay_rate", "warmup_lr", "min_lr", "model_dtype")
+_LEGACY_SCHEDULE = MappingProxyType(
+    dict(
+        weight_decay_params="filtered",  # timm's create_optimizer_v2 groups
+        sched="cosine",  # timm's CosineLRScheduler stepped every iteration, warm-up from and floor at 1e-6
+        sched_on_updates=True,
+        decay_milestones=(),
+        decay_rate=0.1,
+        warmup_lr=1e-6,
+        min_lr=1e-6,
+    )
+)
+
+
+def _recipe_field(flag: str, help: str, **kwargs: Any) -> Any:
+    """A field the recipe fills in: `flag` is its timm train.py name, `help` its --help text."""
+    return Field(default=None, description=help, json_schema_extra={"flag": flag}, **kwargs)
 
 
 class TrainConfig(BaseModel):
     """Everything that decides a training run's result (plus where it runs)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     recipe: RecipeName = DEFAULT_RECIPE
-    epochs: PositiveInt = DEFAULT_EPOCHS
+    # Declared with a default for the type only: the recipe's value is filled in before validation.
+    epochs: PositiveInt = Field(
+        default=305,
+        description="epochs in all, warm-up included (the main schedule spans the rest); "
+        "with --resume, more than the run's extends it",
+        json_schema_extra={"flag": "--epochs"},
+    )
     # Epochs after which a resumed run was lengthened (`train --resume --epochs N`): from each, the
     # learning-rate schedule is the one a run planned for the new length has at that step.
     extended_at: tuple[PositiveInt, ...] = ()
-    batch_size: PositiveInt | None = None
-    lr: float | None = Field(default=None, gt=0)
-    optimizer: Literal["adamw", "sgd"] | None = None
-    weight_decay: NonNegativeFloat | None = None
-    momentum: NonNegativeFloat | None = None
-    clip_grad: float | None = Field(default=None, gt=0)
-    warmup_epochs: NonNegativeInt | None = None
-    label_smoothing: float | None = Field(default=None, ge=0, lt=1)
-    mixup: NonNegativeFloat | None = None  # Beta(alpha, alpha) of Mixup; 0 = off
-    cutmix: NonNegativeFloat | None = None  # Beta(alpha, alpha) of CutMix; 0 = off
-    mixup_prob: float | None = Field(default=None, ge=0, le=1)
-    randaugment: str | None = None  # a timm RandAugment config string, or None
-    crop_padding: NonNegativeInt = 4
-    hflip: bool = True
-    drop_path: float | None = Field(default=None, ge=0, lt=1)
+    batch_size: PositiveInt | None = _recipe_field("--batch-size", "batch size (Mixup/CutMix need an even one)")
+    lr: float | None = _recipe_field(
+        "--lr", "peak learning rate; left out, the recipe's scaled linearly with the batch size", gt=0
+    )
+    optimizer: OptimizerName | None = _recipe_field(
+        "--opt", "optimizer: adamw, sgd (Nesterov momentum, timm's name) or momentum (plain SGD with momentum)"
+    )
+    weight_decay: NonNegativeFloat | None = _recipe_field(
+        "--weight-decay", "weight decay (decoupled for adamw, added to the gradient for SGD)"
+    )
+    weight_decay_params: Literal["all", "filtered"] | None = _recipe_field(
+        "--weight-decay-params",
+        "which parameters weight decay applies to: all (the reference's optimizers) or filtered (timm's "
+        "create_optimizer_v2: none on 1-d tensors such as biases and norms, nor on what the model's "
+        "no_weight_decay() names)",
+    )
+    momentum: NonNegativeFloat | None = _recipe_field("--momentum", "SGD momentum (ignored by adamw)")
+    sched: ScheduleName | None = _recipe_field(
+        "--sched",
+        "learning-rate schedule after the warm-up: cosine (from --lr down to --min-lr over the main epochs) "
+        "or multistep (x --decay-rate at each of --decay-milestones)",
+    )
+    sched_on_updates: bool | None = _recipe_field(
+        "--sched-on-updates", "step the schedule after every iteration instead of every epoch"
+    )
+    decay_milestones: tuple[NonNegativeInt, ...] | None = _recipe_field(
+        "--decay-milestones", "multistep: epochs after the warm-up at which the learning rate drops (comma-separated)"
+    )
+    decay_rate: NonNegativeFloat | None = _recipe_field("--decay-rate", "multistep: the factor at each milestone")
+    warmup_epochs: NonNegativeInt | None = _recipe_field(
+        "--warmup-epochs",
+        "epochs of linear warm-up, stepped every iteration, from --warmup-lr to --lr (counted in --epochs; "
+        "at most --epochs - 1)",
+    )
+    warmup_lr: NonNegativeFloat | None = _recipe_field(
+        "--warmup-lr", "learning rate of the first warm-up step (at most --lr)"
+    )
+    min_lr: NonNegativeFloat | None = _recipe_field("--min-lr", "cosine: the learning rate it ends at (at most --lr)")
+    clip_grad: NonNegativeFloat | None = _recipe_field(
+        "--clip-grad", "clip the gradient's global L2 norm to this (0: no clipping)"
+    )
+    label_smoothing: float | None = _recipe_field("--smoothing", "label smoothing", ge=0, lt=1)
+    mixup: NonNegativeFloat | None = _recipe_field("--mixup", "Mixup's Beta(alpha, alpha); 0: off")
+    cutmix: NonNegativeFloat | None = _recipe_field("--cutmix", "CutMix's Beta(alpha, alpha); 0: off")
+    mixup_prob: float | None = _recipe_field(
+        "--mixup-prob", "probability of mixing a batch (Mixup or CutMix, one of the two at random)", ge=0, le=1
+    )
+    randaugment: str | None = _recipe_field("--aa", "timm RandAugment string (e.g. rand-m9-n2-mstd1.0), or none")
+    crop_padding: NonNegativeInt | None = _recipe_field(
+        "--crop-padding", "random crop of the image size from the image zero-padded by this much; 0: no crop"
+    )
+    hflip: float | None = _recipe_field("--hflip", "probability of a horizontal flip", ge=0, le=1)
+    drop_path: float | None = _recipe_field(
+        "--drop-path", "stochastic depth rate, growing linearly over the blocks", ge=0, lt=1
+    )
+    # float64 on the CPU is for step-for-step comparisons (tests/test_train_parity.py); it turns autocast off.
+    model_dtype: ModelDtype = Field(
+        default="float32",
+        description="the dtype of the model's parameters and inputs (float64: exact comparisons, slow)",
+        json_schema_extra={"flag": "--model-dtype"},
+    )
+    # The weights the run started from (`train --initial-checkpoint`), as given; None: a fresh model.
+    initial_checkpoint: str | None = None
     seed: int = 0
     subset: float = Field(default=1.0, gt=0, le=1)  # fraction of the training set (class-stratified)
     # Where and how fast it runs; none of these change the numbers on the CPU.
@@ -113,7 +263,7 @@ class TrainConfig(BaseModel):
     # there, with no DataLoader: for recipes without RandAugment (which needs PIL).
     resident: bool = False
     channels_last: bool | None = None  # None: as `optimize` decides (archdsl.run.optimize), else as built (NCHW)
-    amp: bool | None = None  # bf16 autocast; None: on for CUDA
+    amp: bool | None = None  # bf16 autocast; None: on for CUDA with float32 models
     eval_batch_size: PositiveInt = 256
     optimize: bool = True  # train and evaluate the fast version of the model (archdsl.optimize_model)
 
@@ -122,24 +272,14 @@ class TrainConfig(BaseModel):
     def _fill_recipe_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = dict(data)
+        data = _read_legacy_record(dict(data))
         recipe = data.get("recipe") or DEFAULT_RECIPE
         defaults = RECIPE_DEFAULTS.get(recipe)
         if defaults is None:  # let the Literal report the bad name
             return data
-        for key in (
-            "batch_size",
-            "optimizer",
-            "weight_decay",
-            "momentum",
-            "clip_grad",
-            "warmup_epochs",
-            "label_smoothing",
-            "mixup",
-            "cutmix",
-            "mixup_prob",
-            "drop_path",
-        ):
+        for key in RECIPE_FIELDS:
+            if key in _NONE_IS_A_VALUE:
+                continue
             if data.get(key) is None:
                 data[key] = defaults[key]
         # "none" spells "no RandAugment" on the command line.
@@ -147,6 +287,8 @@ class TrainConfig(BaseModel):
             data["randaugment"] = defaults["randaugment"]
         elif data["randaugment"] in ("", "none"):
             data["randaugment"] = None
+        if isinstance(data.get("hflip"), bool):  # recorded before the flip had a probability
+            data["hflip"] = 0.5 if data["hflip"] else 0.0
         if data.get("lr") is None:
             data["lr"] = defaults["base_lr"] * int(data["batch_size"]) / defaults["lr_batch"]
         return data
@@ -172,12 +314,32 @@ class TrainConfig(BaseModel):
         return self.model_dump(exclude=set(self.RUNTIME_FIELDS))
 
 
+def _read_legacy_record(data: dict[str, Any]) -> dict[str, Any]:
+    """A config recorded before the recipes were split, read as what it ran: its `weak` was today's
+    `fast`, and both recipes had timm's parameter groups and a per-iteration cosine from 1e-6."""
+    if not data.keys() >= _LEGACY_RECORD_FIELDS or any(key in data for key in _NEW_FIELDS):
+        return data
+    if data.get("recipe") == "weak":
+        data["recipe"] = "fast"
+    return {**_LEGACY_SCHEDULE, **data}
+
+
 def filled(value: T | None) -> T:
     """A field the recipe fills in, read as the value it always holds once the config is built
     (`TrainConfig` declares them optional only so that the user may leave them out)."""
     if value is None:
         raise ValueError("a recipe field of TrainConfig is unset: build configs through TrainConfig(...)")
     return value
+
+
+def recipe_flags() -> dict[str, tuple[str, str]]:
+    """TrainConfig field -> (its command-line flag, its help) for every field that has a flag."""
+    flags = {}
+    for name, info in TrainConfig.model_fields.items():
+        extra = info.json_schema_extra
+        if isinstance(extra, dict) and "flag" in extra:
+            flags[name] = (str(extra["flag"]), info.description or "")
+    return flags
 
 
 def make_loss(config: TrainConfig) -> nn.Module:
@@ -208,33 +370,19 @@ def make_mixup(config: TrainConfig, num_classes: int):
 
 
 def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    """timm's optimizer for the recipe (`adamw` or Nesterov `sgd`); weight decay as timm spares it (below)."""
+    """timm's optimizer for the recipe (`adamw`, Nesterov `sgd`, plain `momentum`), decaying every
+    parameter (one group, as the reference's `optim.AdamW(model.parameters(), ...)`) or as timm
+    spares them (`weight_decay_params="filtered"`)."""
     from timm.optim import create_optimizer_v2
 
-    # timm's convention: no weight decay on 1-d parameters (BN, biases, AlterNet's relative-position
-    # bias) nor on what the model's `no_weight_decay()` names (position embeddings, class tokens, Swin's tables).
+    # Given a module, timm makes groups: no weight decay on 1-d parameters (BN, biases, AlterNet's
+    # relative-position bias) nor on what the model's `no_weight_decay()` names (position embeddings,
+    # class tokens, Swin's tables). Given the parameters, it makes one group that decays them all.
+    target = model if config.weight_decay_params == "filtered" else list(model.parameters())
     return create_optimizer_v2(
-        model,
+        target,
         opt=filled(config.optimizer),
         lr=filled(config.lr),
         weight_decay=filled(config.weight_decay),
         momentum=filled(config.momentum),
-    )
-
-
-def make_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig, steps_per_epoch: int):
-    """timm's cosine schedule with linear warm-up, stepped per iteration (`step_update`)."""
-    from timm.scheduler import CosineLRScheduler
-
-    warmup = config.effective_warmup()
-    # Stepped per iteration (smoother than per epoch for short runs); cosine after the warm-up.
-    return CosineLRScheduler(
-        optimizer,
-        # At least 2: a one-step cosine is a constant anyway, and timm warns about it.
-        t_initial=max(2, (config.epochs - warmup) * steps_per_epoch),
-        warmup_t=warmup * steps_per_epoch,
-        warmup_lr_init=min(1e-6, filled(config.lr)),
-        warmup_prefix=True,
-        lr_min=min(1e-6, filled(config.lr)),
-        t_in_epochs=False,
     )

@@ -1,4 +1,4 @@
-"""Training an IR on an ImageSet with the paper's recipe (or the weak one), resumably.
+"""Training an IR on an ImageSet with one of the recipes (archdsl.run.recipe), resumably.
 
 `train(arch, train_set, test_set, config)` builds the model, runs the epochs and returns
 a `TrainResult`. With a `run_dir` it also keeps a run directory:
@@ -47,9 +47,10 @@ from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
 from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
 from archdsl.run.optimize import applied_plan, optimize_model
-from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer, make_scheduler
+from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer
+from archdsl.run.schedule import LrSchedule
 
-__all__ = ["EpochMetrics", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
+__all__ = ["EpochMetrics", "StepRecord", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
 
 # What a run directory holds.
 SPEC_FILE = "spec.arch"
@@ -106,6 +107,16 @@ class EpochMetrics:
     lr: float  # at the end of the epoch
     img_per_s: float  # training images per second (evaluation excluded)
     seconds: float  # wall time of the whole epoch
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One optimizer step, for `train(on_step=...)`: its number, epoch, learning rate and loss."""
+
+    step: int  # 0-based over the whole run
+    epoch: int  # 0-based
+    lr: float  # the rate the step ran with
+    loss: float  # the training objective of the batch, before the step
 
 
 @dataclass
@@ -321,6 +332,7 @@ def train(
     on_epoch: Callable[[EpochMetrics], None] | None = None,
     progress: bool = True,
     save_every: int | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
 ) -> TrainResult:
     """Train `arch` from scratch (or resume from `run_dir`) and evaluate it after every epoch.
 
@@ -329,6 +341,8 @@ def train(
     exploding loss raises `TrainingDiverged` (archdsl.run.divergence) before the epoch is
     saved, so `last.safetensors` keeps the last good epoch. With `save_every` N, the weights
     after every N-th epoch are also kept in the run directory (`epoch-NNNN.safetensors`).
+    `on_step(StepRecord)` is called after every optimizer step (it reads the loss back: a GPU sync).
+    A fresh run starts from `config.initial_checkpoint`'s weights when it names a file.
     """
     from archdsl.nn.build import build
 
@@ -342,7 +356,8 @@ def train(
         check_run_files(run_dir)
 
     device = select_device(config.device)
-    amp = device.type == "cuda" if config.amp is None else config.amp
+    # bf16 autocast would round a float64 model's products: off unless asked for.
+    amp = device.type == "cuda" and config.model_dtype == "float32" if config.amp is None else config.amp
 
     data = _data_record(train_set, test_set) if run_dir is not None else {}  # the whole sets, before --subset
     if config.subset < 1:
@@ -350,7 +365,13 @@ def train(
     batch_size = filled(config.batch_size)
     steps_per_epoch = len(train_set) // batch_size
 
-    model = build(arch, drop_path=filled(config.drop_path), seed=config.seed)
+    dtype = getattr(torch, config.model_dtype)
+    # In the run's dtype before any weights are loaded (float64 ones must not pass through float32).
+    model = build(arch, drop_path=filled(config.drop_path), seed=config.seed).to(dtype)
+    if config.initial_checkpoint is not None and not resume:
+        from archdsl.run.initial import initial_weights
+
+        model.load_state_dict(initial_weights(config.initial_checkpoint, arch))
     history: list[EpochMetrics] = []
     start_epoch = 0
     resumed: ResumeInfo | None = None
@@ -362,7 +383,7 @@ def train(
         history = list(resumed.history)
         start_epoch = resumed.epoch
         guard.start_loss = resumed.start_loss
-    model.to(device=device)
+    model.to(device=device, dtype=dtype)
     if config.optimize:
         remaining = (config.epochs - start_epoch) * steps_per_epoch * batch_size
         plan = applied_plan(optimize_model(model, training=True, images=remaining, channels_last=config.channels_last))
@@ -373,20 +394,18 @@ def train(
     model.to(memory_format=memory_format)  # type: ignore[call-overload]  # torch's stubs miss this form
 
     optimizer = make_optimizer(model, config)
-    scheduler = make_scheduler(optimizer, config, steps_per_epoch)
+    # A function of the step alone: a resumed or extended run needs no scheduler state (the timm
+    # scheduler state that older checkpoints hold is not read).
+    schedule = LrSchedule.of(config, steps_per_epoch)
     if resumed is not None and run_dir is not None:
         _loaded(run_dir / LAST_CHECKPOINT, optimizer, state_dicts["optimizer"])
-        # Runs saved before the scheduler was stored lack it; an extended run gets the longer plan's
-        # (timm's scheduler state holds the schedule's length, which the extension has just changed).
-        replanned = resumed.config.epochs != config.epochs
-        if "scheduler" in state_dicts and not replanned:
-            _loaded(run_dir / LAST_CHECKPOINT, scheduler, state_dicts["scheduler"])
-    scheduler.step_update(start_epoch * steps_per_epoch)
     loss_fn = make_loss(config)
     mixup = make_mixup(config, arch.classes)
     resident = None
     if config.resident:
-        resident = ResidentLoader(train_set, batch_size, device=device, padding=config.crop_padding, hflip=config.hflip)
+        resident = ResidentLoader(
+            train_set, batch_size, device=device, padding=filled(config.crop_padding), hflip=filled(config.hflip)
+        )
 
     if run_dir is not None:
         write_text(run_dir / SPEC_FILE, format_arch(arch))
@@ -410,21 +429,23 @@ def train(
                 config,
                 epoch,
                 optimizer,
-                scheduler,
+                schedule,
                 loss_fn,
                 mixup,
                 device=device,
+                dtype=dtype,
                 amp=amp,
                 memory_format=memory_format,
                 steps_per_epoch=steps_per_epoch,
                 bar=bar,
                 resident=resident,
                 guard=guard,
+                on_step=on_step,
             )
             history.append(metrics)
             if run_dir is not None:
                 state = TrainState.pack(
-                    {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
+                    {"optimizer": optimizer.state_dict()},
                     epoch=epoch + 1,
                     history=[asdict(m) for m in history],
                     config=config.model_dump(mode="json"),
@@ -498,17 +519,19 @@ def _run_epoch(
     config: TrainConfig,
     epoch: int,
     optimizer,
-    scheduler,
+    schedule: LrSchedule,
     loss_fn,
     mixup,
     *,
     device,
+    dtype: torch.dtype,
     amp,
     memory_format,
     steps_per_epoch: int,
     bar,
     resident: ResidentLoader | None,
     guard: DivergenceGuard,
+    on_step: Callable[[StepRecord], None] | None = None,
 ) -> EpochMetrics:
     started = time.perf_counter()
     # Everything random in this epoch (shuffle, augmentation, Mixup, drop path) starts from
@@ -534,10 +557,14 @@ def _run_epoch(
     seen = 0
     step_base = epoch * steps_per_epoch
     for step, (images, labels) in enumerate(loader):
-        images = images.to(device, non_blocking=True).contiguous(memory_format=memory_format)
+        images = images.to(device, dtype=dtype, non_blocking=True).contiguous(memory_format=memory_format)
         labels = labels.to(device, non_blocking=True)
+        lr = schedule.lr_at(step_base + step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
         loss, logits = train_step(model, images, labels, optimizer, loss_fn, mixup, config, amp=amp)
-        scheduler.step_update(step_base + step + 1)
+        if on_step is not None:
+            on_step(StepRecord(step=step_base + step, epoch=epoch, lr=lr, loss=loss.item()))
         if guard.start_loss is None:  # the run's first step: the reference for an exploding loss
             guard.start(loss.item(), epoch)
 
@@ -569,7 +596,7 @@ def _run_epoch(
         train_acc=correct.item() / max(seen, 1),
         test_loss=test.nll,
         test_acc=test.top1,
-        lr=float(optimizer.param_groups[0]["lr"]),
+        lr=schedule.lr_at(step_base + steps_per_epoch),  # what the next step runs with
         img_per_s=seen / train_seconds if train_seconds > 0 else 0.0,
         seconds=time.perf_counter() - started,
     )
