@@ -185,3 +185,37 @@ def test_the_real_fashion_mnist_when_it_is_installed(monkeypatch):
     pixels = train.images.astype(np.float64) / 255
     assert (pixels.mean(), pixels.std()) == pytest.approx((train.mean[0], train.std[0]), abs=1e-4)
     assert np.bincount(test.labels).tolist() == [1000] * 10
+
+
+@pytest.mark.parametrize(
+    ("clean", "corrupted"),
+    [
+        ("fashion-mnist:train=12,test=5", "fashion-mnist-c:test=5"),  # train= is not the corrupted set's
+        ("mnist:train=12", "mnist-c"),
+        ("synthetic:train=200,test=100", "synthetic-c:test=100,train=200"),  # synthetic-c normalises by train
+        ("cifar100", "cifar100-c"),
+        ("fashion-mnist-c:test=5", "fashion-mnist-c:test=5"),  # already a corrupted set
+    ],
+)
+def test_the_corrupted_sets_name_carries_only_the_options_it_takes(clean, corrupted):
+    from archdsl.data import corrupted_name
+
+    assert corrupted_name(clean) == corrupted
+    describe(corrupted)  # a name the registry accepts
+
+
+def test_analyze_finds_the_corrupted_sets_of_a_run_trained_with_a_training_limit(tmp_path):
+    import argparse
+
+    from archdsl.commands.analyze import load_data
+    from archdsl.lang.spec import parse_spec
+
+    write_idx(tmp_path / "FashionMNIST" / "raw")
+    args = argparse.Namespace(
+        data_root=str(tmp_path), download=False, corrupted=None, corruptions=["fog"], severities=[1]
+    )
+    data = load_data("fashion-mnist:train=12,test=5", args, ("acc", "robustness"), parse_spec(GREY_SPEC))
+    assert [len(s.images) for s in data.corrupted] == [5] and len(data.test) == 5
+    # load_corrupted derives the same name from the clean one (its sets are labelled by it)
+    [picked] = load_corrupted("fashion-mnist:train=12,test=5", root=tmp_path, corruptions=["fog"], severities=[1])
+    assert picked.images.name == "fashion-mnist-c:test=5/fog/1"

@@ -190,11 +190,6 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _corrupted_name(dataset: str) -> str:
-    base, colon, params = dataset.partition(":")
-    return base if base.endswith("-c") else f"{base}-c{colon}{params}"
-
-
 def _training_config(meta: dict):
     """The checkpoint's training config (for the same augmentation and weight decay), or the default recipe's."""
     from pydantic import ValidationError
@@ -247,7 +242,7 @@ def settings_from_args(args: argparse.Namespace, meta: dict):
 def load_data(dataset: str, args: argparse.Namespace, measures, arch):
     """The splits `measures` read, checked against the design's input shape and classes."""
     from archdsl.analysis.pipeline import AnalysisData, needed_splits
-    from archdsl.data import load_corrupted, load_split
+    from archdsl.data import corrupted_name, load_corrupted, load_split
     from archdsl.run.train import check_compatible
 
     splits = needed_splits(measures)
@@ -257,7 +252,7 @@ def load_data(dataset: str, args: argparse.Namespace, measures, arch):
             loaded[split] = load_split(dataset, split, root=args.data_root, download=args.download)
             check_compatible(arch, loaded[split])
     if "corrupted" in splits:
-        corrupted = args.corrupted or _corrupted_name(dataset)
+        corrupted = args.corrupted or corrupted_name(dataset)
         sets = load_corrupted(corrupted, root=args.data_root, corruptions=args.corruptions, severities=args.severities)
         for item in sets[:1]:
             check_compatible(arch, item.images)
