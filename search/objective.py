@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from archdsl.errors import UserError
 from archdsl.ir import Arch
 from archdsl.nn.summary import DesignTooLarge as DesignTooLarge  # torch-free; over the memory limit: a failed trial
 
@@ -81,14 +82,23 @@ def load_data(name: str, root: Path | None, *, seed: int, subset: float, downloa
     return DataContext(name=name, root=root, train_set=train_set, test_set=test_set)
 
 
-def fit_to_data(base: Arch, data: DataContext) -> Arch:
-    """The base network with the dataset's input shape and class count."""
+def fit_to_data(base: Arch, image_shape: tuple[int, int, int], num_classes: int) -> Arch:
+    """The base network with the dataset's input shape (C, H, W) and class count (from
+    `archdsl.data.describe`, so that a dry run fits the space as the run does)."""
     from archdsl.ir import InputShape
 
-    c, h, w = data.train_set.image_shape
-    return base.model_copy(
-        update={"input": InputShape(channels=c, height=h, width=w), "classes": data.train_set.num_classes}
-    )
+    c, h, w = image_shape
+    return base.model_copy(update={"input": InputShape(channels=c, height=h, width=w), "classes": num_classes})
+
+
+def check_described(data: DataContext, image_shape: tuple[int, int, int], num_classes: int) -> None:
+    """The loaded data is what its description said (the space was fitted to the description)."""
+    found = (data.train_set.image_shape, data.train_set.num_classes)
+    if found != (tuple(image_shape), num_classes):
+        raise UserError(
+            f"dataset {data.name}: the files hold {found[0]} images in {found[1]} classes, "
+            f"not the {tuple(image_shape)} in {num_classes} of its description"
+        )
 
 
 def static_costs(arch: Arch) -> dict[str, float]:

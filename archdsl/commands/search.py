@@ -25,8 +25,10 @@ from archdsl.commands._args import (
 )
 from archdsl.commands.config_file import add_config_argument
 
-SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
-PAPER_BASE = "alter50-base"  # the default base on real datasets
+SMALL_BASE = "alter-small-base"  # the default base on the synthetic data, and on CIFAR without an accelerator
+GREY_BASE = "resnet-fmnist"  # the default base on 28x28 grey images (Fashion-MNIST, MNIST)
+PAPER_BASE = "alter50-base"  # the default base on CIFAR with a GPU: the paper's Alter-ResNet-50 (hours per
+# candidate on a CPU)
 # Default fidelity: the synthetic set's 2,000 of 5,000 training images for 2 epochs trains a
 # small-base candidate in seconds on a laptop CPU; real datasets start from a tenth.
 SYNTHETIC_SUBSET = 0.4
@@ -67,7 +69,9 @@ def register(subparsers) -> None:
     data.add_argument(
         "--base",
         metavar="SPEC",
-        help=f"base network, a spec path or built-in name (default: {SMALL_BASE} on synthetic, {PAPER_BASE} otherwise)",
+        help=f"base network, a spec path or built-in name (default: one that fits the data and the machine: "
+        f"{SMALL_BASE} on synthetic, {GREY_BASE} on 28x28 grey sets, {PAPER_BASE} on CIFAR with a GPU, "
+        f"{SMALL_BASE} on CIFAR without one; fitted to the data's input shape and classes)",
     )
     data.add_argument(
         "--search",
@@ -191,6 +195,8 @@ def run(args: argparse.Namespace) -> int:
     import optuna
 
     from archdsl.commands.outputs import output_dir
+    from archdsl.data import describe
+    from archdsl.run.device import select_device
     from archdsl.search import objective as measure
     from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
@@ -201,22 +207,20 @@ def run(args: argparse.Namespace) -> int:
 
     objectives = parse_objectives(args.objectives)
     searched = parse_searched(args.search)
-    if not args.dry_run:
-        from archdsl.run.device import select_device
-
-        select_device(args.device)  # a device this machine lacks: refused now, not by the first trial
+    device = select_device(args.device)  # a device this machine lacks: refused now, not by the first trial
+    info = describe(args.dataset, args.data_root)  # a bad dataset name fails now, before anything loads
     synthetic = args.dataset.split(":")[0] == "synthetic"
-    base_name = args.base or (SMALL_BASE if synthetic else PAPER_BASE)
+    base_name, why = (args.base, None) if args.base else default_base(info, synthetic, device.type != "cpu")
     base = measure.load_base(base_name)
     study_name = check_study_name(args.study_name or default_study_name(base_name, args.dataset, args.strategy))
     severities = args.severities
+    # The space is fitted to the data from its description, here, for the dry run and the run alike.
+    fitted = measure.fit_to_data(base, info.image_shape, info.num_classes)
+    space = make_space(fitted, searched)
+    base_text = f"{base.name} ({why})" if why else base.name
 
     if args.dry_run:
-        from archdsl.data import describe
-
-        describe(args.dataset, args.data_root)  # a bad dataset name fails now, not on the real run
-        space = make_space(base, searched)
-        print(_describe_space(space))
+        print(_describe_space(space, base_text, f"fitted to {args.dataset}: {_shape_text(info)}"))
         return 0
 
     subset = args.subset if args.subset is not None else (SYNTHETIC_SUBSET if synthetic else REAL_SUBSET)
@@ -228,8 +232,7 @@ def run(args: argparse.Namespace) -> int:
         download=args.download,
     )
     out = Path(args.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
-    fitted = measure.fit_to_data(base, data)
-    space = make_space(fitted, searched)
+    measure.check_described(data, info.image_shape, info.num_classes)
     storage = StorageOptions(
         url=args.storage,
         heartbeat_interval=args.heartbeat,
@@ -278,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
         study = open_study(config, out)
         check_same_space(study, space)
     print(
-        f"search {study_name}: {args.strategy} over {space.size()} points of {base.name} on {args.dataset}, "
+        f"search {study_name}: {args.strategy} over {space.size()} points of {base_text} on {args.dataset}, "
         f"objectives {','.join(o.name for o in objectives)}",
         file=sys.stderr,
     )
@@ -392,10 +395,27 @@ def _trial_printer(total: int):
     return print_trial
 
 
-def _describe_space(space) -> str:
+def default_base(info, synthetic: bool, accelerator: bool) -> tuple[str, str]:
+    """The base a search takes when --base is not given, and why: one that trains a candidate in
+    minutes on the data and the machine at hand (the paper's base only on CIFAR with a GPU)."""
+    if synthetic:
+        return SMALL_BASE, "default on synthetic data"
+    if info.image_shape == (1, 28, 28):
+        return GREY_BASE, "default for 28x28 grey images"
+    if accelerator:
+        return PAPER_BASE, "default with a GPU: the paper's Alter-ResNet-50"
+    return SMALL_BASE, f"default without a GPU; --base {PAPER_BASE} for the paper's, hours per candidate on a CPU"
+
+
+def _shape_text(info) -> str:
+    c, h, w = info.image_shape
+    return f"{c}x{h}x{w}, {info.num_classes} classes"
+
+
+def _describe_space(space, base_text: str, fitted: str) -> str:
     from archdsl.search.space import layout_text
 
-    lines = [f"base {space.base.name}: {len(space.stages)} stages, searching {','.join(space.searched)}"]
+    lines = [f"base {base_text}: {len(space.stages)} stages, searching {','.join(space.searched)}", fitted]
     for s in space.stages:
         n = next(len(st.blocks) for st in space.base.stages if st.name == s.name)
         extra = ""
