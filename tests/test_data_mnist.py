@@ -80,7 +80,7 @@ def test_a_truncated_idx_file_is_a_user_error(tmp_path):
         load_split("fashion-mnist", "train", root=tmp_path)
 
 
-def test_train_and_test_limits_keep_the_first_images(tmp_path):
+def test_train_and_test_limits_keep_that_many_images(tmp_path):
     write_idx(tmp_path / "FashionMNIST" / "raw")
     train = load_split("fashion-mnist:train=12,test=5", "train", root=tmp_path)
     test = load_split("fashion-mnist:train=12,test=5", "test", root=tmp_path)
@@ -193,3 +193,22 @@ def test_analyze_finds_the_corrupted_sets_of_a_run_trained_with_a_training_limit
     # load_corrupted derives the same name from the clean one (its sets are labelled by it)
     [picked] = load_corrupted("fashion-mnist:train=12,test=5", root=tmp_path, corruptions=["fog"], severities=[1])
     assert picked.images.name == "fashion-mnist-c:test=5/fog/1"
+
+
+def test_train_and_test_limits_are_class_stratified_and_deterministic(tmp_path):
+    from _mnist_files import idx_bytes
+
+    folder = tmp_path / "FashionMNIST" / "raw"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 50), ("t10k", 30)):  # files sorted by class: the first N are one class
+        (folder / f"{split}-images-idx3-ubyte").write_bytes(idx_bytes(rng.integers(0, 256, (n, 28, 28))))
+        (folder / f"{split}-labels-idx1-ubyte").write_bytes(idx_bytes(np.repeat(np.arange(10), n // 10)))
+    train = load_split("fashion-mnist:train=20,test=13", "train", root=tmp_path)
+    test = load_split("fashion-mnist:train=20,test=13", "test", root=tmp_path)
+    assert np.bincount(train.labels, minlength=10).tolist() == [2] * 10
+    counts = np.bincount(test.labels, minlength=10)
+    assert len(test) == 13 and counts.min() >= 1 and counts.max() <= 2  # as even as 13 of 10 classes can be
+    again = load_split("fashion-mnist:test=13", "test", root=tmp_path)
+    np.testing.assert_array_equal(again.images, test.images)  # the same images every time
+    assert len(load_split("fashion-mnist:train=500", "train", root=tmp_path)) == 50  # more than there are: all

@@ -145,7 +145,10 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     data_root = resolve_data_root(root)
     if base in mnist.SPECS or base in _GREY_CORRUPTED:
         grey = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
-        sizes = {"train": parsed.int_param("train", grey.train_size), "test": parsed.int_param("test", grey.test_size)}
+        sizes = {  # a limit above the split's size keeps the whole split
+            "train": min(parsed.int_param("train", grey.train_size), grey.train_size),
+            "test": min(parsed.int_param("test", grey.test_size), grey.test_size),
+        }
         if base in _GREY_CORRUPTED:
             sizes = {"test": sizes["test"]}
         found = mnist.locate(grey, data_root, "test")
