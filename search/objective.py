@@ -32,7 +32,8 @@ class Fidelity:
     """
 
     epochs: int = 2
-    subset: float = 1.0  # fraction of the training (and corrupted test) sets
+    subset: float = 1.0  # class-stratified fraction of the training set
+    test_subset: float = 1.0  # class-stratified fraction of the test and corrupted test sets
     recipe: RecipeName = "weak"  # learns fastest in few epochs; the paper's `deit` needs hundreds
     batch_size: int | None = None  # None: the recipe's
     lr: float | None = None  # None: the recipe's, scaled to the batch size
@@ -70,15 +71,17 @@ class Diverged(Exception):
     """Training blew up (NaN loss); the candidate fails, the search goes on."""
 
 
-def load_data(name: str, root: Path | None, *, seed: int, subset: float, download: bool = False) -> DataContext:
-    """The train split (class-stratified `subset`) and the test split of `name` (downloaded if missing and asked)."""
+def load_data(
+    name: str, root: Path | None, *, seed: int, test_subset: float = 1.0, download: bool = False
+) -> DataContext:
+    """The train split and the test split (a class-stratified `test_subset`) of `name` (downloaded if missing
+    and asked). The training set is shrunk by each trial's training (`Fidelity.subset`)."""
     from archdsl.data import load_split
 
     train_set = load_split(name, "train", root, download=download)
     test_set = load_split(name, "test", root, download=download)
-    if subset < 1:
-        # The test set shrinks too, so that a cheap search is cheap end to end.
-        test_set = test_set.subset(subset, seed=seed)
+    if test_subset < 1:
+        test_set = test_set.subset(test_subset, seed=seed)
     return DataContext(name=name, root=root, train_set=train_set, test_set=test_set)
 
 
@@ -233,19 +236,19 @@ def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity:
 
 
 def _corrupted_sets(data: DataContext, fidelity: Fidelity, *, seed: int) -> list[Any]:
-    """The dataset's corrupted test sets at the fidelity's severities, shrunk to the subset; loaded once."""
+    """The dataset's corrupted test sets at the fidelity's severities, shrunk to the test subset; loaded once."""
     from archdsl.data import load_corrupted
 
     if data._corrupted is None:
         sets = load_corrupted(data.name, data.root, severities=list(fidelity.severities))
-        if fidelity.subset < 1:
-            sets = [_with_images(s, s.images.subset(fidelity.subset, seed=seed)) for s in sets]
+        if fidelity.test_subset < 1:
+            sets = [_with_images(s, s.images.subset(fidelity.test_subset, seed=seed)) for s in sets]
         data._corrupted = sets
     return data._corrupted
 
 
 def robustness(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> float:
-    """Mean top-1 (a fraction) over the dataset's corrupted test sets, each shrunk to the subset."""
+    """Mean top-1 (a fraction) over the dataset's corrupted test sets, each shrunk to the test subset."""
     report = _analyze(model, data, ("robustness",), fidelity, seed=seed, device=device)
     return float(report.robustness.mean)
 

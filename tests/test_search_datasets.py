@@ -72,12 +72,32 @@ def test_a_base_given_is_taken_as_it_is(capsys, fashion_root):
     assert "fitted to cifar100: 3x32x32, 100 classes" in out
 
 
-def test_a_search_piped_to_a_log_says_each_epoch_and_each_trial(tmp_path, capsys):
+def test_a_search_piped_to_a_log_says_each_epoch_each_trial_and_why_it_ended(tmp_path, capsys):
     import _search_support as support
 
-    argv = [a for a in support.search_args(tmp_path, "piped", "--n-trials", "1") if a != "--no-progress"]
+    argv = [a for a in support.search_args(tmp_path, "piped", "--n-trials", "20") if a != "--no-progress"]
     assert main(argv) == 0
     err = capsys.readouterr().err  # not a terminal, as a log file is not
     assert "\r" not in err
-    assert [line.split("  ")[0] for line in err.splitlines() if line.startswith("epoch ")] == ["epoch 1/1"]
-    assert sum(line.startswith("trial 0 COMPLETE") for line in err.splitlines()) == 1
+    trials = [line for line in err.splitlines() if re.match(r"trial \d+ COMPLETE", line)]
+    epochs = [line.split("  ")[0] for line in err.splitlines() if line.startswith("epoch ")]
+    assert trials and epochs == ["epoch 1/1"] * len(trials)  # one epoch per trial, one line each
+    # the build-up walk measured fewer designs than --n-trials: the last line says why
+    assert f"search ended: the build-up walk is done after {len(trials)} designs" in err
+    assert "--n-trials 20 is an upper bound" in err
+
+
+def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp_path):
+    import _search_support as support
+
+    from archdsl.cli import build_parser
+    from archdsl.commands.search import reproduce_command
+    from archdsl.search import objective as measure
+
+    data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25)
+    assert (len(data.train_set), len(data.test_set)) == (96, 8)  # the training set is shrunk by each trial
+    config = measure.train_config(measure.Fidelity(subset=0.5, test_subset=0.25), device="cpu", seed=0)
+    assert config.subset == 0.5
+    args = build_parser().parse_args(["search", "--subset", "0.5", "--test-subset", "0.25"])
+    line = reproduce_command(args, study_name="s", base="b", subset=0.5, test_subset=0.25, objectives=())
+    assert "--subset 0.5 --test-subset 0.25" in line

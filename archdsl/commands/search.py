@@ -121,7 +121,15 @@ def register(subparsers) -> None:
         "--subset",
         type=fraction,
         metavar="FRACTION",
-        help=f"fraction of the train/test sets (default: {SYNTHETIC_SUBSET:g} on synthetic, {REAL_SUBSET:g} otherwise)",
+        help=f"class-stratified fraction of the training set (default: {SYNTHETIC_SUBSET:g} on synthetic, "
+        f"{REAL_SUBSET:g} otherwise)",
+    )
+    fid.add_argument(
+        "--test-subset",
+        type=fraction,
+        metavar="FRACTION",
+        help="class-stratified fraction of the test and corrupted sets that score each candidate (default: the "
+        "--subset fraction)",
     )
     fid.add_argument(
         "--recipe",
@@ -200,7 +208,14 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.search import objective as measure
     from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.runner import SearchConfig, check_same_space, open_study, run_search, target_trials
+    from archdsl.search.runner import (
+        SearchConfig,
+        check_same_space,
+        open_study,
+        run_search,
+        study_progress,
+        target_trials,
+    )
     from archdsl.search.space import make_space, parse_searched
     from archdsl.search.storage import StorageOptions, journal_path
     from archdsl.search.trial import TrialSettings
@@ -224,11 +239,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     subset = args.subset if args.subset is not None else (SYNTHETIC_SUBSET if synthetic else REAL_SUBSET)
+    test_subset = args.test_subset if args.test_subset is not None else subset
     data = measure.load_data(
         args.dataset,
         Path(args.data_root) if args.data_root else None,
         seed=args.seed,
-        subset=subset,
+        test_subset=test_subset,
         download=args.download,
     )
     out = Path(args.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
@@ -240,7 +256,9 @@ def run(args: argparse.Namespace) -> int:
         max_retry=args.max_retry,
     )
     config = SearchConfig(
-        command=reproduce_command(args, study_name=study_name, base=base_name, subset=subset, objectives=objectives),
+        command=reproduce_command(
+            args, study_name=study_name, base=base_name, subset=subset, test_subset=test_subset, objectives=objectives
+        ),
         study_name=study_name,
         strategy=args.strategy,
         objectives=objectives,
@@ -253,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
     fidelity = measure.Fidelity(
         epochs=args.epochs,
         subset=subset,
+        test_subset=test_subset,
         recipe=args.recipe,
         batch_size=args.batch_size,
         lr=args.lr,
@@ -285,8 +304,9 @@ def run(args: argparse.Namespace) -> int:
         f"objectives {','.join(o.name for o in objectives)}",
         file=sys.stderr,
     )
+    total = target_trials(config, space)
     try:
-        printer = _trial_printer(target_trials(config, space))
+        printer = _trial_printer(total)
         outcome = run_search(config, space, data, settings, out, on_trial=printer, study=study)
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
@@ -308,6 +328,10 @@ def run(args: argparse.Namespace) -> int:
             f"--n-trials {args.n_trials} asks for more",
             file=sys.stderr,
         )
+    else:
+        ended = _why_short(outcome, args, total, study_progress(outcome.study, total).done)
+        if ended:
+            print(ended, file=sys.stderr)
     if outcome.stale_failed:
         print(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}", file=sys.stderr)
     if outcome.buildup is not None:
@@ -325,7 +349,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def reproduce_command(args: argparse.Namespace, *, study_name: str, base: str, subset: float, objectives) -> str:
+def _why_short(outcome, args: argparse.Namespace, total: int, measured: int) -> str | None:
+    """Why a search that measured fewer designs than --n-trials stopped (the space's end is said apart)."""
+    if measured >= args.n_trials:
+        return None
+    if args.timeout is not None and outcome.buildup is None:
+        return f"search stopped: --timeout {_number(args.timeout)} s passed; {measured} of {args.n_trials} designs"
+    if outcome.buildup is not None:
+        if measured < total:
+            why = "an MSA that did not help ends its stage's additions, so the walk is shorter than the longest"
+        else:
+            why = "every stage is full"
+        return (
+            f"search ended: the build-up walk is done after {measured} designs ({why}, {total}); "
+            f"--n-trials {args.n_trials} is an upper bound, or use --strategy tpe to measure more"
+        )
+    return None
+
+
+def reproduce_command(
+    args: argparse.Namespace, *, study_name: str, base: str, subset: float, test_subset: float, objectives
+) -> str:
     """The `archdsl search` line that runs this study again, kept in the study for its report.
 
     Every setting that shapes the results is spelled out, defaults included (a later change of
@@ -347,6 +391,7 @@ def reproduce_command(args: argparse.Namespace, *, study_name: str, base: str, s
         if value is not None:
             parts += [flag, _number(value)]
     parts += ["--seed", str(args.seed), "--epochs", str(args.epochs), "--subset", _number(subset)]
+    parts += ["--test-subset", _number(test_subset)]
     parts += ["--recipe", args.recipe]
     for flag, value in (("--batch-size", args.batch_size), ("--lr", args.lr)):
         if value is not None:

@@ -93,7 +93,10 @@ def stratified_indices(labels: np.ndarray, count: int, seed: int = 0) -> np.ndar
     for index in np.argsort(-(quota - kept), kind="stable")[: count - int(kept.sum())]:
         kept[index] += 1
     rng = np.random.default_rng(seed)
-    chosen = [rng.choice(np.flatnonzero(labels == label), size=int(n), replace=False) for label, n in zip(classes, kept)]
+    chosen = [
+        rng.choice(np.flatnonzero(labels == label), size=int(n), replace=False)
+        for label, n in zip(classes, kept, strict=True)
+    ]
     return np.sort(np.concatenate(chosen))
 
 
