@@ -109,7 +109,8 @@ def register(subparsers) -> None:
         "--log",
         choices=("tensorboard",),
         help="also log each epoch's metrics as TensorBoard scalars in DIR/tensorboard (needs the extra: "
-        "pip install 'archdsl[tensorboard]'); metrics.csv is written either way",
+        "pip install 'archdsl[tensorboard]', or pip install -e '.[tensorboard]' in a clone); metrics.csv is "
+        "written either way",
     )
     add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
     parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)

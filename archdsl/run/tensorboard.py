@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from archdsl.errors import UsageError
+from archdsl.errors import UsageError, install_extra
 from archdsl.run.train import TENSORBOARD_DIR, EpochMetrics
 
 __all__ = ["TENSORBOARD_DIR", "TensorBoardLog", "require_tensorboard"]
@@ -36,7 +36,7 @@ def require_tensorboard() -> None:
     if not found:
         raise UsageError(
             "--log tensorboard needs the tensorboard package",
-            hint="pip install 'archdsl[tensorboard]', or leave out --log (metrics.csv is written either way)",
+            hint=f"{install_extra('tensorboard')}, or leave out --log (metrics.csv is written either way)",
         )
 
 
