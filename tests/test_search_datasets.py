@@ -101,3 +101,11 @@ def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp
     args = build_parser().parse_args(["search", "--subset", "0.5", "--test-subset", "0.25"])
     line = reproduce_command(args, study_name="s", base="b", subset=0.5, test_subset=0.25, objectives=())
     assert "--subset 0.5 --test-subset 0.25" in line
+
+
+def test_a_search_stopped_by_its_timeout_says_so(tmp_path, capsys):
+    import _search_support as support
+
+    assert main(support.search_args(tmp_path, "timed", "--timeout", "0.001")) == 0
+    err = capsys.readouterr().err
+    assert "search stopped: --timeout 0.001 s passed; 0 of 8 designs" in err and "build-up walk" not in err

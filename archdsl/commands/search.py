@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from archdsl.commands._args import (
@@ -305,6 +306,7 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     total = target_trials(config, space)
+    started = time.monotonic()
     try:
         printer = _trial_printer(total)
         outcome = run_search(config, space, data, settings, out, on_trial=printer, study=study)
@@ -329,7 +331,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     else:
-        ended = _why_short(outcome, args, total, study_progress(outcome.study, total).done)
+        timed_out = args.timeout is not None and time.monotonic() - started >= args.timeout
+        ended = _why_short(outcome, args, total, study_progress(outcome.study, total).done, timed_out)
         if ended:
             print(ended, file=sys.stderr)
     if outcome.stale_failed:
@@ -349,11 +352,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _why_short(outcome, args: argparse.Namespace, total: int, measured: int) -> str | None:
+def _why_short(outcome, args: argparse.Namespace, total: int, measured: int, timed_out: bool) -> str | None:
     """Why a search that measured fewer designs than --n-trials stopped (the space's end is said apart)."""
     if measured >= args.n_trials:
         return None
-    if args.timeout is not None and outcome.buildup is None:
+    if timed_out:
         return f"search stopped: --timeout {_number(args.timeout)} s passed; {measured} of {args.n_trials} designs"
     if outcome.buildup is not None:
         if measured < total:
