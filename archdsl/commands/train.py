@@ -80,8 +80,9 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--seed", type=int, metavar="N", help="random seed (default: 0)")
     parser.add_argument(
-        "--subset", type=fraction, metavar="FRACTION", help="train on this fraction of the training set (default: 1)"
-    )
+        "--subset", type=fraction, metavar="FRACTION",
+        help="train on a class-stratified fraction of the training set (default: 1; the test set stays whole)",
+    )  # fmt: skip
     parser.add_argument("--device", type=device_name, help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument(
         "--workers", type=non_negative_int, metavar="N", help="data-loading worker processes (default: 0)"
