@@ -82,7 +82,7 @@ class Measure:
 
 
 def _test_set(data: AnalysisData, settings: AnalysisSettings):
-    return data.test.subset(settings.subset, seed=settings.seed)
+    return data.test.subset(settings.test_subset, seed=settings.seed)
 
 
 def _accuracy(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
@@ -101,8 +101,8 @@ def _robustness(model, data: AnalysisData, settings: AnalysisSettings, context: 
     from archdsl.analysis.robustness import evaluate_robustness, mce
 
     sets = list(data.corrupted or ())
-    if settings.subset < 1:
-        sets = [dataclasses.replace(s, images=s.images.subset(settings.subset, seed=settings.seed)) for s in sets]
+    if settings.test_subset < 1:
+        sets = [dataclasses.replace(s, images=s.images.subset(settings.test_subset, seed=settings.seed)) for s in sets]
     result = evaluate_robustness(
         context.inference_model(model), sets, batch_size=settings.batch_size, device=context.device,
         progress=context.progress, optimize=False,
@@ -303,9 +303,9 @@ def _inference_images(data: AnalysisData, settings: AnalysisSettings, measures: 
     """About how many images the inference measures among `measures` will run (for compiling)."""
     images = 0
     if "acc" in measures and data.test is not None:
-        images += round(len(data.test) * settings.subset)
+        images += round(len(data.test) * settings.test_subset)
     if "robustness" in measures and data.corrupted:
-        images += round(sum(len(s.images) for s in data.corrupted) * settings.subset)
+        images += round(sum(len(s.images) for s in data.corrupted) * settings.test_subset)
     if {"fourier", "variance"} & set(measures):
         images += settings.images
     return images

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
 
@@ -71,7 +71,9 @@ class AnalysisSettings(BaseModel):
     weight_decay: float = Field(default=RECIPE_DEFAULTS[DEFAULT_RECIPE]["weight_decay"], ge=0)
     seed: int = 0  # training batches, start vectors, subsets
     batch_size: PositiveInt = 256  # evaluation batches (does not change any number)
-    subset: float = Field(default=1.0, gt=0, le=1)  # class-stratified fraction of the test and corrupted sets
+    # Class-stratified fraction of the test and corrupted sets; a metrics.json written before the
+    # name said which sets it shrinks records it as `subset`, and still reads.
+    test_subset: float = Field(default=1.0, gt=0, le=1, validation_alias=AliasChoices("test_subset", "subset"))
     hessian: HessianSettings = HessianSettings()
     images: PositiveInt = 256  # test images for the feature-map statistics
     train_images: PositiveInt = 10000  # augmented training images for nll-train

@@ -70,5 +70,11 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str | None:
     return f"did you mean `{match}`?" if match else None
 
 
+def install_extra(extra: str) -> str:
+    """How to install one of archdsl's extras, for a hint: from a package index, and in a clone
+    (the README's editable install, where `archdsl[...]` would fetch another copy of archdsl)."""
+    return f"pip install 'archdsl[{extra}]' (in a clone of archdsl: pip install -e '.[{extra}]')"
+
+
 class ArchdslWarning(UserWarning):
     """Worth telling the user; the work goes on."""

@@ -6,6 +6,10 @@ training run, a checkpoint, a search trial, generated CIFAR-C files, a search re
 writes only at the path or inside the folder it was given. Every such write goes through
 this module, which writes to a temporary file beside the target and renames it into place:
 a crash, a full disk or Ctrl-C mid-write leaves the previous file whole, never half a file.
+
+The result is what a plain `open(path, "w")` would leave, apart from the atomicity: a new file
+gets the mode the umask allows (0666 & ~umask; `mkstemp` alone makes 0600), a replaced file
+keeps its mode, and a symlink is followed (its target is replaced, the link stays a link).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,12 +39,16 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     (matplotlib's `savefig`). If the block fails the temporary file is removed.
     """
     target = Path(path)
+    if target.is_symlink():
+        target = Path(os.path.realpath(target))  # write the file the link points at
     ensure_dir(target.parent)
+    mode = _mode_of(target)
     handle, name = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}", dir=target.parent)
     os.close(handle)
     temporary = Path(name)
     try:
         yield temporary
+        os.chmod(temporary, mode)  # after the writer: one that re-creates the file gets it too
         try:
             os.replace(temporary, target)
         except OSError as err:  # the message names the user's file, not our temporary one
@@ -47,6 +56,29 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def _mode_of(target: Path) -> int:
+    """The permission bits `target` should end with: its own if it exists, else 0666 & ~umask."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where the system tells it (Linux's
+    /proc/self/status); elsewhere set and put back at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager

@@ -1,7 +1,9 @@
 """The one way archdsl makes progress bars: tqdm's, drawn only on a terminal, and never a stray line.
 
 `show=False` hides a bar; `show=True` still hides it when stderr is not a TTY (tqdm's
-`disable=None`), so a run piped into a log file gets no `\\r`-separated bar updates.
+`disable=None`), so a run piped into a log file gets no `\\r`-separated bar updates. There
+`log_line` says what the bar would have shown, one plain line per step worth a line (an epoch),
+so that a log is never silent for minutes.
 
 On a terminal a bar leaves no line that says nothing:
 - it first shows after `DELAY_SECONDS` (tqdm's `delay`), so a step that ends sooner (a cached
@@ -12,6 +14,7 @@ On a terminal a bar leaves no line that says nothing:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from functools import cache
 from typing import Any, TypeVar
@@ -25,6 +28,22 @@ def progress_bar(iterable: Iterable[T] | None = None, *, show: bool, **options: 
     """A tqdm bar over `iterable` (or a manual one with `total=`), drawn only if `show` and stderr is a terminal."""
     options.setdefault("delay", DELAY_SECONDS)
     return _bar_class()(iterable, disable=None if show else True, dynamic_ncols=True, **options)
+
+
+def log_line(text: str, *, show: bool, file: Any = None) -> None:
+    """`text` as one plain line on stderr (or `file`) where `progress_bar(show=show)` draws nothing
+    because the output is not a terminal (a log file, a pipe); on a terminal the bar says it."""
+    stream = sys.stderr if file is None else file
+    if show and not _is_terminal(stream):
+        print(text, file=stream, flush=True)
+
+
+def _is_terminal(stream: Any) -> bool:
+    """tqdm's test for `disable=None`: a stream without `isatty`, or a closed one, counts as no terminal."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 @cache

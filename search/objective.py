@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from archdsl.errors import UserError
 from archdsl.ir import Arch
 from archdsl.nn.summary import DesignTooLarge as DesignTooLarge  # torch-free; over the memory limit: a failed trial
 
@@ -31,7 +32,8 @@ class Fidelity:
     """
 
     epochs: int = 2
-    subset: float = 1.0  # fraction of the training (and corrupted test) sets
+    subset: float = 1.0  # class-stratified fraction of the training set
+    test_subset: float = 1.0  # class-stratified fraction of the test and corrupted test sets
     recipe: RecipeName = "fast"  # learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds
     # TrainConfig fields set over the recipe's (`search --opt adamw --lr 0.01`): (field, value) pairs.
     train_settings: tuple[tuple[str, Any], ...] = ()
@@ -69,26 +71,37 @@ class Diverged(Exception):
     """Training blew up (NaN loss); the candidate fails, the search goes on."""
 
 
-def load_data(name: str, root: Path | None, *, seed: int, subset: float, download: bool = False) -> DataContext:
-    """The train split (class-stratified `subset`) and the test split of `name` (downloaded if missing and asked)."""
+def load_data(
+    name: str, root: Path | None, *, seed: int, test_subset: float = 1.0, download: bool = False
+) -> DataContext:
+    """The train split and the test split (a class-stratified `test_subset`) of `name` (downloaded if missing
+    and asked). The training set is shrunk by each trial's training (`Fidelity.subset`)."""
     from archdsl.data import load_split
 
     train_set = load_split(name, "train", root, download=download)
     test_set = load_split(name, "test", root, download=download)
-    if subset < 1:
-        # The test set shrinks too, so that a cheap search is cheap end to end.
-        test_set = test_set.subset(subset, seed=seed)
+    if test_subset < 1:
+        test_set = test_set.subset(test_subset, seed=seed)
     return DataContext(name=name, root=root, train_set=train_set, test_set=test_set)
 
 
-def fit_to_data(base: Arch, data: DataContext) -> Arch:
-    """The base network with the dataset's input shape and class count."""
+def fit_to_data(base: Arch, image_shape: tuple[int, int, int], num_classes: int) -> Arch:
+    """The base network with the dataset's input shape (C, H, W) and class count (from
+    `archdsl.data.describe`, so that a dry run fits the space as the run does)."""
     from archdsl.ir import InputShape
 
-    c, h, w = data.train_set.image_shape
-    return base.model_copy(
-        update={"input": InputShape(channels=c, height=h, width=w), "classes": data.train_set.num_classes}
-    )
+    c, h, w = image_shape
+    return base.model_copy(update={"input": InputShape(channels=c, height=h, width=w), "classes": num_classes})
+
+
+def check_described(data: DataContext, image_shape: tuple[int, int, int], num_classes: int) -> None:
+    """The loaded data is what its description said (the space was fitted to the description)."""
+    found = (data.train_set.image_shape, data.train_set.num_classes)
+    if found != (tuple(image_shape), num_classes):
+        raise UserError(
+            f"dataset {data.name}: the files hold {found[0]} images in {found[1]} classes, "
+            f"not the {tuple(image_shape)} in {num_classes} of its description"
+        )
 
 
 def static_costs(arch: Arch) -> dict[str, float]:
@@ -222,19 +235,19 @@ def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity:
 
 
 def _corrupted_sets(data: DataContext, fidelity: Fidelity, *, seed: int) -> list[Any]:
-    """The dataset's corrupted test sets at the fidelity's severities, shrunk to the subset; loaded once."""
+    """The dataset's corrupted test sets at the fidelity's severities, shrunk to the test subset; loaded once."""
     from archdsl.data import load_corrupted
 
     if data._corrupted is None:
         sets = load_corrupted(data.name, data.root, severities=list(fidelity.severities))
-        if fidelity.subset < 1:
-            sets = [_with_images(s, s.images.subset(fidelity.subset, seed=seed)) for s in sets]
+        if fidelity.test_subset < 1:
+            sets = [_with_images(s, s.images.subset(fidelity.test_subset, seed=seed)) for s in sets]
         data._corrupted = sets
     return data._corrupted
 
 
 def robustness(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> float:
-    """Mean top-1 (a fraction) over the dataset's corrupted test sets, each shrunk to the subset."""
+    """Mean top-1 (a fraction) over the dataset's corrupted test sets, each shrunk to the test subset."""
     report = _analyze(model, data, ("robustness",), fidelity, seed=seed, device=device)
     return float(report.robustness.mean)
 

@@ -57,6 +57,12 @@ def retry_system_attrs(trial: FrozenTrial) -> dict[str, Any]:
     }
 
 
+def retried_trial(trial: FrozenTrial) -> int | None:
+    """The number of the trial a retry runs again (the first of its series), or None for no retry."""
+    number = trial.system_attrs.get(FAILED_TRIAL_ATTR)
+    return int(number) if number is not None else None
+
+
 def retry_history(trial: FrozenTrial) -> list[int]:
     """The numbers of the earlier runs of a retried trial, oldest first (empty if it is no retry)."""
     return list(trial.system_attrs.get(RETRY_HISTORY_ATTR, []))

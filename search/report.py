@@ -22,6 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.files import ensure_dir, save_figure, write_text
 from archdsl.search.naming import path_part
 from archdsl.search.objectives import OBJECTIVES, Objective
+from archdsl.search.optuna_private import retried_trial
 from archdsl.search.runner import COMMAND_ATTR, StudyProgress
 from archdsl.search.space import layout_text, msa_per_stage
 from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
@@ -127,6 +128,9 @@ def _row(t: FrozenTrial) -> TrialRow:
         note = "interrupted, or its worker stopped"
     elif PRUNED_REASON_ATTR in attrs and t.state == TrialState.PRUNED:
         note = str(attrs[PRUNED_REASON_ATTR])
+    retried = retried_trial(t)
+    if retried is not None:  # its worker died (killed, lost) and the design was queued again
+        note = "; ".join(p for p in (f"retry of trial {retried}", note) if p)
     spec = attrs.get(SPEC_ATTR)
     seconds = None
     if t.datetime_start is not None and t.datetime_complete is not None:
@@ -408,7 +412,7 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
         f"- trials: {len(summary.rows)} ({summary.count('COMPLETE')} complete, {summary.count('PRUNED')} pruned, "
         f"{summary.count('FAIL')} failed, {summary.count('RUNNING')} running, {summary.count('WAITING')} waiting), "
         f"{_duration(total)} of trial time"
-        + (f"; {summary.copies} copies drawn again (not counted)" if summary.copies else ""),
+        + (f"; {_copies(summary.copies)} drawn again (not counted)" if summary.copies else ""),
     ]
     if summary.command:
         lines += [f"- reproduce: `{summary.command}`"]
@@ -464,6 +468,10 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     return "\n".join(lines) + "\n"
 
 
+def _copies(n: int) -> str:
+    return f"{n} cop{'y' if n == 1 else 'ies'}"
+
+
 def _fmt(value: float) -> str:
     if abs(value) >= 1e5:
         return f"{value:.4g}"
@@ -474,8 +482,11 @@ def summary_text(summary: StudySummary) -> str:
     """A few lines for the terminal: the trial counts and the best designs."""
     lines = [
         f"study {summary.name}: {len(summary.rows)} trials ({summary.count('COMPLETE')} complete, "
-        f"{summary.count('PRUNED')} pruned, {summary.count('FAIL')} failed)"
-        + (f"; {summary.copies} copies drawn again" if summary.copies else "")
+        f"{summary.count('PRUNED')} pruned, {summary.count('FAIL')} failed"
+        # trials other workers are measuring (or will): the rows count them, so the parts add up
+        + "".join(f", {summary.count(s)} {s.lower()}" for s in ("RUNNING", "WAITING") if summary.count(s))
+        + ")"
+        + (f"; {_copies(summary.copies)} drawn again" if summary.copies else "")
     ]
     for row in summary.best:
         values = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(summary.objectives, row.values or (), strict=False))

@@ -28,7 +28,7 @@ from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrial
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.trial import FrozenTrial, TrialState
 
-from archdsl.errors import ArchdslWarning, UserError
+from archdsl.errors import ArchdslWarning, UserError, install_extra
 from archdsl.files import ensure_dir
 from archdsl.search.journal_check import damage_error, record_problem
 from archdsl.search.optuna_private import (
@@ -100,7 +100,7 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
         name = getattr(missing, "name", None) or "?"
         raise UserError(
             f"storage {_redact(url)}: the database driver {name!r} is not installed",
-            hint="pip install 'archdsl[distributed]' for PostgreSQL (psycopg2); other databases need "
+            hint=f"for PostgreSQL (psycopg2): {install_extra('distributed')}; other databases need "
             "their SQLAlchemy driver (e.g. mysqlclient for mysql://)",
         ) from err
     except Exception as err:  # sqlalchemy's ArgumentError, OperationalError, ...

@@ -198,7 +198,8 @@ class TrialObjective:
     def _report(self, trial: optuna.Trial, epoch: int, top1: float) -> None:
         if len(self.settings.objectives) == 1 and self.settings.objectives[0].name == "accuracy":
             trial.report(top1, epoch)
-            if trial.should_prune():
+            # Never at the last epoch: the training is done, and stopping it would lose its measured result.
+            if epoch < self.settings.fidelity.epochs and trial.should_prune():
                 self._prune(trial, f"median pruner: below the median at epoch {epoch}")
 
     # -- the study's memory --------------------------------------------------------------------

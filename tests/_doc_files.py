@@ -1,12 +1,18 @@
-"""Files that the docs' examples read (a `--config` file): a ```yaml block whose first line is the
+"""Helpers of the tests that run the docs' examples.
+
+Files that the examples read (a `--config` file): a ```yaml block whose first line is the
 comment `# NAME.yaml` (a remark may follow: `# tiny.yaml: the run above`) is that file, written
-as shown into the examples' working folder."""
+as shown into the examples' working folder. Sections with a runner of their own (the README's
+Fashion-MNIST walk-through, which needs the Debian dataset and runs two workers at once:
+tests/test_readme_fashion_mnist.py) are left out of the general runner (`text_for_general_runner`)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
+OWN_RUNNER_SECTIONS = ("A day on Fashion-MNIST",)
 FILE_BLOCK = re.compile(r"^```yaml[ \t]*\n(# ([\w.-]+\.ya?ml)\b[^\n]*\n.*?)^```", re.M | re.S)
 
 
@@ -17,3 +23,24 @@ def write_doc_files(doc: Path, folder: Path) -> list[str]:
         (folder / name).write_text(text, encoding="utf-8")
         names.append(name)
     return names
+
+
+def mask_numbers(line: str) -> str:
+    """A shown output line with its numbers masked (accuracies and timings differ between machines)."""
+    return NUMBER.sub("#", line).strip()
+
+
+def section(text: str, title: str) -> str:
+    """The Markdown section `## title`, up to the next heading of the same level ("" if none)."""
+    match = re.search(rf"^## {re.escape(title)}[ \t]*\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    return match.group(1) if match else ""
+
+
+def text_for_general_runner(doc: Path) -> str:
+    """`doc`'s text without the sections that have their own runner."""
+    text = doc.read_text(encoding="utf-8")
+    for title in OWN_RUNNER_SECTIONS:
+        body = section(text, title)
+        if body:
+            text = text.replace(body, "")
+    return text

@@ -40,7 +40,7 @@ def test_analyze_writes_metrics_figures_and_report(checkpoint, tmp_path, capsys)
     out = tmp_path / "analysis"
     code = main([
         "analyze", str(checkpoint), "--out", str(out), "--device", "cpu", "--no-progress",
-        "--subset", "0.5", "--corruptions", "fog,contrast", "--severities", "1,3",
+        "--test-subset", "0.5", "--corruptions", "fog,contrast", "--severities", "1,3",
         "--batches", "2", "--hessian-batch-size", "4", "--k", "2", "--max-iter", "8", "--method", "lanczos",
         "--images", "12",
     ])  # fmt: skip
@@ -72,7 +72,7 @@ def test_analyze_writes_metrics_figures_and_report(checkpoint, tmp_path, capsys)
 
 def test_analyze_only_what_is_asked(checkpoint, tmp_path):
     out = tmp_path / "only"
-    code = main(["analyze", str(checkpoint), "--metrics", "acc", "--subset", "0.2", "--out", str(out),
+    code = main(["analyze", str(checkpoint), "--metrics", "acc", "--test-subset", "0.2", "--out", str(out),
                  "--device", "cpu", "--no-progress"])  # fmt: skip
     assert code == 0
     data = json.loads((out / "metrics.json").read_text())
@@ -113,7 +113,7 @@ def test_an_out_that_is_a_file_is_a_user_error(checkpoint, tmp_path, capsys):
 def test_mce_against_a_baseline_run_and_its_own_mistakes(checkpoint, tmp_path, capsys):
     common = ["--metrics", "robustness", "--corruptions", "fog", "--severities", "1,5", "--device", "cpu",
               "--no-progress"]  # fmt: skip
-    assert main(["analyze", str(checkpoint), "--out", str(tmp_path / "base"), "--subset", "0.5", *common]) == 0
+    assert main(["analyze", str(checkpoint), "--out", str(tmp_path / "base"), "--test-subset", "0.5", *common]) == 0
     baseline_json = tmp_path / "base" / "metrics.json"
     assert main(["analyze", str(checkpoint), "--out", str(tmp_path / "other"), "--baseline", str(baseline_json),
                  *common]) == 0  # fmt: skip
@@ -137,7 +137,7 @@ def test_the_papers_other_measures_from_the_command_line(checkpoint, tmp_path, c
     out = tmp_path / "more"
     code = main([
         "analyze", str(checkpoint), "--metrics", "nll-train,landscape,cka,lesion", "--out", str(out),
-        "--device", "cpu", "--no-progress", "--subset", "0.5", "--train-images", "40",
+        "--device", "cpu", "--no-progress", "--test-subset", "0.5", "--train-images", "40",
         "--landscape-dims", "2", "--landscape-points", "3", "--landscape-batches", "1", "--landscape-batch-size", "8",
         "--cka-images", "16", "--cka-batch-size", "8",
     ])  # fmt: skip
@@ -199,8 +199,8 @@ def test_an_out_that_holds_an_analysis_is_refused_unless_forced(checkpoint, tmp_
     (out / "metrics.json").write_text('{"a 3-minute Hessian": "result"}')
     (out / "hessian.png").write_bytes(b"an earlier plot")
     (out / "notes.txt").write_text("mine")
-    args = ["analyze", str(checkpoint), "--metrics", "acc", "--subset", "0.2", "--out", str(out), "--device", "cpu",
-            "--no-progress"]  # fmt: skip
+    args = ["analyze", str(checkpoint), "--metrics", "acc", "--test-subset", "0.2", "--out", str(out),
+            "--device", "cpu", "--no-progress"]  # fmt: skip
     assert main(args) == 1
     err = capsys.readouterr().err
     assert "already holds an analysis (hessian.png, metrics.json)" in err and "--force" in err
@@ -209,3 +209,18 @@ def test_an_out_that_holds_an_analysis_is_refused_unless_forced(checkpoint, tmp_
     assert json.loads((out / "metrics.json").read_text())["classification"]["count"] == 20
     assert not (out / "hessian.png").exists()  # no stale plot of the earlier analysis is left behind
     assert (out / "notes.txt").read_text() == "mine"  # what archdsl did not write stays
+
+
+def test_the_old_subset_flag_of_analyze_still_works_and_says_its_new_name(checkpoint, tmp_path, capsys):
+    out = tmp_path / "old"
+    assert main(["analyze", str(checkpoint), "--metrics", "acc", "--subset", "0.2", "--out", str(out),
+                 "--device", "cpu", "--no-progress"]) == 0  # fmt: skip
+    assert "analyze --subset is now --test-subset" in capsys.readouterr().err
+    data = json.loads((out / "metrics.json").read_text())
+    assert data["classification"]["count"] == 20 and data["settings"]["test_subset"] == 0.2
+
+
+def test_a_metrics_json_that_calls_the_test_fraction_subset_still_reads():
+    from archdsl.analysis.settings import AnalysisSettings
+
+    assert AnalysisSettings.model_validate({"subset": 0.5}).test_subset == 0.5

@@ -50,7 +50,7 @@ def test_search_and_analyze_report_the_same_nep_and_ape(tmp_path, one_thread):
     fidelity = objective.Fidelity(
         epochs=1, train_settings=(("batch_size", 32),), hessian_batches=2, hessian_max_iter=12
     )
-    data = objective.load_data(DATASET, None, seed=0, subset=1.0)
+    data = objective.load_data(DATASET, None, seed=0, test_subset=1.0)
     run_dir = tmp_path / "trial"
     trained = objective.train_candidate(
         arch, data, fidelity, device="cpu", seed=0, run_dir=run_dir, on_epoch=lambda *_: None, progress=False

@@ -142,7 +142,7 @@ def test_frost_without_its_photographs_is_a_clear_error_before_any_work(images, 
     monkeypatch.setattr(frost, "photos", frost.photos.__wrapped__)  # no cached photographs
     with pytest.raises(UserError, match="frost photographs") as caught:
         corrupt(images[:2], "frost", 1)
-    assert "archdsl[frost]" in str(caught.value)
+    assert "archdsl[frost]" in str(caught.value) and "pip install -e '.[frost]'" in str(caught.value)
     clean = ImageSet("clean", images, np.zeros(len(images), dtype=np.int64), 1, (0.5,) * 3, (0.2,) * 3)
     with pytest.raises(UserError, match="frost photographs"):
         write_corrupted(tmp_path / "out", clean, corruptions=["fog", "frost"], progress=False)

@@ -4,43 +4,17 @@ folder, MNIST's CSV files, their corrupted test sets, and 1x28x28 designs end to
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import struct
 
 import numpy as np
 import pytest
 import torch
+from _mnist_files import write_idx
 
 from archdsl.data import describe, load_corrupted, load_split
 from archdsl.data import mnist as mnist_module
 from archdsl.data.corruptions import corrupt
 from archdsl.data.registry import corrupt_any_channels
 from archdsl.errors import UserError
-
-
-def idx_bytes(array: np.ndarray) -> bytes:
-    """The IDX format: magic (0, 0, type 0x08 = uint8, dimensions), big-endian sizes, the data."""
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + b"".join(struct.pack(">I", n) for n in array.shape)
-    return header + array.astype(np.uint8).tobytes()
-
-
-def write_idx(folder, n_train=40, n_test=20, packed=False, seed=0):
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    arrays = {}
-    for split, n in (("train", n_train), ("t10k", n_test)):
-        images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
-        labels = (np.arange(n) % 10).astype(np.uint8)
-        arrays[split] = (images, labels)
-        for kind, array in (("images-idx3", images), ("labels-idx1", labels)):
-            name = folder / f"{split}-{kind}-ubyte"
-            data = idx_bytes(array)
-            if packed:
-                with gzip.open(f"{name}.gz", "wb") as out:
-                    out.write(data)
-            else:
-                name.write_bytes(data)
-    return arrays
 
 
 @pytest.fixture(autouse=True)
@@ -106,7 +80,7 @@ def test_a_truncated_idx_file_is_a_user_error(tmp_path):
         load_split("fashion-mnist", "train", root=tmp_path)
 
 
-def test_train_and_test_limits_keep_the_first_images(tmp_path):
+def test_train_and_test_limits_keep_that_many_images(tmp_path):
     write_idx(tmp_path / "FashionMNIST" / "raw")
     train = load_split("fashion-mnist:train=12,test=5", "train", root=tmp_path)
     test = load_split("fashion-mnist:train=12,test=5", "test", root=tmp_path)
@@ -185,3 +159,56 @@ def test_the_real_fashion_mnist_when_it_is_installed(monkeypatch):
     pixels = train.images.astype(np.float64) / 255
     assert (pixels.mean(), pixels.std()) == pytest.approx((train.mean[0], train.std[0]), abs=1e-4)
     assert np.bincount(test.labels).tolist() == [1000] * 10
+
+
+@pytest.mark.parametrize(
+    ("clean", "corrupted"),
+    [
+        ("fashion-mnist:train=12,test=5", "fashion-mnist-c:test=5"),  # train= is not the corrupted set's
+        ("mnist:train=12", "mnist-c"),
+        ("synthetic:train=200,test=100", "synthetic-c:test=100,train=200"),  # synthetic-c normalises by train
+        ("cifar100", "cifar100-c"),
+        ("fashion-mnist-c:test=5", "fashion-mnist-c:test=5"),  # already a corrupted set
+    ],
+)
+def test_the_corrupted_sets_name_carries_only_the_options_it_takes(clean, corrupted):
+    from archdsl.data import corrupted_name
+
+    assert corrupted_name(clean) == corrupted
+    describe(corrupted)  # a name the registry accepts
+
+
+def test_analyze_finds_the_corrupted_sets_of_a_run_trained_with_a_training_limit(tmp_path):
+    import argparse
+
+    from archdsl.commands.analyze import load_data
+    from archdsl.lang.spec import parse_spec
+
+    write_idx(tmp_path / "FashionMNIST" / "raw")
+    args = argparse.Namespace(
+        data_root=str(tmp_path), download=False, corrupted=None, corruptions=["fog"], severities=[1]
+    )
+    data = load_data("fashion-mnist:train=12,test=5", args, ("acc", "robustness"), parse_spec(GREY_SPEC))
+    assert [len(s.images) for s in data.corrupted] == [5] and len(data.test) == 5
+    # load_corrupted derives the same name from the clean one (its sets are labelled by it)
+    [picked] = load_corrupted("fashion-mnist:train=12,test=5", root=tmp_path, corruptions=["fog"], severities=[1])
+    assert picked.images.name == "fashion-mnist-c:test=5/fog/1"
+
+
+def test_train_and_test_limits_are_class_stratified_and_deterministic(tmp_path):
+    from _mnist_files import idx_bytes
+
+    folder = tmp_path / "FashionMNIST" / "raw"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 50), ("t10k", 30)):  # files sorted by class: the first N are one class
+        (folder / f"{split}-images-idx3-ubyte").write_bytes(idx_bytes(rng.integers(0, 256, (n, 28, 28))))
+        (folder / f"{split}-labels-idx1-ubyte").write_bytes(idx_bytes(np.repeat(np.arange(10), n // 10)))
+    train = load_split("fashion-mnist:train=20,test=13", "train", root=tmp_path)
+    test = load_split("fashion-mnist:train=20,test=13", "test", root=tmp_path)
+    assert np.bincount(train.labels, minlength=10).tolist() == [2] * 10
+    counts = np.bincount(test.labels, minlength=10)
+    assert len(test) == 13 and counts.min() >= 1 and counts.max() <= 2  # as even as 13 of 10 classes can be
+    again = load_split("fashion-mnist:test=13", "test", root=tmp_path)
+    np.testing.assert_array_equal(again.images, test.images)  # the same images every time
+    assert len(load_split("fashion-mnist:train=500", "train", root=tmp_path)) == 50  # more than there are: all

@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from _doc_files import write_doc_files
+from _doc_files import mask_numbers, text_for_general_runner, write_doc_files
 
 from archdsl.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```(console|python)[ \t]*\n(.*?)^```", re.M | re.S)
-NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 PROMISE = re.compile(r"^print\(.*\)\s+# (\S+)\s*$", re.M)
 CONSOLE_HAS_OWN_RUNNER = {"search.md"}
 
@@ -40,13 +39,9 @@ class Example:
     shown: list[str] = field(default_factory=list)
 
 
-def _mask(line: str) -> str:
-    return NUMBER.sub("#", line).strip()
-
-
 def _examples(doc: Path) -> list[Example]:
     examples: list[Example] = []
-    for kind, block in FENCE.findall(doc.read_text(encoding="utf-8")):
+    for kind, block in FENCE.findall(text_for_general_runner(doc)):
         if kind == "python":
             examples.append(Example("python", block))
             continue
@@ -92,6 +87,6 @@ def test_examples_run_as_written(doc: Path, tmp_path, monkeypatch, capsys):
         status = main(example.argv)
         printed = capsys.readouterr()
         assert status == 0, f"{doc.name}: `{example.text}` exited {status}:\n{printed.err}"
-        actual = {_mask(line) for line in (printed.out + printed.err).splitlines()}
+        actual = {mask_numbers(line) for line in (printed.out + printed.err).splitlines()}
         for line in example.shown[:3]:
-            assert _mask(line) in actual, f"{doc.name}: `{example.text}` no longer prints {line!r}"
+            assert mask_numbers(line) in actual, f"{doc.name}: `{example.text}` no longer prints {line!r}"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pytest
 from matplotlib.figure import Figure
@@ -45,3 +47,43 @@ def test_a_failed_rename_names_the_target_not_the_temporary_file(tmp_path):
         write_text(tmp_path / "metrics.csv", "epoch\n")
     assert info.value.filename == str(tmp_path / "metrics.csv")
     assert [p.name for p in tmp_path.iterdir()] == ["metrics.csv"]  # no temporary file left
+
+
+@pytest.fixture
+def umask():
+    """Set the process umask for a test, and put it back."""
+    before = os.umask(0o022)
+    yield os.umask
+    os.umask(before)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o002, 0o077])
+def test_a_new_file_honours_the_umask_as_open_would(tmp_path, umask, mask):
+    umask(mask)
+    for path in (write_text(tmp_path / "a.txt", "x"), save_figure(Figure(), tmp_path / "b.png")):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask, path
+    with open(tmp_path / "plain.txt", "w") as stream:  # what a plain write gives, for comparison
+        stream.write("x")
+    assert stat.S_IMODE((tmp_path / "plain.txt").stat().st_mode) == 0o666 & ~mask
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path, umask):
+    umask(0o077)
+    path = tmp_path / "shared.json"
+    path.write_text("{}")
+    path.chmod(0o664)
+    write_json(path, {"x": 1})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o664 and json.loads(path.read_text()) == {"x": 1}
+
+
+def test_a_write_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_path):
+    target = tmp_path / "real" / "spec.arch"
+    target.parent.mkdir()
+    target.write_text("old")
+    target.chmod(0o640)
+    link = tmp_path / "link.arch"
+    os.symlink(target, link)
+    write_text(link, "new")
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text() == "new" and stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.arch", "real"]

@@ -164,3 +164,18 @@ def test_a_byte_order_mark_is_not_a_syntax_error(tmp_path, capsys):
 def test_a_device_file_is_not_called_missing(capsys):
     assert main(["check", "/dev/null"]) == 1
     assert "is not a regular file" in capsys.readouterr().err
+
+
+def test_fmt_keeps_the_specs_mode_and_formats_a_symlinks_target(tmp_path, capsys):
+    import os
+    import stat
+
+    path = _messy(tmp_path)
+    path.chmod(0o664)
+    link = tmp_path / "link.arch"
+    os.symlink(path.name, link)  # a relative link, as `ln -s messy.arch link.arch` makes
+    assert main(["fmt", str(link)]) == 0
+    assert link.is_symlink() and os.readlink(link) == "messy.arch"
+    assert "{ conv*3 msa(2, 4) }" in path.read_text()  # the target was formatted
+    assert stat.S_IMODE(path.stat().st_mode) == 0o664
+    assert "reformatted" in capsys.readouterr().out

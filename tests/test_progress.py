@@ -97,14 +97,27 @@ MICRO = "arch micro {\n input 3x32x32\n classes 10\n stem conv3x3(8)\n conv = ba
 TRAIN = ["--dataset", "synthetic:train=40,test=20", "--recipe", "fast", "--batch-size", "20"]
 
 
-def test_train_piped_to_a_log_writes_no_bar(tmp_path, capsys) -> None:
+def test_a_log_line_is_written_where_no_bar_is_drawn() -> None:
+    log, terminal = io.StringIO(), Terminal()
+    for stream in (log, terminal):
+        progress.log_line("epoch 1/2  loss=1.000", show=True, file=stream)
+    progress.log_line("hidden", show=False, file=log)  # --no-progress: neither bar nor line
+    assert log.getvalue() == "epoch 1/2  loss=1.000\n" and terminal.getvalue() == ""
+
+
+def test_train_piped_to_a_log_writes_one_plain_line_per_epoch_and_no_bar(tmp_path, capsys) -> None:
     from archdsl.cli import main
 
     spec = tmp_path / "micro.arch"
     spec.write_text(MICRO)
-    assert main(["train", str(spec), *TRAIN, "--epochs", "1", "--out", str(tmp_path / "run")]) == 0
+    assert main(["train", str(spec), *TRAIN, "--epochs", "2", "--out", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err  # pytest's capture is not a terminal, as a log file is not
-    assert "\r" not in err and "step/s" not in err and "epoch 1/1" not in err
+    assert "\r" not in err and "step/s" not in err
+    epochs = [line for line in err.splitlines() if line.startswith("epoch ")]
+    assert [line.split("  ")[0] for line in epochs] == ["epoch 1/2", "epoch 2/2"]
+    assert all("test_acc=" in line for line in epochs)
+    assert main(["train", str(spec), *TRAIN, "--epochs", "1", "--out", str(tmp_path / "quiet"), "--no-progress"]) == 0
+    assert "epoch 1/1" not in capsys.readouterr().err
 
 
 def test_train_and_analyze_on_a_terminal_leave_no_zero_percent_line(tmp_path, monkeypatch, one_thread) -> None:

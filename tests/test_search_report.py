@@ -232,3 +232,40 @@ def test_a_name_read_from_storage_never_leaves_the_best_folder(tmp_path, short_i
 def test_a_study_name_is_checked_in_full(tmp_path, capsys, name):
     assert main(["report", name, "--out", str(tmp_path)]) == 2
     assert "bad study name" in capsys.readouterr().err
+
+
+def test_one_copy_is_one_copy_and_running_trials_are_counted_in_the_summary():
+    from archdsl.search.report import summary_text
+    from archdsl.search.storage import COPY_ATTR
+
+    study = _study([0.5, 0.6])
+    study.add_trial(optuna.create_trial(state=TrialState.FAIL, user_attrs={COPY_ATTR: 0}))
+    study.enqueue_trial({"k_c1": 1, "k_c2": 1})
+    study.ask()  # the queued design, now running on some worker
+    summary = summarize_study(study)
+    text = summary_text(summary)
+    assert "1 copy drawn again" in text and "copies" not in text
+    assert "3 trials (2 complete, 0 pruned, 0 failed, 1 running)" in text
+    assert "1 copy drawn again (not counted)" in markdown(summary, {}, {})
+
+
+def test_a_retried_design_is_marked_as_a_retry_of_the_trial_it_repeats():
+    from archdsl.search.optuna_private import retry_system_attrs
+    from archdsl.search.report import trial_line
+
+    study = _study([0.5])
+    killed = optuna.create_trial(
+        state=TrialState.FAIL, params={"k_c1": 1, "k_c2": 2},
+        distributions={"k_c1": IntDistribution(0, 1), "k_c2": IntDistribution(0, 2)},
+    )  # fmt: skip
+    study.add_trial(killed)
+    killed = study.get_trials()[-1]
+    retry = optuna.create_trial(
+        state=TrialState.COMPLETE, value=0.7, params=killed.params, distributions=killed.distributions,
+        system_attrs=retry_system_attrs(killed), user_attrs={DIGEST_ATTR: "digest-retried"},
+    )  # fmt: skip
+    study.add_trial(retry)
+    rows = {row.number: row for row in summarize_study(study).rows}
+    assert "retry of trial 1" in rows[2].note and "retry" not in rows[0].note
+    assert "retry of trial 1" in trial_line(study, study.trials[2])
+    assert "| retry of trial 1 |" in markdown(summarize_study(study), {}, {})

@@ -52,6 +52,7 @@ def test_postgresql_without_its_driver_says_what_to_install(tmp_path, capsys, mo
     err = capsys.readouterr().err
     assert status == 1 and "Traceback" not in err and "secret" not in err
     assert "the database driver 'psycopg2' is not installed" in err and "archdsl[distributed]" in err
+    assert "pip install -e '.[distributed]'" in err
 
 
 def test_report_on_a_missing_study_says_where_it_looked(tmp_path, capsys):

@@ -6,6 +6,7 @@ import json
 from types import SimpleNamespace
 
 import _search_support as support
+import optuna
 import pytest
 from optuna.trial import TrialState
 
@@ -148,3 +149,29 @@ def test_each_strategy_runs_a_study_and_reports_it(tmp_path, strategy, objective
     # Running the same command again resumes a finished study: no new trial.
     assert main(args) == 0
     assert len(support.load(tmp_path, strategy).trials) == len(study.trials)
+
+
+def test_a_trial_is_never_pruned_at_its_last_epoch():
+    """Pruning after the last epoch saves nothing and loses a measured result."""
+    from optuna.distributions import IntDistribution
+    from optuna.trial import TrialState
+
+    from archdsl.search import objective as measure
+    from archdsl.search.objectives import parse_objectives
+    from archdsl.search.strategies import make_pruner
+    from archdsl.search.trial import TrialObjective, TrialSettings
+
+    objectives = parse_objectives("accuracy")
+    study = optuna.create_study(direction="maximize", pruner=make_pruner(objectives, 2))
+    for value in (0.8, 0.9, 0.85):  # the pruner's startup trials, all far better
+        study.add_trial(optuna.trial.create_trial(
+            state=TrialState.COMPLETE, value=value, intermediate_values={1: value, 2: value},
+            params={"k": 0}, distributions={"k": IntDistribution(0, 1)},
+        ))  # fmt: skip
+    settings = TrialSettings(objectives=objectives, fidelity=measure.Fidelity(epochs=2))
+    objective = TrialObjective(make_space(load_spec("alter50-base")), None, settings)  # type: ignore[arg-type]
+    with pytest.raises(optuna.TrialPruned, match="below the median at epoch 1"):
+        objective._report(study.ask(), 1, 0.1)
+    last = study.ask()
+    objective._report(last, 2, 0.1)  # the last epoch: reported, not pruned
+    assert last.should_prune()  # (the pruner would have)

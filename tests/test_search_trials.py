@@ -33,10 +33,7 @@ def test_objectives_parse_with_directions_and_dominance_follows_them():
 def test_constraints_prune_designs_before_any_training(tmp_path):
     # The limit is the MSA-free design's size: some MSA designs are larger, some smaller.
     base_params = measure.static_costs(
-        measure.fit_to_data(
-            measure.load_base(str(support.write_base(tmp_path))),
-            measure.load_data(support.DATASET, None, seed=0, subset=1),
-        )
+        measure.fit_to_data(measure.load_base(str(support.write_base(tmp_path))), (3, 32, 32), 4)
     )["params"]
     args = support.search_args(
         tmp_path,
@@ -205,9 +202,7 @@ def test_a_design_over_the_memory_limit_fails_its_trial_before_it_is_built(tmp_p
     from archdsl.nn import summary
 
     # A limit between the tiny space's designs: those with MSAs (more activations) are over it.
-    base = measure.fit_to_data(
-        measure.load_base(str(support.write_base(tmp_path))), measure.load_data(support.DATASET, None, seed=0, subset=1)
-    )
+    base = measure.fit_to_data(measure.load_base(str(support.write_base(tmp_path))), (3, 32, 32), 4)
     limit = summary.memory_estimate(summary.summarize(base), base).total + 1
     monkeypatch.setattr(summary, "MEMORY_LIMIT_BYTES", limit)
     args = support.search_args(tmp_path, "big", "--strategy", "grid", "--n-trials", "3", "--objectives", "params")

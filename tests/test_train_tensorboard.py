@@ -46,6 +46,7 @@ def test_without_the_extra_log_tensorboard_names_the_install_and_starts_nothing(
     assert exit_code([*argv, "--epochs", "1"]) == 2
     err = capsys.readouterr().err
     assert "--log tensorboard needs the tensorboard package" in err and "archdsl[tensorboard]" in err
+    assert "pip install -e '.[tensorboard]'" in err  # the README's install is an editable one from a clone
     assert "Traceback" not in err and "training micro" not in err  # refused before the header line
     assert not (tmp_path / "run").exists()
 

@@ -90,9 +90,11 @@ def register(subparsers) -> None:
         help="evaluation batch size (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument(
-        "--subset", type=fraction, default=_default(AnalysisSettings, "subset"), metavar="FRACTION",
-        help="fraction of each test/corrupted set (default: %(default)s)",
+        "--test-subset", type=fraction, default=_default(AnalysisSettings, "test_subset"), metavar="FRACTION",
+        help="class-stratified fraction of the test and corrupted sets (default: %(default)s)",
     )  # fmt: skip
+    # The old spelling: --subset is the training set's fraction everywhere else (train, search).
+    parser.add_argument("--subset", dest="old_subset", type=fraction, help=argparse.SUPPRESS)
     parser.add_argument(
         "--seed", type=int, default=_default(AnalysisSettings, "seed"), metavar="N",
         help="seed of the training batches, start vectors, directions and subsets (default: %(default)s)",
@@ -190,11 +192,6 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _corrupted_name(dataset: str) -> str:
-    base, colon, params = dataset.partition(":")
-    return base if base.endswith("-c") else f"{base}-c{colon}{params}"
-
-
 def _training_config(meta: dict):
     """The checkpoint's training config (for the same augmentation and weight decay), or the default recipe's."""
     from pydantic import ValidationError
@@ -214,6 +211,29 @@ def _save(figure, path: Path) -> str:
     return save_figure(figure, path, dpi=DPI).name
 
 
+def _test_subset(args: argparse.Namespace) -> float:
+    """--test-subset, or the old --subset of analyze (said so once: the word means the training set elsewhere)."""
+    old = getattr(args, "old_subset", None)
+    if old is None:
+        return args.test_subset
+    if args.test_subset != _default_test_subset():
+        raise UsageError("give --test-subset alone: --subset is its old name in analyze")
+    import sys
+
+    print(
+        f"archdsl: analyze --subset is now --test-subset (the test and corrupted sets; --subset means the "
+        f"training set in train and search): taken as --test-subset {old:g}",
+        file=sys.stderr,
+    )
+    return old
+
+
+def _default_test_subset() -> float:
+    from archdsl.analysis.settings import AnalysisSettings
+
+    return _default(AnalysisSettings, "test_subset")
+
+
 def settings_from_args(args: argparse.Namespace, meta: dict):
     """The pipeline's settings from the command line; the recipe (augmentation, weight decay) is the checkpoint's."""
     from pydantic import ValidationError
@@ -226,7 +246,7 @@ def settings_from_args(args: argparse.Namespace, meta: dict):
             weight_decay=args.weight_decay,
             seed=args.seed,
             batch_size=args.batch_size,
-            subset=args.subset,
+            test_subset=_test_subset(args),
             hessian=HessianSettings(
                 batches=args.batches, batch_size=args.hessian_batch_size, k=args.k, tol=args.tol,
                 max_iter=args.max_iter, method=args.method, hvp=args.hvp,
@@ -247,7 +267,7 @@ def settings_from_args(args: argparse.Namespace, meta: dict):
 def load_data(dataset: str, args: argparse.Namespace, measures, arch):
     """The splits `measures` read, checked against the design's input shape and classes."""
     from archdsl.analysis.pipeline import AnalysisData, needed_splits
-    from archdsl.data import load_corrupted, load_split
+    from archdsl.data import corrupted_name, load_corrupted, load_split
     from archdsl.run.train import check_compatible
 
     splits = needed_splits(measures)
@@ -257,7 +277,7 @@ def load_data(dataset: str, args: argparse.Namespace, measures, arch):
             loaded[split] = load_split(dataset, split, root=args.data_root, download=args.download)
             check_compatible(arch, loaded[split])
     if "corrupted" in splits:
-        corrupted = args.corrupted or _corrupted_name(dataset)
+        corrupted = args.corrupted or corrupted_name(dataset)
         sets = load_corrupted(corrupted, root=args.data_root, corruptions=args.corruptions, severities=args.severities)
         for item in sets[:1]:
             check_compatible(arch, item.images)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from archdsl.commands._args import (
@@ -27,8 +28,10 @@ from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_command_words, recipe_settings
 from archdsl.errors import visible_lines
 
-SMALL_BASE = "alter-small-base"  # the default base on the synthetic data (CPU-sized)
-PAPER_BASE = "alter50-base"  # the default base on real datasets
+SMALL_BASE = "alter-small-base"  # the default base on the synthetic data, and on CIFAR without an accelerator
+GREY_BASE = "resnet-fmnist"  # the default base on 28x28 grey images (Fashion-MNIST, MNIST)
+PAPER_BASE = "alter50-base"  # the default base on CIFAR with a GPU: the paper's Alter-ResNet-50 (hours per
+# candidate on a CPU)
 # Default fidelity: the synthetic set's 2,000 of 5,000 training images for 2 epochs trains a
 # small-base candidate in seconds on a laptop CPU; real datasets start from a tenth.
 SYNTHETIC_SUBSET = 0.4
@@ -71,7 +74,9 @@ def register(subparsers) -> None:
     data.add_argument(
         "--base",
         metavar="SPEC",
-        help=f"base network, a spec path or built-in name (default: {SMALL_BASE} on synthetic, {PAPER_BASE} otherwise)",
+        help=f"base network, a spec path or built-in name (default: one that fits the data and the machine: "
+        f"{SMALL_BASE} on synthetic, {GREY_BASE} on 28x28 grey sets, {PAPER_BASE} on CIFAR with a GPU, "
+        f"{SMALL_BASE} on CIFAR without one; fitted to the data's input shape and classes)",
     )
     data.add_argument(
         "--search",
@@ -121,7 +126,15 @@ def register(subparsers) -> None:
         "--subset",
         type=fraction,
         metavar="FRACTION",
-        help=f"fraction of the train/test sets (default: {SYNTHETIC_SUBSET:g} on synthetic, {REAL_SUBSET:g} otherwise)",
+        help=f"class-stratified fraction of the training set (default: {SYNTHETIC_SUBSET:g} on synthetic, "
+        f"{REAL_SUBSET:g} otherwise)",
+    )
+    fid.add_argument(
+        "--test-subset",
+        type=fraction,
+        metavar="FRACTION",
+        help="class-stratified fraction of the test and corrupted sets that score each candidate (default: the "
+        "--subset fraction)",
     )
     fid.add_argument(
         "--recipe",
@@ -194,45 +207,52 @@ def run(args: argparse.Namespace) -> int:
     import optuna
 
     from archdsl.commands.outputs import output_dir
+    from archdsl.data import describe
+    from archdsl.run.device import select_device
     from archdsl.search import objective as measure
     from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.runner import SearchConfig, check_same_space, open_study, run_search, target_trials
+    from archdsl.search.runner import (
+        SearchConfig,
+        check_same_space,
+        open_study,
+        run_search,
+        study_progress,
+        target_trials,
+    )
     from archdsl.search.space import make_space, parse_searched
     from archdsl.search.storage import StorageOptions, journal_path
     from archdsl.search.trial import TrialSettings
 
     objectives = parse_objectives(args.objectives)
     searched = parse_searched(args.search)
-    if not args.dry_run:
-        from archdsl.run.device import select_device
-
-        select_device(args.device)  # a device this machine lacks: refused now, not by the first trial
+    device = select_device(args.device)  # a device this machine lacks: refused now, not by the first trial
+    info = describe(args.dataset, args.data_root)  # a bad dataset name fails now, before anything loads
     synthetic = args.dataset.split(":")[0] == "synthetic"
-    base_name = args.base or (SMALL_BASE if synthetic else PAPER_BASE)
+    base_name, why = (args.base, None) if args.base else default_base(info, synthetic, device.type != "cpu")
     base = measure.load_base(base_name)
     study_name = check_study_name(args.study_name or default_study_name(base_name, args.dataset, args.strategy))
     severities = args.severities
+    # The space is fitted to the data from its description, here, for the dry run and the run alike.
+    fitted = measure.fit_to_data(base, info.image_shape, info.num_classes)
+    space = make_space(fitted, searched)
+    base_text = f"{base.name} ({why})" if why else base.name
 
     if args.dry_run:
-        from archdsl.data import describe
-
-        describe(args.dataset, args.data_root)  # a bad dataset name fails now, not on the real run
-        space = make_space(base, searched)
-        print(_describe_space(space))
+        print(_describe_space(space, base_text, f"fitted to {args.dataset}: {_shape_text(info)}"))
         return 0
 
     subset = args.subset if args.subset is not None else (SYNTHETIC_SUBSET if synthetic else REAL_SUBSET)
+    test_subset = args.test_subset if args.test_subset is not None else subset
     data = measure.load_data(
         args.dataset,
         Path(args.data_root) if args.data_root else None,
         seed=args.seed,
-        subset=subset,
+        test_subset=test_subset,
         download=args.download,
     )
     out = Path(args.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
-    fitted = measure.fit_to_data(base, data)
-    space = make_space(fitted, searched)
+    measure.check_described(data, info.image_shape, info.num_classes)
     storage = StorageOptions(
         url=args.storage,
         heartbeat_interval=args.heartbeat,
@@ -240,7 +260,9 @@ def run(args: argparse.Namespace) -> int:
         max_retry=args.max_retry,
     )
     config = SearchConfig(
-        command=reproduce_command(args, study_name=study_name, base=base_name, subset=subset, objectives=objectives),
+        command=reproduce_command(
+            args, study_name=study_name, base=base_name, subset=subset, test_subset=test_subset, objectives=objectives
+        ),
         study_name=study_name,
         strategy=args.strategy,
         objectives=objectives,
@@ -253,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
     fidelity = measure.Fidelity(
         epochs=args.epochs,
         subset=subset,
+        test_subset=test_subset,
         recipe=args.recipe,
         train_settings=tuple(sorted(recipe_settings(args, exclude=SEARCH_OWN_FIELDS).items())),
         hessian_batches=args.hessian_batches,
@@ -280,12 +303,14 @@ def run(args: argparse.Namespace) -> int:
         study = open_study(config, out)
         check_same_space(study, space)
     print(
-        f"search {study_name}: {args.strategy} over {space.size()} points of {base.name} on {args.dataset}, "
+        f"search {study_name}: {args.strategy} over {space.size()} points of {base_text} on {args.dataset}, "
         f"objectives {','.join(o.name for o in objectives)}",
         file=sys.stderr,
     )
+    total = target_trials(config, space)
+    started = time.monotonic()
     try:
-        printer = _trial_printer(target_trials(config, space))
+        printer = _trial_printer(total)
         outcome = run_search(config, space, data, settings, out, on_trial=printer, study=study)
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
@@ -307,6 +332,11 @@ def run(args: argparse.Namespace) -> int:
             f"--n-trials {args.n_trials} asks for more",
             file=sys.stderr,
         )
+    else:
+        timed_out = args.timeout is not None and time.monotonic() - started >= args.timeout
+        ended = _why_short(outcome, args, total, study_progress(outcome.study, total).done, timed_out)
+        if ended:
+            print(ended, file=sys.stderr)
     if outcome.stale_failed:
         print(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}", file=sys.stderr)
     if outcome.buildup is not None:
@@ -324,7 +354,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def reproduce_command(args: argparse.Namespace, *, study_name: str, base: str, subset: float, objectives) -> str:
+def _why_short(outcome, args: argparse.Namespace, total: int, measured: int, timed_out: bool) -> str | None:
+    """Why a search that measured fewer designs than --n-trials stopped (the space's end is said apart)."""
+    if measured >= args.n_trials:
+        return None
+    if timed_out:
+        return f"search stopped: --timeout {_number(args.timeout)} s passed; {measured} of {args.n_trials} designs"
+    if outcome.buildup is not None:
+        if measured < total:
+            why = "an MSA that did not help ends its stage's additions, so the walk is shorter than the longest"
+        else:
+            why = "every stage is full"
+        return (
+            f"search ended: the build-up walk is done after {measured} designs ({why}, {total}); "
+            f"--n-trials {args.n_trials} is an upper bound, or use --strategy tpe to measure more"
+        )
+    return None
+
+
+def reproduce_command(
+    args: argparse.Namespace, *, study_name: str, base: str, subset: float, test_subset: float, objectives
+) -> str:
     """The `archdsl search` line that runs this study again, kept in the study for its report.
 
     Every setting that shapes the results is spelled out, defaults included (a later change of
@@ -346,6 +396,7 @@ def reproduce_command(args: argparse.Namespace, *, study_name: str, base: str, s
         if value is not None:
             parts += [flag, _number(value)]
     parts += ["--seed", str(args.seed), "--epochs", str(args.epochs), "--subset", _number(subset)]
+    parts += ["--test-subset", _number(test_subset)]
     parts += ["--recipe", args.recipe, *recipe_command_words(recipe_settings(args, exclude=SEARCH_OWN_FIELDS))]
     names = {o.name for o in objectives}
     if names & {"nep", "ape"}:
@@ -391,10 +442,27 @@ def _trial_printer(total: int):
     return print_trial
 
 
-def _describe_space(space) -> str:
+def default_base(info, synthetic: bool, accelerator: bool) -> tuple[str, str]:
+    """The base a search takes when --base is not given, and why: one that trains a candidate in
+    minutes on the data and the machine at hand (the paper's base only on CIFAR with a GPU)."""
+    if synthetic:
+        return SMALL_BASE, "default on synthetic data"
+    if info.image_shape == (1, 28, 28):
+        return GREY_BASE, "default for 28x28 grey images"
+    if accelerator:
+        return PAPER_BASE, "default with a GPU: the paper's Alter-ResNet-50"
+    return SMALL_BASE, f"default without a GPU; --base {PAPER_BASE} for the paper's, hours per candidate on a CPU"
+
+
+def _shape_text(info) -> str:
+    c, h, w = info.image_shape
+    return f"{c}x{h}x{w}, {info.num_classes} classes"
+
+
+def _describe_space(space, base_text: str, fitted: str) -> str:
     from archdsl.search.space import layout_text
 
-    lines = [f"base {space.base.name}: {len(space.stages)} stages, searching {','.join(space.searched)}"]
+    lines = [f"base {base_text}: {len(space.stages)} stages, searching {','.join(space.searched)}", fitted]
     for s in space.stages:
         n = next(len(st.blocks) for st in space.base.stages if st.name == s.name)
         extra = ""

@@ -66,8 +66,9 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--seed", type=int, metavar="N", help="random seed (default: 0)")
     parser.add_argument(
-        "--subset", type=fraction, metavar="FRACTION", help="train on this fraction of the training set (default: 1)"
-    )
+        "--subset", type=fraction, metavar="FRACTION",
+        help="train on a class-stratified fraction of the training set (default: 1; the test set stays whole)",
+    )  # fmt: skip
     parser.add_argument("--device", type=device_name, help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument(
         "--workers", type=non_negative_int, metavar="N", help="data-loading worker processes (default: 0)"
@@ -95,7 +96,8 @@ def register(subparsers) -> None:
         "--log",
         choices=("tensorboard",),
         help="also log each epoch's metrics as TensorBoard scalars in DIR/tensorboard (needs the extra: "
-        "pip install 'archdsl[tensorboard]'); metrics.csv is written either way",
+        "pip install 'archdsl[tensorboard]', or pip install -e '.[tensorboard]' in a clone); metrics.csv is "
+        "written either way",
     )
     add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
     parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)

@@ -10,6 +10,7 @@ from archdsl.data.cifar_c import write_corrupted
 from archdsl.data.names import resolve_data_root
 from archdsl.data.registry import (
     DatasetInfo,
+    corrupted_name,
     dataset_descriptions,
     dataset_names,
     describe,
@@ -20,6 +21,7 @@ from archdsl.data.registry import (
 __all__ = [
     "CorruptedSet",
     "DatasetInfo",
+    "corrupted_name",
     "ImageSet",
     "dataset_descriptions",
     "dataset_names",

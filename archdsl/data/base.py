@@ -84,6 +84,25 @@ class ImageSet:
         return sum(_kept(int(n), fraction) for n in counts)
 
 
+def stratified_indices(labels: np.ndarray, count: int, seed: int = 0) -> np.ndarray:
+    """`count` indices into `labels` (all of them if there are fewer), in file order, with each class
+    as close to its share as whole images allow (largest remainders get the odd ones), drawn at
+    random within a class, deterministic by seed: what `train=N`/`test=N` dataset options keep."""
+    if count >= len(labels):
+        return np.arange(len(labels))
+    classes, counts = np.unique(labels, return_counts=True)
+    quota = counts * count / len(labels)
+    kept = np.floor(quota).astype(np.int64)
+    for index in np.argsort(-(quota - kept), kind="stable")[: count - int(kept.sum())]:
+        kept[index] += 1
+    rng = np.random.default_rng(seed)
+    chosen = [
+        rng.choice(np.flatnonzero(labels == label), size=int(n), replace=False)
+        for label, n in zip(classes, kept, strict=True)
+    ]
+    return np.sort(np.concatenate(chosen))
+
+
 def _kept(members: int, fraction: float) -> int:
     """How many of a class's `members` a stratified subset keeps: at least one."""
     return max(1, round(members * fraction))

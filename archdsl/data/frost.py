@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage
 
-from archdsl.errors import UserError
+from archdsl.errors import UserError, install_extra
 
 PACKAGE = "imagecorruptions"
 FILES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")  # frost6.jpg is never drawn
@@ -35,7 +35,7 @@ def photo_folder() -> Path:
     if folder is None or not all((folder / name).is_file() for name in FILES):
         raise UserError(
             "the frost corruption needs the frost photographs of Hendrycks' generator, which are not installed",
-            hint="pip install 'archdsl[frost]' (the imagecorruptions package ships them), "
+            hint=f"{install_extra('frost')}: the imagecorruptions package ships them; "
             "or leave frost out (e.g. --corruptions with the other names)",
         )
     return folder

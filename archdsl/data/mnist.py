@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from archdsl.data.base import ImageSet
+from archdsl.data.base import ImageSet, stratified_indices
 from archdsl.errors import UserError
 
 IDX_FILES = {
@@ -174,8 +174,9 @@ def _download(spec: MnistSpec, root: Path) -> None:
 def load_mnist(
     spec: MnistSpec, split: str, root: Path, download: bool = False, limit: int | None = None, name: str | None = None
 ) -> ImageSet:
-    """The `split` of `spec` as an ImageSet of uint8 (N, 28, 28, 1) images; `limit` keeps the first
-    images (the files' order, which mixes the classes); `name` is the dataset's name as the user wrote it."""
+    """The `split` of `spec` as an ImageSet of uint8 (N, 28, 28, 1) images; `limit` keeps that many,
+    a class-stratified sample in file order, the same every time (`stratified_indices`); `name` is the
+    dataset's name as the user wrote it."""
     if download and locate(spec, root, split) is None:
         _download(spec, root)
     files = locate(spec, root, split)
@@ -198,7 +199,8 @@ def load_mnist(
     if problem:
         raise UserError(f"{spec.title} ({split}) in {files[0].parent} is not in the expected format: {problem}")
     if limit is not None:
-        images, labels = images[:limit], labels[:limit]
+        keep = stratified_indices(labels, limit)
+        images, labels = images[keep], labels[keep]
     name = name or spec.name
     return ImageSet(
         name=name if split == "train" else f"{name}-test",

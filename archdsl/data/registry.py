@@ -145,7 +145,10 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     data_root = resolve_data_root(root)
     if base in mnist.SPECS or base in _GREY_CORRUPTED:
         grey = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
-        sizes = {"train": parsed.int_param("train", grey.train_size), "test": parsed.int_param("test", grey.test_size)}
+        sizes = {  # a limit above the split's size keeps the whole split
+            "train": min(parsed.int_param("train", grey.train_size), grey.train_size),
+            "test": min(parsed.int_param("test", grey.test_size), grey.test_size),
+        }
         if base in _GREY_CORRUPTED:
             sizes = {"test": sizes["test"]}
         found = mnist.locate(grey, data_root, "test")
@@ -185,6 +188,16 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
         dict(parsed.params),
         present,
     )
+
+
+def corrupted_name(name: str) -> str:
+    """The corrupted test sets' dataset name of `name`: `fashion-mnist:train=6000,test=1000` ->
+    `fashion-mnist-c:test=1000`. Only the options the corrupted set takes are carried (a training
+    limit means nothing to a test set); a corrupted name is returned as it is (canonical)."""
+    parsed = _parse(name)
+    base = _CORRUPTED_OF.get(parsed.base, parsed.base)
+    kept = {k: v for k, v in parsed.params.items() if k in _PARAMS.get(base, ())}
+    return _canonical(DatasetName(base, kept))
 
 
 def _check_split(split: str) -> None:
@@ -249,9 +262,7 @@ def load_corrupted(
 ) -> list[CorruptedSet]:
     """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from),
     one per corruption (default: the 15) and severity (default: 1..5), in that order."""
-    parsed = _parse(name)
-    if parsed.base in _CORRUPTED_OF:
-        parsed = DatasetName(_CORRUPTED_OF[parsed.base], parsed.params)
+    parsed = _parse(corrupted_name(name))
     picked = [p for p in _PICK_PARAMS if p in parsed.params]
     if picked:
         raise UserError(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from archdsl.errors import UsageError, visible
+from archdsl.errors import UsageError, install_extra, visible
 from archdsl.run.train import TENSORBOARD_DIR, EpochMetrics
 
 __all__ = ["TENSORBOARD_DIR", "TensorBoardLog", "require_tensorboard"]
@@ -38,7 +38,7 @@ def require_tensorboard() -> None:
     if not found:
         raise UsageError(
             "--log tensorboard needs the tensorboard package",
-            hint="pip install 'archdsl[tensorboard]', or leave out --log (metrics.csv is written either way)",
+            hint=f"{install_extra('tensorboard')}, or leave out --log (metrics.csv is written either way)",
         )
     try:  # what TensorBoardLog imports: torch checks the package's version there
         import torch.utils.tensorboard  # noqa: F401

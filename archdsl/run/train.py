@@ -40,7 +40,7 @@ from archdsl.errors import UserError
 from archdsl.files import atomic_writer, write_text
 from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
-from archdsl.progress import progress_bar
+from archdsl.progress import log_line, progress_bar
 from archdsl.run.checkpoint import TrainState, load_checkpoint, save_checkpoint
 from archdsl.run.device import autocast, select_device
 from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
@@ -443,6 +443,7 @@ def train(
                 on_step=on_step,
             )
             history.append(metrics)
+            log_line(epoch_line(metrics, config.epochs), show=progress)  # the bar's values, in a log
             if run_dir is not None:
                 state = TrainState.pack(
                     {"optimizer": optimizer.state_dict()},
@@ -468,6 +469,14 @@ def train(
         save_checkpoint(run_dir / FINAL_CHECKPOINT, model, arch, _meta(train_set, config, history[-1]))
     model.eval()
     return TrainResult(model=model, arch=arch, config=config, history=history, run_dir=run_dir)
+
+
+def epoch_line(metrics: EpochMetrics, epochs: int) -> str:
+    """One finished epoch as a plain line, with the names the bar shows them by."""
+    return (
+        f"epoch {metrics.epoch}/{epochs}  loss={metrics.train_loss:.3f} acc={metrics.train_acc:.3f} "
+        f"test_acc={metrics.test_acc:.3f}  ({metrics.seconds:.1f} s, {metrics.img_per_s:.0f} img/s)"
+    )
 
 
 def _meta(train_set: ImageSet, config: TrainConfig, metrics: EpochMetrics) -> dict:

@@ -1,0 +1,111 @@
+"""`archdsl search` on a dataset other than the synthetic one: a base that fits the data and the
+machine by default (and says which), and a dry run that describes the space the run searches."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from _mnist_files import write_idx
+
+from archdsl.cli import main
+
+
+@pytest.fixture
+def fashion_root(tmp_path):
+    write_idx(tmp_path / "FashionMNIST" / "raw", n_train=60, n_test=30)
+    return str(tmp_path)
+
+
+def _dry_run(capsys, *argv: str) -> tuple[str, str]:
+    assert main(["search", "--dry-run", "--device", "cpu", *argv]) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_the_dry_run_describes_the_space_fitted_to_the_dataset(capsys, fashion_root):
+    base = ["--base", "alter-small-base"]  # a 3x32x32 spec: fitted to 1x28x28, its maps are 28, 14 and 7
+    out, _ = _dry_run(capsys, "--dataset", "fashion-mnist", "--data-root", fashion_root, "--search", "k,window", *base)
+    # windows that tile 28 and 14 (not 32's 8 and 16)
+    assert "window [2, 4, 7, 14, 'global']" in out and "window [2, 4, 8, 16" not in out
+    assert "size: 180 points" in out
+    assert "fitted to fashion-mnist: 1x28x28, 10 classes" in out
+
+
+def test_the_dry_run_and_the_run_search_the_same_space(tmp_path, capsys, fashion_root, monkeypatch):
+    """The run's header counts the points of the space it searches: the dry run's count."""
+    from archdsl.search import runner
+
+    out, _ = _dry_run(capsys, "--dataset", "fashion-mnist", "--data-root", fashion_root, "--search", "k,window")
+    points = re.search(r"size: (\d+) points", out).group(1)
+    searched = []
+
+    def no_trials(config, space, data, settings, out, **_):
+        searched.append(space)
+        raise KeyboardInterrupt  # stop before any training: the space is what is checked
+
+    monkeypatch.setattr(runner, "run_search", no_trials)
+    argv = ["search", "--dataset", "fashion-mnist", "--data-root", fashion_root, "--search", "k,window"]
+    argv += ["--subset", "1", "--batch-size", "10"]
+    assert main([*argv, "--device", "cpu", "--out", str(tmp_path / "runs"), "--no-progress"]) == 130
+    assert str(searched[0].size()) == points
+    assert f"over {points} points of resnet-fmnist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("dataset", "base", "why"),
+    [
+        ("synthetic", "alter-small-base", "default on synthetic data"),
+        ("fashion-mnist", "resnet-fmnist", "default for 28x28 grey images"),
+        ("cifar100", "alter-small-base", "--base alter50-base"),  # the paper's base takes hours per candidate on a CPU
+    ],
+)
+def test_the_default_base_fits_the_data_and_the_machine_and_says_so(capsys, fashion_root, dataset, base, why):
+    out, _ = _dry_run(capsys, "--dataset", dataset, "--data-root", fashion_root)
+    first = out.splitlines()[0]
+    assert first.startswith(f"base {base} (") and why in first
+
+
+def test_a_base_given_is_taken_as_it_is(capsys, fashion_root):
+    out, _ = _dry_run(capsys, "--dataset", "cifar100", "--base", "alter50-base")
+    assert out.startswith("base alter50-base: 4 stages")
+    assert "fitted to cifar100: 3x32x32, 100 classes" in out
+
+
+def test_a_search_piped_to_a_log_says_each_epoch_each_trial_and_why_it_ended(tmp_path, capsys):
+    import _search_support as support
+
+    argv = [a for a in support.search_args(tmp_path, "piped", "--n-trials", "20") if a != "--no-progress"]
+    assert main(argv) == 0
+    err = capsys.readouterr().err  # not a terminal, as a log file is not
+    assert "\r" not in err
+    trials = [line for line in err.splitlines() if re.match(r"trial \d+ COMPLETE", line)]
+    epochs = [line.split("  ")[0] for line in err.splitlines() if line.startswith("epoch ")]
+    assert trials and epochs == ["epoch 1/1"] * len(trials)  # one epoch per trial, one line each
+    # the build-up walk measured fewer designs than --n-trials: the last line says why
+    assert f"search ended: the build-up walk is done after {len(trials)} designs" in err
+    assert "--n-trials 20 is an upper bound" in err
+
+
+def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp_path):
+    import _search_support as support
+
+    from archdsl.cli import build_parser
+    from archdsl.commands.search import reproduce_command
+    from archdsl.search import objective as measure
+
+    data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25)
+    assert (len(data.train_set), len(data.test_set)) == (96, 8)  # the training set is shrunk by each trial
+    config = measure.train_config(measure.Fidelity(subset=0.5, test_subset=0.25), device="cpu", seed=0)
+    assert config.subset == 0.5
+    args = build_parser().parse_args(["search", "--subset", "0.5", "--test-subset", "0.25"])
+    line = reproduce_command(args, study_name="s", base="b", subset=0.5, test_subset=0.25, objectives=())
+    assert "--subset 0.5 --test-subset 0.25" in line
+
+
+def test_a_search_stopped_by_its_timeout_says_so(tmp_path, capsys):
+    import _search_support as support
+
+    assert main(support.search_args(tmp_path, "timed", "--timeout", "0.001")) == 0
+    err = capsys.readouterr().err
+    assert "search stopped: --timeout 0.001 s passed; 0 of 8 designs" in err and "build-up walk" not in err
