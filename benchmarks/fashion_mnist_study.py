@@ -119,7 +119,8 @@ def main() -> None:
         )
         settings = AnalysisSettings(
             recipe=config,
-            hessian=HessianSettings(batches=3, batch_size=16, k=5, max_iter=30, method="lanczos", seed=seed),
+            hessian=HessianSettings(batches=3, batch_size=16, k=5, max_iter=30, method="lanczos"),
+            seed=seed,
             images=256,
             train_images=1000 if not args.quick else 64,
             landscape=LandscapeSettings(dims=1, points=11, span=1.0, batches=2, batch_size=32),
