@@ -256,10 +256,11 @@ def test_lesion_study_scores_every_residual_block():
     assert [b.depth for b in result.blocks] == [1, 2, 3]
     from archdsl.run.evaluate import evaluate
 
+    # In the study's batches: the CPU's conv kernels round differently at another batch size.
     with without_residual_branch(model.get_submodule("stages.c2.0")):
-        top1, nll = evaluate(model, test_set)
+        top1, nll = evaluate(model, test_set, batch_size=8)
     assert (result.blocks[1].top1, result.blocks[1].nll) == (top1, nll)
-    assert result.top1 == evaluate(model, test_set).top1
+    assert result.top1 == evaluate(model, test_set, batch_size=8).top1
 
 
 # --------------------------------------------------------------------------- NLL on augmented training data

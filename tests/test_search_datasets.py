@@ -108,4 +108,6 @@ def test_a_search_stopped_by_its_timeout_says_so(tmp_path, capsys):
 
     assert main(support.search_args(tmp_path, "timed", "--timeout", "0.001")) == 0
     err = capsys.readouterr().err
-    assert "search stopped: --timeout 0.001 s passed; 0 of 8 designs" in err and "build-up walk" not in err
+    # Optuna checks the timeout before each trial: one may start within the first millisecond.
+    stopped = re.search(r"search stopped: --timeout 0.001 s passed; (\d) of 8 designs", err)
+    assert stopped and int(stopped.group(1)) < 8 and "build-up walk" not in err, err
