@@ -208,3 +208,53 @@ def test_onnx_export_computes_the_same(name: str, tmp_path) -> None:
     (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
     with torch.no_grad():
         assert torch.allclose(torch.from_numpy(got), model(x), atol=1e-4)
+
+
+# -- .ci/timm_contract.py, the runner of timm's own tests (CI fetches timm's file; here a stand-in) --
+
+
+def _runner():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / ".ci" / "timm_contract.py"
+    spec = importlib.util.spec_from_file_location("timm_contract", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_runner_adds_archdsls_models_to_timms_filters_and_nothing_else(tmp_path) -> None:
+    runner = _runner()
+    timm_file = "import os\nNON_STD_FILTERS = ['vit_*']\nNUM_NON_STD = len(NON_STD_FILTERS)\n"
+    timm_file += "FEAT_INTER_FILTERS = ['resnet']\n# transformer / hybrid models don't support x\n"
+    (tmp_path / "tests").mkdir()
+    for name, text in {"__init__.py": "", "conftest.py": "import pytest\n", "test_models.py": timm_file}.items():
+        (tmp_path / "tests" / name).write_text(text)
+    tests = runner.prepare(tmp_path, ["archdsl_vit_ti"])
+    scope: dict = {}
+    exec((tests / "test_models.py").read_text(), scope)
+    assert scope["NON_STD_FILTERS"] == ["vit_*", "archdsl_vit_ti"] and scope["NUM_NON_STD"] == 2
+    assert scope["FEAT_INTER_FILTERS"] == ["resnet", "timm_models"]
+    assert "import archdsl" in (tests / "conftest.py").read_text()
+    (tmp_path / "tests" / "test_models.py").write_text("NUM_NON_STD = 0\n")  # another timm: refused clearly
+    with pytest.raises(SystemExit, match="update .ci/timm_contract.py"):
+        runner.prepare(tmp_path, [])
+
+
+def test_the_runner_tables_junit_results_per_model(tmp_path) -> None:
+    runner = _runner()
+    cases = {
+        "test_model_forward[1-archdsl_tiny]": "",
+        "test_model_forward_torchscript[1-archdsl_tiny]": "<failure message='x'/>",
+        "test_model_forward[1-resnet18]": "",
+        "test_model_default_cfgs[1-resnet18.a1_in1k]": "<skipped message='y'/>",
+    }
+    xml = "".join(f'<testcase classname="t" name="{name}">{body}</testcase>' for name, body in cases.items())
+    (tmp_path / "junit.xml").write_text(f"<testsuites><testsuite>{xml}</testsuite></testsuites>")
+    table = runner.results(tmp_path / "junit.xml")
+    assert table["archdsl_tiny"] == {"test_model_forward": "pass", "test_model_forward_torchscript": "fail"}
+    assert table["resnet18"]["test_model_default_cfgs"] == "skip"  # the tag is not part of the model
+    text = runner.markdown(table, {"archdsl_tiny": "map"}, "1.0")
+    assert "| `archdsl_tiny` | map | 1/2 | ok | FAIL | - |" in text
+    assert "| `resnet18` | timm map | 1/1 | ok | - | 0/1 |" in text
