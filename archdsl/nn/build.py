@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from os import PathLike
-from typing import Any
+from typing import Any, cast
 
 import torch
 from timm.models._features import feature_take_indices  # what timm's own models use
@@ -49,8 +49,15 @@ from archdsl.nn.blocks.attention import AlterMSABlock
 from archdsl.nn.blocks.conv import conv_block
 from archdsl.nn.blocks.layers import ClassifierHead, TokenHead, stem
 from archdsl.nn.blocks.smoothing import SmoothBlock
-from archdsl.nn.blocks.tokens import TOKENS, BlockSequence, to_layout, to_map
-from archdsl.nn.timm_cfg import CLASSIFIER, feature_info, feature_sizes, pretrained_cfg
+from archdsl.nn.blocks.tokens import MAP, TOKENS, BlockSequence, convert
+from archdsl.nn.timm_cfg import (
+    CLASSIFIER,
+    feature_info,
+    feature_layouts,
+    feature_sizes,
+    per_block_features,
+    pretrained_cfg,
+)
 
 # Parameter names (the last part) that get no weight decay, whatever their shape: what timm's
 # transformers list in their `no_weight_decay()`.
@@ -72,7 +79,11 @@ class ArchNet(nn.Module):
         for shape, rate in zip(shapes, rates, strict=True):
             stages[shape.stage].append(_block(arch, shape, widths[shape.stage], rate))
             in_sizes[shape.stage].append(shape.in_size)
-        self.stages = nn.ModuleDict({name: BlockSequence(stages[name], in_sizes[name]) for name in stages})
+        self.stages = nn.ModuleDict()
+        layout = cast(str, self.stem.layout)  # each stage receives the layout the one before it ends in
+        for name in stages:
+            self.stages[name] = BlockSequence(stages[name], in_sizes[name], layout)
+            layout = self.stages[name].out_layout
         features = feature_channels(arch)
         self.head: TokenHead | ClassifierHead
         if head_layout(arch) == TOKENS:
@@ -94,6 +105,7 @@ class ArchNet(nn.Module):
         self.in_chans = arch.input.channels
         self.feature_info = feature_info(arch)
         self._feature_sizes = feature_sizes(arch)
+        self._feature_layouts = feature_layouts(arch)
         self.pretrained_cfg = self.default_cfg = pretrained_cfg(arch)
         self._init_weights()
 
@@ -114,7 +126,8 @@ class ArchNet(nn.Module):
         return x
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return self.head(to_layout(x, self.head.layout, self._head_size), pre_logits=pre_logits)
+        features = self.stages[list(self.stages)[-1]].out_layout if self.stages else cast(str, self.stem.layout)
+        return self.head(convert(x, features, self.head.layout, self._head_size), pre_logits=pre_logits)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
@@ -130,15 +143,25 @@ class ArchNet(nn.Module):
         `create_optimizer_v2` reads it (archdsl's recipes and timm's train.py use that factory)."""
         return {name for name, _ in self.named_parameters() if name.rsplit(".", 1)[-1] in NO_WEIGHT_DECAY}
 
+    def set_grad_checkpointing(self, enable: bool = True) -> None:
+        """Run every stage's blocks through timm's `checkpoint_seq` (activations recomputed in backward)."""
+        for stage in self.stages.values():
+            cast(BlockSequence, stage).grad_checkpointing = enable
+
     def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
         """A new classifier for `num_classes` (0: none, the model returns pooled features).
 
-        The pooling is the spec's (`head mean` or `head class`), so `global_pool` may only be None.
-        With `num_classes > 0`, `model.arch` says the new number of classes.
+        `global_pool` as in timm (None keeps the current pooling): `avg`, `max`, `avgmax`, `token`
+        (the class token, with `head class`), or `''` (no pooling: with `num_classes=0`, the model
+        returns the unpooled map, or every token). The spec's pooling is `token` for `head class`,
+        `avg` otherwise; `model.arch` keeps it. With `num_classes > 0`, `model.arch` says the new
+        number of classes.
         """
         if global_pool is not None:
-            raise ValueError(f"archdsl models pool as their spec says (head {self.arch.head}); got {global_pool!r}")
+            self.head.check_pool(global_pool, num_classes)
         self.head.reset(num_classes)
+        if global_pool is not None:
+            self.head.set_pool(global_pool)
         self.num_classes = num_classes
         if num_classes > 0:
             init_schemes.init_layer(self.head.fc, self.arch.init)  # drawn as the spec's scheme draws a Linear
@@ -153,7 +176,8 @@ class ArchNet(nn.Module):
         output_fmt: str = "NCHW",
         intermediates_only: bool = False,
     ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
-        """The feature maps of `feature_info` (stem, then each stage) as timm returns them.
+        """The feature maps of `feature_info` (stem, then each stage; each block of a one-stage
+        model) as timm returns them.
 
         `indices`: the last n if an int, all if None, else those positions. Token outputs become
         maps (the class token left out). `norm` is accepted for timm's sake: the final norm is the
@@ -166,15 +190,22 @@ class ArchNet(nn.Module):
 
         def keep(index: int, value: torch.Tensor) -> None:
             if index in take:
-                fmap = to_map(value, self._feature_sizes[index], self.arch.prefix_tokens)
+                size, layout = self._feature_sizes[index], self._feature_layouts[index]
+                fmap = convert(value, layout, MAP, size, self.arch.prefix_tokens)
                 intermediates.append(fmap.permute(0, 2, 3, 1) if output_fmt == "NHWC" else fmap)
 
         x = self.stem(x)
-        keep(0, x)
         stages = list(self.stages.values())
-        for index, stage in enumerate(stages[:max_index] if stop_early else stages, start=1):
-            x = stage(x)
-            keep(index, x)
+        if per_block_features(self.arch):  # one feature per block of the one stage, as timm's ViT
+            stage = cast(BlockSequence, stages[0])
+            for index in range(max_index + 1 if stop_early else len(stage)):
+                x = stage.step(index, x)
+                keep(index, x)
+        else:
+            keep(0, x)
+            for index, stage in enumerate(stages[:max_index] if stop_early else stages, start=1):
+                x = stage(x)
+                keep(index, x)
         if intermediates_only:
             return intermediates
         return x, intermediates
@@ -182,9 +213,12 @@ class ArchNet(nn.Module):
     def prune_intermediate_layers(
         self, indices: int | Sequence[int] = 1, prune_norm: bool = False, prune_head: bool = True
     ) -> list[int]:
-        """Drop the stages after the last wanted feature map (and the classifier): timm's `features_only`."""
+        """Drop the stages (blocks, in a one-stage model) after the last wanted feature map, and the
+        classifier: timm's `features_only`."""
         take, max_index = feature_take_indices(len(self.feature_info), _index_list(indices))
-        for name in list(self.stages)[max_index:]:
+        if per_block_features(self.arch):
+            cast(BlockSequence, next(iter(self.stages.values()))).truncate(max_index + 1)
+        for name in list(self.stages)[max_index:] if not per_block_features(self.arch) else []:
             del self.stages[name]
         if prune_head:
             self.reset_classifier(0)
@@ -269,6 +303,7 @@ def create_model(
     img_size: int | Sequence[int] | None = None,
     drop_rate: float = 0.0,
     drop_path_rate: float = 0.0,
+    global_pool: str | None = None,
     seed: int | None = None,
     device: Any = None,
     dtype: torch.dtype | None = None,
@@ -277,8 +312,9 @@ def create_model(
 
     The keywords are timm's (`timm.create_model` passes them): `num_classes` (0: no classifier),
     `in_chans` and `img_size` change the spec's classes and input, `drop_rate` is the dropout
-    before the classifier, `drop_path_rate` the stochastic depth of the last block. `seed`
-    makes the weights depend on it alone.
+    before the classifier, `drop_path_rate` the stochastic depth of the last block,
+    `global_pool` the pooling (see `ArchNet.reset_classifier`). `seed` makes the weights depend
+    on it alone.
     """
     if not isinstance(spec, Arch):
         from archdsl.lang.spec import load_spec
@@ -286,8 +322,13 @@ def create_model(
         spec = load_spec(spec)
     arch = with_overrides(spec, num_classes=num_classes or None, in_chans=in_chans, img_size=img_size)
     model = build(arch, drop_path=drop_path_rate, drop_rate=drop_rate, seed=seed)
-    if num_classes == 0:
-        model.reset_classifier(0)
+    try:
+        if num_classes == 0:
+            model.reset_classifier(0, global_pool)
+        elif global_pool is not None:
+            model.head.set_pool(global_pool)
+    except ValueError as err:
+        raise UserError(str(err)) from None
     if device is not None or dtype is not None:
         model.to(device=device, dtype=dtype)
     return model

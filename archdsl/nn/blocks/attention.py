@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import torch
 import torch.nn.functional as F
 from timm.layers import DropPath
+from timm.models import register_notrace_function
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -37,6 +38,13 @@ def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
     coords = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")).flatten(1)  # (2, n)
     offset = coords[:, None, :] - coords[:, :, None]  # (2, n, n): key position minus query position
     return (offset[0] + h - 1) * (2 * w - 1) + (offset[1] + w - 1)
+
+
+# A branch on the memory format: one node in torch.fx graphs (a public name: fx wraps no `_name`).
+@register_notrace_function
+def in_memory_format_of(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """`out` channels_last if `x` is, else contiguous."""
+    return out if x.is_contiguous(memory_format=torch.channels_last) else out.contiguous()
 
 
 class WindowAttention(nn.Module):
@@ -64,9 +72,7 @@ class WindowAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, height, width = x.shape
         wh, ww = self.window
-        if height % wh or width % ww:
-            # Only reachable by feeding a built model another input size than its spec's.
-            raise ValueError(f"a {height}x{width} map cannot be split into {wh}x{ww} windows")
+        # The spec's checks make the windows tile the map; no check here keeps forward traceable.
         nh, nw, n = height // wh, width // ww, wh * ww
         # Cut the map into windows once, on its `c` input channels (fewer than q, k, v's 3 x heads x
         # dim_head), as a batch of (wh, ww) images in channels_last memory: (B*nh*nw, wh, ww, c).
@@ -87,7 +93,7 @@ class WindowAttention(nn.Module):
         # Windows back into the map: the second and last copy; channels_last like the windows.
         out = out.permute(0, 2, 3, 1).reshape(b, nh, nw, wh, ww, -1).transpose(2, 3)
         out = out.reshape(b, height, width, -1).permute(0, 3, 1, 2)
-        return out if x.is_contiguous(memory_format=torch.channels_last) else out.contiguous()
+        return in_memory_format_of(out, x)
 
 
 class AlterMSABlock(nn.Module):

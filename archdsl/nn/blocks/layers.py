@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from timm.layers import LayerNorm
+from timm.layers import LayerNorm, SelectAdaptivePool2d
 from torch import nn
 
 from archdsl.ir import Arch, PatchStem, stem_out_size
@@ -110,9 +110,24 @@ class _Classifier(nn.Module):
             self.fc = nn.Linear(self.in_channels, classes, device=like.device, dtype=like.dtype)
         else:
             self.fc = nn.Identity()
+        self.fc.train(self.training)  # a new layer in the model's mode (eval stays eval)
 
     def classify(self, x: torch.Tensor, pre_logits: bool) -> torch.Tensor:
         return x if pre_logits else self.fc(self.drop(x))
+
+    # timm's `global_pool` values each head takes; '' (no pooling) only without a classifier.
+    pool_types: tuple[str, ...] = ()
+    global_pool: str
+
+    def check_pool(self, pool_type: str, classes: int) -> None:
+        if pool_type not in self.pool_types:
+            raise ValueError(f"global_pool must be one of {', '.join(map(repr, self.pool_types))}, got {pool_type!r}")
+        if pool_type == "" and classes > 0:
+            raise ValueError("global_pool='' (no pooling) needs num_classes=0: the classifier reads pooled features")
+
+    def set_pool(self, pool_type: str) -> None:
+        self.check_pool(pool_type, 0 if isinstance(self.fc, nn.Identity) else 1)
+        self.global_pool = pool_type
 
 
 class ClassifierHead(_Classifier):
@@ -130,11 +145,18 @@ class ClassifierHead(_Classifier):
         self.kind = "bn-gap-fc" if norm else "gap-fc"
         self.norm = nn.BatchNorm2d(in_channels) if norm else nn.Identity()
         self.act = nn.ReLU(inplace=True) if norm else nn.Identity()
-        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.pool = SelectAdaptivePool2d(pool_type="avg", flatten=True)
+        self.global_pool = "avg"
         self._set_classifier(in_channels, classes, drop_rate)
 
+    pool_types = ("avg", "max", "avgmax", "")
+
+    def set_pool(self, pool_type: str) -> None:
+        super().set_pool(pool_type)
+        self.pool = SelectAdaptivePool2d(pool_type=pool_type, flatten=bool(pool_type))
+
     def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        return self.classify(self.pool(self.act(self.norm(x))).flatten(1), pre_logits)
+        return self.classify(self.pool(self.act(self.norm(x))), pre_logits)
 
 
 class TokenHead(_Classifier):
@@ -161,8 +183,23 @@ class TokenHead(_Classifier):
         kind = "class-fc" if class_token else "gap-fc"
         self.kind = f"ln-{kind}" if norm else kind
         self.norm = LayerNorm(in_channels, eps=eps) if norm else nn.Identity()
+        self.global_pool = "token" if class_token else "avg"
+        self.pool_types = ("token", "avg", "max", "avgmax", "") if class_token else ("avg", "max", "avgmax", "")
         self._set_classifier(in_channels, classes, drop_rate)
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        x = self.norm(x[:, 0]) if self.class_token else self.norm(x).mean(dim=1)
+        # timm's ViT pooling: the class token, or the patch tokens (the class token left out)
+        # averaged or maxed; '' keeps every token.
+        if self.global_pool == "token":
+            x = self.norm(x[:, 0])
+        elif self.global_pool:
+            x = self.norm(x[:, 1:] if self.class_token else x)
+            if self.global_pool == "avg":
+                x = x.mean(dim=1)
+            elif self.global_pool == "max":
+                x = x.amax(dim=1)
+            else:
+                x = 0.5 * (x.mean(dim=1) + x.amax(dim=1))
+        else:
+            x = self.norm(x)
         return self.classify(x, pre_logits)

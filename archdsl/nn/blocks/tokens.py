@@ -9,9 +9,11 @@ map's size from the IR, so converting is a reshape and never needs to guess.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import cast
 
 import torch
+from timm.models import checkpoint_seq
 from torch import nn
 
 MAP = "map"
@@ -35,6 +37,17 @@ def to_layout(x: torch.Tensor, layout: str, size: tuple[int, int]) -> torch.Tens
     return to_tokens(x) if layout == TOKENS else to_map(x, size)
 
 
+def convert(x: torch.Tensor, source: str, target: str, size: tuple[int, int], prefix: int = 0) -> torch.Tensor:
+    """`x`, known to be in layout `source`, in layout `target` (the P = `prefix` tokens dropped on
+    the way to a map). The layouts come from the IR at build time, never from `x.ndim`, so the
+    modules that call this trace with torch.fx and torch.export."""
+    if source == target:
+        return x
+    if target == TOKENS:
+        return x.flatten(2).transpose(1, 2)
+    return x[:, prefix:].transpose(1, 2).reshape(x.shape[0], x.shape[2], size[0], size[1])
+
+
 class TokenOutput:
     """For modules that output tokens: their output as a feature map, for the analyses
     (Fourier, variance) that measure maps. The class token is left out, as in Park & Kim's
@@ -51,14 +64,39 @@ class BlockSequence(nn.Sequential):
     """A stage's blocks in order, each given its input in the layout it reads.
 
     `in_sizes[i]` is the map size entering block i (from the IR's shape inference), which a
-    token sequence needs to become a map again.
+    token sequence needs to become a map again; `in_layout` the layout the stage receives.
+    With `grad_checkpointing`, training runs the blocks through timm's `checkpoint_seq`.
     """
 
-    def __init__(self, blocks: list[nn.Module], in_sizes: list[tuple[int, int]]) -> None:
+    def __init__(self, blocks: list[nn.Module], in_sizes: list[tuple[int, int]], in_layout: str = MAP) -> None:
         super().__init__(*blocks)
         self.in_sizes = list(in_sizes)
+        self.in_layout = in_layout
+        self.grad_checkpointing = False
+
+    def layouts(self) -> list[str]:
+        """The layout each block receives, then the stage's output layout (one more entry)."""
+        return [self.in_layout, *(cast(str, block.layout) for block in self)]
+
+    @property
+    def out_layout(self) -> str:
+        return self.layouts()[-1]
+
+    def step(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        """Block `index` on `x`, the output of the block before it."""
+        block = self[index]
+        return block(convert(x, self.layouts()[index], cast(str, block.layout), self.in_sizes[index]))
+
+    def truncate(self, length: int) -> None:
+        """Keep the first `length` blocks (timm's `prune_intermediate_layers`)."""
+        for index in range(len(self) - 1, length - 1, -1):
+            del self[index]
+        self.in_sizes = self.in_sizes[:length]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block, size in zip(self, self.in_sizes, strict=True):
-            x = block(to_layout(x, cast(str, block.layout), size))
+        steps = [partial(self.step, index) for index in range(len(self))]
+        if self.grad_checkpointing and not torch.jit.is_scripting():
+            return checkpoint_seq(steps, x)
+        for step in steps:
+            x = step(x)
         return x

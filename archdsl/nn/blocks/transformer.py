@@ -123,7 +123,7 @@ class TokenAttention(nn.Module):
             bias = table.reshape(t, t, self.heads).permute(2, 0, 1).unsqueeze(0)
         if self.mask is not None:
             mask = self.mask.to(dtype)
-            if mask.ndim == 3:  # one mask per window: repeated over the batch as windows are
+            if self.shift:  # one mask per window (built so at init): repeated over the batch as windows are
                 mask = mask.unsqueeze(1).repeat(windows // mask.shape[0], 1, 1, 1)
             bias = mask if bias is None else bias + mask
         return None if bias is None else bias.to(dtype)

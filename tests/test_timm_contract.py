@@ -1,0 +1,260 @@
+"""timm's model contract on archdsl's models: what timm's own `tests/test_models.py` checks
+(run in CI by .ci/timm_contract.py), each piece tested here on small designs."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import timm
+import torch
+from timm.models import get_notrace_functions, get_notrace_modules
+from torchvision.models.feature_extraction import create_feature_extractor
+
+from archdsl.errors import UserError
+from archdsl.lang.spec import builtin_names, load_spec
+from archdsl.nn.build import create_model
+from archdsl.nn.timm_cfg import pretrained_cfg
+from archdsl.nn.timm_models import register_timm
+
+SMALL = {
+    "convs": "arch convs { input 3x16x16 classes 5 stem conv3x3(8) conv = basic "
+    "stage a(width=8) { conv msa(2, 4) } stage b(width=16, stride=2) { conv msa(2, 4) } }",
+    "vit": "arch vit { input 3x16x16 classes 5 stem patch(2, 16) head class pos absolute "
+    "stage s(width=16) { [attn(2, global) mlp(2)]*2 } }",
+    "swin": "arch swin { input 3x16x16 classes 5 stem patch(2, 16, norm=true) pos relative "
+    "stage s1(width=16) { attn(2, 4) mlp(2) attn(2, 4, shift=2) mlp(2) } "
+    "stage s2(width=32) { merge attn(2, 2) mlp(2) } }",
+    "pit": "arch pit { input 3x16x16 classes 5 stem patch(2, 16) head class pos absolute(class=false) "
+    "stage a(width=16) { attn(2, global) mlp(2) } stage b(width=32) { pool attn(2, global) mlp(2) } }",
+}
+
+
+@pytest.fixture(scope="module")
+def small_models(tmp_path_factory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("specs")
+    names = {}
+    for name, text in SMALL.items():
+        (folder / f"{name}.arch").write_text(text)
+        names[name] = register_timm(folder / f"{name}.arch", name=f"archdsl_contract_{name}")
+    return names
+
+
+@pytest.fixture(params=sorted(SMALL))
+def small(request, small_models) -> str:
+    return small_models[request.param]
+
+
+def _input(model, batch: int = 2) -> torch.Tensor:
+    return torch.randn(batch, *model.pretrained_cfg["input_size"], generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_pretrained_cfg_has_every_field_timm_reads(name: str) -> None:
+    arch = load_spec(name)
+    cfg = pretrained_cfg(arch)
+    for key in ("pool_size", "first_conv", "classifier", "input_size", "crop_pct", "mean", "std", "license"):
+        assert key in cfg, key
+    assert cfg["num_classes"] == arch.classes and cfg["input_size"][0] == arch.input.channels
+
+
+def test_pool_size_is_the_grid_forward_features_ends_in(small: str) -> None:
+    model = timm.create_model(small).eval()
+    with torch.no_grad():
+        unpooled = timm.create_model(small, num_classes=0, global_pool="").eval()(_input(model))
+    grid = unpooled.shape[2:] if unpooled.ndim == 4 else None
+    if grid is None:  # tokens: the grid behind them, after the class token
+        assert unpooled.shape[1] - model.arch.prefix_tokens == model.pretrained_cfg["pool_size"][0] ** 2
+    else:
+        assert tuple(grid) == model.pretrained_cfg["pool_size"]
+
+
+def test_global_pool_has_timms_meanings(small: str) -> None:
+    model = timm.create_model(small).eval()
+    x = _input(model)
+    with torch.no_grad():
+        features = model.forward_features(x)
+        pooled = model.forward_head(features, pre_logits=True)
+        model.reset_classifier(0)
+        assert torch.equal(model(x), pooled)  # no classifier: the pre-logits
+        model.reset_classifier(0, "")
+        unpooled = model(x)
+        for pool in ("avg", "max", "avgmax"):
+            model.reset_classifier(0, pool)
+            assert model(x).shape == pooled.shape
+        model.reset_classifier(0, "max")
+        maxed = model(x)
+    if unpooled.ndim == 4:  # a map: timm's global_pool='' returns it unpooled (after the head's BN-ReLU)
+        assert unpooled.shape[1] == model.num_features and torch.allclose(maxed, unpooled.amax((2, 3)))
+    else:  # tokens: every token, normed
+        assert unpooled.shape[:2] == features.shape[:2]
+        patches = unpooled[:, model.arch.prefix_tokens :]
+        assert torch.allclose(maxed, patches.amax(1))
+    if model.arch.class_token:
+        model.reset_classifier(0, "token")
+        with torch.no_grad():
+            assert torch.allclose(model(x), pooled)  # the spec's pooling
+    else:
+        with pytest.raises(ValueError, match="global_pool must be one of"):
+            model.reset_classifier(0, "token")
+    with pytest.raises(ValueError, match="needs num_classes=0"):
+        model.reset_classifier(3, "")
+    assert model.num_classes == 0  # a refused reset changes nothing
+    with pytest.raises(UserError, match="needs num_classes=0"):
+        create_model(model.arch, global_pool="")
+
+
+def test_create_model_global_pool_and_num_classes_zero_give_the_unpooled_output(small: str) -> None:
+    model = timm.create_model(small, num_classes=0, global_pool="").eval()
+    reference = timm.create_model(small).eval()
+    reference.load_state_dict(model.state_dict(), strict=False)
+    x = _input(model)
+    with torch.no_grad():
+        reference.reset_classifier(0, "")
+        assert torch.equal(model(x), reference(x))
+    maxed = timm.create_model(small, global_pool="max")
+    assert maxed.head.global_pool == "max" and maxed.num_classes == 5
+
+
+def test_grad_checkpointing_runs_timms_checkpoint_seq_with_equal_outputs_and_gradients(small: str, monkeypatch) -> None:
+    model = timm.create_model(small, drop_rate=0.0).train()
+    x = _input(model)
+    model(x).square().sum().backward()
+    expected = {n: p.grad.clone() for n, p in model.named_parameters()}
+    with torch.no_grad():
+        expected_out = model(x)
+    model.zero_grad()
+    calls = []
+    original = torch.utils.checkpoint.checkpoint
+    monkeypatch.setattr(torch.utils.checkpoint, "checkpoint", lambda *a, **k: calls.append(1) or original(*a, **k))
+    model.set_grad_checkpointing(True)
+    out = model(x)
+    out.square().sum().backward()
+    assert len(calls) == sum(len(stage) for stage in model.stages.values())  # one per block
+    assert torch.allclose(out, expected_out, atol=1e-6)
+    for name, parameter in model.named_parameters():
+        assert torch.allclose(parameter.grad, expected[name], atol=1e-5), name
+
+
+def test_a_one_stage_token_model_has_one_feature_per_block_as_timms_vit(small_models) -> None:
+    model = timm.create_model(small_models["vit"], seed=0).eval()
+    blocks = len(model.stages["s"])
+    assert [info["module"] for info in model.feature_info] == [f"stages.s.{i}" for i in range(blocks)]
+    x = _input(model)
+    with torch.no_grad():
+        final, maps = model.forward_intermediates(x)
+        assert torch.equal(final, model.forward_features(x))
+        assert len(maps) == blocks and all(m.shape == (2, 16, 8, 8) for m in maps)
+        two = model.forward_intermediates(x, indices=[1], stop_early=True, intermediates_only=True)
+        assert torch.equal(two[0], maps[1])
+        pruned = copy.deepcopy(model)
+        assert pruned.prune_intermediate_layers([1]) == [1]
+        assert len(pruned.stages["s"]) == 2
+        assert torch.equal(pruned.forward_intermediates(x, indices=[1], intermediates_only=True)[0], maps[1])
+    extractor = timm.create_model(small_models["vit"], seed=0, features_only=True, out_indices=(-1,)).eval()
+    with torch.no_grad():
+        assert torch.allclose(extractor(x)[0], maps[-1])
+
+
+def _fx(model: torch.nn.Module) -> torch.nn.Module:
+    # What timm's tests/test_models.py traces with: torchvision's extractor, timm's leaf modules
+    # and functions kept as single nodes.
+    tracer = {"leaf_modules": get_notrace_modules(), "autowrap_functions": get_notrace_functions()}
+    return create_feature_extractor(model, return_nodes={"head.fc": "out"}, tracer_kwargs=tracer)
+
+
+def test_forward_and_backward_trace_with_torch_fx(small: str) -> None:
+    model = timm.create_model(small).eval()
+    x = _input(model)
+    traced = _fx(model)
+    with torch.no_grad():
+        assert torch.allclose(traced(x)["out"], model(x), atol=1e-5)
+    traced = _fx(model.train())
+    traced(x)["out"].mean().backward()
+    assert all(p.grad is not None for p in traced.parameters())
+
+
+EXPORTED = ["tiny", pytest.param("vit-ti", marks=pytest.mark.slow)]
+EXPORTED += [pytest.param(n, marks=pytest.mark.slow) for n in builtin_names() if n not in ("tiny", "vit-ti")]
+
+
+@pytest.mark.parametrize("name", EXPORTED)
+def test_torch_export_of_a_builtin_spec_computes_the_same(name: str) -> None:
+    model = create_model(name, seed=0).eval()
+    x = torch.randn(2, *model.pretrained_cfg["input_size"])
+    exported = torch.export.export(model, (x,))
+    with torch.no_grad():
+        assert torch.allclose(exported.module()(x), model(x), atol=1e-5)
+
+
+def test_torch_export_of_small_designs_computes_the_same(small: str) -> None:
+    model = timm.create_model(small).eval()
+    x = _input(model)
+    exported = torch.export.export(model, (x,))
+    with torch.no_grad():
+        assert torch.allclose(exported.module()(x), model(x), atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["tiny", pytest.param("vit-ti", marks=pytest.mark.slow)])
+def test_onnx_export_computes_the_same(name: str, tmp_path) -> None:
+    pytest.importorskip("onnx", reason="onnx is not installed (not an archdsl dependency)")
+    pytest.importorskip("onnxscript", reason="onnxscript (torch's ONNX exporter) is not installed")
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed: nothing runs the graph")
+    model = create_model(name, seed=0).eval()
+    x = torch.randn(2, *model.pretrained_cfg["input_size"])
+    path = tmp_path / "model.onnx"
+    torch.onnx.export(model, (x,), str(path), dynamo=True)
+    session = ort.InferenceSession(str(path))
+    (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    with torch.no_grad():
+        assert torch.allclose(torch.from_numpy(got), model(x), atol=1e-4)
+
+
+# -- .ci/timm_contract.py, the runner of timm's own tests (CI fetches timm's file; here a stand-in) --
+
+
+def _runner():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / ".ci" / "timm_contract.py"
+    spec = importlib.util.spec_from_file_location("timm_contract", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_runner_adds_archdsls_models_to_timms_filters_and_nothing_else(tmp_path) -> None:
+    runner = _runner()
+    timm_file = "import os\nNON_STD_FILTERS = ['vit_*']\nNUM_NON_STD = len(NON_STD_FILTERS)\n"
+    timm_file += "FEAT_INTER_FILTERS = ['resnet']\n# transformer / hybrid models don't support x\n"
+    (tmp_path / "tests").mkdir()
+    for name, text in {"__init__.py": "", "conftest.py": "import pytest\n", "test_models.py": timm_file}.items():
+        (tmp_path / "tests" / name).write_text(text)
+    tests = runner.prepare(tmp_path, ["archdsl_vit_ti"])
+    scope: dict = {}
+    exec((tests / "test_models.py").read_text(), scope)
+    assert scope["NON_STD_FILTERS"] == ["vit_*", "archdsl_vit_ti"] and scope["NUM_NON_STD"] == 2
+    assert scope["FEAT_INTER_FILTERS"] == ["resnet", "timm_models"]
+    assert "import archdsl" in (tests / "conftest.py").read_text()
+    (tmp_path / "tests" / "test_models.py").write_text("NUM_NON_STD = 0\n")  # another timm: refused clearly
+    with pytest.raises(SystemExit, match="update .ci/timm_contract.py"):
+        runner.prepare(tmp_path, [])
+
+
+def test_the_runner_tables_junit_results_per_model(tmp_path) -> None:
+    runner = _runner()
+    cases = {
+        "test_model_forward[1-archdsl_tiny]": "",
+        "test_model_forward_torchscript[1-archdsl_tiny]": "<failure message='x'/>",
+        "test_model_forward[1-resnet18]": "",
+        "test_model_default_cfgs[1-resnet18.a1_in1k]": "<skipped message='y'/>",
+    }
+    xml = "".join(f'<testcase classname="t" name="{name}">{body}</testcase>' for name, body in cases.items())
+    (tmp_path / "junit.xml").write_text(f"<testsuites><testsuite>{xml}</testsuite></testsuites>")
+    table = runner.results(tmp_path / "junit.xml")
+    assert table["archdsl_tiny"] == {"test_model_forward": "pass", "test_model_forward_torchscript": "fail"}
+    assert table["resnet18"]["test_model_default_cfgs"] == "skip"  # the tag is not part of the model
+    text = runner.markdown(table, {"archdsl_tiny": "map"}, "1.0")
+    assert "| `archdsl_tiny` | map | 1/2 | ok | FAIL | - |" in text
+    assert "| `resnet18` | timm map | 1/1 | ok | - | 0/1 |" in text
