@@ -82,8 +82,9 @@ class ArchNet(nn.Module):
         self.stages = nn.ModuleDict()
         layout = cast(str, self.stem.layout)  # each stage receives the layout the one before it ends in
         for name in stages:
-            self.stages[name] = BlockSequence(stages[name], in_sizes[name], layout)
-            layout = self.stages[name].out_layout
+            sequence = BlockSequence(stages[name], in_sizes[name], layout)
+            self.stages[name] = sequence
+            layout = sequence.out_layout
         features = feature_channels(arch)
         self.head: TokenHead | ClassifierHead
         if head_layout(arch) == TOKENS:
@@ -126,7 +127,8 @@ class ArchNet(nn.Module):
         return x
 
     def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
-        features = self.stages[list(self.stages)[-1]].out_layout if self.stages else cast(str, self.stem.layout)
+        last = cast(BlockSequence, self.stages[list(self.stages)[-1]]) if self.stages else None
+        features = last.out_layout if last is not None else cast(str, self.stem.layout)
         return self.head(convert(x, features, self.head.layout, self._head_size), pre_logits=pre_logits)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -203,8 +205,8 @@ class ArchNet(nn.Module):
                 keep(index, x)
         else:
             keep(0, x)
-            for index, stage in enumerate(stages[:max_index] if stop_early else stages, start=1):
-                x = stage(x)
+            for index, module in enumerate(stages[:max_index] if stop_early else stages, start=1):
+                x = module(x)
                 keep(index, x)
         if intermediates_only:
             return intermediates
