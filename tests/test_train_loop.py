@@ -320,3 +320,19 @@ def test_a_run_recorded_as_the_old_weak_recipe_resumes_as_fast(arch, tmp_path: P
     resumed = train(arch, train_set, test_set, read, run_dir=tmp_path / "old", resume=True, progress=False)
     for key, value in full.model.state_dict().items():
         assert torch.equal(resumed.model.state_dict()[key], value), key
+
+
+def test_a_run_started_before_its_spec_named_another_init_still_resumes(arch, tmp_path: Path) -> None:
+    # A vit-ti run from before `init` existed stored no scheme (read as torch); the spec now says
+    # `init timm`. The weights come from the checkpoint, so the scheme cannot change the run.
+    train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
+    config = TrainConfig(recipe="fast", epochs=2, batch_size=32, device="cpu")
+    with pytest.raises(Stop):
+        train(arch, train_set, test_set, config, run_dir=tmp_path, on_epoch=_stop, progress=False)
+    renamed = arch.model_copy(update={"init": "timm" if arch.init == "torch" else "torch"})
+    resumed = train(renamed, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
+    assert [m.epoch for m in resumed.history] == [1, 2]
+    first = arch.stages[0]
+    wider = arch.model_copy(update={"stages": (first.model_copy(update={"width": first.width + 1}), *arch.stages[1:])})
+    with pytest.raises(UserError, match="different design"):
+        train(wider, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)  # another design

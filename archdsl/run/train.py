@@ -243,7 +243,9 @@ def _resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
     state = checkpoint.train_state
     if state is None:
         raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
-    if checkpoint.arch.digest() != arch.digest():
+    # The init scheme only draws step 0's weights, which the checkpoint replaces: a run from before its
+    # spec named a scheme (read as `torch`; vit-ti and swin-ti now say `timm`) is the same run.
+    if checkpoint.arch.model_copy(update={"init": arch.init}).digest() != arch.digest():
         raise UserError(f"{path} was trained from a different design than the one given")
     info, state_dicts = checked_resume(state, path)
     _check_same_data(run_dir, info.data, data)
