@@ -81,13 +81,14 @@ def _last_msa_lesion(label: str) -> Callable[[Reports], float]:
 
 
 def _stage_start_lesion(label: str) -> Callable[[Reports], float]:
-    """Mean points lost by removing a conv that starts a stage, minus the mean over the other convs."""
+    """Mean points lost by removing a conv that starts a stage (the first stage's too), minus the
+    mean over the other convs."""
 
     def statistic(r: Reports) -> float:
-        changes = block_changes(r[label])
-        return _mean([c[2] for c in changes.get("conv (downsamples)", [])]) - _mean(
-            [c[2] for c in changes.get("conv", [])]
-        )
+        lesion = r[label].lesion
+        convs = [b for b in lesion.blocks if b.kind == "conv"]
+        drop = lambda b: 100 * (lesion.top1 - b.top1)  # noqa: E731
+        return _mean([drop(b) for b in convs if b.index == 0]) - _mean([drop(b) for b in convs if b.index > 0])
 
     return statistic
 

@@ -48,7 +48,7 @@ def _report(amp: list[float], var: list[float], lesion: list[float], top1: float
     """stem, c1.0 conv, c1.1 msa, c2.0 conv (downsamples), c2.1 msa."""
     where = [("stem", "stem", 0, "stem"), ("stages.c1.0", "c1", 0, "conv"), ("stages.c1.1", "c1", 1, "msa"),
              ("stages.c2.0", "c2", 0, "conv"), ("stages.c2.1", "c2", 1, "msa")]  # fmt: skip
-    blocks = [NS(name=n, kind=k, top1=t) for (n, _, _, k), t in zip(where[1:], lesion, strict=True)]
+    blocks = [NS(name=n, index=i, kind=k, top1=t) for (n, _, i, k), t in zip(where[1:], lesion, strict=True)]
     return NS(
         feature_maps=NS(
             delta_log_amplitude=NS(layers=[_layer(*w, a) for w, a in zip(where, amp, strict=True)]),
@@ -75,6 +75,10 @@ def test_each_claim_reads_its_models_and_the_sign_means_holds() -> None:
     reports = {"AlterNet": report}
     assert low_pass.measure(reports) == pytest.approx(0.65)  # both MSAs lower dLogAmp: positive
     assert last_msa.measure(reports) == pytest.approx(30.0 - 10.0)
+    starts = next(c for c in CLAIMS if c.text == "Convs at stage starts matter most (ResNet)")
+    resnet = _report(amp=[1.0] * 5, var=[1.0] * 5, lesion=[0.5, 0.8, 0.2, 0.6])  # c1.0 and c2.0 start stages
+    resnet.lesion.blocks[1].kind = resnet.lesion.blocks[3].kind = "conv"  # c1.1 and c2.1 as convs
+    assert starts.measure({"ResNet": resnet}) == pytest.approx((40.0 + 70.0) / 2 - (10.0 + 30.0) / 2)
     accuracy = next(c for c in CLAIMS if c.text == "AlterNet is more accurate than the ResNet")
     two = {"AlterNet": NS(classification=NS(top1=0.80)), "ResNet": NS(classification=NS(top1=0.85))}
     assert accuracy.measure(two) == pytest.approx(-5.0)
