@@ -258,3 +258,19 @@ def test_the_runner_tables_junit_results_per_model(tmp_path) -> None:
     text = runner.markdown(table, {"archdsl_tiny": "map"}, "1.0")
     assert "| `archdsl_tiny` | map | 1/2 | ok | FAIL | - |" in text
     assert "| `resnet18` | timm map | 1/1 | ok | - | 0/1 |" in text
+
+
+@pytest.mark.parametrize("name", ["tiny", "vit-ti"])
+def test_a_model_pruned_with_its_norm_still_runs_its_head_unnormalised(name: str) -> None:
+    # timm's prune_intermediate_layers(prune_norm=True) drops the final norm, not the pooling: the
+    # head then pools the last kept features as they are (before: the head was an Identity without
+    # a layout, and forward_head raised AttributeError).
+    model = create_model(load_spec(name)).eval()
+    model.prune_intermediate_layers(indices=1, prune_norm=True, prune_head=True)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        features = model.forward_features(x)
+        pooled = model.forward_head(features)
+    assert pooled.shape == (2, model.num_features)
+    expected = features[:, 0] if name == "vit-ti" else features.mean(dim=(2, 3))  # class token / average
+    torch.testing.assert_close(pooled, expected)

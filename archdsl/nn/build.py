@@ -224,8 +224,8 @@ class ArchNet(nn.Module):
             del self.stages[name]
         if prune_head:
             self.reset_classifier(0)
-            if prune_norm:
-                self.head = nn.Identity()  # type: ignore[assignment]
+            if prune_norm:  # the final norm goes; the head still pools what the kept blocks give
+                self.head.drop_norm()
         return take
 
 

@@ -112,6 +112,10 @@ class _Classifier(nn.Module):
             self.fc = nn.Identity()
         self.fc.train(self.training)  # a new layer in the model's mode (eval stays eval)
 
+    def drop_norm(self) -> None:
+        """No norm before the pooling: timm's `prune_norm`."""
+        self.norm = nn.Identity()
+
     def classify(self, x: torch.Tensor, pre_logits: bool) -> torch.Tensor:
         return x if pre_logits else self.fc(self.drop(x))
 
@@ -154,6 +158,10 @@ class ClassifierHead(_Classifier):
     def set_pool(self, pool_type: str) -> None:
         super().set_pool(pool_type)
         self.pool = SelectAdaptivePool2d(pool_type=pool_type, flatten=bool(pool_type))
+
+    def drop_norm(self) -> None:
+        super().drop_norm()
+        self.act = nn.Identity()  # the ReLU belongs to the norm (BN-ReLU)
 
     def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
         return self.classify(self.pool(self.act(self.norm(x))), pre_logits)
