@@ -219,11 +219,13 @@ def repair_records(path: Path) -> Repair:
     entries: list[Entry] = []
     actions: dict[int, list[str]] = {}
     lines = read_lines(path)
+    readable = 0  # records decoded whole (rebuilt placeholders do not count)
     for number, line in enumerate(lines, start=1):
         record, damage = decode(line)
         if damage is None:
             assert record is not None
             entries.append((number, record))
+            readable += 1
             continue
         kept = 0
         for piece in _pieces(line):
@@ -231,11 +233,17 @@ def repair_records(path: Path) -> Repair:
             if whole is not None:
                 entries.append((number, whole))
                 kept += 1
+                readable += 1
             else:
                 assert piece_damage is not None
                 actions.setdefault(number, []).append(_replace(number, piece, piece_damage, entries))
         if kept:  # records glued together (a newline lost, or a torn record before them)
             actions.setdefault(number, []).append(f"{kept} complete record(s) on the line kept")
+    if lines and not readable:  # not one readable record: the wrong file, not a damaged journal
+        raise UserError(
+            f"{path} is not an Optuna journal file: none of its {len(lines)} line(s) is a journal record",
+            hint="give the study's journal, OUT/STUDY/study.journal; nothing was changed",
+        )
     records = _resolve_unknown(entries, actions)
     with open(path, "rb") as f:
         torn_tail = f.seek(0, 2) > 0 and f.seek(-1, 2) >= 0 and f.read(1) != b"\n"

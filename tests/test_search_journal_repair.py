@@ -155,3 +155,15 @@ def test_repair_reports_a_torn_last_record_it_leaves_out(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "line 3: " in out and f"line {len(lines) + 1}: the last record, cut short" in out
     assert path.read_bytes().endswith(b"\n")
+
+
+def test_repair_refuses_a_file_that_holds_no_journal_record(tmp_path, capsys):
+    # A wrong path (a spec, a log) must not be "repaired" into an empty journal.
+    path = tmp_path / "notes.txt"
+    path.write_text("arch x {\n  input 3x32x32\n}\n")
+    assert main(["study", "repair", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{path} is not an Optuna journal file" in err and "Traceback" not in err
+    assert path.read_text() == "arch x {\n  input 3x32x32\n}\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes.txt"
+    ]
