@@ -1,6 +1,7 @@
 """timm models paired with archdsl specs, and the check that both compute the same function.
 
-Shared by tests/test_compiler_transformers.py and tests/test_convert_timm.py.
+Shared by tests/test_compiler_transformers.py, tests/test_convert_timm.py, tests/test_timm_models.py
+and tests/test_timm_contract.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,32 @@ from timm.models.vision_transformer import VisionTransformer
 
 from archdsl.nn.build import build
 from archdsl.nn.convert.timm import timm_to_archdsl
+from archdsl.nn.timm_models import register_timm
+
+# Small designs of every layout: conv + AlterNet MSA, a class-token transformer, a windowed one
+# (shifted windows, patch merging), PiT's pooling.
+SMALL_SPECS = {
+    "convs": "arch convs { input 3x16x16 classes 5 stem conv3x3(8) conv = basic "
+    "stage a(width=8) { conv msa(2, 4) } stage b(width=16, stride=2) { conv msa(2, 4) } }",
+    "vit": "arch vit { input 3x16x16 classes 5 stem patch(2, 16) head class pos absolute "
+    "stage s(width=16) { [attn(2, global) mlp(2)]*2 } }",
+    "swin": "arch swin { input 3x16x16 classes 5 stem patch(2, 16, norm=true) pos relative "
+    "stage s1(width=16) { attn(2, 4) mlp(2) attn(2, 4, shift=2) mlp(2) } "
+    "stage s2(width=32) { merge attn(2, 2) mlp(2) } }",
+    "pit": "arch pit { input 3x16x16 classes 5 stem patch(2, 16) head class pos absolute(class=false) "
+    "stage a(width=16) { attn(2, global) mlp(2) } stage b(width=32) { pool attn(2, global) mlp(2) } }",
+}
+
+
+def register_small(folder, names, prefix: str) -> dict[str, str]:
+    """Write the `names` of SMALL_SPECS into `folder` and register each with timm as `{prefix}_{name}`
+    (a prefix per test module: registrations live for the whole worker); name -> timm name."""
+    registered = {}
+    for name in names:
+        (folder / f"{name}.arch").write_text(SMALL_SPECS[name])
+        registered[name] = register_timm(folder / f"{name}.arch", name=f"{prefix}_{name}")
+    return registered
+
 
 # The authors' CIFAR-100 models (the reference repository's README), params measured with timm 1.0.31.
 PAPER = {

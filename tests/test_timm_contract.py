@@ -8,6 +8,7 @@ import copy
 import pytest
 import timm
 import torch
+from _timm_support import SMALL_SPECS, register_small
 from timm.models import get_notrace_functions, get_notrace_modules
 from torchvision.models.feature_extraction import create_feature_extractor
 
@@ -15,29 +16,13 @@ from archdsl.errors import UserError
 from archdsl.lang.spec import builtin_names, load_spec
 from archdsl.nn.build import create_model
 from archdsl.nn.timm_cfg import pretrained_cfg
-from archdsl.nn.timm_models import register_timm
 
-SMALL = {
-    "convs": "arch convs { input 3x16x16 classes 5 stem conv3x3(8) conv = basic "
-    "stage a(width=8) { conv msa(2, 4) } stage b(width=16, stride=2) { conv msa(2, 4) } }",
-    "vit": "arch vit { input 3x16x16 classes 5 stem patch(2, 16) head class pos absolute "
-    "stage s(width=16) { [attn(2, global) mlp(2)]*2 } }",
-    "swin": "arch swin { input 3x16x16 classes 5 stem patch(2, 16, norm=true) pos relative "
-    "stage s1(width=16) { attn(2, 4) mlp(2) attn(2, 4, shift=2) mlp(2) } "
-    "stage s2(width=32) { merge attn(2, 2) mlp(2) } }",
-    "pit": "arch pit { input 3x16x16 classes 5 stem patch(2, 16) head class pos absolute(class=false) "
-    "stage a(width=16) { attn(2, global) mlp(2) } stage b(width=32) { pool attn(2, global) mlp(2) } }",
-}
+SMALL = tuple(SMALL_SPECS)
 
 
 @pytest.fixture(scope="module")
 def small_models(tmp_path_factory) -> dict[str, str]:
-    folder = tmp_path_factory.mktemp("specs")
-    names = {}
-    for name, text in SMALL.items():
-        (folder / f"{name}.arch").write_text(text)
-        names[name] = register_timm(folder / f"{name}.arch", name=f"archdsl_contract_{name}")
-    return names
+    return register_small(tmp_path_factory.mktemp("specs"), SMALL, prefix="archdsl_contract")
 
 
 @pytest.fixture(params=sorted(SMALL))

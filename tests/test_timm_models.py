@@ -11,6 +11,7 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from _timm_support import SMALL_SPECS, register_small
 
 import archdsl
 from archdsl.errors import UserError
@@ -19,25 +20,12 @@ from archdsl.nn.build import ArchNet, create_model
 from archdsl.nn.timm_models import register_timm, timm_name
 from archdsl.run.checkpoint import save_checkpoint
 
-# Small designs of every layout: conv + AlterNet MSA, a class-token transformer, a windowed one.
-SMALL = {
-    "convs": "arch convs { input 3x16x16 classes 5 stem conv3x3(8) conv = basic "
-    "stage a(width=8) { conv msa(2, 4) } stage b(width=16, stride=2) { conv msa(2, 4) } }",
-    "vit": "arch vit { input 3x16x16 classes 5 stem patch(2, 16) head class pos absolute "
-    "stage s(width=16) { [attn(2, global) mlp(2)]*2 } }",
-    "swin": "arch swin { input 3x16x16 classes 5 stem patch(2, 16, norm=true) pos relative "
-    "stage s1(width=16) { attn(2, 4) mlp(2) } stage s2(width=32) { merge attn(2, 2) mlp(2) } }",
-}
+SMALL = ("convs", "vit", "swin")
 
 
 @pytest.fixture(scope="module")
 def small_models(tmp_path_factory) -> dict[str, str]:
-    folder = tmp_path_factory.mktemp("specs")
-    names = {}
-    for name, text in SMALL.items():
-        (folder / f"{name}.arch").write_text(text)
-        names[name] = register_timm(folder / f"{name}.arch")
-    return names
+    return register_small(tmp_path_factory.mktemp("specs"), SMALL, prefix="archdsl")
 
 
 @pytest.fixture(params=sorted(SMALL))
@@ -206,7 +194,7 @@ def test_what_timm_train_script_does_works() -> None:
 
 def test_register_timm_takes_a_users_spec(tmp_path: Path) -> None:
     path = tmp_path / "mine.arch"
-    path.write_text(SMALL["convs"].replace("arch convs", "arch my-net"))
+    path.write_text(SMALL_SPECS["convs"].replace("arch convs", "arch my-net"))
     assert archdsl.register_timm(str(path)) == "archdsl_my_net"
     assert "archdsl_my_net" in timm.list_models("archdsl_my*")
     assert timm.create_model("archdsl_my_net").arch.name == "my-net"
