@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from archdsl.errors import UserError
 from archdsl.ir import Arch
 
 Shape = tuple[int, ...]
@@ -84,3 +85,19 @@ def describe_nonfinite(keys: list[str], first: int = 3) -> str:
     tensors = "weight tensor holds" if len(keys) == 1 else "weight tensors hold"
     more = ", ..." if len(keys) > first else ""
     return f"{len(keys)} {tensors} NaN or infinite values: {', '.join(keys[:first])}{more}"
+
+
+def require_fitting_weights(
+    arch: Arch, state: Mapping[str, torch.Tensor], *, where: str, what: str, fit_hint: str, finite_hint: str
+) -> None:
+    """A `UserError` unless `state` has exactly `arch`'s keys and shapes and only finite values.
+
+    `where` starts each message (a file, a flag and a file), `what` names the weights
+    (`its weights`, `the timm weights`); the hints say what to do about a mismatch or NaN/inf.
+    """
+    mismatch = compare_weights(expected_shapes(arch), state)
+    if mismatch:
+        raise UserError(f"{where}: {what} do not fit {arch.name}:\n{mismatch.describe()}", hint=fit_hint)
+    bad = nonfinite_keys(state)
+    if bad:
+        raise UserError(f"{where}: {describe_nonfinite(bad)}", hint=finite_hint)

@@ -188,21 +188,17 @@ def import_weights(source: Source, arch: Arch, *, source_format: str | None = No
     """
     from archdsl.nn.build import build
     from archdsl.nn.convert import convert_state_dict
-    from archdsl.nn.weights import compare_weights, describe_nonfinite, expected_shapes, nonfinite_keys
+    from archdsl.nn.weights import require_fitting_weights
 
     fmt, state = convert_state_dict(arch, source.state, source_format)
-    mismatch = compare_weights(expected_shapes(arch), state)
-    if mismatch:
-        raise UserError(
-            f"{source.path}: the {fmt.name} weights do not fit {arch.name}:\n{mismatch.describe()}",
-            hint="is --spec the design the file was trained as? (blocks, widths, heads, windows, classes)",
-        )
-    bad = nonfinite_keys(state)
-    if bad:  # archdsl.load_checkpoint would refuse the checkpoint written from them
-        raise UserError(
-            f"{source.path}: {describe_nonfinite(bad)}",
-            hint="the run that saved it diverged, or the file is damaged: import an earlier checkpoint",
-        )
+    require_fitting_weights(  # archdsl.load_checkpoint would refuse NaN/inf in the checkpoint written
+        arch,
+        state,
+        where=str(source.path),
+        what=f"the {fmt.name} weights",
+        fit_hint="is --spec the design the file was trained as? (blocks, widths, heads, windows, classes)",
+        finite_hint="the run that saved it diverged, or the file is damaged: import an earlier checkpoint",
+    )
     model = build(arch, seed=0)
     model.load_state_dict(state, strict=True)
     return Imported(model=model.eval(), source_format=fmt.name)

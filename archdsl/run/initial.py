@@ -22,7 +22,7 @@ FLAG = "--initial-checkpoint"
 
 def initial_weights(path: str | os.PathLike[str], arch: Arch) -> dict[str, torch.Tensor]:
     """The state dict of `arch` that the file at `path` holds (CPU tensors)."""
-    from archdsl.nn.weights import compare_weights, describe_nonfinite, expected_shapes, nonfinite_keys
+    from archdsl.nn.weights import require_fitting_weights
     from archdsl.run.checkpoint import is_checkpoint_file, model_weights, read_checkpoint_file
     from archdsl.run.importer import import_weights, read_source
 
@@ -34,13 +34,12 @@ def initial_weights(path: str | os.PathLike[str], arch: Arch) -> dict[str, torch
             where = "" if err.message.startswith(str(path)) else f"{path}: "
             raise UserError(f"{FLAG} {where}{err.message}", hint=err.hint) from None
     weights = model_weights(read_checkpoint_file(path)[0])
-    mismatch = compare_weights(expected_shapes(arch), weights)
-    if mismatch:
-        raise UserError(
-            f"{FLAG} {path}: its weights do not fit {arch.name}:\n{mismatch.describe()}",
-            hint="train the design the checkpoint holds (its run's spec.arch), or give another file",
-        )
-    bad = nonfinite_keys(weights)
-    if bad:
-        raise UserError(f"{FLAG} {path}: {describe_nonfinite(bad)}", hint="use a checkpoint of an earlier epoch")
+    require_fitting_weights(
+        arch,
+        weights,
+        where=f"{FLAG} {path}",
+        what="its weights",
+        fit_hint="train the design the checkpoint holds (its run's spec.arch), or give another file",
+        finite_hint="use a checkpoint of an earlier epoch",
+    )
     return weights
