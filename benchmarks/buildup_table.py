@@ -1,0 +1,277 @@
+"""A fully measured build-up space: every design of `resnet-fmnist`'s k x init space, trained over seeds.
+
+The NAS-Bench way of asking whether a search is worth running: train every design of a small
+space several times, keep every number, then replay searches against the table
+(`archdsl search --fidelity table:PATH`, `benchmarks/search_efficiency.py`) instead of training.
+
+The space is what `archdsl search --dataset fashion-mnist --base resnet-fmnist --search k,init`
+searches: MSAs at the end of each of the three stages (k in 0..1 per stage, the build-up rule)
+and the scheme the weights are drawn by (`torch`, the reference's, or `timm`): 16 designs.
+(`k,heads` would give 32, but an MSA in the 28x28 first stage trains at 125 images/s on one
+core against 915 for the ResNet, and 32 designs x 3 seeds would take about 4.5 core-hours.) Each design is trained once per seed with the search's own code
+(`archdsl.search.objective.train_candidate`) and the paper's `deit` recipe, shortened
+(`--epochs`, one warm-up epoch), on a fixed class-stratified subset of Fashion-MNIST's training
+images, and is measured as a search trial measures it: test top-1 and NLL on the full 10,000-image
+test set after every epoch (the learning curve a pruner sees), robustness on Fashion-MNIST-C
+(15 corruptions at severity 3 on a stratified tenth of the test images), Hessian NEP/APE,
+params, FLOPs, latency, and the wall and CPU time of training and of measuring.
+
+Each finished run is one line of `--work/runs-*.jsonl`, so the script resumes where it stopped
+and runs in pieces (`--shard 0/2` and `--shard 1/2` in two processes); `--assemble` writes the
+table (a JSON file with its schema, the exact command and the versions) from those lines:
+
+    nohup python benchmarks/buildup_table.py --shard 0/2 > table-0.log 2>&1 &
+    nohup python benchmarks/buildup_table.py --shard 1/2 > table-1.log 2>&1 &
+    python benchmarks/buildup_table.py --assemble
+
+Needs Fashion-MNIST (`apt-get install dataset-fashion-mnist`, or the IDX files under --data-root).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+SCHEMA = "archdsl.search-table/1"
+BASE = "resnet-fmnist"
+SEARCHED = ("k", "init")
+DATASET = "fashion-mnist"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", default="runs/buildup-table", help="where each finished run's line goes")
+    parser.add_argument("--out", default="search/tables/fashion-mnist-k-init.json", help="the assembled table")
+    parser.add_argument("--data-root", default=os.environ.get("ARCHDSL_DATA", "/usr/share/datasets"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--epochs", type=int, default=6, help="epochs in all, one of them warm-up")
+    parser.add_argument("--subset", type=float, default=0.05, help="class-stratified fraction of the 60,000")
+    parser.add_argument("--robustness-subset", type=float, default=0.1, help="of the corrupted test images")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--shard", default="0/1", help="I/N: this process runs every N-th run from the I-th")
+    parser.add_argument("--limit", type=int, help="stop after this many runs (a smoke test)")
+    parser.add_argument("--assemble", action="store_true", help="write --out from the finished runs and stop")
+    return parser.parse_args()
+
+
+def the_space():
+    """The searched space, fitted to Fashion-MNIST exactly as `archdsl search` fits it."""
+    from archdsl.data import describe
+    from archdsl.search.objective import fit_to_data, load_base
+    from archdsl.search.space import make_space
+
+    info = describe(DATASET)
+    base = fit_to_data(load_base(BASE), info.image_shape, info.num_classes)
+    return make_space(base, SEARCHED)
+
+
+def designs(space) -> list[tuple[str, dict, object]]:
+    """(digest, the first parameter set naming it, Arch) for every distinct design, in grid order."""
+    choices = space.choices()
+    seen: dict[str, tuple[str, dict, object]] = {}
+    for values in itertools.product(*choices.values()):
+        params = dict(zip(choices, values, strict=True))
+        arch = space.arch_from_params(params)
+        seen.setdefault(arch.digest(), (arch.digest(), params, arch))
+    return list(seen.values())
+
+
+def fidelity(args: argparse.Namespace):
+    from archdsl.search.objective import Fidelity
+
+    return Fidelity(
+        epochs=args.epochs,
+        subset=args.subset,
+        recipe="deit",
+        train_settings=(("warmup_epochs", 1),),
+        hessian_batches=2,
+        test_subset=args.robustness_subset,  # used for the corrupted sets only: the clean test set stays whole
+    )
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_one(arch, data, fid, seed: int) -> dict:
+    from archdsl.search import objective as measure
+
+    curve: list[dict] = []
+    wall0, cpu0 = time.perf_counter(), cpu_seconds()
+    trained = measure.train_candidate(
+        arch, data, fid, device="cpu", seed=seed, run_dir=None, on_epoch=lambda e, a: None, progress=False
+    )
+    train_wall, train_cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
+    for m in trained.history:
+        curve.append(
+            {
+                "epoch": int(m["epoch"]),
+                "test_acc": m["test_acc"],
+                "test_nll": m["test_loss"],
+                "train_loss": m["train_loss"],
+                "seconds": m["seconds"],
+            }
+        )
+    wall1, cpu1 = time.perf_counter(), cpu_seconds()
+    robustness = measure.robustness(trained.model, data, fid, seed=seed, device="cpu")
+    nep, ape = measure.hessian(trained.model, data, fid, seed=seed, device="cpu")
+    latency = measure.latency_ms(arch, data, fid, "cpu", seed, model=trained.model)
+    return {
+        "seed": seed,
+        "accuracy": trained.accuracy,
+        "nll": curve[-1]["test_nll"],
+        "robustness": robustness,
+        "nep": nep,
+        "ape": ape,
+        "latency": latency,
+        "curve": curve,
+        "train_seconds": train_wall,
+        "train_cpu_seconds": train_cpu,
+        "measure_seconds": time.perf_counter() - wall1,
+        "measure_cpu_seconds": cpu_seconds() - cpu1,
+    }
+
+
+def versions() -> dict[str, str]:
+    import numpy
+    import optuna
+    import timm
+    import torch
+
+    import archdsl
+
+    return {
+        "archdsl": archdsl.__version__,
+        "torch": torch.__version__,
+        "timm": timm.__version__,
+        "optuna": optuna.__version__,
+        "numpy": numpy.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def machine() -> str:
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if "model name" in line),
+        platform.processor() or "unknown CPU",
+    )
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} x {cpu}"
+
+
+def finished(work: Path) -> dict[tuple[str, int], dict]:
+    done = {}
+    for path in sorted(work.glob("runs-*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                done[row["digest"], row["run"]["seed"]] = row
+    return done
+
+
+def assemble(args: argparse.Namespace, space, all_designs) -> dict:
+    from archdsl.lang.printer import format_arch
+    from archdsl.search.objective import static_costs
+    from archdsl.search.space import layout_text
+
+    done = finished(Path(args.work))
+    meta = next(iter(done.values()))["meta"] if done else {}
+    rows = []
+    for digest, params, arch in all_designs:
+        runs = sorted((row["run"] for (d, _), row in done.items() if d == digest), key=lambda r: r["seed"])
+        costs = static_costs(arch)
+        rows.append(
+            {
+                "digest": digest,
+                "layout": layout_text(arch),
+                "n_msa": arch.n_msa,
+                "params": params,
+                "n_params": int(costs["params"]),
+                "flops": costs["flops"],
+                "runs": runs,
+            }
+        )
+    return {
+        "schema": SCHEMA,
+        "description": (
+            f"Every design of {BASE}'s k x init build-up space on Fashion-MNIST, trained once per seed "
+            "with the paper's deit recipe (shortened) by benchmarks/buildup_table.py"
+        ),
+        "command": meta.get("command", ""),
+        "versions": meta.get("versions", {}),
+        "machine": meta.get("machine", ""),
+        "dataset": DATASET,
+        "base": format_arch(space.base),
+        "searched": list(SEARCHED),
+        "fidelity": meta.get("fidelity", {}),
+        "seeds": sorted({r["seed"] for d in rows for r in d["runs"]}),
+        "designs": rows,
+    }
+
+
+def main() -> None:
+    import dataclasses
+
+    import torch
+
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    space = the_space()
+    all_designs = designs(space)
+    work = Path(args.work)
+    if args.assemble:
+        table = assemble(args, space, all_designs)
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(table, indent=1) + "\n")
+        n_runs = sum(len(d["runs"]) for d in table["designs"])
+        print(f"{out}: {len(table['designs'])} designs, {n_runs} runs")
+        return
+
+    from archdsl.search import objective as measure
+
+    index, count = (int(p) for p in args.shard.split("/"))
+    work.mkdir(parents=True, exist_ok=True)
+    done = finished(work)
+    # Seed-major, so that a table cut short holds whole seeds.
+    todo = [(seed, d) for seed in args.seeds for d in all_designs][index::count]
+    todo = [(seed, d) for seed, d in todo if (d[0], seed) not in done]
+    fid = fidelity(args)
+    meta = {
+        "command": "python benchmarks/buildup_table.py " + " ".join(sys.argv[1:]),
+        "versions": versions(),
+        "machine": machine(),
+        "fidelity": {
+            **{k: v for k, v in dataclasses.asdict(fid).items() if k != "train_settings"},
+            "train_settings": dict(fid.train_settings),
+            "test_set": "the whole 10,000-image test set (robustness: test_subset of the corrupted sets)",
+            "threads": args.threads,
+        },
+    }
+    data = measure.load_data(DATASET, Path(args.data_root), seed=0)
+    print(f"{len(all_designs)} designs, {len(todo)} runs to do in this shard", flush=True)
+    for n, (seed, (digest, params, arch)) in enumerate(todo[: args.limit]):
+        started = time.perf_counter()
+        run = run_one(arch, data, fid, seed)
+        row = {"digest": digest, "params": params, "run": run, "meta": meta}
+        with (work / f"runs-{index}.jsonl").open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        from archdsl.search.space import layout_text
+
+        print(
+            f"[{n + 1}/{len(todo)}] seed {seed} {layout_text(arch)} {params}: acc {run['accuracy']:.4f} "
+            f"rob {run['robustness']:.4f} nep {run['nep']:.3f} ape {run['ape']:.1f} "
+            f"({time.perf_counter() - started:.0f} s)",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
