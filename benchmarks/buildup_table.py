@@ -66,6 +66,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--shard", default="0/1", help="I/N: this process runs every N-th run from the I-th")
     parser.add_argument("--limit", type=int, help="stop after this many runs (a smoke test)")
     parser.add_argument("--assemble", action="store_true", help="write --out from the finished runs and stop")
+    parser.add_argument("--markdown", help="with --assemble: also write the per-design table (docs/search.md's) here")
     return parser.parse_args()
 
 
@@ -255,6 +256,32 @@ def seed_statistics(rows: list[dict]) -> dict:
     }
 
 
+def markdown(table: dict) -> str:
+    """The table as docs/search.md shows it: each design's means +- standard deviations over the seeds."""
+    import numpy as np
+
+    def cell(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
+        v = np.array(values) * scale
+        return f"{v.mean():.{digits}f} +- {v.std(ddof=1):.{digits}f}" if len(v) > 1 else f"{v.mean():.{digits}f}"
+
+    lines = [
+        "| design | init | params | top-1 % | NLL | robustness % | NEP % | APE | train CPU s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    rows = sorted(table["designs"], key=lambda d: -np.mean([r["accuracy"] for r in d["runs"]] or [0]))
+    for d in rows:
+        runs = d["runs"]
+        if not runs:
+            continue
+        lines.append(
+            f"| `{d['layout']}` | {d['params'].get('init', '')} | {d['n_params']:,} "
+            f"| {cell([r['accuracy'] for r in runs], 100)} | {cell([r['nll'] for r in runs], digits=3)} "
+            f"| {cell([r['robustness'] for r in runs], 100)} | {cell([r['nep'] for r in runs], 100, 0)} "
+            f"| {cell([r['ape'] for r in runs], digits=0)} | {cell([r['train_cpu_seconds'] for r in runs], digits=0)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     import dataclasses
 
@@ -273,6 +300,8 @@ def main() -> None:
         n_runs = sum(len(d["runs"]) for d in table["designs"])
         print(f"{out}: {len(table['designs'])} designs, {n_runs} runs")
         print(json.dumps(table["statistics"], indent=1))
+        if args.markdown:
+            Path(args.markdown).write_text(markdown(table))
         return
 
     from archdsl.search import objective as measure
