@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from archdsl.ir import AnyBlock, Arch, AttnBlock, ConvBlock, MLPBlock, MSABlock, Norm, PatchStem, block_shapes
-from archdsl.lang.lower import CONV_VARIANTS, lower
+from archdsl.lang.lower import lower
+from archdsl.lang.lower_settings import CONV_VARIANTS
 from archdsl.lang.parser import ArchNode, parse
 from archdsl.lang.parser import comments as parser_comments
 
