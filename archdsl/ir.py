@@ -425,6 +425,23 @@ def block_out_channels(arch: Arch, stage: Stage, block: AnyBlock, in_channels: i
     return in_channels  # attn, mlp, smooth: residual blocks without projection keep their channels
 
 
+def placement(arch: Arch, shape: BlockShape) -> kinds.Placement:
+    """What a registered kind's `count`, `check` and `build` are told about an `ExtBlock` where it sits."""
+    block = shape.block
+    assert isinstance(block, ExtBlock)
+    width = next(stage.width for stage in arch.stages if stage.name == shape.stage)
+    return kinds.Placement(
+        args=block.arguments,
+        in_channels=shape.in_channels,
+        out_channels=shape.out_channels,
+        width=width,
+        stride=shape.stride,
+        in_size=shape.in_size,
+        out_size=shape.out_size,
+        eps=arch.norm.eps,
+    )
+
+
 def block_shapes(arch: Arch) -> list[BlockShape]:
     """Shape inference: every block's channels and feature-map size, in model order.
 

@@ -139,12 +139,20 @@ class BlockKind:
         return f"`{self.name}({', '.join(required)})`" if required else f"`{self.name}`"
 
 
+def initial(arg: Arg) -> Scalar:
+    """An argument's default (as its type, so that `0` and `0.0` make one IR), or for a required one a
+    neutral value that stands in for a wrong one while the rest of the spec is checked."""
+    value = arg.default if arg.default is not None else _example_value(arg) if arg.type is not bool else True
+    return float(value) if arg.type is float else value
+
+
 def _example_value(arg: Arg) -> Scalar:
     if arg.choices:
         return arg.choices[0]
     if arg.type is bool:
         return "true"
-    return int(arg.low) if arg.low is not None and arg.low > 0 else 1
+    low = arg.low if arg.low is not None and arg.low > 0 else 1
+    return float(low) if arg.type is float else int(low)
 
 
 _REGISTRY: dict[str, BlockKind] = {}

@@ -33,6 +33,10 @@ def describe(value: Value) -> str:
     return f"`{value.text}`"
 
 
+def _bound(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
 class ArgumentReader:
     """Diagnostics and source spans collected while reading values."""
 
@@ -46,14 +50,22 @@ class ArgumentReader:
 
     def positive_int(self, value: Value, what: str) -> int | None:
         """The value as a whole number >= 1, or None after reporting why it is not one."""
+        return self.integer(value, what, low=1)
+
+    def integer(self, value: Value, what: str, low: float | None = None, high: float | None = None) -> int | None:
+        """The value as a whole number within `low`..`high` (and the language's limit), or None after
+        reporting why it is not one."""
         if not isinstance(value, Number):
             self.error(value.span, f"{what} must be a number, not {describe(value)}")
             return None
         text = value.text
         if _INTEGER.match(text):
             number = int(text)
-            if number < 1:
-                self.error(value.span, f"{what} must be at least 1, got {number}")
+            if low is not None and number < low:
+                self.error(value.span, f"{what} must be at least {_bound(low)}, got {number}")
+                return None
+            if high is not None and number > high:
+                self.error(value.span, f"{what} must be at most {_bound(high)}, got {number}")
                 return None
             if number > MAX_NUMBER:
                 self.error(value.span, f"{what} is too large: {text}", f"at most {MAX_NUMBER}")
@@ -81,16 +93,33 @@ class ArgumentReader:
 
     def positive_float(self, value: Value, what: str) -> float | None:
         """A number above 0 (`1e-6`, `0.5`, `2`), or None after reporting why it is not one."""
+        number = self._real(value, what)
+        if number is not None and (not math.isfinite(number) or number <= 0):
+            self.error(value.span, f"{what} must be above 0, got {value.text}")
+            return None
+        return number
+
+    def real(self, value: Value, what: str, low: float | None = None, high: float | None = None) -> float | None:
+        """A number within `low`..`high` (`1e-6`, `0.5`, `2`), or None after reporting why it is not one."""
+        number = self._real(value, what)
+        if number is not None and not math.isfinite(number):
+            self.error(value.span, f"{what} must be a finite number, got {value.text}")
+            return None
+        if number is not None and low is not None and number < low:
+            self.error(value.span, f"{what} must be at least {_bound(low)}, got {value.text}")
+            return None
+        if number is not None and high is not None and number > high:
+            self.error(value.span, f"{what} must be at most {_bound(high)}, got {value.text}")
+            return None
+        return number
+
+    def _real(self, value: Value, what: str) -> float | None:
         text = value.text if isinstance(value, Number) else None
         if text is None or not (_INTEGER.match(text) or _DECIMAL.match(text)):
             hint = f"{what} is written like 1e-6 or 0.5"
             self.error(value.span, f"{what} must be a number, not {describe(value)}", hint)
             return None
-        number = float(text)
-        if not math.isfinite(number) or number <= 0:
-            self.error(value.span, f"{what} must be above 0, got {text}")
-            return None
-        return number
+        return float(text)
 
     def bind(self, args: tuple[Arg, ...], callee: str, params: tuple[str, ...]) -> dict[str, Arg]:
         """Match arguments to parameter names like Python does (by position, in the order of

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 from archdsl import kinds
 from archdsl.errors import did_you_mean
-from archdsl.ir import AnyBlock, AttnBlock, ConvBlock, MergeBlock, MLPBlock, MSABlock, PoolBlock, SmoothBlock
+from archdsl.ir import AnyBlock, AttnBlock, ConvBlock, ExtBlock, MergeBlock, MLPBlock, MSABlock, PoolBlock, SmoothBlock
 from archdsl.lang.arguments import ArgumentReader, describe
 from archdsl.lang.diagnostics import Span
 from archdsl.lang.lower_settings import CONV_VARIANTS, conv_variant
-from archdsl.lang.parser import BlockRef, Name
+from archdsl.lang.parser import BlockRef, Name, Value
 
 BLOCK_KINDS = kinds.BUILTIN_KINDS
 # Blocks without arguments: what each one is, for the "takes no arguments" hint.
@@ -170,9 +170,50 @@ class BlockLowering(ArgumentReader):
             self.no_arguments(ref)
             block = {"merge": MergeBlock, "pool": PoolBlock, "smooth": SmoothBlock}[kind]()
             return Lowered(block, {"": ref.span})
+        declared = kinds.block_kind(kind)
+        if declared is not None:
+            return self.lower_ext_block(ref, declared)
+        known = BLOCK_KINDS + kinds.registered_kinds()
         self.error(
             ref.name.span,
             f"unknown block `{kind}`",
-            did_you_mean(kind, BLOCK_KINDS) or f"blocks are: {', '.join(BLOCK_KINDS)}",
+            did_you_mean(kind, known) or f"blocks are: {', '.join(known)}",
         )
         return Lowered(default, {"": ref.span})
+
+    def lower_ext_block(self, ref: BlockRef, kind: kinds.BlockKind) -> Lowered:
+        """A registered kind (`archdsl.kinds`): its arguments read as its declaration says, each bad one
+        reported and replaced by its default (or a neutral value, for a required one)."""
+        spans = {"": ref.span}
+        name, example = kind.name, kind.hint_example()
+        values = {arg.name: kinds.initial(arg) for arg in kind.args}
+        required = [arg.name for arg in kind.args if arg.required]
+        if not kind.args and ref.args:
+            what = f"it is {kind.description}: " if kind.description else ""
+            self.error(ref.span, f"`{name}` takes no arguments", f"{what}write `{name}`")
+        elif ref.args is None and required:
+            listed = " and ".join(f"`{arg}`" for arg in required)
+            self.error(ref.span, f"`{name}` needs {listed}", f"e.g. {example}")
+        else:
+            bound = self.bind(ref.args or (), name, tuple(arg.name for arg in kind.args))
+            for arg in kind.args:
+                given = self.require(bound, arg.name, name, ref.span, example) if arg.required else bound.get(arg.name)
+                if given is None:
+                    continue
+                spans[arg.name] = given.value.span
+                value = self.argument(given.value, arg)
+                if value is not None:
+                    values[arg.name] = value
+        block = ExtBlock(kind=name, args=tuple(values.items()))
+        return Lowered(block, spans)
+
+    def argument(self, value: Value, arg: kinds.Arg) -> int | float | bool | str | None:
+        """One argument of a registered kind, read by its declared type and bounds."""
+        if arg.type is bool:
+            return self.boolean(value, arg.name)
+        if arg.type is str:
+            name = self.choice(value, arg.choices, arg.name, f"e.g. `{arg.name}={arg.choices[0]}`")
+            return None if name is None else name.text
+        if arg.type is float:
+            return self.real(value, arg.name, arg.low, arg.high)
+        return self.integer(value, arg.name, arg.low, arg.high)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from archdsl.ir import AnyBlock, Arch, AttnBlock, ConvBlock, MLPBlock, MSABlock, Norm, PatchStem, block_shapes
+from archdsl import kinds
+from archdsl.ir import AnyBlock, Arch, AttnBlock, ConvBlock, ExtBlock, MLPBlock, MSABlock, Norm, PatchStem, block_shapes
 from archdsl.lang.lower import lower
 from archdsl.lang.lower_settings import CONV_VARIANTS
 from archdsl.lang.parser import ArchNode, parse
@@ -51,6 +52,8 @@ def format_block(block: AnyBlock, default_conv: ConvBlock, channels: int | None 
     """One block as written inside a stage: `conv`, `conv(basic)`, `msa(6, 4)`, `msa(3, window=global)`,
     `attn(3, 4, shift=2)`, `mlp(4)`, `merge`. `channels` (what the block receives) decides whether an
     `attn`'s dim_head is the default channels // heads."""
+    if isinstance(block, ExtBlock):
+        return format_ext_block(block)
     if isinstance(block, AttnBlock):
         return _attn_text(block, channels)
     if isinstance(block, MLPBlock):
@@ -71,6 +74,24 @@ def format_block(block: AnyBlock, default_conv: ConvBlock, channels: int | None 
     if block.preact != default_conv.preact:
         args.append(_flag("preact", block.preact))
     return f"conv({', '.join(args)})"
+
+
+def format_ext_block(block: ExtBlock) -> str:
+    """A registered kind as written: its required arguments by position, then the others that are
+    not at their default by keyword (`mbconv(24, kernel=5)`), or the bare word."""
+    written = []
+    for arg in block.declaration.args:
+        value = block.arguments[arg.name]
+        text = "true" if value is True else "false" if value is False else _value_text(value)
+        if arg.required:
+            written.append(text)
+        elif value != kinds.initial(arg) or type(value) is not type(kinds.initial(arg)):
+            written.append(f"{arg.name}={text}")
+    return f"{block.kind}({', '.join(written)})" if written else block.kind
+
+
+def _value_text(value: int | float | str) -> str:
+    return format_float(value) if isinstance(value, float) else str(value)
 
 
 def format_stem(arch: Arch) -> str:

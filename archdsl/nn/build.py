@@ -33,6 +33,7 @@ from archdsl.ir import (
     AttnBlock,
     BlockShape,
     ConvBlock,
+    ExtBlock,
     MergeBlock,
     MLPBlock,
     MSABlock,
@@ -41,6 +42,7 @@ from archdsl.ir import (
     block_shapes,
     feature_channels,
     head_layout,
+    placement,
     stage_shapes,
 )
 from archdsl.nn import init_schemes
@@ -232,6 +234,8 @@ class ArchNet(nn.Module):
 def _block(arch: Arch, shape: BlockShape, width: int, drop_path: float) -> nn.Module:
     """The module for one IR block, given where it sits."""
     block = shape.block
+    if isinstance(block, ExtBlock):
+        return _ext_block(arch, shape, drop_path)
     if isinstance(block, ConvBlock):
         return conv_block(block, shape.in_channels, width, stride=shape.stride, drop_path=drop_path)
     if isinstance(block, MSABlock):
@@ -263,6 +267,19 @@ def _block(arch: Arch, shape: BlockShape, width: int, drop_path: float) -> nn.Mo
             shape.in_channels, shape.out_channels, in_size=shape.in_size, out_size=shape.out_size, prefix=prefix
         )
     return SmoothBlock()
+
+
+def _ext_block(arch: Arch, shape: BlockShape, drop_path: float) -> nn.Module:
+    """A registered kind's module (`archdsl.kinds`), told its kind and layout as the built-in blocks know theirs."""
+    block = shape.block
+    assert isinstance(block, ExtBlock)
+    kind = block.declaration
+    module = kind.builder()(placement(arch, shape), drop_path)
+    if not isinstance(module, nn.Module):
+        raise UserError(f"block kind `{kind.name}` built a {type(module).__name__}, not a torch.nn.Module")
+    setattr(module, "kind", kind.name)  # noqa: B010 (nn.Module keeps plain attributes; mypy knows none here)
+    setattr(module, "layout", kind.layout)  # noqa: B010
+    return module
 
 
 def drop_path_rates(drop_path: float, n_blocks: int) -> list[float]:

@@ -22,6 +22,7 @@ from archdsl.ir import (
     AttnBlock,
     BlockShape,
     ConvBlock,
+    ExtBlock,
     MLPBlock,
     MSABlock,
     PatchStem,
@@ -29,6 +30,7 @@ from archdsl.ir import (
     block_shapes,
     feature_channels,
     head_layout,
+    placement,
     stem_out_size,
 )
 
@@ -46,7 +48,7 @@ class BlockSummary:
 
     stage: str
     index: int
-    kind: str  # the IR block's kind: "conv", "msa", "attn", "mlp", "merge", "pool", "smooth"
+    kind: str  # the IR block's kind: "conv", "msa", "attn", "mlp", "merge", "pool", "smooth" or a registered one
     out_shape: tuple[int, int, int]  # (channels, height, width)
     params: int
     flops: int  # per image
@@ -207,6 +209,8 @@ def _pool_block(arch: Arch, shape: BlockShape) -> tuple[int, int]:
 
 def _block(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     """(params, MACs) of one block."""
+    if isinstance(shape.block, ExtBlock):
+        return shape.block.declaration.count(placement(arch, shape))
     kind = shape.block.kind
     if kind == "conv":
         return _conv_block(shape, width)
