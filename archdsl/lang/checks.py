@@ -225,7 +225,11 @@ def _downsampling_problems(shape: BlockShape, stage: Stage, si: int, path: Path)
                 f"{_word(kind)} cannot downsample: it is the first block of stage {stage.name}, "
                 f"which has stride {stage.stride}"
             )
-            hint = "start the stage with `merge` or `pool` (or a `conv`), or give it stride=1"
+            hint = (
+                "start the stage with a `conv` or another block that downsamples, or give it stride=1"
+                if isinstance(shape.block, ExtBlock) and shape.block.declaration.layout == "map"
+                else "start the stage with `merge` or `pool` (or a `conv`), or give it stride=1"
+            )
         found.append(Problem(path, message, hint))
     if kind in ("merge", "pool"):
         what = "Swin's patch merging" if kind == "merge" else "PiT's pooling"
