@@ -6,6 +6,7 @@ built-in words' are."""
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from pathlib import Path
 
@@ -219,3 +220,16 @@ def test_train_analyse_and_search_a_plug_in_design(timm_blocks, tmp_path):
         designed = space.arch_from_params(params)
         assert [b.kind for b in designed.stages[1].blocks] == expected
         assert summarize(designed).params == sum(p.numel() for p in archdsl.create_model(designed).parameters())
+
+
+def test_the_language_doc_example_runs_and_prints_what_it_shows(registry, capsys):
+    from _doc_files import section
+
+    text = section((ROOT / "docs" / "language.md").read_text(encoding="utf-8"), "Your own block kinds")
+    code = re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
+    shown = re.search(r"^The last lines print\n\n```\n(.*?)^```", text, re.M | re.S)
+    assert code and shown
+    for block in code:
+        exec(compile(block, "language.md", "exec"), {"__name__": "__docs__"})
+    assert capsys.readouterr().out == shown.group(1)
+    assert kinds.block_kind("dsconv") is None  # the example leaves the registry as it found it
