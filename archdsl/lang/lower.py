@@ -11,20 +11,21 @@ span it came from (`self.spans`, filled while lowering).
 
 from __future__ import annotations
 
+from archdsl import kinds
 from archdsl.errors import closest, did_you_mean
 from archdsl.ir import DEFAULT_INIT, Arch, AttnBlock, ConvBlock, InputShape, Norm, Position, Stage, Stem, block_shapes
-from archdsl.lang import checks
+from archdsl.lang import checks, words
 from archdsl.lang.arguments import describe
 from archdsl.lang.diagnostics import Span, SpecError
 from archdsl.lang.limits import MAX_BLOCKS, MAX_GROUP_DEPTH, MAX_STAGES
-from archdsl.lang.lower_blocks import BlockLowering, Lowered
 from archdsl.lang.lower_settings import SettingLowering
-from archdsl.lang.parser import ArchNode, Call, Element, Group, Number, Setting
+from archdsl.lang.parser import ArchNode, BlockRef, Call, Element, Group, Number, Setting
+from archdsl.lang.words import Lowered
 
 SETTINGS = ("input", "classes", "stem", "conv", "head", "pos", "norm", "init", "stage")
 
 
-class _Lowering(SettingLowering, BlockLowering):
+class _Lowering(SettingLowering):
     def __init__(self) -> None:
         super().__init__()
         # False when the feature-map sizes cannot be known (no or bad `input`): the
@@ -33,6 +34,19 @@ class _Lowering(SettingLowering, BlockLowering):
         # (stage index, block index) of each `attn` whose dim_head is channels // heads.
         self.unset_dim_heads: list[tuple[int, int]] = []
         self.n_blocks = 0  # blocks of the stages lowered so far (the design's limit is MAX_BLOCKS)
+
+    def lower_block(self, ref: BlockRef, default: ConvBlock) -> Lowered:
+        """One block, read by its word (`archdsl.lang.words`); an unknown word becomes the plain `conv`."""
+        kind = ref.name.text
+        if words.known(kind):
+            return words.word(kind).lower(self, ref, default)
+        known = kinds.BUILTIN_KINDS + kinds.registered_kinds()
+        self.error(
+            ref.name.span,
+            f"unknown block `{kind}`",
+            did_you_mean(kind, known) or f"blocks are: {', '.join(known)}",
+        )
+        return Lowered(default, {"": ref.span})
 
     def lower_elements(self, elements: tuple[Element, ...], default: ConvBlock, depth: int = 0) -> list[Lowered]:
         out: list[Lowered] = []
