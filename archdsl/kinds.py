@@ -187,7 +187,7 @@ def _read_entry_points() -> None:
         try:
             loaded = point.load()
             declared = loaded() if callable(loaded) and not isinstance(loaded, BlockKind) else loaded
-        except Exception as err:  # a broken plug-in must not break the built-in language
+        except Exception as err:  # a broken plug-in is the user's to fix: say which one, not a traceback
             raise UserError(
                 f"the block kinds of entry point `{point.name}` ({point.value}) could not be loaded: {err}"
             ) from err

@@ -233,3 +233,34 @@ def test_the_language_doc_example_runs_and_prints_what_it_shows(registry, capsys
         exec(compile(block, "language.md", "exec"), {"__name__": "__docs__"})
     assert capsys.readouterr().out == shown.group(1)
     assert kinds.block_kind("dsconv") is None  # the example leaves the registry as it found it
+
+
+def test_required_choice_and_bare_kinds_read_like_the_built_in_words(timm_blocks):
+    def zero(place):
+        return 0, 0
+
+    archdsl.register_block(
+        kinds.BlockKind(
+            "gate",
+            (kinds.Arg("heads", int, low=1), kinds.Arg("act", str, default="gelu", choices=("gelu", "relu"))),
+            count=zero,
+            build="x:y",
+            downsamples=True,
+        )
+    )
+    archdsl.register_block(
+        kinds.BlockKind("blur", (), count=zero, build="x:y", channels="keep", description="a fixed blur")
+    )
+
+    def problems(blocks: str) -> list[tuple[str, str | None]]:
+        with pytest.raises(SpecError) as info:
+            parse_spec(_spec(blocks))
+        return [(d.message, d.hint) for d in info.value.diagnostics]
+
+    assert problems("gate") == [("`gate` needs `heads`", "e.g. `gate(1)`")]
+    assert problems("gate(act=relu)") == [("`gate` needs `heads`", "e.g. `gate(1)`")]
+    assert problems("gate(2, act=rleu)") == [("act must be `gelu` or `relu`, not `rleu`", "did you mean `relu`?")]
+    assert problems("gate(2) blur(1)") == [("`blur` takes no arguments", "it is a fixed blur: write `blur`")]
+    arch = parse_spec(_spec("gate(2, act=relu) blur"))
+    assert "gate(2, act=relu) blur" in format_arch(arch)
+    assert parse_spec(format_arch(arch)) == arch
