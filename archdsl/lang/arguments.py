@@ -93,33 +93,39 @@ class ArgumentReader:
 
     def positive_float(self, value: Value, what: str) -> float | None:
         """A number above 0 (`1e-6`, `0.5`, `2`), or None after reporting why it is not one."""
-        number = self._real(value, what)
-        if number is not None and (not math.isfinite(number) or number <= 0):
-            self.error(value.span, f"{what} must be above 0, got {value.text}")
+        read = self._real(value, what)
+        if read is None:
+            return None
+        number, text = read
+        if not math.isfinite(number) or number <= 0:
+            self.error(value.span, f"{what} must be above 0, got {text}")
             return None
         return number
 
     def real(self, value: Value, what: str, low: float | None = None, high: float | None = None) -> float | None:
         """A number within `low`..`high` (`1e-6`, `0.5`, `2`), or None after reporting why it is not one."""
-        number = self._real(value, what)
-        if number is not None and not math.isfinite(number):
-            self.error(value.span, f"{what} must be a finite number, got {value.text}")
+        read = self._real(value, what)
+        if read is None:
             return None
-        if number is not None and low is not None and number < low:
-            self.error(value.span, f"{what} must be at least {_bound(low)}, got {value.text}")
-            return None
-        if number is not None and high is not None and number > high:
-            self.error(value.span, f"{what} must be at most {_bound(high)}, got {value.text}")
-            return None
-        return number
+        number, text = read
+        if not math.isfinite(number):
+            self.error(value.span, f"{what} must be a finite number, got {text}")
+        elif low is not None and number < low:
+            self.error(value.span, f"{what} must be at least {_bound(low)}, got {text}")
+        elif high is not None and number > high:
+            self.error(value.span, f"{what} must be at most {_bound(high)}, got {text}")
+        else:
+            return number
+        return None
 
-    def _real(self, value: Value, what: str) -> float | None:
+    def _real(self, value: Value, what: str) -> tuple[float, str] | None:
+        """The value as a float and as written, or None after reporting that it is no number."""
         text = value.text if isinstance(value, Number) else None
         if text is None or not (_INTEGER.match(text) or _DECIMAL.match(text)):
             hint = f"{what} is written like 1e-6 or 0.5"
             self.error(value.span, f"{what} must be a number, not {describe(value)}", hint)
             return None
-        return float(text)
+        return float(text), text
 
     def bind(self, args: tuple[Arg, ...], callee: str, params: tuple[str, ...]) -> dict[str, Arg]:
         """Match arguments to parameter names like Python does (by position, in the order of
