@@ -30,6 +30,10 @@ _EXPORTS = {
     "SpecError": "archdsl.lang.diagnostics",
     "UserError": "archdsl.errors",
     "Arch": "archdsl.ir",
+    # block kinds from outside the package (docs/language.md, "Your own block kinds")
+    "register_block": "archdsl.kinds",
+    "unregister_block": "archdsl.kinds",
+    "BlockKind": "archdsl.kinds",
     # build-up transforms
     # (`buildup` and `build` are also module names, so they are not exported as functions:
     # use archdsl.buildup.buildup and archdsl.nn.build.build.)

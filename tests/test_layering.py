@@ -18,7 +18,7 @@ PACKAGES = {"archdsl": "archdsl", "archdsl.search": "search", "archdsl.analysis"
 
 # Each layer may import itself and the layers above it in this list, never those below.
 LAYERS = (
-    ("archdsl.errors", "archdsl.files", "archdsl.ir", "archdsl.progress"),
+    ("archdsl.errors", "archdsl.files", "archdsl.kinds", "archdsl.ir", "archdsl.progress"),
     ("archdsl.lang", "archdsl.buildup", "archdsl.data", "archdsl.specs"),
     ("archdsl.nn",),
     ("archdsl.run",),
@@ -33,6 +33,7 @@ TORCH_FREE = (
     "archdsl.errors",
     "archdsl.files",
     "archdsl.ir",
+    "archdsl.kinds",
     "archdsl.lang",
     "archdsl.buildup",
     "archdsl.nn.summary",
