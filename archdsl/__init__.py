@@ -44,6 +44,9 @@ _EXPORTS = {
     "save_checkpoint": "archdsl.run.checkpoint",
     # running models
     "optimize_model": "archdsl.run.optimize",
+    # what the commands do, as functions (the CLI only parses, calls these and prints)
+    "evaluate": "archdsl.analysis.evaluation",
+    "EvalSettings": "archdsl.analysis.evaluation",
 }
 
 __all__ = ["__version__", *_EXPORTS]
