@@ -45,6 +45,9 @@ _EXPORTS = {
     # running models
     "optimize_model": "archdsl.run.optimize",
     # what the commands do, as functions (the CLI only parses, calls these and prints)
+    "train": "archdsl.run.session",
+    "TrainSettings": "archdsl.run.session",
+    "TrainConfig": "archdsl.run.recipe",
     "evaluate": "archdsl.analysis.evaluation",
     "EvalSettings": "archdsl.analysis.evaluation",
 }

@@ -18,7 +18,7 @@ PACKAGES = {"archdsl": "archdsl", "archdsl.search": "search", "archdsl.analysis"
 
 # Each layer may import itself and the layers above it in this list, never those below.
 LAYERS = (
-    ("archdsl.errors", "archdsl.files", "archdsl.ir", "archdsl.progress"),
+    ("archdsl.errors", "archdsl.files", "archdsl.outputs", "archdsl.ir", "archdsl.progress"),
     ("archdsl.lang", "archdsl.buildup", "archdsl.data", "archdsl.specs"),
     ("archdsl.nn",),
     ("archdsl.run",),
@@ -40,7 +40,7 @@ TORCH_FREE = (
     "archdsl.search.naming",
     "archdsl.commands._args",
     "archdsl.commands.config_file",
-    "archdsl.commands.outputs",
+    "archdsl.outputs",
 )
 # Imported when the command line is built (`archdsl check` answers at once): nothing heavy at
 # import time; heavy imports happen inside the functions that need them.

@@ -22,8 +22,8 @@ from archdsl.commands._args import (
     positive_int,
     severity_list,
 )
-from archdsl.commands.outputs import output_dir
 from archdsl.errors import UsageError, UserError
+from archdsl.outputs import output_dir
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS  # torch-free
 
 METRICS = tuple(MEASURES)

@@ -206,8 +206,8 @@ def run(args: argparse.Namespace) -> int:
 
     import optuna
 
-    from archdsl.commands.outputs import output_dir
     from archdsl.data import describe
+    from archdsl.outputs import output_dir
     from archdsl.run.device import select_device
     from archdsl.search import objective as measure
     from archdsl.search.naming import check_study_name, default_study_name
