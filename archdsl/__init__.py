@@ -48,6 +48,10 @@ _EXPORTS = {
     "train": "archdsl.run.session",
     "TrainSettings": "archdsl.run.session",
     "TrainConfig": "archdsl.run.recipe",
+    "analyze": "archdsl.analysis.session:analyze_checkpoint",
+    "AnalysisReport": "archdsl.analysis.report",
+    "AnalysisSettings": "archdsl.analysis.settings",
+    "AnalysisSources": "archdsl.analysis.session",
     "evaluate": "archdsl.analysis.evaluation",
     "EvalSettings": "archdsl.analysis.evaluation",
 }
@@ -61,7 +65,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'archdsl' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    module, _, attribute = module.partition(":")  # "module:attribute" where the names differ
+    return getattr(importlib.import_module(module), attribute or name)
 
 
 def __dir__() -> list[str]:

@@ -22,8 +22,7 @@ from archdsl.commands._args import (
     positive_int,
     severity_list,
 )
-from archdsl.errors import UsageError, UserError
-from archdsl.outputs import output_dir
+from archdsl.errors import UsageError
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS  # torch-free
 
 METRICS = tuple(MEASURES)
@@ -192,25 +191,6 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _training_config(meta: dict):
-    """The checkpoint's training config (for the same augmentation and weight decay), or the default recipe's."""
-    from pydantic import ValidationError
-
-    from archdsl.run.recipe import TrainConfig
-
-    try:
-        return TrainConfig.model_validate(meta.get("config") or {})
-    except ValidationError:
-        return TrainConfig()
-
-
-def _save(figure, path: Path) -> str:
-    from archdsl.analysis.plots import DPI
-    from archdsl.files import save_figure
-
-    return save_figure(figure, path, dpi=DPI).name
-
-
 def _test_subset(args: argparse.Namespace) -> float:
     """--test-subset, or the old --subset of analyze (said so once: the word means the training set elsewhere)."""
     old = getattr(args, "old_subset", None)
@@ -234,183 +214,45 @@ def _default_test_subset() -> float:
     return _default(AnalysisSettings, "test_subset")
 
 
-def settings_from_args(args: argparse.Namespace, meta: dict):
-    """The pipeline's settings from the command line; the recipe (augmentation, weight decay) is the checkpoint's."""
-    from pydantic import ValidationError
-
-    from archdsl.analysis.settings import AnalysisSettings, CKASettings, HessianSettings, LandscapeSettings
-
-    try:
-        return AnalysisSettings(
-            recipe=_training_config(meta),
-            weight_decay=args.weight_decay,
-            seed=args.seed,
-            batch_size=args.batch_size,
-            test_subset=_test_subset(args),
-            hessian=HessianSettings(
-                batches=args.batches, batch_size=args.hessian_batch_size, k=args.k, tol=args.tol,
-                max_iter=args.max_iter, method=args.method, hvp=args.hvp,
-            ),
-            images=args.images,
-            train_images=args.train_images,
-            landscape=LandscapeSettings(
-                dims=args.landscape_dims, points=args.landscape_points, span=args.landscape_span,
-                batches=args.landscape_batches, batch_size=args.landscape_batch_size,
-            ),
-            cka=CKASettings(images=args.cka_images, batch_size=args.cka_batch_size),
-        )  # fmt: skip
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise UsageError(f"bad analysis settings: {problems}") from None
+def settings_from_args(args: argparse.Namespace) -> dict:
+    """The analysis settings the command line gives (AnalysisSettings fields, nested); the recipe, and
+    the weight decay unless --weight-decay is given, are the checkpoint's (archdsl.analysis.session)."""
+    fields = dict(
+        seed=args.seed, batch_size=args.batch_size, test_subset=_test_subset(args),
+        hessian=dict(
+            batches=args.batches, batch_size=args.hessian_batch_size, k=args.k, tol=args.tol,
+            max_iter=args.max_iter, method=args.method, hvp=args.hvp,
+        ),
+        images=args.images, train_images=args.train_images,
+        landscape=dict(
+            dims=args.landscape_dims, points=args.landscape_points, span=args.landscape_span,
+            batches=args.landscape_batches, batch_size=args.landscape_batch_size,
+        ),
+        cka=dict(images=args.cka_images, batch_size=args.cka_batch_size),
+    )  # fmt: skip
+    if args.weight_decay is not None:
+        fields["weight_decay"] = args.weight_decay
+    return fields
 
 
-def load_data(dataset: str, args: argparse.Namespace, measures, arch):
-    """The splits `measures` read, checked against the design's input shape and classes."""
-    from archdsl.analysis.pipeline import AnalysisData, needed_splits
-    from archdsl.data import corrupted_name, load_corrupted, load_split
-    from archdsl.run.train import check_compatible
+def sources_from_args(args: argparse.Namespace):
+    from archdsl.analysis.session import AnalysisSources
 
-    splits = needed_splits(measures)
-    loaded: dict = {}
-    for split in ("test", "train"):
-        if split in splits:
-            loaded[split] = load_split(dataset, split, root=args.data_root, download=args.download)
-            check_compatible(arch, loaded[split])
-    if "corrupted" in splits:
-        corrupted = args.corrupted or corrupted_name(dataset)
-        sets = load_corrupted(corrupted, root=args.data_root, corruptions=args.corruptions, severities=args.severities)
-        for item in sets[:1]:
-            check_compatible(arch, item.images)
-        loaded["corrupted"] = sets
-    return AnalysisData(name=dataset, **loaded)
+    return AnalysisSources(
+        measures=args.metrics, dataset=args.dataset, data_root=args.data_root, download=args.download,
+        corrupted=args.corrupted, corruptions=args.corruptions, severities=args.severities, baseline=args.baseline,
+        device=args.device, optimize=args.optimize, progress=not args.no_progress,
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.analysis.pipeline import analyze
-    from archdsl.run.checkpoint import load_checkpoint
-    from archdsl.run.device import select_device
-    from archdsl.run.evaluate import checkpoint_named
+    from archdsl.analysis.report import render_text
+    from archdsl.analysis.session import analyze_checkpoint, default_out
 
-    path = Path(args.checkpoint)
-    if path.is_dir():
-        return _run_directory(args, path)
-    device = select_device(args.device)
-    # Check --out and read the baseline before any long work, so that a bad path fails at once.
-    out = Path(args.out) if args.out else path.with_name(f"{path.stem}-analysis")
-    with output_dir(out, "--out"):  # a missing dataset or baseline leaves no empty --out behind
-        earlier = _earlier_analysis(out, force=args.force)
-        baseline = _baseline_robustness(args.baseline) if args.baseline else None
-        checkpoint = load_checkpoint(args.checkpoint, device=device)
-        model, arch = checkpoint.model, checkpoint.arch
-        dataset = args.dataset or checkpoint.meta.get("dataset") or "synthetic"
-        measures = args.metrics or DEFAULT_MEASURES
-        settings = settings_from_args(args, checkpoint.meta)
-        data = load_data(dataset, args, measures, arch)
-        with checkpoint_named(path):  # a model whose logits are NaN: refused, and no empty --out is left
-            report = analyze(
-                model, data, measures, settings, device=device, progress=not args.no_progress, baseline=baseline,
-                checkpoint=str(path), optimize=args.optimize,
-            )  # fmt: skip
-    return _write(report, out, earlier)
-
-
-def _run_directory(args: argparse.Namespace, run_dir: Path) -> int:
-    """The Hessian spectrum of every checkpoint a run kept, against the epoch."""
-    from archdsl.analysis.pipeline import hessian_over_training
-    from archdsl.analysis.report import AnalysisReport
-    from archdsl.run.checkpoint import load_checkpoint
-    from archdsl.run.device import select_device
-    from archdsl.run.train import saved_epochs
-
-    measures = args.metrics or ("hessian",)
-    if tuple(measures) != ("hessian",):
-        raise UsageError(
-            f"{run_dir} is a run directory: it is measured with --metrics hessian (the spectrum over training)",
-            hint="pass one checkpoint (e.g. final.safetensors) for the other measures",
-        )
-    epochs = saved_epochs(run_dir)
-    if not epochs:
-        raise UserError(
-            f"{run_dir} holds no checkpoint of a finished epoch (epoch-NNNN.safetensors or final.safetensors)",
-            hint="train with --save-every N to keep checkpoints along the way",
-        )
-    device = select_device(args.device)
-    out = Path(args.out) if args.out else run_dir / "hessian-analysis"
-    with output_dir(out, "--out"):
-        earlier = _earlier_analysis(out, force=args.force)
-        first = load_checkpoint(epochs[-1][1], device=device)
-        dataset = args.dataset or first.meta.get("dataset") or "synthetic"
-        settings = settings_from_args(args, first.meta)
-        data = load_data(dataset, args, ("hessian",), first.arch)
-
-        def models():
-            for epoch, checkpoint_path in epochs:
-                yield epoch, checkpoint_path.name, load_checkpoint(checkpoint_path, device=device).model
-
-        trajectory = hessian_over_training(models(), data, settings, device=device, progress=not args.no_progress)
-    report = AnalysisReport(
-        checkpoint=str(run_dir), arch=first.arch.name, arch_digest=first.arch.digest(), dataset=dataset,
-        measures=("hessian",), settings=settings, hessian_trajectory=trajectory,
-    )  # fmt: skip
-    return _write(report, out, earlier)
-
-
-def _write(report, out: Path, earlier: list[str]) -> int:
-    from archdsl.analysis.plots import report_figures
-    from archdsl.analysis.report import render_markdown, render_text
-    from archdsl.files import write_text
-
-    figures = {name: _save(figure, out / f"{name}.png") for name, figure in report_figures(report).items()}
-    report = report.model_copy(update={"figures": figures})
-    write_text(out / METRICS_FILE, report.to_json())
-    write_text(out / REPORT_FILE, render_markdown(report))
-    for name in set(earlier) - {METRICS_FILE, REPORT_FILE, *figures.values()}:
-        (out / name).unlink(missing_ok=True)  # a plot of the replaced analysis that this one did not redraw
+    out = Path(args.out) if args.out else default_out(args.checkpoint)
+    report = analyze_checkpoint(
+        args.checkpoint, settings_from_args(args), sources_from_args(args), out=out, force=args.force
+    )
     print(render_text(report))
     print(f"wrote {out / 'metrics.json'}, {out / 'report.md'} and {len(report.figures)} figure(s)")
     return 0
-
-
-# Everything an analysis writes into --out, and only that: what --force replaces.
-METRICS_FILE = "metrics.json"
-REPORT_FILE = "report.md"
-
-
-def _earlier_analysis(out: Path, *, force: bool) -> list[str]:
-    """The files of an earlier analysis in `out`. Never replaced silently (its metrics may
-    have taken hours): refused without --force; with it, replaced, and its plots that the
-    new analysis does not redraw are removed at the end, so that no stale plot stays."""
-    from archdsl.analysis.plots import FIGURE_NAMES
-
-    written = (METRICS_FILE, REPORT_FILE, *(f"{name}.png" for name in FIGURE_NAMES))
-    earlier = sorted(name for name in written if (out / name).exists())
-    if earlier and not force:
-        raise UserError(
-            f"--out {out} already holds an analysis ({', '.join(earlier)})",
-            hint="add --force to replace it, or give another --out",
-        )
-    return earlier
-
-
-def _baseline_robustness(path_text: str):
-    """The robustness result stored in an earlier run's metrics.json, or a UserError saying why not."""
-    import pydantic
-
-    from archdsl.analysis.report import AnalysisReport
-    from archdsl.errors import UserError
-
-    path = Path(path_text)
-    if not path.is_file():
-        raise UserError(
-            f"--baseline {path_text!r}: no such file", hint="pass the metrics.json of an earlier `archdsl analyze`"
-        )
-    try:
-        baseline = AnalysisReport.model_validate_json(path.read_bytes())
-    except pydantic.ValidationError:
-        raise UserError(f"--baseline {path_text!r} is not a metrics.json written by `archdsl analyze`") from None
-    if baseline.robustness is None:
-        raise UserError(
-            f"--baseline {path_text!r} holds no robustness result",
-            hint="analyse the baseline with --metrics robustness",
-        )
-    return baseline.robustness
