@@ -81,7 +81,7 @@ def evaluate(
     """
     from archdsl.run.evaluate import checkpoint_named
 
-    settings = (settings or EvalSettings()).model_copy(update=fields) if fields else (settings or EvalSettings())
+    settings = EvalSettings.model_validate({**(settings.model_dump() if settings else {}), **fields})
     with checkpoint_named(checkpoint):  # a model whose logits are NaN: the message names its file
         return _evaluate(str(checkpoint), settings)
 

@@ -109,7 +109,7 @@ def analyze_checkpoint(
 
         >>> report = archdsl.analyze("runs/tiny/final.safetensors", measures=("acc", "hessian"))
     """
-    sources = (sources or AnalysisSources()).model_copy(update=fields) if fields else (sources or AnalysisSources())
+    sources = AnalysisSources.model_validate({**(sources.model_dump() if sources else {}), **fields})
     path = Path(checkpoint)
     if out is not None:
         from archdsl.outputs import output_dir

@@ -53,6 +53,9 @@ _EXPORTS = {
     "AnalysisSettings": "archdsl.analysis.settings",
     "AnalysisSources": "archdsl.analysis.session",
     "evaluate": "archdsl.analysis.evaluation",
+    "search": "archdsl.search",  # the package, callable: archdsl.search(...) runs a study
+    "SearchSettings": "archdsl.search.session",
+    "Fidelity": "archdsl.search.objective",
     "EvalSettings": "archdsl.analysis.evaluation",
 }
 
@@ -66,7 +69,10 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'archdsl' has no attribute {name!r}")
     module, _, attribute = module.partition(":")  # "module:attribute" where the names differ
-    return getattr(importlib.import_module(module), attribute or name)
+    imported = importlib.import_module(module)
+    if module == f"{__name__}.{name}":  # a subpackage that is also a function (archdsl.search)
+        return imported
+    return getattr(imported, attribute or name)
 
 
 def __dir__() -> list[str]:

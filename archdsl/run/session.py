@@ -94,14 +94,8 @@ def train(
 
         >>> result = archdsl.train("tiny", dataset="synthetic", config={"recipe": "fast", "epochs": 1})
     """
-    settings = _settings(settings, fields)
+    settings = TrainSettings.model_validate({**(settings.model_dump() if settings else {}), **fields})
     return run_training(plan_training(spec, settings, config), on_epoch=on_epoch)
-
-
-def _settings(settings: TrainSettings | None, fields: dict[str, Any]) -> TrainSettings:
-    if settings is None:
-        return TrainSettings(**fields)
-    return settings.model_copy(update=fields) if fields else settings
 
 
 def _given(config: Mapping[str, Any] | Any) -> dict[str, Any]:
