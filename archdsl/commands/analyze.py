@@ -19,6 +19,7 @@ from archdsl.commands._args import (
     name_list,
     severity_list,
 )
+from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
 from archdsl.errors import UsageError
 
@@ -93,6 +94,7 @@ def register(subparsers) -> None:
     )
     # Every setting of the measures (AnalysisSettings declares each: default, bounds, help, flag).
     add_settings_arguments(parser, AnalysisSettings)
+    add_config_argument(parser)
     parser.set_defaults(func=run)
 
 
