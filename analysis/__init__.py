@@ -12,8 +12,7 @@ exports below are imported on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from archdsl.exports import lazy_exports
 
 _EXPORTS = {
     "DEFAULT_MEASURES": "archdsl.analysis.pipeline",
@@ -27,17 +26,12 @@ _EXPORTS = {
     "TestEvaluation": "archdsl.analysis.evaluation",
     "CorruptedEvaluation": "archdsl.analysis.evaluation",
     "evaluate": "archdsl.analysis.evaluation",
+    "render_text": "archdsl.analysis.report",
+    "render_markdown": "archdsl.analysis.report",
+    "AnalysisSources": "archdsl.analysis.session",
+    "analyze_checkpoint": "archdsl.analysis.session",
+    "default_out": "archdsl.analysis.session",
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'archdsl.analysis' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

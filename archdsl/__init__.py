@@ -14,9 +14,7 @@ Every built-in spec is also a timm model, `archdsl_<name>`, from the moment timm
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from archdsl.exports import lazy_exports
 from archdsl.nn import timm_models as _timm_models
 
 __version__ = "0.1.0"
@@ -64,15 +62,7 @@ __all__ = ["__version__", *_EXPORTS]
 _timm_models.install_timm_hook()
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'archdsl' has no attribute {name!r}")
-    module, _, attribute = module.partition(":")  # "module:attribute" where the names differ
-    imported = importlib.import_module(module)
-    if module == f"{__name__}.{name}":  # a subpackage that is also a function (archdsl.search)
-        return imported
-    return getattr(imported, attribute or name)
+__getattr__, _dir = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

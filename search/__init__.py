@@ -16,10 +16,11 @@ imported on first use, so that the command line can list STRATEGIES without impo
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import Any
+
+from archdsl.exports import lazy_exports
 
 # Kept here (not in `strategies`) so that the CLI can list them without importing Optuna.
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
@@ -29,22 +30,30 @@ _EXPORTS = {
     "SearchSettings": "archdsl.search.session",
     "SearchResult": "archdsl.search.session",
     "Fidelity": "archdsl.search.objective",
+    "SearchPlan": "archdsl.search.session",
+    "SpacePlan": "archdsl.search.session",
+    "plan_space": "archdsl.search.session",
+    "plan_search": "archdsl.search.session",
+    "run_planned": "archdsl.search.session",
+    "describe_space": "archdsl.search.session",
+    "SMALL_BASE": "archdsl.search.session",
+    "GREY_BASE": "archdsl.search.session",
+    "PAPER_BASE": "archdsl.search.session",
+    "OBJECTIVES": "archdsl.search.objectives",
     "write_report": "archdsl.search.report",
     "summarize_study": "archdsl.search.report",
+    "trial_line": "archdsl.search.report",
+    "progress_text": "archdsl.search.report",
+    "study_progress": "archdsl.search.runner",
+    "target_trials": "archdsl.search.runner",
+    "journal_path": "archdsl.search.storage",
+    "is_copy": "archdsl.search.storage",
 }
 
 __all__ = ["STRATEGIES", *sorted(_EXPORTS)]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'archdsl.search' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 
 class _CallablePackage(types.ModuleType):

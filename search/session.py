@@ -10,7 +10,7 @@ everything a trial would otherwise fail on; `run_planned` runs this worker's sha
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -148,6 +148,8 @@ def fidelity_for(settings: SearchSettings, fidelity: Any = None) -> Any:
     if isinstance(fidelity, Fidelity):
         return fidelity
     given = dict(fidelity or {})
+    if isinstance(given.get("train_settings"), Mapping):  # TrainConfig fields, as a Python caller gives them
+        given["train_settings"] = tuple(sorted(given["train_settings"].items()))
     synthetic = settings.dataset.split(":")[0] == "synthetic"
     if given.get("subset") is None:
         given["subset"] = SYNTHETIC_SUBSET if synthetic else REAL_SUBSET

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from archdsl.analysis.pipeline import DEFAULT_MEASURES, MEASURES  # torch-free
+from archdsl.analysis import DEFAULT_MEASURES, MEASURES  # torch-free
 from archdsl.commands._args import (
     NO_PROGRESS_HELP,
     add_data_arguments,
@@ -46,7 +46,7 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
-    from archdsl.analysis.settings import AnalysisSettings
+    from archdsl.analysis import AnalysisSettings
 
     parser = subparsers.add_parser(
         "analyze",
@@ -118,7 +118,7 @@ def _test_subset(args: argparse.Namespace) -> float | None:
 def settings_from_args(args: argparse.Namespace) -> dict:
     """The analysis settings the command line gives (AnalysisSettings fields, nested); the rest are the
     fields' defaults, the recipe and (unless --weight-decay) the weight decay the checkpoint's."""
-    from archdsl.analysis.settings import AnalysisSettings
+    from archdsl.analysis import AnalysisSettings
 
     given = settings_given(args, AnalysisSettings)
     test_subset = _test_subset(args)
@@ -128,7 +128,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
 
 
 def sources_from_args(args: argparse.Namespace):
-    from archdsl.analysis.session import AnalysisSources
+    from archdsl.analysis import AnalysisSources
 
     return AnalysisSources(
         measures=args.metrics, dataset=args.dataset, data_root=args.data_root, download=args.download,
@@ -138,8 +138,7 @@ def sources_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.analysis.report import render_text
-    from archdsl.analysis.session import analyze_checkpoint, default_out
+    from archdsl.analysis import analyze_checkpoint, default_out, render_text
 
     out = Path(args.out) if args.out else default_out(args.checkpoint)
     report = analyze_checkpoint(

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from archdsl.commands.settings_flags import choices_of, is_bool, metavar_of, show, value_parser
-from archdsl.run.recipe import RECIPE_DEFAULTS, RECIPE_FIELDS, RECIPES, TrainConfig, recipe_flags
+from archdsl.run import RECIPE_DEFAULTS, RECIPE_FIELDS, RECIPES, TrainConfig, recipe_flags
 
 
 def per_recipe(field: str) -> str:

@@ -24,7 +24,7 @@ from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
 from archdsl.errors import visible_lines
-from archdsl.search.session import GREY_BASE, PAPER_BASE, SMALL_BASE  # light
+from archdsl.search import GREY_BASE, PAPER_BASE, SMALL_BASE  # light
 
 # Recipe fields with a flag of the search's own (its fidelity's length), not the recipe's default.
 SEARCH_OWN_FIELDS = ("epochs",)
@@ -39,9 +39,7 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
-    from archdsl.search import STRATEGIES
-    from archdsl.search.objective import Fidelity
-    from archdsl.search.objectives import OBJECTIVES
+    from archdsl.search import OBJECTIVES, STRATEGIES, Fidelity
 
     parser = subparsers.add_parser(
         "search",
@@ -143,7 +141,7 @@ def register(subparsers) -> None:
 
 def settings_from_args(args: argparse.Namespace):
     """The command line as `archdsl.search`'s arguments: the study's settings and the Fidelity fields given."""
-    from archdsl.search.session import SearchSettings
+    from archdsl.search import SearchSettings
 
     settings = SearchSettings(
         dataset=args.dataset, data_root=args.data_root, download=args.download, base=args.base, search=args.search,
@@ -152,7 +150,7 @@ def settings_from_args(args: argparse.Namespace):
         study_name=args.study_name, storage=args.storage, heartbeat=args.heartbeat, grace_period=args.grace_period,
         max_retry=args.max_retry, out=args.out, device=args.device, progress=args.progress,
     )  # fmt: skip
-    from archdsl.search.objective import Fidelity
+    from archdsl.search import Fidelity
 
     fidelity = settings_given(args, Fidelity)
     fidelity["train_settings"] = tuple(sorted(recipe_settings(args, exclude=SEARCH_OWN_FIELDS).items()))
@@ -161,8 +159,7 @@ def settings_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.search.session import describe_space, plan_search, plan_space, run_planned
-    from archdsl.search.storage import journal_path
+    from archdsl.search import describe_space, journal_path, plan_search, plan_space, run_planned
 
     settings, fidelity = settings_from_args(args)
     space_plan = plan_space(settings)
@@ -173,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     print(plan.describe(), file=sys.stderr)
     out, study_name = plan.out, space_plan.study_name
     try:
-        from archdsl.search.runner import target_trials
+        from archdsl.search import target_trials
 
         result = run_planned(plan, on_trial=_trial_printer(target_trials(plan.config, space_plan.space)))
     except KeyboardInterrupt:
@@ -199,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
             value = step.state.lower() if step.value is None else f"{step.value:.4g}"
             print(f"build-up: {where:<16} {value:>8}  {verdict}")
 
-    from archdsl.search.report import write_report
+    from archdsl.search import write_report
 
     paths = write_report(result.study, out / study_name)
     print(visible_lines(paths.summary_text))  # quotes what the study's storage holds: escaped
@@ -210,9 +207,7 @@ def run(args: argparse.Namespace) -> int:
 def _trial_printer(total: int):
     """`on_trial` for run_search: one line per finished trial, as it finishes, with the study's
     progress (`[3/8, ETA 1:20 min]`). A plain line, so a log gets it too (the report has the full table)."""
-    from archdsl.search.report import progress_text, trial_line
-    from archdsl.search.runner import study_progress
-    from archdsl.search.storage import is_copy
+    from archdsl.search import is_copy, progress_text, study_progress, trial_line
 
     def print_trial(study, trial) -> None:
         line = trial_line(study, trial)

@@ -17,7 +17,7 @@ from archdsl.commands._args import (
 )
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
-from archdsl.run.recipe import DEFAULT_RECIPE, RECIPES  # torch-free
+from archdsl.run import DEFAULT_RECIPE, RECIPES  # torch-free
 
 EXAMPLES = (
     "archdsl train tiny --dataset synthetic --recipe fast --epochs 5",
@@ -118,7 +118,7 @@ _CONFIG_FLAGS = {
 
 def settings_from_args(args: argparse.Namespace):
     """The command line as `archdsl.train`'s arguments: the run's settings and the TrainConfig fields given."""
-    from archdsl.run.session import TrainSettings
+    from archdsl.run import TrainSettings
 
     settings = TrainSettings(
         dataset=args.dataset, classes=args.classes, data_root=args.data_root, download=args.download, out=args.out,
@@ -130,8 +130,7 @@ def settings_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.run.session import plan_training, run_training
-    from archdsl.run.train import FINAL_CHECKPOINT, LAST_CHECKPOINT, TENSORBOARD_DIR
+    from archdsl.run import FINAL_CHECKPOINT, LAST_CHECKPOINT, TENSORBOARD_DIR, plan_training, run_training
 
     settings, given = settings_from_args(args)
     plan = plan_training(args.spec, settings, given)
