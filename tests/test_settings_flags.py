@@ -108,3 +108,15 @@ def _literal_values(annotation) -> tuple:
     import typing
 
     return typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+
+
+@pytest.mark.parametrize(("doc", "model"), [("analysis.md", AnalysisSettings), ("search.md", Fidelity)])
+def test_the_docs_tables_are_made_from_the_fields(doc, model):
+    from pathlib import Path
+
+    from archdsl.commands.settings_flags import settings_table
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / doc).read_text(encoding="utf-8")
+    assert settings_table(model) in page, (
+        f"regenerate docs/{doc}'s table: settings_flags.settings_table({model.__name__})"
+    )
