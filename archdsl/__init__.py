@@ -8,6 +8,13 @@ front end) never pays for torch.
     >>> model = archdsl.create_model(arch)            # an nn.Module named after the spec
     >>> ckpt = archdsl.load_checkpoint("final.safetensors")  # .model (eval mode), .arch, .meta
 
+What each command does is a function here, taking the settings the command builds from its
+flags (docs/python.md walks through them):
+
+    >>> run = archdsl.train("tiny", dataset="synthetic", config={"recipe": "fast", "epochs": 1})
+    >>> report = archdsl.analyze("runs/train/tiny-.../final.safetensors", measures=("acc",))
+    >>> found = archdsl.search(n_trials=4, fidelity={"epochs": 1})   # found.study, found.best
+
 Every built-in spec is also a timm model, `archdsl_<name>`, from the moment timm is imported
 (`archdsl.nn.timm_models`: `import archdsl` only installs the hook, it does not import timm).
 """

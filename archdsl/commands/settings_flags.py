@@ -112,9 +112,9 @@ def _adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any]:
     info = model.model_fields[field]
     # The field's constraints (ge=0, lt=1) are its metadata; the rest of its FieldInfo (an alias)
     # means nothing outside the model.
-    if not info.metadata:
-        return TypeAdapter(info.annotation, config=ConfigDict(allow_inf_nan=False))
-    annotation: Any = typing.Annotated[(info.annotation, *info.metadata)]
+    annotated: Any = typing.Annotated
+    parts = (info.annotation, *info.metadata)
+    annotation: Any = annotated[parts] if info.metadata else info.annotation
     return TypeAdapter(annotation, config=ConfigDict(allow_inf_nan=False))
 
 
