@@ -24,15 +24,15 @@ class EvalSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dataset: str | None = Field(None, description="dataset (default: the one the checkpoint was trained on)")
-    data_root: str | None = Field(None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
-    download: bool = Field(False, description="download the dataset if it is missing")
-    corruptions: tuple[str, ...] | None = Field(None, description="-c sets only: these corruptions")
-    severities: tuple[int, ...] | None = Field(None, description="-c sets only: these severities")
-    batch_size: PositiveInt = Field(256, description="evaluation batch size")
-    device: str = Field("auto", description="auto, cpu, cuda, cuda:N or mps")
-    optimize: bool = Field(True, description="run archdsl.optimize_model's fast copy of the model")
-    progress: bool = Field(False, description="progress bars (on a terminal)")
+    dataset: str | None = Field(default=None, description="dataset (default: the one the checkpoint was trained on)")
+    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
+    download: bool = Field(default=False, description="download the dataset if it is missing")
+    corruptions: tuple[str, ...] | None = Field(default=None, description="-c sets only: these corruptions")
+    severities: tuple[int, ...] | None = Field(default=None, description="-c sets only: these severities")
+    batch_size: PositiveInt = Field(default=256, description="evaluation batch size")
+    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N or mps")
+    optimize: bool = Field(default=True, description="run archdsl.optimize_model's fast copy of the model")
+    progress: bool = Field(default=False, description="progress bars (on a terminal)")
 
 
 class TestEvaluation(BaseModel):

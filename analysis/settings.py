@@ -117,7 +117,7 @@ class AnalysisSettings(BaseModel):
         validation_alias=AliasChoices("test_subset", "subset"),
         metavar="FRACTION",
     )
-    hessian: HessianSettings = Field(HessianSettings(), json_schema_extra={"group": "hessian"})
+    hessian: HessianSettings = Field(default=HessianSettings(), json_schema_extra={"group": "hessian"})
     images: PositiveInt = _flag("--images", "test images for feature maps", default=256, group="fourier / variance")
     train_images: PositiveInt = _flag(
         "--train-images",
@@ -126,8 +126,8 @@ class AnalysisSettings(BaseModel):
         group="nll-train",
         default_text="10000, or the whole split if smaller",
     )
-    landscape: LandscapeSettings = Field(LandscapeSettings(), json_schema_extra={"group": "landscape"})
-    cka: CKASettings = Field(CKASettings(), json_schema_extra={"group": "cka"})
+    landscape: LandscapeSettings = Field(default=LandscapeSettings(), json_schema_extra={"group": "landscape"})
+    cka: CKASettings = Field(default=CKASettings(), json_schema_extra={"group": "cka"})
 
     @model_validator(mode="before")
     @classmethod

@@ -33,14 +33,14 @@ class TrainSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     dataset: str = Field(description="dataset name (e.g. synthetic, cifar100)")
-    classes: PositiveInt | None = Field(None, description="override the spec's number of classes")
-    data_root: str | None = Field(None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
-    download: bool = Field(False, description="download the dataset if it is missing")
-    out: str | None = Field(None, description=f"run directory (default: {RUNS_DIR}/train/<spec>-<id>)")
-    resume: bool = Field(False, description="continue the run in `out` from its last checkpoint")
-    save_every: PositiveInt | None = Field(None, description="also keep the weights after every N-th epoch")
-    log: Literal["tensorboard"] | None = Field(None, description="also log each epoch's metrics to TensorBoard")
-    progress: bool = Field(False, description="progress bars (on a terminal)")
+    classes: PositiveInt | None = Field(default=None, description="override the spec's number of classes")
+    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
+    download: bool = Field(default=False, description="download the dataset if it is missing")
+    out: str | None = Field(default=None, description=f"run directory (default: {RUNS_DIR}/train/<spec>-<id>)")
+    resume: bool = Field(default=False, description="continue the run in `out` from its last checkpoint")
+    save_every: PositiveInt | None = Field(default=None, description="also keep the weights after every N-th epoch")
+    log: Literal["tensorboard"] | None = Field(default=None, description="also log each epoch's metrics to TensorBoard")
+    progress: bool = Field(default=False, description="progress bars (on a terminal)")
 
 
 @dataclass(frozen=True)
