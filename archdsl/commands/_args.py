@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import math
 
+from archdsl.outputs import RUNS_DIR  # noqa: F401  # the commands' --out default
+
 DEVICES = ("auto", "cpu", "cuda", "mps")
-RUNS_DIR = "runs"  # where runs and studies go unless --out says otherwise
 
 
 def _number(text: str, kind: type, expected: str):

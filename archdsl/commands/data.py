@@ -140,7 +140,7 @@ def _corrupt(args: argparse.Namespace) -> int:
         corruptions = list(all_corruptions())
     else:
         corruptions = list(args.corruptions)
-    from archdsl.commands.outputs import output_dir
+    from archdsl.outputs import output_dir
 
     with output_dir(args.out, "--out") as out:  # a missing dataset leaves no empty --out behind
         # --out may be a downloaded CIFAR-C folder: never replace released files unasked.
