@@ -9,7 +9,7 @@ searches: MSAs at the end of each of the three stages (k in 0..1 per stage, the 
 and the scheme the weights are drawn by (`torch`, the reference's, or `timm`): 16 designs.
 (`k,heads` would give 32, but an MSA in the 28x28 first stage trains at 125 images/s on one
 core against 915 for the ResNet, and 32 designs x 3 seeds would take about 4.5 core-hours.) Each design is trained once per seed with the search's own code
-(`archdsl.search.objective.train_candidate`) and the paper's `deit` recipe, shortened
+(`archdsl.search.measures.train_candidate`) and the paper's `deit` recipe, shortened
 (`--epochs`, one warm-up epoch), on a fixed class-stratified subset of Fashion-MNIST's training
 images, and is measured as a search trial measures it: test top-1 and NLL on the full 10,000-image
 test set after every epoch (the learning curve a pruner sees), robustness on Fashion-MNIST-C
@@ -64,7 +64,7 @@ def parse_args() -> argparse.Namespace:
 def the_space():
     """The searched space, fitted to Fashion-MNIST exactly as `archdsl search` fits it."""
     from archdsl.data import describe
-    from archdsl.search.objective import fit_to_data, load_base
+    from archdsl.search.measures import fit_to_data, load_base
     from archdsl.search.space import make_space
 
     info = describe(DATASET)
@@ -84,7 +84,7 @@ def designs(space) -> list[tuple[str, dict, object]]:
 
 
 def fidelity(args: argparse.Namespace):
-    from archdsl.search.objective import Fidelity
+    from archdsl.search.measures import Fidelity
 
     return Fidelity(
         epochs=args.epochs,
@@ -102,7 +102,7 @@ def cpu_seconds() -> float:
 
 
 def run_one(arch, data, fid, seed: int) -> dict:
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
 
     curve: list[dict] = []
     wall0, cpu0 = time.perf_counter(), cpu_seconds()
@@ -178,7 +178,7 @@ def finished(work: Path) -> dict[tuple[str, int], dict]:
 
 def assemble(args: argparse.Namespace, space, all_designs) -> dict:
     from archdsl.lang.printer import format_arch
-    from archdsl.search.objective import static_costs
+    from archdsl.search.measures import static_costs
     from archdsl.search.space import layout_text
 
     done = finished(Path(args.work))
@@ -235,7 +235,7 @@ def main() -> None:
         print(f"{out}: {len(table['designs'])} designs, {n_runs} runs")
         return
 
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
 
     index, count = (int(p) for p in args.shard.split("/"))
     work.mkdir(parents=True, exist_ok=True)

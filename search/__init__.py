@@ -4,7 +4,7 @@
 - `objectives`: what can be optimised, with its direction and cost;
 - `strategies`: Optuna samplers and the paper's build-up walk;
 - `trial`: one trial, measured in stages, deduplicated by design digest;
-- `objective`: the one place that calls training, analysis and data;
+- `measures`: a design's measures, the one place that calls training, analysis and data;
 - `storage`: journal file or RDB (PostgreSQL) storage, heartbeats, retries;
 - `runner`: a whole search on one worker; `report`: what a study found.
 """

@@ -47,7 +47,7 @@ PUBLIC_MODULES = (
     "archdsl.analysis.trajectory",
     "archdsl.search.space",
     "archdsl.search.objectives",
-    "archdsl.search.objective",
+    "archdsl.search.measures",
     "archdsl.search.strategies",
     "archdsl.search.storage",
     "archdsl.search.trial",

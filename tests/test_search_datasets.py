@@ -92,7 +92,7 @@ def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp
 
     from archdsl.cli import build_parser
     from archdsl.commands.search import reproduce_command
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
 
     data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25)
     assert (len(data.train_set), len(data.test_set)) == (96, 8)  # the training set is shrunk by each trial

@@ -51,7 +51,7 @@ EXAMPLES = (
 def register(subparsers) -> None:
     from archdsl.run.recipe import RECIPES
     from archdsl.search import STRATEGIES
-    from archdsl.search.objective import Fidelity
+    from archdsl.search.measures import Fidelity
     from archdsl.search.objectives import OBJECTIVES
 
     fidelity = Fidelity()  # the search's default fidelity
@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.commands.outputs import output_dir
     from archdsl.data import describe
     from archdsl.run.device import select_device
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
     from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
     from archdsl.search.runner import (
