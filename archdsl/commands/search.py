@@ -383,6 +383,8 @@ def reproduce_command(
     """
     import shlex
 
+    from archdsl.search.storage import without_password
+
     parts = ["archdsl", "search", "--dataset", args.dataset]
     if args.data_root:
         parts += ["--data-root", args.data_root]
@@ -405,7 +407,7 @@ def reproduce_command(
         parts += ["--severities", ",".join(map(str, args.severities))]
     parts += ["--study-name", study_name, "--out", str(args.out)]
     if args.storage:
-        parts += ["--storage", _without_password(args.storage)]
+        parts += ["--storage", without_password(args.storage)]
     if args.device != "auto":
         parts += ["--device", args.device]
     return shlex.join(parts)
@@ -414,16 +416,6 @@ def reproduce_command(
 def _number(value: float) -> str:
     """A number as a flag takes it back exactly: `323000`, `0.4`, `1e-05`."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _without_password(url: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":PASSWORD@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _trial_printer(total: int):
