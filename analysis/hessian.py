@@ -534,23 +534,13 @@ def training_batches(
         )
     # The augmentation draws from the global generators: seed them for the same batches
     # on every call (candidates are compared on the same images), and put them back after.
-    import random
+    from archdsl.run.loader import globally_seeded
 
-    import numpy as np
-
-    from archdsl.run.loader import seed_everything
-
-    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    try:
-        seed_everything(seed)
+    with globally_seeded(seed):
         loader = make_loader(image_set, batch_size, augment=True, recipe=recipe, seed=seed, shuffle=True)
         batches = []
         for inputs, targets in loader:
             batches.append((inputs, targets))
             if len(batches) == n_batches:
                 break
-    finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
-        torch.set_rng_state(saved[2])
     return batches
