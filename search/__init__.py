@@ -6,7 +6,9 @@
 - `trial`: one trial, measured in stages, deduplicated by design digest;
 - `measures`: a design's measures, the one place that calls training, analysis and data;
 - `storage`: journal file or RDB (PostgreSQL) storage, heartbeats, retries;
-- `runner`: a whole search on one worker; `report`: what a study found.
+- `runner`: a whole search on one worker;
+- `study_summary`: what a study found, rendered by `report_lines` (terminal), `report_csv`,
+  `report_figures` and `report_markdown`, and written by `report`.
 """
 
 # Kept here (not in `strategies`) so that the CLI can list them without importing Optuna.

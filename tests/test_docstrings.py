@@ -37,6 +37,10 @@ PUBLIC_MODULES = (
     "archdsl.analysis.metrics",
     "archdsl.analysis.robustness",
     "archdsl.analysis.hessian",
+    "archdsl.analysis.eigensolvers",
+    "archdsl.analysis.hessian_operator",
+    "archdsl.analysis.hessian_batches",
+    "archdsl.analysis.solver_choice",
     "archdsl.analysis.fourier",
     "archdsl.analysis.report",
     "archdsl.analysis.pipeline",
@@ -53,6 +57,11 @@ PUBLIC_MODULES = (
     "archdsl.search.trial",
     "archdsl.search.runner",
     "archdsl.search.report",
+    "archdsl.search.study_summary",
+    "archdsl.search.report_lines",
+    "archdsl.search.report_csv",
+    "archdsl.search.report_figures",
+    "archdsl.search.report_markdown",
 )
 
 
