@@ -13,8 +13,9 @@ every wanted Ritz pair has a residual ||H y - theta y|| <= tol * |theta|, usuall
 fewer products and closer to the truth). Both are checked against SciPy's ARPACK
 (`arpack`: `scipy.sparse.linalg.eigsh` on a `LinearOperator`) in tests/test_analysis_hessian.py.
 They stay rather than eigsh, which is no better: on benchmarks/hessian.py's 0.1 M-parameter
-CNN (top-5, tol 1e-3) eigsh used 1.04x the Hessian-vector products of `lanczos` for the same
-accuracy (worst relative error 1.3e-6 against 1.5e-6), and 1.38x at tol 1e-5; and `lanczos`
+CNN (top-5, tol 1e-3, one thread) eigsh used 1.04x the Hessian-vector products of `lanczos` and
+1.8x its CPU time for the same accuracy (worst relative error 1.3e-6 against 1.5e-6), and 1.38x
+the products (2.2x the time) at tol 1e-5; and `lanczos`
 runs on the operator's own device (eigsh takes NumPy vectors on the CPU: a copy each way per
 product) and reports every product to the progress bar.
 """
