@@ -64,7 +64,7 @@ _EXPORTS = {
     "evaluate": "archdsl.analysis.evaluation",
     "search": "archdsl.search",  # the package, callable: archdsl.search(...) runs a study
     "SearchSettings": "archdsl.search.session",
-    "Fidelity": "archdsl.search.objective",
+    "Fidelity": "archdsl.search.measures",
     "EvalSettings": "archdsl.analysis.evaluation",
 }
 

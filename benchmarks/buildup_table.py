@@ -10,7 +10,7 @@ and the scheme the weights are drawn by (`torch`, the reference's, or `timm`): 1
 (`k,heads` would give 32, but an MSA in the 28x28 first stage trains at 125 images/s on one
 core against 915 for the ResNet, and 32 designs x 3 seeds would take about 4.5 core-hours.)
 Each design is trained once per seed with the search's own code
-(`archdsl.search.objective.train_candidate`) and the reference's `weak` recipe (its SGD
+(`archdsl.search.measures.train_candidate`) and the reference's `weak` recipe (its SGD
 recipe for CNNs, `cifar100_general.yaml`), shortened (`--epochs`, one warm-up epoch), on a
 fixed class-stratified subset of Fashion-MNIST's training
 images, and is measured as a search trial measures it: test top-1 and NLL on the full 10,000-image
@@ -73,7 +73,7 @@ def parse_args() -> argparse.Namespace:
 def the_space():
     """The searched space, fitted to Fashion-MNIST exactly as `archdsl search` fits it."""
     from archdsl.data import describe
-    from archdsl.search.objective import fit_to_data, load_base
+    from archdsl.search.measures import fit_to_data, load_base
     from archdsl.search.space import make_space
 
     info = describe(DATASET)
@@ -93,7 +93,7 @@ def designs(space) -> list[tuple[str, dict, object]]:
 
 
 def fidelity(args: argparse.Namespace):
-    from archdsl.search.objective import Fidelity
+    from archdsl.search.measures import Fidelity
 
     return Fidelity(
         epochs=args.epochs,
@@ -111,7 +111,7 @@ def cpu_seconds() -> float:
 
 
 def run_one(arch, data, fid, seed: int) -> dict:
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
 
     curve: list[dict] = []
     wall0, cpu0 = time.perf_counter(), cpu_seconds()
@@ -188,7 +188,7 @@ def finished(work: Path) -> dict[tuple[str, int], dict]:
 
 def assemble(args: argparse.Namespace, space, all_designs) -> dict:
     from archdsl.lang.printer import format_arch
-    from archdsl.search.objective import static_costs
+    from archdsl.search.measures import static_costs
     from archdsl.search.space import layout_text
 
     done = finished(Path(args.work))
@@ -304,7 +304,7 @@ def main() -> None:
             Path(args.markdown).write_text(markdown(table))
         return
 
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
 
     index, count = (int(p) for p in args.shard.split("/"))
     work.mkdir(parents=True, exist_ok=True)

@@ -4,9 +4,11 @@
 - `objectives`: what can be optimised, with its direction and cost;
 - `strategies`: Optuna samplers and the paper's build-up walk;
 - `trial`: one trial, measured in stages, deduplicated by design digest;
-- `objective`: the one place that calls training, analysis and data;
+- `measures`: a design's measures, the one place that calls training, analysis and data;
 - `storage`: journal file or RDB (PostgreSQL) storage, heartbeats, retries;
-- `runner`: a whole search on one worker; `report`: what a study found;
+- `runner`: a whole search on one worker;
+- `study_summary`: what a study found, rendered by `report_lines` (terminal), `report_csv`,
+  `report_figures` and `report_markdown`, and written by `report`;
 - `session`: a whole study from its settings (`archdsl search`, and `archdsl.search(...)`).
 
 The package is also the function: `archdsl.search(n_trials=4)` runs `session.search` (a package
@@ -29,7 +31,7 @@ _EXPORTS = {
     "search": "archdsl.search.session",
     "SearchSettings": "archdsl.search.session",
     "SearchResult": "archdsl.search.session",
-    "Fidelity": "archdsl.search.objective",
+    "Fidelity": "archdsl.search.measures",
     "SearchPlan": "archdsl.search.session",
     "SpacePlan": "archdsl.search.session",
     "plan_space": "archdsl.search.session",
@@ -41,9 +43,9 @@ _EXPORTS = {
     "PAPER_BASE": "archdsl.search.session",
     "OBJECTIVES": "archdsl.search.objectives",
     "write_report": "archdsl.search.report",
-    "summarize_study": "archdsl.search.report",
-    "trial_line": "archdsl.search.report",
-    "progress_text": "archdsl.search.report",
+    "summarize_study": "archdsl.search.study_summary",
+    "trial_line": "archdsl.search.report_lines",
+    "progress_text": "archdsl.search.report_lines",
     "study_progress": "archdsl.search.runner",
     "target_trials": "archdsl.search.runner",
     "journal_path": "archdsl.search.storage",

@@ -121,7 +121,7 @@ def plan_space(settings: SearchSettings) -> SpacePlan:
     """The space `settings` search, without loading any data (a bad dataset name fails here)."""
     from archdsl.data import describe
     from archdsl.run.device import select_device
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
     from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
     from archdsl.search.space import make_space, parse_searched
@@ -147,7 +147,7 @@ def fidelity_for(settings: SearchSettings, fidelity: Any = None) -> Any:
     """The `Fidelity` a study trains and measures with: `fidelity` whole when it is one; otherwise
     its fields (a mapping), with the training subset the dataset's default (SYNTHETIC_SUBSET on the
     synthetic set, REAL_SUBSET on a real one) and the test subset the training one, unless given."""
-    from archdsl.search.objective import REAL_SUBSET, SYNTHETIC_SUBSET, Fidelity
+    from archdsl.search.measures import REAL_SUBSET, SYNTHETIC_SUBSET, Fidelity
 
     if isinstance(fidelity, Fidelity):
         return fidelity
@@ -221,7 +221,7 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
     import optuna
 
     from archdsl.outputs import output_dir
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
     from archdsl.search.runner import SearchConfig, check_same_space, open_study
     from archdsl.search.storage import StorageOptions
     from archdsl.search.trial import TrialSettings

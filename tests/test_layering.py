@@ -59,7 +59,7 @@ LIGHT_AT_IMPORT = (
     "archdsl.cli",
     "archdsl.commands",
     "archdsl.run.recipe",
-    "archdsl.search.objective",
+    "archdsl.search.measures",
     "archdsl.nn.timm_models",  # imported by `import archdsl`: it only installs the hook
 )
 HEAVY = ("torch", "torchvision", "timm", "optuna", "matplotlib")

@@ -90,7 +90,7 @@ def test_a_search_piped_to_a_log_says_each_epoch_each_trial_and_why_it_ended(tmp
 def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp_path):
     import _search_support as support
 
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
     from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
 
     data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25)

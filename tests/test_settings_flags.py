@@ -16,7 +16,7 @@ from archdsl.analysis.settings import AnalysisSettings
 from archdsl.cli import build_parser
 from archdsl.commands.settings_flags import setting_flags, settings_given, show
 from archdsl.run.recipe import TrainConfig, recipe_flags
-from archdsl.search.objective import Fidelity
+from archdsl.search.measures import Fidelity
 
 # (command, its settings model, the positional arguments it needs, fields the model has without a flag)
 COMMANDS = [

@@ -101,8 +101,8 @@ def _info(args: argparse.Namespace) -> int:
     if info.corruptions:
         print(f"corruptions: {', '.join(info.corruptions)}")
     if args.checksums and info.available and info.name in ("cifar10", "cifar100"):
+        from archdsl.data import resolve_data_root
         from archdsl.data.cifar import SPECS, official_checksums
-        from archdsl.data.names import resolve_data_root
 
         matches = official_checksums(SPECS[info.name], resolve_data_root(args.data_root))
         print(f"checksums: {'official' if matches else 'differ from the official release'}")
