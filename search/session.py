@@ -398,7 +398,9 @@ def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
         parts += ["--severities", ",".join(map(str, fidelity.severities))]
     parts += ["--study-name", plan.study_name, "--out", str(s.out)]
     if s.storage:
-        parts += ["--storage", _without_password(s.storage)]
+        from archdsl.search.storage import without_password
+
+        parts += ["--storage", without_password(s.storage)]
     if s.device != "auto":
         parts += ["--device", s.device]
     return shlex.join(parts)
@@ -407,13 +409,3 @@ def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
 def _number(value: float) -> str:
     """A number as a flag takes it back exactly: `323000`, `0.4`, `1e-05`."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))
-
-
-def _without_password(url: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":PASSWORD@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))

@@ -54,11 +54,10 @@ def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
     ],
 )
 def test_the_study_command_leaves_the_password_out(url, shown):
-    from archdsl.cli import build_parser
-    from archdsl.commands.search import reproduce_command
+    from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
 
-    args = build_parser().parse_args(["search", "--storage", url])
-    line = reproduce_command(args, study_name="s", base="b", subset=1.0, test_subset=1.0, objectives=())
+    settings = SearchSettings(study_name="s", storage=url)
+    line = reproduce_command(plan_space(settings), fidelity_for(settings, {}))
     assert "secret" not in line
     assert shlex.split(line)[shlex.split(line).index("--storage") + 1] == shown
 
