@@ -8,7 +8,7 @@ import copy
 import pytest
 import timm
 import torch
-from _timm_support import SMALL_SPECS, register_small
+from _timm_support import KIND_SPECS, SMALL_SPECS, register_small
 from timm.models import get_notrace_functions, get_notrace_modules
 from torchvision.models.feature_extraction import create_feature_extractor
 
@@ -157,6 +157,50 @@ def test_forward_and_backward_trace_with_torch_fx(small: str) -> None:
     traced = _fx(model.train())
     traced(x)["out"].mean().backward()
     assert all(p.grad is not None for p in traced.parameters())
+
+
+@pytest.fixture(scope="module")
+def every_kind(tmp_path_factory, small_models) -> dict[str, str]:
+    """SMALL_SPECS and KIND_SPECS: every block module of archdsl once or more."""
+    return {**small_models, **register_small(tmp_path_factory.mktemp("kinds"), KIND_SPECS, prefix="archdsl_contract")}
+
+
+def _scriptable(name: str, **kwargs) -> torch.nn.Module:
+    # As timm's tests/test_models.py makes a model it scripts.
+    with timm.set_scriptable(True):
+        return timm.create_model(name, **kwargs).eval()
+
+
+@pytest.mark.parametrize("kind", sorted([*SMALL_SPECS, *KIND_SPECS]))
+def test_torchscript_computes_what_eager_computes(kind: str, every_kind) -> None:
+    model = _scriptable(every_kind[kind])
+    scripted = torch.jit.script(model)
+    x = _input(model)
+    with torch.no_grad():
+        assert torch.equal(scripted(x), model(x))
+        assert torch.equal(
+            scripted.forward_head(scripted.forward_features(x), True),
+            model.forward_head(model.forward_features(x), True),
+        )
+
+
+@pytest.mark.parametrize("kind", sorted([*SMALL_SPECS, *KIND_SPECS]))
+def test_the_fx_graph_scripts_too_and_computes_the_same(kind: str, every_kind) -> None:
+    # timm's test_model_forward_fx_torchscript: trace with torch.fx, then script the graph.
+    model = _scriptable(every_kind[kind])
+    scripted = torch.jit.script(_fx(model))
+    x = _input(model)
+    with torch.no_grad():
+        assert torch.equal(scripted(x)["out"], model(x))
+
+
+def test_a_model_without_its_classifier_and_pooling_scripts(every_kind) -> None:
+    # What the head computes changes with reset_classifier: the scripted model follows.
+    for kind in ("convs", "vit"):
+        model = _scriptable(every_kind[kind], num_classes=0, global_pool="")
+        x = _input(model)
+        with torch.no_grad():
+            assert torch.equal(torch.jit.script(model)(x), model(x))
 
 
 EXPORTED = ["tiny", pytest.param("vit-ti", marks=pytest.mark.slow)]

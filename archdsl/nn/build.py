@@ -17,8 +17,8 @@ feature extraction and fine-tuning work on it (`archdsl.nn.timm_models` register
 with timm's registry).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: torch.fx copies `forward`'s annotations into
+# the code of its graphs, which TorchScript then compiles (timm's FX + TorchScript test).
 from collections.abc import Iterator, Sequence
 from os import PathLike
 from typing import Any, cast
