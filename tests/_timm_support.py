@@ -29,13 +29,29 @@ SMALL_SPECS = {
     "stage a(width=16) { attn(2, global) mlp(2) } stage b(width=32) { pool attn(2, global) mlp(2) } }",
 }
 
+# With SMALL_SPECS, every block module once: bottlenecks pre- and post-activation (with the
+# conv-BN stem and the head without BN), smoothing, local attention, token blocks between conv
+# blocks (both layouts in one stage), pooling without a class token.
+KIND_SPECS = {
+    "post": "arch post { input 3x16x16 classes 5 stem conv3x3(8, norm=true) "
+    "conv = bottleneck(expansion=4, preact=false) head mean(norm=false) init torch "
+    "stage a(width=4) { conv conv } stage b(width=8, stride=2) { conv } }",
+    "bottleneck": "arch bottleneck { input 3x16x16 classes 5 stem conv3x3(8) conv = bottleneck "
+    "stage a(width=4) { conv smooth msa(2, 4) } stage b(width=8, stride=2) { conv msa(2, global) } }",
+    "hybrid": "arch hybrid { input 3x16x16 classes 4 stem conv3x3(8) conv = basic "
+    "stage a(width=8) { conv attn(2, 4) mlp(2) smooth conv } "
+    "stage b(width=16) { conv msa(2, global) attn(2, kernel=3) } stage c(width=32) { pool mlp(2) } }",
+    "local": "arch local { input 3x16x16 classes 4 stem patch(2, 16) pos relative "
+    "stage s(width=16) { attn(2, kernel=3) mlp(2) attn(4, kernel=5, dim_head=3) mlp(1) } }",
+}
+
 
 def register_small(folder, names, prefix: str) -> dict[str, str]:
-    """Write the `names` of SMALL_SPECS into `folder` and register each with timm as `{prefix}_{name}`
+    """Write the `names` of SMALL_SPECS or KIND_SPECS into `folder` and register each with timm as `{prefix}_{name}`
     (a prefix per test module: registrations live for the whole worker); name -> timm name."""
     registered = {}
     for name in names:
-        (folder / f"{name}.arch").write_text(SMALL_SPECS[name])
+        (folder / f"{name}.arch").write_text({**SMALL_SPECS, **KIND_SPECS}[name])
         registered[name] = register_timm(folder / f"{name}.arch", name=f"{prefix}_{name}")
     return registered
 

@@ -8,7 +8,7 @@ import copy
 import pytest
 import timm
 import torch
-from _timm_support import SMALL_SPECS, register_small
+from _timm_support import KIND_SPECS, SMALL_SPECS, register_small
 from timm.models import get_notrace_functions, get_notrace_modules
 from torchvision.models.feature_extraction import create_feature_extractor
 
@@ -159,6 +159,50 @@ def test_forward_and_backward_trace_with_torch_fx(small: str) -> None:
     assert all(p.grad is not None for p in traced.parameters())
 
 
+@pytest.fixture(scope="module")
+def every_kind(tmp_path_factory, small_models) -> dict[str, str]:
+    """SMALL_SPECS and KIND_SPECS: every block module of archdsl once or more."""
+    return {**small_models, **register_small(tmp_path_factory.mktemp("kinds"), KIND_SPECS, prefix="archdsl_contract")}
+
+
+def _scriptable(name: str, **kwargs) -> torch.nn.Module:
+    # As timm's tests/test_models.py makes a model it scripts.
+    with timm.set_scriptable(True):
+        return timm.create_model(name, **kwargs).eval()
+
+
+@pytest.mark.parametrize("kind", sorted([*SMALL_SPECS, *KIND_SPECS]))
+def test_torchscript_computes_what_eager_computes(kind: str, every_kind) -> None:
+    model = _scriptable(every_kind[kind])
+    scripted = torch.jit.script(model)
+    x = _input(model)
+    with torch.no_grad():
+        assert torch.equal(scripted(x), model(x))
+        assert torch.equal(
+            scripted.forward_head(scripted.forward_features(x), True),
+            model.forward_head(model.forward_features(x), True),
+        )
+
+
+@pytest.mark.parametrize("kind", sorted([*SMALL_SPECS, *KIND_SPECS]))
+def test_the_fx_graph_scripts_too_and_computes_the_same(kind: str, every_kind) -> None:
+    # timm's test_model_forward_fx_torchscript: trace with torch.fx, then script the graph.
+    model = _scriptable(every_kind[kind])
+    scripted = torch.jit.script(_fx(model))
+    x = _input(model)
+    with torch.no_grad():
+        assert torch.equal(scripted(x)["out"], model(x))
+
+
+def test_a_model_without_its_classifier_and_pooling_scripts(every_kind) -> None:
+    # What the head computes changes with reset_classifier: the scripted model follows.
+    for kind in ("convs", "vit"):
+        model = _scriptable(every_kind[kind], num_classes=0, global_pool="")
+        x = _input(model)
+        with torch.no_grad():
+            assert torch.equal(torch.jit.script(model)(x), model(x))
+
+
 EXPORTED = ["tiny", pytest.param("vit-ti", marks=pytest.mark.slow)]
 EXPORTED += [pytest.param(n, marks=pytest.mark.slow) for n in builtin_names() if n not in ("tiny", "vit-ti")]
 
@@ -180,19 +224,40 @@ def test_torch_export_of_small_designs_computes_the_same(small: str) -> None:
         assert torch.allclose(exported.module()(x), model(x), atol=1e-5)
 
 
+def _onnx_runtime():
+    reason = "needs the export extra (onnx, onnxscript, onnxruntime): pip install -e '.[export]'"
+    pytest.importorskip("onnx", reason=reason)
+    return pytest.importorskip("onnxruntime", reason=reason)
+
+
+def _onnx_output(model: torch.nn.Module, x: torch.Tensor, path) -> torch.Tensor:
+    """`model` exported as `archdsl compile --onnx` does (a dynamic batch), run by onnxruntime on `x`."""
+    from archdsl.commands.compile import _export_onnx
+
+    _export_onnx(model, x[:1], path)
+    session = _onnx_runtime().InferenceSession(str(path))
+    (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    return torch.from_numpy(got)
+
+
+@pytest.mark.extras
+@pytest.mark.parametrize("kind", sorted([*SMALL_SPECS, *KIND_SPECS]))
+def test_onnx_export_computes_the_same(kind: str, every_kind, tmp_path) -> None:
+    _onnx_runtime()
+    model = timm.create_model(every_kind[kind]).eval()
+    x = _input(model, batch=3)  # exported with a batch of one: the batch axis is dynamic
+    with torch.no_grad():
+        assert torch.allclose(_onnx_output(model, x, tmp_path / "model.onnx"), model(x), atol=1e-5)
+
+
+@pytest.mark.extras
 @pytest.mark.parametrize("name", ["tiny", pytest.param("vit-ti", marks=pytest.mark.slow)])
-def test_onnx_export_computes_the_same(name: str, tmp_path) -> None:
-    pytest.importorskip("onnx", reason="onnx is not installed (not an archdsl dependency)")
-    pytest.importorskip("onnxscript", reason="onnxscript (torch's ONNX exporter) is not installed")
-    ort = pytest.importorskip("onnxruntime", reason="onnxruntime is not installed: nothing runs the graph")
+def test_onnx_export_of_a_builtin_spec_computes_the_same(name: str, tmp_path) -> None:
+    _onnx_runtime()
     model = create_model(name, seed=0).eval()
     x = torch.randn(2, *model.pretrained_cfg["input_size"])
-    path = tmp_path / "model.onnx"
-    torch.onnx.export(model, (x,), str(path), dynamo=True)
-    session = ort.InferenceSession(str(path))
-    (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
     with torch.no_grad():
-        assert torch.allclose(torch.from_numpy(got), model(x), atol=1e-4)
+        assert torch.allclose(_onnx_output(model, x, tmp_path / "model.onnx"), model(x), atol=1e-4)
 
 
 # -- .ci/timm_contract.py, the runner of timm's own tests (CI fetches timm's file; here a stand-in) --

@@ -161,6 +161,27 @@ def test_fine_tuning_from_an_archdsl_checkpoint_the_timm_way(tmp_path: Path) -> 
     assert all(torch.equal(value, trained_state[key]) for key, value in same.state_dict().items())
 
 
+def test_a_reference_checkpoint_loads_the_timm_way_through_the_importer(tmp_path: Path) -> None:
+    from archdsl.nn.convert.reference import reference_layout
+
+    trained = create_model("tiny", seed=3)
+    ours = trained.state_dict()
+    theirs = {key: ours[part.key].reshape(part.reference_shape) for key, part in reference_layout(trained.arch).items()}
+    path = tmp_path / "alternet_tiny.pth.tar"  # as the reference implementation saves its models
+    torch.save({"name": "alternet_tiny", "state_dict": theirs}, path)
+    model = timm.create_model("archdsl_tiny", pretrained=True, pretrained_cfg_overlay={"file": str(path)})
+    assert all(torch.equal(value, ours[key]) for key, value in model.state_dict().items())
+    fine_tune = timm.create_model(
+        "archdsl_tiny", pretrained=True, pretrained_cfg_overlay={"file": str(path)}, num_classes=5
+    )
+    assert torch.equal(fine_tune.stem.weight, trained.stem.weight) and fine_tune.num_classes == 5
+    torch.save({"state_dict": {"conv.weight": torch.zeros(1)}}, tmp_path / "other.pth.tar")
+    with pytest.raises(UserError, match="no known layout"):
+        timm.create_model(
+            "archdsl_tiny", pretrained=True, pretrained_cfg_overlay={"file": str(tmp_path / "other.pth.tar")}
+        )
+
+
 def test_what_timm_train_script_does_works() -> None:
     from timm.data import Mixup, resolve_data_config
     from timm.loss import SoftTargetCrossEntropy

@@ -163,7 +163,10 @@ def _require_onnx() -> None:
     import importlib.util
 
     if importlib.util.find_spec("onnx") is None:
-        raise UserError("--onnx needs the `onnx` package, which is not installed", hint="pip install onnx onnxscript")
+        raise UserError(
+            "--onnx needs the `onnx` package, which is not installed",
+            hint="pip install 'archdsl[export]' (in a clone: pip install -e '.[export]')",
+        )
 
 
 def _export_onnx(model, dummy, path: Path) -> None:

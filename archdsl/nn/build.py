@@ -17,8 +17,8 @@ feature extraction and fine-tuning work on it (`archdsl.nn.timm_models` register
 with timm's registry).
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: torch.fx copies `forward`'s annotations into
+# the code of its graphs, which TorchScript then compiles (timm's FX + TorchScript test).
 from collections.abc import Iterator, Sequence
 from os import PathLike
 from typing import Any, cast
@@ -88,8 +88,11 @@ class ArchNet(nn.Module):
             )
         else:
             self.head = ClassifierHead(features, arch.classes, drop_rate=drop_rate, norm=arch.head_norm)
-        # The map size the head receives, should it have to turn tokens back into a map.
+        # The map size the head receives, should it have to turn tokens back into a map; the
+        # layouts forward_head converts between, fixed here so that forward scripts and traces.
         self._head_size = stage_shapes(arch)[-1].out_size if arch.stages else (0, 0)
+        self._head_layout = cast(str, self.head.layout)
+        self._features_layout = self._end_layout()
         # timm's model attributes.
         self.num_classes = arch.classes
         self.num_features = self.head_hidden_size = features
@@ -116,10 +119,14 @@ class ArchNet(nn.Module):
             x = stage(x)
         return x
 
-    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+    def _end_layout(self) -> str:
+        """The layout `forward_features` ends in: its last stage's, or the stem's."""
         last = cast(BlockSequence, self.stages[list(self.stages)[-1]]) if self.stages else None
-        features = last.out_layout if last is not None else cast(str, self.stem.layout)
-        return self.head(convert(x, features, self.head.layout, self._head_size), pre_logits=pre_logits)
+        return last.out_layout if last is not None else cast(str, self.stem.layout)
+
+    def forward_head(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = convert(x, self._features_layout, self._head_layout, self._head_size)
+        return self.head(x, pre_logits=pre_logits)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.forward_head(self.forward_features(x))
@@ -212,6 +219,7 @@ class ArchNet(nn.Module):
             cast(BlockSequence, next(iter(self.stages.values()))).truncate(max_index + 1)
         for name in list(self.stages)[max_index:] if not per_block_features(self.arch) else []:
             del self.stages[name]
+        self._features_layout = self._end_layout()
         if prune_head:
             self.reset_classifier(0)
             if prune_norm:  # the final norm goes; the head still pools what the kept blocks give

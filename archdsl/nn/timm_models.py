@@ -12,8 +12,10 @@ The prefix keeps them apart from timm's own models (timm has a `resnet50`). timm
 with its own `build_model_with_cfg`, so `pretrained_cfg`, `features_only=True` (through
 `ArchNet.forward_intermediates`), `checkpoint_path=` and timm's keywords (`num_classes`,
 `in_chans`, `img_size`, `drop_rate`, `drop_path_rate`) behave as for timm's models. There are
-no pretrained weights: `pretrained=True` is refused by timm (a `RuntimeError`), as for any
-model without weights; train with `archdsl train`, or load a checkpoint with `checkpoint_path=`.
+no pretrained weights: `pretrained=True` alone is refused by timm (a `RuntimeError`), as for any
+model without weights; train with `archdsl train`, or load a checkpoint with `checkpoint_path=`,
+or name a weights file with `pretrained=True, pretrained_cfg_overlay={"file": PATH}`: an archdsl
+checkpoint, or any file `archdsl import` reads (converted on the way in).
 
 When the registration happens: importing timm costs seconds (it imports torch), and `import
 archdsl` must stay light (`archdsl check` never imports torch). So `import archdsl` calls
@@ -114,8 +116,19 @@ def _create(variant: str, arch: Arch, pretrained: bool, **kwargs: Any) -> Any:
         variant,
         pretrained,
         feature_cfg={"feature_cls": "getter", "out_indices": every_map},
+        pretrained_filter_fn=partial(_in_archdsl_layout, arch),
         **kwargs,
     )
+
+
+def _in_archdsl_layout(arch: Arch, state: dict[str, Any], model: Any = None) -> dict[str, Any]:
+    """timm's `pretrained_filter_fn`: the weights of a `pretrained_cfg_overlay={"file": ...}` in
+    any layout `archdsl import` reads (archdsl's own, the reference implementation's, timm's
+    ViT/PiT/Swin), detected from the keys and converted for the registered spec `arch` (timm
+    then drops the classifier if `num_classes` differs)."""
+    from archdsl.nn.convert import convert_state_dict
+
+    return convert_state_dict(arch, state)[1]
 
 
 # -- registering when timm is imported ------------------------------------------------------

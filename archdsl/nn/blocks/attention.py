@@ -9,8 +9,6 @@ the hardware has them. Fused kernels have no double backward: wrap Hessian work 
 `math_attention()`.
 """
 
-from __future__ import annotations
-
 import contextlib
 from collections.abc import Iterator
 

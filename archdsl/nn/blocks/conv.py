@@ -12,7 +12,7 @@ conv -> BN (-> ReLU but after the last conv), the shortcut added, then ReLU; a p
 shortcut is a 1x1 conv -> BN on the block's raw input.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
 import torch
 from timm.layers import DropPath
@@ -22,6 +22,14 @@ from archdsl.ir import ConvBlock
 from archdsl.nn.blocks.tokens import MAP
 
 Units = list[tuple[int, int, int, int]]  # (in, out, kernel, stride) per conv
+# The most convs a block chains (bottleneck: 3). forward() names each unit, so that TorchScript,
+# which has no getattr with a computed name, compiles it; `hasattr` leaves out the absent ones.
+MAX_UNITS = 3
+
+
+def _check_units(units: Units) -> None:
+    if not 1 <= len(units) <= MAX_UNITS:
+        raise ValueError(f"a conv block chains 1 to {MAX_UNITS} convs, got {len(units)}")
 
 
 def _conv(in_channels: int, out_channels: int, kernel: int, stride: int = 1) -> nn.Conv2d:
@@ -38,11 +46,13 @@ class PreActBlock(nn.Module):
 
     kind = "conv"
     layout = MAP
-    norm1: nn.BatchNorm2d  # added by name below (norm1, conv1, norm2, ...)
-    conv1: nn.Conv2d
+    if TYPE_CHECKING:  # added by name below (norm1, conv1, norm2, ...); TorchScript reads no module annotations
+        norm1: nn.BatchNorm2d
+        conv1: nn.Conv2d
 
     def __init__(self, units: Units, *, drop_path: float = 0.0) -> None:
         super().__init__()
+        _check_units(units)
         self.n_units = len(units)
         for i, (c_in, c_out, kernel, stride) in enumerate(units, start=1):
             self.add_module(f"norm{i}", nn.BatchNorm2d(c_in))
@@ -60,8 +70,10 @@ class PreActBlock(nn.Module):
         # The projection shortcut reads the activated input; the identity reads x itself.
         skip = self.shortcut(out) if self.shortcut is not None else x
         out = self.conv1(out)
-        for i in range(2, self.n_units + 1):
-            out = getattr(self, f"conv{i}")(self.act(getattr(self, f"norm{i}")(out)))
+        if hasattr(self, "conv2"):
+            out = self.conv2(self.act(self.norm2(out)))
+        if hasattr(self, "conv3"):
+            out = self.conv3(self.act(self.norm3(out)))
         return self.drop_path(out) + skip
 
     def conv_norm_pairs(self) -> list[tuple[str, str]]:
@@ -106,6 +118,7 @@ class PostActBlock(nn.Module):
 
     def __init__(self, units: Units, *, drop_path: float = 0.0) -> None:
         super().__init__()
+        _check_units(units)
         self.n_units = len(units)
         for i, (c_in, c_out, kernel, stride) in enumerate(units, start=1):
             self.add_module(f"conv{i}", _conv(c_in, c_out, kernel, stride))
@@ -121,12 +134,15 @@ class PostActBlock(nn.Module):
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        skip = x if self.shortcut is None or self.shortcut_norm is None else self.shortcut_norm(self.shortcut(x))
-        out = x
-        for i in range(1, self.n_units + 1):
-            out = getattr(self, f"norm{i}")(getattr(self, f"conv{i}")(out))
-            if i < self.n_units:
-                out = self.act(out)
+        skip = x
+        if self.shortcut is not None and self.shortcut_norm is not None:
+            skip = self.shortcut_norm(self.shortcut(x))
+        # conv-BN, with a ReLU between units (not after the last: the sum comes first).
+        out = self.norm1(self.conv1(x))
+        if hasattr(self, "conv2"):
+            out = self.norm2(self.conv2(self.act(out)))
+        if hasattr(self, "conv3"):
+            out = self.norm3(self.conv3(self.act(out)))
         return self.act(self.drop_path(out) + skip)
 
     def conv_norm_pairs(self) -> list[tuple[str, str]]:

@@ -4,11 +4,10 @@ Each is the first block of a stage with stride 2 and maps its input's channels t
 width. Both read and write token sequences (B, P + H*W, C).
 """
 
-from __future__ import annotations
-
 from functools import partial
 
 import torch
+import torch.nn.functional as F
 from timm.layers import LayerNorm
 from timm.models.swin_transformer import PatchMerging
 from torch import nn
@@ -29,8 +28,14 @@ class MergeBlock(TokenOutput, PatchMerging):
         self.in_size, self.out_size, self.prefix = in_size, out_size, 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        merged = super().forward(x.reshape(x.shape[0], *self.in_size, x.shape[2]))  # timm's merging is NHWC
-        return merged.flatten(1, 2)
+        # timm's `PatchMerging.forward` on the NHWC map, written out (TorchScript has no `super()`),
+        # with the padding of an odd side known at build time.
+        b, _, channels = x.shape
+        height, width = self.in_size
+        x = F.pad(x.reshape(b, height, width, channels), (0, 0, 0, width % 2, 0, height % 2))
+        height, width = height + height % 2, width + width % 2
+        x = x.reshape(b, height // 2, 2, width // 2, 2, channels).permute(0, 1, 3, 4, 2, 5).flatten(3)
+        return self.reduction(self.norm(x)).flatten(1, 2)
 
 
 class PoolBlock(TokenOutput, nn.Module):
@@ -58,7 +63,7 @@ class PoolBlock(TokenOutput, nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, _, channels = x.shape
-        patches = x[:, self.prefix :].transpose(1, 2).reshape(b, channels, *self.in_size)
+        patches = x[:, self.prefix :].transpose(1, 2).reshape(b, channels, self.in_size[0], self.in_size[1])
         patches = self.conv(patches).flatten(2).transpose(1, 2)
         if self.fc is None:
             return patches

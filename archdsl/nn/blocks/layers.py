@@ -1,6 +1,6 @@
 """Stems and heads: the CIFAR conv stem, the patch stems of ViT/PiT/Swin, the BN and LayerNorm heads."""
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
 import torch
 from timm.layers import LayerNorm, SelectAdaptivePool2d
@@ -95,8 +95,9 @@ class _Classifier(nn.Module):
     init (`ArchNet.reset_classifier` draws it by the spec's `init`).
     """
 
-    norm: nn.Module
-    fc: nn.Module
+    if TYPE_CHECKING:  # set by the heads; TorchScript reads no module annotations
+        norm: nn.Module
+        fc: nn.Module
 
     def _set_classifier(self, in_channels: int, classes: int, drop_rate: float) -> None:
         self.in_channels = in_channels
@@ -122,6 +123,8 @@ class _Classifier(nn.Module):
     # timm's `global_pool` values each head takes; '' (no pooling) only without a classifier.
     pool_types: tuple[str, ...] = ()
     global_pool: str
+    # Read only when the pooling changes, never by forward; TorchScript has no `tuple[str, ...]`.
+    __jit_ignored_attributes__ = ["pool_types"]
 
     def check_pool(self, pool_type: str, classes: int) -> None:
         if pool_type not in self.pool_types:

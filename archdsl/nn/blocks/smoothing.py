@@ -7,8 +7,6 @@ so the map keeps its size. No parameters; the paper reads MSAs as trainable spat
 smoothing, and a spec can put this fixed one where an MSA would go.
 """
 
-from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 from torch import nn

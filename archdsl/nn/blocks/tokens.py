@@ -7,8 +7,6 @@ row-major order. The rank of the tensor says which layout it is in; the compiler
 map's size from the IR, so converting is a reshape and never needs to guess.
 """
 
-from __future__ import annotations
-
 from functools import partial
 from typing import cast
 
@@ -43,7 +41,7 @@ def convert(x: torch.Tensor, source: str, target: str, size: tuple[int, int], pr
     modules that call this trace with torch.fx and torch.export."""
     if source == target:
         return x
-    if target == TOKENS:
+    if target == "tokens":  # TOKENS, spelled out: TorchScript compiles no module-level string
         return x.flatten(2).transpose(1, 2)
     return x[:, prefix:].transpose(1, 2).reshape(x.shape[0], x.shape[2], size[0], size[1])
 
@@ -73,6 +71,17 @@ class BlockSequence(nn.Sequential):
         self.in_sizes = list(in_sizes)
         self.in_layout = in_layout
         self.grad_checkpointing = False
+        self._index_layouts()
+
+    # TorchScript compiles properties unless told otherwise; forward reads the lists below instead.
+    __jit_unused_properties__ = ["out_layout"]
+
+    def _index_layouts(self) -> None:
+        # Block i converts from `sources[i]` (what the block before it wrote) to `targets[i]` (what
+        # it reads), lists fixed at build time: forward never asks a tensor or a block at run time,
+        # so it traces (torch.fx, torch.export) and scripts (TorchScript).
+        layouts = self.layouts()
+        self.sources, self.targets = layouts[:-1], layouts[1:]
 
     def layouts(self) -> list[str]:
         """The layout each block receives, then the stage's output layout (one more entry)."""
@@ -84,19 +93,18 @@ class BlockSequence(nn.Sequential):
 
     def step(self, index: int, x: torch.Tensor) -> torch.Tensor:
         """Block `index` on `x`, the output of the block before it."""
-        block = self[index]
-        return block(convert(x, self.layouts()[index], cast(str, block.layout), self.in_sizes[index]))
+        return self[index](convert(x, self.sources[index], self.targets[index], self.in_sizes[index]))
 
     def truncate(self, length: int) -> None:
         """Keep the first `length` blocks (timm's `prune_intermediate_layers`)."""
         for index in range(len(self) - 1, length - 1, -1):
             del self[index]
         self.in_sizes = self.in_sizes[:length]
+        self._index_layouts()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        steps = [partial(self.step, index) for index in range(len(self))]
         if self.grad_checkpointing and not torch.jit.is_scripting():
-            return checkpoint_seq(steps, x)
-        for step in steps:
-            x = step(x)
+            return checkpoint_seq([partial(self.step, index) for index in range(len(self))], x)
+        for index, block in enumerate(self):
+            x = block(convert(x, self.sources[index], self.targets[index], self.in_sizes[index]))
         return x

@@ -16,8 +16,6 @@ a cyclic roll by -shift, window_partition, attention with the -100 mask between 
 roll brought together, window_reverse, roll back.
 """
 
-from __future__ import annotations
-
 import torch
 import torch.nn.functional as F
 from timm.layers import DropPath, LayerNorm, Mlp
@@ -116,13 +114,16 @@ class TokenAttention(nn.Module):
 
     def _logit_bias(self, windows: int, dtype: torch.dtype) -> torch.Tensor | None:
         """The additive attention mask: relative bias (1, heads, t, t) plus the shift or local mask."""
-        bias = None
-        if self.relative_position_bias_table is not None:
+        # Optional attributes read into locals first: TorchScript narrows `is not None` on locals only.
+        bias: torch.Tensor | None = None
+        relative, stored_mask = self.relative_position_bias_table, self.mask
+        # The index buffer exists with the table only (`hasattr` is settled when TorchScript compiles).
+        if relative is not None and hasattr(self, "relative_position_index"):
             t = self.relative_position_index.shape[0]
-            table = self.relative_position_bias_table[self.relative_position_index.reshape(-1)]
+            table = relative[self.relative_position_index.reshape(-1)]
             bias = table.reshape(t, t, self.heads).permute(2, 0, 1).unsqueeze(0)
-        if self.mask is not None:
-            mask = self.mask.to(dtype)
+        if stored_mask is not None:
+            mask = stored_mask.to(dtype)
             if self.shift:  # one mask per window (built so at init): repeated over the batch as windows are
                 mask = mask.unsqueeze(1).repeat(windows // mask.shape[0], 1, 1, 1)
             bias = mask if bias is None else bias + mask
@@ -131,7 +132,7 @@ class TokenAttention(nn.Module):
     def _attend(self, x: torch.Tensor) -> torch.Tensor:
         """(B', t, C) -> (B', t, C): attention within each of the B' sequences."""
         b, t, _ = x.shape
-        q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, self.dim_head).permute(2, 0, 3, 1, 4)
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, self.dim_head).permute(2, 0, 3, 1, 4).unbind(0)
         # SDPA's default scale is dim_head^-0.5, as timm's.
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=self._logit_bias(b, q.dtype))
         return self.proj(out.transpose(1, 2).reshape(b, t, self.heads * self.dim_head))
@@ -146,7 +147,7 @@ class TokenAttention(nn.Module):
         if self.shift:
             x = torch.roll(x, shifts=(-self.shift, -self.shift), dims=(1, 2))
         windows = window_partition(x, window).reshape(-1, self.window * self.window, channels)
-        x = window_reverse(self._attend(windows).reshape(-1, *window, channels), window, height, width)
+        x = window_reverse(self._attend(windows).reshape(-1, window[0], window[1], channels), window, height, width)
         if self.shift:
             x = torch.roll(x, shifts=(self.shift, self.shift), dims=(1, 2))
         return x.reshape(b, height * width, channels)
