@@ -27,4 +27,5 @@ def test_gpu_script_runs_its_cpu_fallback_end_to_end(tmp_path: Path) -> None:
     assert "bf16 + channels_last" in table and "tiny-basic" in table  # two variants, two models
     assert "archdsl train tiny, 1 epoch end to end" in table
     assert "archdsl analyze --metrics hessian (2 batches)" in table and "lanczos" in table
+    assert "archdsl train tiny under torchrun" in table  # 2 CPU ranks, or skipped saying why
     assert (tmp_path / "train" / "final.safetensors").is_file() and (tmp_path / "analyze" / "report.md").is_file()
