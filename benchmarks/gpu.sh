@@ -76,8 +76,8 @@ if [[ $device == cuda ]]; then
 fi
 ddp_s=""
 if (( ranks < 2 )); then
-    ddp_skip="one GPU"
-elif ! "$PYTHON" -m archdsl train --help | grep -q torchrun; then
+    ddp_skip="fewer than 2 GPUs"
+elif [[ "$("$PYTHON" -m archdsl train --help)" != *torchrun* ]]; then  # no pipe: grep -q's early exit fails it
     ddp_skip="this checkout's archdsl train has no torchrun (DDP) support"
 else
     ddp_skip=""
