@@ -7,6 +7,10 @@
 #      (archdsl.optimize_model(training=True, compile=True)); benchmarks/throughput.py
 #   2. one epoch of `archdsl train alter50` on the synthetic data, end to end, on the GPU
 #   3. `archdsl analyze --metrics hessian --batches 2` on the checkpoint it wrote
+#   4. scaling: the epoch of step 2 again, the same command launched by torchrun with one rank per
+#      GPU when nvidia-smi lists 2 or more (2 CPU ranks in the fallback), against step 2's time.
+#      It runs only when this checkout's `archdsl train` trains with DDP under torchrun (its --help
+#      says "torchrun"); otherwise the table says it was skipped and why.
 #
 # Without CUDA (or with --cpu) it runs its CPU fallback: the same three steps, small (tiny-basic
 # and tiny at batch 8, no compiling; `tiny` on 200 synthetic images, a cheap Hessian), so that
@@ -65,12 +69,29 @@ train_s=$(seconds "$PYTHON" -m archdsl train "${train[@]}" --device "$device" --
 analyze_s=$(seconds "$PYTHON" -m archdsl analyze "$out/train/final.safetensors" --metrics hessian "${hessian[@]}" \
     --device "$device" --out "$out/analyze" --no-progress)
 
-"$PYTHON" - "$out" "$train_s" "$analyze_s" "${train[0]}" <<'EOF'
+# 4. Scaling over ranks (data-parallel training of one network: issue 22).
+ranks=2
+if [[ $device == cuda ]]; then
+    ranks=$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU' || true)
+fi
+ddp_s=""
+if (( ranks < 2 )); then
+    ddp_skip="fewer than 2 GPUs"
+elif [[ "$("$PYTHON" -m archdsl train --help)" != *torchrun* ]]; then  # no pipe: grep -q's early exit fails it
+    ddp_skip="this checkout's archdsl train has no torchrun (DDP) support"
+else
+    ddp_skip=""
+    ddp_s=$(seconds "$PYTHON" -m torch.distributed.run --standalone --nproc-per-node="$ranks" \
+        -m archdsl train "${train[@]}" --device "$device" --out "$out/train-ddp" --no-progress)
+fi
+
+"$PYTHON" - "$out" "$train_s" "$analyze_s" "${train[0]}" "$ranks" "$ddp_s" "$ddp_skip" <<'EOF'
 import json
 import sys
 from pathlib import Path
 
 out, train_s, analyze_s, spec = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+ranks, ddp_s, ddp_skip = int(sys.argv[5]), sys.argv[6], sys.argv[7]
 PAPER_ALTER50 = 473  # img/s: Alter-ResNet-50's training throughput in Park & Kim (2022), on their GPU
 runs = [json.loads(path.read_text()) for path in sorted(out.glob("throughput-*.json"), key=lambda p: p.stat().st_mtime)]
 eager = {r["name"]: r["images_per_second"] for r in runs[0]["results"]}
@@ -95,6 +116,14 @@ print(
     f"archdsl analyze --metrics hessian ({spectrum['batches']} batches): {analyze_s:.1f} s, "
     f"{spectrum['hvps']} Hessian-vector products, {spectrum['method']}"
 )
+if ddp_s:
+    speedup = train_s / float(ddp_s)
+    print(
+        f"archdsl train {spec} under torchrun, {ranks} ranks, 1 epoch end to end: {float(ddp_s):.1f} s = "
+        f"{speedup:.2f}x one rank's ({speedup / ranks:.0%} scaling efficiency)"
+    )
+else:
+    print(f"archdsl train {spec} under torchrun: skipped ({ddp_skip})")
 if runs[0]["device"].startswith("cuda"):
     print(f"best alter50 train step: {best_alter:.0f} img/s = {best_alter / PAPER_ALTER50:.2f}x the paper's {PAPER_ALTER50}")
 EOF

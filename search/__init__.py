@@ -5,7 +5,8 @@
 - `strategies`: Optuna samplers and the paper's build-up walk;
 - `trial`: one trial, measured in stages, deduplicated by design digest;
 - `measures`: a design's measures, the one place that calls training, analysis and data;
-- `storage`: journal file or RDB (PostgreSQL) storage, heartbeats, retries;
+- `storage`: journal file, RDB (PostgreSQL) or gRPC proxy storage, heartbeats, retries;
+- `storage_proxy`: Optuna's gRPC proxy in front of a storage (`archdsl study serve`);
 - `runner`: a whole search on one worker;
 - `study_summary`: what a study found, rendered by `report_lines` (terminal), `report_csv`,
   `report_figures` and `report_markdown`, and written by `report`;

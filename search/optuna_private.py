@@ -66,3 +66,12 @@ def retried_trial(trial: FrozenTrial) -> int | None:
 def retry_history(trial: FrozenTrial) -> list[int]:
     """The numbers of the earlier runs of a retried trial, oldest first (empty if it is no retry)."""
     return list(trial.system_attrs.get(RETRY_HISTORY_ATTR, []))
+
+
+def add_grpc_storage_service(server: Any, storage: optuna.storages.BaseStorage) -> None:
+    """Serve `storage` on a gRPC server as Optuna's proxy does (`optuna.storages.run_grpc_proxy_server`
+    builds its own server, without the options archdsl sets: one listener per port)."""
+    from optuna.storages._grpc.auto_generated.api_pb2_grpc import add_StorageServiceServicer_to_server
+    from optuna.storages._grpc.servicer import OptunaStorageProxyService
+
+    add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)

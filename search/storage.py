@@ -1,10 +1,12 @@
-"""Where a study lives: a journal file on one machine, an RDB (PostgreSQL) for many.
+"""Where a study lives: a journal file on one machine, an RDB (PostgreSQL) for many, and
+Optuna's gRPC proxy (`grpc://HOST:PORT`, started by `archdsl study serve`) in front of
+either for many workers.
 
 Both back ends survive a killed worker:
 - RDB storages run Optuna's own heartbeat: a trial whose worker stopped beating for
   `grace_period` seconds is marked FAIL by the next worker and re-queued
   (`RetryHeartbeatStaleTrialCallback`).
-- Optuna's JournalStorage has no heartbeat, so archdsl keeps one: each running trial
+- Optuna's JournalStorage and its gRPC proxy have no heartbeat, so archdsl keeps one: each running trial
   carries its worker's host, pid and a heartbeat time (system attrs, refreshed by a thread).
   Before each trial a worker fails the RUNNING trials whose worker is gone (same host and
   pid dead, or heartbeat older than the grace period) and re-queues them the same way.
@@ -40,6 +42,7 @@ from archdsl.search.optuna_private import (
 )
 from archdsl.search.worker_attrs import BEAT_ATTR, HOST_ATTR, PID_ATTR
 
+GRPC_SCHEME = "grpc://"  # an Optuna gRPC storage proxy (`archdsl study serve`): --storage grpc://HOST:PORT
 CONNECT_TIMEOUT_S = 10  # a database server that answers nothing fails after this
 STATEMENT_TIMEOUT_S = 60  # the server cancels a statement that runs longer (Optuna's take milliseconds)
 FAIL_REASON_ATTR = "fail_reason"  # a user attr: shown by the report and optuna-dashboard
@@ -89,9 +92,11 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
     if "://" not in url:
         raise UserError(
             f"storage {url!r} is not a URL",
-            hint="use sqlite:///runs/study.db, postgresql://user:pass@host/db, or leave --storage out "
-            "for a journal file in the study's folder",
+            hint="use sqlite:///runs/study.db, postgresql://user:pass@host/db, grpc://host:port, or leave "
+            "--storage out for a journal file in the study's folder",
         )
+    if url.startswith(GRPC_SCHEME):
+        return _grpc_storage(grpc_address(url))
     url = with_postgres_driver(url)
     try:
         return _while_interruptible(lambda: _rdb_storage(url, options), f"while connecting to {_server(url)}")
@@ -225,6 +230,76 @@ def _server(url: str) -> str:
     return f"{parsed.host or 'localhost'}:{parsed.port or 5432}"
 
 
+@dataclass(frozen=True)
+class GrpcAddress:
+    """Where an Optuna gRPC storage proxy listens, and how long a client waits for its answer."""
+
+    host: str
+    port: int
+    connect_timeout: float = CONNECT_TIMEOUT_S
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def grpc_address(url: str) -> GrpcAddress:
+    """`grpc://HOST:PORT[?connect_timeout=SECONDS]` parsed; a UserError for anything else."""
+    from urllib.parse import parse_qs, urlsplit
+
+    hint = "write grpc://HOST:PORT (the --host and --port of `archdsl study serve`), e.g. grpc://127.0.0.1:13000"
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if not parts.hostname or port is None or parts.path not in ("", "/") or parts.username or parts.fragment:
+        raise UserError(f"storage {without_password(url)}: not a gRPC proxy address", hint=hint)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = sorted(set(query) - {"connect_timeout"})
+    if unknown:
+        raise UserError(
+            f"storage {url}: unknown option {unknown[0]!r}", hint="the only option is ?connect_timeout=SECONDS"
+        )
+    timeout: float = CONNECT_TIMEOUT_S
+    if "connect_timeout" in query:
+        try:
+            timeout = float(query["connect_timeout"][-1])
+        except ValueError:
+            timeout = -1.0
+        if not 0 < timeout < float("inf"):
+            raise UserError(f"storage {url}: connect_timeout must be a positive number of seconds")
+    return GrpcAddress(parts.hostname, port, timeout)
+
+
+def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
+    """A client of the proxy at `address`, once the proxy answers (a UserError if it does not in time)."""
+    try:
+        import grpc  # noqa: F401 (Optuna imports it lazily: a missing one would fail at the first call)
+        from google import protobuf  # noqa: F401
+    except ImportError as err:
+        raise UserError(
+            f"storage grpc://{address}: the gRPC client ({getattr(err, 'name', None) or 'grpcio'!r}) is not installed",
+            hint=install_extra("distributed"),
+        ) from None
+    from optuna.storages import GrpcStorageProxy
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the proxy experimental
+        proxy = GrpcStorageProxy(host=address.host, port=address.port)
+    try:
+        _while_interruptible(
+            lambda: proxy.wait_server_ready(timeout=address.connect_timeout), f"while connecting to {address}"
+        )
+    except ConnectionError:
+        proxy.close()
+        raise UserError(
+            f"cannot open storage grpc://{address}: no answer from {address} within {address.connect_timeout:g} s",
+            hint="start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check "
+            "the host and port; a slow network can wait longer with ?connect_timeout=SECONDS",
+        ) from None
+    return proxy
+
+
 T = TypeVar("T")
 
 
@@ -265,7 +340,10 @@ def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return RDBStorage(
                     url,
-                    engine_kwargs={"connect_args": _connect_args(url)},
+                    # pool_pre_ping: a pooled connection the server dropped (a restart, a failover, an
+                    # idle reaper) is replaced before use instead of failing the worker's next call.
+                    # Optuna sets it for MySQL only.
+                    engine_kwargs={"connect_args": _connect_args(url), "pool_pre_ping": True},
                     heartbeat_interval=options.heartbeat_interval,
                     grace_period=options.grace_period,
                     heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=options.max_retry),

@@ -60,6 +60,7 @@ LIGHT_AT_IMPORT = (
     "archdsl.commands",
     "archdsl.run.recipe",
     "archdsl.search.measures",
+    "archdsl.search.storage_proxy",  # its defaults are read by `archdsl study serve --help`
     "archdsl.nn.timm_models",  # imported by `import archdsl`: it only installs the hook
 )
 HEAVY = ("torch", "torchvision", "timm", "optuna", "matplotlib")

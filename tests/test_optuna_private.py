@@ -85,3 +85,34 @@ def test_a_retry_carries_the_attrs_optunas_own_retry_callback_writes(tmp_path):
         assert ours[private.FIXED_PARAMS_ATTR] == first.params
         assert RetryHeartbeatStaleTrialCallback.retried_trial_number(retried) == first.number
         assert private.retry_history(retried) == RetryHeartbeatStaleTrialCallback.retry_history(retried)
+
+
+def test_optunas_grpc_servicer_serves_a_storage_to_its_proxy_client():
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("grpc") is None:
+        pytest.skip("grpcio is not installed (the `distributed` extra)")
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+    from optuna.storages import GrpcStorageProxy, InMemoryStorage
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=2))
+    private.add_grpc_storage_service(server, InMemoryStorage())
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            client = GrpcStorageProxy(host="127.0.0.1", port=port)
+        client.wait_server_ready(timeout=30)
+        study = optuna.create_study(storage=client, study_name="served")
+        study.optimize(lambda t: t.suggest_int("x", 0, 9) * 0.0, n_trials=2)
+        assert [t.state for t in optuna.load_study(study_name="served", storage=client).trials] == [
+            TrialState.COMPLETE
+        ] * 2, "Optuna's gRPC servicer or its generated add_..._to_server function changed"
+        client.close()
+    finally:
+        server.stop(grace=None)

@@ -437,3 +437,30 @@ def test_a_journal_record_optuna_cannot_replay_is_named_by_its_line(tmp_path, ca
     assert err.startswith(f"archdsl: error: the study journal {journal} is damaged at line 2"), err
     assert problem in err and "archdsl study repair" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.postgres
+@pytest.mark.skipif(not POSTGRES_URL, reason="set ARCHDSL_TEST_POSTGRES_URL to a PostgreSQL database to run this")
+def test_a_worker_carries_on_after_the_database_dropped_its_connections(tmp_path):
+    # What a database restart (or a failover, or an idle-connection reaper) does to a worker between
+    # two calls: its pooled connections are dead. Before: the next call failed (OperationalError:
+    # server closed the connection unexpectedly) and the worker stopped with a traceback.
+    import sqlalchemy
+
+    study_name = f"drop-{uuid.uuid4().hex[:8]}"
+    storage = open_storage(StorageOptions(url=POSTGRES_URL), tmp_path, study_name)
+    study = optuna.create_study(storage=storage, study_name=study_name)
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
+    try:
+        # The worker's own pooled connections (not the other tests' on this database), by their server pids.
+        held = [storage.engine.connect() for _ in range(max(1, storage.engine.pool.checkedin()))]
+        pids = [c.connection.dbapi_connection.get_backend_pid() for c in held]
+        for c in held:
+            c.close()  # back into the pool, alive as far as the pool knows
+        with sqlalchemy.create_engine(storage.engine.url).connect() as admin:
+            for pid in pids:
+                assert admin.execute(sqlalchemy.text(f"SELECT pg_terminate_backend({int(pid)})")).scalar()
+        study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)  # the same worker, next trial
+        assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 2
+    finally:
+        optuna.delete_study(study_name=study_name, storage=storage)

@@ -1,19 +1,25 @@
-"""`archdsl study repair JOURNAL`: recover the trials of a study journal with damaged lines."""
+"""`archdsl study repair JOURNAL`: recover the trials of a study journal with damaged lines;
+`archdsl study serve --storage URL`: Optuna's gRPC proxy in front of a study's storage."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from archdsl.commands._args import positive_int
 from archdsl.errors import UserError
+from archdsl.search.storage_proxy import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_THREADS
 
-EXAMPLES = ("archdsl study repair runs/alter-small-base-synthetic-buildup/study.journal",)
+EXAMPLES = (
+    "archdsl study repair runs/alter-small-base-synthetic-buildup/study.journal",
+    "archdsl study serve --storage postgresql://user:pass@dbhost/db --host 0.0.0.0 --port 13000",
+)
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "study",
-        help="repair a study journal with damaged lines",
+        help="repair a study journal with damaged lines, or serve a study's storage to many workers",
         description="Maintenance of a study's storage.",
     )
     actions = parser.add_subparsers(dest="study_command", metavar="ACTION", required=True)
@@ -29,6 +35,35 @@ def register(subparsers) -> None:
     )
     repair.add_argument("journal", metavar="JOURNAL", help="the study's journal file (OUT/STUDY/study.journal)")
     repair.set_defaults(func=run)
+    serve = actions.add_parser(
+        "serve",
+        help="serve a study's storage to many workers through Optuna's gRPC proxy (--storage grpc://HOST:PORT)",
+        description=(
+            "Start Optuna's gRPC storage proxy in front of --storage and serve until Ctrl-C or SIGTERM. "
+            "Workers then use `--storage grpc://HOST:PORT` (search, report): the proxy holds the database "
+            "connections and caches finished trials, so hundreds of workers do not each hold their own. "
+            "The proxy has no authentication or encryption: serve on a trusted network only."
+        ),
+    )
+    serve.add_argument(
+        "--storage", metavar="URL", required=True, help="the storage to serve: postgresql://... or journal:PATH"
+    )
+    serve.add_argument(
+        "--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST}; 0.0.0.0: every interface)"
+    )
+    serve.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port to listen on (default: {DEFAULT_PORT}; 0: a free one, printed)",
+    )
+    serve.add_argument(
+        "--threads",
+        type=positive_int,
+        default=DEFAULT_THREADS,
+        help=f"requests served at once (default: {DEFAULT_THREADS})",
+    )
+    serve.set_defaults(func=run_serve)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,4 +87,20 @@ def run(args: argparse.Namespace) -> int:
         print(action)
     trials = sum(len(found) for _, found in replay(path))
     print(f"repaired {path}: {trials} trials readable; the original is kept as {kept}")
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import signal
+
+    from archdsl.search.storage_proxy import start_proxy
+
+    proxy = start_proxy(args.storage, args.host, args.port, args.threads)
+    signal.signal(signal.SIGTERM, lambda *_: proxy.server.stop(grace=5))  # how SLURM and Kubernetes stop it
+    print(f"serving {proxy.backend} at {proxy.url} (Ctrl-C stops)", flush=True)
+    try:
+        proxy.server.wait_for_termination()
+    except KeyboardInterrupt:
+        proxy.server.stop(grace=5)
+    print("stopped", flush=True)
     return 0

@@ -1,0 +1,105 @@
+"""Optuna's gRPC storage proxy in front of a study's storage (`archdsl study serve`).
+
+Hundreds of workers that each hold database connections (and poll the study) load the
+database more than the trials do; the proxy holds the connections, caches finished trials,
+and the workers talk to it over gRPC (`--storage grpc://HOST:PORT`). It is Optuna's own
+server (`optuna.storages.run_grpc_proxy_server` does the same with Optuna's defaults); what
+archdsl adds is the checks: a backend that cannot be opened, a port that is taken (gRPC
+would otherwise share it silently with another server through SO_REUSEPORT), a host that
+does not resolve, each a UserError.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from archdsl.errors import UserError, install_extra
+
+# Light at import (the command line reads the defaults below): Optuna and gRPC load in start_proxy.
+DEFAULT_HOST = "127.0.0.1"  # the proxy has no authentication: other hosts only when asked (--host 0.0.0.0)
+DEFAULT_PORT = 13000  # Optuna's default for run_grpc_proxy_server
+DEFAULT_THREADS = 10  # Optuna's default: requests served at once
+
+
+@dataclass
+class RunningProxy:
+    """A started proxy: stop it with `server.stop(grace)`, wait with `server.wait_for_termination()`."""
+
+    server: Any  # grpc.Server
+    url: str  # grpc://HOST:PORT with the port really bound (for --port 0)
+    backend: str  # the backend's URL, password hidden
+
+
+def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_THREADS) -> RunningProxy:
+    """Open `backend_url` (journal:PATH or a database URL) and serve it on HOST:PORT (0: a free port)."""
+    import optuna
+
+    from archdsl.search.storage import GRPC_SCHEME, StorageOptions, open_storage, without_password
+
+    if backend_url.startswith(GRPC_SCHEME):
+        raise UserError(
+            f"cannot serve {backend_url}: it is a proxy already",
+            hint="give the storage the proxy stands in front of: postgresql://... or journal:PATH",
+        )
+    if not backend_url.startswith("journal:") and "://" not in backend_url:
+        raise UserError(
+            f"storage {backend_url!r} is not a URL",
+            hint="give postgresql://user:pass@host/db or journal:PATH (the study's OUT/STUDY/study.journal)",
+        )
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # gRPC's C core logs bind failures too: ours say it once
+    try:
+        import grpc
+        from google import protobuf  # noqa: F401 (the generated messages need it)
+    except ImportError as err:
+        raise UserError(
+            f"cannot serve a storage: the gRPC server ({getattr(err, 'name', None) or 'grpcio'!r}) is not installed",
+            hint=install_extra("distributed"),
+        ) from None
+    _check_bindable(host, port)
+    # Optuna's client caches; its server wants the same for RDB storages (get_storage wraps them).
+    storage = optuna.storages.get_storage(open_storage(StorageOptions(url=backend_url), Path("."), "unused"))
+    from archdsl.search.optuna_private import add_grpc_storage_service
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=threads), options=[("grpc.so_reuseport", 0)])
+    add_grpc_storage_service(server, storage)
+    try:
+        bound = server.add_insecure_port(f"{_bracketed(host)}:{port}")
+    except RuntimeError as err:  # taken between the check and here
+        raise UserError(f"cannot listen on {host}:{port}: {err}", hint="choose another --port") from None
+    server.start()
+    return RunningProxy(
+        server=server, url=f"{GRPC_SCHEME}{_bracketed(host)}:{bound}", backend=without_password(backend_url)
+    )
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """A UserError naming why HOST:PORT cannot be listened on (gRPC only says "failed to bind")."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"port {port} is out of range", hint="give --port between 1 and 65535 (0: a free one)")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        raise UserError(
+            f"cannot listen on {host}:{port}: {err.strerror}", hint="give --host an address of this machine"
+        ) from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(
+            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
+        )  # as servers do: a closed one's TIME_WAIT is no user
+        try:
+            probe.bind(address)
+        except OSError as err:
+            hint = "choose another --port, or stop what listens there" if err.errno == errno.EADDRINUSE else None
+            why = "the port is in use" if err.errno == errno.EADDRINUSE else err.strerror or str(err)
+            raise UserError(f"cannot listen on {host}:{port}: {why}", hint=hint) from None
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

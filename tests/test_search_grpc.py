@@ -1,0 +1,162 @@
+"""`--storage grpc://HOST:PORT` and `archdsl study serve`: Optuna's gRPC proxy in front of a study's
+storage, on 127.0.0.1 only. Needs grpcio (the `distributed` extra): skipped without it."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import socket
+import subprocess
+import uuid
+
+import _search_support as support
+import optuna
+import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
+
+from archdsl.cli import main
+
+POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
+
+
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("grpc://127.0.0.1", "not a gRPC proxy address"),
+        ("grpc://127.0.0.1:port", "not a gRPC proxy address"),
+        ("grpc://127.0.0.1:13000/db", "not a gRPC proxy address"),
+        ("grpc://127.0.0.1:13000?timeout=3", "unknown option 'timeout'"),
+        ("grpc://127.0.0.1:13000?connect_timeout=-1", "connect_timeout must be a positive number"),
+    ],
+)
+def test_a_bad_grpc_address_is_a_clear_error_before_any_connection(tmp_path, capsys, url, message):
+    assert main(["report", "s", "--storage", url, "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def needs_grpc(test):
+    """Marked as the `distributed` extra's tests are, and skipped without grpcio (a [dev]-only install)."""
+    missing = importlib.util.find_spec("grpc") is None
+    return pytest.mark.distributed(
+        pytest.mark.skipif(missing, reason="grpcio is not installed (the `distributed` extra)")(test)
+    )
+
+
+def _serve(storage: str, *extra: str) -> tuple[subprocess.Popen, str]:
+    """`archdsl study serve` on a free port of 127.0.0.1; the server and its grpc:// URL."""
+    server = support.spawn(["study", "serve", "--storage", storage, "--host", "127.0.0.1", "--port", "0", *extra])
+    line = server.stdout.readline()  # printed once it listens
+    found = re.search(r"at (grpc://127\.0\.0\.1:\d+)", line)
+    if found is None:
+        server.kill()
+        raise AssertionError(f"no address in {line!r}{server.communicate()[0]}")
+    return server, found.group(1)
+
+
+def _stop(server: subprocess.Popen) -> str:
+    server.terminate()  # SIGTERM: how SLURM and Kubernetes stop it
+    output, _ = server.communicate(timeout=30)
+    assert server.returncode == 0, output
+    return output
+
+
+@needs_grpc
+def test_a_search_through_the_proxy_writes_its_trials_into_the_journal_behind_it(tmp_path):
+    journal = tmp_path / "shared.journal"
+    server, url = _serve(f"journal:{journal}")
+    try:
+        args = support.search_args(
+            tmp_path, "via-grpc", "--strategy", "random", "--objectives", "params", "--n-trials", "3", "--storage", url
+        )
+        assert main(args) == 0
+        assert main(["report", "via-grpc", "--storage", url, "--out", str(tmp_path / "runs")]) == 0
+    finally:
+        assert "stopped" in _stop(server)
+    # The journal itself, read without the proxy, has every trial.
+    study = optuna.load_study(study_name="via-grpc", storage=JournalStorage(JournalFileBackend(str(journal))))
+    measured = [t for t in study.trials if "copy_of" not in t.user_attrs]
+    assert len(measured) == 3 and all(t.state == TrialState.COMPLETE for t in measured)
+    assert (tmp_path / "runs" / "via-grpc" / "report" / "report.md").exists()
+
+
+@needs_grpc
+def test_no_proxy_at_the_address_fails_within_the_urls_timeout(tmp_path, capsys):
+    with socket.socket() as free:  # a port nobody listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    url = f"grpc://127.0.0.1:{port}?connect_timeout=1"
+    assert main(support.search_args(tmp_path, "s", "--storage", url)) == 1
+    err = capsys.readouterr().err
+    assert f"no answer from 127.0.0.1:{port} within 1 s" in err and "archdsl study serve" in err
+    assert "Traceback" not in err and not (tmp_path / "runs").exists()
+
+
+@needs_grpc
+def test_serve_refuses_a_port_in_use(tmp_path, capsys):
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["study", "serve", "--storage", f"journal:{tmp_path / 's.journal'}", "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in err and "Traceback" not in err
+
+
+@needs_grpc
+def test_a_second_proxy_on_the_same_port_is_refused_not_shared(tmp_path):
+    # gRPC servers set SO_REUSEPORT by default: without archdsl's option both would listen.
+    server, url = _serve(f"journal:{tmp_path / 'a.journal'}")
+    try:
+        port = url.rsplit(":", 1)[1]
+        second = support.spawn(["study", "serve", "--storage", f"journal:{tmp_path / 'b.journal'}", "--port", port])
+        output, _ = second.communicate(timeout=60)
+        assert second.returncode == 1 and "the port is in use" in output, output
+    finally:
+        _stop(server)
+
+
+@pytest.mark.parametrize(
+    "storage, message",
+    [
+        ("nosuchdialect://localhost/db", "cannot open storage"),
+        ("runs/study.db", "is not a URL"),
+        ("grpc://127.0.0.1:13000", "it is a proxy already"),
+        ("postgresql://u:secret@127.0.0.1:1/db", "cannot open storage"),
+    ],
+)
+@needs_grpc
+def test_serve_refuses_a_bad_backend_before_listening(tmp_path, capsys, storage, message):
+    assert main(["study", "serve", "--storage", storage, "--port", "0"]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and "secret" not in err
+
+
+@needs_grpc
+def test_serve_refuses_a_host_that_does_not_resolve(capsys, tmp_path):
+    args = ["study", "serve", "--storage", f"journal:{tmp_path / 's.journal'}", "--host", "no-such-host.invalid"]
+    assert main([*args, "--port", "0"]) == 1
+    assert "cannot listen on no-such-host.invalid:0" in capsys.readouterr().err
+
+
+@needs_grpc
+@pytest.mark.slow
+@pytest.mark.postgres
+@pytest.mark.skipif(not POSTGRES_URL, reason="set ARCHDSL_TEST_POSTGRES_URL to a PostgreSQL database to run this")
+def test_two_workers_share_a_postgresql_study_through_the_proxy(tmp_path):
+    from test_search_storage import _check_shared_study, _run_two_workers
+
+    from archdsl.search.storage import StorageOptions, open_storage
+
+    study_name = f"grpc-{uuid.uuid4().hex[:10]}"
+    server, url = _serve(POSTGRES_URL)
+    try:
+        args = support.search_args(tmp_path, study_name, "--strategy", "random", "--n-trials", "4", "--storage", url)
+        _run_two_workers(args)
+        _check_shared_study(support.load(tmp_path, study_name, POSTGRES_URL), 4)
+    finally:
+        _stop(server)
+        optuna.delete_study(
+            study_name=study_name, storage=open_storage(StorageOptions(url=POSTGRES_URL), tmp_path, "x")
+        )
