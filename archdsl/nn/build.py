@@ -91,7 +91,7 @@ class ArchNet(nn.Module):
         # The map size the head receives, should it have to turn tokens back into a map; the
         # layouts forward_head converts between, fixed here so that forward scripts and traces.
         self._head_size = stage_shapes(arch)[-1].out_size if arch.stages else (0, 0)
-        self._head_layout = cast(str, self.head.layout)
+        self._head_layout = self.head.layout
         self._features_layout = self._end_layout()
         # timm's model attributes.
         self.num_classes = arch.classes

@@ -49,6 +49,10 @@ class PreActBlock(nn.Module):
     if TYPE_CHECKING:  # added by name below (norm1, conv1, norm2, ...); TorchScript reads no module annotations
         norm1: nn.BatchNorm2d
         conv1: nn.Conv2d
+        norm2: nn.BatchNorm2d
+        conv2: nn.Conv2d
+        norm3: nn.BatchNorm2d
+        conv3: nn.Conv2d
 
     def __init__(self, units: Units, *, drop_path: float = 0.0) -> None:
         super().__init__()
@@ -115,6 +119,13 @@ class PostActBlock(nn.Module):
 
     kind = "conv"
     layout = MAP
+    if TYPE_CHECKING:  # added by name below (conv1, norm1, conv2, ...); TorchScript reads no module annotations
+        conv1: nn.Conv2d
+        norm1: nn.BatchNorm2d
+        conv2: nn.Conv2d
+        norm2: nn.BatchNorm2d
+        conv3: nn.Conv2d
+        norm3: nn.BatchNorm2d
 
     def __init__(self, units: Units, *, drop_path: float = 0.0) -> None:
         super().__init__()
