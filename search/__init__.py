@@ -6,8 +6,10 @@
 - `trial`: one trial, measured in stages, deduplicated by design digest;
 - `objective`: the one place that calls training, analysis and data;
 - `storage`: journal file or RDB (PostgreSQL) storage, heartbeats, retries;
+- `replay`: trials answered from a fully measured table (`--fidelity table:PATH`);
 - `runner`: a whole search on one worker; `report`: what a study found.
 """
 
 # Kept here (not in `strategies`) so that the CLI can list them without importing Optuna.
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
+PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch test accuracy

@@ -23,6 +23,7 @@ from archdsl.files import ensure_dir, save_figure, write_text
 from archdsl.search.naming import path_part
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.optuna_private import retried_trial
+from archdsl.search.replay import SIM_SECONDS_ATTR
 from archdsl.search.runner import COMMAND_ATTR, StudyProgress
 from archdsl.search.space import layout_text, msa_per_stage
 from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
@@ -55,7 +56,8 @@ class TrialRow:
     spec: str | None
     note: str  # why it failed or was pruned
     layout: str | None = None  # `c1:CC c2:CM ...` (space.layout_text)
-    seconds: float | None = None  # from start to finish (None while it runs)
+    seconds: float | None = None  # from start to finish (None while it runs); simulated for a replayed trial
+    simulated: bool = False  # `seconds` is a replayed trial's simulated time (archdsl.search.replay)
     step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
 
     @property
@@ -135,6 +137,9 @@ def _row(t: FrozenTrial) -> TrialRow:
     seconds = None
     if t.datetime_start is not None and t.datetime_complete is not None:
         seconds = (t.datetime_complete - t.datetime_start).total_seconds()
+    simulated = SIM_SECONDS_ATTR in attrs
+    if simulated:  # replayed: the time the trial would have taken, not the milliseconds its replay took
+        seconds = float(attrs[SIM_SECONDS_ATTR])
     return TrialRow(
         number=t.number,
         state=t.state.name,
@@ -148,6 +153,7 @@ def _row(t: FrozenTrial) -> TrialRow:
         layout=attrs.get(LAYOUT_ATTR) or _layout_of(spec),
         seconds=seconds,
         step=attrs.get(BUILDUP_STEP_ATTR),
+        simulated=simulated,
     )
 
 
@@ -182,7 +188,7 @@ def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
     if row.values and row.state in ("COMPLETE", "PRUNED"):
         mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
         values = " ".join(f"{n}={v:.4g}{mark}" for n, v in zip(names, row.values, strict=False))
-    seconds = f"({_duration(row.seconds)})" if row.seconds is not None else ""
+    seconds = f"({'simulated ' if row.simulated else ''}{_duration(row.seconds)})" if row.seconds is not None else ""
     parts = [f"trial {row.number} {row.state}", values, f" {design_text(row)} ", seconds]
     line = " ".join(p for p in parts if p)
     return f"{line}  ({row.note})" if row.note else line
@@ -411,7 +417,7 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
         f"- objectives: {objs}",
         f"- trials: {len(summary.rows)} ({summary.count('COMPLETE')} complete, {summary.count('PRUNED')} pruned, "
         f"{summary.count('FAIL')} failed, {summary.count('RUNNING')} running, {summary.count('WAITING')} waiting), "
-        f"{_duration(total)} of trial time"
+        f"{_duration(total)} of {'simulated ' if any(r.simulated for r in summary.rows) else ''}trial time"
         + (f"; {_copies(summary.copies)} drawn again (not counted)" if summary.copies else ""),
     ]
     if summary.command:

@@ -27,6 +27,7 @@ from archdsl.errors import UserError
 from archdsl.search import objective as measure
 from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of
+from archdsl.search.replay import make_objective
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import StorageOptions, fail_stale_trials, is_copy, is_verdict, open_storage
 from archdsl.search.strategies import (
@@ -59,6 +60,7 @@ class SearchConfig:
     seed_endpoints: bool = False
     storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
     command: str | None = None  # the command line that runs this study again (kept in the study)
+    pruner: str = "median"  # one of search.PRUNERS
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,7 @@ def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
 def run_search(
     config: SearchConfig,
     space: Space,
-    data: measure.DataContext,
+    data: measure.DataContext | None,
     settings: TrialSettings,
     out: Path,
     *,
@@ -189,11 +191,11 @@ def run_search(
         study = open_study(config, out)
         check_same_space(study, space)
     sampler = make_sampler(config.strategy, space, len(config.objectives), config.seed)
-    pruner = make_pruner(config.objectives, settings.fidelity.epochs)
+    pruner = make_pruner(config.objectives, settings.fidelity.epochs, config.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
     study = optuna.load_study(study_name=config.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, config.storage)
-    objective = TrialObjective(space, data, settings)
+    objective = make_objective(space, data, settings)  # trained, or replayed from a table
     callbacks = [on_trial] if on_trial is not None else []
     before = _finished(study)
     deadline = None if config.timeout is None else time.monotonic() + config.timeout

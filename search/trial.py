@@ -74,6 +74,7 @@ class TrialSettings:
     out_dir: Path | None = None  # runs/<study>: trial folders go under trials/
     storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
     progress: bool = False
+    replay: Any = None  # a `search.replay.Replay`: trials are answered from its table, not trained
 
 
 class TrialObjective:
@@ -200,7 +201,7 @@ class TrialObjective:
             trial.report(top1, epoch)
             # Never at the last epoch: the training is done, and stopping it would lose its measured result.
             if epoch < self.settings.fidelity.epochs and trial.should_prune():
-                self._prune(trial, f"median pruner: below the median at epoch {epoch}")
+                self._prune(trial, f"{prune_reason(trial.study.pruner)} at epoch {epoch}")
 
     # -- the study's memory --------------------------------------------------------------------
     def _dominated_on_cheap(self, trial: optuna.Trial, metrics: dict[str, Any]) -> int | None:
@@ -261,6 +262,17 @@ def earlier_twin(study: optuna.Study, number: int, digest: str) -> FrozenTrial |
         ):
             return t
     return None
+
+
+def prune_reason(pruner: optuna.pruners.BasePruner) -> str:
+    """Why a pruner stops a trial, in words (the report's note on a pruned trial)."""
+    if isinstance(pruner, optuna.pruners.MedianPruner):
+        return "median pruner: below the median"
+    if isinstance(pruner, optuna.pruners.HyperbandPruner):
+        return "hyperband: not promoted"
+    if isinstance(pruner, optuna.pruners.SuccessiveHalvingPruner):
+        return "successive halving: not promoted"
+    return f"{type(pruner).__name__}: pruned"
 
 
 def trial_dir(out_dir: Path, number: int, short_id: str) -> Path:

@@ -50,7 +50,7 @@ EXAMPLES = (
 
 def register(subparsers) -> None:
     from archdsl.run.recipe import RECIPES
-    from archdsl.search import STRATEGIES
+    from archdsl.search import PRUNERS, STRATEGIES
     from archdsl.search.objective import Fidelity
     from archdsl.search.objectives import OBJECTIVES
 
@@ -102,6 +102,13 @@ def register(subparsers) -> None:
         metavar="N",
         help="distinct designs the study should measure (a total over all workers and runs; default: 8)",
     )
+    how.add_argument(
+        "--pruner",
+        default="median",
+        choices=PRUNERS,
+        help="stop poor candidates early on their per-epoch test accuracy (accuracy-only studies): median, "
+        "successive halving, Hyperband, or none (default: median)",
+    )
     how.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="stop starting trials after this")
     how.add_argument(
         "--seed-endpoints",
@@ -115,6 +122,13 @@ def register(subparsers) -> None:
     how.add_argument("--seed", type=int, default=0, metavar="N", help="sampler and training seed (default: 0)")
 
     fid = parser.add_argument_group("fidelity")
+    fid.add_argument(
+        "--fidelity",
+        default="train",
+        metavar="train|table:TABLE",
+        help="train each candidate (default), or answer it from a fully measured table (a path, or a built-in: "
+        "table:fashion-mnist-k-init) in seconds, with simulated time (docs/search.md, Replay)",
+    )
     fid.add_argument(
         "--epochs",
         type=positive_int,
@@ -244,15 +258,18 @@ def run(args: argparse.Namespace) -> int:
 
     subset = args.subset if args.subset is not None else (SYNTHETIC_SUBSET if synthetic else REAL_SUBSET)
     test_subset = args.test_subset if args.test_subset is not None else subset
-    data = measure.load_data(
-        args.dataset,
-        Path(args.data_root) if args.data_root else None,
-        seed=args.seed,
-        test_subset=test_subset,
-        download=args.download,
-    )
+    replay = replay_table(args.fidelity, space, args.dataset, objectives)  # None: trained
+    data = None
+    if replay is None:
+        data = measure.load_data(
+            args.dataset,
+            Path(args.data_root) if args.data_root else None,
+            seed=args.seed,
+            test_subset=test_subset,
+            download=args.download,
+        )
+        measure.check_described(data, info.image_shape, info.num_classes)
     out = Path(args.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
-    measure.check_described(data, info.image_shape, info.num_classes)
     storage = StorageOptions(
         url=args.storage,
         heartbeat_interval=args.heartbeat,
@@ -271,9 +288,10 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         seed_endpoints=args.seed_endpoints,
         storage=storage,
+        pruner=args.pruner,
     )
     fidelity = measure.Fidelity(
-        epochs=args.epochs,
+        epochs=args.epochs if replay is None else replay.epochs,
         subset=subset,
         test_subset=test_subset,
         recipe=args.recipe,
@@ -283,7 +301,8 @@ def run(args: argparse.Namespace) -> int:
         severities=severities,
         optimize=args.optimize,
     )
-    measure.check_fidelity(fitted, data, fidelity, device=args.device, seed=args.seed)  # not each trial's error
+    if data is not None:
+        measure.check_fidelity(fitted, data, fidelity, device=args.device, seed=args.seed)  # not each trial's error
     settings = TrialSettings(
         objectives=objectives,
         fidelity=fidelity,
@@ -294,6 +313,7 @@ def run(args: argparse.Namespace) -> int:
         out_dir=out / study_name,
         storage=storage,
         progress=args.progress,
+        replay=replay,
     )
     # Optuna's own log repeats every failure with a traceback; one line per trial says it all.
     optuna.logging.set_verbosity(logging.ERROR)
@@ -302,9 +322,10 @@ def run(args: argparse.Namespace) -> int:
     with output_dir(out, "--out"):
         study = open_study(config, out)
         check_same_space(study, space)
+    replayed = f", replayed from the table {replay.source}" if replay is not None else ""
     print(
         f"search {study_name}: {args.strategy} over {space.size()} points of {base_text} on {args.dataset}, "
-        f"objectives {','.join(o.name for o in objectives)}",
+        f"objectives {','.join(o.name for o in objectives)}{replayed}",
         file=sys.stderr,
     )
     total = target_trials(config, space)
@@ -346,12 +367,31 @@ def run(args: argparse.Namespace) -> int:
             value = step.state.lower() if step.value is None else f"{step.value:.4g}"
             print(f"build-up: {where:<16} {value:>8}  {verdict}")
 
+    if replay is not None:
+        from archdsl.search.replay import simulated_seconds
+
+        print(f"simulated time: {simulated_seconds(outcome.study.trials):.0f} s of training and measuring, one worker")
+
     from archdsl.search.report import write_report
 
     paths = write_report(outcome.study, out / study_name)
     print(visible_lines(paths.summary_text))  # quotes what the study's storage holds: escaped
     print(f"report: {paths.report}")
     return 0
+
+
+def replay_table(fidelity: str, space, dataset: str, objectives):
+    """The table of `--fidelity table:...`, checked against the search (None for `train`)."""
+    from archdsl.errors import UsageError
+    from archdsl.search.replay import check_replay, is_replay, load_replay
+
+    if fidelity == "train":
+        return None
+    if not is_replay(fidelity):
+        raise UsageError(f"unknown --fidelity {fidelity!r}", hint="train, or table:PATH (table:NAME for a built-in)")
+    replay = load_replay(fidelity)
+    check_replay(replay, space, dataset, objectives)
+    return replay
 
 
 def _why_short(outcome, args: argparse.Namespace, total: int, measured: int, timed_out: bool) -> str | None:
@@ -398,6 +438,10 @@ def reproduce_command(
     parts += ["--seed", str(args.seed), "--epochs", str(args.epochs), "--subset", _number(subset)]
     parts += ["--test-subset", _number(test_subset)]
     parts += ["--recipe", args.recipe, *recipe_command_words(recipe_settings(args, exclude=SEARCH_OWN_FIELDS))]
+    if args.pruner != "median":
+        parts += ["--pruner", args.pruner]
+    if args.fidelity != "train":
+        parts += ["--fidelity", args.fidelity]
     names = {o.name for o in objectives}
     if names & {"nep", "ape"}:
         parts += ["--hessian-batches", str(args.hessian_batches), "--hessian-iters", str(args.hessian_iters)]
