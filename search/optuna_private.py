@@ -66,3 +66,12 @@ def retried_trial(trial: FrozenTrial) -> int | None:
 def retry_history(trial: FrozenTrial) -> list[int]:
     """The numbers of the earlier runs of a retried trial, oldest first (empty if it is no retry)."""
     return list(trial.system_attrs.get(RETRY_HISTORY_ATTR, []))
+
+
+def hypervolume(points: Any, reference: Any) -> float:
+    """The hypervolume dominated by `points` (each row to be minimised) up to `reference`, by Optuna's
+    own algorithm (its public API only draws it: `optuna.visualization.plot_hypervolume_history`)."""
+    import numpy as np
+    from optuna._hypervolume import compute_hypervolume
+
+    return float(compute_hypervolume(np.asarray(points, dtype=float), np.asarray(reference, dtype=float)))

@@ -196,6 +196,7 @@ def run_search(
     study = optuna.load_study(study_name=config.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, config.storage)
     objective = make_objective(space, data, settings)  # trained, or replayed from a table
+    # A trained trial leaves a model's memory behind; a replayed one nothing (and a collection takes ~0.1-1 s).
     callbacks = [on_trial] if on_trial is not None else []
     before = _finished(study)
     deadline = None if config.timeout is None else time.monotonic() + config.timeout
@@ -222,7 +223,7 @@ def run_search(
             timeout=config.timeout,
             catch=(TrialFailed,),
             callbacks=[_StopAt(config.n_trials, space, config.seed), *callbacks],
-            gc_after_trial=True,
+            gc_after_trial=settings.replay is None,
         )
     exhausted = space.n_designs() if _finished(study) < config.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
@@ -263,7 +264,13 @@ def _evaluate(
             continue
         if not waiting:
             study.enqueue_trial(params, user_attrs={"strategy": "buildup", BUILDUP_STEP_ATTR: step_label(stage)})
-        study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=callbacks, gc_after_trial=True)
+        study.optimize(
+            objective,
+            n_trials=1,
+            catch=(TrialFailed,),
+            callbacks=callbacks,
+            gc_after_trial=objective.settings.replay is None,
+        )
     verdicts = [t for t in _trials_of(study, digest) if is_verdict(t)]
     return verdicts[-1] if verdicts else None
 

@@ -85,3 +85,10 @@ def test_a_retry_carries_the_attrs_optunas_own_retry_callback_writes(tmp_path):
         assert ours[private.FIXED_PARAMS_ATTR] == first.params
         assert RetryHeartbeatStaleTrialCallback.retried_trial_number(retried) == first.number
         assert private.retry_history(retried) == RetryHeartbeatStaleTrialCallback.retry_history(retried)
+
+
+def test_the_hypervolume_is_the_area_the_points_dominate():
+    # Two corners of the unit square, reference (2, 2): the 2x2 square less the 1x1 corner neither dominates.
+    assert private.hypervolume([[0.0, 1.0], [1.0, 0.0]], [2.0, 2.0]) == 3.0
+    # A dominated point adds nothing.
+    assert private.hypervolume([[0.0, 1.0], [1.0, 0.0], [1.5, 1.5]], [2.0, 2.0]) == 3.0
