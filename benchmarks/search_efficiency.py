@@ -283,29 +283,33 @@ def main() -> None:
     axes = fig.subplots(2, 2)
     horizon = max(t[-1] for ts in times.values() for t in ts)
     grid = np.linspace(0, horizon, 200)
-    rows = (
-        ("strategies (no pruner)", [(s, "none") for s in STRATEGIES]),
-        ("pruners on TPE and random", [(s, p) for s in PRUNED_STRATEGIES for p in PRUNERS]),
-    )
-    for row, (title, keys) in enumerate(rows):
-        for key in keys:
-            label = key[0] if row == 0 else f"{key[0]} + {key[1]}"
-            med, q1, q3 = quartiles(curves[key])
-            x = np.arange(1, len(med) + 1)
-            (line,) = axes[row, 0].plot(x, med, label=label, drawstyle="steps-post")
-            axes[row, 0].fill_between(x, q1, q3, alpha=0.15, color=line.get_color(), step="post")
-            start = truth.best - truth.worst
+    start = truth.best - truth.worst
+
+    def draw(ax, key, label, by_time: bool) -> None:
+        if by_time:
             sampled = [on_grid(c, t, grid, start) for c, t in zip(curves[key], times[key], strict=True)]
             q1, med, q3 = np.percentile(np.array(sampled), [25, 50, 75], axis=0)
-            axes[row, 1].plot(grid / 60, med, label=label, color=line.get_color())
-            axes[row, 1].fill_between(grid / 60, q1, q3, alpha=0.15, color=line.get_color())
-        for col, xlabel in enumerate(("trials (designs measured)", "simulated time (min, one worker)")):
-            ax = axes[row, col]
-            ax.axhline(truth.noise, color="grey", linestyle=":", linewidth=1, label="seed noise")
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel("regret of the best-so-far (top-1)")
-            ax.set_title(f"{title}: median and quartiles of {repeats}")
-        axes[row, 0].legend(fontsize=7)
+            x, step = grid / 60, None
+        else:
+            med, q1, q3 = quartiles(curves[key])
+            x, step = np.arange(1, len(med) + 1), "post"
+        (line,) = ax.plot(x, med, label=label, drawstyle="steps-post" if step else "default")
+        ax.fill_between(x, q1, q3, alpha=0.15, color=line.get_color(), step=step)
+
+    panels = (
+        (axes[0, 0], "strategies (no pruner)", [(s, "none") for s in STRATEGIES], False),
+        (axes[0, 1], "strategies (no pruner)", [(s, "none") for s in STRATEGIES], True),
+        (axes[1, 0], "pruners on random search", [("random", p) for p in PRUNERS], True),
+        (axes[1, 1], "pruners on TPE", [("tpe", p) for p in PRUNERS], True),
+    )
+    for ax, title, keys, by_time in panels:
+        for key in keys:
+            draw(ax, key, key[0] if key[1] == "none" and "strategies" in title else key[1], by_time)
+        ax.axhline(truth.noise, color="grey", linestyle=":", linewidth=1, label="seed noise")
+        ax.set_xlabel("simulated time (min, one worker)" if by_time else "trials (designs measured)")
+        ax.set_ylabel("regret of the best-so-far (top-1)")
+        ax.set_title(f"{title}: median and quartiles of {repeats}", fontsize=10)
+        ax.legend(fontsize=7)
     save_figure(fig, figures / "search-efficiency-regret.png", dpi=110)
 
     fig = Figure(figsize=(11, 4), layout="constrained")

@@ -104,7 +104,8 @@ class TrialObjective:
         trial.set_user_attr("n_msa", arch.n_msa)
         trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
         trial.set_user_attr(SPEC_ATTR, measure.format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
-        with WorkerHeartbeat(storage_of(study), trial_id(trial), self.settings.storage.heartbeat_interval):
+        beat = self.settings.storage.heartbeat_interval
+        with WorkerHeartbeat(storage_of(study), trial_id(trial), beat, keep_beating=self.settings.replay is None):
             return self._measure(trial, arch)
 
     def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
