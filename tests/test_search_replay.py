@@ -289,3 +289,22 @@ def test_a_file_that_is_not_json_and_another_base_are_user_errors(tmp_path, tabl
     assert main([*search_args(table_file, tmp_path / "runs", "bad"), "--base", "alter-small-base"]) == 1
     err = capsys.readouterr().err
     assert "measured the base 'resnet-fmnist', not this search's 'alter-small-base'" in err
+
+
+def test_the_docs_replay_example_runs_on_the_shipped_table(tmp_path, monkeypatch, capsys):
+    """docs/search.md's replay example, as written (the slow doc runner runs it too; this one is fast)."""
+    import re
+    import shlex
+
+    from _doc_files import section
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "search.md"
+    text = section(
+        doc.read_text(encoding="utf-8"), "Replay: a search answered from a measured table (`--fidelity table:...`)"
+    )
+    [block] = re.findall(r"^```console[ \t]*\n(.*?)^```", text, re.M | re.S)
+    command, *shown = block.splitlines()
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(command[len("$ archdsl ") :])) == 0
+    printed = capsys.readouterr()
+    assert shown[0] in printed.err and shown[-1] in printed.out
