@@ -116,7 +116,7 @@ def test_a_replayed_search_answers_each_trial_from_a_run_of_its_design(tmp_path,
         design, run = table.by_digest[t.user_attrs[DIGEST_ATTR]], run_of(table, t)
         assert t.value == run.accuracy
         assert t.intermediate_values == {p.epoch: p.test_acc for p in run.curve}
-        assert t.user_attrs[SIM_SECONDS_ATTR] == pytest.approx(run.train_seconds)  # accuracy only: no analysis
+        assert t.user_attrs[SIM_SECONDS_ATTR] == pytest.approx(run.train_time)  # accuracy only: no analysis
         assert t.user_attrs["metrics"]["params"] == design.n_params
     assert "simulated" in (out / "cli" / "report" / "report.md").read_text()
 
@@ -142,7 +142,7 @@ def test_analysis_objectives_add_the_measuring_time_and_read_the_table(table_fil
     for t in (t for t in verdicts(study) if t.state == TrialState.COMPLETE):
         run = run_of(replay, t)
         assert t.values == [run.accuracy, run.robustness, run.latency, t.user_attrs["metrics"]["params"]]
-        assert t.user_attrs[SIM_SECONDS_ATTR] == pytest.approx(run.train_seconds + run.measure_seconds)
+        assert t.user_attrs[SIM_SECONDS_ATTR] == pytest.approx(run.train_time + run.measure_time)
 
 
 # -- search behaviour at scale ---------------------------------------------------------------------
@@ -187,7 +187,7 @@ def test_pruners_stop_poor_designs_early_and_save_simulated_time(table_file, spa
     for t in pruned:
         run = run_of(replay, t)
         assert max(t.intermediate_values) < replay.epochs  # never at the last epoch
-        assert t.user_attrs[SIM_SECONDS_ATTR] < run.train_seconds
+        assert t.user_attrs[SIM_SECONDS_ATTR] < run.train_time
         assert pruner.replace("halving", "successive halving") in t.user_attrs["pruned_reason"]
     best = max(replay.table.designs, key=lambda d: min(r.accuracy for r in d.runs))
     assert all(t.state == TrialState.COMPLETE for t in trials if t.user_attrs[DIGEST_ATTR] == best.digest)
@@ -308,3 +308,14 @@ def test_the_docs_replay_example_runs_on_the_shipped_table(tmp_path, monkeypatch
     assert main(shlex.split(command[len("$ archdsl ") :])) == 0
     printed = capsys.readouterr()
     assert shown[0] in printed.err and shown[-1] in printed.out
+
+
+def test_the_clock_takes_a_runs_cpu_time_when_the_table_has_it():
+    # A table made beside other work has wall times that hold that work too; its CPU times do not.
+    from archdsl.search.replay import TableRun
+
+    curve = [{"epoch": 1, "test_acc": 0.5, "seconds": 9.0}]
+    wall_only = TableRun(seed=0, accuracy=0.5, curve=curve, train_seconds=9.0, measure_seconds=4.0)
+    assert (wall_only.train_time, wall_only.measure_time) == (9.0, 4.0)
+    both = wall_only.model_copy(update={"train_cpu_seconds": 3.0, "measure_cpu_seconds": 1.0})
+    assert (both.train_time, both.measure_time) == (3.0, 1.0)
