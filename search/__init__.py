@@ -7,6 +7,7 @@
 - `measures`: a design's measures, the one place that calls training, analysis and data;
 - `storage`: journal file, RDB (PostgreSQL) or gRPC proxy storage, heartbeats, retries;
 - `storage_proxy`: Optuna's gRPC proxy in front of a storage (`archdsl study serve`);
+- `replay`: trials answered from a fully measured table (`--fidelity table:PATH`);
 - `runner`: a whole search on one worker;
 - `study_summary`: what a study found, rendered by `report_lines` (terminal), `report_csv`,
   `report_figures` and `report_markdown`, and written by `report`;
@@ -27,6 +28,7 @@ from archdsl.exports import lazy_exports
 
 # Kept here (not in `strategies`) so that the CLI can list them without importing Optuna.
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
+PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch test accuracy
 
 _EXPORTS = {
     "search": "archdsl.search.session",
@@ -53,7 +55,7 @@ _EXPORTS = {
     "is_copy": "archdsl.search.storage",
 }
 
-__all__ = ["STRATEGIES", *sorted(_EXPORTS)]
+__all__ = ["PRUNERS", "STRATEGIES", *sorted(_EXPORTS)]
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -75,3 +75,12 @@ def add_grpc_storage_service(server: Any, storage: optuna.storages.BaseStorage) 
     from optuna.storages._grpc.servicer import OptunaStorageProxyService
 
     add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
+
+
+def hypervolume(points: Any, reference: Any) -> float:
+    """The hypervolume dominated by `points` (each row to be minimised) up to `reference`, by Optuna's
+    own algorithm (its public API only draws it: `optuna.visualization.plot_hypervolume_history`)."""
+    import numpy as np
+    from optuna._hypervolume import compute_hypervolume
+
+    return float(compute_hypervolume(np.asarray(points, dtype=float), np.asarray(reference, dtype=float)))

@@ -28,7 +28,8 @@ def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
     if row.values and row.state in ("COMPLETE", "PRUNED"):
         mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
         values = " ".join(f"{n}={v:.4g}{mark}" for n, v in zip(names, row.values, strict=False))
-    seconds = f"({duration_text(row.seconds)})" if row.seconds is not None else ""
+    simulated = "simulated " if row.simulated else ""
+    seconds = f"({simulated}{duration_text(row.seconds)})" if row.seconds is not None else ""
     parts = [f"trial {row.number} {row.state}", values, f" {design_text(row)} ", seconds]
     line = " ".join(p for p in parts if p)
     return f"{line}  ({row.note})" if row.note else line

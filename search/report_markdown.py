@@ -17,7 +17,7 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
         f"- objectives: {objs}",
         f"- trials: {len(summary.rows)} ({summary.count('COMPLETE')} complete, {summary.count('PRUNED')} pruned, "
         f"{summary.count('FAIL')} failed, {summary.count('RUNNING')} running, {summary.count('WAITING')} waiting), "
-        f"{duration_text(total)} of trial time"
+        f"{duration_text(total)} of {'simulated ' if any(r.simulated for r in summary.rows) else ''}trial time"
         + (f"; {copies_text(summary.copies)} drawn again (not counted)" if summary.copies else ""),
     ]
     if summary.command:

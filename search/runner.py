@@ -27,6 +27,7 @@ from archdsl.errors import UserError
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of
+from archdsl.search.replay import make_objective
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import StorageOptions, fail_stale_trials, is_copy, is_verdict, open_storage
 from archdsl.search.strategies import (
@@ -59,6 +60,7 @@ class SearchConfig:
     seed_endpoints: bool = False
     storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
     command: str | None = None  # the command line that runs this study again (kept in the study)
+    pruner: str = "median"  # one of search.PRUNERS
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,7 @@ def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
 def run_search(
     config: SearchConfig,
     space: Space,
-    data: measure.DataContext,
+    data: measure.DataContext | None,
     settings: TrialSettings,
     out: Path,
     *,
@@ -189,11 +191,12 @@ def run_search(
         study = open_study(config, out)
         check_same_space(study, space)
     sampler = make_sampler(config.strategy, space, len(config.objectives), config.seed)
-    pruner = make_pruner(config.objectives, settings.fidelity.epochs)
+    pruner = make_pruner(config.objectives, settings.fidelity.epochs, config.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
     study = optuna.load_study(study_name=config.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, config.storage)
-    objective = TrialObjective(space, data, settings)
+    objective = make_objective(space, data, settings)  # trained, or replayed from a table
+    # A trained trial leaves a model's memory behind; a replayed one nothing (and a collection takes ~0.1-1 s).
     callbacks = [on_trial] if on_trial is not None else []
     before = _finished(study)
     deadline = None if config.timeout is None else time.monotonic() + config.timeout
@@ -220,7 +223,7 @@ def run_search(
             timeout=config.timeout,
             catch=(TrialFailed,),
             callbacks=[_StopAt(config.n_trials, space, config.seed), *callbacks],
-            gc_after_trial=True,
+            gc_after_trial=settings.replay is None,
         )
     exhausted = space.n_designs() if _finished(study) < config.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
@@ -261,7 +264,13 @@ def _evaluate(
             continue
         if not waiting:
             study.enqueue_trial(params, user_attrs={"strategy": "buildup", BUILDUP_STEP_ATTR: step_label(stage)})
-        study.optimize(objective, n_trials=1, catch=(TrialFailed,), callbacks=callbacks, gc_after_trial=True)
+        study.optimize(
+            objective,
+            n_trials=1,
+            catch=(TrialFailed,),
+            callbacks=callbacks,
+            gc_after_trial=objective.settings.replay is None,
+        )
     verdicts = [t for t in _trials_of(study, digest) if is_verdict(t)]
     return verdicts[-1] if verdicts else None
 

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat
 
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
-from archdsl.search import STRATEGIES
+from archdsl.search import PRUNERS, STRATEGIES
 
 __all__ = [
     "SearchPlan",
@@ -60,6 +60,10 @@ class SearchSettings(BaseModel):
     )
     search: str = Field(default="k", description="what to search, comma-separated from k,heads,window,dim_head,init")
     strategy: str = Field(default="buildup", description="buildup (the paper's rule), tpe, nsga2, grid or random")
+    pruner: str = Field(default="median", description="median, halving, hyperband or none (accuracy-only studies)")
+    fidelity_source: str = Field(
+        default="train", description="`train` each candidate, or answer it from a measured table: `table:PATH|NAME`"
+    )
     objectives: str = Field(default="accuracy", description="comma-separated objectives; several give a Pareto front")
     n_trials: PositiveInt = Field(default=8, description="distinct designs the study should measure (over all workers)")
     timeout: PositiveFloat | None = Field(default=None, description="stop starting trials after this many seconds")
@@ -83,6 +87,13 @@ class SearchSettings(BaseModel):
     def _known_strategy(cls, value: str) -> str:
         if value not in STRATEGIES:
             raise ValueError(f"unknown strategy {value!r}; choose from {', '.join(STRATEGIES)}")
+        return value
+
+    @field_validator("pruner")
+    @classmethod
+    def _known_pruner(cls, value: str) -> str:
+        if value not in PRUNERS:
+            raise ValueError(f"unknown pruner {value!r}; choose from {', '.join(PRUNERS)}")
         return value
 
 
@@ -200,16 +211,18 @@ class SearchPlan:
     fidelity: Any  # Fidelity
     config: Any  # runner.SearchConfig
     trial_settings: Any  # trial.TrialSettings
-    data: Any  # objective.DataContext
+    data: Any  # measures.DataContext; None when a table answers the trials
     study: Any  # optuna.Study
     out: Path
+    replay: Any = None  # replay.Replay: the table of `--fidelity table:...`
 
     def describe(self) -> str:
         """The line the command prints before the first trial."""
         plan, settings = self.space_plan, self.space_plan.settings
+        replayed = f", replayed from the table {self.replay.source}" if self.replay is not None else ""
         return (
             f"search {plan.study_name}: {settings.strategy} over {plan.space.size()} points of {plan.base_text} on "
-            f"{settings.dataset}, objectives {','.join(o.name for o in plan.objectives)}"
+            f"{settings.dataset}, objectives {','.join(o.name for o in plan.objectives)}{replayed}"
         )
 
 
@@ -229,15 +242,20 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
     plan = space_plan or plan_space(settings)
     chosen = fidelity_for(settings, fidelity)
     info = plan.info
-    data = measure.load_data(
-        settings.dataset,
-        Path(settings.data_root) if settings.data_root else None,
-        seed=settings.seed,
-        test_subset=chosen.test_subset,
-        download=settings.download,
-    )
+    replay = replay_table(settings.fidelity_source, plan.space, settings.dataset, plan.objectives)  # None: trained
+    data = None
+    if replay is None:
+        data = measure.load_data(
+            settings.dataset,
+            Path(settings.data_root) if settings.data_root else None,
+            seed=settings.seed,
+            test_subset=chosen.test_subset,
+            download=settings.download,
+        )
+        measure.check_described(data, info.image_shape, info.num_classes)
+    else:  # the table's runs are as long as they are
+        chosen = chosen.model_copy(update={"epochs": replay.epochs})
     out = Path(settings.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
-    measure.check_described(data, info.image_shape, info.num_classes)
     storage = StorageOptions(
         url=settings.storage,
         heartbeat_interval=settings.heartbeat,
@@ -254,9 +272,10 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         seed=settings.seed,
         seed_endpoints=settings.seed_endpoints,
         storage=storage,
+        pruner=settings.pruner,
     )
-    # not each trial's error
-    measure.check_fidelity(plan.fitted, data, chosen, device=settings.device, seed=settings.seed)
+    if data is not None:  # not each trial's error
+        measure.check_fidelity(plan.fitted, data, chosen, device=settings.device, seed=settings.seed)
     trial_settings = TrialSettings(
         objectives=plan.objectives,
         fidelity=chosen,
@@ -267,6 +286,7 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         out_dir=out / plan.study_name,
         storage=storage,
         progress=settings.progress,
+        replay=replay,
     )
     # Optuna's own log repeats every failure with a traceback; one line per trial says it all.
     optuna.logging.set_verbosity(logging.ERROR)
@@ -276,8 +296,23 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         study = open_study(config, out)
         check_same_space(study, plan.space)
     return SearchPlan(
-        space_plan=plan, fidelity=chosen, config=config, trial_settings=trial_settings, data=data, study=study, out=out
-    )
+        space_plan=plan, fidelity=chosen, config=config, trial_settings=trial_settings, data=data, study=study,
+        out=out, replay=replay,
+    )  # fmt: skip
+
+
+def replay_table(source: str, space: Any, dataset: str, objectives: Any) -> Any:
+    """The table of `fidelity_source="table:..."`, checked against the search (None for `train`)."""
+    from archdsl.errors import UsageError
+    from archdsl.search.replay import check_replay, is_replay, load_replay
+
+    if source == "train":
+        return None
+    if not is_replay(source):
+        raise UsageError(f"unknown --fidelity {source!r}", hint="train, or table:PATH (table:NAME for a built-in)")
+    replay = load_replay(source)
+    check_replay(replay, space, dataset, objectives)
+    return replay
 
 
 @dataclass(frozen=True)
@@ -289,6 +324,7 @@ class SearchResult:
     best: tuple[Arch, ...]
     outcome: Any  # runner.SearchOutcome
     remarks: tuple[str, ...] = field(default=())  # why the search ended short, re-queued trials
+    simulated_seconds: float | None = None  # a replayed study's trials' simulated time, one worker
 
 
 def run_planned(plan: SearchPlan, *, on_trial: Callable[[Any, Any], None] | None = None) -> SearchResult:
@@ -315,7 +351,15 @@ def run_planned(plan: SearchPlan, *, on_trial: Callable[[Any, Any], None] | None
             remarks.append(ended)
     if outcome.stale_failed:
         remarks.append(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}")
-    return SearchResult(study=outcome.study, best=best_designs(outcome.study), outcome=outcome, remarks=tuple(remarks))
+    simulated = None
+    if plan.replay is not None:
+        from archdsl.search.replay import simulated_seconds
+
+        simulated = simulated_seconds(outcome.study.trials)
+    return SearchResult(
+        study=outcome.study, best=best_designs(outcome.study), outcome=outcome, remarks=tuple(remarks),
+        simulated_seconds=simulated,
+    )  # fmt: skip
 
 
 def search(
@@ -391,6 +435,10 @@ def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
     given = dict(fidelity.train_settings)
     in_flag_order = {name: given[name] for name in recipe_flags() if name in given}
     parts += ["--recipe", fidelity.recipe, *recipe_command_words(in_flag_order)]
+    if s.pruner != "median":
+        parts += ["--pruner", s.pruner]
+    if s.fidelity_source != "train":
+        parts += ["--fidelity", s.fidelity_source]
     names = {o.name for o in plan.objectives}
     if names & {"nep", "ape"}:
         parts += ["--hessian-batches", str(fidelity.hessian_batches), "--hessian-iters", str(fidelity.hessian_max_iter)]

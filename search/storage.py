@@ -388,10 +388,14 @@ def without_password(url: str) -> str:
 class WorkerHeartbeat:
     """Marks a running trial as ours (host, pid) and keeps its heartbeat fresh (journal storage)."""
 
-    def __init__(self, storage: optuna.storages.BaseStorage, trial_id: int, interval: int) -> None:
+    def __init__(
+        self, storage: optuna.storages.BaseStorage, trial_id: int, interval: int, *, keep_beating: bool = True
+    ) -> None:
         self._storage = storage
         self._trial_id = trial_id
         self._interval = interval
+        # A trial that ends in milliseconds (replayed from a table) needs only the first beat: no thread.
+        self._keep_beating = keep_beating
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -399,7 +403,7 @@ class WorkerHeartbeat:
         self._storage.set_trial_system_attr(self._trial_id, HOST_ATTR, socket.gethostname())
         self._storage.set_trial_system_attr(self._trial_id, PID_ATTR, os.getpid())
         self._beat()
-        if not heartbeat_enabled(self._storage):
+        if self._keep_beating and not heartbeat_enabled(self._storage):
             self._thread = threading.Thread(target=self._run, daemon=True, name="archdsl-heartbeat")
             self._thread.start()
         return self

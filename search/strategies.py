@@ -17,7 +17,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UsageError
-from archdsl.search import STRATEGIES
+from archdsl.search import PRUNERS, STRATEGIES
 from archdsl.search.objectives import Objective
 from archdsl.search.space import ParamValue, Space
 
@@ -92,14 +92,21 @@ class PerTrialSeed(optuna.samplers.BaseSampler):
         pass  # the streams are fixed by (seed, trial number)
 
 
-def make_pruner(objectives: tuple[Objective, ...], epochs: int) -> optuna.pruners.BasePruner:
-    """Median pruning on the per-epoch test accuracy, for single-objective accuracy studies.
+def make_pruner(objectives: tuple[Objective, ...], epochs: int, kind: str = "median") -> optuna.pruners.BasePruner:
+    """Optuna's pruner `kind` (one of `PRUNERS`) on the per-epoch test accuracy, for single-objective
+    accuracy studies: median, successive halving or Hyperband (rungs at epochs 1, 3, 9, ... up to `epochs`).
 
     Optuna prunes only single-objective studies, and only the accuracy has a value per epoch.
     """
-    if len(objectives) == 1 and objectives[0].name == "accuracy" and epochs > 1:
-        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1)
-    return optuna.pruners.NopPruner()
+    if kind not in PRUNERS:
+        raise UsageError(f"unknown pruner {kind!r}", hint=f"choose from {', '.join(PRUNERS)}")
+    if kind == "none" or not (len(objectives) == 1 and objectives[0].name == "accuracy" and epochs > 1):
+        return optuna.pruners.NopPruner()
+    if kind == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
+    if kind == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=epochs, reduction_factor=3)
+    return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.optuna_private import retried_trial
+from archdsl.search.replay import SIM_SECONDS_ATTR
 from archdsl.search.runner import COMMAND_ATTR
 from archdsl.search.space import layout_text, msa_per_stage
 from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
@@ -46,7 +47,8 @@ class TrialRow:
     spec: str | None
     note: str  # why it failed or was pruned
     layout: str | None = None  # `c1:CC c2:CM ...` (space.layout_text)
-    seconds: float | None = None  # from start to finish (None while it runs)
+    seconds: float | None = None  # from start to finish (None while it runs); simulated for a replayed trial
+    simulated: bool = False  # `seconds` is a replayed trial's simulated time (archdsl.search.replay)
     step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
 
     @property
@@ -127,6 +129,9 @@ def trial_row(t: FrozenTrial) -> TrialRow:
     seconds = None
     if t.datetime_start is not None and t.datetime_complete is not None:
         seconds = (t.datetime_complete - t.datetime_start).total_seconds()
+    simulated = SIM_SECONDS_ATTR in attrs
+    if simulated:  # replayed: the time the trial would have taken, not the milliseconds its replay took
+        seconds = float(attrs[SIM_SECONDS_ATTR])
     return TrialRow(
         number=t.number,
         state=t.state.name,
@@ -140,6 +145,7 @@ def trial_row(t: FrozenTrial) -> TrialRow:
         layout=attrs.get(LAYOUT_ATTR) or layout_of(spec),
         seconds=seconds,
         step=attrs.get(BUILDUP_STEP_ATTR),
+        simulated=simulated,
     )
 
 

@@ -74,6 +74,7 @@ class TrialSettings:
     out_dir: Path | None = None  # runs/<study>: trial folders go under trials/
     storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
     progress: bool = False
+    replay: Any = None  # a `search.replay.Replay`: trials are answered from its table, not trained
 
 
 class TrialObjective:
@@ -103,7 +104,8 @@ class TrialObjective:
         trial.set_user_attr("n_msa", arch.n_msa)
         trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
         trial.set_user_attr(SPEC_ATTR, measure.format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
-        with WorkerHeartbeat(storage_of(study), trial_id(trial), self.settings.storage.heartbeat_interval):
+        beat = self.settings.storage.heartbeat_interval
+        with WorkerHeartbeat(storage_of(study), trial_id(trial), beat, keep_beating=self.settings.replay is None):
             return self._measure(trial, arch)
 
     def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
@@ -200,7 +202,7 @@ class TrialObjective:
             trial.report(top1, epoch)
             # Never at the last epoch: the training is done, and stopping it would lose its measured result.
             if epoch < self.settings.fidelity.epochs and trial.should_prune():
-                self._prune(trial, f"median pruner: below the median at epoch {epoch}")
+                self._prune(trial, f"{prune_reason(trial.study.pruner)} at epoch {epoch}")
 
     # -- the study's memory --------------------------------------------------------------------
     def _dominated_on_cheap(self, trial: optuna.Trial, metrics: dict[str, Any]) -> int | None:
@@ -261,6 +263,17 @@ def earlier_twin(study: optuna.Study, number: int, digest: str) -> FrozenTrial |
         ):
             return t
     return None
+
+
+def prune_reason(pruner: optuna.pruners.BasePruner) -> str:
+    """Why a pruner stops a trial, in words (the report's note on a pruned trial)."""
+    if isinstance(pruner, optuna.pruners.MedianPruner):
+        return "median pruner: below the median"
+    if isinstance(pruner, optuna.pruners.HyperbandPruner):
+        return "hyperband: not promoted"
+    if isinstance(pruner, optuna.pruners.SuccessiveHalvingPruner):
+        return "successive halving: not promoted"
+    return f"{type(pruner).__name__}: pruned"
 
 
 def trial_dir(out_dir: Path, number: int, short_id: str) -> Path:

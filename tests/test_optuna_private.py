@@ -116,3 +116,10 @@ def test_optunas_grpc_servicer_serves_a_storage_to_its_proxy_client():
         client.close()
     finally:
         server.stop(grace=None)
+
+
+def test_the_hypervolume_is_the_area_the_points_dominate():
+    # Two corners of the unit square, reference (2, 2): the 2x2 square less the 1x1 corner neither dominates.
+    assert private.hypervolume([[0.0, 1.0], [1.0, 0.0]], [2.0, 2.0]) == 3.0
+    # A dominated point adds nothing.
+    assert private.hypervolume([[0.0, 1.0], [1.0, 0.0], [1.5, 1.5]], [2.0, 2.0]) == 3.0

@@ -39,7 +39,7 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
-    from archdsl.search import OBJECTIVES, STRATEGIES, Fidelity
+    from archdsl.search import OBJECTIVES, PRUNERS, STRATEGIES, Fidelity
 
     parser = subparsers.add_parser(
         "search",
@@ -87,6 +87,13 @@ def register(subparsers) -> None:
         metavar="N",
         help="distinct designs the study should measure (a total over all workers and runs; default: 8)",
     )
+    how.add_argument(
+        "--pruner",
+        default="median",
+        choices=PRUNERS,
+        help="stop poor candidates early on their per-epoch test accuracy (accuracy-only studies): median, "
+        "successive halving, Hyperband, or none (default: median)",
+    )
     how.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="stop starting trials after this")
     how.add_argument(
         "--seed-endpoints",
@@ -100,6 +107,14 @@ def register(subparsers) -> None:
     how.add_argument("--seed", type=int, default=0, metavar="N", help="sampler and training seed (default: 0)")
 
     fid = parser.add_argument_group("fidelity")
+    fid.add_argument(
+        "--fidelity",
+        dest="fidelity_source",
+        default="train",
+        metavar="train|table:TABLE",
+        help="train each candidate (default), or answer it from a fully measured table (a path, or a built-in: "
+        "table:fashion-mnist-k-init) in seconds, with simulated time (docs/search.md, Replay)",
+    )
     # The fidelity's settings (Fidelity declares each: default, bounds, help, flag), then the recipe's.
     add_settings_arguments(parser, Fidelity, into=fid)
     add_recipe_arguments(fid, exclude=SEARCH_OWN_FIELDS)
@@ -145,7 +160,8 @@ def settings_from_args(args: argparse.Namespace):
 
     settings = SearchSettings(
         dataset=args.dataset, data_root=args.data_root, download=args.download, base=args.base, search=args.search,
-        strategy=args.strategy, objectives=args.objectives, n_trials=args.n_trials, timeout=args.timeout,
+        strategy=args.strategy, pruner=args.pruner, fidelity_source=args.fidelity_source, objectives=args.objectives,
+        n_trials=args.n_trials, timeout=args.timeout,
         seed_endpoints=args.seed_endpoints, max_params=args.max_params, max_flops=args.max_flops, seed=args.seed,
         study_name=args.study_name, storage=args.storage, heartbeat=args.heartbeat, grace_period=args.grace_period,
         max_retry=args.max_retry, out=args.out, device=args.device, progress=args.progress,
@@ -195,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
             verdict = "kept" if step.accepted else "rejected"
             value = step.state.lower() if step.value is None else f"{step.value:.4g}"
             print(f"build-up: {where:<16} {value:>8}  {verdict}")
+    if result.simulated_seconds is not None:
+        print(f"simulated time: {result.simulated_seconds:.0f} s of training and measuring, one worker")
 
     from archdsl.search import write_report
 

@@ -1,0 +1,345 @@
+"""Replay: answer a search's trials from a fully measured table instead of training.
+
+A table (`archdsl.search-table/1`, written by `benchmarks/buildup_table.py`) holds every
+design of a space trained over several seeds: per run the test accuracy after every epoch
+(the curve), the final measures (accuracy, NLL, robustness, NEP/APE, latency) and the wall
+time of training and of measuring. `archdsl search --fidelity table:PATH` runs the real
+search (strategies, pruners, storages, workers, report) with a trial answered from the
+table the way NAS-Bench answers it:
+
+- the run is drawn per trial among the design's seeds, from (--seed, trial number), so a
+  study is reproducible and two trials of one design may see different seeds;
+- the curve is reported to the pruner epoch by epoch, so a pruned trial stops where a
+  trained one would;
+- the trial's simulated time (`sim_seconds`) is the recorded training time up to the epoch
+  it reached (its share of the run's training time by the epochs' own times), plus the
+  recorded measuring time when an analysis objective (robustness, NEP, APE) is asked for.
+
+Params and FLOPs come from the IR (as in a trained search); latency from the table (the
+machine that made it). The table must be of this search's dataset, base and knobs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import optuna
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from archdsl.errors import UserError
+from archdsl.ir import Arch
+from archdsl.search import measures as measure
+from archdsl.search.objectives import Cost, Objective
+from archdsl.search.space import ParamValue, Space, layout_text
+from archdsl.search.trial import METRICS_ATTR, TrialObjective, TrialSettings, _without_history
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+TABLE_SCHEMA = "archdsl.search-table/1"
+TABLE_PREFIX = "table:"  # --fidelity table:PATH or table:NAME (a built-in table)
+SIM_SECONDS_ATTR = "sim_seconds"  # a trial's simulated time (replayed trials only)
+TABLE_SEED_ATTR = "table_seed"  # the seed of the run a replayed trial was answered with
+# The measures a run records, by objective name (params and FLOPs come from the IR).
+RECORDED = ("accuracy", "robustness", "nep", "ape", "latency")
+
+
+class CurvePoint(BaseModel):
+    """One epoch of a run: the test top-1 (a fraction) and NLL after it, and its wall time."""
+
+    model_config = ConfigDict(extra="allow")
+    epoch: int
+    test_acc: float
+    test_nll: float | None = None
+    train_loss: float | None = None
+    seconds: float = Field(ge=0)
+
+
+class TableRun(BaseModel):
+    """One training of one design with one seed, and what was measured after it."""
+
+    model_config = ConfigDict(extra="allow")
+    seed: int
+    accuracy: float
+    nll: float | None = None
+    robustness: float | None = None
+    nep: float | None = None
+    ape: float | None = None
+    latency: float | None = None
+    curve: list[CurvePoint] = Field(min_length=1)
+    train_seconds: float = Field(ge=0)
+    measure_seconds: float = Field(default=0.0, ge=0)
+    # The CPU time of one single-threaded run is its cost on an idle core; the wall time also holds
+    # whatever else the machine was doing (the shipped table was made beside other work).
+    train_cpu_seconds: float | None = Field(default=None, ge=0)
+    measure_cpu_seconds: float | None = Field(default=None, ge=0)
+
+    @property
+    def train_time(self) -> float:
+        """The simulated clock's training time: the CPU time when the table has it, else the wall time."""
+        return self.train_seconds if self.train_cpu_seconds is None else self.train_cpu_seconds
+
+    @property
+    def measure_time(self) -> float:
+        """The simulated clock's measuring time (as `train_time`)."""
+        return self.measure_seconds if self.measure_cpu_seconds is None else self.measure_cpu_seconds
+
+
+class TableDesign(BaseModel):
+    """One design of the space (keyed by `Arch.digest()`) and its runs."""
+
+    model_config = ConfigDict(extra="allow")
+    digest: str
+    layout: str
+    n_msa: int
+    params: dict[str, ParamValue]
+    n_params: int
+    flops: float
+    runs: list[TableRun]
+
+
+class Table(BaseModel):
+    """A fully measured space: the schema `archdsl.search-table/1`."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    schema_: str = Field(alias="schema")
+    description: str = ""
+    command: str = ""
+    versions: dict[str, str] = {}
+    machine: str = ""
+    dataset: str
+    base: str  # the canonical .arch text of the base, fitted to the dataset
+    searched: list[str]
+    fidelity: dict[str, Any] = {}
+    seeds: list[int] = []
+    designs: list[TableDesign]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A loaded table, ready to answer trials: its designs by digest, and the epochs replayed."""
+
+    table: Table
+    source: str  # what --fidelity named: a path or a built-in name
+    epochs: int  # the curve's length (every run has at least these)
+
+    @property
+    def by_digest(self) -> dict[str, TableDesign]:
+        return {d.digest: d for d in self.table.designs}
+
+    def design(self, arch: Arch) -> TableDesign:
+        """The table's entry of a design; a UserError if the table lacks it or has no run of it."""
+        found = self.by_digest.get(arch.digest())
+        if found is None or not found.runs:
+            what = "is not in" if found is None else "has no run in"
+            raise UserError(
+                f"design {layout_text(arch)} ({arch.digest()[:12]}) {what} the table {self.source}",
+                hint="the table must hold every design of the searched space (is it a partial table?)",
+            )
+        return found
+
+    def draw(self, design: TableDesign, seed: int, number: int) -> TableRun:
+        """The run that answers trial `number`: one of the design's seeds, drawn from (seed, number)."""
+        return design.runs[measure.derive_seed(seed, number) % len(design.runs)]
+
+
+# -- loading and checking -----------------------------------------------------------------
+
+
+def is_replay(fidelity: str) -> bool:
+    """Whether a --fidelity value names a table (`table:...`) rather than training (`train`)."""
+    return fidelity.startswith(TABLE_PREFIX)
+
+
+def builtin_tables() -> list[str]:
+    """The names of the tables shipped with archdsl (`search/tables/*.json`)."""
+    folder = resources.files("archdsl.search").joinpath("tables")
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[: -len(".json")] for p in folder.iterdir() if p.name.endswith(".json"))
+
+
+def table_path(ref: str) -> Path:
+    """The file of `ref`: a path, or the name of a built-in table."""
+    path = Path(ref)
+    if path.exists() or path.suffix == ".json" or len(path.parts) > 1:
+        if not path.is_file():
+            raise UserError(f"no search table at {ref}", hint=_known_tables_hint())
+        return path
+    folder = resources.files("archdsl.search").joinpath("tables")
+    found = folder.joinpath(f"{ref}.json")
+    if not found.is_file():
+        raise UserError(f"no search table named {ref!r}", hint=_known_tables_hint())
+    return Path(str(found))
+
+
+def _known_tables_hint() -> str:
+    names = builtin_tables()
+    return f"give a table's path, or a built-in table: {', '.join(names)}" if names else "give a table's path"
+
+
+def load_replay(fidelity: str) -> Replay:
+    """The table named by `--fidelity table:REF`, checked against the schema."""
+    ref = fidelity[len(TABLE_PREFIX) :] if is_replay(fidelity) else fidelity
+    if not ref:
+        raise UserError("--fidelity table: names no table", hint="--fidelity table:PATH or table:NAME")
+    path = table_path(ref)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{ref} is not a search table: not JSON ({err})") from err
+    found = data.get("schema") if isinstance(data, dict) else None
+    if found != TABLE_SCHEMA:
+        raise UserError(
+            f"{ref} is not a search table of schema {TABLE_SCHEMA}"
+            + (f" (its schema is {found!r})" if found is not None else " (it names no schema)"),
+            hint="tables are written by benchmarks/buildup_table.py --assemble",
+        )
+    try:
+        table = Table.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise UserError(f"{ref}: not a valid {TABLE_SCHEMA} table: {where}: {first['msg']}") from err
+    runs = [r for d in table.designs for r in d.runs]
+    if not runs:
+        raise UserError(f"{ref}: the table holds no run", hint="a table being made: assemble it when runs are done")
+    return Replay(table=table, source=ref, epochs=min(len(r.curve) for r in runs))
+
+
+def check_replay(replay: Replay, space: Space, dataset: str, objectives: tuple[Objective, ...]) -> None:
+    """A UserError unless the table answers this search: its dataset, base, knobs, designs and objectives."""
+    from archdsl.lang.spec import parse_spec
+
+    table = replay.table
+    if table.dataset != dataset:
+        raise UserError(
+            f"the table {replay.source} measured {table.dataset}, not {dataset}", hint=f"--dataset {table.dataset}"
+        )
+    base = parse_spec(table.base, path=f"{replay.source}: base")
+    if base.digest() != space.base.digest():
+        raise UserError(
+            f"the table {replay.source} measured the base {base.name!r}, not this search's {space.base.name!r}",
+            hint=f"--base {base.name}",
+        )
+    if tuple(table.searched) != tuple(space.searched):
+        raise UserError(
+            f"the table {replay.source} searched {','.join(table.searched)}, not {','.join(space.searched)}",
+            hint=f"--search {','.join(table.searched)}",
+        )
+    missing = [layout_text(a) for a in _space_designs(space) if not replay.by_digest.get(a.digest(), _EMPTY).runs]
+    if missing:
+        raise UserError(
+            f"the table {replay.source} has no run of {len(missing)} of the space's {space.n_designs()} designs "
+            f"(first: {missing[0]})",
+            hint="a partial table: assemble it again when every design has a run",
+        )
+    for o in objectives:
+        if o.cost == Cost.STATIC:
+            continue  # params and FLOPs: from the IR
+        if o.name not in RECORDED or any(getattr(r, o.name) is None for d in table.designs for r in d.runs):
+            recorded = [n for n in RECORDED if all(getattr(r, n) is not None for d in table.designs for r in d.runs)]
+            raise UserError(
+                f"the table {replay.source} records no {o.name} for every run",
+                hint=f"it records {', '.join(recorded)}; params and flops come from the design",
+            )
+
+
+_EMPTY = TableDesign(digest="", layout="", n_msa=0, params={}, n_params=0, flops=0.0, runs=[])
+
+
+def _space_designs(space: Space) -> list[Arch]:
+    """Every distinct design of the space (grid order)."""
+    choices = space.choices()
+    seen: dict[str, Arch] = {}
+    for values in itertools.product(*choices.values()):
+        arch = space.arch_from_params(dict(zip(choices, values, strict=True)))
+        seen.setdefault(arch.digest(), arch)
+    return list(seen.values())
+
+
+# -- the trial ------------------------------------------------------------------------------
+
+
+class ReplayObjective(TrialObjective):
+    """A trial answered from the table: the same stages, constraints and pruning as a trained one."""
+
+    def __init__(self, space: Space, replay: Replay, settings: TrialSettings) -> None:
+        super().__init__(space, None, settings)  # type: ignore[arg-type]  # no data: nothing is trained
+        self.replay = replay
+
+    def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
+        s = self.settings
+        wanted = {o.name for o in s.objectives}
+        run = self.replay.draw(self.replay.design(arch), s.seed, trial.number)
+        trial.set_user_attr(TABLE_SEED_ATTR, run.seed)
+        clock = _Clock(trial)
+        metrics: dict[str, Any] = dict(measure.static_costs(arch))
+        for name, limit in (("params", s.max_params), ("flops", s.max_flops)):
+            if limit is not None and metrics[name] > limit:
+                trial.set_user_attr(METRICS_ATTR, metrics)
+                clock.stop()
+                return self._prune(trial, f"{name} {metrics[name]:.4g} > --max-{name} {limit:.4g}")
+        trial.set_user_attr(METRICS_ATTR, metrics)
+        try:
+            if "latency" in wanted:
+                metrics["latency"] = run.latency
+            cheap_before_training = all(o.cost < Cost.TRAINED for o in s.objectives if o.cost <= Cost.TRAINED)
+            if cheap_before_training:
+                better = self._dominated_on_cheap(trial, metrics)
+                if better is not None:
+                    return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
+            if max(o.cost for o in s.objectives) >= Cost.TRAINED:
+                epochs = min(s.fidelity.epochs, len(run.curve))
+                curve = run.curve[:epochs]
+                total = sum(p.seconds for p in run.curve)
+                for n, point in enumerate(curve, start=1):
+                    # The run's training time (set-up included) shared out by the epochs' own times.
+                    share = point.seconds / total if total > 0 else 1 / len(run.curve)
+                    clock.add(run.train_time * share)
+                    self._report(trial, n, point.test_acc)
+                metrics["accuracy"] = curve[-1].test_acc if epochs < len(run.curve) else run.accuracy
+                metrics["history"] = [p.model_dump() for p in curve]
+                trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
+                better = None if cheap_before_training else self._dominated_on_cheap(trial, metrics)
+                if better is not None:
+                    return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
+                analyses = wanted & {"robustness", "nep", "ape"}
+                for name in sorted(analyses):
+                    metrics[name] = getattr(run, name)
+                if analyses:
+                    clock.add(run.measure_time)
+        finally:
+            clock.stop()
+        return self._finish(trial, arch, metrics)
+
+
+class _Clock:
+    """A trial's simulated time, written to the trial when it ends (finished, pruned or failed)."""
+
+    def __init__(self, trial: optuna.Trial) -> None:
+        self.trial = trial
+        self.seconds = 0.0
+
+    def add(self, seconds: float) -> None:
+        self.seconds += seconds
+
+    def stop(self) -> None:
+        self.trial.set_user_attr(SIM_SECONDS_ATTR, self.seconds)
+
+
+def make_objective(space: Space, data: measure.DataContext | None, settings: TrialSettings) -> TrialObjective:
+    """The callable of `study.optimize`: trained trials, or replayed ones when `settings.replay` holds a table."""
+    if settings.replay is not None:
+        return ReplayObjective(space, settings.replay, settings)
+    return TrialObjective(space, data, settings)  # type: ignore[arg-type]
+
+
+def simulated_seconds(trials: list[FrozenTrial]) -> float:
+    """The simulated time of a study's replayed trials, one worker running them one after another."""
+    return sum(float(t.user_attrs.get(SIM_SECONDS_ATTR, 0.0)) for t in trials)

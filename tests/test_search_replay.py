@@ -1,0 +1,321 @@
+"""Replayed searches (`--fidelity table:PATH`): the real search code, answered from a table in seconds.
+
+The table is made in the test from the space and a known rule (`_replay_support.quality`), so a
+test works out from the same rule what the search must do.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import _replay_support as support
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from archdsl.cli import main
+from archdsl.search.objectives import parse_objectives
+from archdsl.search.replay import SIM_SECONDS_ATTR, TABLE_SEED_ATTR, Replay, load_replay
+from archdsl.search.runner import SearchConfig, run_search
+from archdsl.search.storage import StorageOptions, is_copy, is_verdict
+from archdsl.search.trial import DIGEST_ATTR, TrialSettings
+
+
+@pytest.fixture(scope="module")
+def space():
+    return support.the_space()
+
+
+@pytest.fixture(scope="module")
+def table_file(tmp_path_factory, space) -> Path:
+    return support.write_table(tmp_path_factory.mktemp("table") / "table.json", support.make_table(space, noise=0.002))
+
+
+def search_args(table: Path, out: Path, study: str, *extra: str) -> list[str]:
+    return [
+        "search",
+        "--dataset",
+        support.DATASET,
+        "--base",
+        support.BASE,
+        "--search",
+        ",".join(support.SEARCHED),
+        "--fidelity",
+        f"table:{table}",
+        "--study-name",
+        study,
+        "--out",
+        str(out),
+        "--no-progress",
+        *extra,
+    ]
+
+
+def replayed(
+    replay: Replay,
+    space,
+    strategy: str,
+    *,
+    n_trials: int,
+    pruner: str = "median",
+    seed: int = 0,
+    objectives: str = "accuracy",
+    storage: str | None = None,
+    out: Path | None = None,
+) -> optuna.Study:
+    """One replayed search through `run_search`, in memory unless a journal `storage` is given."""
+    objs = parse_objectives(objectives)
+    options = StorageOptions(url=storage)
+    config = SearchConfig(
+        study_name="replay", strategy=strategy, objectives=objs, n_trials=n_trials, seed=seed, pruner=pruner,
+        storage=options,
+    )  # fmt: skip
+    settings = TrialSettings(
+        objectives=objs, fidelity=_fidelity(replay.epochs), seed=seed, storage=options, replay=replay
+    )
+    study = None
+    if storage is None:
+        study = optuna.create_study(
+            storage=optuna.storages.InMemoryStorage(), study_name="replay", directions=[o.direction for o in objs]
+        )
+    return run_search(config, space, None, settings, out or Path("unused"), study=study).study
+
+
+def _fidelity(epochs: int):
+    from archdsl.search.measures import Fidelity
+
+    return Fidelity(epochs=epochs)
+
+
+def run_of(replay: Replay, trial):
+    """The table's run that answered a trial."""
+    runs = replay.by_digest[trial.user_attrs[DIGEST_ATTR]].runs
+    return next(r for r in runs if r.seed == trial.user_attrs[TABLE_SEED_ATTR])
+
+
+def verdicts(study: optuna.Study) -> list:
+    return [t for t in study.get_trials(deepcopy=False) if is_verdict(t) and not is_copy(t)]
+
+
+# -- what a replayed trial is --------------------------------------------------------------------
+
+
+def test_a_replayed_search_answers_each_trial_from_a_run_of_its_design(tmp_path, table_file, capsys):
+    out = tmp_path / "runs"
+    args = search_args(table_file, out, "cli", "--strategy", "random", "--n-trials", "6", "--pruner", "none")
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "replayed from the table" in err and "(simulated " in err
+    table = load_replay(f"table:{table_file}")
+    study = optuna.load_study(study_name="cli", storage=_journal(out / "cli" / "study.journal"))
+    done = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len({t.user_attrs[DIGEST_ATTR] for t in done}) == 6
+    for t in done:
+        design, run = table.by_digest[t.user_attrs[DIGEST_ATTR]], run_of(table, t)
+        assert t.value == run.accuracy
+        assert t.intermediate_values == {p.epoch: p.test_acc for p in run.curve}
+        assert t.user_attrs[SIM_SECONDS_ATTR] == pytest.approx(run.train_time)  # accuracy only: no analysis
+        assert t.user_attrs["metrics"]["params"] == design.n_params
+    assert "simulated" in (out / "cli" / "report" / "report.md").read_text()
+
+
+def _journal(path: Path):
+    from archdsl.search.storage import open_storage
+
+    return open_storage(StorageOptions(url=f"journal:{path}"), path.parent, "x")
+
+
+def test_the_seed_is_drawn_per_trial_from_the_search_seed(table_file, space):
+    replay = load_replay(f"table:{table_file}")
+    seeds = [[t.user_attrs[TABLE_SEED_ATTR] for t in verdicts(replayed(replay, space, "random", n_trials=12, seed=s))]
+             for s in (0, 0, 1)]  # fmt: skip
+    assert seeds[0] == seeds[1]  # reproducible
+    assert len(set(seeds[0])) > 1  # several seeds answer one study
+    assert seeds[0] != seeds[2]
+
+
+def test_analysis_objectives_add_the_measuring_time_and_read_the_table(table_file, space):
+    replay = load_replay(f"table:{table_file}")
+    study = replayed(replay, space, "nsga2", n_trials=8, objectives="accuracy,robustness,latency,params")
+    for t in (t for t in verdicts(study) if t.state == TrialState.COMPLETE):
+        run = run_of(replay, t)
+        assert t.values == [run.accuracy, run.robustness, run.latency, t.user_attrs["metrics"]["params"]]
+        assert t.user_attrs[SIM_SECONDS_ATTR] == pytest.approx(run.train_time + run.measure_time)
+
+
+# -- search behaviour at scale ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("strategy", ["tpe", "random", "nsga2", "grid", "buildup"])
+def test_no_strategy_measures_a_design_twice(table_file, space, strategy):
+    replay = load_replay(f"table:{table_file}")
+    study = replayed(replay, space, strategy, n_trials=space.n_designs(), pruner="none")
+    digests = [t.user_attrs[DIGEST_ATTR] for t in verdicts(study)]
+    assert len(digests) == len(set(digests))
+    if strategy != "buildup":
+        assert len(digests) == space.n_designs()  # and it got to every design
+
+
+def test_the_buildup_walk_follows_the_rule_on_a_known_table(tmp_path, space):
+    """The walk's path, worked out from the fixture's rule: add at the end of the last stage while it helps."""
+    replay = load_replay(f"table:{support.write_table(tmp_path / 't.json', support.make_table(space))}")
+    study = replayed(replay, space, "buildup", n_trials=20, pruner="none")
+    walked = [(t.user_attrs["buildup_step"], t.value) for t in sorted(verdicts(study), key=lambda t: t.number)]
+
+    start = space.endpoints()[0].params
+    current, best, expected = dict(start), support.quality(start), [("base", support.quality(start))]
+    for stage in reversed([s for s in space.stages if s.max_k > 0]):
+        while current[f"k_{stage.name}"] < stage.max_k:
+            candidate = dict(current, **{f"k_{stage.name}": current[f"k_{stage.name}"] + 1})
+            expected.append((f"+1 MSA in {stage.name}", support.quality(candidate)))
+            if support.quality(candidate) <= best:
+                break
+            current, best = candidate, support.quality(candidate)
+    assert [label for label, _ in walked] == [label for label, _ in expected]
+    assert [v for _, v in walked] == pytest.approx([v for _, v in expected])
+
+
+@pytest.mark.parametrize("pruner", ["median", "halving", "hyperband"])
+def test_pruners_stop_poor_designs_early_and_save_simulated_time(table_file, space, pruner):
+    replay = load_replay(f"table:{table_file}")
+    study = replayed(replay, space, "random", n_trials=space.n_designs(), pruner=pruner)
+    trials = verdicts(study)
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    assert pruned, "a random walk over every design prunes some"
+    for t in pruned:
+        run = run_of(replay, t)
+        assert max(t.intermediate_values) < replay.epochs  # never at the last epoch
+        assert t.user_attrs[SIM_SECONDS_ATTR] < run.train_time
+        assert pruner.replace("halving", "successive halving") in t.user_attrs["pruned_reason"]
+    best = max(replay.table.designs, key=lambda d: min(r.accuracy for r in d.runs))
+    assert all(t.state == TrialState.COMPLETE for t in trials if t.user_attrs[DIGEST_ATTR] == best.digest)
+    unpruned = replayed(replay, space, "random", n_trials=space.n_designs(), pruner="none")
+    assert not [t for t in unpruned.trials if t.state == TrialState.PRUNED]
+
+
+def test_a_replayed_study_resumes_where_it_stopped(tmp_path, table_file):
+    out = tmp_path / "runs"
+    assert main(search_args(table_file, out, "resume", "--strategy", "tpe", "--n-trials", "5")) == 0
+    study = optuna.load_study(study_name="resume", storage=_journal(out / "resume" / "study.journal"))
+    first = {t.number: t.user_attrs[DIGEST_ATTR] for t in verdicts(study)}
+    assert main(search_args(table_file, out, "resume", "--strategy", "tpe", "--n-trials", "10")) == 0
+    study = optuna.load_study(study_name="resume", storage=_journal(out / "resume" / "study.journal"))
+    after = verdicts(study)
+    assert len({t.user_attrs[DIGEST_ATTR] for t in after}) == len(after) == 10
+    assert {t.number: t.user_attrs[DIGEST_ATTR] for t in after if t.number in first} == first
+
+
+def test_several_workers_share_one_table_and_one_journal(tmp_path, table_file, space):
+    replay = load_replay(f"table:{table_file}")
+    journal = f"journal:{tmp_path / 'study.journal'}"
+    replayed(replay, space, "random", n_trials=1, storage=journal, out=tmp_path)  # creates the study
+    errors = []
+
+    def worker(seed: int) -> None:
+        try:
+            replayed(replay, space, "random", n_trials=12, seed=seed, storage=journal, out=tmp_path)
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    study = optuna.load_study(study_name="replay", storage=_journal(tmp_path / "study.journal"))
+    # A study total: the other workers may each finish the trial they were measuring when it was reached.
+    assert 12 <= len({t.user_attrs[DIGEST_ATTR] for t in verdicts(study)}) <= 12 + 2
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+
+
+def test_a_replayed_100_trial_search_runs_through(tmp_path):
+    """A larger space (k, heads, window: 248 designs): 100 designs by random search with the median pruner."""
+    big = support.the_space(("k", "heads", "window"))
+    replay = load_replay(f"table:{support.write_table(tmp_path / 'big.json', support.make_table(big, seeds=(0, 1)))}")
+    study = replayed(replay, big, "random", n_trials=100)
+    assert len({t.user_attrs[DIGEST_ATTR] for t in verdicts(study)}) == 100
+
+
+# -- mistakes --------------------------------------------------------------------------------------
+
+
+def _edited(tmp_path: Path, table_file: Path, edit) -> Path:
+    data = json.loads(table_file.read_text())
+    edit(data)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _drop_robustness(data):
+    for design in data["designs"]:
+        for run in design["runs"]:
+            run["robustness"] = None
+
+
+def _drop_runs(data):
+    data["designs"][3]["runs"] = []
+
+
+@pytest.mark.parametrize(
+    ("edit", "extra", "message"),
+    [
+        (None, ("--fidelity", "table:missing.json"), "no search table at missing.json"),
+        (None, ("--fidelity", "table:no-such-table"), "no search table named 'no-such-table'"),
+        (None, ("--fidelity", "cheap"), "unknown --fidelity 'cheap'"),
+        (lambda d: d.update(schema="other/1"), (), "is not a search table of schema archdsl.search-table/1"),
+        (lambda d: d.pop("designs"), (), "not a valid archdsl.search-table/1 table: designs"),
+        (lambda d: d.update(dataset="mnist"), (), "measured mnist, not fashion-mnist"),
+        (lambda d: d.update(searched=["k"]), (), "searched k, not k,init"),
+        (_drop_runs, (), "has no run of 1 of the space's 16 designs"),
+        (_drop_robustness, ("--objectives", "accuracy,robustness"), "records no robustness"),
+    ],
+)
+def test_bad_tables_and_mismatched_searches_are_user_errors(tmp_path, table_file, capsys, edit, extra, message):
+    table = _edited(tmp_path, table_file, edit) if edit is not None else table_file
+    code = main([*search_args(table, tmp_path / "runs", "bad"), *extra])
+    err = capsys.readouterr().err
+    assert code != 0 and message in err, err
+    assert "Traceback" not in err
+
+
+def test_a_file_that_is_not_json_and_another_base_are_user_errors(tmp_path, table_file, capsys):
+    (tmp_path / "t.json").write_text("not json")
+    assert main(search_args(tmp_path / "t.json", tmp_path / "runs", "bad")) == 1
+    assert "is not a search table: not JSON" in capsys.readouterr().err
+    assert main([*search_args(table_file, tmp_path / "runs", "bad"), "--base", "alter-small-base"]) == 1
+    err = capsys.readouterr().err
+    assert "measured the base 'resnet-fmnist', not this search's 'alter-small-base'" in err
+
+
+def test_the_docs_replay_example_runs_on_the_shipped_table(tmp_path, monkeypatch, capsys):
+    """docs/search.md's replay example, as written (the slow doc runner runs it too; this one is fast)."""
+    import re
+    import shlex
+
+    from _doc_files import section
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "search.md"
+    text = section(
+        doc.read_text(encoding="utf-8"), "Replay: a search answered from a measured table (`--fidelity table:...`)"
+    )
+    [block] = re.findall(r"^```console[ \t]*\n(.*?)^```", text, re.M | re.S)
+    command, *shown = block.splitlines()
+    monkeypatch.chdir(tmp_path)
+    assert main(shlex.split(command[len("$ archdsl ") :])) == 0
+    printed = capsys.readouterr()
+    assert shown[0] in printed.err and shown[-1] in printed.out
+
+
+def test_the_clock_takes_a_runs_cpu_time_when_the_table_has_it():
+    # A table made beside other work has wall times that hold that work too; its CPU times do not.
+    from archdsl.search.replay import TableRun
+
+    curve = [{"epoch": 1, "test_acc": 0.5, "seconds": 9.0}]
+    wall_only = TableRun(seed=0, accuracy=0.5, curve=curve, train_seconds=9.0, measure_seconds=4.0)
+    assert (wall_only.train_time, wall_only.measure_time) == (9.0, 4.0)
+    both = wall_only.model_copy(update={"train_cpu_seconds": 3.0, "measure_cpu_seconds": 1.0})
+    assert (both.train_time, both.measure_time) == (3.0, 1.0)
