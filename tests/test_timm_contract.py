@@ -172,6 +172,14 @@ def _scriptable(name: str, **kwargs) -> torch.nn.Module:
 
 
 @pytest.mark.parametrize("kind", sorted([*SMALL_SPECS, *KIND_SPECS]))
+def test_first_conv_names_the_first_convs_weights(kind: str, every_kind) -> None:
+    # timm adapts that weight to another in_chans (before: `stem` for a conv-BN-ReLU stem, which has no weight).
+    model = timm.create_model(every_kind[kind])
+    first = model.get_submodule(model.pretrained_cfg["first_conv"])
+    assert isinstance(first, torch.nn.Conv2d) and first.in_channels == 3
+
+
+@pytest.mark.parametrize("kind", sorted([*SMALL_SPECS, *KIND_SPECS]))
 def test_torchscript_computes_what_eager_computes(kind: str, every_kind) -> None:
     model = _scriptable(every_kind[kind])
     scripted = torch.jit.script(model)

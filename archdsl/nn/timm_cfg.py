@@ -36,7 +36,9 @@ def normalization(arch: Arch) -> tuple[tuple[float, ...], tuple[float, ...]]:
 
 def first_conv(arch: Arch) -> str:
     """The module of the first conv (timm adapts its weights to another `in_chans`)."""
-    return "stem.proj" if isinstance(arch.stem, PatchStem) else "stem"
+    if isinstance(arch.stem, PatchStem):
+        return "stem.proj"
+    return "stem.conv" if arch.stem.norm else "stem"  # conv3x3(norm=true) is conv-BN-ReLU
 
 
 CLASSIFIER = "head.fc"  # the module `reset_classifier` replaces
