@@ -60,7 +60,10 @@ class SearchSettings(BaseModel):
     )
     search: str = Field(default="k", description="what to search, comma-separated from k,heads,window,dim_head,init")
     strategy: str = Field(default="buildup", description="buildup (the paper's rule), tpe, nsga2, grid or random")
-    pruner: str = Field(default="median", description="median, halving, hyperband or none (accuracy-only studies)")
+    pruner: str = Field(
+        default="auto",
+        description="auto (median for buildup, hyperband for the samplers), median, halving, hyperband or none",
+    )
     fidelity_source: str = Field(
         default="train", description="`train` each candidate, or answer it from a measured table: `table:PATH|NAME`"
     )
@@ -92,9 +95,16 @@ class SearchSettings(BaseModel):
     @field_validator("pruner")
     @classmethod
     def _known_pruner(cls, value: str) -> str:
-        if value not in PRUNERS:
-            raise ValueError(f"unknown pruner {value!r}; choose from {', '.join(PRUNERS)}")
+        if value != "auto" and value not in PRUNERS:
+            raise ValueError(f"unknown pruner {value!r}; choose from auto, {', '.join(PRUNERS)}")
         return value
+
+    @property
+    def chosen_pruner(self) -> str:
+        """The pruner the study runs with: `auto` resolved by the strategy (strategies.default_pruner)."""
+        from archdsl.search.strategies import default_pruner
+
+        return default_pruner(self.strategy) if self.pruner == "auto" else self.pruner
 
 
 def default_base(info: Any, synthetic: bool, accelerator: bool) -> tuple[str, str]:
@@ -272,7 +282,7 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         seed=settings.seed,
         seed_endpoints=settings.seed_endpoints,
         storage=storage,
-        pruner=settings.pruner,
+        pruner=settings.chosen_pruner,
     )
     if data is not None:  # not each trial's error
         measure.check_fidelity(plan.fitted, data, chosen, device=settings.device, seed=settings.seed)
@@ -435,8 +445,7 @@ def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
     given = dict(fidelity.train_settings)
     in_flag_order = {name: given[name] for name in recipe_flags() if name in given}
     parts += ["--recipe", fidelity.recipe, *recipe_command_words(in_flag_order)]
-    if s.pruner != "median":
-        parts += ["--pruner", s.pruner]
+    parts += ["--pruner", s.chosen_pruner]
     if s.fidelity_source != "train":
         parts += ["--fidelity", s.fidelity_source]
     names = {o.name for o in plan.objectives}

@@ -110,3 +110,33 @@ def test_a_search_stopped_by_its_timeout_says_so(tmp_path, capsys):
     # Optuna checks the timeout before each trial: one may start within the first millisecond.
     stopped = re.search(r"search stopped: --timeout 0.001 s passed; (\d) of 8 designs", err)
     assert stopped and int(stopped.group(1)) < 8 and "build-up walk" not in err, err
+
+
+@pytest.mark.parametrize(
+    "strategy, given, runs_with",
+    [
+        ("buildup", "auto", "median"),
+        ("tpe", "auto", "hyperband"),
+        ("random", "auto", "hyperband"),
+        ("tpe", "none", "none"),
+    ],
+)
+def test_the_default_pruner_follows_the_strategy_and_the_study_line_names_it(strategy, given, runs_with):
+    # `auto` is the efficiency study's finding (docs/search.md): median for the walk, Hyperband for the samplers.
+    import shlex
+
+    from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
+
+    settings = SearchSettings(study_name="s", strategy=strategy, pruner=given)
+    assert settings.chosen_pruner == runs_with
+    words = shlex.split(reproduce_command(plan_space(settings), fidelity_for(settings, {})))
+    assert words[words.index("--pruner") + 1] == runs_with  # spelled out: a later default cannot change it
+
+
+def test_an_unknown_pruner_is_refused_by_the_settings():
+    from pydantic import ValidationError
+
+    from archdsl.search.session import SearchSettings
+
+    with pytest.raises(ValidationError, match="unknown pruner 'sometimes'"):
+        SearchSettings(pruner="sometimes")

@@ -89,10 +89,11 @@ def register(subparsers) -> None:
     )
     how.add_argument(
         "--pruner",
-        default="median",
-        choices=PRUNERS,
+        default="auto",
+        choices=("auto", *PRUNERS),
         help="stop poor candidates early on their per-epoch test accuracy (accuracy-only studies): median, "
-        "successive halving, Hyperband, or none (default: median)",
+        "successive halving, Hyperband, or none (default: auto, which is median for buildup and hyperband for "
+        "the samplers, as the replayed efficiency study found best: docs/search.md)",
     )
     how.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="stop starting trials after this")
     how.add_argument(
