@@ -41,7 +41,6 @@ import sys
 import time
 from pathlib import Path
 
-SCHEMA = "archdsl.search-table/1"
 BASE = "resnet-fmnist"
 SEARCHED = ("k", "init")
 DATASET = "fashion-mnist"
@@ -208,8 +207,10 @@ def assemble(args: argparse.Namespace, space, all_designs) -> dict:
                 "runs": runs,
             }
         )
+    from archdsl.search.replay import TABLE_SCHEMA
+
     return {
-        "schema": SCHEMA,
+        "schema": TABLE_SCHEMA,
         "description": (
             f"Every design of {BASE}'s k x init build-up space on Fashion-MNIST, trained once per seed "
             "with the reference's weak recipe (shortened) by benchmarks/buildup_table.py"
@@ -296,6 +297,9 @@ def main() -> None:
         table = assemble(args, space, all_designs)
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
+        from archdsl.search.replay import Table
+
+        Table.model_validate(table)  # what `--fidelity table:PATH` reads
         out.write_text(json.dumps(table, indent=1) + "\n")
         n_runs = sum(len(d["runs"]) for d in table["designs"])
         print(f"{out}: {len(table['designs'])} designs, {n_runs} runs")
