@@ -11,6 +11,7 @@ from archdsl.commands._args import (
     NO_PROGRESS_HELP,
     RUNS_DIR,
     add_data_arguments,
+    add_dist_timeout_argument,
     add_optimize_argument,
     device_name,
     fraction,
@@ -100,6 +101,14 @@ def register(subparsers) -> None:
         "written either way",
     )
     add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
+    distributed = parser.add_argument_group("under torchrun (docs/training.md: Data-parallel training)")
+    distributed.add_argument(
+        "--sync-bn",
+        action="store_true",
+        default=None,
+        help="normalise BatchNorm with the global batch's statistics (torch's SyncBatchNorm; CUDA only)",
+    )
+    add_dist_timeout_argument(distributed)
     parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     add_config_argument(parser)
     parser.set_defaults(func=run)
@@ -116,6 +125,7 @@ _CONFIG_FLAGS = {
     "workers": "workers",
     "resident": "resident",
     "optimize": "optimize",
+    "sync_bn": "sync_bn",
 }
 
 
@@ -169,7 +179,19 @@ def _check_classes(arch, args: argparse.Namespace, dataset_classes: int) -> None
     )
 
 
+def _shared(ranks) -> str:
+    """How the global batch is shared under torchrun, for the header line."""
+    return "" if ranks is None else f" over {ranks.world_size} ranks"
+
+
 def run(args: argparse.Namespace) -> int:
+    from archdsl.run.distributed import command_scope
+
+    with command_scope():  # under torchrun: rank 0 prints; every rank leaves the process group at the end
+        return _train(args)
+
+
+def _train(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from archdsl.lang.spec import load_spec
@@ -227,6 +249,9 @@ def run(args: argparse.Namespace) -> int:
 
         resumed_config(run_dir, TrainConfig.model_validate(saved), config, finished=finished)
 
+    from archdsl.run.distributed import join_if_launched
+
+    ranks = join_if_launched(config.device, timeout_s=args.dist_timeout)
     if args.log == "tensorboard":
         from archdsl.run.tensorboard import require_tensorboard
 
@@ -260,11 +285,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"resuming {run_dir} after epoch {finished} of {config.epochs}", file=sys.stderr)
     print(
         f"training {arch.name} ({arch.short_id}) on {args.dataset}: recipe {config.recipe}, {config.epochs} epoch(s), "
-        f"batch {config.batch_size}, lr {config.lr:g} -> {run_dir}",
+        f"batch {config.batch_size}{_shared(ranks)}, lr {config.lr:g} -> {run_dir}",
         file=sys.stderr,
     )
     log = None
-    if args.log == "tensorboard":
+    if args.log == "tensorboard" and (ranks is None or ranks.leader):
         from archdsl.run.tensorboard import TENSORBOARD_DIR, TensorBoardLog
 
         log = TensorBoardLog(run_dir, first_epoch=finished + 1)

@@ -105,6 +105,7 @@ def check_run_files(run_dir: Path) -> None:
 
 
 def write_metrics(run_dir: Path, history: list[EpochMetrics]) -> None:
+    """metrics.jsonl and metrics.csv: one row per finished epoch."""
     names = [f.name for f in fields(EpochMetrics)]
     write_text(run_dir / METRICS_JSONL, "".join(json.dumps(asdict(row)) + "\n" for row in history))
     with atomic_writer(run_dir / METRICS_CSV) as out:
@@ -122,6 +123,7 @@ def data_record(train_set: ImageSet, test_set: ImageSet) -> dict[str, dict[str, 
 
 
 def check_same_data(run_dir: Path, saved: dict | None, given: dict) -> None:
+    """A UserError unless the data given to a resumed run is what it was trained on (`data_record`)."""
     if saved is None:  # written before runs recorded their data
         return
     for split, what in (("train", "the training set"), ("test", "the test set")):

@@ -28,6 +28,7 @@ from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
 from archdsl.ir import Arch
 from archdsl.progress import log_line, progress_bar
+from archdsl.run import distributed
 from archdsl.run.checkpoint import TrainState, save_checkpoint
 from archdsl.run.device import autocast, select_device
 from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
@@ -81,6 +82,7 @@ class TrainResult:
     config: TrainConfig
     history: list[EpochMetrics] = field(default_factory=list)
     run_dir: Path | None = None
+    rank_digests: tuple[str, ...] = ()  # under torchrun: the digest of the design each rank trained, by rank
 
     @property
     def test_acc(self) -> float:
@@ -117,8 +119,16 @@ def check_trainable(arch: Arch, train_set: ImageSet, test_set: ImageSet, config:
             f"the training set has {images} images, fewer than one batch of {batch_size}",
             hint="use a smaller --batch-size or a larger --subset",
         )
+    ranks = distributed.current()
+    if ranks is not None:
+        batch_size = distributed.per_rank_batch(batch_size, ranks)
+        if config.resident:
+            raise UserError("--resident cannot be used under torchrun", hint="leave out --resident")
+        if config.sync_bn:
+            distributed.sync_batchnorm(torch.nn.Identity(), select_device(config.device))  # CUDA only
     if config.uses_mixup and batch_size % 2:
-        raise UserError(f"Mixup/CutMix need an even batch size, got {batch_size}")
+        what = "batch size" if ranks is None else f"batch size on each rank (here {ranks.world_size} ranks)"
+        raise UserError(f"Mixup/CutMix need an even {what}, got {batch_size}")
 
 
 def train(
@@ -154,7 +164,11 @@ def train(
         check_run_files(run_dir)
 
     trainer = _prepare(arch, train_set, test_set, config, run_dir=run_dir, resume=resume, on_step=on_step)
-    config, history = trainer.config, trainer.history
+    config, history, ranks = trainer.config, trainer.history, trainer.ranks
+    leader = ranks is None or ranks.leader
+    progress = progress and leader  # under torchrun, rank 0 alone draws and writes
+    if not leader:
+        run_dir = None
     if run_dir is not None:
         write_design(run_dir, arch, config)
 
@@ -165,6 +179,7 @@ def train(
         unit="step",
         desc=f"epoch {trainer.start_epoch + 1}/{config.epochs}",
     )
+    stopped_by_leader = False  # under torchrun: rank 0's on_epoch stopped the run (a pruned trial)
     try:
         for epoch in range(trainer.start_epoch, config.epochs):
             trainer.bar.set_postfix_str("", refresh=False)  # the last epoch's values do not belong to this one
@@ -174,15 +189,40 @@ def train(
             log_line(epoch_line(metrics, config.epochs), show=progress)  # the bar's values, in a log
             if run_dir is not None:
                 _save_epoch(trainer, run_dir, metrics, save_every)
-            if on_epoch is not None:
-                on_epoch(metrics)
+            if not _after_epoch(on_epoch, metrics, ranks):
+                stopped_by_leader = True
+                break
+    except RuntimeError as err:  # torch's distributed errors are RuntimeErrors
+        if ranks is not None and distributed.is_lost_rank(err):
+            raise distributed.RankLost(err, run_dir) from err
+        raise
     finally:
         trainer.bar.close()
 
     if run_dir is not None and history:
         save_checkpoint(run_dir / FINAL_CHECKPOINT, trainer.model, arch, _meta(trainer, history[-1]))
     trainer.model.eval()
-    return TrainResult(model=trainer.model, arch=arch, config=config, history=history, run_dir=run_dir)
+    result = TrainResult(model=trainer.model, arch=arch, config=config, history=history, run_dir=run_dir)
+    if ranks is not None and not stopped_by_leader:  # (rank 0 left by an exception: nothing to gather)
+        result.rank_digests = tuple(distributed.gathered(arch.digest()))
+        if len(set(result.rank_digests)) != 1:
+            raise RuntimeError(f"the ranks trained different designs: {result.rank_digests}")
+    return result
+
+
+def _after_epoch(on_epoch: Callable[[EpochMetrics], None] | None, metrics: EpochMetrics, ranks) -> bool:
+    """`on_epoch(metrics)`; whether to go on. Under torchrun, rank 0's callback decides for all ranks: when
+    it raises (a pruned trial), the other ranks stop after this epoch too, and return what they trained."""
+    stop: BaseException | None = None
+    if on_epoch is not None:
+        try:
+            on_epoch(metrics)
+        except BaseException as err:  # noqa: BLE001  # re-raised below, after the ranks agree
+            stop = err
+    leader_stops = distributed.from_leader(stop is not None) if ranks is not None else stop is not None
+    if stop is not None:
+        raise stop
+    return not leader_stops
 
 
 @dataclass
@@ -211,6 +251,8 @@ class _Trainer:
     start_epoch: int = 0
     on_step: Callable[[StepRecord], None] | None = None
     bar: Any = None
+    ranks: distributed.Ranks | None = None  # under torchrun: this process's place among the ranks
+    network: nn.Module | None = None  # what the steps run: the model, or its DistributedDataParallel wrapper
 
 
 def _prepare(
@@ -233,8 +275,9 @@ def _prepare(
     data = data_record(train_set, test_set) if run_dir is not None else {}  # the whole sets, before --subset
     if config.subset < 1:
         train_set = train_set.subset(config.subset, seed=config.seed)
-    batch_size = filled(config.batch_size)
+    batch_size = filled(config.batch_size)  # the global batch, under torchrun shared by the ranks
     steps_per_epoch = len(train_set) // batch_size
+    ranks = distributed.current()
 
     dtype = getattr(torch, config.model_dtype)
     # In the run's dtype before any weights are loaded (float64 ones must not pass through float32).
@@ -264,6 +307,8 @@ def _prepare(
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     model.to(memory_format=memory_format)  # type: ignore[call-overload]  # torch's stubs miss this form
 
+    if ranks is not None and config.sync_bn:
+        model = distributed.sync_batchnorm(model, device)  # the same parameters, in SyncBatchNorm layers
     optimizer = make_optimizer(model, config)
     if resumed is not None and run_dir is not None:
         load_resumed(run_dir / LAST_CHECKPOINT, optimizer, state_dicts["optimizer"])
@@ -295,6 +340,8 @@ def _prepare(
         history=history,
         start_epoch=start_epoch,
         on_step=on_step,
+        ranks=ranks,
+        network=distributed.data_parallel(model, device) if ranks is not None else model,
     )
 
 
@@ -368,28 +415,36 @@ def train_step(
 
 def _batches(trainer: _Trainer, seed: int) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
     """The epoch's training batches, shuffled and augmented from `seed`."""
-    config = trainer.config
+    config, ranks = trainer.config, trainer.ranks
     if trainer.resident is not None:
         return trainer.resident.reseed(seed)
+    batch_size = filled(config.batch_size)
+    sampler = None
+    if ranks is not None:  # this rank's share of each global batch
+        sampler = distributed.ShardSampler(len(trainer.train_set), ranks, batch_size, seed)
+        batch_size = distributed.per_rank_batch(batch_size, ranks)
     return make_loader(
         trainer.train_set,
-        filled(config.batch_size),
+        batch_size,
         augment=True,
         recipe=config,
         seed=seed,
         workers=config.workers,
         pin_memory=trainer.device.type == "cuda",
+        sampler=sampler,
     )
 
 
 def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
-    config, device, bar, guard = trainer.config, trainer.device, trainer.bar, trainer.guard
+    config, device, bar, guard, ranks = trainer.config, trainer.device, trainer.bar, trainer.guard, trainer.ranks
     started = time.perf_counter()
     # Everything random in this epoch (shuffle, augmentation, Mixup, drop path) starts from
-    # (seed, epoch): that is what makes a resumed run identical to an uninterrupted one.
-    seed_everything(derive_seed(config.seed, epoch))
+    # (seed, epoch): that is what makes a resumed run identical to an uninterrupted one. Under
+    # torchrun, ranks after the first draw their own augmentation (the shuffle is shared).
+    own = () if ranks is None or ranks.leader else (2, ranks.rank)
+    seed_everything(derive_seed(config.seed, epoch, *own))
     loader = _batches(trainer, derive_seed(config.seed, epoch, 1))
-    model = trainer.model
+    model = trainer.network or trainer.model
     model.train()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.int64)
@@ -410,7 +465,7 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
         if trainer.on_step is not None:
             trainer.on_step(StepRecord(step=step_base + step, epoch=epoch, lr=lr, loss=loss.item()))
         if guard.start_loss is None:  # the run's first step: the reference for an exploding loss
-            guard.start(loss.item(), epoch)
+            guard.start(_global_mean(ranks, loss.item()), epoch)
 
         loss_sum += loss.float() * len(labels)
         correct += (logits.argmax(dim=1) == labels).sum()
@@ -418,16 +473,22 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
         bar.update(1)
         # Reading the loss back syncs the GPU, so only every few steps.
         if (step + 1) % 20 == 0 or step + 1 == steps_per_epoch:
-            mean_loss = loss_sum.item() / seen
+            total_loss, total_correct, total_seen = _totals(ranks, loss_sum.item(), correct.item(), seen)
+            mean_loss = total_loss / total_seen
             guard.check_loss("the training loss", mean_loss, epoch, step + 1)
             elapsed = time.perf_counter() - started
-            bar.set_postfix(loss=f"{mean_loss:.3f}", acc=f"{correct.item() / seen:.3f}", img_s=f"{seen / elapsed:.0f}")
+            bar.set_postfix(
+                loss=f"{mean_loss:.3f}", acc=f"{total_correct / total_seen:.3f}", img_s=f"{total_seen / elapsed:.0f}"
+            )
     train_seconds = time.perf_counter() - started
-    train_loss = loss_sum.item() / max(seen, 1)
+    total_loss, total_correct, total_seen = _totals(ranks, loss_sum.item(), correct.item(), seen)
+    train_loss = total_loss / max(total_seen, 1)
     guard.check_loss("the training loss", train_loss, epoch, steps_per_epoch)
+    if ranks is not None:  # BatchNorm's running statistics as rank 0 has them, so that all ranks evaluate alike
+        distributed.same_buffers(trainer.model)
 
     logits = predict_logits(
-        model,
+        trainer.model,
         trainer.test_set,
         batch_size=config.eval_batch_size,
         amp=trainer.amp,
@@ -438,14 +499,27 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
     # Checked before the epoch is saved: a diverged epoch never replaces the last good checkpoint.
     guard.check_loss("the test loss", test.nll, epoch)
     guard.check_metric("the test accuracy", test.top1, epoch)
-    bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{correct.item() / seen:.3f}", test_acc=f"{test.top1:.3f}")
+    train_acc = total_correct / max(total_seen, 1)
+    bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{train_acc:.3f}", test_acc=f"{test.top1:.3f}")
     return EpochMetrics(
         epoch=epoch + 1,
         train_loss=train_loss,
-        train_acc=correct.item() / max(seen, 1),
+        train_acc=train_acc,
         test_loss=test.nll,
         test_acc=test.top1,
         lr=trainer.schedule.lr_at(step_base + steps_per_epoch),  # what the next step runs with
-        img_per_s=seen / train_seconds if train_seconds > 0 else 0.0,
+        img_per_s=total_seen / train_seconds if train_seconds > 0 else 0.0,
         seconds=time.perf_counter() - started,
     )
+
+
+def _totals(ranks: distributed.Ranks | None, loss_sum: float, correct: int, seen: int) -> tuple[float, int, int]:
+    """The epoch's summed loss, correct count and images so far, over all ranks under torchrun."""
+    if ranks is None:
+        return loss_sum, correct, seen
+    total_loss, total_correct, total_seen = distributed.sum_over_ranks([loss_sum, correct, seen])
+    return total_loss, round(total_correct), round(total_seen)
+
+
+def _global_mean(ranks: distributed.Ranks | None, value: float) -> float:
+    return value if ranks is None else distributed.mean_over_ranks([value])[0]
