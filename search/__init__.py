@@ -6,7 +6,8 @@
 - `trial`: one trial, measured in stages, deduplicated by design digest;
 - `objective`: the one place that calls training, analysis and data;
 - `storage`: journal file or RDB (PostgreSQL) storage, heartbeats, retries;
-- `runner`: a whole search on one worker; `report`: what a study found.
+- `runner`: a whole search on one worker; `report`: what a study found;
+- `distributed`: a torchrun group as one worker (rank 0 samples, every rank trains).
 """
 
 # Kept here (not in `strategies`) so that the CLI can list them without importing Optuna.

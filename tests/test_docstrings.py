@@ -30,6 +30,8 @@ PUBLIC_MODULES = (
     "archdsl.nn.summary",
     "archdsl.run.recipe",
     "archdsl.run.train",
+    "archdsl.run.run_dir",
+    "archdsl.run.distributed",
     "archdsl.run.checkpoint",
     "archdsl.run.statedict",
     "archdsl.run.evaluate",
@@ -52,6 +54,7 @@ PUBLIC_MODULES = (
     "archdsl.search.storage",
     "archdsl.search.trial",
     "archdsl.search.runner",
+    "archdsl.search.distributed",
     "archdsl.search.report",
 )
 

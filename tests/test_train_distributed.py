@@ -101,7 +101,7 @@ def test_a_rank_that_dies_ends_the_run_with_an_error_not_a_hang(tmp_path: Path) 
     assert error.startswith("RankLost: rank 0: another rank of this run stopped") and "hint:" in error
 
 
-@pytest.mark.parametrize("doc", ["training.md"])
+@pytest.mark.parametrize("doc", ["training.md", "search.md"])
 def test_the_docs_torchrun_commands_parse_as_torchrun_and_archdsl_read_them(doc: str) -> None:
     from torch.distributed.run import get_args_parser
 

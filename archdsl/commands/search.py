@@ -15,6 +15,7 @@ from archdsl.commands._args import (
     NO_PROGRESS_HELP,
     RUNS_DIR,
     add_data_arguments,
+    add_dist_timeout_argument,
     add_optimize_argument,
     comma_list_text,
     device_name,
@@ -195,6 +196,7 @@ def register(subparsers) -> None:
         "--device", default="auto", type=device_name, help="auto, cpu, cuda, cuda:N, mps (default: auto)"
     )
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
+    add_dist_timeout_argument(where)
     add_optimize_argument(where)
     where.add_argument("--no-progress", dest="progress", action="store_false", help=NO_PROGRESS_HELP)
     add_config_argument(parser)
@@ -202,6 +204,13 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from archdsl.run.distributed import command_scope
+
+    with command_scope():  # under torchrun: one worker per group, rank 0 speaks (archdsl.search.distributed)
+        return _search(args)
+
+
+def _search(args: argparse.Namespace) -> int:
     import logging
 
     import optuna
@@ -295,6 +304,13 @@ def run(args: argparse.Namespace) -> int:
         storage=storage,
         progress=args.progress,
     )
+    from archdsl.run.distributed import join_if_launched
+    from archdsl.search.distributed import follow_leader, leading
+
+    ranks = join_if_launched(args.device, timeout_s=args.dist_timeout)
+    if ranks is not None and not ranks.leader:  # trains what rank 0 sends; the study is rank 0's
+        follow_leader(data, fidelity, device=args.device, seed=args.seed)
+        return 0
     # Optuna's own log repeats every failure with a traceback; one line per trial says it all.
     optuna.logging.set_verbosity(logging.ERROR)
     # The storage, the study's objectives and its space are inputs too: checked before the header line,
@@ -311,7 +327,8 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         printer = _trial_printer(total)
-        outcome = run_search(config, space, data, settings, out, on_trial=printer, study=study)
+        with leading(ranks):
+            outcome = run_search(config, space, data, settings, out, on_trial=printer, study=study)
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
         # (The URL may hold a password: do not echo it.)
