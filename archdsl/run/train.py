@@ -307,9 +307,10 @@ def _prepare(
     memory_format = torch.channels_last if channels_last else torch.contiguous_format
     model.to(memory_format=memory_format)  # type: ignore[call-overload]  # torch's stubs miss this form
 
+    trained: nn.Module = model
     if ranks is not None and config.sync_bn:
-        model = distributed.sync_batchnorm(model, device)  # the same parameters, in SyncBatchNorm layers
-    optimizer = make_optimizer(model, config)
+        trained = distributed.sync_batchnorm(model, device)  # the same parameters, in SyncBatchNorm layers
+    optimizer = make_optimizer(trained, config)
     if resumed is not None and run_dir is not None:
         load_resumed(run_dir / LAST_CHECKPOINT, optimizer, state_dicts["optimizer"])
     resident = None
@@ -319,7 +320,7 @@ def _prepare(
         )
     return _Trainer(
         arch=arch,
-        model=model,
+        model=trained,
         train_set=train_set,
         test_set=test_set,
         config=config,
@@ -341,7 +342,7 @@ def _prepare(
         start_epoch=start_epoch,
         on_step=on_step,
         ranks=ranks,
-        network=distributed.data_parallel(model, device) if ranks is not None else model,
+        network=distributed.data_parallel(trained, device) if ranks is not None else trained,
     )
 
 
@@ -473,7 +474,7 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
         bar.update(1)
         # Reading the loss back syncs the GPU, so only every few steps.
         if (step + 1) % 20 == 0 or step + 1 == steps_per_epoch:
-            total_loss, total_correct, total_seen = _totals(ranks, loss_sum.item(), correct.item(), seen)
+            total_loss, total_correct, total_seen = _totals(ranks, loss_sum.item(), int(correct.item()), seen)
             mean_loss = total_loss / total_seen
             guard.check_loss("the training loss", mean_loss, epoch, step + 1)
             elapsed = time.perf_counter() - started
@@ -481,7 +482,7 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
                 loss=f"{mean_loss:.3f}", acc=f"{total_correct / total_seen:.3f}", img_s=f"{total_seen / elapsed:.0f}"
             )
     train_seconds = time.perf_counter() - started
-    total_loss, total_correct, total_seen = _totals(ranks, loss_sum.item(), correct.item(), seen)
+    total_loss, total_correct, total_seen = _totals(ranks, loss_sum.item(), int(correct.item()), seen)
     train_loss = total_loss / max(total_seen, 1)
     guard.check_loss("the training loss", train_loss, epoch, steps_per_epoch)
     if ranks is not None:  # BatchNorm's running statistics as rank 0 has them, so that all ranks evaluate alike
