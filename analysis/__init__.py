@@ -5,11 +5,33 @@ entry point that `archdsl analyze` and the search call. One module per measureme
 pure function of model + data + options returning a frozen pydantic result: `metrics`
 (top-1, NLL, ECE), `robustness` (corrupted sets), `hessian` (max-eigenvalue spectrum: NEP,
 APE), `fourier` (Delta log amplitude and variance per block); `plots` draws them and
-`report` gathers them into JSON and Markdown. Importing this package pulls in neither
-torch nor matplotlib (the measures import them when they run).
+`report` gathers them into JSON and Markdown. `evaluation` is `archdsl eval` (and
+`archdsl.evaluate`). Importing this package pulls in neither torch nor matplotlib: the
+exports below are imported on first use.
 """
 
-from archdsl.analysis.pipeline import DEFAULT_MEASURES, MEASURES, AnalysisData, analyze
-from archdsl.analysis.settings import AnalysisSettings, HessianSettings
+from __future__ import annotations
 
-__all__ = ["DEFAULT_MEASURES", "MEASURES", "AnalysisData", "AnalysisSettings", "HessianSettings", "analyze"]
+from archdsl.exports import lazy_exports
+
+_EXPORTS = {
+    "DEFAULT_MEASURES": "archdsl.analysis.pipeline",
+    "MEASURES": "archdsl.analysis.pipeline",
+    "AnalysisData": "archdsl.analysis.pipeline",
+    "analyze": "archdsl.analysis.pipeline",
+    "AnalysisSettings": "archdsl.analysis.settings",
+    "HessianSettings": "archdsl.analysis.settings",
+    "AnalysisReport": "archdsl.analysis.report",
+    "EvalSettings": "archdsl.analysis.evaluation",
+    "TestEvaluation": "archdsl.analysis.evaluation",
+    "CorruptedEvaluation": "archdsl.analysis.evaluation",
+    "evaluate": "archdsl.analysis.evaluation",
+    "render_text": "archdsl.analysis.report",
+    "render_markdown": "archdsl.analysis.report",
+    "AnalysisSources": "archdsl.analysis.session",
+    "analyze_checkpoint": "archdsl.analysis.session",
+    "default_out": "archdsl.analysis.session",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

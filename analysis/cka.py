@@ -22,8 +22,6 @@ their outputs as the blocks return them (token sequences include the class token
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import torch
 import torch.nn as nn
 from pydantic import BaseModel, ConfigDict
@@ -93,11 +91,6 @@ class CKAResult(BaseModel):
         return self.matrix[names.index(a)][names.index(b)]
 
 
-def _chunks(images: torch.Tensor, batch_size: int) -> Iterator[torch.Tensor]:
-    for start in range(0, len(images) - batch_size + 1, batch_size):  # full batches only
-        yield images[start : start + batch_size]
-
-
 def minibatch_cka(
     model: nn.Module,
     images: torch.Tensor,
@@ -116,7 +109,7 @@ def minibatch_cka(
 
     if batch_size < 4 and unbiased:
         raise ValueError(f"the unbiased HSIC needs batches of at least 4, got {batch_size}")
-    batches = list(_chunks(images, batch_size))
+    batches = [batch for batch in images.split(batch_size) if len(batch) == batch_size]  # full batches only
     if not batches:
         raise ValueError(f"{len(images)} images make no batch of {batch_size}")
     layers = feature_layers(model)

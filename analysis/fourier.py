@@ -20,7 +20,6 @@ Kim's analysis of ViT: such a module's `feature_map(output)` does it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -131,11 +130,6 @@ class FeatureMapStatistics(BaseModel):
     variance: LayerProfile
 
 
-def _chunks(images: torch.Tensor, batch_size: int) -> Iterator[torch.Tensor]:
-    for start in range(0, len(images), batch_size):
-        yield images[start : start + batch_size]
-
-
 def feature_map_statistics(
     model: nn.Module,
     images: torch.Tensor,
@@ -173,9 +167,7 @@ def feature_map_statistics(
     model.eval()
     try:
         with torch.no_grad():
-            for batch in progress_bar(
-                list(_chunks(images, batch_size)), desc="feature maps", unit="batch", show=progress
-            ):
+            for batch in progress_bar(images.split(batch_size), desc="feature maps", unit="batch", show=progress):
                 model(batch.to(target))
     finally:
         for handle in handles:

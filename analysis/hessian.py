@@ -1,62 +1,83 @@
 """The Hessian "max eigenvalue spectrum" of Park & Kim (NEP and APE).
 
-For each mini-batch of augmented training images, the top-k eigenvalues of the Hessian
-of the batch loss (NLL + 0.5 * weight_decay * ||w||^2) with respect to all trainable
-parameters are estimated; the eigenvalues of all batches are pooled into one spectrum.
-
-"Top" means largest in *magnitude*: power iteration converges to the eigenvalue of
-largest |lambda|, and with deflation to the next largest |lambda| in the orthogonal
-complement. A strongly negative eigenvalue therefore shows up in the top-k, which is
-exactly what NEP (the share of negative ones) measures.
+For each mini-batch of augmented training images (`hessian_batches.training_batches`), the
+top-k (largest |lambda|) eigenvalues of the Hessian of the batch loss (NLL + 0.5 *
+weight_decay * ||w||^2) with respect to all trainable parameters are estimated by an
+eigensolver (`eigensolvers`) on the Hessian-vector-product operator (`hessian_operator`);
+the eigenvalues of all batches are pooled into one spectrum here.
 
 Decisions, and why:
 - The model is measured in eval mode. BatchNorm then uses its running statistics, so
   the loss is a fixed function of the weights (train-mode BN would make every sample's
   loss depend on its batch mates and would update the running statistics on every
   forward), and DropPath is off, so repeated Hessian-vector products see the same
-  function (stochastic depth would make the operator random).
-- The weight-decay term's Hessian is exactly `weight_decay * I`; it is added to every
-  Hessian-vector product analytically instead of being differentiated twice. It covers
-  all trainable parameters.
-- Hessian-vector products use double backward through a graph kept from one
-  forward/backward pass per batch (`hvp="autograd"`), or forward-over-reverse with
-  `torch.func.jvp(grad(loss))` (`hvp="func"`), which recomputes the graph per product.
-  Both run under the math attention kernel: fused kernels have no double backward.
-- Two eigensolvers on the same operator: `power` (the paper's power iteration with
-  deflation; stops when the Rayleigh quotient changes by less than `tol` relative, which
-  stops a little short of the true value) and `lanczos` (Lanczos with full
-  reorthogonalisation; stops when every wanted Ritz pair has a residual
-  ||H y - theta y|| <= tol * |theta|, usually in far fewer products and closer to the truth).
-- Lanczos is the default (`auto`: unless its basis of up to `max_iter` parameter-sized
-  vectors would not fit a quarter of the device's memory). It estimates the same top-k,
-  within `tol` of the exact values (tests/test_analysis_hessian.py checks it at the default
-  settings against `torch.linalg.eigvalsh` of the full Hessian of a small conv + MSA
-  network), in fewer Hessian-vector products than power iteration (2-8x fewer in
-  docs/analysis.md's table), whose stopping rule stops short of the values by up to 5 % at
-  tol 1e-3 and can return a wrong 5th eigenvalue.
+  function (stochastic depth would make the operator random). The products run under
+  the math attention kernel: fused kernels have no double backward.
+- Lanczos is the default (`auto`, `solver_choice.choose_method`: unless its basis of up to
+  `max_iter` parameter-sized vectors would not fit a quarter of the device's memory). It
+  estimates the same top-k, within `tol` of the exact values (tests/test_analysis_hessian.py
+  checks it at the default settings against `torch.linalg.eigvalsh` of the full Hessian of a
+  small conv + MSA network), in fewer Hessian-vector products than power iteration (2-8x
+  fewer in docs/analysis.md's table), whose stopping rule stops short of the values by up to
+  5 % at tol 1e-3 and can return a wrong 5th eigenvalue.
+
+The solvers, the operator, the solver choice and the batches live in their own modules;
+their names are re-exported here, where callers have always found them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from archdsl.data.base import ImageSet
+from archdsl.analysis.eigensolvers import (
+    SOLVERS,
+    EigenEstimate,
+    Matvec,
+    Method,
+    OnStep,
+    SolverStep,
+    lanczos,
+    max_matvecs,
+    power_iteration,
+    random_start,
+)
+from archdsl.analysis.hessian_batches import training_batches
+from archdsl.analysis.hessian_operator import HessianOperator, HvpBackend, hessian_operator
+from archdsl.analysis.solver_choice import LANCZOS_MEMORY_SHARE, MethodChoice, choose_method, device_memory_bytes
 from archdsl.nn.blocks.attention import math_attention  # fused kernels have no double backward
-from archdsl.run.evaluate import NON_FINITE_HINT, NonFiniteOutput
-from archdsl.run.loader import make_loader
-from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, RecipeName, TrainConfig
+from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS
 
-Matvec = Callable[[torch.Tensor], torch.Tensor]
-Method = Literal["power", "lanczos"]
-MethodChoice = Literal["auto", "power", "lanczos"]  # auto: see `choose_method`
-HvpBackend = Literal["autograd", "func"]
+__all__ = [
+    "DEFAULT_WEIGHT_DECAY",
+    "LANCZOS_MEMORY_SHARE",
+    "SOLVERS",
+    "EigenEstimate",
+    "HessianOperator",
+    "HvpBackend",
+    "Matvec",
+    "Method",
+    "MethodChoice",
+    "OnStep",
+    "SolverStep",
+    "Spectrum",
+    "average_positive_eigenvalue",
+    "choose_method",
+    "device_memory_bytes",
+    "hessian_operator",
+    "hessian_spectrum",
+    "lanczos",
+    "max_matvecs",
+    "negative_eigenvalue_proportion",
+    "power_iteration",
+    "random_start",
+    "top_eigenvalues",
+    "training_batches",
+]
 
 # The L2 term of the paper's loss: the weight decay of its (DeiT-style) training recipe.
 DEFAULT_WEIGHT_DECAY: float = RECIPE_DEFAULTS[DEFAULT_RECIPE]["weight_decay"]
@@ -92,33 +113,6 @@ class Spectrum(BaseModel):
         return self.hvps / len(self.eigenvalues) if self.eigenvalues else 0.0
 
 
-@dataclass(frozen=True)
-class EigenEstimate:
-    """What an eigensolver found: eigenvalues by decreasing |lambda| and its cost."""
-
-    eigenvalues: tuple[float, ...]
-    matvecs: int
-
-
-@dataclass(frozen=True)
-class SolverStep:
-    """Where an eigensolver stands after one Hessian-vector product (what a progress bar shows)."""
-
-    matvecs: int  # products so far, this one included
-    estimate: float  # power: the eigenvalue being iterated; lanczos: the largest-|theta| Ritz value
-    found: int  # eigenvalues settled so far (power: deflated; lanczos: Ritz pairs within `tol`)
-
-
-OnStep = Callable[[SolverStep], None]
-
-
-def max_matvecs(method: Method, k: int, max_iter: int, dimension: int) -> int:
-    """The most Hessian-vector products a solver can use on one batch (it stops earlier when it converges)."""
-    if method == "power":
-        return min(k, dimension) * max_iter
-    return min(max_iter, dimension)
-
-
 def negative_eigenvalue_proportion(eigenvalues: Sequence[float]) -> float:
     """NEP: the share of the pooled eigenvalues below 0 (0 for an empty spectrum)."""
     if not eigenvalues:
@@ -132,260 +126,7 @@ def average_positive_eigenvalue(eigenvalues: Sequence[float]) -> float | None:
     return sum(positive) / len(positive) if positive else None
 
 
-# --------------------------------------------------------------------------- eigensolvers
-
-
-def random_start(chunks: Sequence[int], generator: torch.Generator, *, dtype: torch.dtype, device) -> torch.Tensor:
-    """A unit random vector, drawn chunk by chunk (one chunk per parameter tensor).
-
-    Drawing per parameter on the CPU generator makes the start reproducible across
-    devices and identical to `torch.randn(p.shape)` per parameter after `manual_seed`.
-    """
-    parts = [torch.randn(n, generator=generator, dtype=dtype) for n in chunks]
-    vector = torch.cat(parts).to(device)
-    return vector / vector.norm()
-
-
-def _project_out(vector: torch.Tensor, basis: Sequence[torch.Tensor]) -> torch.Tensor:
-    # Modified Gram-Schmidt: orthogonal to every (unit) basis vector.
-    for q in basis:
-        vector = vector - torch.dot(q, vector) * q
-    return vector
-
-
-def power_iteration(
-    matvec: Matvec,
-    chunks: Sequence[int],
-    k: int = 5,
-    *,
-    max_iter: int = 100,
-    tol: float = 1e-3,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype = torch.float32,
-    device="cpu",
-    on_step: OnStep | None = None,
-) -> EigenEstimate:
-    """The k largest-|lambda| eigenvalues of a symmetric operator by power iteration.
-
-    Each eigenpair starts from a fresh random vector and iterates in the orthogonal
-    complement of the eigenvectors already found (deflation). It stops when the Rayleigh
-    quotient changes by less than `tol` relative to its previous value, or after `max_iter`.
-    `on_step` is called after every Hessian-vector product.
-    """
-    generator = generator or torch.Generator().manual_seed(0)
-    found: list[torch.Tensor] = []
-    values: list[float] = []
-    matvecs = 0
-    for _ in range(min(k, sum(chunks))):
-        vector = random_start(chunks, generator, dtype=dtype, device=device)
-        previous: float | None = None
-        value = 0.0
-        for _ in range(max_iter):
-            vector = _project_out(vector, found)
-            vector = vector / vector.norm()
-            product = matvec(vector)
-            matvecs += 1
-            value = float(torch.dot(vector, product))
-            if on_step is not None:
-                on_step(SolverStep(matvecs, value, len(values)))
-            norm = product.norm()
-            if norm == 0:  # the vector lies in the null space: the eigenvalue is 0
-                break
-            vector = product / norm
-            if previous is not None and abs(value - previous) < tol * (abs(previous) + 1e-6):
-                break
-            previous = value
-        vector = _project_out(vector, found)
-        found.append(vector / vector.norm())
-        values.append(value)
-    order = sorted(range(len(values)), key=lambda i: -abs(values[i]))
-    return EigenEstimate(tuple(values[i] for i in order), matvecs)
-
-
-def lanczos(
-    matvec: Matvec,
-    chunks: Sequence[int],
-    k: int = 5,
-    *,
-    max_iter: int = 100,
-    tol: float = 1e-3,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype = torch.float32,
-    device="cpu",
-    on_step: OnStep | None = None,
-) -> EigenEstimate:
-    """The k largest-|lambda| eigenvalues of a symmetric operator by Lanczos.
-
-    Full reorthogonalisation keeps the Krylov basis orthogonal (it costs one dot and one
-    axpy per stored vector per step, nothing beside a Hessian-vector product; the memory
-    is one parameter-sized vector per step). Stops when each of the k largest-|theta| Ritz
-    pairs has residual norm |beta_m * s_m| <= tol * |theta|, or after `max_iter` steps.
-    `on_step` is called after every step (one Hessian-vector product each).
-    """
-    generator = generator or torch.Generator().manual_seed(0)
-    dimension = sum(chunks)
-    basis: list[torch.Tensor] = []
-    alphas: list[float] = []
-    betas: list[float] = []
-    q = random_start(chunks, generator, dtype=dtype, device=device)
-    wanted = torch.zeros(0, dtype=torch.float64)
-    for _ in range(min(max_iter, dimension)):
-        basis.append(q)
-        w = matvec(q)
-        alpha = float(torch.dot(q, w))
-        # Projecting out the whole basis also removes the three-term recurrence's
-        # alpha * q and beta * q_previous. Twice is enough (Kahan/Parlett): one pass
-        # leaves float32 round-off that grows into spurious copies of converged eigenvalues.
-        w = _project_out(_project_out(w, basis), basis)
-        beta = float(w.norm())
-        alphas.append(alpha)
-        tridiagonal = torch.diag(torch.tensor(alphas, dtype=torch.float64))
-        if betas:
-            off = torch.tensor(betas, dtype=torch.float64)
-            tridiagonal += torch.diag(off, 1) + torch.diag(off, -1)
-        theta, vectors = torch.linalg.eigh(tridiagonal)
-        pick = torch.argsort(theta.abs(), descending=True)[:k]
-        wanted = theta[pick]
-        residuals = beta * vectors[-1, pick].abs()
-        settled = residuals <= tol * wanted.abs()
-        if on_step is not None:
-            on_step(SolverStep(len(basis), float(wanted[0]), int(settled.sum())))
-        scale = max(abs(a) for a in alphas) or 1.0
-        if beta <= 1e-6 * scale:  # an invariant subspace: the Ritz values are exact
-            break
-        if len(pick) == min(k, dimension) and bool(settled.all()):
-            break
-        betas.append(beta)
-        q = w / beta
-    return EigenEstimate(tuple(float(v) for v in wanted), len(basis))
-
-
-# --------------------------------------------------------------------------- the Hessian operator
-
-
-@dataclass
-class HessianOperator:
-    """v -> (H_nll + weight_decay * I) v for one batch, on flat parameter-sized vectors."""
-
-    matvec: Matvec
-    chunks: tuple[int, ...]  # numel of each trainable parameter, in `model.parameters()` order
-    dtype: torch.dtype
-    device: torch.device
-
-
-def _flatten(tensors: Sequence[torch.Tensor | None], like: Sequence[torch.Tensor]) -> torch.Tensor:
-    # A parameter off the loss path has no gradient: its Hessian rows are zero.
-    return torch.cat(
-        [(t if t is not None else torch.zeros_like(p)).reshape(-1) for t, p in zip(tensors, like, strict=True)]
-    )
-
-
-def _unflatten(vector: torch.Tensor, like: Sequence[torch.Tensor]) -> list[torch.Tensor]:
-    return [part.view_as(p) for part, p in zip(torch.split(vector, [p.numel() for p in like]), like, strict=True)]
-
-
-def hessian_operator(
-    model: nn.Module,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
-    *,
-    weight_decay: float = 0.0,
-    hvp: HvpBackend = "autograd",
-) -> HessianOperator:
-    """The Hessian of mean cross-entropy on (inputs, targets) + 0.5 * wd * ||w||^2.
-
-    The model is used as it is (set eval mode and the math attention kernel around the
-    calls, as `hessian_spectrum` does).
-    """
-    names_params = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    params = [p for _, p in names_params]
-    if not params:
-        raise ValueError("the model has no trainable parameters")
-
-    if hvp == "autograd":
-        loss = F.cross_entropy(model(inputs), targets)
-        grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
-        # Only gradients that depend on the weights have a non-zero Hessian block.
-        live = [i for i, g in enumerate(grads) if g is not None and g.requires_grad]
-
-        def hessian_product(vector: torch.Tensor) -> torch.Tensor:
-            pieces = _unflatten(vector, params)
-            products = torch.autograd.grad(
-                [grads[i] for i in live],
-                params,
-                grad_outputs=[pieces[i] for i in live],
-                retain_graph=True,
-                allow_unused=True,
-            )
-            return _flatten(products, params)
-
-    elif hvp == "func":
-        from torch.func import functional_call, grad, jvp
-
-        names = [name for name, _ in names_params]
-        fixed: dict[str, torch.Tensor] = {name: p for name, p in model.named_parameters() if not p.requires_grad}
-        fixed.update(dict(model.named_buffers()))
-        primals = tuple(p.detach() for p in params)
-
-        def loss_of(*values: torch.Tensor) -> torch.Tensor:
-            state = {**fixed, **dict(zip(names, values, strict=True))}
-            return F.cross_entropy(functional_call(model, state, (inputs,)), targets)
-
-        gradient = grad(loss_of, argnums=tuple(range(len(params))))
-
-        def hessian_product(vector: torch.Tensor) -> torch.Tensor:
-            _, products = jvp(gradient, primals, tuple(_unflatten(vector, params)))[:2]
-            return _flatten(products, params)
-
-    else:
-        raise ValueError(f"unknown Hessian-vector product backend {hvp!r} (autograd or func)")
-
-    def matvec(vector: torch.Tensor) -> torch.Tensor:
-        product = hessian_product(vector).detach()
-        if not bool(torch.isfinite(product).all()):  # eigh and the Rayleigh quotients would fail on it
-            raise NonFiniteOutput(
-                f"the Hessian of the model's loss is not finite (NaN or infinite) on a batch of {len(inputs)} images",
-                hint=NON_FINITE_HINT,
-            )
-        return product + weight_decay * vector if weight_decay else product
-
-    first = params[0]
-    return HessianOperator(matvec, tuple(p.numel() for p in params), first.dtype, first.device)
-
-
-SOLVERS: dict[str, Callable[..., EigenEstimate]] = {"power": power_iteration, "lanczos": lanczos}
-
-# Lanczos keeps one parameter-sized vector per step; `auto` lets its basis (max_iter of them)
-# take at most this share of the device's memory, and uses power iteration beyond.
-LANCZOS_MEMORY_SHARE = 0.25
-
-
-def device_memory_bytes(device: torch.device) -> int | None:
-    """Total memory of a CUDA device, or of the machine for the CPU; None if unknown."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory
-    if device.type == "cpu":
-        try:
-            import os
-
-            return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (AttributeError, ValueError, OSError):
-            return None
-    return None
-
-
-def choose_method(model: nn.Module, max_iter: int, method: MethodChoice = "auto") -> Method:
-    """The eigensolver for `method`: `auto` is Lanczos (the same top-k in fewer products,
-    closer to the exact values) unless its basis would not fit `LANCZOS_MEMORY_SHARE` of the
-    device's memory, then power iteration (a few vectors whatever the step count)."""
-    if method not in ("auto", *SOLVERS):
-        raise ValueError(f"unknown eigensolver {method!r} (auto, power or lanczos)")
-    if method != "auto":
-        return method
-    params = [p for p in model.parameters() if p.requires_grad]
-    basis = max_iter * sum(p.numel() for p in params) * (params[0].element_size() if params else 4)
-    memory = device_memory_bytes(params[0].device) if params else None
-    return "lanczos" if memory is None or basis <= LANCZOS_MEMORY_SHARE * memory else "power"
+# --------------------------------------------------------------------------- the spectrum
 
 
 def top_eigenvalues(
@@ -508,49 +249,3 @@ def _bar_step(bar, batch: int, batches: int, k: int) -> OnStep:
         bar.update(1)
 
     return step
-
-
-def training_batches(
-    image_set: ImageSet,
-    n_batches: int,
-    *,
-    batch_size: int = 16,
-    recipe: RecipeName | TrainConfig = DEFAULT_RECIPE,
-    seed: int = 0,
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The first `n_batches` augmented, shuffled training batches (the paper's input).
-
-    Uses the training loader so the augmentation is the recipe's; Mixup is not applied
-    (it lives in the training step), so the labels stay hard and the loss is the NLL.
-    The same seed gives the same batches; the global generators are left as they were.
-    """
-    from archdsl.errors import UserError
-
-    available = len(image_set) // batch_size  # the training loader drops the last partial batch
-    if available < n_batches:
-        raise UserError(
-            f"{image_set.name} has {len(image_set)} images: {available} batches of {batch_size}, not {n_batches}",
-            hint="ask for fewer batches or a smaller batch size",
-        )
-    # The augmentation draws from the global generators: seed them for the same batches
-    # on every call (candidates are compared on the same images), and put them back after.
-    import random
-
-    import numpy as np
-
-    from archdsl.run.loader import seed_everything
-
-    saved = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    try:
-        seed_everything(seed)
-        loader = make_loader(image_set, batch_size, augment=True, recipe=recipe, seed=seed, shuffle=True)
-        batches = []
-        for inputs, targets in loader:
-            batches.append((inputs, targets))
-            if len(batches) == n_batches:
-                break
-    finally:
-        random.setstate(saved[0])
-        np.random.set_state(saved[1])
-        torch.set_rng_state(saved[2])
-    return batches

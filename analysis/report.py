@@ -7,7 +7,9 @@ return text, both renderings built from one list of `headline(report)` results;
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
@@ -48,6 +50,71 @@ class AnalysisReport(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"
+
+    def save(self, out: str | Path, *, replacing: Iterable[str] = ()) -> AnalysisReport:
+        """Write metrics.json, one PNG per figure and report.md into the folder `out`; the report
+        returned names its figures. `replacing`: an earlier analysis's files there
+        (`earlier_files`), of which the plots this report does not redraw are removed."""
+        from archdsl.analysis.plots import DPI, report_figures
+        from archdsl.files import save_figure, write_text
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        figures = {
+            name: save_figure(figure, out / f"{name}.png", dpi=DPI).name
+            for name, figure in report_figures(self).items()
+        }
+        report = self.model_copy(update={"figures": figures})
+        write_text(out / METRICS_FILE, report.to_json())
+        write_text(out / REPORT_FILE, render_markdown(report))
+        for name in set(replacing) - {METRICS_FILE, REPORT_FILE, *figures.values()}:
+            (out / name).unlink(missing_ok=True)  # a plot of the replaced analysis that this one did not redraw
+        return report
+
+    @classmethod
+    def load(cls, path: str | Path, *, option: str | None = None) -> AnalysisReport:
+        """The report saved in `path` (a metrics.json, or the folder holding one); a `UserError`
+        saying why not (naming the command-line `option` that gave the path, if any)."""
+        from pydantic import ValidationError
+
+        from archdsl.errors import UserError
+
+        path = Path(path)
+        if path.is_dir():
+            path = path / METRICS_FILE
+        given = f"{option} {str(path)!r}" if option else str(path)
+        if not path.is_file():
+            raise UserError(f"{given}: no such file", hint="pass the metrics.json of an earlier `archdsl analyze`")
+        try:
+            return cls.model_validate_json(path.read_bytes())
+        except ValidationError:
+            raise UserError(f"{given} is not a metrics.json written by `archdsl analyze`") from None
+
+    @staticmethod
+    def earlier_files(out: str | Path, *, force: bool = False) -> list[str]:
+        """The files of an earlier analysis in `out`. Never replaced silently (its metrics may have
+        taken hours): a `UserError` unless `force`; with it, `save(replacing=...)` removes the plots
+        the new analysis does not redraw, so that no stale plot stays."""
+        from archdsl.analysis.plots import FIGURE_NAMES
+        from archdsl.errors import UserError
+
+        out = Path(out)
+        earlier = sorted(name for name in analysis_files(FIGURE_NAMES) if (out / name).exists())
+        if earlier and not force:
+            raise UserError(
+                f"--out {out} already holds an analysis ({', '.join(earlier)})",
+                hint="add --force to replace it, or give another --out",
+            )
+        return earlier
+
+
+# Everything an analysis writes into its folder, and only that: what `force` replaces.
+METRICS_FILE = "metrics.json"
+REPORT_FILE = "report.md"
+
+
+def analysis_files(figure_names: Iterable[str]) -> tuple[str, ...]:
+    return (METRICS_FILE, REPORT_FILE, *(f"{name}.png" for name in figure_names))
 
 
 def _percent(value: float) -> str:

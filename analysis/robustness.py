@@ -40,6 +40,7 @@ class CorruptionAccuracy(BaseModel):
     severity: int
     top1: float  # fraction in [0, 1]
     count: int
+    nll: float | None = None  # mean NLL (nats); None in reports written before it was kept
 
 
 class RobustnessResult(BaseModel):
@@ -88,6 +89,7 @@ def evaluate_robustness(
     progress: bool = False,
     optimize: bool = True,
     predict: Callable[..., torch.Tensor] | None = None,
+    desc: str = "corruptions",
 ) -> RobustnessResult:
     """Top-1 of `model` on each corrupted set; `predict` defaults to `archdsl.run.evaluate.predict_logits`.
 
@@ -106,14 +108,16 @@ def evaluate_robustness(
         images = sum(len(item.images) for item in corrupted_sets)
         model = optimize_model(model, training=False, device=device, images=images)
     cells = []
-    for item in progress_bar(corrupted_sets, desc="corruptions", unit="set", show=progress):
+    for item in progress_bar(corrupted_sets, desc=desc, unit="set", show=progress):
         logits = predict(model, item.images, batch_size=batch_size, device=device, optimize=False)
+        scored = score_logits(require_finite_logits(logits, item.images.name), item.images.labels)
         cells.append(
             CorruptionAccuracy(
                 corruption=item.corruption,
                 severity=int(item.severity),
-                top1=score_logits(require_finite_logits(logits, item.images.name), item.images.labels).top1,
+                top1=scored.top1,
                 count=len(logits),
+                nll=scored.nll,
             )
         )
     return RobustnessResult.from_cells(cells)

@@ -13,19 +13,45 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PositiveInt, mo
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
 
 
+def _flag(
+    flag: str,
+    help: str,
+    *,
+    default: Any,
+    metavar: str | None = None,
+    group: str | None = None,
+    default_text: str | None = None,
+    **bounds: Any,
+) -> Any:
+    """A setting with its command-line flag (`archdsl analyze`'s, made by archdsl.commands.settings_flags)."""
+    extra = {"flag": flag, "metavar": metavar, "group": group, "default_text": default_text}
+    return Field(
+        default=default, description=help, json_schema_extra={k: v for k, v in extra.items() if v is not None}, **bounds
+    )
+
+
 class HessianSettings(BaseModel):
     """The Hessian max-eigenvalue spectrum: `batches` augmented training batches of `batch_size`,
     the top-`k` eigenvalues of each (docs/analysis.md, "Definitions, exactly")."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    batches: PositiveInt = 10
-    batch_size: PositiveInt = 16
-    k: PositiveInt = 5
-    tol: float = Field(default=1e-3, gt=0)
-    max_iter: PositiveInt = 100
-    method: Literal["auto", "lanczos", "power"] = "auto"  # auto: hessian.choose_method (Lanczos where it fits)
-    hvp: Literal["autograd", "func"] = "autograd"
+    batches: PositiveInt = _flag("--batches", "training batches to pool", default=10)
+    batch_size: PositiveInt = _flag("--hessian-batch-size", "images per batch", default=16)
+    k: PositiveInt = _flag("--k", "top eigenvalues per batch", default=5)
+    tol: float = _flag("--tol", "relative tolerance", default=1e-3, gt=0)
+    max_iter: PositiveInt = _flag(
+        "--max-iter",
+        "most Hessian-vector products: Lanczos steps per batch, or power iterations per eigenvalue",
+        default=100,
+    )
+    method: Literal["auto", "lanczos", "power"] = _flag(
+        "--method",
+        "eigensolver: lanczos (the top-k within --tol, in fewer products than power iteration), power, or auto "
+        "(lanczos unless its vectors would take over a quarter of the memory: hessian.choose_method)",
+        default="auto",
+    )
+    hvp: Literal["autograd", "func"] = _flag("--hvp", "Hessian-vector products", default="autograd")
 
 
 class LandscapeSettings(BaseModel):
@@ -34,11 +60,13 @@ class LandscapeSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dims: Literal[1, 2] = 1
-    points: PositiveInt = 21
-    span: float = Field(default=1.0, gt=0)
-    batches: PositiveInt = 4
-    batch_size: PositiveInt = 64
+    dims: Literal[1, 2] = _flag("--landscape-dims", "1-D curve or 2-D contour", default=1)
+    points: PositiveInt = _flag("--landscape-points", "grid points per axis, odd", default=21)
+    span: float = _flag(
+        "--landscape-span", "the grid covers [-X, X] times each direction", default=1.0, gt=0, metavar="X"
+    )
+    batches: PositiveInt = _flag("--landscape-batches", "augmented training batches per loss value", default=4)
+    batch_size: PositiveInt = _flag("--landscape-batch-size", "images per batch", default=64)
 
     @model_validator(mode="after")
     def _odd(self) -> LandscapeSettings:
@@ -52,8 +80,8 @@ class CKASettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    images: PositiveInt = 512
-    batch_size: int = Field(default=64, ge=4)
+    images: PositiveInt = _flag("--cka-images", "test images", default=512)
+    batch_size: int = _flag("--cka-batch-size", "images per mini-batch, at least 4", default=64, ge=4)
 
 
 class AnalysisSettings(BaseModel):
@@ -68,17 +96,38 @@ class AnalysisSettings(BaseModel):
     recipe: TrainConfig = TrainConfig()
     # L2 term of the loss. Left out (or None), the given recipe's: filled in on construction, so it is
     # always a number; the default below is the default recipe's.
-    weight_decay: float = Field(default=RECIPE_DEFAULTS[DEFAULT_RECIPE]["weight_decay"], ge=0)
-    seed: int = 0  # training batches, start vectors, subsets
-    batch_size: PositiveInt = 256  # evaluation batches (does not change any number)
-    # Class-stratified fraction of the test and corrupted sets; a metrics.json written before the
-    # name said which sets it shrinks records it as `subset`, and still reads.
-    test_subset: float = Field(default=1.0, gt=0, le=1, validation_alias=AliasChoices("test_subset", "subset"))
-    hessian: HessianSettings = HessianSettings()
-    images: PositiveInt = 256  # test images for the feature-map statistics
-    train_images: PositiveInt = 10000  # augmented training images for nll-train
-    landscape: LandscapeSettings = LandscapeSettings()
-    cka: CKASettings = CKASettings()
+    weight_decay: float = _flag(
+        "--weight-decay",
+        "L2 term 0.5*wd*||w||^2 of the loss (hessian, landscape)",
+        default=RECIPE_DEFAULTS[DEFAULT_RECIPE]["weight_decay"],
+        ge=0,
+        metavar="WD",
+        default_text=f"the checkpoint's training weight decay, else the {DEFAULT_RECIPE} recipe's, "
+        f"{RECIPE_DEFAULTS[DEFAULT_RECIPE]['weight_decay']:g}",
+    )
+    seed: int = _flag("--seed", "seed of the training batches, start vectors, directions and subsets", default=0)
+    batch_size: PositiveInt = _flag("--batch-size", "evaluation batch size", default=256)  # changes no number
+    # A metrics.json written before the name said which sets it shrinks records it as `subset`, and still reads.
+    test_subset: float = _flag(
+        "--test-subset",
+        "class-stratified fraction of the test and corrupted sets",
+        default=1.0,
+        gt=0,
+        le=1,
+        validation_alias=AliasChoices("test_subset", "subset"),
+        metavar="FRACTION",
+    )
+    hessian: HessianSettings = Field(default=HessianSettings(), json_schema_extra={"group": "hessian"})
+    images: PositiveInt = _flag("--images", "test images for feature maps", default=256, group="fourier / variance")
+    train_images: PositiveInt = _flag(
+        "--train-images",
+        "augmented training images",
+        default=10000,
+        group="nll-train",
+        default_text="10000, or the whole split if smaller",
+    )
+    landscape: LandscapeSettings = Field(default=LandscapeSettings(), json_schema_extra={"group": "landscape"})
+    cka: CKASettings = Field(default=CKASettings(), json_schema_extra={"group": "cka"})
 
     @model_validator(mode="before")
     @classmethod

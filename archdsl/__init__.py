@@ -8,15 +8,20 @@ front end) never pays for torch.
     >>> model = archdsl.create_model(arch)            # an nn.Module named after the spec
     >>> ckpt = archdsl.load_checkpoint("final.safetensors")  # .model (eval mode), .arch, .meta
 
+What each command does is a function here, taking the settings the command builds from its
+flags (docs/python.md walks through them):
+
+    >>> run = archdsl.train("tiny", dataset="synthetic", config={"recipe": "fast", "epochs": 1})
+    >>> report = archdsl.analyze("runs/train/tiny-.../final.safetensors", measures=("acc",))
+    >>> found = archdsl.search(n_trials=4, fidelity={"epochs": 1})   # found.study, found.best
+
 Every built-in spec is also a timm model, `archdsl_<name>`, from the moment timm is imported
 (`archdsl.nn.timm_models`: `import archdsl` only installs the hook, it does not import timm).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from archdsl.exports import lazy_exports
 from archdsl.nn import timm_models as _timm_models
 
 __version__ = "0.1.0"
@@ -30,6 +35,10 @@ _EXPORTS = {
     "SpecError": "archdsl.lang.diagnostics",
     "UserError": "archdsl.errors",
     "Arch": "archdsl.ir",
+    # block kinds from outside the package (docs/language.md, "Your own block kinds")
+    "register_block": "archdsl.kinds",
+    "unregister_block": "archdsl.kinds",
+    "BlockKind": "archdsl.kinds",
     # build-up transforms
     # (`buildup` and `build` are also module names, so they are not exported as functions:
     # use archdsl.buildup.buildup and archdsl.nn.build.build.)
@@ -44,6 +53,19 @@ _EXPORTS = {
     "save_checkpoint": "archdsl.run.checkpoint",
     # running models
     "optimize_model": "archdsl.run.optimize",
+    # what the commands do, as functions (the CLI only parses, calls these and prints)
+    "train": "archdsl.run.session",
+    "TrainSettings": "archdsl.run.session",
+    "TrainConfig": "archdsl.run.recipe",
+    "analyze": "archdsl.analysis.session:analyze_checkpoint",
+    "AnalysisReport": "archdsl.analysis.report",
+    "AnalysisSettings": "archdsl.analysis.settings",
+    "AnalysisSources": "archdsl.analysis.session",
+    "evaluate": "archdsl.analysis.evaluation",
+    "search": "archdsl.search",  # the package, callable: archdsl.search(...) runs a study
+    "SearchSettings": "archdsl.search.session",
+    "Fidelity": "archdsl.search.measures",
+    "EvalSettings": "archdsl.analysis.evaluation",
 }
 
 __all__ = ["__version__", *_EXPORTS]
@@ -51,11 +73,7 @@ __all__ = ["__version__", *_EXPORTS]
 _timm_models.install_timm_hook()
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'archdsl' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, _dir = lazy_exports(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from archdsl.errors import UserError
-from archdsl.ir import Arch, ConvBlock, MSABlock, Stage, stage_shapes
+from archdsl.ir import AnyBlock, Arch, ConvBlock, ExtBlock, MSABlock, Stage, stage_shapes
 
 Window = int | Literal["global"] | None  # None: the default (4 where it tiles, else global)
 PerStage = int | Sequence[int] | None
@@ -33,18 +33,24 @@ DEFAULT_WINDOW = 4
 
 
 def ensure_alternet_base(base: Arch) -> None:
-    """The build-up rule replaces conv blocks by AlterNet MSAs: it needs a base of `conv` and `msa` blocks.
+    """The build-up rule replaces conv blocks by AlterNet MSAs: it needs a base of `conv` and `msa` blocks
+    (or of registered kinds that read feature maps, `archdsl.kinds`, which stand where a `conv` would).
 
     A transformer (`attn`, `mlp`, `merge`, `pool`) or a `smooth` block has no place in
     `C*(n-2k) [C M]*k`, so such bases are refused rather than rewritten into something else.
     """
-    other = sorted({b.kind for stage in base.stages for b in stage.blocks} - {"conv", "msa"})
+    other = sorted({b.kind for stage in base.stages for b in stage.blocks if not _conv_like(b)} - {"msa"})
     if other:
         found = ", ".join(f"`{kind}`" for kind in other)
         raise UserError(
             f"the build-up rule applies to AlterNet bases of `conv` and `msa` blocks; {base.name} has {found}",
             hint="start from a conv base such as alter50-base or resnet18; transformer specs are edited by hand",
         )
+
+
+def _conv_like(block: AnyBlock) -> bool:
+    """A block that the build-up keeps in a conv's place: a `conv`, or a registered kind on feature maps."""
+    return isinstance(block, ConvBlock) or (isinstance(block, ExtBlock) and block.declaration.layout == "map")
 
 
 def max_msa(stage: Stage) -> int:
@@ -121,7 +127,7 @@ def layout(
         blocks = []
         for i, old in enumerate(stage.blocks):
             is_msa = i >= n - 2 * k and (i - (n - 2 * k)) % 2 == 1
-            blocks.append(msa if is_msa else old if isinstance(old, ConvBlock) else base.conv)
+            blocks.append(msa if is_msa else old if _conv_like(old) else base.conv)
         stages.append(stage.model_copy(update={"blocks": tuple(blocks)}))
     suffix = "-k" + "_".join(map(str, ks))
     return ensure_valid(base.model_copy(update={"stages": tuple(stages), "name": name or base.name + suffix}))

@@ -159,7 +159,7 @@ def _run(argv: list[str] | None) -> int:
     except OSError as err:
         # A full disk, a file removed or made unreadable mid-run: the machine's state, not a
         # bug in archdsl, and the path says what to fix. Commands check their outputs up front
-        # (archdsl.commands.outputs); this is the net for what happens later.
+        # (archdsl.outputs); this is the net for what happens later.
         if err.filename is None:
             raise
         print(visible_lines(f"archdsl: error: {err.strerror or err}: {err.filename}"), file=sys.stderr)

@@ -1,7 +1,7 @@
 """Writing files: the one small I/O layer that the CLI and the library share.
 
 Where files go is the caller's decision: the CLI picks and checks every output path before
-work starts (`archdsl.commands.outputs`), and a library function that keeps artefacts (a
+work starts (`archdsl.outputs`), and a library function that keeps artefacts (a
 training run, a checkpoint, a search trial, generated CIFAR-C files, a search report)
 writes only at the path or inside the folder it was given. Every such write goes through
 this module, which writes to a temporary file beside the target and renames it into place:

@@ -16,9 +16,21 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Tag,
+    model_validator,
+)
+
+from archdsl import kinds
 
 
 class _Node(BaseModel):
@@ -97,8 +109,60 @@ class SmoothBlock(_Node):
     kind: Literal["smooth"] = "smooth"
 
 
-AnyBlock = ConvBlock | MSABlock | AttnBlock | MLPBlock | MergeBlock | PoolBlock | SmoothBlock
-Block = Annotated[AnyBlock, Field(discriminator="kind")]
+class ExtBlock(_Node):
+    """A block of a kind registered from outside the package (`archdsl.kinds.register_block`).
+
+    `args` holds every declared argument in declaration order, defaults filled in, so that the
+    IR stays canonical. The kind must be registered when an IR holding it is read (a spec, a
+    checkpoint, a trial): its declaration gives the block its shape, counts and module.
+    """
+
+    kind: str
+    args: tuple[tuple[str, int | float | bool | str], ...] = ()
+
+    @model_validator(mode="after")
+    def _declared(self) -> ExtBlock:
+        kind = kinds.block_kind(self.kind)
+        if kind is None:
+            raise ValueError(
+                f"unknown block kind {self.kind!r}: register it (archdsl.register_block) or install its package"
+            )
+        names = tuple(name for name, _ in self.args)
+        declared = tuple(arg.name for arg in kind.args)
+        if names != declared:
+            raise ValueError(f"block kind {self.kind!r} takes the arguments {declared}, got {names}")
+        return self
+
+    @property
+    def arguments(self) -> dict[str, int | float | bool | str]:
+        """The arguments by name."""
+        return dict(self.args)
+
+    @property
+    def declaration(self) -> kinds.BlockKind:
+        return kinds.require_kind(self.kind)
+
+
+AnyBlock = ConvBlock | MSABlock | AttnBlock | MLPBlock | MergeBlock | PoolBlock | SmoothBlock | ExtBlock
+
+
+def _block_tag(value: Any) -> str:
+    """The union member a block is read as: a built-in kind's own class, else `ExtBlock`."""
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return kind if kind in kinds.BUILTIN_KINDS else "ext"
+
+
+Block = Annotated[
+    Annotated[ConvBlock, Tag("conv")]
+    | Annotated[MSABlock, Tag("msa")]
+    | Annotated[AttnBlock, Tag("attn")]
+    | Annotated[MLPBlock, Tag("mlp")]
+    | Annotated[MergeBlock, Tag("merge")]
+    | Annotated[PoolBlock, Tag("pool")]
+    | Annotated[SmoothBlock, Tag("smooth")]
+    | Annotated[ExtBlock, Tag("ext")],
+    Discriminator(_block_tag),
+]
 
 # Which blocks read a feature map (B, C, H, W) and which a token sequence (B, tokens, C).
 MAP_KINDS = frozenset({"conv", "msa", "smooth"})
@@ -332,8 +396,24 @@ def stem_out_size(arch: Arch) -> tuple[int, int]:
     return side(height), side(width)
 
 
+def block_layout(block: AnyBlock) -> str:
+    """ "map" or "tokens": what a block reads and writes."""
+    if isinstance(block, ExtBlock):
+        return block.declaration.layout
+    return "map" if block.kind in MAP_KINDS else "tokens"
+
+
+def downsamples(block: AnyBlock) -> bool:
+    """Whether a block applies its stage's stride (so may start a strided stage)."""
+    if isinstance(block, ExtBlock):
+        return block.declaration.downsamples
+    return block.kind in DOWNSAMPLING_KINDS
+
+
 def block_out_channels(arch: Arch, stage: Stage, block: AnyBlock, in_channels: int) -> int:
     """The channels a block outputs (see the comments for each kind)."""
+    if isinstance(block, ExtBlock):
+        return stage.width if block.declaration.channels == "width" else in_channels
     if isinstance(block, ConvBlock):
         return stage.width * block.expansion
     if isinstance(block, MSABlock):
@@ -343,6 +423,23 @@ def block_out_channels(arch: Arch, stage: Stage, block: AnyBlock, in_channels: i
     if isinstance(block, (MergeBlock, PoolBlock)):
         return stage.width
     return in_channels  # attn, mlp, smooth: residual blocks without projection keep their channels
+
+
+def placement(arch: Arch, shape: BlockShape) -> kinds.Placement:
+    """What a registered kind's `count`, `check` and `build` are told about an `ExtBlock` where it sits."""
+    block = shape.block
+    assert isinstance(block, ExtBlock)
+    width = next(stage.width for stage in arch.stages if stage.name == shape.stage)
+    return kinds.Placement(
+        args=block.arguments,
+        in_channels=shape.in_channels,
+        out_channels=shape.out_channels,
+        width=width,
+        stride=shape.stride,
+        in_size=shape.in_size,
+        out_size=shape.out_size,
+        eps=arch.norm.eps,
+    )
 
 
 def block_shapes(arch: Arch) -> list[BlockShape]:
@@ -392,4 +489,4 @@ def head_layout(arch: Arch) -> str:
     last = arch.stages[-1].blocks[-1] if arch.stages and arch.stages[-1].blocks else None
     if last is None:
         return "tokens" if isinstance(arch.stem, PatchStem) else "map"
-    return "map" if last.kind in MAP_KINDS else "tokens"
+    return block_layout(last)

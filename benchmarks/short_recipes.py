@@ -3,7 +3,7 @@
 
 Each recipe trains each spec with every seed at the search's default fidelity (synthetic data,
 subset 0.4 of the training and test sets, 2 epochs, the recipe's batch and learning rate),
-through the same `archdsl.search.objective.train_candidate` a search trial calls.
+through the same `archdsl.search.measures.train_candidate` a search trial calls.
 
     python benchmarks/short_recipes.py                              # tiny + alter-small-base, seeds 0 1
     python benchmarks/short_recipes.py --specs tiny --seeds 0 --epochs 3
@@ -17,14 +17,14 @@ import time
 
 from archdsl.lang.spec import load_spec
 from archdsl.run.recipe import RECIPES
-from archdsl.search import objective
+from archdsl.search import measures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--specs", nargs="+", default=["tiny", "alter-small-base"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
-    parser.add_argument("--epochs", type=int, default=objective.Fidelity().epochs)
+    parser.add_argument("--epochs", type=int, default=measures.Fidelity().epochs)
     parser.add_argument("--dataset", default="synthetic")
     parser.add_argument("--subset", type=float, default=0.4)
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=RECIPES)
@@ -36,11 +36,11 @@ def main() -> None:
         for recipe in args.recipes:
             accuracies, seconds = [], []
             for seed in args.seeds:
-                data = objective.load_data(args.dataset, None, seed=seed, subset=args.subset)
-                arch = objective.fit_to_data(load_spec(spec), data)
-                fidelity = objective.Fidelity(epochs=args.epochs, subset=args.subset, recipe=recipe)
+                data = measures.load_data(args.dataset, None, seed=seed, subset=args.subset)
+                arch = measures.fit_to_data(load_spec(spec), data)
+                fidelity = measures.Fidelity(epochs=args.epochs, subset=args.subset, recipe=recipe)
                 start = time.perf_counter()
-                trained = objective.train_candidate(
+                trained = measures.train_candidate(
                     arch, data, fidelity, device="cpu", seed=seed, run_dir=None, on_epoch=lambda *_: None,
                     progress=False,
                 )  # fmt: skip

@@ -4,11 +4,66 @@
 - `objectives`: what can be optimised, with its direction and cost;
 - `strategies`: Optuna samplers and the paper's build-up walk;
 - `trial`: one trial, measured in stages, deduplicated by design digest;
-- `objective`: the one place that calls training, analysis and data;
+- `measures`: a design's measures, the one place that calls training, analysis and data;
 - `storage`: journal file or RDB (PostgreSQL) storage, heartbeats, retries;
-- `runner`: a whole search on one worker; `report`: what a study found;
+- `runner`: a whole search on one worker;
+- `study_summary`: what a study found, rendered by `report_lines` (terminal), `report_csv`,
+  `report_figures` and `report_markdown`, and written by `report`;
+- `session`: a whole study from its settings (`archdsl search`, and `archdsl.search(...)`);
 - `distributed`: a torchrun group as one worker (rank 0 samples, every rank trains).
+
+The package is also the function: `archdsl.search(n_trials=4)` runs `session.search` (a package
+and a function cannot share the name `archdsl.search` otherwise). The exports below are
+imported on first use, so that the command line can list STRATEGIES without importing Optuna.
 """
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+from archdsl.exports import lazy_exports
 
 # Kept here (not in `strategies`) so that the CLI can list them without importing Optuna.
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
+
+_EXPORTS = {
+    "search": "archdsl.search.session",
+    "SearchSettings": "archdsl.search.session",
+    "SearchResult": "archdsl.search.session",
+    "Fidelity": "archdsl.search.measures",
+    "SearchPlan": "archdsl.search.session",
+    "SpacePlan": "archdsl.search.session",
+    "plan_space": "archdsl.search.session",
+    "plan_search": "archdsl.search.session",
+    "run_planned": "archdsl.search.session",
+    "describe_space": "archdsl.search.session",
+    "SMALL_BASE": "archdsl.search.session",
+    "GREY_BASE": "archdsl.search.session",
+    "PAPER_BASE": "archdsl.search.session",
+    "OBJECTIVES": "archdsl.search.objectives",
+    "write_report": "archdsl.search.report",
+    "summarize_study": "archdsl.search.study_summary",
+    "trial_line": "archdsl.search.report_lines",
+    "progress_text": "archdsl.search.report_lines",
+    "study_progress": "archdsl.search.runner",
+    "target_trials": "archdsl.search.runner",
+    "journal_path": "archdsl.search.storage",
+    "is_copy": "archdsl.search.storage",
+}
+
+__all__ = ["STRATEGIES", *sorted(_EXPORTS)]
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+
+class _CallablePackage(types.ModuleType):
+    """`archdsl.search(...)` is `archdsl.search.search(...)`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return __getattr__("search")(*args, **kwargs)  # the lazy export, as every other one
+
+
+sys.modules[__name__].__class__ = _CallablePackage

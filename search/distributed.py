@@ -5,7 +5,7 @@
 starts one worker of the study whose candidates each train on 4 ranks (archdsl.run.distributed).
 Rank 0 alone talks to the study: it runs the search as a worker on its own would (sampling,
 copies, constraints, pruning, the analyses, the report). When a trial comes to training,
-rank 0 sends the design's canonical text to the other ranks (`objective.train_candidate`), which build it
+rank 0 sends the design's canonical text to the other ranks (`measures.train_candidate`), which build it
 and train it with rank 0 (`follow_leader`); the ranks' digests of what they trained are
 gathered and kept on the trial (`rank_digests`). Rank 0's pruning decision after each epoch is
 shared, so the ranks stop together. Several groups, each started by its own torchrun, are
@@ -19,7 +19,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from archdsl.run import distributed
-from archdsl.search import objective as measure
+from archdsl.search import measures as measure
 
 _STOP = None  # the message that ends the followers' loop
 

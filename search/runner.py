@@ -24,7 +24,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError
-from archdsl.search import objective as measure
+from archdsl.search import measures as measure
 from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of
 from archdsl.search.space import ParamValue, Space

@@ -99,7 +99,7 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
         missing = err if isinstance(err, ModuleNotFoundError) else err.__cause__ or err.__context__
         name = getattr(missing, "name", None) or "?"
         raise UserError(
-            f"storage {_redact(url)}: the database driver {name!r} is not installed",
+            f"storage {without_password(url)}: the database driver {name!r} is not installed",
             hint=f"for PostgreSQL (psycopg2): {install_extra('distributed')}; other databases need "
             "their SQLAlchemy driver (e.g. mysqlclient for mysql://)",
         ) from err
@@ -108,14 +108,14 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
             from sqlalchemy.engine import make_url
 
             raise UserError(
-                f"cannot open storage {_redact(url)}: no answer from {_server(url)} within "
+                f"cannot open storage {without_password(url)}: no answer from {_server(url)} within "
                 f"{make_url(url).query.get('connect_timeout', CONNECT_TIMEOUT_S)} s",
                 hint="check that the host and port are those of a PostgreSQL server that is up; "
                 "a slow network can wait longer with ?connect_timeout=SECONDS in the URL",
             ) from None
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(
-            f"cannot open storage {_redact(url)}: {first}",
+            f"cannot open storage {without_password(url)}: {first}",
             hint="check the URL (dialect://user:password@host:port/database), that the server is up "
             "and that the database exists",
         ) from err
@@ -296,14 +296,15 @@ def with_postgres_driver(url: str) -> str:
     return f"postgresql+psycopg2{sep}{rest}"  # reported below as a missing driver, with the hint
 
 
-def _redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}" if ":" in creds else url
-    return url
+def without_password(url: str) -> str:
+    """The URL with its password as `***` (SQLAlchemy's rendering), for messages and the study's command."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):  # not a URL SQLAlchemy reads (a bad port): keep what follows the credentials
+        return url.rsplit("@", 1)[-1] if "@" in url else url
 
 
 class WorkerHeartbeat:

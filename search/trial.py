@@ -30,7 +30,7 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.errors import UserError
 from archdsl.files import ensure_dir, write_json, write_text
 from archdsl.ir import Arch
-from archdsl.search import objective as measure
+from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, Objective, dominates
 from archdsl.search.optuna_private import storage_of, trial_id
 from archdsl.search.space import Space, layout_text

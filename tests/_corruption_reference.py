@@ -168,7 +168,7 @@ def cifar_frost(image: np.ndarray, c: tuple, seed: int) -> np.ndarray:
     scale (cv2.resize, bilinear), a random 32x32 crop, a weighted sum."""
     import cv2
 
-    from archdsl.data import frost
+    from archdsl.data import _frost as frost
 
     np.random.seed(seed)
     photo = cv2.imread(str(frost.photo_folder() / frost.FILES[np.random.randint(5)]))

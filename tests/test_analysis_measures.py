@@ -121,6 +121,10 @@ def test_minibatch_cka_of_a_model_accumulates_hsic_over_batches():
         hook.remove()
     assert result.value("stem", "stages.c2.1") == pytest.approx(terms[0] / math.sqrt(terms[1] * terms[2]), rel=1e-9)
     assert (result.batches, result.images) == (2, 16)
+    # A last, incomplete batch is left out: every batch weighs the same.
+    assert minibatch_cka(model, torch.cat([x, images(5)]), batch_size=8).matrix == result.matrix
+    with pytest.raises(ValueError, match="make no batch"):
+        minibatch_cka(model, x[:7], batch_size=8)
 
 
 def test_minibatch_cka_needs_batches_of_four():

@@ -44,18 +44,16 @@ def test_search_and_analyze_report_the_same_nep_and_ape(tmp_path, one_thread):
     from _search_support import DATASET, TINY_BASE
 
     from archdsl.lang.spec import parse_spec
-    from archdsl.search import objective
+    from archdsl.search import measures
 
     arch = parse_spec(TINY_BASE)
-    fidelity = objective.Fidelity(
-        epochs=1, train_settings=(("batch_size", 32),), hessian_batches=2, hessian_max_iter=12
-    )
-    data = objective.load_data(DATASET, None, seed=0, test_subset=1.0)
+    fidelity = measures.Fidelity(epochs=1, train_settings=(("batch_size", 32),), hessian_batches=2, hessian_max_iter=12)
+    data = measures.load_data(DATASET, None, seed=0, test_subset=1.0)
     run_dir = tmp_path / "trial"
-    trained = objective.train_candidate(
+    trained = measures.train_candidate(
         arch, data, fidelity, device="cpu", seed=0, run_dir=run_dir, on_epoch=lambda *_: None, progress=False
     )
-    nep, ape = objective.hessian(trained.model, data, fidelity, seed=3, device="cpu")
+    nep, ape = measures.hessian(trained.model, data, fidelity, seed=3, device="cpu")
 
     out = tmp_path / "analysis"
     code = main([

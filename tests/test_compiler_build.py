@@ -68,6 +68,15 @@ def test_same_seed_same_weights_and_global_rng_untouched() -> None:
     assert not torch.equal(sa["stages.c4.1.attn.q.weight"], sc["stages.c4.1.attn.q.weight"])
 
 
+@pytest.mark.parametrize("n_blocks", [0, 1, 2, 5, 16, 50])
+@pytest.mark.parametrize("drop_path", [0.0, 0.1, 0.3])
+def test_stochastic_depth_is_timms_rule(drop_path, n_blocks) -> None:
+    from timm.layers import calculate_drop_path_rates
+
+    timms = calculate_drop_path_rates(drop_path, n_blocks)
+    assert drop_path_rates(drop_path, n_blocks) == pytest.approx(timms, rel=2**-22, abs=1e-9)  # float32: 2 ulps
+
+
 def test_stochastic_depth_grows_linearly_over_all_blocks() -> None:
     assert drop_path_rates(0.1, 5) == pytest.approx([0.0, 0.025, 0.05, 0.075, 0.1])
     model = create_model("alter50", drop_path_rate=0.1)

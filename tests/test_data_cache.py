@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from archdsl.data import load_corrupted, registry
-from archdsl.data.cache import ByteBoundedCache, nbytes
+from archdsl.data._cache import ByteBoundedCache, nbytes
 
 
 def test_the_least_recently_used_go_first_once_the_budget_is_spent():

@@ -13,8 +13,9 @@ from _corruption_reference import IMAGENET_C, mean_absolute_difference, patched,
 from scipy import ndimage
 from skimage.util import random_noise
 
+from archdsl.data import _frost as frost
 from archdsl.data import _image_ops as ops
-from archdsl.data import corruptions, frost
+from archdsl.data import corruptions
 
 # Equal pixel for pixel to imagecorruptions at its parameters and random numbers.
 EXACT = (

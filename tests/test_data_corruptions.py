@@ -132,7 +132,8 @@ def test_bad_input_array_is_rejected():
 def test_frost_without_its_photographs_is_a_clear_error_before_any_work(images, monkeypatch, tmp_path):
     import importlib.util
 
-    from archdsl.data import frost, write_corrupted
+    from archdsl.data import _frost as frost
+    from archdsl.data import write_corrupted
     from archdsl.data.base import ImageSet
 
     real_find_spec = importlib.util.find_spec

@@ -179,16 +179,12 @@ def test_the_corrupted_sets_name_carries_only_the_options_it_takes(clean, corrup
 
 
 def test_analyze_finds_the_corrupted_sets_of_a_run_trained_with_a_training_limit(tmp_path):
-    import argparse
-
-    from archdsl.commands.analyze import load_data
+    from archdsl.analysis.session import AnalysisSources, load_data
     from archdsl.lang.spec import parse_spec
 
     write_idx(tmp_path / "FashionMNIST" / "raw")
-    args = argparse.Namespace(
-        data_root=str(tmp_path), download=False, corrupted=None, corruptions=["fog"], severities=[1]
-    )
-    data = load_data("fashion-mnist:train=12,test=5", args, ("acc", "robustness"), parse_spec(GREY_SPEC))
+    sources = AnalysisSources(data_root=str(tmp_path), corruptions=("fog",), severities=(1,))
+    data = load_data("fashion-mnist:train=12,test=5", sources, ("acc", "robustness"), parse_spec(GREY_SPEC))
     assert [len(s.images) for s in data.corrupted] == [5] and len(data.test) == 5
     # load_corrupted derives the same name from the clean one (its sets are labelled by it)
     [picked] = load_corrupted("fashion-mnist:train=12,test=5", root=tmp_path, corruptions=["fog"], severities=[1])

@@ -69,7 +69,14 @@ CASES = [doc for doc in DOCS if doc.exists() and _examples(doc)]
 
 
 def test_the_docs_have_examples():
-    assert {doc.name for doc in CASES} >= {"README.md", "compiler.md", "data.md", "training.md", "analysis.md"}
+    assert {doc.name for doc in CASES} >= {
+        "README.md",
+        "compiler.md",
+        "data.md",
+        "training.md",
+        "analysis.md",
+        "python.md",
+    }
 
 
 @pytest.mark.slow

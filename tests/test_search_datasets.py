@@ -90,16 +90,15 @@ def test_a_search_piped_to_a_log_says_each_epoch_each_trial_and_why_it_ended(tmp
 def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp_path):
     import _search_support as support
 
-    from archdsl.cli import build_parser
-    from archdsl.commands.search import reproduce_command
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
+    from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
 
     data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25)
     assert (len(data.train_set), len(data.test_set)) == (96, 8)  # the training set is shrunk by each trial
     config = measure.train_config(measure.Fidelity(subset=0.5, test_subset=0.25), device="cpu", seed=0)
     assert config.subset == 0.5
-    args = build_parser().parse_args(["search", "--subset", "0.5", "--test-subset", "0.25"])
-    line = reproduce_command(args, study_name="s", base="b", subset=0.5, test_subset=0.25, objectives=())
+    settings = SearchSettings(study_name="s")
+    line = reproduce_command(plan_space(settings), fidelity_for(settings, {"subset": 0.5, "test_subset": 0.25}))
     assert "--subset 0.5 --test-subset 0.25" in line
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -42,6 +43,23 @@ def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
     assert "secret" not in err  # passwords stay out of messages
     # Refused before the search's header line, and without leaving an empty --out behind.
     assert not err.startswith("search ") and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "url, shown",
+    [
+        ("postgresql://user:secret@db.example:5432/studies", "postgresql://user:***@db.example:5432/studies"),
+        ("postgresql://user:secret@db.example:port/studies", "db.example:port/studies"),  # SQLAlchemy cannot read it
+        ("sqlite:///runs/study.db", "sqlite:///runs/study.db"),
+    ],
+)
+def test_the_study_command_leaves_the_password_out(url, shown):
+    from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
+
+    settings = SearchSettings(study_name="s", storage=url)
+    line = reproduce_command(plan_space(settings), fidelity_for(settings, {}))
+    assert "secret" not in line
+    assert shlex.split(line)[shlex.split(line).index("--storage") + 1] == shown
 
 
 def test_postgresql_without_its_driver_says_what_to_install(tmp_path, capsys, monkeypatch):

@@ -156,7 +156,7 @@ def test_a_trial_is_never_pruned_at_its_last_epoch():
     from optuna.distributions import IntDistribution
     from optuna.trial import TrialState
 
-    from archdsl.search import objective as measure
+    from archdsl.search import measures as measure
     from archdsl.search.objectives import parse_objectives
     from archdsl.search.strategies import make_pruner
     from archdsl.search.trial import TrialObjective, TrialSettings

@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import math
 
+from archdsl.outputs import RUNS_DIR  # noqa: F401  # the commands' --out default
+
 DEVICES = ("auto", "cpu", "cuda", "mps")
-RUNS_DIR = "runs"  # where runs and studies go unless --out says otherwise
 
 
 def _number(text: str, kind: type, expected: str):
@@ -116,7 +117,7 @@ def add_optimize_argument(parser: argparse.ArgumentParser, *, default: bool | No
 
 def add_dist_timeout_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """`--dist-timeout`: how long a rank of a torchrun group waits for the others (archdsl.run.distributed)."""
-    from archdsl.run.distributed import DEFAULT_TIMEOUT_S  # torch-free until used
+    from archdsl.run import DEFAULT_TIMEOUT_S  # torch-free
 
     parser.add_argument(
         "--dist-timeout",

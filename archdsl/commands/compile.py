@@ -102,11 +102,11 @@ def _format_table(summary, init: str) -> str:  # summary: archdsl.nn.summary.Mod
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from archdsl.commands.outputs import prepare_file
     from archdsl.lang.checks import ensure_valid
     from archdsl.lang.spec import load_spec
     from archdsl.nn.build import build
     from archdsl.nn.summary import summarize
+    from archdsl.outputs import prepare_file
 
     arch = load_spec(args.spec)
     if args.classes is not None:

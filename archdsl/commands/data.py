@@ -101,8 +101,8 @@ def _info(args: argparse.Namespace) -> int:
     if info.corruptions:
         print(f"corruptions: {', '.join(info.corruptions)}")
     if args.checksums and info.available and info.name in ("cifar10", "cifar100"):
+        from archdsl.data import resolve_data_root
         from archdsl.data.cifar import SPECS, official_checksums
-        from archdsl.data.names import resolve_data_root
 
         matches = official_checksums(SPECS[info.name], resolve_data_root(args.data_root))
         print(f"checksums: {'official' if matches else 'differ from the official release'}")
@@ -140,7 +140,7 @@ def _corrupt(args: argparse.Namespace) -> int:
         corruptions = list(all_corruptions())
     else:
         corruptions = list(args.corruptions)
-    from archdsl.commands.outputs import output_dir
+    from archdsl.outputs import output_dir
 
     with output_dir(args.out, "--out") as out:  # a missing dataset leaves no empty --out behind
         # --out may be a downloaded CIFAR-C folder: never replace released files unasked.

@@ -51,104 +51,25 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _metrics(logits, labels) -> dict[str, float]:
-    from archdsl.analysis.metrics import classification_metrics
-
-    scored = classification_metrics(logits, labels)
-    return {"top1": scored.top1, "nll": scored.nll, "ece": scored.ece}
-
-
 def run(args: argparse.Namespace) -> int:
-    from archdsl.run.evaluate import checkpoint_named
+    from archdsl.analysis import EvalSettings, TestEvaluation, evaluate
 
-    with checkpoint_named(args.checkpoint):  # a model whose logits are NaN: the message names its file
-        return _run(args)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from archdsl.errors import UserError
-    from archdsl.progress import progress_bar
-    from archdsl.run.checkpoint import load_checkpoint
-    from archdsl.run.device import select_device
-    from archdsl.run.evaluate import predict_logits, require_finite_logits, score_logits
-    from archdsl.run.train import check_compatible
-
-    device = select_device(args.device)
-    checkpoint = load_checkpoint(args.checkpoint, device=device)
-    dataset = args.dataset or checkpoint.meta.get("dataset")
-    if not dataset:
-        raise UserError(f"{args.checkpoint} does not say which dataset it was trained on", hint="pass --dataset NAME")
-    progress = not args.no_progress
-    amp = device.type == "cuda"
-    predict = dict(batch_size=args.batch_size, device=device, amp=amp, optimize=args.optimize)
-
-    corrupted = dataset.split(":", 1)[0].endswith("-c")  # e.g. cifar100-c, synthetic-c:test=200
-    if not corrupted:
-        if args.corruptions or args.severities:
-            from archdsl.errors import UsageError
-
-            raise UsageError("--corruptions/--severities only apply to corrupted (-c) datasets")
-        from archdsl.data import load_split
-
-        test_set = load_split(dataset, "test", root=args.data_root, download=args.download)
-        _refuse_empty(test_set, dataset)
-        check_compatible(checkpoint.arch, test_set)
-        logits = predict_logits(checkpoint.model, test_set, progress=progress, **predict)
-        result = {
-            "checkpoint": str(args.checkpoint),
-            "dataset": dataset,
-            "images": len(test_set),
-            **_metrics(logits, test_set.labels),
-        }
-        if args.json:
-            print(json.dumps(result, indent=2))
-        else:
-            line = (
-                f"{checkpoint.arch.name} on {dataset} ({len(test_set)} images): "
-                f"top-1 {result['top1']:.2%}  NLL {result['nll']:.4f}"
-            )
-            line += f"  ECE {result['ece']:.4f}"
-            print(line)
-        return 0
-
-    from archdsl.data import load_corrupted
-
-    sets = load_corrupted(
-        dataset, root=args.data_root, corruptions=args.corruptions, severities=args.severities, download=args.download
-    )
-    if not sets:
-        raise UserError(f"{dataset}: no corrupted sets selected")
-    model = checkpoint.model
-    if args.optimize:  # one fast copy for all the sets, so compiling is judged on all their images
-        from archdsl.run.optimize import optimize_model
-
-        model = optimize_model(model, training=False, device=device, images=sum(len(s.images) for s in sets))
-    rows = []
-    for corrupted in progress_bar(sets, desc=f"eval {dataset}", show=progress):
-        _refuse_empty(corrupted.images, f"{dataset} ({corrupted.corruption}, severity {corrupted.severity})")
-        check_compatible(checkpoint.arch, corrupted.images)
-        logits = predict_logits(model, corrupted.images, **predict)
-        scored = score_logits(require_finite_logits(logits, corrupted.images.name), corrupted.images.labels)
-        rows.append(
-            {"corruption": corrupted.corruption, "severity": corrupted.severity, "top1": scored.top1, "nll": scored.nll}
-        )
-    mean = sum(r["top1"] for r in rows) / len(rows)
+    settings = EvalSettings(
+        dataset=args.dataset, data_root=args.data_root, download=args.download, corruptions=args.corruptions,
+        severities=args.severities, batch_size=args.batch_size, device=args.device, optimize=args.optimize,
+        progress=not args.no_progress,
+    )  # fmt: skip
+    result = evaluate(args.checkpoint, settings)
     if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    elif isinstance(result, TestEvaluation):
         print(
-            json.dumps(
-                {"checkpoint": str(args.checkpoint), "dataset": dataset, "mean_top1": mean, "sets": rows}, indent=2
-            )
+            f"{result.arch} on {result.dataset} ({result.images} images): "
+            f"top-1 {result.top1:.2%}  NLL {result.nll:.4f}  ECE {result.ece:.4f}"
         )
-        return 0
-    _print_table(rows, mean, checkpoint.arch.name, dataset)
+    else:
+        _print_table(result.to_dict()["sets"], result.mean_top1, result.arch, result.dataset)
     return 0
-
-
-def _refuse_empty(image_set, what: str) -> None:
-    from archdsl.errors import UserError
-
-    if len(image_set) == 0:  # its accuracy would be NaN, printed as if it were a result
-        raise UserError(f"{what}: the test set holds no images")
 
 
 def _print_table(rows: list[dict], mean: float, name: str, dataset: str) -> None:

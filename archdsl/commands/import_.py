@@ -54,10 +54,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.commands.outputs import output_file
     from archdsl.lang.checks import ensure_valid
     from archdsl.lang.spec import load_spec
     from archdsl.nn.summary import ensure_fits
+    from archdsl.outputs import output_file
     from archdsl.run.checkpoint import save_checkpoint
     from archdsl.run.importer import import_weights, read_source
 

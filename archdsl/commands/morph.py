@@ -101,9 +101,9 @@ def _windows(text: str | None) -> Window | list[Window]:
 
 def run(args: argparse.Namespace) -> int:
     from archdsl.buildup import buildup, layout, ratio
-    from archdsl.commands.outputs import prepare_file
     from archdsl.lang.printer import format_arch
     from archdsl.lang.spec import load_spec
+    from archdsl.outputs import prepare_file
 
     base = load_spec(args.base)
     if args.output is not None:  # an existing file may be a hand-written spec (even BASE itself)

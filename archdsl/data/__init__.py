@@ -5,9 +5,9 @@ train = load_split("synthetic", "train")
 sets = load_corrupted("cifar100-c", root="data", corruptions=["fog"], severities=[5])
 """
 
+from archdsl.data._names import resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet
 from archdsl.data.cifar_c import write_corrupted
-from archdsl.data.names import resolve_data_root
 from archdsl.data.registry import (
     DatasetInfo,
     corrupted_name,

@@ -9,7 +9,7 @@ corruptions therefore give the published generator's pixels exactly; docs/data.m
 which do and how far the others are, measured against the `imagecorruptions` package.
 Neither ImageMagick nor OpenCV is needed: motion blur and snow use ImageMagick's motion-blur
 kernel (`_image_ops.line_blur`); frost uses the original photographs, which the `frost`
-extra installs (`archdsl.data.frost`).
+extra installs (`archdsl.data._frost`).
 
 Randomness comes only from `np.random.default_rng(seed)`, so a seed fixes the output, and
 the same seed at two severities draws the same noise (severities differ only by their
@@ -28,7 +28,7 @@ import numpy as np
 from scipy import ndimage
 
 from archdsl.data import _image_ops as ops
-from archdsl.data.frost import frost_crops, photo_folder
+from archdsl.data._frost import frost_crops, photo_folder
 from archdsl.errors import UserError
 
 # The 15 of CIFAR-10-C/CIFAR-100-C, in the benchmark's order (docs/reference.md, and the paper's tables).

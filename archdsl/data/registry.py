@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from archdsl.data import cifar, mnist, synthetic
+from archdsl.data._cache import MiB, byte_bounded_cache
+from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet, channel_stats
-from archdsl.data.cache import MiB, byte_bounded_cache
 from archdsl.data.cifar_c import CorruptedFolder, corruption_seed, read_corrupted
 from archdsl.data.corruptions import (
     CORRUPTIONS,
@@ -25,7 +26,6 @@ from archdsl.data.corruptions import (
     check_severity,
     corrupt,
 )
-from archdsl.data.names import DatasetName, parse_dataset_name, resolve_data_root
 from archdsl.errors import UserError
 
 SPLITS = ("train", "test")

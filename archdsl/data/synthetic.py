@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from archdsl.data.cache import MiB, byte_bounded_cache
+from archdsl.data._cache import MiB, byte_bounded_cache
 
 SHAPES = ("disk", "square", "triangle", "ring", "cross", "diamond", "star", "ellipse", "hexagon", "crescent")
 TEXTURES = ("stripes", "checker", "rings")

@@ -15,16 +15,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from archdsl.ir import (
-    DOWNSAMPLING_KINDS,
-    MAP_KINDS,
     Arch,
     AttnBlock,
     BlockShape,
+    ExtBlock,
     MSABlock,
     PatchStem,
     PoolBlock,
     Stage,
+    block_layout,
     block_shapes,
+    downsamples,
+    placement,
     stem_out_size,
 )
 from archdsl.lang.diagnostics import Diagnostic, SpecError
@@ -151,6 +153,11 @@ _WORDS = {
 }
 
 
+def _word(kind: str) -> str:
+    """How a block is named in messages; a registered kind is "a `mbconv` block"."""
+    return _WORDS.get(kind, f"a `{kind}` block")
+
+
 def _window_problems(block: MSABlock | AttnBlock, shape: BlockShape, stage: Stage, path: Path) -> list[Problem]:
     """A window must tile its map (both MSA kinds); a shift needs windows to move between."""
     found = []
@@ -206,7 +213,7 @@ def _downsampling_problems(shape: BlockShape, stage: Stage, si: int, path: Path)
             )
             hint = "use stride=1 here, or fewer strided stages, or a larger input"
         found.append(Problem(("stages", si, "stride"), message, hint))
-    if starts_strided and kind not in DOWNSAMPLING_KINDS:
+    if starts_strided and not downsamples(shape.block):
         if kind == "msa":
             message = (
                 f"an MSA cannot downsample: it is the first block of stage {stage.name}, "
@@ -215,10 +222,14 @@ def _downsampling_problems(shape: BlockShape, stage: Stage, si: int, path: Path)
             hint = "start the stage with a `conv`, or give it stride=1"
         else:
             message = (
-                f"{_WORDS[kind]} cannot downsample: it is the first block of stage {stage.name}, "
+                f"{_word(kind)} cannot downsample: it is the first block of stage {stage.name}, "
                 f"which has stride {stage.stride}"
             )
-            hint = "start the stage with `merge` or `pool` (or a `conv`), or give it stride=1"
+            hint = (
+                "start the stage with a `conv` or another block that downsamples, or give it stride=1"
+                if isinstance(shape.block, ExtBlock) and shape.block.declaration.layout == "map"
+                else "start the stage with `merge` or `pool` (or a `conv`), or give it stride=1"
+            )
         found.append(Problem(path, message, hint))
     if kind in ("merge", "pool"):
         what = "Swin's patch merging" if kind == "merge" else "PiT's pooling"
@@ -246,8 +257,8 @@ def _class_token_problems(arch: Arch, shape: BlockShape, path: Path) -> list[Pro
         return []
     block = shape.block
     hint = "a class-token net is made of `attn`, `mlp` and `pool`; for hybrids use `head mean`"
-    if block.kind in MAP_KINDS or block.kind == "merge":
-        return [Problem(path, f"{_WORDS[block.kind]} cannot carry the class token (`head class`)", hint)]
+    if block_layout(block) == "map" or block.kind == "merge":
+        return [Problem(path, f"{_word(block.kind)} cannot carry the class token (`head class`)", hint)]
     if isinstance(block, AttnBlock) and (block.window is not None or block.kernel is not None):
         local = "window" if block.window is not None else "kernel"
         return [
@@ -261,6 +272,13 @@ def _class_token_problems(arch: Arch, shape: BlockShape, path: Path) -> list[Pro
     return []
 
 
+def _uses_width(block: object) -> bool:
+    """Whether a block's output channels come from its stage's width."""
+    if isinstance(block, ExtBlock):
+        return block.declaration.channels == "width"
+    return getattr(block, "kind", None) in ("conv", "msa", "merge", "pool")
+
+
 def _width_problems(arch: Arch, shapes: list[BlockShape], positions: list[int]) -> list[Problem]:
     """A stage whose blocks all keep their channels (attn, mlp, smooth) must not claim another width."""
     found = []
@@ -269,7 +287,7 @@ def _width_problems(arch: Arch, shapes: list[BlockShape], positions: list[int]) 
         first.setdefault(si, shape)
     for si, stage in enumerate(arch.stages):
         # A strided stage must start with a block that uses the width (or is told it cannot downsample).
-        if si not in first or stage.stride > 1 or any(b.kind in ("conv", "msa", "merge", "pool") for b in stage.blocks):
+        if si not in first or stage.stride > 1 or any(_uses_width(b) for b in stage.blocks):
             continue
         channels = first[si].in_channels
         if stage.width != channels:
@@ -316,6 +334,11 @@ def shape_problems(arch: Arch) -> list[Problem]:
                 )
             )
         found += _class_token_problems(arch, shape, path)
+        if isinstance(block, ExtBlock) and block.declaration.check is not None:
+            found += [
+                Problem(path + ((arg,) if arg else ()), message, hint)
+                for arg, message, hint in block.declaration.check(placement(arch, shape))
+            ]
     found += _width_problems(arch, shapes, positions)
     return found
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from archdsl.ir import AnyBlock, Arch, AttnBlock, ConvBlock, MLPBlock, MSABlock, Norm, PatchStem, block_shapes
-from archdsl.lang.lower import CONV_VARIANTS, lower
+from archdsl.ir import AnyBlock, Arch, ConvBlock, Norm, PatchStem, block_shapes
+from archdsl.lang import words
+from archdsl.lang.lower import lower
+from archdsl.lang.lower_settings import CONV_VARIANTS
+from archdsl.lang.numbers import format_float
 from archdsl.lang.parser import ArchNode, parse
 from archdsl.lang.parser import comments as parser_comments
 
@@ -32,44 +35,11 @@ def format_conv_setting(conv: ConvBlock) -> str:
     return f"{conv.variant}({', '.join(args)})" if args else conv.variant
 
 
-def _attn_text(block: AttnBlock, channels: int | None) -> str:
-    if block.kernel is not None:
-        args = [str(block.heads), f"kernel={block.kernel}"]
-    else:
-        args = [str(block.heads), "global" if block.window is None else str(block.window)]
-    if block.shift:
-        args.append(f"shift={block.shift}")
-    if channels is None or channels % block.heads or channels // block.heads != block.dim_head:
-        args.append(f"dim_head={block.dim_head}")  # not the default channels // heads
-    if not block.qkv_bias:
-        args.append("qkv_bias=false")
-    return f"attn({', '.join(args)})"
-
-
 def format_block(block: AnyBlock, default_conv: ConvBlock, channels: int | None = None) -> str:
     """One block as written inside a stage: `conv`, `conv(basic)`, `msa(6, 4)`, `msa(3, window=global)`,
     `attn(3, 4, shift=2)`, `mlp(4)`, `merge`. `channels` (what the block receives) decides whether an
     `attn`'s dim_head is the default channels // heads."""
-    if isinstance(block, AttnBlock):
-        return _attn_text(block, channels)
-    if isinstance(block, MLPBlock):
-        return f"mlp({block.ratio})"  # the ratio is worth seeing, like a bottleneck's expansion
-    if not isinstance(block, (ConvBlock, MSABlock)):
-        return block.kind  # merge, pool, smooth: no arguments
-    if isinstance(block, MSABlock):
-        window = "window=global" if block.window is None else str(block.window)
-        extra = "" if block.dim_head == 64 else f", dim_head={block.dim_head}"
-        return f"msa({block.heads}, {window}{extra})"
-    if block == default_conv:
-        return "conv"
-    # Only what differs from the plain `conv`; a new variant brings its own expansion.
-    same_variant = block.variant == default_conv.variant
-    args: list[str] = [] if same_variant else [block.variant]
-    if block.expansion != (default_conv.expansion if same_variant else CONV_VARIANTS[block.variant]):
-        args.append(f"expansion={block.expansion}")
-    if block.preact != default_conv.preact:
-        args.append(_flag("preact", block.preact))
-    return f"conv({', '.join(args)})"
+    return words.word(block.kind).text(block, default_conv, channels)
 
 
 def format_stem(arch: Arch) -> str:
@@ -83,16 +53,6 @@ def format_stem(arch: Arch) -> str:
     if stem.norm:
         args.append("norm=true")
     return f"patch({', '.join(args)})"
-
-
-def format_float(value: float) -> str:
-    """The shortest text that reads back as `value`: `1e-6`, `0.5`, `2`."""
-    text = repr(value)
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        mantissa = mantissa[:-2] if mantissa.endswith(".0") else mantissa
-        return f"{mantissa}e{'-' if exponent.startswith('-') else '+'}{int(exponent.lstrip('+-'))}"
-    return text[:-2] if text.endswith(".0") else text
 
 
 @dataclass(frozen=True)

@@ -2,3 +2,18 @@
 
 Knows the IR and torch/timm; knows nothing of training, data or the command line.
 """
+
+from __future__ import annotations
+
+from archdsl.exports import lazy_exports
+
+_EXPORTS = {
+    "ArchNet": "archdsl.nn.build",
+    "create_model": "archdsl.nn.build",
+    "summarize": "archdsl.nn.summary",
+    "ensure_fits": "archdsl.nn.summary",
+    "register_timm": "archdsl.nn.timm_models",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

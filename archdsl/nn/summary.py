@@ -21,7 +21,6 @@ from archdsl.ir import (
     Arch,
     AttnBlock,
     BlockShape,
-    ConvBlock,
     MLPBlock,
     MSABlock,
     PatchStem,
@@ -31,6 +30,10 @@ from archdsl.ir import (
     head_layout,
     stem_out_size,
 )
+from archdsl.lang import words
+from archdsl.lang.words.units import bn as _bn
+from archdsl.lang.words.units import linear as _linear
+from archdsl.lang.words.units import ln as _ln
 
 # The one memory limit (docs/compiler.md): a design whose weights plus one image's
 # activations are estimated above it is refused before anything is allocated. Real designs
@@ -46,7 +49,7 @@ class BlockSummary:
 
     stage: str
     index: int
-    kind: str  # the IR block's kind: "conv", "msa", "attn", "mlp", "merge", "pool", "smooth"
+    kind: str  # the IR block's kind: "conv", "msa", "attn", "mlp", "merge", "pool", "smooth" or a registered one
     out_shape: tuple[int, int, int]  # (channels, height, width)
     params: int
     flops: int  # per image
@@ -91,131 +94,9 @@ class ModelSummary:
         return sum(b.kind in ("msa", "attn") for b in self.blocks)
 
 
-def _bn(channels: int) -> int:
-    return 2 * channels  # weight and bias (running stats are buffers)
-
-
-def _needs_projection(shape: BlockShape) -> bool:
-    return shape.stride != 1 or shape.in_channels != shape.out_channels
-
-
-def _conv_block(shape: BlockShape, width: int) -> tuple[int, int]:
-    """(params, MACs) of a bottleneck or basic block, pre- or post-activation."""
-    block = shape.block
-    assert isinstance(block, ConvBlock)
-    c_in, c_out = shape.in_channels, shape.out_channels
-    hw_in = shape.in_size[0] * shape.in_size[1]
-    hw_out = shape.out_size[0] * shape.out_size[1]
-    if block.variant == "bottleneck":
-        # (in, out, kernel area, pixels of the output) per conv; the first 1x1 has stride 1.
-        convs = [(c_in, width, 1, hw_in), (width, width, 9, hw_out), (width, c_out, 1, hw_out)]
-    else:
-        convs = [(c_in, c_out, 9, hw_out), (c_out, c_out, 9, hw_out)]
-    # Pre-activation: a BN before each conv (on its input); post-activation: after it (on its output).
-    params = sum(_bn(ci if block.preact else co) + ci * co * k for ci, co, k, _ in convs)
-    macs = sum(ci * co * k * hw for ci, co, k, hw in convs)
-    if _needs_projection(shape):
-        params += c_in * c_out + (0 if block.preact else _bn(c_out))  # post-activation: conv-BN shortcut
-        macs += c_in * c_out * hw_out
-    return params, macs
-
-
-def _msa_block(shape: BlockShape, width: int) -> tuple[int, int]:
-    """(params, MACs) of an AlterNet MSA block; attention matmuls counted exactly."""
-    block = shape.block
-    assert isinstance(block, MSABlock)
-    c_in, c_out = shape.in_channels, shape.out_channels
-    height, wide = shape.out_size
-    hw = height * wide
-    inner = block.heads * block.dim_head
-    win_h, win_w = (block.window, block.window) if block.window is not None else (height, wide)
-    tokens = win_h * win_w
-    params = (
-        _bn(c_in)
-        + c_in * width  # 1x1 conv, no bias
-        + _bn(width)
-        + width * inner  # q
-        + width * 2 * inner  # k, v
-        + inner * c_out
-        + c_out  # output projection with bias
-        + (2 * win_h - 1) * (2 * win_w - 1)  # relative-position bias table, shared by heads
-    )
-    macs = hw * (c_in * width + width * 3 * inner + inner * c_out)
-    # Per window: QK^T and AV, each heads x tokens x tokens x dim_head; hw / tokens windows.
-    macs += 2 * block.heads * tokens * block.dim_head * hw
-    if c_in != c_out:
-        params += c_in * c_out
-        macs += c_in * c_out * hw
-    return params, macs
-
-
-def _ln(channels: int) -> int:
-    return 2 * channels  # weight and bias
-
-
-def _linear(c_in: int, c_out: int, bias: bool = True) -> int:
-    return c_in * c_out + (c_out if bias else 0)
-
-
-def _attn_block(arch: Arch, shape: BlockShape) -> tuple[int, int]:
-    """(params, MACs) of a transformer MSA block (pre-norm, qkv, attention, proj)."""
-    block = shape.block
-    assert isinstance(block, AttnBlock)
-    c = shape.in_channels
-    inner = block.heads * block.dim_head
-    height, wide = shape.out_size
-    patches = height * wide
-    tokens = patches + arch.prefix_tokens
-    params = _ln(c) + _linear(c, 3 * inner, block.qkv_bias) + _linear(inner, c)
-    if arch.pos.kind == "relative":
-        if block.kernel is not None:
-            entries = block.kernel**2
-        else:
-            win_h, win_w = (block.window, block.window) if block.window is not None else (height, wide)
-            entries = (2 * win_h - 1) * (2 * win_w - 1)
-        params += entries * block.heads
-    macs = tokens * (c * 3 * inner + inner * c)
-    # QK^T and AV: heads x (queries x keys) x dim_head each. Windows attend within themselves;
-    # global and local (masked) attention compute the whole tokens x tokens matrix.
-    pairs = patches * block.window**2 if block.window is not None else tokens * tokens
-    macs += 2 * block.heads * pairs * block.dim_head
-    return params, macs
-
-
-def _mlp_block(arch: Arch, shape: BlockShape) -> tuple[int, int]:
-    block = shape.block
-    assert isinstance(block, MLPBlock)
-    c, hidden = shape.in_channels, shape.in_channels * block.ratio
-    tokens = shape.out_size[0] * shape.out_size[1] + arch.prefix_tokens
-    return _ln(c) + _linear(c, hidden) + _linear(hidden, c), tokens * 2 * c * hidden
-
-
-def _merge_block(arch: Arch, shape: BlockShape) -> tuple[int, int]:
-    c_in, c_out = 4 * shape.in_channels, shape.out_channels
-    return _ln(c_in) + _linear(c_in, c_out, bias=False), shape.out_size[0] * shape.out_size[1] * c_in * c_out
-
-
-def _pool_block(arch: Arch, shape: BlockShape) -> tuple[int, int]:
-    c_in, c_out = shape.in_channels, shape.out_channels
-    # Depthwise 3x3: each output channel reads one input channel.
-    params, macs = c_out * 9 + c_out, shape.out_size[0] * shape.out_size[1] * c_out * 9
-    if arch.class_token:
-        params += _linear(c_in, c_out)
-        macs += c_in * c_out
-    return params, macs
-
-
 def _block(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     """(params, MACs) of one block."""
-    kind = shape.block.kind
-    if kind == "conv":
-        return _conv_block(shape, width)
-    if kind == "msa":
-        return _msa_block(shape, width)
-    if kind == "smooth":
-        return 0, 0
-    count = {"attn": _attn_block, "mlp": _mlp_block, "merge": _merge_block, "pool": _pool_block}[kind]
-    return count(arch, shape)
+    return words.word(shape.block.kind).count(arch, shape, width)
 
 
 def _stem(arch: Arch) -> LayerSummary:

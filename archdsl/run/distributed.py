@@ -91,19 +91,24 @@ def join_from_env(device: str = "auto", *, timeout_s: float = DEFAULT_TIMEOUT_S)
 
 
 def join_if_launched(device: str = "auto", *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ranks | None:
-    """For a command: under torchrun, join the group (`join_from_env`) and quieten the ranks after the
-    first (their stdout and stderr go nowhere until `command_scope` ends); None outside torchrun."""
+    """Under torchrun, join the group (`join_from_env`); None outside torchrun. `archdsl.train` and
+    `archdsl.search` call this, so that they train data-parallel from Python under torchrun too;
+    the group stays open for the caller (a command closes it with `command_scope`)."""
     if not launched():
         return None
-    ranks = join_from_env(device, timeout_s=timeout_s)
-    if not ranks.leader:
+    return join_from_env(device, timeout_s=timeout_s)
+
+
+def quiet_followers(ranks: Ranks | None) -> None:
+    """For a command: the ranks after the first print nothing (their stdout and stderr go nowhere
+    until `command_scope` ends), so that rank 0 alone speaks for the group."""
+    if ranks is not None and not ranks.leader:
         sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115  # closed by command_scope
-    return ranks
 
 
 @contextmanager
 def command_scope() -> Iterator[None]:
-    """Around a command that may `join_if_launched`: its output streams put back (so that an error
+    """Around a command that may run under torchrun (`quiet_followers`): its output streams put back (so that an error
     of any rank is still printed) and the process group closed when the command ends."""
     out, err = sys.stdout, sys.stderr
     try:

@@ -345,6 +345,21 @@ def recipe_flags() -> dict[str, tuple[str, str]]:
     return flags
 
 
+def recipe_command_words(settings: dict[str, Any]) -> list[str]:
+    """`--opt adamw --decay-milestones 60,120`: the flags that give `settings` back."""
+    flags = recipe_flags()
+    words: list[str] = []
+    for field, value in settings.items():
+        flag = flags[field][0]
+        if isinstance(value, bool):
+            words.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, tuple):
+            words += [flag, ",".join(map(str, value))]
+        else:
+            words += [flag, "none" if value is None else str(value)]
+    return words
+
+
 def make_loss(config: TrainConfig) -> nn.Module:
     """The training loss: soft-target cross-entropy with Mixup/CutMix, label smoothing, or plain cross-entropy."""
     from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy

@@ -13,6 +13,8 @@ new source is one new file.
 
 from __future__ import annotations
 
+__all__ = ["SourceFormat", "convert_state_dict", "detect_format", "formats", "get_format"]
+
 import importlib
 import pkgutil
 from collections.abc import Callable, Collection, Mapping

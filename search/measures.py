@@ -14,37 +14,63 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from archdsl.errors import UserError
 from archdsl.ir import Arch
 from archdsl.nn.summary import DesignTooLarge as DesignTooLarge  # torch-free; over the memory limit: a failed trial
+from archdsl.run.recipe import RecipeName  # torch-free
 
-if TYPE_CHECKING:
-    from archdsl.run.recipe import RecipeName
+# The training subset a study takes unless told (archdsl.search.session.fidelity_for): the synthetic
+# set's 2,000 of 5,000 training images for 2 epochs trains a small-base candidate in seconds on a
+# laptop CPU; real datasets start from a tenth.
+SYNTHETIC_SUBSET = 0.4
+REAL_SUBSET = 0.1
 
 
-@dataclass(frozen=True)
-class Fidelity:
+def _flag(flag: str, help: str, *, default: Any, **extra: Any) -> Any:
+    """A fidelity setting with its `archdsl search` flag (made by archdsl.commands.settings_flags)."""
+    bounds = {k: extra.pop(k) for k in ("gt", "ge", "le", "lt") if k in extra}
+    return Field(default=default, description=help, json_schema_extra={"flag": flag, **extra}, **bounds)
+
+
+class Fidelity(BaseModel):
     """How hard each candidate is looked at: cheap settings make a search fast, not exact.
 
-    The defaults are `archdsl search`'s (its --help shows them from here).
+    The defaults are `archdsl search`'s (its --help shows them from here), but for the subsets,
+    whose default depends on the dataset (archdsl.search.session.fidelity_for).
     """
 
-    epochs: int = 2
-    subset: float = 1.0  # class-stratified fraction of the training set
-    test_subset: float = 1.0  # class-stratified fraction of the test and corrupted test sets
-    recipe: RecipeName = "fast"  # learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    epochs: PositiveInt = _flag("--epochs", "training epochs per candidate", default=2)
+    subset: float = _flag(
+        "--subset", "class-stratified fraction of the training set", default=1.0, gt=0, le=1, metavar="FRACTION",
+        default_text=f"{SYNTHETIC_SUBSET:g} on synthetic, {REAL_SUBSET:g} otherwise",
+    )  # fmt: skip
+    test_subset: float = _flag(
+        "--test-subset", "class-stratified fraction of the test and corrupted sets that score each candidate",
+        default=1.0, gt=0, le=1, metavar="FRACTION", default_text="the --subset fraction",
+    )  # fmt: skip
+    # `fast` learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds.
+    recipe: RecipeName = _flag(
+        "--recipe", "training recipe (fast learns fastest in few epochs: docs/search.md)", default="fast"
+    )
     # TrainConfig fields set over the recipe's (`search --opt adamw --lr 0.01`): (field, value) pairs.
     train_settings: tuple[tuple[str, Any], ...] = ()
-    hessian_batches: int = 2  # mini-batches of 16 for the Hessian spectrum
-    hessian_max_iter: int = 40  # Lanczos steps: converges in ~15-45 products where power iteration needs hundreds
+    hessian_batches: PositiveInt = _flag("--hessian-batches", "batches of 16 for nep/ape", default=2)
+    # Lanczos converges in ~15-45 products where power iteration needs hundreds.
+    hessian_max_iter: PositiveInt = _flag("--hessian-iters", "Lanczos steps per batch for nep/ape", default=40)
     hessian_tol: float = 1e-3
     # See benchmarks/hessian.py: Lanczos is 2.8-5.8x faster than PyHessian, and accurate.
     hessian_method: Literal["power", "lanczos"] = "lanczos"
     latency_batch: int = 16
-    severities: tuple[int, ...] = (3,)  # of the corruptions, for the robustness objective
-    optimize: bool = True  # train and measure the fast version of each model (archdsl.optimize_model)
+    severities: tuple[Annotated[int, Field(ge=1, le=5)], ...] = _flag(
+        "--severities", "corruption severities for robustness", default=(3,), metavar="S,S"
+    )
+    optimize: bool = True  # train and measure the fast version of each model (archdsl.optimize_model; --no-optimize)
 
 
 @dataclass

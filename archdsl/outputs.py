@@ -14,6 +14,8 @@ from pathlib import Path
 
 from archdsl.errors import UserError
 
+RUNS_DIR = "runs"  # where runs and studies go unless told otherwise (`--out`)
+
 
 def prepare_dir(path: str | os.PathLike[str], option: str) -> Path:
     """Create the output folder `path` (and its parents) and return it; `option` names the flag."""

@@ -1,0 +1,151 @@
+"""`archdsl.evaluate(checkpoint, ...)`: top-1, NLL and ECE of a checkpoint on a test set, or its
+accuracy per corruption and severity on a corrupted (`-c`) set. `archdsl eval` prints what this returns.
+
+The corrupted sets are measured by `archdsl.analysis.robustness.evaluate_robustness`, the same
+function `archdsl analyze --metrics robustness` uses (one fast inference copy for all the sets).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+from archdsl.analysis.robustness import CorruptionAccuracy
+from archdsl.errors import UsageError, UserError
+
+__all__ = ["CorruptedEvaluation", "EvalSettings", "TestEvaluation", "evaluate"]
+
+
+class EvalSettings(BaseModel):
+    """What `archdsl eval` (and `archdsl.evaluate`) measures, and how."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dataset: str | None = Field(default=None, description="dataset (default: the one the checkpoint was trained on)")
+    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
+    download: bool = Field(default=False, description="download the dataset if it is missing")
+    corruptions: tuple[str, ...] | None = Field(default=None, description="-c sets only: these corruptions")
+    severities: tuple[int, ...] | None = Field(default=None, description="-c sets only: these severities")
+    batch_size: PositiveInt = Field(default=256, description="evaluation batch size")
+    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N or mps")
+    optimize: bool = Field(default=True, description="run archdsl.optimize_model's fast copy of the model")
+    progress: bool = Field(default=False, description="progress bars (on a terminal)")
+
+
+class TestEvaluation(BaseModel):
+    """A checkpoint on a test split: top-1 (a fraction), NLL (nats) and ECE."""
+
+    model_config = ConfigDict(frozen=True)
+
+    checkpoint: str
+    arch: str  # the design's name
+    dataset: str
+    images: int
+    top1: float
+    nll: float
+    ece: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `archdsl eval --json` prints."""
+        return self.model_dump(exclude={"arch"})
+
+
+class CorruptedEvaluation(BaseModel):
+    """A checkpoint on corrupted sets: top-1 (and NLL) per corruption and severity, and their mean."""
+
+    model_config = ConfigDict(frozen=True)
+
+    checkpoint: str
+    arch: str
+    dataset: str
+    mean_top1: float
+    sets: tuple[CorruptionAccuracy, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """What `archdsl eval --json` prints."""
+        rows = [cell.model_dump(include={"corruption", "severity", "top1", "nll"}) for cell in self.sets]
+        return {"checkpoint": self.checkpoint, "dataset": self.dataset, "mean_top1": self.mean_top1, "sets": rows}
+
+
+def evaluate(
+    checkpoint: str | Path, settings: EvalSettings | None = None, **fields: Any
+) -> TestEvaluation | CorruptedEvaluation:
+    """Measure `checkpoint` (a file `archdsl train` wrote) as `settings` say, or as keyword
+    arguments naming `EvalSettings` fields say (`evaluate(path, dataset="synthetic-c")`).
+
+    A dataset whose name ends in `-c` (`cifar100-c`, `synthetic-c:test=200`) is measured per
+    corruption and severity; any other on its test split.
+    """
+    from archdsl.run.evaluate import checkpoint_named
+
+    settings = EvalSettings.model_validate({**(settings.model_dump() if settings else {}), **fields})
+    with checkpoint_named(checkpoint):  # a model whose logits are NaN: the message names its file
+        return _evaluate(str(checkpoint), settings)
+
+
+def _evaluate(path: str, settings: EvalSettings) -> TestEvaluation | CorruptedEvaluation:
+    from archdsl.run.checkpoint import load_checkpoint
+    from archdsl.run.device import select_device
+    from archdsl.run.evaluate import predict_logits
+
+    device = select_device(settings.device)
+    checkpoint = load_checkpoint(path, device=device)
+    dataset = settings.dataset or checkpoint.meta.get("dataset")
+    if not dataset:
+        raise UserError(f"{path} does not say which dataset it was trained on", hint="pass --dataset NAME")
+    predict = functools.partial(predict_logits, amp=device.type == "cuda")
+    if not dataset.split(":", 1)[0].endswith("-c"):  # e.g. cifar100-c, synthetic-c:test=200
+        return _on_test_split(path, checkpoint, dataset, settings, device, predict)
+
+    from archdsl.analysis.robustness import evaluate_robustness
+    from archdsl.data import load_corrupted
+    from archdsl.run.train import check_compatible
+
+    sets = load_corrupted(
+        dataset,
+        root=settings.data_root,
+        corruptions=settings.corruptions,
+        severities=settings.severities,
+        download=settings.download,
+    )
+    if not sets:
+        raise UserError(f"{dataset}: no corrupted sets selected")
+    for item in sets:  # all checked before the first is measured
+        _refuse_empty(item.images, f"{dataset} ({item.corruption}, severity {item.severity})")
+        check_compatible(checkpoint.arch, item.images)
+    result = evaluate_robustness(
+        checkpoint.model, sets, batch_size=settings.batch_size, device=device, progress=settings.progress,
+        optimize=settings.optimize, predict=predict, desc=f"eval {dataset}",
+    )  # fmt: skip
+    return CorruptedEvaluation(
+        checkpoint=path, arch=checkpoint.arch.name, dataset=dataset, mean_top1=result.mean, sets=result.cells
+    )
+
+
+def _on_test_split(path: str, checkpoint, dataset: str, settings: EvalSettings, device, predict) -> TestEvaluation:
+    from archdsl.analysis.metrics import classification_metrics
+    from archdsl.data import load_split
+    from archdsl.run.train import check_compatible
+
+    if settings.corruptions or settings.severities:
+        raise UsageError("--corruptions/--severities only apply to corrupted (-c) datasets")
+    test_set = load_split(dataset, "test", root=settings.data_root, download=settings.download)
+    _refuse_empty(test_set, dataset)
+    check_compatible(checkpoint.arch, test_set)
+    logits = predict(
+        checkpoint.model, test_set, batch_size=settings.batch_size, device=device, progress=settings.progress,
+        optimize=settings.optimize,
+    )  # fmt: skip
+    scored = classification_metrics(logits, test_set.labels)
+    return TestEvaluation(
+        checkpoint=path, arch=checkpoint.arch.name, dataset=dataset, images=len(test_set),
+        top1=scored.top1, nll=scored.nll, ece=scored.ece,
+    )  # fmt: skip
+
+
+def _refuse_empty(image_set, what: str) -> None:
+    if len(image_set) == 0:  # its accuracy would be NaN, printed as if it were a result
+        raise UserError(f"{what}: the test set holds no images")

@@ -1,0 +1,196 @@
+"""`archdsl.analyze(checkpoint, ...)`: measure a checkpoint (or the checkpoints a run kept) and,
+given a folder, save the report there; `archdsl analyze` prints what this returns.
+
+`analysis.pipeline.analyze` measures a model on data already loaded; this module does the rest
+a checkpoint needs: loading it and the data it was trained on, taking its training recipe for the
+augmented batches and the weight decay, and a baseline's robustness for the mCE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from archdsl.analysis.report import AnalysisReport
+from archdsl.analysis.settings import AnalysisSettings
+from archdsl.errors import UsageError, UserError
+
+__all__ = ["AnalysisSources", "analyze_checkpoint", "default_out", "load_data", "settings_for"]
+
+
+class AnalysisSources(BaseModel):
+    """What an analysis reads besides the checkpoint: the data, the device, a baseline."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    measures: tuple[str, ...] | None = Field(default=None, description="what to measure (default: DEFAULT_MEASURES)")
+    dataset: str | None = Field(default=None, description="dataset (default: the checkpoint's, else synthetic)")
+    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
+    download: bool = Field(default=False, description="download the dataset if it is missing")
+    corrupted: str | None = Field(default=None, description="corrupted dataset (default: <dataset>-c)")
+    corruptions: tuple[str, ...] | None = Field(default=None, description="only these corruptions (default: all)")
+    severities: tuple[int, ...] | None = Field(default=None, description="only these severities")
+    baseline: str | None = Field(default=None, description="an earlier analysis's metrics.json, for Hendrycks' mCE")
+    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N or mps")
+    optimize: bool = Field(default=True, description="run archdsl.optimize_model's fast copy where it is exact")
+    progress: bool = Field(default=False, description="progress bars (on a terminal)")
+
+
+def settings_for(meta: Mapping[str, Any], given: AnalysisSettings | Mapping[str, Any] | None) -> AnalysisSettings:
+    """The analysis settings of a checkpoint whose metadata is `meta`: `given` whole when it is an
+    `AnalysisSettings`; otherwise its fields (nested: `{"hessian": {"k": 3}}`) with the
+    checkpoint's training recipe (the augmentation, and the weight decay unless `given` sets one)."""
+    from pydantic import ValidationError
+
+    if isinstance(given, AnalysisSettings):
+        return given
+    fields = {"recipe": _training_config(meta), **(given or {})}
+    try:
+        return AnalysisSettings(**fields)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+        raise UsageError(f"bad analysis settings: {problems}") from None
+
+
+def _training_config(meta: Mapping[str, Any]):
+    """The checkpoint's training config (for the same augmentation and weight decay), or the default recipe's."""
+    from pydantic import ValidationError
+
+    from archdsl.run.recipe import TrainConfig
+
+    try:
+        return TrainConfig.model_validate(meta.get("config") or {})
+    except ValidationError:
+        return TrainConfig()
+
+
+def load_data(dataset: str, sources: AnalysisSources, measures: Sequence[str], arch):
+    """The splits `measures` read, checked against the design's input shape and classes."""
+    from archdsl.analysis.pipeline import AnalysisData, needed_splits
+    from archdsl.data import corrupted_name, load_corrupted, load_split
+    from archdsl.run.train import check_compatible
+
+    splits = needed_splits(measures)
+    loaded: dict = {}
+    for split in ("test", "train"):
+        if split in splits:
+            loaded[split] = load_split(dataset, split, root=sources.data_root, download=sources.download)
+            check_compatible(arch, loaded[split])
+    if "corrupted" in splits:
+        corrupted = sources.corrupted or corrupted_name(dataset)
+        sets = load_corrupted(
+            corrupted, root=sources.data_root, corruptions=sources.corruptions, severities=sources.severities
+        )
+        for item in sets[:1]:
+            check_compatible(arch, item.images)
+        loaded["corrupted"] = sets
+    return AnalysisData(name=dataset, **loaded)
+
+
+def analyze_checkpoint(
+    checkpoint: str | Path,
+    settings: AnalysisSettings | Mapping[str, Any] | None = None,
+    sources: AnalysisSources | None = None,
+    *,
+    out: str | Path | None = None,
+    force: bool = False,
+    **fields: Any,
+) -> AnalysisReport:
+    """Measure `checkpoint` (a .safetensors file `archdsl train` wrote) and return the report; a run
+    directory gets the Hessian spectrum of every checkpoint it kept (`train --save-every`).
+
+    `settings`: an `AnalysisSettings`, or the fields to set (the rest default; the recipe is the
+    checkpoint's). `sources` (or keyword arguments naming its fields: `measures=("acc",)`) say
+    what to measure on which data. With `out`, the report is saved there (`AnalysisReport.save`);
+    an earlier analysis in `out` is refused unless `force`, before anything is measured.
+
+        >>> report = archdsl.analyze("runs/tiny/final.safetensors", measures=("acc", "hessian"))
+    """
+    sources = AnalysisSources.model_validate({**(sources.model_dump() if sources else {}), **fields})
+    path = Path(checkpoint)
+    if out is not None:
+        from archdsl.outputs import output_dir
+
+        with output_dir(out, "--out"):  # a missing dataset or baseline leaves no empty --out behind
+            earlier = AnalysisReport.earlier_files(out, force=force)  # refused before the long work
+            report = _measure(path, settings, sources)
+        return report.save(out, replacing=earlier)
+    return _measure(path, settings, sources)
+
+
+def _measure(path: Path, settings, sources: AnalysisSources) -> AnalysisReport:
+    if path.is_dir():
+        return _run_directory(path, settings, sources)
+    from archdsl.analysis.pipeline import DEFAULT_MEASURES, analyze
+    from archdsl.run.checkpoint import load_checkpoint
+    from archdsl.run.device import select_device
+    from archdsl.run.evaluate import checkpoint_named
+
+    device = select_device(sources.device)
+    baseline = _baseline(sources.baseline) if sources.baseline else None
+    checkpoint = load_checkpoint(path, device=device)
+    dataset = sources.dataset or checkpoint.meta.get("dataset") or "synthetic"
+    measures = sources.measures or DEFAULT_MEASURES
+    chosen = settings_for(checkpoint.meta, settings)
+    data = load_data(dataset, sources, measures, checkpoint.arch)
+    with checkpoint_named(path):  # a model whose logits are NaN: refused, and no empty --out is left
+        return analyze(
+            checkpoint.model, data, measures, chosen, device=device, progress=sources.progress, baseline=baseline,
+            checkpoint=str(path), optimize=sources.optimize,
+        )  # fmt: skip
+
+
+def _run_directory(run_dir: Path, settings, sources: AnalysisSources) -> AnalysisReport:
+    """The Hessian spectrum of every checkpoint a run kept, against the epoch."""
+    from archdsl.analysis.pipeline import hessian_over_training
+    from archdsl.run.checkpoint import load_checkpoint
+    from archdsl.run.device import select_device
+    from archdsl.run.train import saved_epochs
+
+    measures = sources.measures or ("hessian",)
+    if tuple(measures) != ("hessian",):
+        raise UsageError(
+            f"{run_dir} is a run directory: it is measured with --metrics hessian (the spectrum over training)",
+            hint="pass one checkpoint (e.g. final.safetensors) for the other measures",
+        )
+    epochs = saved_epochs(run_dir)
+    if not epochs:
+        raise UserError(
+            f"{run_dir} holds no checkpoint of a finished epoch (epoch-NNNN.safetensors or final.safetensors)",
+            hint="train with --save-every N to keep checkpoints along the way",
+        )
+    device = select_device(sources.device)
+    first = load_checkpoint(epochs[-1][1], device=device)
+    dataset = sources.dataset or first.meta.get("dataset") or "synthetic"
+    chosen = settings_for(first.meta, settings)
+    data = load_data(dataset, sources, ("hessian",), first.arch)
+
+    def models():
+        for epoch, checkpoint_path in epochs:
+            yield epoch, checkpoint_path.name, load_checkpoint(checkpoint_path, device=device).model
+
+    trajectory = hessian_over_training(models(), data, chosen, device=device, progress=sources.progress)
+    return AnalysisReport(
+        checkpoint=str(run_dir), arch=first.arch.name, arch_digest=first.arch.digest(), dataset=dataset,
+        measures=("hessian",), settings=chosen, hessian_trajectory=trajectory,
+    )  # fmt: skip
+
+
+def default_out(checkpoint: str | Path) -> Path:
+    """Where `archdsl analyze` saves a report by default: beside the checkpoint, or in the run directory."""
+    path = Path(checkpoint)
+    return path / "hessian-analysis" if path.is_dir() else path.with_name(f"{path.stem}-analysis")
+
+
+def _baseline(path_text: str):
+    """The robustness result stored in an earlier analysis's metrics.json, or a UserError saying why not."""
+    baseline = AnalysisReport.load(path_text, option="--baseline")
+    if baseline.robustness is None:
+        raise UserError(
+            f"--baseline {path_text!r} holds no robustness result",
+            hint="analyse the baseline with --metrics robustness",
+        )
+    return baseline.robustness

@@ -1,0 +1,252 @@
+"""Command-line flags made from a settings model: each setting is declared once, as a pydantic field
+with its default, bounds and help, and its flag is generated here.
+
+A field takes part when it declares its flag: `Field(..., description=HELP,
+json_schema_extra={"flag": "--name"})`; optional extras are `group` (the --help section, also
+on a nested model's field for all of its flags), `metavar` and `default_text` (what --help says
+for a default that is not a plain value). A field whose type is itself a settings model (the
+analysis's `hessian: HessianSettings`) contributes that model's flags. Every flag defaults to
+None, "left out": the model's own default applies (so --help, the command and a Python caller
+share one default). Values pass the field's own pydantic checks, so `--k 0` exits 2 with the
+field's message, and `--config` files take the same keys (archdsl.commands.config_file reads the
+parser's flags). Light: pydantic only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+
+def show(value: Any) -> str:
+    """A default as --help and the docs show it: `none`, `on`, `1,5`, `0.001`."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or "none"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class SettingFlag:
+    """One generated flag: the field it sets (a path into nested models), its flag and help."""
+
+    path: tuple[str, ...]  # ("hessian", "k")
+    model: type[BaseModel]  # the model that declares the field
+    field: str
+    flag: str
+    help: str
+    group: str | None
+    metavar: str | None
+    default_text: str | None
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination: the flag's name (`--hessian-batch-size` -> hessian_batch_size)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def default(self) -> Any:
+        return self.model.model_fields[self.field].default
+
+
+def setting_flags(model: type[BaseModel], *, group: str | None = None, path: tuple[str, ...] = ()) -> list[SettingFlag]:
+    """Every flag `model` (and the settings models in its fields) declares, in field order."""
+    found = []
+    for name, info in model.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        own_group = extra.get("group", group)
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) and "flag" not in extra:
+            if "group" in extra:  # a nested settings model takes part by naming its --help section
+                found += setting_flags(info.annotation, group=str(own_group), path=(*path, name))
+            continue
+        if "flag" not in extra:
+            continue
+        found.append(
+            SettingFlag(
+                path=(*path, name),
+                model=model,
+                field=name,
+                flag=str(extra["flag"]),
+                help=info.description or "",
+                group=None if own_group is None else str(own_group),
+                metavar=None if "metavar" not in extra else str(extra["metavar"]),
+                default_text=None if "default_text" not in extra else str(extra["default_text"]),
+            )  # fmt: skip
+        )
+    return found
+
+
+def choices_of(annotation: Any) -> tuple[Any, ...] | None:
+    """The values of a Literal (inside an Optional), for argparse's choices (none for a list)."""
+    if is_tuple(annotation):
+        return None
+    for arg in (annotation, *typing.get_args(annotation)):
+        if typing.get_origin(arg) is typing.Literal:
+            return typing.get_args(arg)
+    return None
+
+
+def is_tuple(annotation: Any) -> bool:
+    return any(typing.get_origin(arg) is tuple for arg in (annotation, *typing.get_args(annotation)))
+
+
+def is_bool(annotation: Any) -> bool:
+    return annotation is bool or bool in typing.get_args(annotation)
+
+
+@functools.cache
+def _adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any]:
+    """The field's type with its constraints (`ge=0`, ...), made when a flag is first given."""
+    info = model.model_fields[field]
+    # The field's constraints (ge=0, lt=1) are its metadata; the rest of its FieldInfo (an alias)
+    # means nothing outside the model.
+    annotated: Any = typing.Annotated
+    parts = (info.annotation, *info.metadata)
+    annotation: Any = annotated[parts] if info.metadata else info.annotation
+    return TypeAdapter(annotation, config=ConfigDict(allow_inf_nan=False))
+
+
+def _expected(message: str) -> str:
+    """pydantic's `Input should be greater than 0` as `expected a value greater than 0`."""
+    wanted = message.removeprefix("Input should be ")
+    if wanted.startswith(("greater", "less")):
+        wanted = "a value " + wanted
+    return "expected " + wanted
+
+
+def value_parser(model: type[BaseModel], field: str) -> Callable[[str], Any]:
+    """One command-line word -> the field's value, checked as `model` checks it."""
+    info = model.model_fields[field]
+    listed = is_tuple(info.annotation)
+    choices = choices_of(info.annotation)
+    numeric_choices = bool(choices) and all(isinstance(c, int) and not isinstance(c, bool) for c in choices or ())
+
+    def parse(text: str) -> Any:
+        # (`--aa none` stays the word "none", which TrainConfig reads as "no RandAugment": a None
+        # here would mean "left out", the model's default.)
+        value: Any = [part.strip() for part in text.split(",") if part.strip()] if listed else text
+        if numeric_choices:  # `--landscape-dims 2`: the word as the number argparse's choices hold
+            try:
+                value = int(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        try:
+            return _adapter(model, field).validate_python(value)
+        except ValidationError as err:
+            raise argparse.ArgumentTypeError(f"{_expected(err.errors()[0]['msg'])}, got {text!r}") from None
+
+    parse.__name__ = field  # argparse names the type in some messages
+    parse.comma_list = listed  # type: ignore[attr-defined]  # a --config file may give a YAML list
+    return parse
+
+
+def _base_types(annotation: Any) -> set[Any]:
+    """int, float, ... inside Optional[...] and Annotated[...] (pydantic's PositiveInt)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _base_types(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return set().union(*(_base_types(arg) for arg in typing.get_args(annotation)))
+    return {annotation}
+
+
+def metavar_of(annotation: Any) -> str:
+    kinds = _base_types(annotation)
+    if is_tuple(annotation):
+        return "N,N"
+    if int in kinds:
+        return "N"
+    return "X" if float in kinds else "TEXT"
+
+
+Container = argparse.ArgumentParser | argparse._ArgumentGroup
+
+
+def add_setting(container: Container, flag: SettingFlag, help_text: str) -> None:
+    """`flag` on `container` (default None: left out), with `help_text` as its help."""
+    annotation = flag.model.model_fields[flag.field].annotation
+    shown = help_text.replace("%", "%%")
+    if is_bool(annotation):
+        container.add_argument(
+            flag.flag, dest=flag.dest, action=argparse.BooleanOptionalAction, default=None, help=shown
+        )
+        return
+    choices = choices_of(annotation)
+    metavar = flag.metavar or (None if choices else metavar_of(annotation))
+    container.add_argument(
+        flag.flag, dest=flag.dest, type=value_parser(flag.model, flag.field), choices=choices, metavar=metavar,
+        default=None, help=shown,
+    )  # fmt: skip
+
+
+def add_settings_arguments(
+    parser: argparse.ArgumentParser,
+    model: type[BaseModel],
+    *,
+    exclude: Iterable[str] = (),
+    into: Container | None = None,
+) -> None:
+    """One flag per field of `model` that declares one (but those in `exclude`, by field name or
+    dotted path), in `into` (default: `parser`) or in the --help section its `group` names."""
+    groups: dict[str, Container] = {}
+    skipped = set(exclude)
+    for flag in setting_flags(model):
+        if flag.field in skipped or ".".join(flag.path) in skipped:
+            continue
+        container = into or parser
+        if flag.group is not None:
+            if flag.group not in groups:
+                groups[flag.group] = _group(parser, flag.group)
+            container = groups[flag.group]
+        default = flag.default_text if flag.default_text is not None else show(flag.default)
+        add_setting(container, flag, f"{flag.help} (default: {default})")
+
+
+def _group(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
+    """The parser's --help section `title`, made on first use."""
+    for group in parser._action_groups:
+        if group.title == title:
+            return group
+    return parser.add_argument_group(title)
+
+
+def settings_given(args: argparse.Namespace, model: type[BaseModel], *, exclude: Iterable[str] = ()) -> dict[str, Any]:
+    """The fields of `model` the command line (or --config) set, nested as the model nests them:
+    `{"seed": 1, "hessian": {"k": 3}}`; what was left out is not there (the model's default)."""
+    given: dict[str, Any] = {}
+    skipped = set(exclude)
+    for flag in setting_flags(model):
+        value = getattr(args, flag.dest, None)
+        if value is None or flag.field in skipped or ".".join(flag.path) in skipped:
+            continue
+        place = given
+        for part in flag.path[:-1]:
+            place = place.setdefault(part, {})
+        place[flag.path[-1]] = value
+    return given
+
+
+def settings_table(model: type[BaseModel]) -> str:
+    """A Markdown table of `model`'s flags, defaults and meanings, for the docs (a test holds the page to it)."""
+    lines = ["| flag | default | meaning |", "|---|---|---|"]
+    for flag in setting_flags(model):
+        default = flag.default_text if flag.default_text is not None else show(flag.default)
+        cells = [f"`{flag.flag}`", default, flag.help]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def flag_names(model: type[BaseModel]) -> Iterator[str]:
+    """The flags `model` declares (for the test that compares flags, config keys and fields)."""
+    return (flag.flag for flag in setting_flags(model))

@@ -1,0 +1,301 @@
+"""`archdsl.train(spec, dataset, ...)`: train a design into a run directory, resumably; `archdsl train`
+prints what this plans and returns.
+
+Two steps, so that a caller can say what will happen before it happens: `plan_training` checks
+everything a run needs (the settings, the resume policy, the data, the output folder) and loads
+the data; `run_training` trains. `train` does both. Every refusal is a `UserError` (a bad
+setting a `UsageError`), raised before the first epoch.
+
+Resuming: settings left out mean "as the run was started"; a setting that changes the result
+is refused (`archdsl.run.train.resumed_config`), except a larger `epochs`, which extends the run.
+
+Under torchrun (docs/training.md: Data-parallel training), `plan_training` joins the process group
+(`archdsl.run.distributed`) and every rank trains its share of each global batch; only rank 0
+writes the run directory. The group stays open for the caller (`archdsl train` closes it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+from archdsl.errors import UsageError, UserError
+from archdsl.ir import Arch
+from archdsl.outputs import RUNS_DIR
+from archdsl.run.distributed import DEFAULT_TIMEOUT_S  # torch-free until used
+
+__all__ = ["TrainPlan", "TrainSettings", "default_run_dir", "plan_training", "run_training", "train"]
+
+
+class TrainSettings(BaseModel):
+    """A training run besides its recipe (`TrainConfig`): the data, the run directory, what to keep."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dataset: str = Field(description="dataset name (e.g. synthetic, cifar100)")
+    classes: PositiveInt | None = Field(default=None, description="override the spec's number of classes")
+    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
+    download: bool = Field(default=False, description="download the dataset if it is missing")
+    out: str | None = Field(default=None, description=f"run directory (default: {RUNS_DIR}/train/<spec>-<id>)")
+    resume: bool = Field(default=False, description="continue the run in `out` from its last checkpoint")
+    save_every: PositiveInt | None = Field(default=None, description="also keep the weights after every N-th epoch")
+    log: Literal["tensorboard"] | None = Field(default=None, description="also log each epoch's metrics to TensorBoard")
+    progress: bool = Field(default=False, description="progress bars (on a terminal)")
+    dist_timeout: PositiveFloat = Field(
+        default=DEFAULT_TIMEOUT_S, description="under torchrun: how long a rank waits for the others (seconds)"
+    )
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """A checked training run, its data loaded: what `run_training` trains."""
+
+    arch: Arch
+    settings: TrainSettings
+    config: Any  # TrainConfig (archdsl.run.recipe)
+    run_dir: Path
+    train_set: Any  # ImageSet
+    test_set: Any
+    finished: int = 0  # epochs a resumed run has done
+    planned: int | None = None  # the epochs a resumed run was planned for
+    ranks: Any = None  # under torchrun: this process's place in the group (archdsl.run.distributed.Ranks)
+
+    def describe(self) -> list[str]:
+        """What is about to happen, one line each (the command prints them)."""
+        config, lines = self.config, []
+        if self.settings.resume and self.planned is not None and config.epochs > self.planned:
+            lines.append(
+                f"extending {self.run_dir} from {self.planned} to {config.epochs} epochs after epoch {self.finished}: "
+                f"the learning rate follows a {config.epochs}-epoch schedule from here"
+            )
+        elif self.settings.resume:
+            lines.append(f"resuming {self.run_dir} after epoch {self.finished} of {config.epochs}")
+        lines.append(
+            f"training {self.arch.name} ({self.arch.short_id}) on {self.settings.dataset}: recipe {config.recipe}, "
+            f"{config.epochs} epoch(s), batch {config.batch_size}{self._shared()}, lr {config.lr:g} -> {self.run_dir}"
+        )
+        return lines
+
+    def _shared(self) -> str:
+        """How the global batch is shared under torchrun, for the header line."""
+        return "" if self.ranks is None else f" over {self.ranks.world_size} ranks"
+
+
+def default_run_dir(arch: Arch) -> Path:
+    """Where a run of `arch` goes when no directory is given."""
+    return Path(RUNS_DIR) / "train" / f"{arch.name}-{arch.short_id}"
+
+
+def train(
+    spec: str | Path | Arch,
+    settings: TrainSettings | None = None,
+    config: Mapping[str, Any] | Any = None,
+    *,
+    on_epoch: Callable | None = None,
+    **fields: Any,
+):
+    """Train `spec` (a built-in name, a .arch path or an `Arch`) and return the `TrainResult`.
+
+    `settings` (or keyword arguments naming `TrainSettings` fields: `dataset="synthetic"`) say
+    where; `config` is a `TrainConfig` or the `TrainConfig` fields to set (`{"recipe": "fast",
+    "epochs": 2}`; the rest are the recipe's, or on resume the run's own).
+
+        >>> result = archdsl.train("tiny", dataset="synthetic", config={"recipe": "fast", "epochs": 1})
+    """
+    settings = TrainSettings.model_validate({**(settings.model_dump() if settings else {}), **fields})
+    return run_training(plan_training(spec, settings, config), on_epoch=on_epoch)
+
+
+def _given(config: Mapping[str, Any] | Any) -> dict[str, Any]:
+    """The TrainConfig fields the caller set."""
+    from archdsl.run.recipe import TrainConfig
+
+    if config is None:
+        return {}
+    if isinstance(config, TrainConfig):
+        return config.model_dump(mode="json")
+    return dict(config)
+
+
+def plan_training(
+    spec: str | Path | Arch, settings: TrainSettings, config: Mapping[str, Any] | Any = None
+) -> TrainPlan:
+    """Everything a run needs, checked (nothing is trained): the design, the config (with the
+    resume policy applied), the run directory and the data."""
+    from pydantic import ValidationError
+
+    from archdsl.lang.spec import load_spec
+    from archdsl.run.distributed import join_if_launched
+    from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
+    from archdsl.run.train import resumed_config
+
+    given = _given(config)
+    cores = os.cpu_count() or 1
+    workers = given.get("workers")
+    if workers is not None and workers > 4 * cores:
+        # torch would only warn, then fork them all and bring the machine to a halt.
+        raise UsageError(
+            f"--workers {workers} is more than 4 per CPU core ({cores} here)",
+            hint=f"use at most {cores} (0 loads data in the main process)",
+        )
+    arch = spec if isinstance(spec, Arch) else load_spec(str(spec))
+    if settings.classes is not None:
+        from archdsl.lang.checks import ensure_valid
+
+        arch = ensure_valid(arch.model_copy(update={"classes": settings.classes}))
+    run_dir = Path(settings.out) if settings.out else default_run_dir(arch)
+    if settings.resume and given.get("initial_checkpoint") is not None:
+        raise UsageError(
+            "--initial-checkpoint cannot be combined with --resume: a resumed run goes on from its own last checkpoint",
+            hint="leave out --initial-checkpoint to resume, or start a new run in another --out",
+        )
+    initial = given.get("initial_checkpoint")
+    if initial is not None and not Path(initial).is_file():
+        raise UsageError(f"--initial-checkpoint {initial}: no such file")
+    saved: dict = {}
+    finished = 0
+    if settings.resume:
+        saved, finished = _saved_config(run_dir)
+        chosen = {**saved, **given}
+    else:
+        _refuse_existing_run(run_dir)
+        chosen = given
+    recipe = chosen.get("recipe", DEFAULT_RECIPE)
+    randaugment = chosen["randaugment"] if "randaugment" in chosen else RECIPE_DEFAULTS[recipe]["randaugment"]
+    if chosen.get("resident") and randaugment not in (None, "", "none"):
+        raise UsageError(
+            f"--resident cannot be used with the {recipe} recipe: its RandAugment works on PIL images",
+            hint="add --recipe weak or --recipe fast, or --aa none, or leave out --resident",
+        )
+    try:
+        train_config = TrainConfig(**chosen)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in err.errors())
+        raise UsageError(f"bad training settings: {problems}") from None
+    if settings.resume:  # settings the run cannot go on with are refused before anything is printed
+        resumed_config(run_dir, TrainConfig.model_validate(saved), train_config, finished=finished)
+    ranks = join_if_launched(train_config.device, timeout_s=settings.dist_timeout)
+    if settings.log == "tensorboard":
+        from archdsl.run.tensorboard import require_tensorboard
+
+        require_tensorboard()
+    train_set, test_set = _load_checked_data(arch, settings, train_config, run_dir)
+    return TrainPlan(
+        arch=arch, settings=settings, config=train_config, run_dir=run_dir, train_set=train_set, test_set=test_set,
+        finished=finished, planned=saved.get("epochs"), ranks=ranks,
+    )  # fmt: skip
+
+
+def _load_checked_data(arch: Arch, settings: TrainSettings, config, run_dir: Path):
+    from archdsl.data import load_split
+    from archdsl.outputs import output_dir
+    from archdsl.run.train import check_run_files, check_trainable
+
+    # The run directory before the data (a bad one should not wait for CIFAR to load); a missing
+    # dataset leaves no empty folder.
+    with output_dir(run_dir, "--out"):
+        train_set = load_split(settings.dataset, "train", root=settings.data_root, download=settings.download)
+        test_set = load_split(settings.dataset, "test", root=settings.data_root, download=settings.download)
+        _check_classes(arch, settings, train_set.num_classes)
+        check_trainable(arch, train_set, test_set, config)
+        check_run_files(run_dir)
+        if config.initial_checkpoint is not None and not settings.resume:  # weights that do not fit: refused now
+            from archdsl.run.initial import initial_weights
+
+            initial_weights(config.initial_checkpoint, arch)
+    return train_set, test_set
+
+
+def run_training(plan: TrainPlan, *, on_epoch: Callable | None = None):
+    """Train what `plan_training` checked; the `TrainResult`. With `settings.log == "tensorboard"`,
+    each epoch is also logged to TensorBoard (besides `on_epoch`), by rank 0 under torchrun."""
+    from archdsl.run.train import LAST_CHECKPOINT, TrainingDiverged, train
+
+    callbacks = [on_epoch] if on_epoch is not None else []
+    log = None
+    if plan.settings.log == "tensorboard" and (plan.ranks is None or plan.ranks.leader):
+        from archdsl.run.tensorboard import TensorBoardLog
+
+        log = TensorBoardLog(plan.run_dir, first_epoch=plan.finished + 1)
+        callbacks.append(log)
+    last = plan.run_dir / LAST_CHECKPOINT
+    try:
+        return train(
+            plan.arch, plan.train_set, plan.test_set, plan.config, run_dir=plan.run_dir, resume=plan.settings.resume,
+            progress=plan.settings.progress, save_every=plan.settings.save_every,
+            on_epoch=_each(callbacks) if callbacks else None,
+        )  # fmt: skip
+    except TrainingDiverged as err:
+        kept = _train_state(last).get("epoch") if last.is_file() else None
+        if kept:
+            err.hint = f"{err.hint}; the last good epoch ({kept}) is kept in {last}"
+        raise
+    finally:
+        if log is not None:
+            log.close()
+
+
+def _each(callbacks: list[Callable]) -> Callable:
+    def call(*args: Any, **kwargs: Any) -> None:
+        for callback in callbacks:
+            callback(*args, **kwargs)
+
+    return call
+
+
+def _train_state(path: Path) -> dict:
+    """The JSON training state of a run's checkpoint (config, epoch, history); {} if none."""
+    from archdsl.run.checkpoint import read_checkpoint_file, train_state_info
+
+    _, metadata = read_checkpoint_file(path)
+    return train_state_info(metadata, path)
+
+
+def _saved_config(run_dir: Path) -> tuple[dict, int]:
+    """The config a run was started with and the epochs it has finished (its last checkpoint)."""
+    from archdsl.run.checkpoint import read_train_state
+    from archdsl.run.train import LAST_CHECKPOINT, checked_resume
+
+    path = run_dir / LAST_CHECKPOINT
+    if not path.is_file():
+        raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
+    state = read_train_state(path)
+    if state is None or "config" not in state.info:
+        raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
+    info, _ = checked_resume(state, path)  # all of it checked before anything is printed
+    return info.config.model_dump(mode="json"), info.epoch
+
+
+def _refuse_existing_run(run_dir: Path) -> None:
+    """A new run writes config.json, metrics.csv, ... into its directory: never over another run,
+    nor over someone else's files."""
+    from archdsl.run.train import LAST_CHECKPOINT, is_run_file  # what a run directory holds
+
+    if (run_dir / LAST_CHECKPOINT).exists():
+        raise UserError(f"{run_dir} already holds a run", hint="add --resume to continue it, or pass another --out")
+    if not run_dir.is_dir():
+        return
+    foreign = sorted(p.name for p in run_dir.iterdir() if not is_run_file(p.name))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise UserError(
+            f"--out {run_dir} is not empty ({shown}) and holds no run", hint="give --out a new or empty folder"
+        )
+
+
+def _check_classes(arch: Arch, settings: TrainSettings, dataset_classes: int) -> None:
+    """The design's class count (the spec's, or `classes`) against the dataset's, naming the flag that fixes it."""
+    if arch.classes == dataset_classes:
+        return
+    given = settings.classes is not None
+    source = f"--classes {settings.classes}" if given else f"design {arch.name!r} has {arch.classes} classes"
+    error = UsageError if given else UserError  # a bad flag exits 2, a spec that does not fit the data 1
+    raise error(
+        f"{source}, but {settings.dataset!r} has {dataset_classes} classes",
+        hint=f"pass --classes {dataset_classes}, or set `classes {dataset_classes}` in the spec",
+    )

@@ -1,0 +1,120 @@
+"""Two block kinds built from timm's layers, registered from outside archdsl's core.
+
+    import archdsl_timm_blocks          # registers `mbconv` and `convnext`
+    arch = archdsl.load_spec("examples/mbconv-convnext.arch")
+
+- `mbconv(expansion=4, kernel=3, se=0.25)`: MobileNetV2/EfficientNet's inverted residual,
+  timm's `InvertedResidual` (1x1 expansion, depthwise kxk, squeeze-excite, 1x1 projection),
+  to the stage's width; it applies the stage's stride, so it may start a strided stage. Its
+  counts come from the meta device (`archdsl.nn.meta_count`).
+- `convnext(kernel=7, ratio=4, grn=false)`: timm's `ConvNeXtBlock` (depthwise kxk, LayerNorm,
+  MLP, layer scale), keeping its input's channels and map. Its counts are written out below,
+  as archdsl's own blocks are.
+
+The declarations import nothing heavy; torch and timm are imported when a block is built.
+An installed package would list `register` under the entry point group `archdsl.blocks`
+(`[project.entry-points."archdsl.blocks"] timm = "archdsl_timm_blocks:kinds"`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import archdsl
+from archdsl.kinds import Arg, BlockKind, Placement
+from archdsl.nn.meta_count import meta_count
+
+
+def _odd_kernel(place: Placement) -> list[tuple[str | None, str, str | None]]:
+    kernel = int(place.args["kernel"])
+    if kernel % 2:
+        return []
+    return [("kernel", f"kernel {kernel} has no centre", f"use an odd size: {kernel - 1} or {kernel + 1}")]
+
+
+def build_mbconv(place: Placement, drop_path: float) -> Any:
+    from functools import partial
+
+    from timm.models._efficientnet_blocks import InvertedResidual, SqueezeExcite
+
+    expansion, se = int(place.args["expansion"]), float(place.args["se"])
+    # EfficientNet's squeeze-excite reduces relative to the block's input, not its expanded width.
+    se_layer = partial(SqueezeExcite, rd_ratio=se / expansion) if se > 0 else None
+    return InvertedResidual(
+        place.in_channels,
+        place.out_channels,
+        dw_kernel_size=int(place.args["kernel"]),
+        stride=place.stride,
+        exp_ratio=expansion,
+        se_layer=se_layer,
+        drop_path_rate=drop_path,
+    )
+
+
+def build_convnext(place: Placement, drop_path: float) -> Any:
+    from timm.models.convnext import ConvNeXtBlock
+
+    return ConvNeXtBlock(
+        place.in_channels,
+        kernel_size=int(place.args["kernel"]),
+        mlp_ratio=int(place.args["ratio"]),
+        use_grn=bool(place.args["grn"]),
+        drop_path=drop_path,
+    )
+
+
+def count_convnext(place: Placement) -> tuple[int, int]:
+    """(params, MACs) of timm's ConvNeXtBlock: depthwise conv with bias, LayerNorm, MLP, layer scale."""
+    c, kernel = place.in_channels, int(place.args["kernel"])
+    hidden = c * int(place.args["ratio"])
+    params = c * kernel * kernel + c + 2 * c + (c * hidden + hidden) + (hidden * c + c) + c
+    if place.args["grn"]:
+        params += 2 * hidden  # GlobalResponseNorm's weight and bias
+    pixels = place.out_size[0] * place.out_size[1]
+    return params, pixels * (c * kernel * kernel + 2 * c * hidden)
+
+
+MBCONV = BlockKind(
+    name="mbconv",
+    args=(
+        Arg("expansion", int, default=4, low=1, high=16, help="the inverted bottleneck's width / its input's"),
+        Arg("kernel", int, default=3, low=1, high=11, help="the depthwise conv's size (odd)"),
+        Arg("se", float, default=0.25, low=0.0, high=1.0, help="squeeze-excite ratio to the input; 0: none"),
+    ),
+    count=meta_count(build_mbconv),
+    build=build_mbconv,
+    channels="width",
+    downsamples=True,
+    check=_odd_kernel,
+    description="an inverted residual (MBConv)",
+    example="`mbconv`, `mbconv(6, kernel=5)` or `mbconv(se=0)`",
+)
+
+CONVNEXT = BlockKind(
+    name="convnext",
+    args=(
+        Arg("kernel", int, default=7, low=1, high=15, help="the depthwise conv's size (odd)"),
+        Arg("ratio", int, default=4, low=1, help="the MLP's hidden width / the channels"),
+        Arg("grn", bool, default=False, help="ConvNeXt-V2's global response norm in the MLP"),
+    ),
+    count=count_convnext,
+    build=build_convnext,
+    channels="keep",
+    check=_odd_kernel,
+    description="a ConvNeXt block",
+    example="`convnext` or `convnext(kernel=5, ratio=2)`",
+)
+
+
+def kinds() -> list[BlockKind]:
+    """The kinds of this module: what an entry point in the group `archdsl.blocks` names."""
+    return [MBCONV, CONVNEXT]
+
+
+def register() -> None:
+    """Make `mbconv` and `convnext` words of the language (again: registering is idempotent)."""
+    for kind in kinds():
+        archdsl.register_block(kind)
+
+
+register()

@@ -1,0 +1,80 @@
+"""report.md of a study: the best designs with their specs, the plots, and a table of every trial."""
+
+from __future__ import annotations
+
+from archdsl.search.report_figures import MIN_TRIALS_FOR_IMPORTANCE
+from archdsl.search.study_summary import PRUNED_MARK, StudySummary, copies_text, design_text, duration_text
+
+
+def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: dict[int, str]) -> str:
+    """report.md of a study: the best designs with their specs, the plots, and a table of every trial."""
+    objs = ", ".join(f"{o.name} ({o.direction})" for o in summary.objectives)
+    total = sum(r.seconds or 0.0 for r in summary.rows)
+    lines = [
+        f"# Search report: {summary.name}",
+        "",
+        f"- strategy: {summary.strategy}",
+        f"- objectives: {objs}",
+        f"- trials: {len(summary.rows)} ({summary.count('COMPLETE')} complete, {summary.count('PRUNED')} pruned, "
+        f"{summary.count('FAIL')} failed, {summary.count('RUNNING')} running, {summary.count('WAITING')} waiting), "
+        f"{duration_text(total)} of trial time"
+        + (f"; {copies_text(summary.copies)} drawn again (not counted)" if summary.copies else ""),
+    ]
+    if summary.command:
+        lines += [f"- reproduce: `{summary.command}`"]
+    lines += ["", "## Best designs" if len(summary.objectives) == 1 else "## Pareto front", ""]
+    if not summary.best:
+        lines += ["No trial has completed yet.", ""]
+    for row in summary.best:
+        values = ", ".join(f"{o.name} = {_fmt(v)}" for o, v in zip(summary.objectives, row.values or (), strict=False))
+        lines += [f"### Trial {row.number} ({row.n_msa} MSA): {values}", ""]
+        if row.layout:
+            lines += [f"Layout: `{row.layout}`", ""]
+        if row.number in best_files:
+            lines += [f"Spec: `{best_files[row.number]}`", ""]
+        if row.spec:
+            lines += ["```arch", row.spec.rstrip(), "```", ""]
+    if figure_files:
+        lines += ["## Plots", ""]
+        for name, path in figure_files.items():
+            lines += [f"![{name}]({path})", ""]
+            if name == "importance":
+                lines += [
+                    f"Parameter importances (fANOVA) from {summary.count('COMPLETE')} complete trials: "
+                    "a rough guide until a study has a few dozen.",
+                    "",
+                ]
+    complete = summary.count("COMPLETE")
+    if complete and "importance" not in figure_files and complete < MIN_TRIALS_FOR_IMPORTANCE:
+        lines += [
+            f"No parameter-importance plot: {complete} complete trial{'s' if complete != 1 else ''}; "
+            f"it needs {MIN_TRIALS_FOR_IMPORTANCE}.",
+            "",
+        ]
+    lines += ["## All trials", ""]
+    header = ["trial", "state", "MSA", "design", *[o.name for o in summary.objectives], "time", "note"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in summary.rows:
+        mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
+        shown = [_fmt(v) + mark for v in row.values] if row.values else ["" for _ in summary.objectives]
+        note = " ".join(p for p in (row.step or "", row.note) if p).replace("|", "/").replace("\n", " ")
+        cells = [
+            str(row.number),
+            row.state,
+            "" if row.n_msa is None else str(row.n_msa),
+            f"`{design_text(row)}`" if design_text(row) else "",
+            *shown,
+            "" if row.seconds is None else duration_text(row.seconds),
+            note,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if any(r.state == "PRUNED" and r.values for r in summary.rows):
+        lines += ["", f"{PRUNED_MARK} pruned: the last value the trial reported before it was stopped."]
+    lines += ["", "All trials as CSV: `trials.csv` (also `archdsl report STUDY --csv`)."]
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: float) -> str:
+    if abs(value) >= 1e5:
+        return f"{value:.4g}"
+    return f"{value:.4f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))

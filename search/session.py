@@ -1,0 +1,441 @@
+"""`archdsl.search(...)`: search where the MSAs go and return the Optuna study and its best designs;
+`archdsl search` prints what this plans and returns.
+
+Steps, so that a caller can say what will happen before it happens: `plan_space` picks and fits
+the base (what `--dry-run` shows); `plan_search` loads the data and opens the study, checking
+everything a trial would otherwise fail on; `run_planned` runs this worker's share of the study.
+`search` does all three. Every refusal is a `UserError`, raised before the first trial.
+
+Under torchrun, the group is one worker of the study (`archdsl.search.distributed`): `plan_search`
+joins the process group; rank 0 opens the study and runs the search, and `run_planned` on the
+other ranks trains each design rank 0 sends (their `SearchResult` says `follower`). The group
+stays open for the caller (`archdsl search` closes it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
+
+from archdsl.ir import Arch
+from archdsl.outputs import RUNS_DIR
+from archdsl.run.distributed import DEFAULT_TIMEOUT_S  # torch-free until used
+from archdsl.search import STRATEGIES
+
+__all__ = [
+    "SearchPlan",
+    "SearchResult",
+    "SearchSettings",
+    "SpacePlan",
+    "default_base",
+    "describe_space",
+    "fidelity_for",
+    "plan_search",
+    "plan_space",
+    "reproduce_command",
+    "run_planned",
+    "search",
+]
+
+SMALL_BASE = "alter-small-base"  # the default base on the synthetic data, and on CIFAR without an accelerator
+GREY_BASE = "resnet-fmnist"  # the default base on 28x28 grey images (Fashion-MNIST, MNIST)
+PAPER_BASE = "alter50-base"  # the default base on CIFAR with a GPU: the paper's Alter-ResNet-50 (hours per
+# candidate on a CPU)
+
+
+def _flag(flag: str, help: str, **kwargs: Any) -> Any:
+    return Field(description=help, json_schema_extra={"flag": flag}, **kwargs)
+
+
+class SearchSettings(BaseModel):
+    """A study besides its fidelity (`objective.Fidelity`): the data and base, the strategy and
+    objectives, the storage and output. Each field with a flag is `archdsl search`'s flag."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dataset: str = _flag("--dataset", "dataset name (default: synthetic, built in)", default="synthetic")
+    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
+    download: bool = Field(default=False, description="download the dataset if it is missing")
+    base: str | None = Field(
+        default=None, description="base network, a spec path or built-in name (default: default_base)"
+    )
+    search: str = Field(default="k", description="what to search, comma-separated from k,heads,window,dim_head,init")
+    strategy: str = Field(default="buildup", description="buildup (the paper's rule), tpe, nsga2, grid or random")
+    objectives: str = Field(default="accuracy", description="comma-separated objectives; several give a Pareto front")
+    n_trials: PositiveInt = Field(default=8, description="distinct designs the study should measure (over all workers)")
+    timeout: PositiveFloat | None = Field(default=None, description="stop starting trials after this many seconds")
+    seed_endpoints: bool = Field(default=False, description="measure the ResNet, AlterNet and Swin-like ends first")
+    max_params: PositiveFloat | None = Field(default=None, description="skip designs with more parameters")
+    max_flops: PositiveFloat | None = Field(default=None, description="skip designs with more FLOPs per image")
+    seed: int = Field(default=0, description="sampler and training seed")
+    study_name: str | None = Field(default=None, description="default: BASE-DATASET-STRATEGY")
+    storage: str | None = Field(default=None, description="sqlite:///PATH, postgresql://... or journal:PATH")
+    heartbeat: PositiveInt = Field(default=30, description="worker heartbeat interval (seconds)")
+    grace_period: PositiveInt | None = Field(
+        default=None, description="a worker silent this long is dead (3 x heartbeat)"
+    )
+    max_retry: NonNegativeInt = Field(default=2, description="retries of a trial whose worker died")
+    out: str = Field(default=RUNS_DIR, description="runs folder")
+    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N, mps")
+    progress: bool = Field(default=False, description="progress bars (on a terminal)")
+    dist_timeout: PositiveFloat = Field(
+        default=DEFAULT_TIMEOUT_S, description="under torchrun: how long a rank waits for the others (seconds)"
+    )
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        if value not in STRATEGIES:
+            raise ValueError(f"unknown strategy {value!r}; choose from {', '.join(STRATEGIES)}")
+        return value
+
+
+def default_base(info: Any, synthetic: bool, accelerator: bool) -> tuple[str, str]:
+    """The base a search takes when none is given, and why: one that trains a candidate in
+    minutes on the data and the machine at hand (the paper's base only on CIFAR with a GPU)."""
+    if synthetic:
+        return SMALL_BASE, "default on synthetic data"
+    if info.image_shape == (1, 28, 28):
+        return GREY_BASE, "default for 28x28 grey images"
+    if accelerator:
+        return PAPER_BASE, "default with a GPU: the paper's Alter-ResNet-50"
+    return SMALL_BASE, f"default without a GPU; --base {PAPER_BASE} for the paper's, hours per candidate on a CPU"
+
+
+@dataclass(frozen=True)
+class SpacePlan:
+    """The space a study searches: the base (fitted to the data), why it was chosen, the study's name."""
+
+    settings: SearchSettings
+    info: Any  # DatasetInfo
+    base_name: str
+    why: str | None
+    base: Arch
+    fitted: Arch
+    space: Any  # Space
+    study_name: str
+    objectives: tuple[Any, ...]
+
+    @property
+    def base_text(self) -> str:
+        return f"{self.base.name} ({self.why})" if self.why else self.base.name
+
+
+def plan_space(settings: SearchSettings) -> SpacePlan:
+    """The space `settings` search, without loading any data (a bad dataset name fails here)."""
+    from archdsl.data import describe
+    from archdsl.run.device import select_device
+    from archdsl.search import measures as measure
+    from archdsl.search.naming import check_study_name, default_study_name
+    from archdsl.search.objectives import parse_objectives
+    from archdsl.search.space import make_space, parse_searched
+
+    objectives = parse_objectives(settings.objectives)
+    searched = parse_searched(settings.search)
+    device = select_device(settings.device)  # a device this machine lacks: refused now, not by the first trial
+    info = describe(settings.dataset, settings.data_root)  # a bad dataset name fails now, before anything loads
+    synthetic = settings.dataset.split(":")[0] == "synthetic"
+    base_name, why = (settings.base, None) if settings.base else default_base(info, synthetic, device.type != "cpu")
+    base = measure.load_base(base_name)
+    study_name = check_study_name(
+        settings.study_name or default_study_name(base_name, settings.dataset, settings.strategy)
+    )
+    fitted = measure.fit_to_data(base, info.image_shape, info.num_classes)  # the same for a dry run and a run
+    return SpacePlan(
+        settings=settings, info=info, base_name=base_name, why=why, base=base, fitted=fitted,
+        space=make_space(fitted, searched), study_name=study_name, objectives=objectives,
+    )  # fmt: skip
+
+
+def fidelity_for(settings: SearchSettings, fidelity: Any = None) -> Any:
+    """The `Fidelity` a study trains and measures with: `fidelity` whole when it is one; otherwise
+    its fields (a mapping), with the training subset the dataset's default (SYNTHETIC_SUBSET on the
+    synthetic set, REAL_SUBSET on a real one) and the test subset the training one, unless given."""
+    from archdsl.search.measures import REAL_SUBSET, SYNTHETIC_SUBSET, Fidelity
+
+    if isinstance(fidelity, Fidelity):
+        return fidelity
+    given = dict(fidelity or {})
+    if isinstance(given.get("train_settings"), Mapping):  # TrainConfig fields, as a Python caller gives them
+        given["train_settings"] = tuple(sorted(given["train_settings"].items()))
+    synthetic = settings.dataset.split(":")[0] == "synthetic"
+    if given.get("subset") is None:
+        given["subset"] = SYNTHETIC_SUBSET if synthetic else REAL_SUBSET
+    if given.get("test_subset") is None:
+        given["test_subset"] = given["subset"]
+    return Fidelity(**given)
+
+
+def describe_space(plan: SpacePlan) -> str:
+    """What `--dry-run` prints: the base, the space, its size and endpoints."""
+    from archdsl.search.space import layout_text
+
+    space, info = plan.space, plan.info
+    c, h, w = info.image_shape
+    lines = [f"base {plan.base_text}: {len(space.stages)} stages, searching {','.join(space.searched)}"]
+    lines.append(f"fitted to {plan.settings.dataset}: {c}x{h}x{w}, {info.num_classes} classes")
+    for s in space.stages:
+        n = next(len(st.blocks) for st in space.base.stages if st.name == s.name)
+        extra = ""
+        if "heads" in space.searched:
+            extra += f"  heads {list(s.heads)}"
+        if "window" in space.searched:
+            extra += f"  window {list(s.windows)}"
+        if "dim_head" in space.searched:
+            extra += f"  dim_head {list(s.dim_heads)}"
+        lines.append(f"  {s.name}: {n} blocks, k in 0..{s.max_k}{extra}")
+    if "init" in space.searched:
+        lines.append(f"  init: {', '.join(space.choices()['init'])} (base: {space.base.init})")
+    lines.append(f"size: {space.size()} points, {space.n_designs()} distinct designs")
+    lines.append("endpoints:")
+    for e in space.endpoints():
+        arch = space.arch_from_params(e.params)
+        layout = layout_text(arch)
+        ks = ",".join(str(e.params.get(f"k_{s.name}", 0)) for s in space.stages)
+        lines.append(f"  {e.name:<10} k=({ks})  {layout}  {arch.n_msa} MSA")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """A checked study, its data loaded and its storage open: what `run_planned` runs."""
+
+    space_plan: SpacePlan
+    fidelity: Any  # Fidelity
+    config: Any  # runner.SearchConfig
+    trial_settings: Any  # trial.TrialSettings
+    data: Any  # measures.DataContext
+    study: Any  # optuna.Study; None on a follower rank (the study is rank 0's)
+    out: Path
+    ranks: Any = None  # under torchrun: this process's place in the group (archdsl.run.distributed.Ranks)
+
+    @property
+    def follower(self) -> bool:
+        """A rank after the first of a torchrun group: it trains what rank 0 sends."""
+        return self.ranks is not None and not self.ranks.leader
+
+    def describe(self) -> str:
+        """The line the command prints before the first trial."""
+        plan, settings = self.space_plan, self.space_plan.settings
+        return (
+            f"search {plan.study_name}: {settings.strategy} over {plan.space.size()} points of {plan.base_text} on "
+            f"{settings.dataset}, objectives {','.join(o.name for o in plan.objectives)}"
+        )
+
+
+def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: SpacePlan | None = None) -> SearchPlan:
+    """Everything a study needs, checked: the space, the data, the fidelity against the data, the
+    storage and the study's own space (a study of another space is refused)."""
+    import logging
+
+    import optuna
+
+    from archdsl.outputs import output_dir
+    from archdsl.run.distributed import join_if_launched
+    from archdsl.search import measures as measure
+    from archdsl.search.runner import SearchConfig, check_same_space, open_study
+    from archdsl.search.storage import StorageOptions
+    from archdsl.search.trial import TrialSettings
+
+    plan = space_plan or plan_space(settings)
+    chosen = fidelity_for(settings, fidelity)
+    info = plan.info
+    data = measure.load_data(
+        settings.dataset,
+        Path(settings.data_root) if settings.data_root else None,
+        seed=settings.seed,
+        test_subset=chosen.test_subset,
+        download=settings.download,
+    )
+    out = Path(settings.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
+    measure.check_described(data, info.image_shape, info.num_classes)
+    storage = StorageOptions(
+        url=settings.storage,
+        heartbeat_interval=settings.heartbeat,
+        grace_period=settings.grace_period or 3 * settings.heartbeat,
+        max_retry=settings.max_retry,
+    )
+    config = SearchConfig(
+        command=reproduce_command(plan, chosen),
+        study_name=plan.study_name,
+        strategy=settings.strategy,
+        objectives=plan.objectives,
+        n_trials=settings.n_trials,
+        timeout=settings.timeout,
+        seed=settings.seed,
+        seed_endpoints=settings.seed_endpoints,
+        storage=storage,
+    )
+    # not each trial's error
+    measure.check_fidelity(plan.fitted, data, chosen, device=settings.device, seed=settings.seed)
+    trial_settings = TrialSettings(
+        objectives=plan.objectives,
+        fidelity=chosen,
+        device=settings.device,
+        seed=settings.seed,
+        max_params=settings.max_params,
+        max_flops=settings.max_flops,
+        out_dir=out / plan.study_name,
+        storage=storage,
+        progress=settings.progress,
+    )
+    ranks = join_if_launched(settings.device, timeout_s=settings.dist_timeout)
+    if ranks is not None and not ranks.leader:  # trains what rank 0 sends; the study is rank 0's
+        return SearchPlan(
+            space_plan=plan, fidelity=chosen, config=config, trial_settings=trial_settings, data=data, study=None,
+            out=out, ranks=ranks,
+        )  # fmt: skip
+    # Optuna's own log repeats every failure with a traceback; one line per trial says it all.
+    optuna.logging.set_verbosity(logging.ERROR)
+    # The storage, the study's objectives and its space are inputs too: checked before anything is
+    # said, and a refusal leaves no empty `out` behind (the data was loaded before it was made).
+    with output_dir(out, "--out"):
+        study = open_study(config, out)
+        check_same_space(study, plan.space)
+    return SearchPlan(
+        space_plan=plan, fidelity=chosen, config=config, trial_settings=trial_settings, data=data, study=study, out=out,
+        ranks=ranks,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a search did: the Optuna study, its best designs (the best trial's, or the Pareto
+    front's), this worker's outcome, and why it measured fewer designs than asked, if it did.
+    On a follower rank of a torchrun group (`follower`), study and outcome are None: they are rank 0's."""
+
+    study: Any  # optuna.Study
+    best: tuple[Arch, ...]
+    outcome: Any  # runner.SearchOutcome
+    remarks: tuple[str, ...] = field(default=())  # why the search ended short, re-queued trials
+    follower: bool = False
+
+
+def run_planned(plan: SearchPlan, *, on_trial: Callable[[Any, Any], None] | None = None) -> SearchResult:
+    """Run this worker's share of the planned study; `on_trial(study, trial)` after each finished trial."""
+    from archdsl.search.distributed import follow_leader, leading
+    from archdsl.search.runner import run_search, study_progress, target_trials
+
+    settings = plan.space_plan.settings
+    if plan.follower:
+        follow_leader(plan.data, plan.fidelity, device=settings.device, seed=settings.seed)
+        return SearchResult(study=None, best=(), outcome=None, follower=True)
+    total = target_trials(plan.config, plan.space_plan.space)
+    started = time.monotonic()
+    with leading(plan.ranks):
+        outcome = run_search(
+            plan.config, plan.space_plan.space, plan.data, plan.trial_settings, plan.out, on_trial=on_trial,
+            study=plan.study,
+        )  # fmt: skip
+    remarks = []
+    if outcome.exhausted is not None:
+        remarks.append(
+            f"search space exhausted: all {outcome.exhausted} designs are measured (or being measured); "
+            f"--n-trials {settings.n_trials} asks for more"
+        )
+    else:
+        timed_out = settings.timeout is not None and time.monotonic() - started >= settings.timeout
+        ended = _why_short(outcome, settings, total, study_progress(outcome.study, total).done, timed_out)
+        if ended:
+            remarks.append(ended)
+    if outcome.stale_failed:
+        remarks.append(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}")
+    return SearchResult(study=outcome.study, best=best_designs(outcome.study), outcome=outcome, remarks=tuple(remarks))
+
+
+def search(
+    settings: SearchSettings | None = None, fidelity: Any = None, *, on_trial=None, **fields: Any
+) -> SearchResult:
+    """Run a study as `settings` say (or keyword arguments naming `SearchSettings` fields:
+    `dataset="synthetic"`) at `fidelity` (a `Fidelity`, or its fields to set:
+    `{"epochs": 1}`); the `SearchResult` holds the Optuna study and its best designs.
+    The study lives in `settings.storage` (default: a journal under `out`), so calling again resumes it.
+
+        >>> result = archdsl.search(n_trials=4, fidelity={"epochs": 1})
+        >>> result.study.best_trial.values, result.best[0].name
+    """
+    settings = SearchSettings.model_validate({**(settings.model_dump() if settings else {}), **fields})
+    return run_planned(plan_search(settings, fidelity), on_trial=on_trial)
+
+
+def best_designs(study: Any) -> tuple[Arch, ...]:
+    """The designs of a study's best trials (one per design), as the report lists them."""
+    from archdsl.lang.spec import parse_spec
+    from archdsl.search.report import summarize_study
+
+    return tuple(parse_spec(row.spec) for row in summarize_study(study).best if row.spec)
+
+
+def _why_short(outcome: Any, settings: SearchSettings, total: int, measured: int, timed_out: bool) -> str | None:
+    """Why a search that measured fewer designs than n_trials stopped (the space's end is said apart)."""
+    if measured >= settings.n_trials:
+        return None
+    if timed_out:
+        return (
+            f"search stopped: --timeout {_number(settings.timeout or 0)} s passed; "
+            f"{measured} of {settings.n_trials} designs"
+        )
+    if outcome.buildup is not None:
+        if measured < total:
+            why = "an MSA that did not help ends its stage's additions, so the walk is shorter than the longest"
+        else:
+            why = "every stage is full"
+        return (
+            f"search ended: the build-up walk is done after {measured} designs ({why}, {total}); "
+            f"--n-trials {settings.n_trials} is an upper bound, or use --strategy tpe to measure more"
+        )
+    return None
+
+
+def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
+    """The `archdsl search` line that runs this study again, kept in the study for its report.
+
+    Every setting that shapes the results is spelled out, defaults included (a later change of
+    a default must not change what the line does); the Hessian and robustness settings only when
+    an objective uses them. A database URL's password is left out.
+    """
+    import shlex
+
+    from archdsl.run.recipe import recipe_command_words, recipe_flags
+
+    s = plan.settings
+    parts = ["archdsl", "search", "--dataset", s.dataset]
+    if s.data_root:
+        parts += ["--data-root", s.data_root]
+    parts += ["--base", plan.base_name, "--search", s.search, "--strategy", s.strategy]
+    parts += ["--objectives", ",".join(o.name for o in plan.objectives), "--n-trials", str(s.n_trials)]
+    if s.timeout is not None:
+        parts += ["--timeout", _number(s.timeout)]
+    if s.seed_endpoints:
+        parts.append("--seed-endpoints")
+    for flag, value in (("--max-params", s.max_params), ("--max-flops", s.max_flops)):
+        if value is not None:
+            parts += [flag, _number(value)]
+    parts += ["--seed", str(s.seed), "--epochs", str(fidelity.epochs), "--subset", _number(fidelity.subset)]
+    parts += ["--test-subset", _number(fidelity.test_subset)]
+    given = dict(fidelity.train_settings)
+    in_flag_order = {name: given[name] for name in recipe_flags() if name in given}
+    parts += ["--recipe", fidelity.recipe, *recipe_command_words(in_flag_order)]
+    names = {o.name for o in plan.objectives}
+    if names & {"nep", "ape"}:
+        parts += ["--hessian-batches", str(fidelity.hessian_batches), "--hessian-iters", str(fidelity.hessian_max_iter)]
+    if "robustness" in names:
+        parts += ["--severities", ",".join(map(str, fidelity.severities))]
+    parts += ["--study-name", plan.study_name, "--out", str(s.out)]
+    if s.storage:
+        from archdsl.search.storage import without_password
+
+        parts += ["--storage", without_password(s.storage)]
+    if s.device != "auto":
+        parts += ["--device", s.device]
+    return shlex.join(parts)
+
+
+def _number(value: float) -> str:
+    """A number as a flag takes it back exactly: `323000`, `0.4`, `1e-05`."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))

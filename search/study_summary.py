@@ -1,0 +1,177 @@
+"""A study read back: its trials as typed rows and the winners (the best trial, or the Pareto
+front), and the few words every rendering of them shares (a design in one line, a duration).
+
+Everything here reads the study's storage only (designs are stored as `.arch` text in each
+trial), so any machine that reaches the storage can report on a study that ran elsewhere.
+The renderings are beside it: `report_lines` (the terminal), `report_csv`, `report_figures`,
+`report_markdown`; `report.write_report` writes them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from archdsl.search.objectives import OBJECTIVES, Objective
+from archdsl.search.optuna_private import retried_trial
+from archdsl.search.runner import COMMAND_ATTR
+from archdsl.search.space import layout_text, msa_per_stage
+from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
+from archdsl.search.strategies import BUILDUP_STEP_ATTR
+from archdsl.search.trial import (
+    DIGEST_ATTR,
+    LAYOUT_ATTR,
+    METRICS_ATTR,
+    PRUNED_REASON_ATTR,
+    SPEC_ATTR,
+)
+
+PRUNED_MARK = "✂"  # beside a pruned trial's value: the last one it reported, not a final one
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One trial as the report shows it: state, parameters, values, metrics, design and a note (why it failed)."""
+
+    number: int
+    state: str  # COMPLETE, PRUNED, FAIL, RUNNING, WAITING
+    params: dict[str, Any]
+    values: tuple[float, ...] | None
+    metrics: dict[str, Any]
+    n_msa: int | None
+    short_id: str | None
+    spec: str | None
+    note: str  # why it failed or was pruned
+    layout: str | None = None  # `c1:CC c2:CM ...` (space.layout_text)
+    seconds: float | None = None  # from start to finish (None while it runs)
+    step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
+
+    @property
+    def msa_per_stage(self) -> dict[str, int]:
+        return msa_per_stage(self.layout) if self.layout else {}
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """A study read back: its objectives and strategy, every trial as a row, and the best trials (or Pareto front)."""
+
+    name: str
+    objectives: tuple[Objective, ...]
+    strategy: str
+    rows: tuple[TrialRow, ...]  # every trial but the copies
+    best: tuple[TrialRow, ...]  # the best trial, or the Pareto front (several objectives)
+    command: str | None = None  # the command line that reproduces the study
+    copies: int = 0  # trials that drew a design the study had already (drawn again, not counted)
+
+    def count(self, state: str) -> int:
+        return sum(r.state == state for r in self.rows)
+
+
+def study_objectives(study: optuna.Study) -> tuple[Objective, ...]:
+    """The objectives a study records (its `objectives` attr), or `value0`, `value1`, ... for a study made elsewhere."""
+    names = str(study.user_attrs.get("objectives", "")).split(",")
+    if len(names) == len(study.directions) and all(n in OBJECTIVES for n in names):
+        return tuple(OBJECTIVES[n] for n in names)
+    # A study made outside archdsl: name the values by position.
+    return tuple(
+        Objective(f"value{i}", d.name.lower(), OBJECTIVES["accuracy"].cost, "", "")  # type: ignore[arg-type]
+        for i, d in enumerate(study.directions)
+    )
+
+
+def summarize_study(study: optuna.Study) -> StudySummary:
+    """Every trial of a study as a `TrialRow`, and the winners: one row per design."""
+    objectives = study_objectives(study)
+    trials = study.get_trials(deepcopy=False)
+    rows = tuple(trial_row(t) for t in trials if not is_copy(t))
+    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    best_numbers: list[int] = []
+    if complete:
+        best_trials = [study.best_trial] if len(objectives) == 1 else study.best_trials
+        # One row per design (two workers may have measured one design at the same moment).
+        seen: set[str] = set()
+        for t in sorted(best_trials, key=lambda t: t.number):
+            digest = t.user_attrs.get(DIGEST_ATTR, str(t.number))
+            if digest not in seen:
+                seen.add(digest)
+                best_numbers.append(t.number)
+    by_number = {r.number: r for r in rows}
+    return StudySummary(
+        name=study.study_name,
+        objectives=objectives,
+        strategy=str(study.user_attrs.get("strategy", "?")),
+        rows=rows,
+        best=tuple(by_number[n] for n in best_numbers),
+        command=study.user_attrs.get(COMMAND_ATTR),
+        copies=len(trials) - len(rows),
+    )
+
+
+def trial_row(t: FrozenTrial) -> TrialRow:
+    """One trial as a `TrialRow`: its note says why it failed, was pruned or was retried."""
+    attrs = t.user_attrs
+    note = ""
+    if FAIL_REASON_ATTR in attrs:
+        note = str(attrs[FAIL_REASON_ATTR])
+    elif t.state == TrialState.FAIL:
+        note = "interrupted, or its worker stopped"
+    elif PRUNED_REASON_ATTR in attrs and t.state == TrialState.PRUNED:
+        note = str(attrs[PRUNED_REASON_ATTR])
+    retried = retried_trial(t)
+    if retried is not None:  # its worker died (killed, lost) and the design was queued again
+        note = "; ".join(p for p in (f"retry of trial {retried}", note) if p)
+    spec = attrs.get(SPEC_ATTR)
+    seconds = None
+    if t.datetime_start is not None and t.datetime_complete is not None:
+        seconds = (t.datetime_complete - t.datetime_start).total_seconds()
+    return TrialRow(
+        number=t.number,
+        state=t.state.name,
+        params=dict(t.params),
+        values=tuple(t.values) if t.values is not None else None,
+        metrics=dict(attrs.get(METRICS_ATTR, {})),
+        n_msa=attrs.get("n_msa"),
+        short_id=attrs.get("short_id"),
+        spec=spec,
+        note=note,
+        layout=attrs.get(LAYOUT_ATTR) or layout_of(spec),
+        seconds=seconds,
+        step=attrs.get(BUILDUP_STEP_ATTR),
+    )
+
+
+def layout_of(spec: str | None) -> str | None:
+    """The layout of a trial recorded before trials kept one (from its .arch text)."""
+    if not spec:
+        return None
+    from archdsl.errors import UserError
+    from archdsl.lang.spec import parse_spec
+
+    try:
+        return layout_text(parse_spec(spec))
+    except UserError:
+        return None
+
+
+def design_text(row: TrialRow) -> str:
+    """A trial's design in one line: its layout, and the searched knobs other than k."""
+    knobs = {k: v for k, v in row.params.items() if not k.startswith("k_")} if row.layout else row.params
+    parts = [row.layout] if row.layout else []
+    parts += [f"{k}={v}" for k, v in knobs.items()]
+    return " ".join(parts)
+
+
+def duration_text(seconds: float) -> str:
+    """`9.5 s`, `14 s`, `1:20 min`, `2:05 h`."""
+    if seconds < 60:
+        return f"{seconds:.1f} s" if round(seconds, 1) < 10 else f"{seconds:.0f} s"  # 9.97: `10 s`, not `10.0 s`
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes}:{seconds:02d} min" if minutes < 60 else f"{minutes // 60}:{minutes % 60:02d} h"
+
+
+def copies_text(n: int) -> str:
+    """`1 copy`, `3 copies`."""
+    return f"{n} cop{'y' if n == 1 else 'ies'}"

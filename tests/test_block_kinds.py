@@ -1,0 +1,266 @@
+"""Block kinds as plug-ins (`archdsl.kinds`): two kinds built from timm's layers, registered from
+outside the package (examples/blocks/archdsl_timm_blocks.py), written in a spec beside `msa`,
+checked, printed, counted, compiled, trained, analysed, searched, and their mistakes reported as the
+built-in words' are."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import archdsl
+from archdsl import kinds
+from archdsl.errors import UserError
+from archdsl.ir import ExtBlock
+from archdsl.lang.diagnostics import SpecError
+from archdsl.lang.printer import format_arch
+from archdsl.lang.spec import parse_spec
+from archdsl.nn.summary import summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "examples" / "mbconv-convnext.arch"
+EXAMPLES = ROOT / "examples" / "blocks"
+
+
+@pytest.fixture
+def registry():
+    """The registry as the test left it is forgotten: each test starts with no plug-in kinds."""
+    saved = dict(kinds._REGISTRY)
+    kinds._REGISTRY.clear()
+    yield kinds._REGISTRY
+    kinds._REGISTRY.clear()
+    kinds._REGISTRY.update(saved)
+
+
+@pytest.fixture
+def timm_blocks(registry, monkeypatch):
+    """The example module imported (which registers `mbconv` and `convnext`)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    if "archdsl_timm_blocks" in sys.modules:
+        module = importlib.reload(sys.modules["archdsl_timm_blocks"])
+    else:
+        module = importlib.import_module("archdsl_timm_blocks")
+    return module
+
+
+def _spec(blocks: str, *, width: int = 16, extra: str = "") -> str:
+    return f"""arch t {{
+    input   3x16x16
+    classes 10
+    stem    conv3x3(16)
+    conv  = basic
+    stage s1(width=16)        {{ {blocks} }}
+    stage s2(width={width}, stride=2) {{ mbconv convnext }}{extra}
+}}
+"""
+
+
+def test_an_unregistered_kind_is_an_unknown_block(registry):
+    with pytest.raises(SpecError) as info:
+        parse_spec(_spec("mbconv"), "t.arch")
+    assert "unknown block `mbconv`" in str(info.value)
+
+
+def test_the_example_spec_checks_prints_and_counts_as_built(timm_blocks):
+    arch = archdsl.load_spec(SPEC)
+    kinds_used = [block.kind for stage in arch.stages for block in stage.blocks]
+    assert {"mbconv", "convnext", "msa"} <= set(kinds_used)
+    assert parse_spec(format_arch(arch)) == arch  # the canonical text reads back
+    summary = summarize(arch)
+    model = archdsl.create_model(arch)
+    assert summary.params == sum(p.numel() for p in model.parameters())
+    for block, (name, module) in zip(summary.blocks, model.named_blocks(), strict=True):
+        assert block.params == sum(p.numel() for p in module.parameters()), name
+        assert module.kind == block.kind
+    # The FLOPs too: torch's counter agrees on the whole model (with grad, the math attention kernel).
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        model.eval()(torch.zeros(1, *summary.input_shape))
+    assert summary.flops == counter.get_total_flops()
+
+
+def test_defaults_are_filled_in_so_equal_designs_have_one_digest(timm_blocks):
+    short = parse_spec(_spec("mbconv convnext"))
+    spelt = parse_spec(_spec("mbconv(4, kernel=3, se=0.25) convnext(7, 4, grn=false)"))
+    assert short == spelt and short.digest() == spelt.digest()
+    block = short.stages[0].blocks[0]
+    assert isinstance(block, ExtBlock) and block.arguments == {"expansion": 4, "kernel": 3, "se": 0.25}
+    other = parse_spec(_spec("mbconv(6) convnext"))
+    assert other.digest() != short.digest()
+    assert "mbconv(expansion=6)" in format_arch(other)
+
+
+def test_a_stored_design_needs_its_kind_registered(timm_blocks):
+    arch = parse_spec(_spec("mbconv convnext"))
+    text = arch.model_dump_json()
+    assert archdsl.Arch.model_validate_json(text) == arch
+    archdsl.unregister_block("mbconv")
+    with pytest.raises(ValueError, match="unknown block kind 'mbconv'"):
+        archdsl.Arch.model_validate_json(text)
+
+
+@pytest.mark.parametrize(
+    "blocks,at,message,hint",
+    [
+        ("mbconv(expansion=0)", "0", "expansion must be at least 1, got 0", None),
+        ("mbconv(expansion=99)", "99", "expansion must be at most 16, got 99", None),
+        ("mbconv(expnsion=6)", "expnsion", "unknown argument `expnsion` for `mbconv`", "did you mean `expansion`?"),
+        ("mbconv(se=2)", "2", "se must be at most 1, got 2", None),
+        ("mbconv(se=big)", "big", "se must be a number, not `big`", "se is written like 1e-6 or 0.5"),
+        ("mbconv(1.5)", "1.5", "expansion must be a whole number, got 1.5", None),
+        ("convnext(grn=ture)", "ture", "grn must be `true` or `false`, not `ture`", "did you mean `true`?"),
+        ("convnext(kernel=4)", "4", "kernel 4 has no centre", "use an odd size: 3 or 5"),
+        ("convnext(7, 4, true, 1)", "1", "`convnext` takes at most 3 positional arguments (kernel, ratio, grn)", None),
+        ("mbconvv", "mbconvv", "unknown block `mbconvv`", "did you mean `mbconv`?"),
+        ("convnxt(5)", "convnxt", "unknown block `convnxt`", "did you mean `convnext`?"),
+    ],
+)
+def test_bad_arguments_read_like_the_built_in_words(timm_blocks, blocks, at, message, hint):
+    text = _spec(blocks)
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "t.arch")
+    diagnostics = info.value.diagnostics
+    assert [d.message for d in diagnostics] == [message]
+    assert diagnostics[0].hint == hint
+    span = diagnostics[0].span
+    assert span is not None and span.line == 6  # the stage line, with a caret under the mistake
+    line = text.splitlines()[5]
+    assert line[span.column - 1 : span.end_column - 1] == at
+    assert "^" in str(info.value)
+
+
+def test_shape_rules_apply_to_registered_kinds(timm_blocks):
+    # convnext keeps its channels and does not downsample: it cannot start a strided stage.
+    with pytest.raises(SpecError) as info:
+        parse_spec(_spec("mbconv", extra="\n    stage s3(width=32, stride=2) { convnext }"))
+    assert [d.message for d in info.value.diagnostics] == [
+        "a `convnext` block cannot downsample: it is the first block of stage s3, which has stride 2"
+    ]
+    # A stage of convnext blocks only keeps what it receives: its width must say so.
+    with pytest.raises(SpecError) as info:
+        parse_spec(_spec("convnext", extra="\n    stage s3(width=64, stride=1) { convnext }"))
+    assert "mismatched dims: stage s3 has width 64, but its blocks keep the 16 channels" in str(info.value)
+
+
+def test_registration_refuses_built_in_names_and_clashes(registry, timm_blocks):
+    with pytest.raises(ValueError, match="built-in"):
+        kinds.BlockKind("msa", (), count=lambda place: (0, 0), build="x:y")
+    clash = kinds.BlockKind("mbconv", (), count=lambda place: (0, 0), build="x:y")
+    with pytest.raises(ValueError, match="already registered"):
+        archdsl.register_block(clash)
+    timm_blocks.register()  # the same declarations again: nothing changes
+
+
+def test_kinds_come_from_entry_points(registry, monkeypatch):
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+
+    class Point:
+        name, value = "timm", "archdsl_timm_blocks:kinds"
+
+        def load(self):
+            import archdsl_timm_blocks
+
+            return archdsl_timm_blocks.kinds
+
+    monkeypatch.setattr(kinds, "entry_points", lambda group: [Point()] if group == kinds.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(kinds, "_entry_points_read", False)
+    sys.modules.pop("archdsl_timm_blocks", None)
+    registry.clear()  # as a fresh process finds it, before anything is looked up
+    assert kinds.block_kind("convnext") is not None
+    assert parse_spec(_spec("mbconv convnext")).n_blocks == 4
+
+
+def test_a_missing_builder_is_a_user_error(registry):
+    kind = kinds.BlockKind(
+        "ghost",
+        (kinds.Arg("size", int, default=2, low=1),),
+        count=lambda place: (0, 0),
+        build="archdsl:nothing",
+        downsamples=True,
+    )
+    archdsl.register_block(kind)
+    with pytest.raises(AttributeError):
+        archdsl.create_model(parse_spec(_spec("ghost").replace("mbconv convnext", "ghost")))
+    with pytest.raises(UserError, match="unknown block kind `nope`"):
+        kinds.require_kind("nope")
+
+
+@pytest.mark.slow
+def test_train_analyse_and_search_a_plug_in_design(timm_blocks, tmp_path):
+    from test_train_loop import colour_classes
+
+    from archdsl.run.train import TrainConfig, train
+
+    arch = parse_spec(_spec("mbconv(2) convnext msa(2, 4, dim_head=8)", width=32))
+    config = TrainConfig(recipe="fast", epochs=1, batch_size=32, lr=0.05, device="cpu")
+    result = train(arch, colour_classes(64, 0), colour_classes(32, 1), config, run_dir=tmp_path, progress=False)
+    assert len(result.history) == 1 and torch.isfinite(torch.tensor(result.history[0].train_loss))
+    # The run's files read back with the kind registered: spec and checkpoint.
+    from archdsl.run.checkpoint import load_checkpoint
+
+    assert parse_spec((tmp_path / "spec.arch").read_text()) == arch
+    assert load_checkpoint(tmp_path / "final.safetensors").arch == arch
+    # Analysis: the feature-map measures see every block, named by its kind.
+    from archdsl.analysis.fourier import delta_log_amplitude
+
+    profile = delta_log_amplitude(result.model.eval(), torch.rand(4, 3, 16, 16))
+    assert [layer.kind for layer in profile.layers][1:4] == ["mbconv", "convnext", "msa"]
+    # Search: the build-up space keeps the plug-in blocks where a conv would stand.
+    from archdsl.search.space import make_space
+
+    space = make_space(arch)
+    for k, expected in ((0, ["mbconv", "convnext"]), (1, ["mbconv", "msa"])):
+        params = {name: values[0] for name, values in space.choices().items()} | {"k_s2": k}
+        designed = space.arch_from_params(params)
+        assert [b.kind for b in designed.stages[1].blocks] == expected
+        assert summarize(designed).params == sum(p.numel() for p in archdsl.create_model(designed).parameters())
+
+
+def test_the_language_doc_example_runs_and_prints_what_it_shows(registry, capsys):
+    from _doc_files import section
+
+    text = section((ROOT / "docs" / "language.md").read_text(encoding="utf-8"), "Your own block kinds")
+    code = re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
+    shown = re.search(r"^The last lines print\n\n```\n(.*?)^```", text, re.M | re.S)
+    assert code and shown
+    for block in code:
+        exec(compile(block, "language.md", "exec"), {"__name__": "__docs__"})
+    assert capsys.readouterr().out == shown.group(1)
+    assert kinds.block_kind("dsconv") is None  # the example leaves the registry as it found it
+
+
+def test_required_choice_and_bare_kinds_read_like_the_built_in_words(timm_blocks):
+    def zero(place):
+        return 0, 0
+
+    archdsl.register_block(
+        kinds.BlockKind(
+            "gate",
+            (kinds.Arg("heads", int, low=1), kinds.Arg("act", str, default="gelu", choices=("gelu", "relu"))),
+            count=zero,
+            build="x:y",
+            downsamples=True,
+        )
+    )
+    archdsl.register_block(
+        kinds.BlockKind("blur", (), count=zero, build="x:y", channels="keep", description="a fixed blur")
+    )
+
+    def problems(blocks: str) -> list[tuple[str, str | None]]:
+        with pytest.raises(SpecError) as info:
+            parse_spec(_spec(blocks))
+        return [(d.message, d.hint) for d in info.value.diagnostics]
+
+    assert problems("gate") == [("`gate` needs `heads`", "e.g. `gate(1)`")]
+    assert problems("gate(act=relu)") == [("`gate` needs `heads`", "e.g. `gate(1)`")]
+    assert problems("gate(2, act=rleu)") == [("act must be `gelu` or `relu`, not `rleu`", "did you mean `relu`?")]
+    assert problems("gate(2) blur(1)") == [("`blur` takes no arguments", "it is a fixed blur: write `blur`")]
+    arch = parse_spec(_spec("gate(2, act=relu) blur"))
+    assert "gate(2, act=relu) blur" in format_arch(arch)
+    assert parse_spec(format_arch(arch)) == arch

@@ -1,0 +1,122 @@
+"""One definition per setting: the flags, the `--config` keys and the settings fields are one list.
+
+Each setting is a pydantic field (default, bounds, help, flag); `archdsl.commands.settings_flags`
+makes the flags from it. These tests hold the command lines to the models: every field a command
+takes has exactly one flag of its own, a `--config` key of the same name sets the same field, and
+a value left out is the field's default.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from archdsl.analysis.settings import AnalysisSettings
+from archdsl.cli import build_parser
+from archdsl.commands.settings_flags import setting_flags, settings_given, show
+from archdsl.run.recipe import TrainConfig, recipe_flags
+from archdsl.search.measures import Fidelity
+
+# (command, its settings model, the positional arguments it needs, fields the model has without a flag)
+COMMANDS = [
+    ("analyze", AnalysisSettings, ["ckpt.safetensors"], {"recipe"}),
+    ("search", Fidelity, [], {"train_settings", "hessian_tol", "hessian_method", "latency_batch", "optimize"}),
+]
+
+
+def _subparser(command: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices[command]
+
+
+def _leaf_fields(model, path=()) -> set[str]:
+    found = set()
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        nested = isinstance(annotation, type) and hasattr(annotation, "model_fields") and annotation is not TrainConfig
+        found |= _leaf_fields(annotation, (*path, name)) if nested else {".".join((*path, name))}
+    return found
+
+
+@pytest.mark.parametrize(("command", "model", "positional", "unflagged"), COMMANDS)
+def test_every_field_has_one_flag_of_its_own(command, model, positional, unflagged):
+    flags = setting_flags(model)
+    paths = {".".join(f.path) for f in flags}
+    assert paths == _leaf_fields(model) - unflagged  # no setting without its flag, none left over
+    parser = _subparser(command)
+    for flag in flags:
+        owners = [a for a in parser._actions if flag.flag in a.option_strings]
+        assert len(owners) == 1 and owners[0].dest == flag.dest, flag.flag  # not hand-written a second time
+        assert owners[0].default is None  # left out: the field's default, not a copy of it
+        assert flag.help and flag.help in owners[0].help.replace("%%", "%")
+
+
+@pytest.mark.parametrize(("command", "model", "positional", "unflagged"), COMMANDS)
+def test_a_config_key_sets_the_field_its_flag_sets(tmp_path, command, model, positional, unflagged):
+    flags = setting_flags(model)
+    # Every setting at a value other than its default, once as flags and once as the file's keys.
+    chosen = {flag: _other_value(flag) for flag in flags}
+    words = [word for flag, value in chosen.items() for word in (flag.flag, value)]
+    from_flags = build_parser().parse_args([command, *positional, *words])
+    config = tmp_path / "settings.yaml"
+    config.write_text("".join(f"{flag.dest}: '{value}'\n" for flag, value in chosen.items()), encoding="utf-8")
+    from_file = build_parser().parse_args([command, *positional, "--config", str(config)])
+    given = settings_given(from_flags, model)
+    assert given == settings_given(from_file, model)
+    built = model(**given)
+    for flag in flags:
+        value = built
+        for part in flag.path:
+            value = getattr(value, part)
+        assert show(value) == chosen[flag], flag.flag  # the flag's value reached its field
+
+
+@pytest.mark.parametrize(("command", "model", "positional", "unflagged"), COMMANDS)
+def test_a_setting_left_out_is_the_fields_default(command, model, positional, unflagged):
+    args = build_parser().parse_args([command, *positional])
+    assert settings_given(args, model) == {}
+
+
+def test_the_recipe_flags_are_train_configs_fields():
+    parser = _subparser("train")
+    for field, (flag, _) in recipe_flags().items():
+        [action] = [a for a in parser._actions if flag in a.option_strings]
+        assert action.dest == field and action.default is None
+
+
+def _other_value(flag) -> str:
+    """A valid value of the setting that is not its default, as a command-line word."""
+    default = flag.default
+    info = flag.model.model_fields[flag.field]
+    choices = [c for c in _literal_values(info.annotation) if c != default]
+    if choices:
+        return show(choices[0])
+    if isinstance(default, tuple):
+        return "1,5"
+    if isinstance(default, bool):
+        raise AssertionError("switches are checked by their BooleanOptionalAction")
+    if isinstance(default, int):
+        return str(default + 2 if flag.field == "points" else default + 1)  # the landscape's grid stays odd
+    if isinstance(default, float):
+        return show(default / 2)
+    raise AssertionError(f"no test value for {flag.flag}")
+
+
+def _literal_values(annotation) -> tuple:
+    import typing
+
+    return typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+
+
+@pytest.mark.parametrize(("doc", "model"), [("analysis.md", AnalysisSettings), ("search.md", Fidelity)])
+def test_the_docs_tables_are_made_from_the_fields(doc, model):
+    from pathlib import Path
+
+    from archdsl.commands.settings_flags import settings_table
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / doc).read_text(encoding="utf-8")
+    assert settings_table(model) in page, (
+        f"regenerate docs/{doc}'s table: settings_flags.settings_table({model.__name__})"
+    )
