@@ -73,6 +73,35 @@ def test_archdsl_train_under_torchrun_writes_once_and_resumes(tmp_path: Path) ->
     assert [row["epoch"] for row in rows] == [1, 2]
 
 
+LIBRARY_CALL = """
+import json, sys
+import torch.distributed as dist
+import archdsl
+
+spec, dataset, out, report = sys.argv[1:5]
+config = {"recipe": "fast", "epochs": 1, "batch_size": 16, "device": "cpu", "optimize": False}
+result = archdsl.train(spec, dataset=dataset, out=out, config=config)
+rank = dist.get_rank()  # the group archdsl.train joined is left open for the caller
+with open(f"{report}-{rank}.json", "w") as f:
+    json.dump({"world_size": dist.get_world_size(), "test_acc": [m.test_acc for m in result.history]}, f)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_archdsl_train_from_python_under_torchrun_trains_data_parallel(tmp_path: Path) -> None:
+    spec = tmp_path / "flat.arch"
+    spec.write_text(_ddp_worker.NO_BATCHNORM.replace("3x16x16", "3x32x32"))
+    script = tmp_path / "call.py"
+    script.write_text(LIBRARY_CALL)
+    out, report = tmp_path / "run", tmp_path / "rank"
+    torchrun(2, str(script), str(spec), DATASET, str(out), str(report), cwd=tmp_path)
+    reports = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    assert [r["world_size"] for r in reports] == [2, 2]
+    assert reports[0]["test_acc"] == reports[1]["test_acc"]  # one model, evaluated on the whole test set by each
+    assert (out / "final.safetensors").is_file() and (out / "metrics.jsonl").read_text().count("\n") == 1
+
+
 def test_a_batch_the_ranks_cannot_share_or_sync_bn_on_the_cpu_is_refused(tmp_path: Path, monkeypatch) -> None:
     from archdsl.errors import UserError
     from archdsl.lang.spec import parse_spec
