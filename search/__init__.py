@@ -11,7 +11,8 @@
 - `runner`: a whole search on one worker;
 - `study_summary`: what a study found, rendered by `report_lines` (terminal), `report_csv`,
   `report_figures` and `report_markdown`, and written by `report`;
-- `session`: a whole study from its settings (`archdsl search`, and `archdsl.search(...)`).
+- `session`: a whole study from its settings (`archdsl search`, and `archdsl.search(...)`);
+- `distributed`: a torchrun group as one worker (rank 0 samples, every rank trains).
 
 The package is also the function: `archdsl.search(n_trials=4)` runs `session.search` (a package
 and a function cannot share the name `archdsl.search` otherwise). The exports below are

@@ -91,6 +91,7 @@ class Trained:
     model: Any  # nn.Module
     accuracy: float  # test top-1, a fraction
     history: list[dict[str, float]]
+    rank_digests: tuple[str, ...] = ()  # under torchrun: the design's digest on each rank (archdsl.search.distributed)
 
 
 class Diverged(Exception):
@@ -217,9 +218,13 @@ def train_candidate(
     progress: bool,
 ) -> Trained:
     """Train at the search's fidelity; `on_epoch(epoch, test_acc)` may raise to prune."""
+    from archdsl.run.distributed import current, from_leader
     from archdsl.run.train import TrainingDiverged, train
 
     config = train_config(fidelity, device=device, seed=seed)
+    ranks = current()
+    if ranks is not None and ranks.leader:  # the design, to the other ranks of the group (archdsl.search.distributed)
+        from_leader(format_arch(arch))
 
     def report(metrics: Any) -> None:
         on_epoch(int(metrics.epoch), float(metrics.test_acc))
@@ -232,7 +237,7 @@ def train_candidate(
     if not math.isfinite(accuracy):
         raise Diverged("the test accuracy is not a number")
     history = [{k: _plain(v) for k, v in _fields(m).items()} for m in result.history]
-    return Trained(model=result.model, accuracy=accuracy, history=history)
+    return Trained(model=result.model, accuracy=accuracy, history=history, rank_digests=result.rank_digests)
 
 
 def analysis_settings(fidelity: Fidelity, *, seed: int) -> Any:

@@ -5,6 +5,11 @@ Steps, so that a caller can say what will happen before it happens: `plan_space`
 the base (what `--dry-run` shows); `plan_search` loads the data and opens the study, checking
 everything a trial would otherwise fail on; `run_planned` runs this worker's share of the study.
 `search` does all three. Every refusal is a `UserError`, raised before the first trial.
+
+Under torchrun, the group is one worker of the study (`archdsl.search.distributed`): `plan_search`
+joins the process group; rank 0 opens the study and runs the search, and `run_planned` on the
+other ranks trains each design rank 0 sends (their `SearchResult` says `follower`). The group
+stays open for the caller (`archdsl search` closes it).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat
 
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
+from archdsl.run.distributed import DEFAULT_TIMEOUT_S  # torch-free until used
 from archdsl.search import PRUNERS, STRATEGIES
 
 __all__ = [
@@ -84,6 +90,9 @@ class SearchSettings(BaseModel):
     out: str = Field(default=RUNS_DIR, description="runs folder")
     device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N, mps")
     progress: bool = Field(default=False, description="progress bars (on a terminal)")
+    dist_timeout: PositiveFloat = Field(
+        default=DEFAULT_TIMEOUT_S, description="under torchrun: how long a rank waits for the others (seconds)"
+    )
 
     @field_validator("strategy")
     @classmethod
@@ -222,9 +231,15 @@ class SearchPlan:
     config: Any  # runner.SearchConfig
     trial_settings: Any  # trial.TrialSettings
     data: Any  # measures.DataContext; None when a table answers the trials
-    study: Any  # optuna.Study
+    study: Any  # optuna.Study; None on a follower rank (the study is rank 0's)
     out: Path
     replay: Any = None  # replay.Replay: the table of `--fidelity table:...`
+    ranks: Any = None  # under torchrun: this process's place in the group (archdsl.run.distributed.Ranks)
+
+    @property
+    def follower(self) -> bool:
+        """A rank after the first of a torchrun group: it trains what rank 0 sends."""
+        return self.ranks is not None and not self.ranks.leader
 
     def describe(self) -> str:
         """The line the command prints before the first trial."""
@@ -244,6 +259,7 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
     import optuna
 
     from archdsl.outputs import output_dir
+    from archdsl.run.distributed import join_if_launched
     from archdsl.search import measures as measure
     from archdsl.search.runner import SearchConfig, check_same_space, open_study
     from archdsl.search.storage import StorageOptions
@@ -298,6 +314,12 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         progress=settings.progress,
         replay=replay,
     )
+    ranks = join_if_launched(settings.device, timeout_s=settings.dist_timeout)
+    if ranks is not None and not ranks.leader:  # trains what rank 0 sends; the study is rank 0's
+        return SearchPlan(
+            space_plan=plan, fidelity=chosen, config=config, trial_settings=trial_settings, data=data, study=None,
+            out=out, replay=replay, ranks=ranks,
+        )  # fmt: skip
     # Optuna's own log repeats every failure with a traceback; one line per trial says it all.
     optuna.logging.set_verbosity(logging.ERROR)
     # The storage, the study's objectives and its space are inputs too: checked before anything is
@@ -307,7 +329,7 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         check_same_space(study, plan.space)
     return SearchPlan(
         space_plan=plan, fidelity=chosen, config=config, trial_settings=trial_settings, data=data, study=study,
-        out=out, replay=replay,
+        out=out, replay=replay, ranks=ranks,
     )  # fmt: skip
 
 
@@ -328,26 +350,33 @@ def replay_table(source: str, space: Any, dataset: str, objectives: Any) -> Any:
 @dataclass(frozen=True)
 class SearchResult:
     """What a search did: the Optuna study, its best designs (the best trial's, or the Pareto
-    front's), this worker's outcome, and why it measured fewer designs than asked, if it did."""
+    front's), this worker's outcome, and why it measured fewer designs than asked, if it did.
+    On a follower rank of a torchrun group (`follower`), study and outcome are None: they are rank 0's."""
 
     study: Any  # optuna.Study
     best: tuple[Arch, ...]
     outcome: Any  # runner.SearchOutcome
     remarks: tuple[str, ...] = field(default=())  # why the search ended short, re-queued trials
     simulated_seconds: float | None = None  # a replayed study's trials' simulated time, one worker
+    follower: bool = False
 
 
 def run_planned(plan: SearchPlan, *, on_trial: Callable[[Any, Any], None] | None = None) -> SearchResult:
     """Run this worker's share of the planned study; `on_trial(study, trial)` after each finished trial."""
+    from archdsl.search.distributed import follow_leader, leading
     from archdsl.search.runner import run_search, study_progress, target_trials
 
     settings = plan.space_plan.settings
+    if plan.follower:
+        follow_leader(plan.data, plan.fidelity, device=settings.device, seed=settings.seed)
+        return SearchResult(study=None, best=(), outcome=None, follower=True)
     total = target_trials(plan.config, plan.space_plan.space)
     started = time.monotonic()
-    outcome = run_search(
-        plan.config, plan.space_plan.space, plan.data, plan.trial_settings, plan.out, on_trial=on_trial,
-        study=plan.study,
-    )  # fmt: skip
+    with leading(plan.ranks):
+        outcome = run_search(
+            plan.config, plan.space_plan.space, plan.data, plan.trial_settings, plan.out, on_trial=on_trial,
+            study=plan.study,
+        )  # fmt: skip
     remarks = []
     if outcome.exhausted is not None:
         remarks.append(

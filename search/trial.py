@@ -50,6 +50,7 @@ DIGEST_ATTR = "digest"
 SPEC_ATTR = "spec"  # the canonical .arch text, so that any machine can report the design
 METRICS_ATTR = "metrics"
 PRUNED_REASON_ATTR = "pruned_reason"
+RANK_DIGESTS_ATTR = "rank_digests"  # under torchrun: the digest of the design each rank of the group trained
 LAYOUT_ATTR = "layout"  # `c1:CC c2:CM ...`: where the MSAs are (space.layout_text), for reports and the dashboard
 
 
@@ -141,6 +142,8 @@ class TrialObjective:
                     progress=s.progress,
                 )
                 model = trained.model
+                if trained.rank_digests:  # trained by a torchrun group: what each rank built
+                    trial.set_user_attr(RANK_DIGESTS_ATTR, list(trained.rank_digests))
                 metrics["accuracy"] = trained.accuracy
                 metrics["history"] = trained.history
                 trial.set_user_attr(METRICS_ATTR, _without_history(metrics))

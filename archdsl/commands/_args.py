@@ -115,5 +115,19 @@ def add_optimize_argument(parser: argparse.ArgumentParser, *, default: bool | No
     )
 
 
+def add_dist_timeout_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--dist-timeout`: how long a rank of a torchrun group waits for the others (archdsl.run.distributed)."""
+    from archdsl.run import DEFAULT_TIMEOUT_S  # torch-free
+
+    parser.add_argument(
+        "--dist-timeout",
+        type=positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"under torchrun: how long a rank waits for the others before the run fails with an error "
+        f"(default: {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
 # --no-progress's help, the same for every command: bars are drawn only on a terminal (archdsl.progress).
 NO_PROGRESS_HELP = "no progress bars (they are drawn only when stderr is a terminal, never into a log file)"

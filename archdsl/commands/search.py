@@ -13,6 +13,7 @@ from archdsl.commands._args import (
     NO_PROGRESS_HELP,
     RUNS_DIR,
     add_data_arguments,
+    add_dist_timeout_argument,
     add_optimize_argument,
     comma_list_text,
     device_name,
@@ -149,6 +150,7 @@ def register(subparsers) -> None:
         "--device", default="auto", type=device_name, help="auto, cpu, cuda, cuda:N, mps (default: auto)"
     )
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
+    add_dist_timeout_argument(where)
     add_optimize_argument(where)
     where.add_argument("--no-progress", dest="progress", action="store_false", help=NO_PROGRESS_HELP)
     add_config_argument(parser)
@@ -166,6 +168,7 @@ def settings_from_args(args: argparse.Namespace):
         seed_endpoints=args.seed_endpoints, max_params=args.max_params, max_flops=args.max_flops, seed=args.seed,
         study_name=args.study_name, storage=args.storage, heartbeat=args.heartbeat, grace_period=args.grace_period,
         max_retry=args.max_retry, out=args.out, device=args.device, progress=args.progress,
+        dist_timeout=args.dist_timeout,
     )  # fmt: skip
     from archdsl.search import Fidelity
 
@@ -176,6 +179,14 @@ def settings_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from archdsl.run import command_scope
+
+    with command_scope():  # under torchrun: one worker per group, rank 0 speaks (archdsl.search.distributed)
+        return _search(args)
+
+
+def _search(args: argparse.Namespace) -> int:
+    from archdsl.run import quiet_followers
     from archdsl.search import describe_space, journal_path, plan_search, plan_space, run_planned
 
     settings, fidelity = settings_from_args(args)
@@ -184,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         print(describe_space(space_plan))
         return 0
     plan = plan_search(settings, fidelity, space_plan=space_plan)
+    quiet_followers(plan.ranks)
     print(plan.describe(), file=sys.stderr)
     out, study_name = plan.out, space_plan.study_name
     try:
@@ -204,6 +216,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 130
+    if result.follower:  # a rank after the first trained rank 0's designs; the study and its report are rank 0's
+        return 0
     for remark in result.remarks:
         print(remark, file=sys.stderr)
     if result.outcome.buildup is not None:

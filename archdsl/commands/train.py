@@ -9,6 +9,7 @@ from archdsl.commands._args import (
     NO_PROGRESS_HELP,
     RUNS_DIR,
     add_data_arguments,
+    add_dist_timeout_argument,
     add_optimize_argument,
     device_name,
     fraction,
@@ -97,6 +98,14 @@ def register(subparsers) -> None:
         "written either way",
     )
     add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
+    distributed = parser.add_argument_group("under torchrun (docs/training.md: Data-parallel training)")
+    distributed.add_argument(
+        "--sync-bn",
+        action="store_true",
+        default=None,
+        help="normalise BatchNorm with the global batch's statistics (torch's SyncBatchNorm; CUDA only)",
+    )
+    add_dist_timeout_argument(distributed)
     parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
     add_config_argument(parser)
     parser.set_defaults(func=run)
@@ -113,6 +122,7 @@ _CONFIG_FLAGS = {
     "workers": "workers",
     "resident": "resident",
     "optimize": "optimize",
+    "sync_bn": "sync_bn",
 }
 
 
@@ -123,6 +133,7 @@ def settings_from_args(args: argparse.Namespace):
     settings = TrainSettings(
         dataset=args.dataset, classes=args.classes, data_root=args.data_root, download=args.download, out=args.out,
         resume=args.resume, save_every=args.save_every, log=args.log, progress=not args.no_progress,
+        dist_timeout=args.dist_timeout,
     )  # fmt: skip
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
     given.update(recipe_settings(args))
@@ -130,10 +141,25 @@ def settings_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.run import FINAL_CHECKPOINT, LAST_CHECKPOINT, TENSORBOARD_DIR, plan_training, run_training
+    from archdsl.run import command_scope
+
+    with command_scope():  # under torchrun: rank 0 prints; every rank leaves the process group at the end
+        return _train(args)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from archdsl.run import (
+        FINAL_CHECKPOINT,
+        LAST_CHECKPOINT,
+        TENSORBOARD_DIR,
+        plan_training,
+        quiet_followers,
+        run_training,
+    )
 
     settings, given = settings_from_args(args)
     plan = plan_training(args.spec, settings, given)
+    quiet_followers(plan.ranks)
     for line in plan.describe():
         print(line, file=sys.stderr)
     run_dir = plan.run_dir

@@ -30,6 +30,9 @@ _EXPORTS = {
     "save_checkpoint": "archdsl.run.checkpoint",
     "optimize_model": "archdsl.run.optimize",
     "select_device": "archdsl.run.device",
+    "DEFAULT_TIMEOUT_S": "archdsl.run.distributed",
+    "command_scope": "archdsl.run.distributed",
+    "quiet_followers": "archdsl.run.distributed",
 }
 
 __all__ = sorted(_EXPORTS)

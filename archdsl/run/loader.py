@@ -14,7 +14,7 @@ loader's generator. So for a fixed seed, the batches are the same on every run.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -132,13 +132,15 @@ def make_loader(
     workers: int = 0,
     drop_last: bool | None = None,
     pin_memory: bool = False,
+    sampler: Iterable[int] | None = None,
 ) -> DataLoader:
     """A DataLoader of (float32 (N, 3, H, W) normalised images, int64 labels).
 
     `augment=True` applies the recipe's augmentation (`recipe` is a recipe name or a
     `TrainConfig`) and, by default, shuffles and drops the last incomplete batch (Mixup
     needs even, full batches). Mixup/CutMix are not applied here: they act on whole
-    batches in the training step.
+    batches in the training step. A `sampler` (one rank's share of a data-parallel run,
+    archdsl.run.distributed.ShardSampler) replaces the shuffle.
     """
     config = recipe if isinstance(recipe, TrainConfig) else TrainConfig(recipe=recipe)
     transform = None
@@ -148,12 +150,15 @@ def make_loader(
             height, filled(config.crop_padding), filled(config.hflip), config.randaugment, image_set.mean
         )
     shuffle = augment if shuffle is None else shuffle
+    if sampler is not None:
+        shuffle = False  # the sampler's order
     generator = torch.Generator()
     generator.manual_seed(seed)
     return DataLoader(
         ImageSetDataset(image_set, transform),
         batch_size=batch_size,
         shuffle=shuffle,
+        sampler=sampler,
         drop_last=augment if drop_last is None else drop_last,
         num_workers=workers,
         collate_fn=Normalize(image_set.mean, image_set.std),

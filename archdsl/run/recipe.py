@@ -256,6 +256,9 @@ class TrainConfig(BaseModel):
     initial_checkpoint: str | None = None
     seed: int = 0
     subset: float = Field(default=1.0, gt=0, le=1)  # fraction of the training set (class-stratified)
+    # Under torchrun (archdsl.run.distributed): BatchNorm normalises with the statistics of the global
+    # batch (torch's SyncBatchNorm, CUDA only) instead of each rank's share; nothing in one process.
+    sync_bn: bool = False
     # Where and how fast it runs; none of these change the numbers on the CPU.
     device: str = "auto"
     workers: NonNegativeInt = 0

@@ -8,6 +8,10 @@ setting a `UsageError`), raised before the first epoch.
 
 Resuming: settings left out mean "as the run was started"; a setting that changes the result
 is refused (`archdsl.run.train.resumed_config`), except a larger `epochs`, which extends the run.
+
+Under torchrun (docs/training.md: Data-parallel training), `plan_training` joins the process group
+(`archdsl.run.distributed`) and every rank trains its share of each global batch; only rank 0
+writes the run directory. The group stays open for the caller (`archdsl train` closes it).
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
 
 from archdsl.errors import UsageError, UserError
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
+from archdsl.run.distributed import DEFAULT_TIMEOUT_S  # torch-free until used
 
 __all__ = ["TrainPlan", "TrainSettings", "default_run_dir", "plan_training", "run_training", "train"]
 
@@ -41,6 +46,9 @@ class TrainSettings(BaseModel):
     save_every: PositiveInt | None = Field(default=None, description="also keep the weights after every N-th epoch")
     log: Literal["tensorboard"] | None = Field(default=None, description="also log each epoch's metrics to TensorBoard")
     progress: bool = Field(default=False, description="progress bars (on a terminal)")
+    dist_timeout: PositiveFloat = Field(
+        default=DEFAULT_TIMEOUT_S, description="under torchrun: how long a rank waits for the others (seconds)"
+    )
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,7 @@ class TrainPlan:
     test_set: Any
     finished: int = 0  # epochs a resumed run has done
     planned: int | None = None  # the epochs a resumed run was planned for
+    ranks: Any = None  # under torchrun: this process's place in the group (archdsl.run.distributed.Ranks)
 
     def describe(self) -> list[str]:
         """What is about to happen, one line each (the command prints them)."""
@@ -68,9 +77,13 @@ class TrainPlan:
             lines.append(f"resuming {self.run_dir} after epoch {self.finished} of {config.epochs}")
         lines.append(
             f"training {self.arch.name} ({self.arch.short_id}) on {self.settings.dataset}: recipe {config.recipe}, "
-            f"{config.epochs} epoch(s), batch {config.batch_size}, lr {config.lr:g} -> {self.run_dir}"
+            f"{config.epochs} epoch(s), batch {config.batch_size}{self._shared()}, lr {config.lr:g} -> {self.run_dir}"
         )
         return lines
+
+    def _shared(self) -> str:
+        """How the global batch is shared under torchrun, for the header line."""
+        return "" if self.ranks is None else f" over {self.ranks.world_size} ranks"
 
 
 def default_run_dir(arch: Arch) -> Path:
@@ -117,6 +130,7 @@ def plan_training(
     from pydantic import ValidationError
 
     from archdsl.lang.spec import load_spec
+    from archdsl.run.distributed import join_if_launched
     from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
     from archdsl.run.train import resumed_config
 
@@ -165,6 +179,7 @@ def plan_training(
         raise UsageError(f"bad training settings: {problems}") from None
     if settings.resume:  # settings the run cannot go on with are refused before anything is printed
         resumed_config(run_dir, TrainConfig.model_validate(saved), train_config, finished=finished)
+    ranks = join_if_launched(train_config.device, timeout_s=settings.dist_timeout)
     if settings.log == "tensorboard":
         from archdsl.run.tensorboard import require_tensorboard
 
@@ -172,7 +187,7 @@ def plan_training(
     train_set, test_set = _load_checked_data(arch, settings, train_config, run_dir)
     return TrainPlan(
         arch=arch, settings=settings, config=train_config, run_dir=run_dir, train_set=train_set, test_set=test_set,
-        finished=finished, planned=saved.get("epochs"),
+        finished=finished, planned=saved.get("epochs"), ranks=ranks,
     )  # fmt: skip
 
 
@@ -198,12 +213,12 @@ def _load_checked_data(arch: Arch, settings: TrainSettings, config, run_dir: Pat
 
 def run_training(plan: TrainPlan, *, on_epoch: Callable | None = None):
     """Train what `plan_training` checked; the `TrainResult`. With `settings.log == "tensorboard"`,
-    each epoch is also logged to TensorBoard (besides `on_epoch`)."""
+    each epoch is also logged to TensorBoard (besides `on_epoch`), by rank 0 under torchrun."""
     from archdsl.run.train import LAST_CHECKPOINT, TrainingDiverged, train
 
     callbacks = [on_epoch] if on_epoch is not None else []
     log = None
-    if plan.settings.log == "tensorboard":
+    if plan.settings.log == "tensorboard" and (plan.ranks is None or plan.ranks.leader):
         from archdsl.run.tensorboard import TensorBoardLog
 
         log = TensorBoardLog(plan.run_dir, first_epoch=plan.finished + 1)

@@ -1,0 +1,251 @@
+"""A run directory: what `archdsl train` keeps in it, and the policy for going on from it (`--resume`).
+
+    spec.arch            the design (canonical text)
+    config.json          the full TrainConfig
+    metrics.jsonl/.csv   one row per finished epoch (`EpochMetrics`)
+    last.safetensors     weights + optimizer state after the latest epoch (for --resume)
+    final.safetensors    weights only, written when the run completes
+    epoch-NNNN.safetensors  the weights after epoch N, with `save_every`
+    tensorboard/         event files, with `--log tensorboard` (archdsl.run.tensorboard)
+
+The training loop (archdsl.run.train) calls these; the checks here run before anything is trained.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
+
+from archdsl.data.base import ImageSet
+from archdsl.errors import UserError
+from archdsl.files import atomic_writer, write_text
+from archdsl.ir import Arch
+from archdsl.lang.printer import format_arch
+from archdsl.run.checkpoint import TrainState, load_checkpoint
+from archdsl.run.recipe import TrainConfig
+
+# What a run directory holds.
+SPEC_FILE = "spec.arch"
+CONFIG_FILE = "config.json"
+METRICS_JSONL = "metrics.jsonl"
+METRICS_CSV = "metrics.csv"
+LAST_CHECKPOINT = "last.safetensors"
+FINAL_CHECKPOINT = "final.safetensors"
+RUN_FILES = (SPEC_FILE, CONFIG_FILE, METRICS_JSONL, METRICS_CSV, LAST_CHECKPOINT, FINAL_CHECKPOINT)
+TENSORBOARD_DIR = "tensorboard"  # event files of `--log tensorboard` (archdsl.run.tensorboard)
+# Weights after epoch N, kept with `save_every` (for measures over training, e.g. the Hessian spectrum).
+EPOCH_CHECKPOINT = re.compile(r"epoch-(\d+)\.safetensors")
+
+
+def epoch_checkpoint_name(epoch: int) -> str:
+    """The file name of the weights kept after `epoch` (`epoch-0005.safetensors`)."""
+    return f"epoch-{epoch:04d}.safetensors"
+
+
+def is_run_file(name: str) -> bool:
+    """Whether a file of this name belongs to a run directory (what `archdsl train` writes there)."""
+    return name in RUN_FILES or name == TENSORBOARD_DIR or EPOCH_CHECKPOINT.fullmatch(name) is not None
+
+
+def saved_epochs(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """(epoch, path) of the checkpoints a run kept along the way, by epoch; the final weights count
+    as the last epoch's when no intermediate checkpoint of that epoch exists."""
+    run_dir = Path(run_dir)
+    found = {}
+    for path in run_dir.glob("epoch-*.safetensors"):
+        match = EPOCH_CHECKPOINT.fullmatch(path.name)
+        if match:
+            found[int(match.group(1))] = path
+    final = run_dir / FINAL_CHECKPOINT
+    if final.is_file():
+        from archdsl.run.checkpoint import read_checkpoint_file
+
+        _, metadata = read_checkpoint_file(final)
+        epoch = json.loads(metadata.get("archdsl.meta", "{}")).get("epoch")
+        if isinstance(epoch, int) and epoch not in found:
+            found[epoch] = final
+    return sorted(found.items())
+
+
+@dataclass(frozen=True)
+class EpochMetrics:
+    """One finished epoch: losses and top-1 (fractions) on train and test, the learning rate, speed and time."""
+
+    epoch: int  # 1-based: the number of epochs finished
+    train_loss: float  # the training objective (with Mixup/label smoothing if the recipe has them)
+    train_acc: float  # top-1 against the un-mixed labels
+    test_loss: float  # plain cross-entropy (NLL)
+    test_acc: float
+    lr: float  # at the end of the epoch
+    img_per_s: float  # training images per second (evaluation excluded)
+    seconds: float  # wall time of the whole epoch
+
+
+def check_run_files(run_dir: Path) -> None:
+    """A UserError unless the run's files can be written into `run_dir`: checked before anything is
+    trained, so that no epoch is trained that cannot be recorded (a folder where metrics.csv goes
+    once stopped a resumed run after its checkpoint, with `last` and `final` at different epochs)."""
+    for name in RUN_FILES:
+        path = run_dir / name
+        if path.exists() and not path.is_file():
+            what = "a folder" if path.is_dir() else "not a regular file"
+            raise UserError(
+                f"cannot write the run's {name}: {path} is {what}",
+                hint=f"move it out of {run_dir}: archdsl writes its own {name} there",
+            )
+    if run_dir.is_dir() and not os.access(run_dir, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write into the run directory {run_dir}: permission denied")
+
+
+def write_metrics(run_dir: Path, history: list[EpochMetrics]) -> None:
+    """metrics.jsonl and metrics.csv: one row per finished epoch."""
+    names = [f.name for f in fields(EpochMetrics)]
+    write_text(run_dir / METRICS_JSONL, "".join(json.dumps(asdict(row)) + "\n" for row in history))
+    with atomic_writer(run_dir / METRICS_CSV) as out:
+        writer = csv.DictWriter(out, fieldnames=names)
+        writer.writeheader()
+        writer.writerows(asdict(row) for row in history)
+
+
+def data_record(train_set: ImageSet, test_set: ImageSet) -> dict[str, dict[str, str]]:
+    """What a run was trained and tested on, for the resume check: names and fingerprints."""
+    return {
+        "train": {"name": train_set.name, "fingerprint": train_set.fingerprint()},
+        "test": {"name": test_set.name, "fingerprint": test_set.fingerprint()},
+    }
+
+
+def check_same_data(run_dir: Path, saved: dict | None, given: dict) -> None:
+    """A UserError unless the data given to a resumed run is what it was trained on (`data_record`)."""
+    if saved is None:  # written before runs recorded their data
+        return
+    for split, what in (("train", "the training set"), ("test", "the test set")):
+        before, now = saved[split], given[split]
+        if before == now:
+            continue
+        why = "other images" if before["name"] == now["name"] else f"was {before['name']!r}"
+        raise UserError(
+            f"cannot resume {run_dir} with different data: {what} {now['name']!r} ({why})",
+            hint="resume with the --dataset (and options) the run was started with (see its config.json)",
+        )
+
+
+class ResumeInfo(BaseModel):
+    """The JSON part of a checkpoint's training state, as `--resume` goes on from it: a file can be
+    edited, so all of it is checked (types, bounds, agreement) before any of it is used."""
+
+    model_config = ConfigDict(strict=True, extra="ignore")  # the state dicts are checked as they load
+
+    epoch: StrictInt = Field(ge=1)  # epochs finished
+    config: TrainConfig
+    history: list[EpochMetrics]
+    start_loss: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    data: dict[Literal["train", "test"], dict[Literal["name", "fingerprint"], str]] | None = None
+
+    @model_validator(mode="after")
+    def _agrees(self) -> ResumeInfo:
+        if self.epoch > self.config.epochs:
+            raise ValueError(f"epoch {self.epoch} is past the {self.config.epochs} epoch(s) the run was planned for")
+        if [row.epoch for row in self.history] != list(range(1, self.epoch + 1)):
+            raise ValueError(f"the history does not list epochs 1 to {self.epoch}")
+        if self.data is not None and any(len(self.data.get(split, {})) != 2 for split in ("train", "test")):
+            raise ValueError("the data record lacks the training or the test set")
+        return self
+
+
+def resume_info(info: dict, path: Path) -> ResumeInfo:
+    """`info` (a checkpoint's training state) checked whole; a `UserError` naming `path` otherwise."""
+    try:
+        return ResumeInfo.model_validate_json(json.dumps(info))  # JSON mode: strict, yet lists are tuples
+    except ValidationError as err:
+        first = err.errors()[0]
+        place = ".".join(map(str, first["loc"]))
+        raise UserError(
+            f"{path}: the training state is damaged: {place + ': ' if place else ''}{first['msg']}",
+            hint="resume from an intact copy of the run, or start it again without --resume",
+        ) from None
+
+
+def resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
+    """The weights, training state (checked) and state dicts to resume from, and the config to go on
+    with: the given one, or, when it asks for more epochs than planned, the extension of the saved one."""
+    path = run_dir / LAST_CHECKPOINT
+    if not path.is_file():
+        raise UserError(f"nothing to resume: {path} does not exist", hint="start the run without --resume")
+    checkpoint = load_checkpoint(path, with_train_state=True)
+    state = checkpoint.train_state
+    if state is None:
+        raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
+    # The init scheme only draws step 0's weights, which the checkpoint replaces: a run from before its
+    # spec named a scheme (read as `torch`; vit-ti and swin-ti now say `timm`) is the same run.
+    if checkpoint.arch.model_copy(update={"init": arch.init}).digest() != arch.digest():
+        raise UserError(f"{path} was trained from a different design than the one given")
+    info, state_dicts = checked_resume(state, path)
+    check_same_data(run_dir, info.data, data)
+    config = resumed_config(run_dir, info.config, config, finished=info.epoch)
+    return checkpoint.model.state_dict(), info, state_dicts, config
+
+
+def checked_resume(state: TrainState, path: Path) -> tuple[ResumeInfo, dict[str, Any]]:
+    """A checkpoint's training state checked whole: its JSON (`resume_info`) and the optimizer's (and,
+    when stored, the scheduler's) state dict, complete; a `UserError` naming `path` otherwise."""
+    return resume_info(state.info, path), _state_dicts(state, path)
+
+
+def _state_dicts(state: TrainState, path: Path) -> dict[str, Any]:
+    try:
+        found = {name: state.unpack(name) for name in ("optimizer", "scheduler") if state.has(name)}
+        entries = list(found["optimizer"]["state"].values())
+        if any(set(entry) != set(entries[0]) for entry in entries):  # a tensor taken out of one parameter's state
+            raise KeyError("a parameter's state")
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        raise UserError(
+            f"{path}: the training state is damaged: the optimizer's state is incomplete ({err})",
+            hint="resume from an intact copy of the run, or start it again without --resume",
+        ) from None
+    return found
+
+
+def load_resumed(path: Path, target: Any, state: dict[str, Any]) -> None:
+    """`target.load_state_dict(state)` (an optimizer, a scheduler); `UserError` naming `path` when it does not fit."""
+    try:
+        target.load_state_dict(state)
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise UserError(f"{path}: the training state does not fit the run: {err}") from None
+
+
+def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, finished: int) -> TrainConfig:
+    """The config a run saved with `saved` (after `finished` epochs) goes on with when resumed with
+    `given`: the same, or extended when `given` asks for more epochs (recorded in `extended_at`).
+    A `UserError` for anything else that would change the result, or fewer epochs."""
+    # The length may grow; nothing else that changes the result may.
+    planned = {"epochs", "extended_at"}
+    changed = sorted(
+        k for k, v in given.result_fields().items() if k not in planned and saved.result_fields().get(k) != v
+    )
+    if changed:
+        raise UserError(
+            f"cannot resume {run_dir} with different settings: {', '.join(changed)}",
+            hint="resume with the settings of the original run (see its config.json)",
+        )
+    if given.epochs < saved.epochs:
+        raise UserError(
+            f"cannot shorten {run_dir} to {given.epochs} epoch(s): it was planned for {saved.epochs} "
+            f"and has finished {finished}",
+            hint=f"resume with --epochs {saved.epochs} or more",
+        )
+    extended_at = saved.extended_at + ((finished,) if given.epochs > saved.epochs else ())
+    return given.model_copy(update={"extended_at": extended_at})
+
+
+def write_design(run_dir: Path, arch: Arch, config: TrainConfig) -> None:
+    """The run's design and full config, written before its first epoch."""
+    write_text(run_dir / SPEC_FILE, format_arch(arch))
+    write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2) + "\n")

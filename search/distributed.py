@@ -1,0 +1,53 @@
+"""A torchrun group as one search worker: rank 0 samples and reports, every rank trains the design.
+
+    torchrun --standalone --nproc-per-node 4 -m archdsl search ... --storage URL
+
+starts one worker of the study whose candidates each train on 4 ranks (archdsl.run.distributed).
+Rank 0 alone talks to the study: it runs the search as a worker on its own would (sampling,
+copies, constraints, pruning, the analyses, the report). When a trial comes to training,
+rank 0 sends the design's canonical text to the other ranks (`measures.train_candidate`), which build it
+and train it with rank 0 (`follow_leader`); the ranks' digests of what they trained are
+gathered and kept on the trial (`rank_digests`). Rank 0's pruning decision after each epoch is
+shared, so the ranks stop together. Several groups, each started by its own torchrun, are
+several workers of one study, as several single processes are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from archdsl.run import distributed
+from archdsl.search import measures as measure
+
+_STOP = None  # the message that ends the followers' loop
+
+
+def follow_leader(data: measure.DataContext, fidelity: measure.Fidelity, *, device: str, seed: int) -> list[str]:
+    """Ranks after the first: train each design rank 0 sends, until it says stop; their digests."""
+    from archdsl.lang.spec import parse_spec
+
+    trained = []
+    while (text := distributed.from_leader(_STOP)) is not _STOP:
+        arch = parse_spec(text)
+        # A divergence is the group's (the losses are summed over the ranks): rank 0 records it.
+        with suppress(measure.Diverged):
+            measure.train_candidate(
+                arch, data, fidelity, device=device, seed=seed, run_dir=None, on_epoch=_ignore, progress=False
+            )
+        trained.append(arch.digest())
+    return trained
+
+
+@contextmanager
+def leading(ranks: distributed.Ranks | None) -> Iterator[None]:
+    """Rank 0's search: when it ends, the other ranks are told to stop. (When it fails, they are not:
+    torchrun stops them as rank 0 exits, or they fail after the group's timeout.)"""
+    yield
+    if ranks is not None and ranks.leader:
+        distributed.from_leader(_STOP)
+
+
+def _ignore(epoch: int, accuracy: Any) -> None:
+    """A follower's `on_epoch`: rank 0 reports and decides on pruning for the group."""

@@ -1,0 +1,146 @@
+"""Data-parallel training under torchrun on the CPU (gloo): the ranks share the global batch and
+reach one process's weights; only rank 0 writes and prints; resume works; a lost rank is an error."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import _ddp_worker
+import pytest
+import torch
+
+WORKER = Path(__file__).with_name("_ddp_worker.py")
+DATASET = "synthetic:classes=4,train=64,test=16"
+
+
+def torchrun(ranks: int, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc-per-node RANKS ARGS` (a free local port), as a user starts it."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}", *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_ranks_reach_one_process_weights_and_batchnorm_differs_as_documented(tmp_path: Path) -> None:
+    for ranks in (1, 2):
+        torchrun(ranks, str(WORKER), str(tmp_path), cwd=tmp_path)
+    weights = {path.stem: torch.load(path) for path in tmp_path.glob("*.pt")}
+    # Without BatchNorm: the same steps on the same global batches, to float rounding.
+    for key, value in weights["flat-1-0"].items():
+        for rank in (0, 1):
+            assert torch.allclose(weights[f"flat-2-{rank}"][key], value, rtol=1e-5, atol=1e-6), key
+    # With BatchNorm (no --sync-bn): the replicas stay identical, buffers included (rank 0's running
+    # statistics), but each rank normalised with its half of the batch: not one process's weights.
+    for key, value in weights["bn-2-0"].items():
+        assert torch.equal(weights["bn-2-1"][key], value), key
+    assert any(
+        not torch.allclose(weights["bn-1-0"][key], value, rtol=1e-5, atol=1e-6)
+        for key, value in weights["bn-2-0"].items()
+    )
+
+
+@pytest.mark.slow
+def test_archdsl_train_under_torchrun_writes_once_and_resumes(tmp_path: Path) -> None:
+    spec = tmp_path / "flat.arch"
+    spec.write_text(_ddp_worker.NO_BATCHNORM.replace("3x16x16", "3x32x32"))
+    out = tmp_path / "run"
+    train = ["-m", "archdsl", "train", str(spec), "--dataset", DATASET, "--recipe", "fast", "--batch-size", "16"]
+    train += ["--device", "cpu", "--no-optimize", "--no-progress", "--out", str(out)]
+    first = torchrun(2, *train, "--epochs", "1", cwd=tmp_path)
+    # Rank 0 alone prints (torchrun's own lines aside).
+    assert first.stderr.count("training flat") == 1 and "batch 16 over 2 ranks" in first.stderr
+    assert first.stdout.count("1 epoch in") == 1
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["config.json", "final.safetensors", "last.safetensors", "metrics.csv", "metrics.jsonl", "spec.arch"]
+    )
+    resumed = torchrun(2, *train, "--epochs", "2", "--resume", cwd=tmp_path)
+    assert resumed.stderr.count("extending") == 1
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["epoch"] for row in rows] == [1, 2]
+
+
+LIBRARY_CALL = """
+import json, sys
+import torch.distributed as dist
+import archdsl
+
+spec, dataset, out, report = sys.argv[1:5]
+config = {"recipe": "fast", "epochs": 1, "batch_size": 16, "device": "cpu", "optimize": False}
+result = archdsl.train(spec, dataset=dataset, out=out, config=config)
+rank = dist.get_rank()  # the group archdsl.train joined is left open for the caller
+with open(f"{report}-{rank}.json", "w") as f:
+    json.dump({"world_size": dist.get_world_size(), "test_acc": [m.test_acc for m in result.history]}, f)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_archdsl_train_from_python_under_torchrun_trains_data_parallel(tmp_path: Path) -> None:
+    spec = tmp_path / "flat.arch"
+    spec.write_text(_ddp_worker.NO_BATCHNORM.replace("3x16x16", "3x32x32"))
+    script = tmp_path / "call.py"
+    script.write_text(LIBRARY_CALL)
+    out, report = tmp_path / "run", tmp_path / "rank"
+    torchrun(2, str(script), str(spec), DATASET, str(out), str(report), cwd=tmp_path)
+    reports = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    assert [r["world_size"] for r in reports] == [2, 2]
+    assert reports[0]["test_acc"] == reports[1]["test_acc"]  # one model, evaluated on the whole test set by each
+    assert (out / "final.safetensors").is_file() and (out / "metrics.jsonl").read_text().count("\n") == 1
+
+
+def test_a_batch_the_ranks_cannot_share_or_sync_bn_on_the_cpu_is_refused(tmp_path: Path, monkeypatch) -> None:
+    from archdsl.errors import UserError
+    from archdsl.lang.spec import parse_spec
+    from archdsl.run import distributed
+    from archdsl.run.train import check_trainable
+
+    monkeypatch.setattr(distributed, "current", lambda: distributed.Ranks(rank=0, world_size=3))
+    arch, data = parse_spec(_ddp_worker.NO_BATCHNORM), _ddp_worker.images(96, 0)
+    with pytest.raises(UserError, match="cannot be split evenly over 3 ranks"):
+        check_trainable(arch, data, data, _ddp_worker.CONFIG)
+    with pytest.raises(UserError, match="--sync-bn needs CUDA"):
+        check_trainable(arch, data, data, _ddp_worker.CONFIG.model_copy(update={"batch_size": 15, "sync_bn": True}))
+
+
+@pytest.mark.slow
+def test_a_rank_that_dies_ends_the_run_with_an_error_not_a_hang(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    port = free_port()
+    processes = [context.Process(target=_ddp_worker.rank_that_dies, args=(r, port, str(tmp_path))) for r in (0, 1)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=300)  # the group's timeout is 30 s: a hang would outlast this
+    assert [p.exitcode for p in processes] == [0, 3]
+    error = (tmp_path / "rank0.txt").read_text()
+    assert error.startswith("RankLost: rank 0: another rank of this run stopped") and "hint:" in error
+
+
+@pytest.mark.parametrize("doc", ["training.md", "search.md"])
+def test_the_docs_torchrun_commands_parse_as_torchrun_and_archdsl_read_them(doc: str) -> None:
+    from torch.distributed.run import get_args_parser
+
+    from archdsl.cli import build_parser
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / doc).read_text()
+    # A line that starts torchrun, perhaps after environment settings, perhaps sent to the background.
+    commands = re.findall(r"^(?:\w+=\S+ )*torchrun (.*?)(?: &)?$", text, re.M)
+    assert commands
+    for command in commands:
+        launcher = get_args_parser().parse_args(shlex.split(command))
+        assert launcher.module and launcher.training_script == "archdsl"
+        build_parser().parse_args(launcher.training_script_args)
