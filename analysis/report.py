@@ -114,6 +114,7 @@ REPORT_FILE = "report.md"
 
 
 def analysis_files(figure_names: Iterable[str]) -> tuple[str, ...]:
+    """The files an analysis writes into its folder: metrics, the Markdown report and one PNG per figure."""
     return (METRICS_FILE, REPORT_FILE, *(f"{name}.png" for name in figure_names))
 
 
