@@ -289,11 +289,7 @@ class ReplayObjective(TrialObjective):
         try:
             if "latency" in wanted:
                 metrics["latency"] = run.latency
-            cheap_before_training = all(o.cost < Cost.TRAINED for o in s.objectives if o.cost <= Cost.TRAINED)
-            if cheap_before_training:
-                better = self._dominated_on_cheap(trial, metrics)
-                if better is not None:
-                    return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
+            cheap_before_training = self._prune_if_dominated_before_training(trial, metrics)
             if max(o.cost for o in s.objectives) >= Cost.TRAINED:
                 epochs = min(s.fidelity.epochs, len(run.curve))
                 curve = run.curve[:epochs]

@@ -125,11 +125,7 @@ class TrialObjective:
                 model = measure.build_model(arch, s.seed)
                 metrics["latency"] = measure.latency_ms(arch, self.data, s.fidelity, s.device, s.seed, model)
             # Staging: rule a candidate out on the cheap objectives as early as they are known.
-            cheap_before_training = all(o.cost < Cost.TRAINED for o in s.objectives if o.cost <= Cost.TRAINED)
-            if cheap_before_training:
-                better = self._dominated_on_cheap(trial, metrics)
-                if better is not None:
-                    return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
+            cheap_before_training = self._prune_if_dominated_before_training(trial, metrics)
             if max(o.cost for o in s.objectives) >= Cost.TRAINED:
                 trained = measure.train_candidate(
                     arch,
@@ -191,6 +187,17 @@ class TrialObjective:
         self._write_trial_files(trial, arch, metrics)
         values = tuple(float(metrics[o.name]) for o in self.settings.objectives)
         return values[0] if len(values) == 1 else values
+
+    def _prune_if_dominated_before_training(self, trial: optuna.Trial, metrics: dict[str, Any]) -> bool:
+        """Staging: when every cheap objective is known before training, a candidate a finished trial
+        dominates on them is pruned now (raises). Returns whether they were all known."""
+        objectives = self.settings.objectives
+        cheap_before_training = all(o.cost < Cost.TRAINED for o in objectives if o.cost <= Cost.TRAINED)
+        if cheap_before_training:
+            better = self._dominated_on_cheap(trial, metrics)
+            if better is not None:
+                self._prune(trial, f"dominated on the cheap objectives by trial {better}")
+        return cheap_before_training
 
     def _prune(self, trial: optuna.Trial, reason: str) -> Any:
         trial.set_user_attr(PRUNED_REASON_ATTR, reason)
