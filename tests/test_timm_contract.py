@@ -180,6 +180,17 @@ def test_first_conv_names_the_first_convs_weights(kind: str, every_kind) -> None
 
 
 @pytest.mark.parametrize("kind", sorted([*SMALL_SPECS, *KIND_SPECS]))
+def test_a_new_classifier_is_made_where_the_models_weights_are(kind: str, every_kind) -> None:
+    # timm's default_cfgs test: reset to none, then to 2 classes, on the meta device in float64. A head
+    # without norm has no weights of its own once its classifier is gone (`head mean(norm=false)`).
+    model = timm.create_model(every_kind[kind]).to(device="meta", dtype=torch.float64)
+    model.reset_classifier(0)
+    model.reset_classifier(2)
+    made = list(model.get_classifier().parameters())
+    assert made and all(p.device.type == "meta" and p.dtype == torch.float64 for p in made)
+
+
+@pytest.mark.parametrize("kind", sorted([*SMALL_SPECS, *KIND_SPECS]))
 def test_torchscript_computes_what_eager_computes(kind: str, every_kind) -> None:
     model = _scriptable(every_kind[kind])
     scripted = torch.jit.script(model)

@@ -158,7 +158,7 @@ class ArchNet(nn.Module):
         """
         if global_pool is not None:
             self.head.check_pool(global_pool, num_classes)
-        self.head.reset(num_classes)
+        self.head.reset(num_classes, like=next(self.parameters(), torch.empty(0)))  # where the weights are
         if global_pool is not None:
             self.head.set_pool(global_pool)
         self.num_classes = num_classes

@@ -104,9 +104,9 @@ class _Classifier(nn.Module):
         self.drop = nn.Dropout(drop_rate)
         self.fc = nn.Linear(in_channels, classes) if classes > 0 else nn.Identity()
 
-    def reset(self, classes: int) -> None:
-        # The new layer goes where the head's weights are (a head without norm nor classifier has none).
-        like = next(self.parameters(), torch.empty(0))
+    def reset(self, classes: int, like: torch.Tensor) -> None:
+        """A new classifier for `classes` (0: none), on the device and in the dtype of `like` (a weight of
+        the model: a head without norm has none of its own once its classifier is gone)."""
         if classes > 0:
             self.fc = nn.Linear(self.in_channels, classes, device=like.device, dtype=like.dtype)
         else:
