@@ -66,7 +66,8 @@ def test_a_yaml_list_and_the_comma_string_are_one_setting(tmp_path):
         ("no-optimize: true", ["--no-optimize"]),
         ("no_progress: true\nseed_endpoints: true", ["--no-progress", "--seed-endpoints"]),
         ("progress: false\ndry_run: true", ["--no-progress", "--dry-run"]),
-        ("optimize: true\ndry-run: false\nseed_endpoints: false", []),
+        ("optimize: true\ndry-run: false", []),
+        ("seed_endpoints: false", ["--no-seed-endpoints"]),  # a switch pair generated from its field
     ],
 )
 def test_a_switch_is_true_or_false(tmp_path, text, flags):
