@@ -117,7 +117,7 @@ def test_a_bad_value_fails_as_the_flag_does(tmp_path, capsys, text, message):
         ("optimize: false\nno-optimize: true\n", "run.yaml:2: `no-optimize` sets --no-optimize again (line 1)"),
         ("lr:\n", "run.yaml:1: `lr` has no value"),
         ("epochs: [1, 2]\n", "run.yaml:1: argument --epochs: expected one value, got a list"),
-        ("resume: yes please\n", "run.yaml:1: `resume` is a switch (--resume): expected true or false"),
+        ("resume: yes please\n", "run.yaml:1: `resume` is a switch (--resume/--no-resume): expected true or false"),
         ("out: no\n", "run.yaml:1: argument --out: expected a value, got false"),
         ("out: {a: 1}\n", "run.yaml:1: argument --out: expected a value"),
         ("!!python/object/apply:os.system [echo]\n", "run.yaml:1: not valid YAML: could not determine a constructor"),

@@ -2,17 +2,17 @@
 with its default, bounds and help, and its flag is generated here.
 
 A field takes part when it declares its flag: `Field(..., description=HELP,
-json_schema_extra={"flag": "--name"})`; optional extras are `group` (the --help section, also
-on a nested model's field for all of its flags), `metavar`, `default_text` (what --help says
-for a default that is not a plain value), `choices` (for a text field a validator checks, as
-search's `--strategy`), `comma_list` (a text field the model splits itself, which a --config file
-may give as a YAML list) and `dest` (the argparse name, where it is not the flag's). A bool field
-is a switch pair, `--x/--no-x`. A field whose type is itself a settings model (the
-analysis's `hessian: HessianSettings`) contributes that model's flags. Every flag defaults to
-None, "left out": the model's own default applies (so --help, the command and a Python caller
-share one default). Values pass the field's own pydantic checks, so `--k 0` exits 2 with the
-field's message, and `--config` files take the same keys (archdsl.commands.config_file reads the
-parser's flags). Light: pydantic only.
+json_schema_extra={"flag": "--name"})`; optional extras are `group` (the --help section, also on a
+nested model's field for all of its flags), `metavar`, `default_text` (what --help says for a
+default that is not a plain value), `choices` (for a text field a validator checks, as search's
+`--strategy`), `required` (a field without a default), `comma_list` (a text field the model splits
+itself, which a --config file may give as a YAML list) and `dest` (the argparse name, where it is
+not the flag's). A bool field is a switch pair, `--x/--no-x`. A field whose type is itself a
+settings model (the analysis's `hessian: HessianSettings`) contributes that model's flags. Every
+flag defaults to None, "left out": the model's own default applies (so --help, the command and a
+Python caller share one default). Values pass the field's own pydantic checks, so `--k 0` exits 2
+with the field's message, and `--config` files take the same keys (archdsl.commands.config_file
+reads the parser's flags). Light: pydantic only.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ class SettingFlag:
     choices: tuple[Any, ...] | None = None
     comma_list: bool = False
     own_dest: str | None = None
+    required: bool = False  # a field without a default (train's --dataset)
 
     @property
     def dest(self) -> str:
@@ -92,6 +93,7 @@ def setting_flags(model: type[BaseModel], *, group: str | None = None, path: tup
                 choices=tuple(extra["choices"]) if "choices" in extra else None,  # type: ignore[arg-type]
                 comma_list=bool(extra.get("comma_list", False)),
                 own_dest=None if "dest" not in extra else str(extra["dest"]),
+                required=bool(extra.get("required", False)),
             )  # fmt: skip
         )
     return found
@@ -201,7 +203,7 @@ def add_setting(container: Container, flag: SettingFlag, help_text: str) -> None
     parse = value_parser(flag.model, flag.field, comma_list=flag.comma_list)
     container.add_argument(
         flag.flag, dest=flag.dest, type=parse, choices=choices, metavar=metavar,
-        default=None, help=shown,
+        default=None, help=shown, required=flag.required,
     )  # fmt: skip
 
 
@@ -224,8 +226,15 @@ def add_settings_arguments(
             if flag.group not in groups:
                 groups[flag.group] = _group(parser, flag.group)
             container = groups[flag.group]
-        default = flag.default_text if flag.default_text is not None else show(flag.default)
-        add_setting(container, flag, f"{flag.help} (default: {default})")
+        add_setting(container, flag, _help_with_default(flag))
+
+
+def _help_with_default(flag: SettingFlag) -> str:
+    """The flag's help and its default (none for a required flag)."""
+    if flag.required:
+        return flag.help
+    default = flag.default_text if flag.default_text is not None else show(flag.default)
+    return f"{flag.help} (default: {default})"
 
 
 def _group(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
