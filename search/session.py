@@ -26,6 +26,7 @@ from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
 from archdsl.run.distributed import DEFAULT_TIMEOUT_S  # torch-free until used
 from archdsl.search import PRUNERS, STRATEGIES
+from archdsl.search.objectives import OBJECTIVES
 
 __all__ = [
     "SearchPlan",
@@ -48,8 +49,26 @@ PAPER_BASE = "alter50-base"  # the default base on CIFAR with a GPU: the paper's
 # candidate on a CPU)
 
 
-def _flag(flag: str, help: str, **kwargs: Any) -> Any:
-    return Field(description=help, json_schema_extra={"flag": flag}, **kwargs)
+def _flag(
+    flag: str,
+    help: str,
+    group: str,
+    metavar: str | None = None,
+    default_text: str | None = None,
+    *,
+    choices: tuple[str, ...] | None = None,
+    comma_list: bool = False,
+    dest: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A field that is `archdsl search`'s flag (archdsl.commands.settings_flags makes it)."""
+    extra: dict[str, Any] = {"flag": flag, "group": group}
+    for key, value in (("metavar", metavar), ("default_text", default_text), ("choices", choices), ("dest", dest)):
+        if value is not None:
+            extra[key] = list(value) if key == "choices" else value
+    if comma_list:
+        extra["comma_list"] = True
+    return Field(description=help, json_schema_extra=extra, **kwargs)
 
 
 class SearchSettings(BaseModel):
@@ -58,36 +77,84 @@ class SearchSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dataset: str = _flag("--dataset", "dataset name (default: synthetic, built in)", default="synthetic")
+    dataset: str = _flag(
+        "--dataset", "dataset name", "data and base", "NAME", "synthetic, built in", default="synthetic"
+    )
     data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
     download: bool = Field(default=False, description="download the dataset if it is missing")
-    base: str | None = Field(
-        default=None, description="base network, a spec path or built-in name (default: default_base)"
+    base: str | None = _flag(
+        "--base", "base network, a spec path or built-in name", "data and base", "SPEC",
+        f"one that fits the data and the machine: {SMALL_BASE} on synthetic, {GREY_BASE} on 28x28 grey sets, "
+        f"{PAPER_BASE} on CIFAR with a GPU, {SMALL_BASE} on CIFAR without one; fitted to the data's input shape "
+        "and classes (default_base)",
+        default=None,
+    )  # fmt: skip
+    search: str = _flag(
+        "--search", "what to search, comma-separated from k,heads,window,dim_head,init", "data and base", "KNOBS",
+        default="k", comma_list=True,
+    )  # fmt: skip
+    strategy: str = _flag(
+        "--strategy", "how the designs are chosen", "strategy and objectives", None, "buildup, the paper's rule",
+        default="buildup", choices=STRATEGIES,
+    )  # fmt: skip
+    pruner: str = _flag(
+        "--pruner",
+        "stop poor candidates early on their per-epoch test accuracy (accuracy-only studies): median, "
+        "successive halving, Hyperband, or none",
+        "strategy and objectives", None,
+        "auto, which is median for buildup and hyperband for the samplers, as the replayed efficiency study found "
+        "best: docs/search.md",
+        default="auto", choices=("auto", *PRUNERS),
+    )  # fmt: skip
+    fidelity_source: str = _flag(
+        "--fidelity",
+        "train each candidate, or answer it from a fully measured table (a path, or a built-in: "
+        "table:fashion-mnist-k-init) in seconds, with simulated time (docs/search.md, Replay)",
+        "fidelity", "train|table:TABLE", default="train", dest="fidelity_source",
+    )  # fmt: skip
+    objectives: str = _flag(
+        "--objectives", f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front",
+        "strategy and objectives", "LIST", default="accuracy", comma_list=True,
+    )  # fmt: skip
+    n_trials: PositiveInt = _flag(
+        "--n-trials", "distinct designs the study should measure, a total over all workers and runs",
+        "strategy and objectives", "N", default=8,
+    )  # fmt: skip
+    timeout: PositiveFloat | None = _flag(
+        "--timeout", "stop starting trials after this many seconds", "strategy and objectives", "SECONDS", default=None
     )
-    search: str = Field(default="k", description="what to search, comma-separated from k,heads,window,dim_head,init")
-    strategy: str = Field(default="buildup", description="buildup (the paper's rule), tpe, nsga2, grid or random")
-    pruner: str = Field(
-        default="auto",
-        description="auto (median for buildup, hyperband for the samplers), median, halving, hyperband or none",
+    seed_endpoints: bool = _flag(
+        "--seed-endpoints", "measure the ResNet, AlterNet and Swin-like ends of the space first",
+        "strategy and objectives", default=False,
+    )  # fmt: skip
+    max_params: PositiveFloat | None = _flag(
+        "--max-params", "skip designs with more parameters (before training)", "strategy and objectives", "N",
+        default=None,
+    )  # fmt: skip
+    max_flops: PositiveFloat | None = _flag(
+        "--max-flops", "skip designs with more FLOPs per image", "strategy and objectives", "N", default=None
     )
-    fidelity_source: str = Field(
-        default="train", description="`train` each candidate, or answer it from a measured table: `table:PATH|NAME`"
+    seed: int = _flag("--seed", "sampler and training seed", "strategy and objectives", "N", default=0)
+    study_name: str | None = _flag(
+        "--study-name", "the study's name", "storage and output", "NAME", "BASE-DATASET-STRATEGY", default=None
     )
-    objectives: str = Field(default="accuracy", description="comma-separated objectives; several give a Pareto front")
-    n_trials: PositiveInt = Field(default=8, description="distinct designs the study should measure (over all workers)")
-    timeout: PositiveFloat | None = Field(default=None, description="stop starting trials after this many seconds")
-    seed_endpoints: bool = Field(default=False, description="measure the ResNet, AlterNet and Swin-like ends first")
-    max_params: PositiveFloat | None = Field(default=None, description="skip designs with more parameters")
-    max_flops: PositiveFloat | None = Field(default=None, description="skip designs with more FLOPs per image")
-    seed: int = Field(default=0, description="sampler and training seed")
-    study_name: str | None = Field(default=None, description="default: BASE-DATASET-STRATEGY")
-    storage: str | None = Field(default=None, description="sqlite:///PATH, postgresql://... or journal:PATH")
-    heartbeat: PositiveInt = Field(default=30, description="worker heartbeat interval (seconds)")
-    grace_period: PositiveInt | None = Field(
-        default=None, description="a worker silent this long is dead (3 x heartbeat)"
+    storage: str | None = _flag(
+        "--storage", "sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH", "storage and output", "URL",
+        "the journal file OUT/STUDY/study.journal", default=None,
+    )  # fmt: skip
+    heartbeat: PositiveInt = _flag(
+        "--heartbeat", "worker heartbeat interval", "storage and output", "SECONDS", default=30
     )
-    max_retry: NonNegativeInt = Field(default=2, description="retries of a trial whose worker died")
-    out: str = Field(default=RUNS_DIR, description="runs folder")
+    grace_period: PositiveInt | None = _flag(
+        "--grace-period", "a worker silent this long is dead; its trial is failed and retried",
+        "storage and output", "SECONDS", "3 x heartbeat", default=None,
+    )  # fmt: skip
+    max_retry: NonNegativeInt = _flag(
+        "--max-retry", "retries of a trial whose worker died", "storage and output", "N", default=2
+    )
+    out: str = _flag("--out", "runs folder", "storage and output", "DIR", default=RUNS_DIR)
+    # Without a flag of their own here: shared with other commands (archdsl.commands._args), or a
+    # command-line default unlike the model's (progress bars on a terminal).
     device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N, mps")
     progress: bool = Field(default=False, description="progress bars (on a terminal)")
     dist_timeout: PositiveFloat = Field(

@@ -66,7 +66,8 @@ def test_a_yaml_list_and_the_comma_string_are_one_setting(tmp_path):
         ("no-optimize: true", ["--no-optimize"]),
         ("no_progress: true\nseed_endpoints: true", ["--no-progress", "--seed-endpoints"]),
         ("progress: false\ndry_run: true", ["--no-progress", "--dry-run"]),
-        ("optimize: true\ndry-run: false\nseed_endpoints: false", []),
+        ("optimize: true\ndry-run: false", []),
+        ("seed_endpoints: false", ["--no-seed-endpoints"]),  # a switch pair generated from its field
     ],
 )
 def test_a_switch_is_true_or_false(tmp_path, text, flags):
@@ -116,7 +117,7 @@ def test_a_bad_value_fails_as_the_flag_does(tmp_path, capsys, text, message):
         ("optimize: false\nno-optimize: true\n", "run.yaml:2: `no-optimize` sets --no-optimize again (line 1)"),
         ("lr:\n", "run.yaml:1: `lr` has no value"),
         ("epochs: [1, 2]\n", "run.yaml:1: argument --epochs: expected one value, got a list"),
-        ("resume: yes please\n", "run.yaml:1: `resume` is a switch (--resume): expected true or false"),
+        ("resume: yes please\n", "run.yaml:1: `resume` is a switch (--resume/--no-resume): expected true or false"),
         ("out: no\n", "run.yaml:1: argument --out: expected a value, got false"),
         ("out: {a: 1}\n", "run.yaml:1: argument --out: expected a value"),
         ("!!python/object/apply:os.system [echo]\n", "run.yaml:1: not valid YAML: could not determine a constructor"),

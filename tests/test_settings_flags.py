@@ -14,14 +14,24 @@ import pytest
 
 from archdsl.analysis.settings import AnalysisSettings
 from archdsl.cli import build_parser
-from archdsl.commands.settings_flags import setting_flags, settings_given, show
+from archdsl.commands.settings_flags import _base_types, choices_of, setting_flags, settings_given, show
 from archdsl.run.recipe import TrainConfig, recipe_flags
+from archdsl.run.session import TrainSettings
 from archdsl.search.measures import Fidelity
+from archdsl.search.session import SearchSettings
 
 # (command, its settings model, the positional arguments it needs, fields the model has without a flag)
 COMMANDS = [
     ("analyze", AnalysisSettings, ["ckpt.safetensors"], {"recipe"}),
     ("search", Fidelity, [], {"train_settings", "hessian_tol", "hessian_method", "latency_batch", "optimize"}),
+    # (the study's settings shared with other commands have their flags in archdsl.commands._args)
+    ("search", SearchSettings, [], {"data_root", "download", "device", "progress", "dist_timeout"}),
+    (
+        "train",
+        TrainSettings,
+        ["alter-small-base", "--dataset", "synthetic"],
+        {"data_root", "download", "progress", "dist_timeout"},
+    ),
 ]
 
 
@@ -57,6 +67,7 @@ def test_every_field_has_one_flag_of_its_own(command, model, positional, unflagg
 def test_a_config_key_sets_the_field_its_flag_sets(tmp_path, command, model, positional, unflagged):
     flags = setting_flags(model)
     # Every setting at a value other than its default, once as flags and once as the file's keys.
+    flags = [flag for flag in flags if not _is_switch(flag)]  # (switches: their own test below)
     chosen = {flag: _other_value(flag) for flag in flags}
     words = [word for flag, value in chosen.items() for word in (flag.flag, value)]
     from_flags = build_parser().parse_args([command, *positional, *words])
@@ -76,7 +87,43 @@ def test_a_config_key_sets_the_field_its_flag_sets(tmp_path, command, model, pos
 @pytest.mark.parametrize(("command", "model", "positional", "unflagged"), COMMANDS)
 def test_a_setting_left_out_is_the_fields_default(command, model, positional, unflagged):
     args = build_parser().parse_args([command, *positional])
-    assert settings_given(args, model) == {}
+    required = {flag.field for flag in setting_flags(model) if flag.required}  # (among the positional words)
+    assert {field: value for field, value in settings_given(args, model).items() if field not in required} == {}
+
+
+@pytest.mark.parametrize(("command", "model", "positional", "unflagged"), COMMANDS)
+def test_a_switch_sets_its_field_both_ways(command, model, positional, unflagged):
+    for flag in filter(_is_switch, setting_flags(model)):
+        off = "--no-" + flag.flag.removeprefix("--")
+        for words, value in (([flag.flag], True), ([off], False)):
+            args = build_parser().parse_args([command, *positional, *words])
+            expected: object = value
+            for part in reversed(flag.path):
+                expected = {part: expected}
+            given = settings_given(args, model)
+            assert {key: given[key] for key in expected} == expected, flag.flag
+
+
+def test_the_search_commands_study_settings_are_search_settings():
+    """`archdsl search`'s flags build the SearchSettings a Python caller gets: left out, the
+    fields' defaults; a value the field refuses is refused as the model refuses it."""
+    from archdsl.commands.search import settings_from_args
+
+    settings, _ = settings_from_args(build_parser().parse_args(["search"]))
+    assert settings == SearchSettings(progress=True)  # (bars on a terminal: the command's own default)
+    chosen, _ = settings_from_args(
+        build_parser().parse_args(
+            ["search", "--strategy", "tpe", "--objectives", "accuracy,params", "--seed-endpoints"]
+        )
+    )
+    assert (chosen.strategy, chosen.objectives, chosen.seed_endpoints) == ("tpe", "accuracy,params", True)
+    for words in (["--strategy", "nope"], ["--n-trials", "0"], ["--max-retry", "-1"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["search", *words])
+
+
+def _is_switch(flag) -> bool:
+    return isinstance(flag.default, bool)
 
 
 def test_the_recipe_flags_are_train_configs_fields():
@@ -88,9 +135,11 @@ def test_the_recipe_flags_are_train_configs_fields():
 
 def _other_value(flag) -> str:
     """A valid value of the setting that is not its default, as a command-line word."""
+    if flag.required:  # train's --dataset: the positional words give it, and the command line wins
+        return "synthetic"
     default = flag.default
     info = flag.model.model_fields[flag.field]
-    choices = [c for c in _literal_values(info.annotation) if c != default]
+    choices = [c for c in flag.choices or choices_of(info.annotation) or () if c != default]
     if choices:
         return show(choices[0])
     if isinstance(default, tuple):
@@ -101,13 +150,16 @@ def _other_value(flag) -> str:
         return str(default + 2 if flag.field == "points" else default + 1)  # the landscape's grid stays odd
     if isinstance(default, float):
         return show(default / 2)
+    kinds = _base_types(info.annotation)
+    if default is None and float in kinds:
+        return "1.5"
+    if default is None and int in kinds:
+        return "7"
+    if flag.comma_list:
+        return "accuracy,params" if flag.field == "objectives" else "k,heads"
+    if default is None or isinstance(default, str):
+        return f"{default or 'x'}-other"  # a name, path or URL: the command checks it later
     raise AssertionError(f"no test value for {flag.flag}")
-
-
-def _literal_values(annotation) -> tuple:
-    import typing
-
-    return typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
 
 
 @pytest.mark.parametrize(("doc", "model"), [("analysis.md", AnalysisSettings), ("search.md", Fidelity)])

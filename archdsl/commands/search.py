@@ -11,21 +11,15 @@ import sys
 
 from archdsl.commands._args import (
     NO_PROGRESS_HELP,
-    RUNS_DIR,
     add_data_arguments,
     add_dist_timeout_argument,
     add_optimize_argument,
-    comma_list_text,
     device_name,
-    non_negative_int,
-    positive_float,
-    positive_int,
 )
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
 from archdsl.errors import visible_lines
-from archdsl.search import GREY_BASE, PAPER_BASE, SMALL_BASE  # light
 
 # Recipe fields with a flag of the search's own (its fidelity's length), not the recipe's default.
 SEARCH_OWN_FIELDS = ("epochs",)
@@ -40,7 +34,7 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
-    from archdsl.search import OBJECTIVES, PRUNERS, STRATEGIES, Fidelity
+    from archdsl.search import Fidelity, SearchSettings
 
     parser = subparsers.add_parser(
         "search",
@@ -52,100 +46,16 @@ def register(subparsers) -> None:
             "machines to share a study, or again to resume it. Ends with OUT/STUDY/report/report.md."
         ),
     )
-    data = parser.add_argument_group("data and base")
-    data.add_argument(
-        "--dataset", default="synthetic", metavar="NAME", help="dataset name (default: synthetic, built in)"
+    # The --help sections in order; SearchSettings' fields name theirs (default, bounds, help, flag).
+    data, _, fid, where = (
+        parser.add_argument_group(title)
+        for title in ("data and base", "strategy and objectives", "fidelity", "storage and output")
     )
+    add_settings_arguments(parser, SearchSettings)
     add_data_arguments(data)  # --data-root, --download
-    data.add_argument(
-        "--base",
-        metavar="SPEC",
-        help=f"base network, a spec path or built-in name (default: one that fits the data and the machine: "
-        f"{SMALL_BASE} on synthetic, {GREY_BASE} on 28x28 grey sets, {PAPER_BASE} on CIFAR with a GPU, "
-        f"{SMALL_BASE} on CIFAR without one; fitted to the data's input shape and classes)",
-    )
-    data.add_argument(
-        "--search",
-        default="k",
-        type=comma_list_text,
-        metavar="KNOBS",
-        help="what to search, comma-separated from k,heads,window,dim_head,init (default: k)",
-    )
-
-    how = parser.add_argument_group("strategy and objectives")
-    how.add_argument("--strategy", default="buildup", choices=STRATEGIES, help="default: buildup (the paper's rule)")
-    how.add_argument(
-        "--objectives",
-        default="accuracy",
-        type=comma_list_text,
-        metavar="LIST",
-        help=f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front (default: accuracy)",
-    )
-    how.add_argument(
-        "--n-trials",
-        type=positive_int,
-        default=8,
-        metavar="N",
-        help="distinct designs the study should measure (a total over all workers and runs; default: 8)",
-    )
-    how.add_argument(
-        "--pruner",
-        default="auto",
-        choices=("auto", *PRUNERS),
-        help="stop poor candidates early on their per-epoch test accuracy (accuracy-only studies): median, "
-        "successive halving, Hyperband, or none (default: auto, which is median for buildup and hyperband for "
-        "the samplers, as the replayed efficiency study found best: docs/search.md)",
-    )
-    how.add_argument("--timeout", type=positive_float, metavar="SECONDS", help="stop starting trials after this")
-    how.add_argument(
-        "--seed-endpoints",
-        action="store_true",
-        help="measure the ResNet, AlterNet and Swin-like ends of the space first",
-    )
-    how.add_argument(
-        "--max-params", type=positive_float, metavar="N", help="skip designs with more parameters (before training)"
-    )
-    how.add_argument("--max-flops", type=positive_float, metavar="N", help="skip designs with more FLOPs per image")
-    how.add_argument("--seed", type=int, default=0, metavar="N", help="sampler and training seed (default: 0)")
-
-    fid = parser.add_argument_group("fidelity")
-    fid.add_argument(
-        "--fidelity",
-        dest="fidelity_source",
-        default="train",
-        metavar="train|table:TABLE",
-        help="train each candidate (default), or answer it from a fully measured table (a path, or a built-in: "
-        "table:fashion-mnist-k-init) in seconds, with simulated time (docs/search.md, Replay)",
-    )
     # The fidelity's settings (Fidelity declares each: default, bounds, help, flag), then the recipe's.
     add_settings_arguments(parser, Fidelity, into=fid)
     add_recipe_arguments(fid, exclude=SEARCH_OWN_FIELDS)
-
-    where = parser.add_argument_group("storage and output")
-    where.add_argument("--study-name", metavar="NAME", help="default: BASE-DATASET-STRATEGY")
-    where.add_argument(
-        "--storage",
-        metavar="URL",
-        help="sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH "
-        "(default: the journal file OUT/STUDY/study.journal)",
-    )
-    where.add_argument(
-        "--heartbeat", type=positive_int, default=30, metavar="SECONDS", help="worker heartbeat interval (default: 30)"
-    )
-    where.add_argument(
-        "--grace-period",
-        type=positive_int,
-        metavar="SECONDS",
-        help="a worker silent this long is dead; its trial is failed and retried (default: 3 x heartbeat)",
-    )
-    where.add_argument(
-        "--max-retry",
-        type=non_negative_int,
-        default=2,
-        metavar="N",
-        help="retries of a trial whose worker died (default: 2)",
-    )
-    where.add_argument("--out", default=RUNS_DIR, metavar="DIR", help=f"runs folder (default: {RUNS_DIR})")
     where.add_argument(
         "--device", default="auto", type=device_name, help="auto, cpu, cuda, cuda:N, mps (default: auto)"
     )
@@ -161,14 +71,10 @@ def settings_from_args(args: argparse.Namespace):
     """The command line as `archdsl.search`'s arguments: the study's settings and the Fidelity fields given."""
     from archdsl.search import SearchSettings
 
+    # The study's flags are SearchSettings' own; those shared with other commands are copied here.
     settings = SearchSettings(
-        dataset=args.dataset, data_root=args.data_root, download=args.download, base=args.base, search=args.search,
-        strategy=args.strategy, pruner=args.pruner, fidelity_source=args.fidelity_source, objectives=args.objectives,
-        n_trials=args.n_trials, timeout=args.timeout,
-        seed_endpoints=args.seed_endpoints, max_params=args.max_params, max_flops=args.max_flops, seed=args.seed,
-        study_name=args.study_name, storage=args.storage, heartbeat=args.heartbeat, grace_period=args.grace_period,
-        max_retry=args.max_retry, out=args.out, device=args.device, progress=args.progress,
-        dist_timeout=args.dist_timeout,
+        **settings_given(args, SearchSettings), data_root=args.data_root, download=args.download,
+        device=args.device, progress=args.progress, dist_timeout=args.dist_timeout,
     )  # fmt: skip
     from archdsl.search import Fidelity
 

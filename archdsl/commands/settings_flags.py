@@ -2,14 +2,17 @@
 with its default, bounds and help, and its flag is generated here.
 
 A field takes part when it declares its flag: `Field(..., description=HELP,
-json_schema_extra={"flag": "--name"})`; optional extras are `group` (the --help section, also
-on a nested model's field for all of its flags), `metavar` and `default_text` (what --help says
-for a default that is not a plain value). A field whose type is itself a settings model (the
-analysis's `hessian: HessianSettings`) contributes that model's flags. Every flag defaults to
-None, "left out": the model's own default applies (so --help, the command and a Python caller
-share one default). Values pass the field's own pydantic checks, so `--k 0` exits 2 with the
-field's message, and `--config` files take the same keys (archdsl.commands.config_file reads the
-parser's flags). Light: pydantic only.
+json_schema_extra={"flag": "--name"})`; optional extras are `group` (the --help section, also on a
+nested model's field for all of its flags), `metavar`, `default_text` (what --help says for a
+default that is not a plain value), `choices` (for a text field a validator checks, as search's
+`--strategy`), `required` (a field without a default), `comma_list` (a text field the model splits
+itself, which a --config file may give as a YAML list) and `dest` (the argparse name, where it is
+not the flag's). A bool field is a switch pair, `--x/--no-x`. A field whose type is itself a
+settings model (the analysis's `hessian: HessianSettings`) contributes that model's flags. Every
+flag defaults to None, "left out": the model's own default applies (so --help, the command and a
+Python caller share one default). Values pass the field's own pydantic checks, so `--k 0` exits 2
+with the field's message, and `--config` files take the same keys (archdsl.commands.config_file
+reads the parser's flags). Light: pydantic only.
 """
 
 from __future__ import annotations
@@ -50,11 +53,15 @@ class SettingFlag:
     group: str | None
     metavar: str | None
     default_text: str | None
+    choices: tuple[Any, ...] | None = None
+    comma_list: bool = False
+    own_dest: str | None = None
+    required: bool = False  # a field without a default (train's --dataset)
 
     @property
     def dest(self) -> str:
         """The argparse destination: the flag's name (`--hessian-batch-size` -> hessian_batch_size)."""
-        return self.flag.lstrip("-").replace("-", "_")
+        return self.own_dest or self.flag.lstrip("-").replace("-", "_")
 
     @property
     def default(self) -> Any:
@@ -83,6 +90,10 @@ def setting_flags(model: type[BaseModel], *, group: str | None = None, path: tup
                 group=None if own_group is None else str(own_group),
                 metavar=None if "metavar" not in extra else str(extra["metavar"]),
                 default_text=None if "default_text" not in extra else str(extra["default_text"]),
+                choices=tuple(extra["choices"]) if "choices" in extra else None,  # type: ignore[arg-type]
+                comma_list=bool(extra.get("comma_list", False)),
+                own_dest=None if "dest" not in extra else str(extra["dest"]),
+                required=bool(extra.get("required", False)),
             )  # fmt: skip
         )
     return found
@@ -118,19 +129,23 @@ def _adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any]:
     return TypeAdapter(annotation, config=ConfigDict(allow_inf_nan=False))
 
 
-def _expected(message: str) -> str:
+def _expected(message: str, *, integer: bool = False) -> str:
     """pydantic's `Input should be greater than 0` as `expected a value greater than 0`."""
     wanted = message.removeprefix("Input should be ")
+    if integer and wanted == "greater than or equal to 0":  # a count: `--max-retry -1`, as _args says it
+        return "expected an integer >= 0"
     if wanted.startswith(("greater", "less")):
         wanted = "a value " + wanted
     return "expected " + wanted
 
 
-def value_parser(model: type[BaseModel], field: str) -> Callable[[str], Any]:
-    """One command-line word -> the field's value, checked as `model` checks it."""
+def value_parser(model: type[BaseModel], field: str, *, comma_list: bool = False) -> Callable[[str], Any]:
+    """One command-line word -> the field's value, checked as `model` checks it (`comma_list`: a
+    text the model splits itself, marked a list for --config files)."""
     info = model.model_fields[field]
     listed = is_tuple(info.annotation)
     choices = choices_of(info.annotation)
+    integer = int in _base_types(info.annotation) and float not in _base_types(info.annotation)
     numeric_choices = bool(choices) and all(isinstance(c, int) and not isinstance(c, bool) for c in choices or ())
 
     def parse(text: str) -> Any:
@@ -145,10 +160,11 @@ def value_parser(model: type[BaseModel], field: str) -> Callable[[str], Any]:
         try:
             return _adapter(model, field).validate_python(value)
         except ValidationError as err:
-            raise argparse.ArgumentTypeError(f"{_expected(err.errors()[0]['msg'])}, got {text!r}") from None
+            message = _expected(err.errors()[0]["msg"], integer=integer)
+            raise argparse.ArgumentTypeError(f"{message}, got {text!r}") from None
 
     parse.__name__ = field  # argparse names the type in some messages
-    parse.comma_list = listed  # type: ignore[attr-defined]  # a --config file may give a YAML list
+    parse.comma_list = listed or comma_list  # type: ignore[attr-defined]  # a --config file may give a YAML list
     return parse
 
 
@@ -182,11 +198,12 @@ def add_setting(container: Container, flag: SettingFlag, help_text: str) -> None
             flag.flag, dest=flag.dest, action=argparse.BooleanOptionalAction, default=None, help=shown
         )
         return
-    choices = choices_of(annotation)
+    choices = flag.choices or choices_of(annotation)
     metavar = flag.metavar or (None if choices else metavar_of(annotation))
+    parse = value_parser(flag.model, flag.field, comma_list=flag.comma_list)
     container.add_argument(
-        flag.flag, dest=flag.dest, type=value_parser(flag.model, flag.field), choices=choices, metavar=metavar,
-        default=None, help=shown,
+        flag.flag, dest=flag.dest, type=parse, choices=choices, metavar=metavar,
+        default=None, help=shown, required=flag.required,
     )  # fmt: skip
 
 
@@ -209,8 +226,15 @@ def add_settings_arguments(
             if flag.group not in groups:
                 groups[flag.group] = _group(parser, flag.group)
             container = groups[flag.group]
-        default = flag.default_text if flag.default_text is not None else show(flag.default)
-        add_setting(container, flag, f"{flag.help} (default: {default})")
+        add_setting(container, flag, _help_with_default(flag))
+
+
+def _help_with_default(flag: SettingFlag) -> str:
+    """The flag's help and its default (none for a required flag)."""
+    if flag.required:
+        return flag.help
+    default = flag.default_text if flag.default_text is not None else show(flag.default)
+    return f"{flag.help} (default: {default})"
 
 
 def _group(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:

@@ -7,17 +7,16 @@ import sys
 
 from archdsl.commands._args import (
     NO_PROGRESS_HELP,
-    RUNS_DIR,
     add_data_arguments,
     add_dist_timeout_argument,
     add_optimize_argument,
     device_name,
     fraction,
     non_negative_int,
-    positive_int,
 )
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
+from archdsl.commands.settings_flags import add_settings_arguments, settings_given
 from archdsl.run import DEFAULT_RECIPE, RECIPES  # torch-free
 
 EXAMPLES = (
@@ -29,6 +28,8 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
+    from archdsl.run import TrainSettings
+
     parser = subparsers.add_parser(
         "train",
         help="train a spec on a dataset (resumable run directory)",
@@ -40,13 +41,8 @@ def register(subparsers) -> None:
         ),
     )
     parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
-    parser.add_argument("--dataset", required=True, metavar="NAME", help="dataset name (e.g. synthetic, cifar100)")
-    parser.add_argument(
-        "--classes",
-        type=positive_int,
-        metavar="N",
-        help="override the spec's number of classes (must match the dataset's)",
-    )
+    # The run's settings (TrainSettings declares each: default, bounds, help, flag).
+    add_settings_arguments(parser, TrainSettings)
     add_data_arguments(parser)
     parser.add_argument(
         "--recipe",
@@ -76,26 +72,6 @@ def register(subparsers) -> None:
         action="store_true",
         default=None,
         help="keep the training set on the device and augment there (recipes without RandAugment)",
-    )
-    parser.add_argument("--out", metavar="DIR", help=f"run directory (default: {RUNS_DIR}/train/<spec>-<id>)")
-    parser.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --out from its last checkpoint (with a larger --epochs: extend it)",
-    )
-    parser.add_argument(
-        "--save-every",
-        type=positive_int,
-        metavar="N",
-        help="also keep the weights after every N-th epoch (epoch-NNNN.safetensors), e.g. for "
-        "`archdsl analyze RUN_DIR --metrics hessian` over training",
-    )
-    parser.add_argument(
-        "--log",
-        choices=("tensorboard",),
-        help="also log each epoch's metrics as TensorBoard scalars in DIR/tensorboard (needs the extra: "
-        "pip install 'archdsl[tensorboard]', or pip install -e '.[tensorboard]' in a clone); metrics.csv is "
-        "written either way",
     )
     add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
     distributed = parser.add_argument_group("under torchrun (docs/training.md: Data-parallel training)")
@@ -130,10 +106,10 @@ def settings_from_args(args: argparse.Namespace):
     """The command line as `archdsl.train`'s arguments: the run's settings and the TrainConfig fields given."""
     from archdsl.run import TrainSettings
 
+    # The run's flags are TrainSettings' own; those shared with other commands are copied here.
     settings = TrainSettings(
-        dataset=args.dataset, classes=args.classes, data_root=args.data_root, download=args.download, out=args.out,
-        resume=args.resume, save_every=args.save_every, log=args.log, progress=not args.no_progress,
-        dist_timeout=args.dist_timeout,
+        **settings_given(args, TrainSettings), data_root=args.data_root, download=args.download,
+        progress=not args.no_progress, dist_timeout=args.dist_timeout,
     )  # fmt: skip
     given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
     given.update(recipe_settings(args))

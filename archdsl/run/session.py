@@ -37,14 +37,41 @@ class TrainSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dataset: str = Field(description="dataset name (e.g. synthetic, cifar100)")
-    classes: PositiveInt | None = Field(default=None, description="override the spec's number of classes")
+    # A field with a flag is `archdsl train`'s flag (archdsl.commands.settings_flags makes it).
+    dataset: str = Field(
+        description="dataset name (e.g. synthetic, cifar100)",
+        json_schema_extra={"flag": "--dataset", "metavar": "NAME", "required": True},
+    )
+    classes: PositiveInt | None = Field(
+        default=None,
+        description="override the spec's number of classes (must match the dataset's)",
+        json_schema_extra={"flag": "--classes", "metavar": "N", "default_text": "the spec's"},
+    )
     data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
     download: bool = Field(default=False, description="download the dataset if it is missing")
-    out: str | None = Field(default=None, description=f"run directory (default: {RUNS_DIR}/train/<spec>-<id>)")
-    resume: bool = Field(default=False, description="continue the run in `out` from its last checkpoint")
-    save_every: PositiveInt | None = Field(default=None, description="also keep the weights after every N-th epoch")
-    log: Literal["tensorboard"] | None = Field(default=None, description="also log each epoch's metrics to TensorBoard")
+    out: str | None = Field(
+        default=None,
+        description="run directory",
+        json_schema_extra={"flag": "--out", "metavar": "DIR", "default_text": f"{RUNS_DIR}/train/<spec>-<id>"},
+    )
+    resume: bool = Field(
+        default=False,
+        description="continue the run in --out from its last checkpoint (with a larger --epochs: extend it)",
+        json_schema_extra={"flag": "--resume"},
+    )
+    save_every: PositiveInt | None = Field(
+        default=None,
+        description="also keep the weights after every N-th epoch (epoch-NNNN.safetensors), e.g. for "
+        "`archdsl analyze RUN_DIR --metrics hessian` over training",
+        json_schema_extra={"flag": "--save-every", "metavar": "N"},
+    )
+    log: Literal["tensorboard"] | None = Field(
+        default=None,
+        description="also log each epoch's metrics as TensorBoard scalars in DIR/tensorboard (needs the extra: "
+        "pip install 'archdsl[tensorboard]', or pip install -e '.[tensorboard]' in a clone); metrics.csv is "
+        "written either way",
+        json_schema_extra={"flag": "--log"},
+    )
     progress: bool = Field(default=False, description="progress bars (on a terminal)")
     dist_timeout: PositiveFloat = Field(
         default=DEFAULT_TIMEOUT_S, description="under torchrun: how long a rank waits for the others (seconds)"
