@@ -112,9 +112,11 @@ def test_a_killed_worker_loses_no_finished_trial_and_its_trial_is_retried(tmp_pa
     # while it runs (with three, a quiet machine finished the trial between the check and the kill).
     study_name = f"kill-{uuid.uuid4().hex[:8]}"
     extra = ["--storage", url, "--heartbeat", "1", "--grace-period", "2"] if url else []
+    # No pruner: the retried trial must run to its end (Hyperband, random search's default, may stop it).
     args = support.search_args(
-        tmp_path, study_name, "--strategy", "random", "--n-trials", "3", "--epochs", "10", "--seed", "3", *extra
-    )
+        tmp_path, study_name, "--strategy", "random", "--n-trials", "3", "--epochs", "10", "--seed", "3",
+        "--pruner", "none", *extra,
+    )  # fmt: skip
     worker = support.spawn(args)
 
     def killable():

@@ -152,6 +152,8 @@ def value_parser(model: type[BaseModel], field: str, *, comma_list: bool = False
         # (`--aa none` stays the word "none", which TrainConfig reads as "no RandAugment": a None
         # here would mean "left out", the model's default.)
         value: Any = [part.strip() for part in text.split(",") if part.strip()] if listed else text
+        if choices and not numeric_choices and text not in choices:
+            return text  # argparse refuses it next, as for any flag with choices: "invalid choice: ..."
         if numeric_choices:  # `--landscape-dims 2`: the word as the number argparse's choices hold
             try:
                 value = int(text)
