@@ -284,8 +284,6 @@ def markdown(table: dict) -> str:
 
 
 def main() -> None:
-    import dataclasses
-
     import torch
 
     args = parse_args()
@@ -322,7 +320,7 @@ def main() -> None:
         "versions": versions(),
         "machine": machine(),
         "fidelity": {
-            **{k: v for k, v in dataclasses.asdict(fid).items() if k != "train_settings"},
+            **fid.model_dump(exclude={"train_settings"}),
             "train_settings": dict(fid.train_settings),
             "test_set": "the whole 10,000-image test set (robustness: test_subset of the corrupted sets)",
             "threads": args.threads,

@@ -44,3 +44,40 @@ def test_storage_load_benchmark_counts_every_trial_of_its_quick_cell(tmp_path: P
     assert "| journal | 4 | 20/20 |" in done.stdout
     (cell,) = json.loads((tmp_path / "load.json").read_text())
     assert (cell["lost"], cell["duplicated"], cell["orphans"], cell["gave_up"]) == (0, 0, 0, 0)
+
+
+@pytest.mark.slow
+def test_the_table_script_trains_a_run_and_assembles_a_table_the_replay_reads(tmp_path: Path, monkeypatch) -> None:
+    # benchmarks/buildup_table.py on a small Fashion-MNIST in the real IDX format (random images):
+    # one run (the first design, seed 0), then the table assembled from it and read by the replay's model.
+    import dataclasses
+    import importlib.util
+
+    from _mnist_files import write_idx
+
+    from archdsl.data import mnist as mnist_module
+    from archdsl.search.replay import Table
+
+    write_idx(tmp_path / "data" / "FashionMNIST" / "raw", n_train=600, n_test=60)
+    spec = mnist_module.SPECS["fashion-mnist"]
+    monkeypatch.setitem(mnist_module.SPECS, "fashion-mnist", dataclasses.replace(spec, system_folder=tmp_path / "none"))
+    loader = importlib.util.spec_from_file_location("buildup_table", ROOT / "benchmarks" / "buildup_table.py")
+    script = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(script)  # type: ignore[union-attr]
+    work, out, md = tmp_path / "work", tmp_path / "table.json", tmp_path / "table.md"
+    common = ["buildup_table.py", "--work", str(work), "--data-root", str(tmp_path / "data")]
+    run = ["--epochs", "2", "--subset", "0.5", "--robustness-subset", "1", "--shard", "0/96", "--limit", "1"]
+    monkeypatch.setattr(sys, "argv", [*common, *run])
+    script.main()
+    monkeypatch.setattr(sys, "argv", [*common, "--assemble", "--out", str(out), "--markdown", str(md)])
+    script.main()
+
+    table = Table.model_validate_json(out.read_text())
+    assert len(table.designs) == 16 and table.searched == ["k", "init"] and table.dataset == "fashion-mnist"
+    measured = [d for d in table.designs if d.runs]
+    assert [d.layout for d in measured] == ["c1:CC c2:CC c3:CC"] and measured[0].params["init"] == "torch"
+    (one,) = measured[0].runs
+    assert one.seed == 0 and [p.epoch for p in one.curve] == [1, 2] and one.accuracy == one.curve[-1].test_acc
+    assert one.train_cpu_seconds is not None and 0 <= one.robustness <= 1 and 0 <= one.nep <= 1
+    assert table.fidelity["epochs"] == 2 and table.fidelity["recipe"] == "weak" and "torch" in table.versions
+    assert "`c1:CC c2:CC c3:CC` | torch" in md.read_text()
