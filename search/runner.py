@@ -31,9 +31,11 @@ from archdsl.search.replay import make_objective
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import StorageOptions, fail_stale_trials, is_copy, is_verdict, open_storage
 from archdsl.search.strategies import (
+    AUTO_PRUNER,
     BUILDUP_STEP_ATTR,
     BuildupStep,
     buildup_max_trials,
+    chosen_pruner,
     make_pruner,
     make_sampler,
     run_buildup,
@@ -60,7 +62,7 @@ class SearchConfig:
     seed_endpoints: bool = False
     storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
     command: str | None = None  # the command line that runs this study again (kept in the study)
-    pruner: str = "median"  # one of search.PRUNERS
+    pruner: str = AUTO_PRUNER  # one of search.PRUNERS, or `auto` (strategies.chosen_pruner)
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,7 @@ def run_search(
         study = open_study(config, out)
         check_same_space(study, space)
     sampler = make_sampler(config.strategy, space, len(config.objectives), config.seed)
-    pruner = make_pruner(config.objectives, settings.fidelity.epochs, config.pruner)
+    pruner = make_pruner(config.objectives, settings.fidelity.epochs, chosen_pruner(config.pruner, config.strategy))
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
     study = optuna.load_study(study_name=config.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, config.storage)

@@ -178,9 +178,9 @@ class SearchSettings(BaseModel):
     @property
     def chosen_pruner(self) -> str:
         """The pruner the study runs with: `auto` resolved by the strategy (strategies.default_pruner)."""
-        from archdsl.search.strategies import default_pruner
+        from archdsl.search.strategies import chosen_pruner
 
-        return default_pruner(self.strategy) if self.pruner == "auto" else self.pruner
+        return chosen_pruner(self.pruner, self.strategy)
 
 
 def default_base(info: Any, synthetic: bool, accelerator: bool) -> tuple[str, str]:

@@ -104,6 +104,11 @@ def default_pruner(strategy: str) -> str:
     return "median" if strategy == "buildup" else "hyperband"
 
 
+def chosen_pruner(kind: str, strategy: str) -> str:
+    """The pruner a study runs with: `kind`, or `default_pruner(strategy)` for `auto`."""
+    return default_pruner(strategy) if kind == AUTO_PRUNER else kind
+
+
 def make_pruner(objectives: tuple[Objective, ...], epochs: int, kind: str = "median") -> optuna.pruners.BasePruner:
     """Optuna's pruner `kind` (one of `PRUNERS`) on the per-epoch test accuracy, for single-objective
     accuracy studies: median, successive halving or Hyperband (rungs at epochs 1, 3, 9, ... up to `epochs`).
