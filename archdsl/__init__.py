@@ -51,6 +51,7 @@ _EXPORTS = {
     # checkpoints (safetensors + IR; `archdsl train` and `archdsl import` write them)
     "load_checkpoint": "archdsl.run.checkpoint",
     "save_checkpoint": "archdsl.run.checkpoint",
+    "import_checkpoint": "archdsl.run.importer",
     # running models
     "optimize_model": "archdsl.run.optimize",
     # what the commands do, as functions (the CLI only parses, calls these and prints)

@@ -26,6 +26,20 @@ from typing import Any, Literal
 from archdsl.errors import UserError
 from archdsl.ir import AnyBlock, Arch, ConvBlock, ExtBlock, MSABlock, Stage, stage_shapes
 
+__all__ = [
+    "DEFAULT_WINDOW",
+    "PerStage",
+    "Window",
+    "buildup",
+    "buildup_order",
+    "default_heads",
+    "ensure_alternet_base",
+    "layout",
+    "max_msa",
+    "msa_counts",
+    "ratio",
+]
+
 Window = int | Literal["global"] | None  # None: the default (4 where it tiles, else global)
 PerStage = int | Sequence[int] | None
 

@@ -37,8 +37,8 @@ def summary_line(label: str, arch: Arch) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.lang.spec import load_spec
-    from archdsl.nn.summary import ensure_fits  # arithmetic on the IR, no torch
+    from archdsl.lang import load_spec
+    from archdsl.nn import ensure_fits  # arithmetic on the IR, no torch
 
     status = 0
     for spec in args.specs:

@@ -101,10 +101,9 @@ def _info(args: argparse.Namespace) -> int:
     if info.corruptions:
         print(f"corruptions: {', '.join(info.corruptions)}")
     if args.checksums and info.available and info.name in ("cifar10", "cifar100"):
-        from archdsl.data import resolve_data_root
-        from archdsl.data.cifar import SPECS, official_checksums
+        from archdsl.data import matches_official_release
 
-        matches = official_checksums(SPECS[info.name], resolve_data_root(args.data_root))
+        matches = matches_official_release(info.name, args.data_root)
         print(f"checksums: {'official' if matches else 'differ from the official release'}")
     # A script that asks whether the data is there gets its answer from the exit status too.
     return 0 if info.available else 1
@@ -130,30 +129,16 @@ def _fetch(name: str, root: str | None, *, download: bool = True) -> None:
 
 
 def _corrupt(args: argparse.Namespace) -> int:
-    from archdsl.data import load_split, write_corrupted
-    from archdsl.data.cifar_c import LABELS_FILE
-    from archdsl.data.corruptions import CORRUPTIONS, all_corruptions
-
-    if args.corruptions is None:
-        corruptions = list(CORRUPTIONS)
-    elif args.corruptions == ("all",):
-        corruptions = list(all_corruptions())
-    else:
-        corruptions = list(args.corruptions)
+    from archdsl.data import corrupt_dataset
     from archdsl.outputs import output_dir
 
     with output_dir(args.out, "--out") as out:  # a missing dataset leaves no empty --out behind
-        # --out may be a downloaded CIFAR-C folder: never replace released files unasked.
-        existing = [name for name in (*(f"{c}.npy" for c in corruptions), LABELS_FILE) if (out / name).exists()]
-        if existing and not args.force:
-            shown = ", ".join(existing[:3]) + (", ..." if len(existing) > 3 else "")
-            raise UserError(
-                f"--out {out} already holds {shown}", hint="add --force to replace them, or choose another --out"
-            )
-        clean = load_split(args.dataset, "test", root=args.data_root, download=args.download)
-    written = write_corrupted(args.out, clean, corruptions, seed=args.seed, progress=args.progress)
+        written = corrupt_dataset(
+            args.dataset, out, args.corruptions, root=args.data_root, download=args.download, seed=args.seed,
+            overwrite=args.force, progress=args.progress,
+        )  # fmt: skip
     print(
-        f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) "
-        f"to {args.out}"
+        f"wrote {len(written.files)} files ({len(written.corruptions)} corruptions x 5 severities x "
+        f"{written.images:,} images) to {args.out}"
     )
     return 0

@@ -30,8 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.lang.printer import format_source
-    from archdsl.lang.spec import parse_spec
+    from archdsl.lang import format_source, parse_spec
 
     # Check every path before touching any file, so a typo leaves everything as it was.
     for path in args.files:

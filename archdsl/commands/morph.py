@@ -101,8 +101,7 @@ def _windows(text: str | None) -> Window | list[Window]:
 
 def run(args: argparse.Namespace) -> int:
     from archdsl.buildup import buildup, layout, ratio
-    from archdsl.lang.printer import format_arch
-    from archdsl.lang.spec import load_spec
+    from archdsl.lang import format_arch, load_spec
     from archdsl.outputs import prepare_file
 
     base = load_spec(args.base)

@@ -12,6 +12,11 @@ _EXPORTS = {
     "create_model": "archdsl.nn.build",
     "summarize": "archdsl.nn.summary",
     "ensure_fits": "archdsl.nn.summary",
+    "ModelSummary": "archdsl.nn.summary",
+    "compile_arch": "archdsl.nn.compiled",
+    "CompiledArch": "archdsl.nn.compiled",
+    "export_onnx": "archdsl.nn.compiled",
+    "require_onnx": "archdsl.nn.compiled",
     "register_timm": "archdsl.nn.timm_models",
 }
 

@@ -28,6 +28,8 @@ _EXPORTS = {
     "TENSORBOARD_DIR": "archdsl.run.train",
     "load_checkpoint": "archdsl.run.checkpoint",
     "save_checkpoint": "archdsl.run.checkpoint",
+    "import_checkpoint": "archdsl.run.importer",
+    "ImportedCheckpoint": "archdsl.run.importer",
     "optimize_model": "archdsl.run.optimize",
     "select_device": "archdsl.run.device",
     "DEFAULT_TIMEOUT_S": "archdsl.run.distributed",
