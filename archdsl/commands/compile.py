@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from archdsl.commands._args import positive_int
+from archdsl.commands.spec_args import add_classes_argument, add_spec_argument
 
 if TYPE_CHECKING:
     from archdsl.nn import ModelSummary
@@ -32,9 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Check SPEC, build the model, run a dummy forward pass and print a table per block "
         "(stage, index, kind, output shape, params, FLOPs per image) with totals.",
     )
-    parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
+    add_spec_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--classes", type=positive_int, metavar="N", help="override the spec's number of classes")
+    add_classes_argument(parser)
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the initial weights (default 0)")
     parser.add_argument(
         "--export",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.commands._args import positive_int
+from archdsl.commands.spec_args import add_classes_argument, add_spec_argument
 
 EXAMPLES = (
     "archdsl import vit_ti_cifar100_9857b21357.pth.tar --spec vit-ti --out vit-ti.safetensors --dataset cifar100",
@@ -35,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("source", metavar="SRC", help="the checkpoint to import (.pth, .pth.tar, .bin, .safetensors)")
-    parser.add_argument(
-        "--spec", required=True, metavar="SPEC", help="the design the weights belong to: a .arch file or a built-in"
+    add_spec_argument(
+        parser, "--spec", what="the design the weights belong to", example="vit-ti", required=True, metavar="SPEC"
     )
     parser.add_argument("--out", required=True, metavar="DST", help="the archdsl checkpoint to write (.safetensors)")
     parser.add_argument(
@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="the layout of SRC's weights (default: recognised from their names); see docs/import.md",
     )
-    parser.add_argument("--classes", type=positive_int, metavar="N", help="override the spec's number of classes")
+    add_classes_argument(parser)
     parser.add_argument(
         "--dataset", metavar="NAME", help="record the dataset the weights were trained on (eval/analyze default)"
     )
