@@ -93,4 +93,7 @@ def with_classes(arch: Arch, classes: int | None) -> Arch:
     `--classes` of `compile`, `import` and `train`."""
     if classes is None:
         return arch
+    if isinstance(classes, bool) or not isinstance(classes, int) or classes < 1:
+        # model_copy skips the IR's own validation (classes: PositiveInt)
+        raise UserError(f"classes must be a positive integer, not {classes!r}")
     return ensure_valid(arch.model_copy(update={"classes": classes}))
