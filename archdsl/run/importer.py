@@ -47,6 +47,8 @@ class Source:
 
 @dataclass
 class Imported:
+    """What `import_weights` made: the model with the source's weights, and the layout they were in."""
+
     model: nn.Module
     source_format: str
 
