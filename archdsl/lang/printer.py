@@ -200,7 +200,13 @@ def _attach_comments(text: str, node: ArchNode) -> Comments:
 
 
 def format_source(text: str, path: str = "<string>") -> str:
-    """Canonical text of a spec file, keeping its comments (`archdsl fmt`). Raises `SpecError`."""
+    """Canonical text of a spec file, keeping its comments (`archdsl fmt`). Raises `SpecError`.
+
+    The text returned means what `text` means (its IR is equal): that is checked on every call,
+    since a formatter that changed a design would do it silently."""
     node = parse(text, path)
     arch = lower(node, source=text, path=path)
-    return format_arch(arch, _attach_comments(text, node))
+    formatted = format_arch(arch, _attach_comments(text, node))
+    if formatted != text and lower(parse(formatted, path), source=formatted, path=path) != arch:
+        raise AssertionError(f"fmt changed the meaning of {path}")  # a bug in the printer: keep the traceback
+    return formatted
