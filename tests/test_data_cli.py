@@ -178,3 +178,15 @@ def test_official_checksums_are_only_cifar_s(tmp_path):
 
     with pytest.raises(UserError, match="only CIFAR files have official checksums"):
         matches_official_release("synthetic", tmp_path)
+
+
+def test_why_missing_says_what_loading_would(tmp_path):
+    from archdsl.data import fetch_dataset, why_missing
+
+    assert why_missing("synthetic:test=4") is None  # built in: always there
+    fetch_dataset("synthetic:test=4", download=False)
+    problem = why_missing("cifar10", tmp_path)
+    assert isinstance(problem, UserError) and problem.hint  # where to put the files, or --download
+    with pytest.raises(UserError) as info:
+        fetch_dataset("cifar10-c", tmp_path, download=False)
+    assert why_missing("cifar10-c", tmp_path).message == info.value.message

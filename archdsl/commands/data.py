@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from archdsl.commands._args import NO_PROGRESS_HELP, add_data_arguments, name_list
-from archdsl.errors import UsageError, UserError
+from archdsl.errors import UsageError
 
 EXAMPLES = (
     "archdsl data list",
@@ -79,10 +79,10 @@ def _list() -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from archdsl.data import describe
+    from archdsl.data import describe, fetch_dataset, why_missing
 
     if args.download:  # then describe what is there now
-        _fetch(args.dataset, args.data_root)
+        fetch_dataset(args.dataset, args.data_root)
     info = describe(args.dataset, args.data_root)
     c, h, w = info.image_shape
     print(f"dataset:  {info.name}")
@@ -93,7 +93,7 @@ def _info(args: argparse.Namespace) -> int:
     print("splits:   " + ", ".join(f"{split} {size:,}" for split, size in info.split_sizes.items()) + per)
     print(f"source:   {info.source}" + ("" if info.available else "  (not found)"))
     if not info.available:
-        problem = _why_missing(args.dataset, args.data_root)
+        problem = why_missing(args.dataset, args.data_root)
         if problem is not None:
             print(f"missing:  {problem.message}")
             if problem.hint:
@@ -107,25 +107,6 @@ def _info(args: argparse.Namespace) -> int:
         print(f"checksums: {'official' if matches else 'differ from the official release'}")
     # A script that asks whether the data is there gets its answer from the exit status too.
     return 0 if info.available else 1
-
-
-def _why_missing(name: str, root: str | None) -> UserError | None:
-    """What loading the dataset would say is missing, and how to get it (the loaders know)."""
-    try:
-        _fetch(name, root, download=False)
-    except UserError as err:
-        return err
-    return None
-
-
-def _fetch(name: str, root: str | None, *, download: bool = True) -> None:
-    """Load (with `download`: fetch first if missing) one small piece of dataset `name`."""
-    from archdsl.data import load_corrupted, load_split
-
-    if name.split(":")[0].endswith("-c"):
-        load_corrupted(name, root=root, corruptions=["gaussian_noise"], severities=[1], download=download)
-    else:
-        load_split(name, "test", root=root, download=download)
 
 
 def _corrupt(args: argparse.Namespace) -> int:

@@ -16,8 +16,10 @@ from archdsl.data.registry import (
     dataset_descriptions,
     dataset_names,
     describe,
+    fetch_dataset,
     load_corrupted,
     load_split,
+    why_missing,
 )
 
 __all__ = [
@@ -31,9 +33,11 @@ __all__ = [
     "dataset_descriptions",
     "dataset_names",
     "describe",
+    "fetch_dataset",
     "load_corrupted",
     "load_split",
     "matches_official_release",
     "resolve_data_root",
+    "why_missing",
     "write_corrupted",
 ]
