@@ -56,10 +56,7 @@ _EXPORTS = {
     "is_copy": "archdsl.search.storage",
 }
 
-__all__ = ["PRUNERS", "STRATEGIES", *sorted(_EXPORTS)]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, own=("PRUNERS", "STRATEGIES"))
 
 
 class _CallablePackage(types.ModuleType):
