@@ -11,8 +11,8 @@ Two solvers on the same operator, called with the same arguments (`EigenProblem`
 than `tol` relative, which stops a little short of the true value) and `lanczos` (Lanczos with
 full reorthogonalisation; stops when every wanted Ritz pair has a residual
 ||H y - theta y|| <= tol * |theta|, usually in far fewer products and closer to the truth).
-Both are checked against SciPy's ARPACK (`arpack`: `scipy.sparse.linalg.eigsh` on a
-`LinearOperator`, of a network's Hessian and of a small matrix) in tests/test_analysis_hessian.py.
+Both are checked against SciPy's ARPACK (`scipy.sparse.linalg.eigsh` on a `LinearOperator`: `arpack`
+below on a network's Hessian, eigsh itself on a small matrix) in tests/test_analysis_hessian.py.
 They stay rather than eigsh, which is no better: on benchmarks/hessian.py's 0.1 M-parameter
 CNN (top-5, tol 1e-3, one thread) eigsh used 1.04x the Hessian-vector products of `lanczos` and
 1.8x its CPU time for the same accuracy (worst relative error 1.3e-6 against 1.5e-6), and 1.38x
