@@ -82,4 +82,4 @@ def count(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     return params, macs
 
 
-WORD = Word("conv", lower, text, count)
+WORD = Word("conv", lower, text, count, noun="a `conv` block")

@@ -38,4 +38,11 @@ def count(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     return ln(c) + linear(c, hidden) + linear(hidden, c), tokens * 2 * c * hidden
 
 
-WORD = Word("mlp", lower, text, count)
+def activations(arch: Arch, shape: BlockShape) -> int:
+    """Its hidden layer: `ratio` times its output."""
+    block = shape.block
+    assert isinstance(block, MLPBlock)
+    return block.ratio * shape.out_channels * shape.out_size[0] * shape.out_size[1]
+
+
+WORD = Word("mlp", lower, text, count, noun="an `mlp` block", activations=activations)
