@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from archdsl.errors import did_you_mean
-from archdsl.ir import (
-    AnyBlock,
-    Arch,
-    BlockShape,
-    ConvBlock,
-)
+from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock
 from archdsl.lang.arguments import ArgumentReader, describe
 from archdsl.lang.lower_settings import CONV_VARIANTS, conv_variant
 from archdsl.lang.parser import BlockRef, Name

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from archdsl.ir import (
-    AnyBlock,
-    Arch,
-    BlockShape,
-    ConvBlock,
-    MLPBlock,
-)
+from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, MLPBlock
 from archdsl.lang.arguments import ArgumentReader
 from archdsl.lang.parser import BlockRef
 from archdsl.lang.words.base import Lowered, Word

@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 from archdsl.errors import did_you_mean
-from archdsl.ir import (
-    AnyBlock,
-    Arch,
-    BlockShape,
-    ConvBlock,
-    MSABlock,
-)
+from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, MSABlock
 from archdsl.lang.arguments import ArgumentReader, describe
 from archdsl.lang.parser import BlockRef, Name
 from archdsl.lang.problems import Problem, Site

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from archdsl.ir import (
-    AnyBlock,
-    Arch,
-    BlockShape,
-    ConvBlock,
-    MergeBlock,
-    PoolBlock,
-    SmoothBlock,
-)
+from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, MergeBlock, PoolBlock, SmoothBlock
 from archdsl.lang.arguments import ArgumentReader
 from archdsl.lang.parser import BlockRef
 from archdsl.lang.problems import Problem, Site
