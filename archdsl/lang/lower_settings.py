@@ -90,7 +90,7 @@ class SettingLowering(ArgumentReader):
         norm = self.boolean(bound["norm"].value, "norm") if "norm" in bound else False
         return Stem(channels=channels, norm=norm) if channels is not None and norm is not None else None
 
-    def lower_patch_stem(self, value: Name | Call) -> PatchStem | None:
+    def lower_patch_stem(self, value: Value) -> PatchStem | None:
         """`patch(size, channels, stride=size, norm=false)`: ViT's, PiT's and Swin's patch embedding."""
         example = "`stem patch(2, 192)` or `stem patch(2, 64, stride=1)`"
         if not isinstance(value, Call):

@@ -52,9 +52,11 @@ class Site:
 
 
 def size_text(size: tuple[int, int]) -> str:
+    """A map size as messages write it: `8x8`."""
     return f"{size[0]}x{size[1]}"
 
 
 def divisors(n: int) -> list[int]:
+    """The divisors of `n` in increasing order (the window and patch sizes that tile a side of `n`)."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from archdsl.errors import UserError
 from archdsl.ir import (
+    ATTENTION_KINDS,
     Arch,
     BlockShape,
     PatchStem,
@@ -88,7 +89,7 @@ class ModelSummary:
 
     @property
     def n_msa(self) -> int:
-        return sum(b.kind in ("msa", "attn") for b in self.blocks)
+        return sum(b.kind in ATTENTION_KINDS for b in self.blocks)
 
 
 def _block(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
