@@ -169,6 +169,8 @@ MAP_KINDS = frozenset({"conv", "msa", "smooth"})
 TOKEN_KINDS = frozenset({"attn", "mlp", "merge", "pool"})
 # Blocks that apply their stage's stride; every other block keeps the map size.
 DOWNSAMPLING_KINDS = frozenset({"conv", "merge", "pool"})
+# Blocks whose output channels come from their stage's width; the others keep their input's.
+WIDTH_KINDS = frozenset({"conv", "msa", "merge", "pool"})
 
 
 class Stage(_Node):
@@ -410,6 +412,13 @@ def downsamples(block: AnyBlock) -> bool:
     return block.kind in DOWNSAMPLING_KINDS
 
 
+def uses_width(block: AnyBlock) -> bool:
+    """Whether a block's output channels come from its stage's width (else it keeps its input's)."""
+    if isinstance(block, ExtBlock):
+        return block.declaration.channels == "width"
+    return block.kind in WIDTH_KINDS
+
+
 def block_out_channels(arch: Arch, stage: Stage, block: AnyBlock, in_channels: int) -> int:
     """The channels a block outputs (see the comments for each kind)."""
     if isinstance(block, ExtBlock):
@@ -439,6 +448,7 @@ def placement(arch: Arch, shape: BlockShape) -> kinds.Placement:
         in_size=shape.in_size,
         out_size=shape.out_size,
         eps=arch.norm.eps,
+        stage=shape.stage,
     )
 
 
