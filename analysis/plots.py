@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from archdsl.analysis.fourier import FeatureMapStatistics, LayerProfile
 from archdsl.analysis.hessian import Spectrum
 from archdsl.analysis.robustness import RobustnessResult
+from archdsl.ir import ATTENTION_KINDS
 
 DPI = 150
 COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
@@ -24,8 +25,7 @@ MSA_SHADE = "#f2d8a7"
 MLP_SHADE = "#d6e4f0"
 # Park & Kim shade the attention blocks of either kind (AlterNet `msa`, transformer `attn`)
 # and, in ViTs, tell the MLP blocks apart from them.
-SHADES = {"msa": MSA_SHADE, "attn": MSA_SHADE, "mlp": MLP_SHADE}
-ATTENTION_KINDS = ("msa", "attn")
+SHADES = {**dict.fromkeys(ATTENTION_KINDS, MSA_SHADE), "mlp": MLP_SHADE}
 
 
 def _plural(n: int, word: str, plural: str) -> str:
@@ -230,7 +230,7 @@ def feature_map_figure(
     kinds = {layer.kind for stats in statistics.values() for layer in stats.delta_log_amplitude.layers}
     handles, labels = left.get_legend_handles_labels()
     if shade:
-        shaded = [("MSA block", MSA_SHADE)] if kinds & set(ATTENTION_KINDS) else []
+        shaded = [("MSA block", MSA_SHADE)] if kinds & ATTENTION_KINDS else []
         shaded += [("MLP block", MLP_SHADE)] if "mlp" in kinds else []
         handles += [_patch(color) for _, color in shaded]
         labels += [label for label, _ in shaded]

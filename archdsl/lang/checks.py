@@ -22,11 +22,8 @@ from archdsl.ir import (
     AttnBlock,
     BlockShape,
     PatchStem,
-    block_layout,
     block_shapes,
-    downsamples,
     stem_out_size,
-    uses_width,
 )
 from archdsl.lang import words
 from archdsl.lang.diagnostics import Diagnostic, SpecError
@@ -132,7 +129,7 @@ def _downsampling_problems(site: Site, word: words.Word) -> list[Problem]:
             )
             hint = "use stride=1 here, or fewer strided stages, or a larger input"
         found.append(Problem(site.stage_path + ("stride",), message, hint))
-    if site.starts_strided and not downsamples(shape.block):
+    if site.starts_strided and not shape.block.downsamples:
         message = (
             f"{word.noun} cannot downsample: it is the first block of stage {stage.name}, "
             f"which has stride {stage.stride}"
@@ -160,7 +157,7 @@ def _downsampling_problems(site: Site, word: words.Word) -> list[Problem]:
 
 def _class_token_problems(site: Site, word: words.Word) -> list[Problem]:
     """A class token travels with the tokens: a block that reads a map (or merges patches) drops it."""
-    if not site.arch.class_token or (block_layout(site.shape.block) == "tokens" and word.class_token):
+    if not site.arch.class_token or (site.shape.block.layout == "tokens" and word.class_token):
         return []
     return [
         Problem(
@@ -179,7 +176,7 @@ def _width_problems(arch: Arch, shapes: list[BlockShape], positions: list[int]) 
         first.setdefault(si, shape)
     for si, stage in enumerate(arch.stages):
         # A strided stage must start with a block that uses the width (or is told it cannot downsample).
-        if si not in first or stage.stride > 1 or any(uses_width(b) for b in stage.blocks):
+        if si not in first or stage.stride > 1 or any(b.channels == "width" for b in stage.blocks):
             continue
         channels = first[si].in_channels
         if stage.width != channels:
