@@ -69,14 +69,7 @@ _EXPORTS = {
     "EvalSettings": "archdsl.analysis.evaluation",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+# dir(): the curated API only, not the submodules and helpers that importing leaves behind.
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, own=("__version__",))
 
 _timm_models.install_timm_hook()
-
-
-__getattr__, _dir = lazy_exports(__name__, _EXPORTS)
-
-
-def __dir__() -> list[str]:
-    # The curated API only, not the submodules and helpers that importing leaves behind.
-    return sorted(__all__)

@@ -64,7 +64,7 @@ def ensure_alternet_base(base: Arch) -> None:
 
 def _conv_like(block: AnyBlock) -> bool:
     """A block that the build-up keeps in a conv's place: a `conv`, or a registered kind on feature maps."""
-    return isinstance(block, ConvBlock) or (isinstance(block, ExtBlock) and block.declaration.layout == "map")
+    return isinstance(block, ConvBlock) or (isinstance(block, ExtBlock) and block.layout == "map")
 
 
 def max_msa(stage: Stage) -> int:

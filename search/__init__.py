@@ -71,10 +71,7 @@ _EXPORTS = {
     "DEFAULT_PROXY_THREADS": "archdsl.search.storage_proxy:DEFAULT_THREADS",
 }
 
-__all__ = ["PRUNERS", "STRATEGIES", *sorted(_EXPORTS)]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, own=("PRUNERS", "STRATEGIES"))
 
 
 class _CallablePackage(types.ModuleType):

@@ -13,11 +13,13 @@ import archdsl
 # The modules a user of the library reaches into (docs/architecture.md's contracts).
 PUBLIC_MODULES = (
     "archdsl.ir",
+    "archdsl.kinds",
     "archdsl.errors",
     "archdsl.files",
     "archdsl.buildup",
     "archdsl.lang.spec",
     "archdsl.lang.checks",
+    "archdsl.lang.problems",
     "archdsl.lang.printer",
     "archdsl.lang.diagnostics",
     "archdsl.lang.limits",

@@ -20,5 +20,4 @@ _EXPORTS = {
     "SpecError": "archdsl.lang.diagnostics",
 }
 
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

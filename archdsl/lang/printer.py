@@ -128,8 +128,8 @@ def format_arch(arch: Arch, comments: Comments | None = None) -> str:
     emit("input", f"input   {arch.input.channels}x{arch.input.height}x{arch.input.width}", i4)
     emit("classes", f"classes {arch.classes}", i4)
     emit("stem", f"stem    {format_stem(arch)}", i4)
-    # A token net without conv or msa blocks has no use for `conv`: it is only said when it matters.
-    if arch.conv != ConvBlock() or any(b.kind in ("conv", "msa") for st in arch.stages for b in st.blocks):
+    # A token net has no block that reads `conv`: it is only said when it matters.
+    if arch.conv != ConvBlock() or any(b.follows_conv for st in arch.stages for b in st.blocks):
         emit("conv", f"conv  = {format_conv_setting(arch.conv)}", i4)
     if arch.head != "mean" or not arch.head_norm:
         emit("head", f"head    {arch.head}" + ("" if arch.head_norm else "(norm=false)"), i4)

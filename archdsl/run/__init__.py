@@ -37,5 +37,4 @@ _EXPORTS = {
     "quiet_followers": "archdsl.run.distributed",
 }
 
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
