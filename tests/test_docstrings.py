@@ -19,7 +19,7 @@ PUBLIC_MODULES = (
     "archdsl.buildup",
     "archdsl.lang.spec",
     "archdsl.lang.checks",
-    "archdsl.lang.problems",
+    "archdsl.lang.sites",
     "archdsl.lang.printer",
     "archdsl.lang.diagnostics",
     "archdsl.lang.limits",

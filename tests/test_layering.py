@@ -271,3 +271,18 @@ def test_only_the_command_line_parses_flags(name):
     used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     used |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
     assert used & FLAG_PARSING == set(), f"{name} parses flags; that is archdsl.commands' job"
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if MODULES[n].name == "__init__.py"))
+def test_no_export_is_shadowed_by_a_submodule(name):
+    # Importing `pkg.x` sets the attribute `pkg.x` to the module: an export named `x` would then
+    # be the module, not the function (`from archdsl.nn import meta_count` gave a module).
+    import importlib
+
+    package = importlib.import_module(name)
+    shadowed = [
+        export
+        for export in package.__all__
+        if f"{name}.{export}" in MODULES and getattr(package, export) is not importlib.import_module(f"{name}.{export}")
+    ]
+    assert shadowed == [], f"{name} exports names that are also its submodules: {shadowed}"

@@ -15,7 +15,7 @@ from archdsl.lang.diagnostics import Diagnostic, Span
 from archdsl.lang.limits import MAX_NUMBER
 from archdsl.lang.parser import Arg, Call, Name, Number, Value
 from archdsl.lang.parser import _one_of as one_of  # "a, b or c", as the syntax errors list tokens
-from archdsl.lang.problems import Path
+from archdsl.lang.sites import Path
 
 BOOLEANS = {"true": True, "false": False}
 

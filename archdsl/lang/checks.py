@@ -28,7 +28,7 @@ from archdsl.ir import (
 from archdsl.lang import words
 from archdsl.lang.diagnostics import Diagnostic, SpecError
 from archdsl.lang.limits import MAX_BLOCKS, MAX_NAME_LENGTH, MAX_NUMBER, MAX_STAGES
-from archdsl.lang.problems import Path, Problem, Site, divisors, size_text
+from archdsl.lang.sites import Path, Problem, Site, divisors, size_text
 
 __all__ = ["Path", "Problem", "ensure_valid", "problems"]
 

@@ -20,7 +20,7 @@ from archdsl.lang.diagnostics import Span, SpecError
 from archdsl.lang.limits import MAX_BLOCKS, MAX_GROUP_DEPTH, MAX_STAGES
 from archdsl.lang.lower_settings import SettingLowering
 from archdsl.lang.parser import ArchNode, BlockRef, Call, Element, Group, Number, Setting
-from archdsl.lang.problems import Path
+from archdsl.lang.sites import Path
 from archdsl.lang.words import Lowered
 
 SETTINGS = ("input", "classes", "stem", "conv", "head", "pos", "norm", "init", "stage")

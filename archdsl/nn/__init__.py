@@ -18,6 +18,9 @@ _EXPORTS = {
     "export_onnx": "archdsl.nn.compiled",
     "require_onnx": "archdsl.nn.compiled",
     "register_timm": "archdsl.nn.timm_models",
+    # converting weights (docs/compiler.md, docs/import.md)
+    "timm_to_archdsl": "archdsl.nn.convert.timm",
+    "reference_layout": "archdsl.nn.convert.reference",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -6,7 +6,7 @@ from archdsl.errors import did_you_mean
 from archdsl.ir import AnyBlock, Arch, AttnBlock, BlockShape, ConvBlock
 from archdsl.lang.arguments import ArgumentReader, describe
 from archdsl.lang.parser import BlockRef, Name
-from archdsl.lang.problems import Problem, Site, size_text
+from archdsl.lang.sites import Problem, Site, size_text
 from archdsl.lang.words.base import Lowered, Word
 from archdsl.lang.words.units import linear, ln
 from archdsl.lang.words.windows import attention_values, tiling_problems

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock
 from archdsl.lang.diagnostics import Span
 from archdsl.lang.parser import BlockRef
-from archdsl.lang.problems import Problem, Site
+from archdsl.lang.sites import Problem, Site
 
 if TYPE_CHECKING:
     from archdsl.lang.arguments import ArgumentReader

@@ -6,7 +6,7 @@ from archdsl.errors import did_you_mean
 from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, MSABlock
 from archdsl.lang.arguments import ArgumentReader, describe
 from archdsl.lang.parser import BlockRef, Name
-from archdsl.lang.problems import Problem, Site
+from archdsl.lang.sites import Problem, Site
 from archdsl.lang.words.base import Lowered, Word
 from archdsl.lang.words.units import bn
 from archdsl.lang.words.windows import attention_values, tiling_problems

@@ -5,7 +5,7 @@ from __future__ import annotations
 from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, MergeBlock, PoolBlock, SmoothBlock
 from archdsl.lang.arguments import ArgumentReader
 from archdsl.lang.parser import BlockRef
-from archdsl.lang.problems import Problem, Site
+from archdsl.lang.sites import Problem, Site
 from archdsl.lang.words.base import Lowered, Word
 from archdsl.lang.words.units import linear, ln
 

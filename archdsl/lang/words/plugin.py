@@ -7,7 +7,7 @@ from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, ExtBlock, placemen
 from archdsl.lang.arguments import ArgumentReader
 from archdsl.lang.numbers import format_float
 from archdsl.lang.parser import BlockRef, Value
-from archdsl.lang.problems import Problem, Site
+from archdsl.lang.sites import Problem, Site
 from archdsl.lang.words.base import START_WITH_A_DOWNSAMPLER, Lowered, Word
 
 

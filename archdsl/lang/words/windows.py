@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from archdsl.lang.problems import Problem, Site, divisors, size_text
+from archdsl.lang.sites import Problem, Site, divisors, size_text
 
 
 def window_hint(size: tuple[int, int]) -> str:
