@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.commands._args import NO_PROGRESS_HELP, add_data_arguments, name_list
+from archdsl.commands._args import name_list
+from archdsl.commands.settings_flags import add_settings_arguments, settings_given
+from archdsl.common_settings import DataSettings, ProgressSettings
 from archdsl.errors import UsageError, UserError
 
 EXAMPLES = (
@@ -30,7 +32,7 @@ def register(subparsers) -> None:
     info.add_argument(
         "--dataset", required=True, metavar="NAME", help="a dataset name, e.g. cifar100 or synthetic:classes=5"
     )
-    add_data_arguments(info)
+    add_settings_arguments(info, DataSettings)  # --data-root, --download
     info.add_argument("--checksums", action="store_true", help="also compare CIFAR files with the official MD5s")
     info.set_defaults(func=run)
 
@@ -39,7 +41,7 @@ def register(subparsers) -> None:
         help="corrupt a dataset's test split into the CIFAR-C layout (<corruption>.npy, labels.npy)",
     )
     corrupt.add_argument("--dataset", required=True, metavar="NAME", help="the clean dataset, e.g. cifar100")
-    add_data_arguments(corrupt)
+    add_settings_arguments(corrupt, DataSettings)
     corrupt.add_argument("--out", required=True, metavar="DIR", help="folder to write the .npy files into")
     corrupt.add_argument(
         "--corruptions",
@@ -49,7 +51,7 @@ def register(subparsers) -> None:
     )
     corrupt.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random corruptions (default: 0)")
     corrupt.add_argument("--force", action="store_true", help="replace .npy files that --out already holds")
-    corrupt.add_argument("--no-progress", dest="progress", action="store_false", help=NO_PROGRESS_HELP)
+    add_settings_arguments(corrupt, ProgressSettings)  # --progress/--no-progress
     corrupt.set_defaults(func=run)
 
     parser.set_defaults(func=run, data_parser=parser)
@@ -81,7 +83,7 @@ def _list() -> int:
 def _info(args: argparse.Namespace) -> int:
     from archdsl.data import describe
 
-    if args.download:  # then describe what is there now
+    if DataSettings(**settings_given(args, DataSettings)).download:  # then describe what is there now
         _fetch(args.dataset, args.data_root)
     info = describe(args.dataset, args.data_root)
     c, h, w = info.image_shape
@@ -150,8 +152,10 @@ def _corrupt(args: argparse.Namespace) -> int:
             raise UserError(
                 f"--out {out} already holds {shown}", hint="add --force to replace them, or choose another --out"
             )
-        clean = load_split(args.dataset, "test", root=args.data_root, download=args.download)
-    written = write_corrupted(args.out, clean, corruptions, seed=args.seed, progress=args.progress)
+        data = DataSettings(**settings_given(args, DataSettings))
+        clean = load_split(args.dataset, "test", root=data.data_root, download=data.download)
+    progress = ProgressSettings(**settings_given(args, ProgressSettings)).progress
+    written = write_corrupted(args.out, clean, corruptions, seed=args.seed, progress=progress)
     print(
         f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) "
         f"to {args.out}"
