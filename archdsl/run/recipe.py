@@ -59,17 +59,10 @@ RECIPE_SOURCES: Mapping[str, str] = MappingProxyType(
 # The regularisation of the SGD recipes (`weak`, `fast`): a random crop and a flip, nothing else.
 _CROP_AND_FLIP_ONLY: Mapping[str, Any] = MappingProxyType(
     dict(
-        clip_grad=0.0,
-        label_smoothing=0.0,
-        mixup=0.0,
-        cutmix=0.0,
-        mixup_prob=0.0,
-        randaugment=None,
-        crop_padding=4,
-        hflip=0.5,
-        drop_path=0.0,
+        clip_grad=0.0, label_smoothing=0.0, mixup=0.0, cutmix=0.0, mixup_prob=0.0, drop_path=0.0,  # all off
+        randaugment=None, crop_padding=4, hflip=0.5,  # the augmentation: crop and flip
     )
-)
+)  # fmt: skip
 # Per recipe: the defaults of every field the user leaves out. The learning rate is given
 # per `lr_batch` images and scaled linearly with the batch size (Goyal et al.).
 RECIPE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
