@@ -21,7 +21,8 @@ ROBUSTNESS = "robustness"  # analyze's --help section of the corrupted sets
 
 
 def _flag(flag: str, help: str, *, metavar: str, default_text: str, group: str | None = None, **kwargs: Any) -> Any:
-    extra = {"flag": flag, "metavar": metavar, "default_text": default_text}
+    """A field of the data or the device with its flag (archdsl.commands.settings_flags makes it), default None."""
+    extra: dict[str, Any] = {"flag": flag, "metavar": metavar, "default_text": default_text}
     if group is not None:
         extra["group"] = group
     return Field(default=None, description=help, json_schema_extra=extra, **kwargs)

@@ -172,11 +172,14 @@ def _recipe_field(flag: str, help: str, **kwargs: Any) -> Any:
     return Field(default=None, description=help, json_schema_extra={"flag": flag, "group": RECIPE_GROUP}, **kwargs)
 
 
-def _run_flag(flag: str, help: str, *, default: Any, metavar: str | None = None, **kwargs: Any) -> Any:
+def _run_flag(
+    flag: str, help: str, *, default: Any, metavar: str | None = None, group: str | None = None, **kwargs: Any
+) -> Any:
     """A field of the run besides its recipe, with its `archdsl train` flag (`group`: its --help section)."""
-    extra = {"flag": flag, **({"metavar": metavar} if metavar else {})}
-    if "group" in kwargs:
-        extra["group"] = kwargs.pop("group")
+    extra: dict[str, Any] = {"flag": flag}
+    for key, value in (("metavar", metavar), ("group", group)):
+        if value is not None:
+            extra[key] = value
     return Field(default=default, description=help, json_schema_extra=extra, **kwargs)
 
 
