@@ -28,6 +28,15 @@ def _flag(flag: str, help: str, *, metavar: str, default_text: str, group: str |
     return Field(default=None, description=help, json_schema_extra=extra, **kwargs)
 
 
+def _distinct(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Names as given, repeats dropped; at least one."""
+    if not names:
+        raise ValueError("expected comma-separated names")
+    return tuple(dict.fromkeys(names))
+
+
+# Corruption names (`fog,contrast`), checked by the loader that knows them.
+Names = Annotated[tuple[str, ...], AfterValidator(_distinct)]
 # Corrupted sets: the same flags in analyze and eval.
 _CORRUPTIONS = ("--corruptions", "these corruptions, comma-separated")
 _SEVERITIES = ("--severities", "these severities, e.g. 1,5")
@@ -48,7 +57,7 @@ class AnalysisSources(DataSettings, DeviceSettings, OptimizeSettings, ProgressSe
     corrupted: str | None = _flag(
         "--corrupted", "corrupted dataset", metavar="NAME", default_text="<dataset>-c", group=ROBUSTNESS
     )
-    corruptions: tuple[str, ...] | None = _flag(
+    corruptions: Names | None = _flag(
         _CORRUPTIONS[0], f"only {_CORRUPTIONS[1]}", metavar="A,B", default_text="all", group=ROBUSTNESS
     )
     severities: tuple[Severity, ...] | None = _flag(
@@ -74,7 +83,7 @@ class EvalSettings(DataSettings, DeviceSettings, OptimizeSettings, ProgressSetti
         metavar="NAME",
         default_text="the checkpoint's",
     )
-    corruptions: tuple[str, ...] | None = _flag(
+    corruptions: Names | None = _flag(
         _CORRUPTIONS[0], f"-c sets only: {_CORRUPTIONS[1]}", metavar="A,B", default_text="all"
     )
     severities: tuple[Severity, ...] | None = _flag(

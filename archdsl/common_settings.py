@@ -101,7 +101,7 @@ class ProgressSettings(_Shared):
 
     progress: bool = Field(
         default=True,
-        description="progress bars, drawn only when stderr is a terminal (into a log: one line per epoch)",
+        description="progress bars on stderr, drawn only when it is a terminal (never into a log file)",
         json_schema_extra={"flag": "--progress"},
     )
 
