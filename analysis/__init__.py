@@ -33,5 +33,4 @@ _EXPORTS = {
     "default_out": "archdsl.analysis.session",
 }
 
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

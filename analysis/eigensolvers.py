@@ -6,12 +6,13 @@ largest |lambda|, and with deflation to the next largest |lambda| in the orthogo
 complement. A strongly negative eigenvalue therefore shows up in the top-k, which is
 exactly what the Hessian's NEP (the share of negative ones) measures.
 
-Two solvers on the same operator: `power` (the paper's power iteration with deflation;
-stops when the Rayleigh quotient changes by less than `tol` relative, which stops a little
-short of the true value) and `lanczos` (Lanczos with full reorthogonalisation; stops when
-every wanted Ritz pair has a residual ||H y - theta y|| <= tol * |theta|, usually in far
-fewer products and closer to the truth). Both are checked against SciPy's ARPACK
-(`arpack`: `scipy.sparse.linalg.eigsh` on a `LinearOperator`) in tests/test_analysis_hessian.py.
+Two solvers on the same operator, called with the same arguments (`EigenProblem`): `power`
+(the paper's power iteration with deflation; stops when the Rayleigh quotient changes by less
+than `tol` relative, which stops a little short of the true value) and `lanczos` (Lanczos with
+full reorthogonalisation; stops when every wanted Ritz pair has a residual
+||H y - theta y|| <= tol * |theta|, usually in far fewer products and closer to the truth).
+Both are checked against SciPy's ARPACK (`scipy.sparse.linalg.eigsh` on a `LinearOperator`: `arpack`
+below on a network's Hessian, eigsh itself on a small matrix) in tests/test_analysis_hessian.py.
 They stay rather than eigsh, which is no better: on benchmarks/hessian.py's 0.1 M-parameter
 CNN (top-5, tol 1e-3, one thread) eigsh used 1.04x the Hessian-vector products of `lanczos` and
 1.8x its CPU time for the same accuracy (worst relative error 1.3e-6 against 1.5e-6), and 1.38x
@@ -22,9 +23,12 @@ product) and reports every product to the progress bar.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Literal
+import functools
+import inspect
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import KW_ONLY, dataclass
+from typing import Literal, ParamSpec
 
 import torch
 
@@ -77,18 +81,62 @@ def _project_out(vector: torch.Tensor, basis: Sequence[torch.Tensor]) -> torch.T
     return vector
 
 
-def power_iteration(
-    matvec: Matvec,
-    chunks: Sequence[int],
-    k: int = 5,
-    *,
-    max_iter: int = 100,
-    tol: float = 1e-3,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype = torch.float32,
-    device="cpu",
-    on_step: OnStep | None = None,
-) -> EigenEstimate:
+@dataclass(frozen=True)
+class EigenProblem:
+    """What both solvers take: a symmetric operator given by its product, how many of its
+    eigenvalues are wanted and how hard to look. `power_iteration(matvec, chunks, k, tol=...)`
+    (and `lanczos(...)`) are called with these arguments and build one."""
+
+    matvec: Matvec  # the operator's product with a flat vector
+    chunks: Sequence[int]  # the vector's parts (one per parameter tensor): `random_start` draws them
+    k: int = 5  # eigenvalues wanted, largest |lambda| first
+    _: KW_ONLY
+    max_iter: int = 100  # power: products per eigenvalue; lanczos: steps in all
+    tol: float = 1e-3
+    generator: torch.Generator | None = None  # draws the random starts; None: a generator seeded 0
+    dtype: torch.dtype = torch.float32
+    device: torch.device | str = "cpu"
+    on_step: OnStep | None = None  # called after every product (see `SolverStep`)
+
+    @property
+    def dimension(self) -> int:
+        return sum(self.chunks)
+
+    def starts(self) -> Iterator[torch.Tensor]:
+        """Unit random start vectors, one after another from the same generator."""
+        generator = self.generator or torch.Generator().manual_seed(0)
+        while True:
+            yield random_start(self.chunks, generator, dtype=self.dtype, device=self.device)
+
+    def report(self, matvecs: int, estimate: float, found: int) -> None:
+        if self.on_step is not None:
+            self.on_step(SolverStep(matvecs, estimate, found))
+
+
+_P = ParamSpec("_P")
+
+
+def _called_with(
+    arguments: Callable[_P, EigenProblem],
+) -> Callable[[Callable[[EigenProblem], EigenEstimate]], Callable[_P, EigenEstimate]]:
+    """A solver of an `EigenProblem` that is called with the problem's own arguments (one
+    signature for both solvers, and `help()` shows it)."""
+
+    def decorate(solve: Callable[[EigenProblem], EigenEstimate]) -> Callable[_P, EigenEstimate]:
+        @functools.wraps(solve)
+        def solver(*args: _P.args, **kwargs: _P.kwargs) -> EigenEstimate:
+            return solve(arguments(*args, **kwargs))
+
+        solver.__signature__ = inspect.signature(arguments).replace(  # type: ignore[attr-defined]
+            return_annotation=EigenEstimate.__name__
+        )
+        return solver
+
+    return decorate
+
+
+@_called_with(EigenProblem)
+def power_iteration(problem: EigenProblem) -> EigenEstimate:
     """The k largest-|lambda| eigenvalues of a symmetric operator by power iteration.
 
     Each eigenpair starts from a fresh random vector and iterates in the orthogonal
@@ -96,27 +144,24 @@ def power_iteration(
     quotient changes by less than `tol` relative to its previous value, or after `max_iter`.
     `on_step` is called after every Hessian-vector product.
     """
-    generator = generator or torch.Generator().manual_seed(0)
     found: list[torch.Tensor] = []
     values: list[float] = []
     matvecs = 0
-    for _ in range(min(k, sum(chunks))):
-        vector = random_start(chunks, generator, dtype=dtype, device=device)
+    for vector in itertools.islice(problem.starts(), min(problem.k, problem.dimension)):
         previous: float | None = None
         value = 0.0
-        for _ in range(max_iter):
+        for _ in range(problem.max_iter):
             vector = _project_out(vector, found)
             vector = vector / vector.norm()
-            product = matvec(vector)
+            product = problem.matvec(vector)
             matvecs += 1
             value = float(torch.dot(vector, product))
-            if on_step is not None:
-                on_step(SolverStep(matvecs, value, len(values)))
+            problem.report(matvecs, value, len(values))
             norm = product.norm()
             if norm == 0:  # the vector lies in the null space: the eigenvalue is 0
                 break
             vector = product / norm
-            if previous is not None and abs(value - previous) < tol * (abs(previous) + 1e-6):
+            if previous is not None and abs(value - previous) < problem.tol * (abs(previous) + 1e-6):
                 break
             previous = value
         vector = _project_out(vector, found)
@@ -126,18 +171,8 @@ def power_iteration(
     return EigenEstimate(tuple(values[i] for i in order), matvecs)
 
 
-def lanczos(
-    matvec: Matvec,
-    chunks: Sequence[int],
-    k: int = 5,
-    *,
-    max_iter: int = 100,
-    tol: float = 1e-3,
-    generator: torch.Generator | None = None,
-    dtype: torch.dtype = torch.float32,
-    device="cpu",
-    on_step: OnStep | None = None,
-) -> EigenEstimate:
+@_called_with(EigenProblem)
+def lanczos(problem: EigenProblem) -> EigenEstimate:
     """The k largest-|lambda| eigenvalues of a symmetric operator by Lanczos.
 
     Full reorthogonalisation keeps the Krylov basis orthogonal (it costs one dot and one
@@ -146,16 +181,15 @@ def lanczos(
     pairs has residual norm |beta_m * s_m| <= tol * |theta|, or after `max_iter` steps.
     `on_step` is called after every step (one Hessian-vector product each).
     """
-    generator = generator or torch.Generator().manual_seed(0)
-    dimension = sum(chunks)
+    k, dimension = problem.k, problem.dimension
     basis: list[torch.Tensor] = []
     alphas: list[float] = []
     betas: list[float] = []
-    q = random_start(chunks, generator, dtype=dtype, device=device)
+    q = next(problem.starts())
     wanted = torch.zeros(0, dtype=torch.float64)
-    for _ in range(min(max_iter, dimension)):
+    for _ in range(min(problem.max_iter, dimension)):
         basis.append(q)
-        w = matvec(q)
+        w = problem.matvec(q)
         alpha = float(torch.dot(q, w))
         # Projecting out the whole basis also removes the three-term recurrence's
         # alpha * q and beta * q_previous. Twice is enough (Kahan/Parlett): one pass
@@ -171,9 +205,8 @@ def lanczos(
         pick = torch.argsort(theta.abs(), descending=True)[:k]
         wanted = theta[pick]
         residuals = beta * vectors[-1, pick].abs()
-        settled = residuals <= tol * wanted.abs()
-        if on_step is not None:
-            on_step(SolverStep(len(basis), float(wanted[0]), int(settled.sum())))
+        settled = residuals <= problem.tol * wanted.abs()
+        problem.report(len(basis), float(wanted[0]), int(settled.sum()))
         scale = max(abs(a) for a in alphas) or 1.0
         if beta <= 1e-6 * scale:  # an invariant subspace: the Ritz values are exact
             break

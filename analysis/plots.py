@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from archdsl.analysis.fourier import FeatureMapStatistics, LayerProfile
 from archdsl.analysis.hessian import Spectrum
 from archdsl.analysis.robustness import RobustnessResult
+from archdsl.ir import ATTENTION_KINDS
 
 DPI = 150
 COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange", "tab:brown")
@@ -24,12 +25,22 @@ MSA_SHADE = "#f2d8a7"
 MLP_SHADE = "#d6e4f0"
 # Park & Kim shade the attention blocks of either kind (AlterNet `msa`, transformer `attn`)
 # and, in ViTs, tell the MLP blocks apart from them.
-SHADES = {"msa": MSA_SHADE, "attn": MSA_SHADE, "mlp": MLP_SHADE}
-ATTENTION_KINDS = ("msa", "attn")
+SHADES = {**dict.fromkeys(ATTENTION_KINDS, MSA_SHADE), "mlp": MLP_SHADE}
 
 
 def _plural(n: int, word: str, plural: str) -> str:
     return f"{n} {word if n == 1 else plural}"
+
+
+def _batches(measured: Any) -> str:
+    """`3 batches of 16`: what a Hessian spectrum or a loss landscape was measured on."""
+    return f"{_plural(measured.batches, 'batch', 'batches')} of {measured.batch_size}"
+
+
+def _spectrum_settings(spectrum: Spectrum, *, tol: bool = True) -> str:
+    """`top-5 of 3 batches of 16, lanczos, tol 0.001, wd 0.05`: how a spectrum was measured."""
+    tolerance = f", tol {spectrum.tol:g}" if tol else ""
+    return f"top-{spectrum.k} of {_batches(spectrum)}, {spectrum.method}{tolerance}, wd {spectrum.weight_decay:g}"
 
 
 def _histogram_edges(values: np.ndarray, bins: int) -> np.ndarray:
@@ -74,13 +85,7 @@ def spectrum_figure(spectra: Mapping[str, Spectrum], *, bins: int = 40, title: s
     axes.set_xlabel(r"Hessian eigenvalue $\lambda$")
     axes.set_ylabel(r"density $p(\lambda)$")
     first = next(iter(spectra.values()))
-    batches = _plural(first.batches, "batch", "batches")
-    axes.set_title(
-        title
-        or f"Hessian max-eigenvalue spectrum (top-{first.k} of {batches} of {first.batch_size}, "
-        f"{first.method}, tol {first.tol:g}, wd {first.weight_decay:g})",
-        fontsize=10,
-    )
+    axes.set_title(title or f"Hessian max-eigenvalue spectrum ({_spectrum_settings(first)})", fontsize=10)
     axes.legend(loc="best", fontsize=9, framealpha=0.9)
     axes.grid(axis="y", alpha=0.3)
     return figure
@@ -117,13 +122,8 @@ def hessian_trajectory_figure(trajectory, *, title: str | None = None) -> Figure
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     first = trajectory.points[0].spectrum
     checkpoints = _plural(len(epochs), "checkpoint", "checkpoints")
-    batches = _plural(first.batches, "batch", "batches")
-    figure.suptitle(
-        title
-        or f"Hessian spectrum over training ({checkpoints}; top-{first.k} of {batches} of {first.batch_size}, "
-        f"{first.method}, wd {first.weight_decay:g})",
-        fontsize=11,
-    )
+    settings = _spectrum_settings(first, tol=False)
+    figure.suptitle(title or f"Hessian spectrum over training ({checkpoints}; {settings})", fontsize=11)
     return figure
 
 
@@ -230,7 +230,7 @@ def feature_map_figure(
     kinds = {layer.kind for stats in statistics.values() for layer in stats.delta_log_amplitude.layers}
     handles, labels = left.get_legend_handles_labels()
     if shade:
-        shaded = [("MSA block", MSA_SHADE)] if kinds & set(ATTENTION_KINDS) else []
+        shaded = [("MSA block", MSA_SHADE)] if kinds & ATTENTION_KINDS else []
         shaded += [("MLP block", MLP_SHADE)] if "mlp" in kinds else []
         handles += [_patch(color) for _, color in shaded]
         labels += [label for label, _ in shaded]
@@ -358,13 +358,8 @@ def landscape_figure(landscape, *, title: str | None = None) -> Figure:
         axes.set_xlabel(r"$\alpha$ (direction $d$)")
         axes.set_ylabel(r"$\beta$ (direction $e$)")
         axes.set_aspect("equal")
-    batches = _plural(landscape.batches, "batch", "batches")
-    axes.set_title(
-        title
-        or f"Loss landscape ({batches} of {landscape.batch_size}, wd {landscape.weight_decay:g}; "
-        f"at the weights {landscape.center:.3f})",
-        fontsize=10,
-    )
+    measured = f"{_batches(landscape)}, wd {landscape.weight_decay:g}; at the weights {landscape.center:.3f}"
+    axes.set_title(title or f"Loss landscape ({measured})", fontsize=10)
     return figure
 
 

@@ -51,6 +51,7 @@ _EXPORTS = {
     # checkpoints (safetensors + IR; `archdsl train` and `archdsl import` write them)
     "load_checkpoint": "archdsl.run.checkpoint",
     "save_checkpoint": "archdsl.run.checkpoint",
+    "import_checkpoint": "archdsl.run.importer",
     # running models
     "optimize_model": "archdsl.run.optimize",
     # what the commands do, as functions (the CLI only parses, calls these and prints)
@@ -68,14 +69,7 @@ _EXPORTS = {
     "EvalSettings": "archdsl.analysis.sources",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+# dir(): the curated API only, not the submodules and helpers that importing leaves behind.
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, own=("__version__",))
 
 _timm_models.install_timm_hook()
-
-
-__getattr__, _dir = lazy_exports(__name__, _EXPORTS)
-
-
-def __dir__() -> list[str]:
-    # The curated API only, not the submodules and helpers that importing leaves behind.
-    return sorted(__all__)

@@ -26,6 +26,20 @@ from typing import Any, Literal
 from archdsl.errors import UserError
 from archdsl.ir import AnyBlock, Arch, ConvBlock, ExtBlock, MSABlock, Stage, stage_shapes
 
+__all__ = [
+    "DEFAULT_WINDOW",
+    "PerStage",
+    "Window",
+    "buildup",
+    "buildup_order",
+    "default_heads",
+    "ensure_alternet_base",
+    "layout",
+    "max_msa",
+    "msa_counts",
+    "ratio",
+]
+
 Window = int | Literal["global"] | None  # None: the default (4 where it tiles, else global)
 PerStage = int | Sequence[int] | None
 
@@ -50,7 +64,7 @@ def ensure_alternet_base(base: Arch) -> None:
 
 def _conv_like(block: AnyBlock) -> bool:
     """A block that the build-up keeps in a conv's place: a `conv`, or a registered kind on feature maps."""
-    return isinstance(block, ConvBlock) or (isinstance(block, ExtBlock) and block.declaration.layout == "map")
+    return isinstance(block, ConvBlock) or (isinstance(block, ExtBlock) and block.layout == "map")
 
 
 def max_msa(stage: Stage) -> int:

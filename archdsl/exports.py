@@ -3,20 +3,24 @@
 A package lists its public names and where each lives; `import archdsl.search` then costs
 nothing (no torch, no Optuna) until a name is used, and `dir()` shows the curated API only.
 
-    __all__ = sorted(_EXPORTS)
-    __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+    __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 
-def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
-    """`__getattr__` and `__dir__` for `package`: name -> "module" or "module:attribute" (where the
-    names differ); a name whose module is `package.name` itself is that subpackage."""
+def lazy_exports(
+    package: str, exports: Mapping[str, str], *, own: Sequence[str] = ()
+) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+    """`__getattr__`, `__dir__` and `__all__` for `package`: `exports` maps a name to "module" or
+    "module:attribute" (where the names differ); a name whose module is `package.name` itself is
+    that subpackage. `own` are the names the package defines itself (`__version__`): `__all__`
+    lists them first, then the exports sorted; `dir()` shows `__all__` sorted."""
+    public = [*own, *sorted(exports)]
 
     def __getattr__(name: str) -> Any:
         where = exports.get(name)
@@ -29,6 +33,6 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> tuple[Callable[[st
         return getattr(imported, attribute or name)
 
     def __dir__() -> list[str]:
-        return sorted(exports)
+        return sorted(public)
 
-    return __getattr__, __dir__
+    return __getattr__, __dir__, public

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -38,9 +39,48 @@ class _Node(BaseModel):
 
 
 ConvVariant = Literal["bottleneck", "basic"]
+# What a block reads and writes: a feature map (B, C, H, W) or a token sequence (B, tokens, C).
+Layout = Literal["map", "tokens"]
+# Where a block's output channels come from: its stage's width, or its input ("keep").
+ChannelRule = Literal["width", "keep"]
 
 
-class ConvBlock(_Node):
+class _Block(_Node):
+    """A block of a stage. Beside its fields, each kind declares its shape rule here, once, and shape
+    inference, the checks, the printer and the compiler ask the block instead of testing its kind:
+
+    - `layout`: what it reads and writes (`Layout`);
+    - `downsamples`: whether it applies its stage's stride (so may start a strided stage);
+    - `channels`: whether its output channels come from its stage's width (`ChannelRule`);
+    - `out_channels(arch, stage, in_channels)`: how many (the width, unless the kind says otherwise);
+    - `attention`: whether it is an attention block (`Arch.n_msa`, the analysis' shading);
+    - `follows_conv`: whether it reads the spec's `conv = ...` setting (so the printer writes it).
+
+    The built-in kinds declare them as class variables, which are not fields: the IR's serialised
+    form (and so every digest) is its fields alone. `ExtBlock` answers from its registered declaration.
+    """
+
+    attention: ClassVar[bool] = False
+    follows_conv: ClassVar[bool] = False
+
+    @property
+    @abstractmethod
+    def layout(self) -> Layout: ...
+
+    @property
+    @abstractmethod
+    def downsamples(self) -> bool: ...
+
+    @property
+    @abstractmethod
+    def channels(self) -> ChannelRule: ...
+
+    def out_channels(self, arch: Arch, stage: Stage, in_channels: int) -> int:
+        """The channels it outputs where it sits, given the channels it receives."""
+        return stage.width if self.channels == "width" else in_channels
+
+
+class ConvBlock(_Block):
     """A residual conv block (bottleneck or basic).
 
     `preact=True`: pre-activation (BN-ReLU before each conv, nothing after the sum: the AlterNet's
@@ -53,8 +93,16 @@ class ConvBlock(_Node):
     expansion: PositiveInt = 4
     preact: bool = True
 
+    layout: ClassVar[Layout] = "map"
+    downsamples: ClassVar[bool] = True
+    channels: ClassVar[ChannelRule] = "width"
+    follows_conv: ClassVar[bool] = True  # a plain `conv` in a stage is the setting
 
-class MSABlock(_Node):
+    def out_channels(self, arch: Arch, stage: Stage, in_channels: int) -> int:
+        return stage.width * self.expansion
+
+
+class MSABlock(_Block):
     """The AlterNet MSA block: BN-GELU-1x1-BN, window attention, residual. No MLP.
 
     `window=None` means global attention over the whole feature map.
@@ -65,8 +113,19 @@ class MSABlock(_Node):
     window: PositiveInt | None = None
     dim_head: PositiveInt = 64
 
+    layout: ClassVar[Layout] = "map"
+    downsamples: ClassVar[bool] = False
+    channels: ClassVar[ChannelRule] = "width"
+    attention: ClassVar[bool] = True
+    follows_conv: ClassVar[bool] = True  # its channels follow the setting's expansion
 
-class AttnBlock(_Node):
+    def out_channels(self, arch: Arch, stage: Stage, in_channels: int) -> int:
+        # An MSA block's output width follows the arch's conv expansion (4*width for
+        # bottleneck nets), so that it can replace a conv block one for one.
+        return stage.width * arch.conv.expansion
+
+
+class AttnBlock(_Block):
     """The transformer MSA block (pre-norm): x + DropPath(MSA(LayerNorm(x))) on tokens. No MLP.
 
     Keeps its input's channels. `window=None` and `kernel=None`: global attention (ViT);
@@ -83,33 +142,54 @@ class AttnBlock(_Node):
     dim_head: PositiveInt
     qkv_bias: bool = True
 
+    layout: ClassVar[Layout] = "tokens"
+    downsamples: ClassVar[bool] = False
+    channels: ClassVar[ChannelRule] = "keep"  # a residual block without projection
+    attention: ClassVar[bool] = True
 
-class MLPBlock(_Node):
+
+class MLPBlock(_Block):
     """The transformer MLP block (pre-norm): x + DropPath(MLP(LayerNorm(x))), hidden = ratio x channels."""
 
     kind: Literal["mlp"] = "mlp"
     ratio: PositiveInt = 4
 
+    layout: ClassVar[Layout] = "tokens"
+    downsamples: ClassVar[bool] = False
+    channels: ClassVar[ChannelRule] = "keep"  # a residual block without projection
 
-class MergeBlock(_Node):
+
+class MergeBlock(_Block):
     """Swin's patch merging: each 2x2 group of tokens concatenated (4C), LayerNorm, Linear to the stage width."""
 
     kind: Literal["merge"] = "merge"
 
+    layout: ClassVar[Layout] = "tokens"
+    downsamples: ClassVar[bool] = True
+    channels: ClassVar[ChannelRule] = "width"
 
-class PoolBlock(_Node):
+
+class PoolBlock(_Block):
     """PiT's pooling: a depthwise 3x3 conv, stride 2, to the stage width; the class token goes through a Linear."""
 
     kind: Literal["pool"] = "pool"
 
+    layout: ClassVar[Layout] = "tokens"
+    downsamples: ClassVar[bool] = True
+    channels: ClassVar[ChannelRule] = "width"
 
-class SmoothBlock(_Node):
+
+class SmoothBlock(_Block):
     """The fixed 2x2 box blur of "Blurs Behave Like Ensembles" (Park & Kim, ICML 2022). No parameters."""
 
     kind: Literal["smooth"] = "smooth"
 
+    layout: ClassVar[Layout] = "map"
+    downsamples: ClassVar[bool] = False
+    channels: ClassVar[ChannelRule] = "keep"  # a fixed blur, channel by channel
 
-class ExtBlock(_Node):
+
+class ExtBlock(_Block):
     """A block of a kind registered from outside the package (`archdsl.kinds.register_block`).
 
     `args` holds every declared argument in declaration order, defaults filled in, so that the
@@ -142,8 +222,33 @@ class ExtBlock(_Node):
     def declaration(self) -> kinds.BlockKind:
         return kinds.require_kind(self.kind)
 
+    @property
+    def layout(self) -> Layout:
+        return self.declaration.layout
+
+    @property
+    def downsamples(self) -> bool:
+        return self.declaration.downsamples
+
+    @property
+    def channels(self) -> ChannelRule:
+        return self.declaration.channels
+
 
 AnyBlock = ConvBlock | MSABlock | AttnBlock | MLPBlock | MergeBlock | PoolBlock | SmoothBlock | ExtBlock
+# The built-in kinds' classes, in the order of their words.
+BUILTIN_BLOCKS: tuple[type[_Block], ...] = (
+    ConvBlock,
+    MSABlock,
+    AttnBlock,
+    MLPBlock,
+    MergeBlock,
+    PoolBlock,
+    SmoothBlock,
+)
+assert tuple(cls.model_fields["kind"].default for cls in BUILTIN_BLOCKS) == kinds.BUILTIN_KINDS
+# The attention kinds, by name: for what knows a block only by its kind (a summary row, a profile).
+ATTENTION_KINDS = frozenset(cls.model_fields["kind"].default for cls in BUILTIN_BLOCKS if cls.attention)
 
 
 def _block_tag(value: Any) -> str:
@@ -163,12 +268,6 @@ Block = Annotated[
     | Annotated[ExtBlock, Tag("ext")],
     Discriminator(_block_tag),
 ]
-
-# Which blocks read a feature map (B, C, H, W) and which a token sequence (B, tokens, C).
-MAP_KINDS = frozenset({"conv", "msa", "smooth"})
-TOKEN_KINDS = frozenset({"attn", "mlp", "merge", "pool"})
-# Blocks that apply their stage's stride; every other block keeps the map size.
-DOWNSAMPLING_KINDS = frozenset({"conv", "merge", "pool"})
 
 
 class Stage(_Node):
@@ -296,7 +395,7 @@ class Arch(_Node):
     @property
     def n_msa(self) -> int:
         """Attention blocks of either kind: AlterNet `msa` and transformer `attn`."""
-        return sum(b.kind in ATTENTION_KINDS for s in self.stages for b in s.blocks)
+        return sum(b.attention for s in self.stages for b in s.blocks)
 
     @property
     def class_token(self) -> bool:
@@ -334,9 +433,6 @@ def _drop_later_node_fields(data: object) -> None:
     elif isinstance(data, list):
         for value in data:
             _drop_later_node_fields(value)
-
-
-ATTENTION_KINDS = frozenset({"msa", "attn"})
 
 
 def block_path(stage: str, index: int) -> str:
@@ -396,35 +492,6 @@ def stem_out_size(arch: Arch) -> tuple[int, int]:
     return side(height), side(width)
 
 
-def block_layout(block: AnyBlock) -> str:
-    """ "map" or "tokens": what a block reads and writes."""
-    if isinstance(block, ExtBlock):
-        return block.declaration.layout
-    return "map" if block.kind in MAP_KINDS else "tokens"
-
-
-def downsamples(block: AnyBlock) -> bool:
-    """Whether a block applies its stage's stride (so may start a strided stage)."""
-    if isinstance(block, ExtBlock):
-        return block.declaration.downsamples
-    return block.kind in DOWNSAMPLING_KINDS
-
-
-def block_out_channels(arch: Arch, stage: Stage, block: AnyBlock, in_channels: int) -> int:
-    """The channels a block outputs (see the comments for each kind)."""
-    if isinstance(block, ExtBlock):
-        return stage.width if block.declaration.channels == "width" else in_channels
-    if isinstance(block, ConvBlock):
-        return stage.width * block.expansion
-    if isinstance(block, MSABlock):
-        # An MSA block's output width follows the arch's conv expansion (4*width for
-        # bottleneck nets), so that it can replace a conv block one for one.
-        return stage.width * arch.conv.expansion
-    if isinstance(block, (MergeBlock, PoolBlock)):
-        return stage.width
-    return in_channels  # attn, mlp, smooth: residual blocks without projection keep their channels
-
-
 def placement(arch: Arch, shape: BlockShape) -> kinds.Placement:
     """What a registered kind's `count`, `check` and `build` are told about an `ExtBlock` where it sits."""
     block = shape.block
@@ -439,6 +506,7 @@ def placement(arch: Arch, shape: BlockShape) -> kinds.Placement:
         in_size=shape.in_size,
         out_size=shape.out_size,
         eps=arch.norm.eps,
+        stage=shape.stage,
     )
 
 
@@ -455,7 +523,7 @@ def block_shapes(arch: Arch) -> list[BlockShape]:
         for index, block in enumerate(stage.blocks):
             stride = stage.stride if index == 0 else 1
             out_size = (_strided(size[0], stride), _strided(size[1], stride)) if size[0] > 0 else (0, 0)
-            out_channels = block_out_channels(arch, stage, block, channels)
+            out_channels = block.out_channels(arch, stage, channels)
             shapes.append(BlockShape(stage.name, index, block, stride, channels, out_channels, size, out_size))
             channels, size = out_channels, out_size
     return shapes
@@ -484,9 +552,9 @@ def feature_channels(arch: Arch) -> int:
     return shapes[-1].out_channels if shapes else arch.stem.channels
 
 
-def head_layout(arch: Arch) -> str:
+def head_layout(arch: Arch) -> Layout:
     """ "map" or "tokens": what the classifier receives, so which norm it starts with (BN or LayerNorm)."""
     last = arch.stages[-1].blocks[-1] if arch.stages and arch.stages[-1].blocks else None
     if last is None:
         return "tokens" if isinstance(arch.stem, PatchStem) else "map"
-    return block_layout(last)
+    return last.layout

@@ -3,8 +3,9 @@
 A plug-in kind is declared once, here, and every stage reads the declaration: the front end
 binds and checks its arguments (with the messages of the built-in words: positions, carets,
 did-you-mean), the IR keeps it as an `archdsl.ir.ExtBlock`, shape inference applies its
-`channels` and `downsamples` rule, the summary asks its `count`, the printer writes it back
-and the compiler calls its `build`. Register a kind from Python with `register_block(...)`, or
+`channels` and `downsamples` rule, the semantic checks ask its `check` (each `Issue` reported at
+the argument or stage setting it names), the summary asks its `count` and `activations`, the
+printer writes it back and the compiler calls its `build`. Register a kind from Python with `register_block(...)`, or
 from an installed package with an entry point in the group `archdsl.blocks` (the entry point
 names a `BlockKind` or a function returning one or several); entry points are read the first
 time a kind is looked up.
@@ -55,9 +56,9 @@ class Arg:
 
 @dataclass(frozen=True)
 class Placement:
-    """What a block's `count` and `build` are told: its arguments (every default filled in) and
-    where it sits (channels and map size in and out, the stage's width, the stride it applies,
-    the spec's LayerNorm eps)."""
+    """What a block's `count`, `check`, `activations` and `build` are told: its arguments (every
+    default filled in) and where it sits (channels and map size in and out, the stage's width, the
+    stride it applies, the spec's LayerNorm eps, the stage's name for messages)."""
 
     args: Mapping[str, Scalar]
     in_channels: int
@@ -67,14 +68,29 @@ class Placement:
     in_size: tuple[int, int]
     out_size: tuple[int, int]
     eps: float = 1e-6
+    stage: str = ""
+
+
+@dataclass(frozen=True)
+class Issue:
+    """A problem a kind's `check` finds where a block sits, reported as the built-in words' are: at
+    the value of its argument `arg`, or at its stage's `width` or `stride` setting (`stage`), or
+    (neither) at the block; `hint` says how to fix it."""
+
+    message: str
+    hint: str | None = None
+    arg: str | None = None
+    stage: Literal["width", "stride"] | None = None
 
 
 # (params, multiply-accumulates per image) of a block where it sits.
 CountRule = Callable[[Placement], tuple[int, int]]
 # The module of a block where it sits, with its stochastic-depth rate.
 BuildRule = Callable[[Placement, float], Any]
-# Problems of a block where it sits: (argument name or None for the block, message, hint).
-CheckRule = Callable[[Placement], Iterable[tuple[str | None, str, str | None]]]
+# Problems of a block where it sits: `Issue`s, or (argument name or None for the block, message, hint).
+CheckRule = Callable[[Placement], Iterable[Issue | tuple[str | None, str, str | None]]]
+# Values one image keeps in the block besides its output (hidden layers, attention maps).
+ActivationsRule = Callable[[Placement], int]
 
 
 @dataclass(frozen=True)
@@ -87,7 +103,11 @@ class BlockKind:
     - `downsamples`: whether it applies its stage's stride (then it may start a strided stage;
       its map becomes ceil(size / stride), as a 3x3 conv with padding 1 does).
     - `count`: (params, MACs) where it sits; `build`: the torch module (a callable, or
-      `"module:function"` imported on first use). `check`: extra problems, pointed at an argument.
+      `"module:function"` imported on first use).
+    - `check`: its own problems where it sits (`Issue`s: an even kernel, a width it cannot split),
+      beyond its arguments' bounds and the rules every block obeys.
+    - `activations`: the values one image keeps in it besides its output, for the memory
+      estimate (`archdsl.nn.summary.ensure_fits`); None: none.
     - `description`: a few words for messages (`an inverted residual`).
     """
 
@@ -99,6 +119,7 @@ class BlockKind:
     channels: Literal["width", "keep"] = "width"
     downsamples: bool = False
     check: CheckRule | None = None
+    activations: ActivationsRule | None = None
     description: str = ""
     example: str = ""  # a call that reads well in hints, e.g. `mbconv(6)`; made up from the args if empty
     module: str = field(default="", compare=False)  # who registered it, for messages
@@ -131,6 +152,15 @@ class BlockKind:
             return self.build
         module, _, attr = self.build.partition(":")
         return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+
+    def issues(self, place: Placement) -> list[Issue]:
+        """What `check` finds where a block sits, as `Issue`s (a tuple `(arg, message, hint)` read as one)."""
+        if self.check is None:
+            return []
+        return [
+            found if isinstance(found, Issue) else Issue(found[1], found[2], arg=found[0])
+            for found in self.check(place)
+        ]
 
     def hint_example(self) -> str:
         if self.example:

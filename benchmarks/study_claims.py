@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from archdsl.ir import ATTENTION_KINDS
+
 # Two-sided 95 % Student t quantiles by degrees of freedom (n - 1 seeds); beyond the table, 1.96.
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
@@ -72,7 +74,7 @@ def _last_msa_lesion(label: str) -> Callable[[Reports], float]:
 
     def statistic(r: Reports) -> float:
         lesion = r[label].lesion
-        msas = [b for b in lesion.blocks if b.kind in ("msa", "attn")]
+        msas = [b for b in lesion.blocks if b.kind in ATTENTION_KINDS]
         last, others = msas[-1], msas[:-1]
         drop = lambda b: 100 * (lesion.top1 - b.top1)  # noqa: E731
         return drop(last) - _mean([drop(b) for b in others])

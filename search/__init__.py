@@ -6,9 +6,12 @@
 - `trial`: one trial, measured in stages, deduplicated by design digest;
 - `measures`: a design's measures, the one place that calls training, analysis and data;
 - `storage`: journal file, RDB (PostgreSQL) or gRPC proxy storage, heartbeats, retries;
-- `storage_proxy`: Optuna's gRPC proxy in front of a storage (`archdsl study serve`);
+- `storage_proxy`: Optuna's gRPC proxy in front of a storage (`start_proxy`: `archdsl study serve`);
 - `replay`: trials answered from a fully measured table (`--fidelity table:PATH`);
 - `runner`: a whole search on one worker;
+- `saved_study`: a study a search left behind, opened by name (`load_saved_study`) and
+  reported (`report_study`: `archdsl report`);
+- `journal_check`: damaged journal lines found, and repaired (`repair_journal`: `archdsl study repair`);
 - `study_summary`: what a study found, rendered by `report_lines` (terminal), `report_csv`,
   `report_figures` and `report_markdown`, and written by `report`;
 - `session`: a whole study from its settings (`archdsl search`, and `archdsl.search(...)`);
@@ -54,12 +57,21 @@ _EXPORTS = {
     "target_trials": "archdsl.search.runner",
     "journal_path": "archdsl.search.storage",
     "is_copy": "archdsl.search.storage",
+    # what `archdsl report` and `archdsl study` do
+    "load_saved_study": "archdsl.search.saved_study",
+    "report_study": "archdsl.search.saved_study",
+    "ReportPaths": "archdsl.search.report",
+    "trials_csv": "archdsl.search.report_csv",
+    "repair_journal": "archdsl.search.journal_check",
+    "JournalRepair": "archdsl.search.journal_check",
+    "start_proxy": "archdsl.search.storage_proxy",
+    "RunningProxy": "archdsl.search.storage_proxy",
+    "DEFAULT_PROXY_HOST": "archdsl.search.storage_proxy:DEFAULT_HOST",
+    "DEFAULT_PROXY_PORT": "archdsl.search.storage_proxy:DEFAULT_PORT",
+    "DEFAULT_PROXY_THREADS": "archdsl.search.storage_proxy:DEFAULT_THREADS",
 }
 
-__all__ = ["PRUNERS", "STRATEGIES", *sorted(_EXPORTS)]
-
-
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, own=("PRUNERS", "STRATEGIES"))
 
 
 class _CallablePackage(types.ModuleType):

@@ -26,6 +26,7 @@ behind a torn one on the same line is kept.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -405,6 +406,37 @@ def write_repaired(path: Path, repair: Repair) -> Path:
     finally:
         lock.release()
     return kept
+
+
+@dataclass(frozen=True)
+class JournalRepair:
+    """What `repair_journal` did: one line per damaged line (empty: nothing was damaged, nothing
+    written), where the original was kept and how many trials Optuna reads from the repaired journal."""
+
+    path: Path  # the journal
+    actions: list[str]
+    kept: Path | None = None  # PATH.damaged (.2, .3, ...); None: nothing was repaired
+    trials: int | None = None  # None: nothing was repaired (the journal was not replayed)
+
+
+def repair_journal(path: str | os.PathLike[str]) -> JournalRepair:
+    """Repair the study journal at `path` in place (`archdsl study repair`): every trial is kept
+    around its damaged lines and the original is kept as PATH.damaged. A journal without damage is
+    left as it is. Stop the study's workers first."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(
+            f"no journal file {path}" if not path.exists() else f"{path} is not a regular file",
+            hint="give the study's journal, OUT/STUDY/study.journal",
+        )
+    try:
+        repair = repair_records(path)
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror or err}") from None
+    if not repair.actions:
+        return JournalRepair(path, actions=[])
+    kept = write_repaired(path, repair)
+    return JournalRepair(path, list(repair.actions), kept=kept, trials=sum(len(found) for _, found in replay(path)))
 
 
 def _unused(path: Path) -> Path:

@@ -30,6 +30,7 @@ from archdsl.ir import INIT_SCHEMES, Arch, MSABlock, stage_shapes
 GLOBAL = "global"
 SEARCHABLE = ("k", "heads", "window", "dim_head", "init")
 INIT = "init"  # the parameter of the init scheme
+STAGE_KNOBS = ("heads", "window", "dim_head")  # searched per stage with room for an MSA, beside k
 DIM_HEAD_CHOICES = (32, 64)
 
 ParamValue = int | str
@@ -47,6 +48,19 @@ class StageChoices:
     default_heads: int
     default_window: ParamValue
     default_dim_head: int
+
+    def options(self, knob: str) -> tuple[ParamValue, ...]:
+        """The choice set of `knob` (k or one of STAGE_KNOBS) in this stage."""
+        return {
+            "k": tuple(range(self.max_k + 1)),
+            "heads": self.heads,
+            "window": self.windows,
+            "dim_head": self.dim_heads,
+        }[knob]
+
+    def default(self, knob: str) -> ParamValue:
+        """The value of `knob` (one of STAGE_KNOBS) where it is not searched, or no MSA holds it."""
+        return {"heads": self.default_heads, "window": self.default_window, "dim_head": self.default_dim_head}[knob]
 
 
 @dataclass(frozen=True)
@@ -68,20 +82,16 @@ class Space:
     # -- the Optuna side -------------------------------------------------------------
     def choices(self) -> dict[str, tuple[ParamValue, ...]]:
         """Every parameter and its choice set, in a fixed order (also the grid)."""
-        out: dict[str, tuple[ParamValue, ...]] = {}
-        for s in self.stages:
-            if s.max_k == 0:
-                continue  # no MSA fits this stage: nothing to choose
-            out[f"k_{s.name}"] = tuple(range(s.max_k + 1))
-            if "heads" in self.searched:
-                out[f"heads_{s.name}"] = s.heads
-            if "window" in self.searched:
-                out[f"window_{s.name}"] = s.windows
-            if "dim_head" in self.searched:
-                out[f"dim_head_{s.name}"] = s.dim_heads
+        out = {name: stage.options(knob) for name, knob, stage in self._stage_parameters()}
         if INIT in self.searched:
             out[INIT] = INIT_SCHEMES
         return out
+
+    def _stage_parameters(self) -> list[tuple[str, str, StageChoices]]:
+        """(parameter, knob, stage) for each per-stage parameter, in the space's fixed order: stage
+        by stage, k and then the searched STAGE_KNOBS; a stage no MSA fits has none."""
+        knobs = ("k", *(knob for knob in STAGE_KNOBS if knob in self.searched))
+        return [(f"{knob}_{s.name}", knob, s) for s in self.stages if s.max_k > 0 for knob in knobs]
 
     def suggest(self, trial: Any) -> dict[str, ParamValue]:
         """Draw one point through an Optuna trial (every parameter, always: a static space)."""
@@ -164,24 +174,19 @@ class Space:
 
     def params_from_arch(self, arch: Arch) -> dict[str, ParamValue]:
         """The canonical parameters of a design of this space (raises if it is not in it)."""
-        by_name = {st.name: st for st in arch.stages}
-        params: dict[str, ParamValue] = {}
+        msas: dict[str, list[MSABlock]] = {
+            st.name: [b for b in st.blocks if isinstance(b, MSABlock)] for st in arch.stages
+        }
         for s in self.stages:
-            stage = by_name.get(s.name)
-            if stage is None:
+            if s.name not in msas:
                 raise UserError(f"design {arch.name!r} has no stage {s.name!r}: it is not in this search space")
-            msas = [b for b in stage.blocks if isinstance(b, MSABlock)]
-            if s.max_k == 0:
-                continue
-            params[f"k_{s.name}"] = len(msas)
-            first = msas[0] if msas else None
-            if "heads" in self.searched:
-                params[f"heads_{s.name}"] = first.heads if first else s.default_heads
-            if "window" in self.searched:
-                w = (GLOBAL if first.window is None else first.window) if first else s.default_window
-                params[f"window_{s.name}"] = w
-            if "dim_head" in self.searched:
-                params[f"dim_head_{s.name}"] = first.dim_head if first else s.default_dim_head
+        params: dict[str, ParamValue] = {}
+        for name, knob, s in self._stage_parameters():
+            found = msas[s.name]
+            if knob == "k":
+                params[name] = len(found)
+            else:  # the first MSA's: the space gives all of a stage's the same (the digest check below tells)
+                params[name] = _knob_of(found[0], knob) if found else s.default(knob)
         if INIT in self.searched:
             params[INIT] = arch.init
         choices = self.choices()
@@ -211,20 +216,17 @@ class Space:
         return unique
 
     def _k_params(self, ks: dict[str, int]) -> dict[str, ParamValue]:
-        params: dict[str, ParamValue] = {}
-        for s in self.stages:
-            if s.max_k == 0:
-                continue
-            params[f"k_{s.name}"] = ks[s.name]
-            if "heads" in self.searched:
-                params[f"heads_{s.name}"] = s.default_heads
-            if "window" in self.searched:
-                params[f"window_{s.name}"] = s.default_window
-            if "dim_head" in self.searched:
-                params[f"dim_head_{s.name}"] = s.default_dim_head
+        params = {name: ks[s.name] if knob == "k" else s.default(knob) for name, knob, s in self._stage_parameters()}
         if INIT in self.searched:
             params[INIT] = self.base.init
         return params
+
+
+def _knob_of(block: MSABlock, knob: str) -> ParamValue:
+    """The value of `knob` (one of STAGE_KNOBS) that an MSA block of a design has."""
+    if knob == "window":
+        return GLOBAL if block.window is None else block.window
+    return block.heads if knob == "heads" else block.dim_head
 
 
 # The paper's Alter-ResNet-50 layout (Sec. 4.1): one MSA in c2 and c3, two in c4.

@@ -49,6 +49,23 @@ def test_solvers_find_a_dominant_negative_direction_first(solver):
     assert negative_eigenvalue_proportion(estimate.eigenvalues) == pytest.approx(0.4)
 
 
+@pytest.mark.parametrize("solver", [power_iteration, lanczos])
+def test_solvers_find_the_top_k_scipys_eigsh_finds_on_a_linear_operator(solver):
+    # The independent reference on a small symmetric matrix: SciPy's eigsh (ARPACK) on a
+    # LinearOperator that knows only the product, as the solvers do; "LM" is largest |lambda|.
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    generator = torch.Generator().manual_seed(4)
+    half = torch.randn(40, 40, generator=generator, dtype=torch.float64)
+    matrix = half + half.T  # eigenvalues of both signs, none dominant
+    operator = LinearOperator((40, 40), matvec=lambda v: matrix.numpy() @ v, dtype=float)
+    reference = eigsh(operator, k=4, which="LM", tol=1e-12)[0]
+    reference = torch.tensor(sorted(reference, key=abs, reverse=True), dtype=torch.float64)
+    estimate = solver(lambda v: matrix @ v, [40], 4, tol=1e-10, max_iter=5000, dtype=torch.float64)
+    assert torch.allclose(torch.tensor(estimate.eigenvalues, dtype=torch.float64), reference, rtol=1e-4)
+    assert (reference < 0).any() and (reference > 0).any()
+
+
 def test_lanczos_needs_far_fewer_products_than_power_iteration():
     matrix = symmetric_with([5.0, 4.5, 4.0, 3.5, 3.0], n=200, seed=3)
     power = power_iteration(lambda v: matrix @ v, [200], 5, tol=1e-6, max_iter=5000, dtype=torch.float64)

@@ -5,6 +5,7 @@ built-in words' are."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import sys
@@ -133,6 +134,52 @@ def test_bad_arguments_read_like_the_built_in_words(timm_blocks, blocks, at, mes
     line = text.splitlines()[5]
     assert line[span.column - 1 : span.end_column - 1] == at
     assert "^" in str(info.value)
+
+
+def test_a_squeeze_excite_of_no_channels_is_reported_at_se(timm_blocks):
+    # 16 channels x se=0.02 round to no squeeze-excite channel: timm builds an empty conv that fails in
+    # the first forward pass. The kind's check says so at `se`, before anything is built.
+    text = _spec("mbconv(se=0.02)")
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "t.arch")
+    [found] = info.value.diagnostics
+    assert found.message == "se=0.02 squeezes the 16 channels to none: round(16 x 0.02) = 0"
+    assert found.hint == "use se=0 (no squeeze-excite) or at least se=0.032"
+    assert found.span is not None and text.splitlines()[5][found.span.column - 1 : found.span.end_column - 1] == "0.02"
+    # The smallest ratio the hint gives builds and runs.
+    arch = parse_spec(_spec("mbconv(se=0.032)"))
+    model = archdsl.create_model(arch)
+    assert model(torch.zeros(1, 3, 16, 16)).shape == (1, 10)
+
+
+def test_a_kind_may_point_at_its_stage_width(timm_blocks, registry):
+    # An Issue may name the stage's `width` (or `stride`): the caret goes under that setting.
+    def even_width(place: kinds.Placement) -> list[kinds.Issue]:
+        if place.width % 2 == 0:
+            return []
+        return [kinds.Issue(f"stage {place.stage} has odd width {place.width}", "halve an even one", stage="width")]
+
+    archdsl.register_block(dataclasses.replace(timm_blocks.CONVNEXT, name="evenly", check=even_width))
+    text = _spec("mbconv", width=15).replace("mbconv convnext }", "mbconv evenly }")
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "t.arch")
+    [found] = info.value.diagnostics
+    assert (found.message, found.hint) == ("stage s2 has odd width 15", "halve an even one")
+    assert found.span is not None and text.splitlines()[6][found.span.column - 1 : found.span.end_column - 1] == (
+        "width=15"
+    )
+
+
+def test_a_kinds_activations_count_in_the_memory_estimate(timm_blocks):
+    from archdsl.nn.summary import memory_estimate
+
+    arch = parse_spec(_spec("mbconv(6) convnext"))
+    declared = memory_estimate(summarize(arch), arch).activations
+    archdsl.register_block(dataclasses.replace(timm_blocks.MBCONV, activations=None), replace=True)
+    undeclared = memory_estimate(summarize(arch), arch).activations
+    # 4 bytes a value of the expanded maps, before and after the depthwise conv: s1's mbconv(6) keeps
+    # 16x16, s2's mbconv (expansion 4) goes from 16x16 to 8x8; both read 16 channels.
+    assert declared - undeclared == 4 * (16 * 6 * (256 + 256) + 16 * 4 * (256 + 64))
 
 
 def test_shape_rules_apply_to_registered_kinds(timm_blocks):

@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from _timm_support import KIND_SPECS, SMALL_SPECS
 
+from archdsl.ir import block_shapes
 from archdsl.lang.diagnostics import SpecError
-from archdsl.lang.spec import load_spec
+from archdsl.lang.spec import load_spec, parse_spec
 from archdsl.nn.blocks.attention import AlterMSABlock, WindowAttention, math_attention
 from archdsl.nn.blocks.conv import PreActBlock
 from archdsl.nn.build import build, create_model, drop_path_rates
@@ -27,6 +29,33 @@ def test_every_spec_builds_and_runs(path: Path) -> None:
         logits = model.train()(x)  # train mode: BN uses batch statistics
     assert logits.shape == (2, arch.classes)
     assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("name", sorted([*SMALL_SPECS, *KIND_SPECS]))
+def test_each_block_module_reads_and_writes_what_its_ir_block_declares(name: str) -> None:
+    """The IR's shape rule (layout, channels, map size) is the one the built modules follow."""
+    arch = parse_spec({**SMALL_SPECS, **KIND_SPECS}[name])
+    model = build(arch, seed=0).eval()
+    outputs = {}
+    hooks = [
+        module.register_forward_hook(lambda m, i, o, n=n: outputs.setdefault(n, o))
+        for n, module in model.named_blocks()
+    ]
+    with torch.no_grad():
+        model(torch.zeros(1, arch.input.channels, arch.input.height, arch.input.width))
+    for hook in hooks:
+        hook.remove()
+    modules = dict(model.named_blocks())
+    for shape in block_shapes(arch):
+        module, out = modules[shape.qualified_name], outputs[shape.qualified_name]
+        assert module.layout == shape.block.layout, shape.qualified_name
+        height, width = shape.out_size
+        if shape.block.layout == "map":
+            assert tuple(out.shape[1:]) == (shape.out_channels, height, width), shape.qualified_name
+        else:
+            assert tuple(out.shape[1:]) == (arch.prefix_tokens + height * width, shape.out_channels), (
+                shape.qualified_name
+            )
 
 
 def test_module_paths_and_kinds_follow_the_spec() -> None:

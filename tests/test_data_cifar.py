@@ -130,3 +130,10 @@ def test_download_failure_is_a_user_error(tmp_path, monkeypatch):
     monkeypatch.setattr(tv_cifar, "download_and_extract_archive", offline)
     with pytest.raises(UserError, match="could not download CIFAR-10.*network unreachable"):
         load_split("cifar10", "train", root=tmp_path, download=True)
+
+
+def test_small_files_in_the_cifar_format_are_not_the_official_release(tmp_path):
+    from archdsl.data import matches_official_release
+
+    write_cifar10(tmp_path)
+    assert matches_official_release("cifar10", tmp_path) is False  # they load, but their MD5s differ

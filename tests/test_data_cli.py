@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from archdsl.cli import main
+from archdsl.errors import UserError
 
 
 def test_list_names_every_dataset(capsys):
@@ -152,3 +153,40 @@ def _micro_checkpoint(folder):
     path = folder / "tiny.safetensors"
     save_checkpoint(path, build(arch, seed=0), arch, {"dataset": "synthetic"})
     return path
+
+
+def test_corrupt_dataset_is_the_command_as_a_function(tmp_path):
+    from archdsl.data import corrupt_dataset, corruption_names
+    from archdsl.data.corruptions import CORRUPTIONS, EXTRA_CORRUPTIONS
+
+    written = corrupt_dataset("synthetic:test=6", tmp_path, ["fog"], seed=1, progress=False)
+    assert written.corruptions == ("fog",) and written.images == 6
+    assert sorted(p.name for p in written.files) == ["fog.npy", "labels.npy"]
+    assert np.load(tmp_path / "fog.npy").shape == (30, 32, 32, 3)
+    with pytest.raises(UserError, match="already holds fog.npy"):
+        corrupt_dataset("synthetic:test=6", tmp_path, ["fog"], progress=False)
+    again = corrupt_dataset("synthetic:test=6", tmp_path, ["fog"], seed=1, overwrite=True, progress=False)
+    assert again.files == written.files
+
+    assert corruption_names(None) == CORRUPTIONS
+    assert corruption_names(["all"]) == CORRUPTIONS + EXTRA_CORRUPTIONS
+    assert corruption_names(["fog", "snow"]) == ("fog", "snow")
+
+
+def test_official_checksums_are_only_cifar_s(tmp_path):
+    from archdsl.data import matches_official_release
+
+    with pytest.raises(UserError, match="only CIFAR files have official checksums"):
+        matches_official_release("synthetic", tmp_path)
+
+
+def test_why_missing_says_what_loading_would(tmp_path):
+    from archdsl.data import fetch_dataset, why_missing
+
+    assert why_missing("synthetic:test=4") is None  # built in: always there
+    fetch_dataset("synthetic:test=4", download=False)
+    problem = why_missing("cifar10", tmp_path)
+    assert isinstance(problem, UserError) and problem.hint  # where to put the files, or --download
+    with pytest.raises(UserError) as info:
+        fetch_dataset("cifar10-c", tmp_path, download=False)
+    assert why_missing("cifar10-c", tmp_path).message == info.value.message

@@ -328,3 +328,25 @@ def test_a_compressed_record_is_refused_before_anything_inflates(tmp_path):
     ), err
     assert growth < 64 << 20  # measured: about 1 MB (before: the inflated record, 512 MiB, and more)
     assert not (tmp_path / "out.safetensors").exists()
+
+
+def test_import_checkpoint_is_the_command_as_a_function(trained, tmp_path):
+    src = tmp_path / "weights.pth"
+    torch.save({"state_dict": trained.state_dict()}, src)
+    written = archdsl.import_checkpoint(src, load_spec(SPEC), tmp_path / "out.safetensors", dataset="synthetic")
+    assert written.path == tmp_path / "out.safetensors" and written.source_name == "weights.pth"
+    assert written.source_format == "archdsl" and written.tensors == len(trained.state_dict())
+    assert written.params == sum(p.numel() for p in trained.parameters())
+    checkpoint = archdsl.load_checkpoint(written.path)
+    assert checkpoint.meta["dataset"] == "synthetic" and checkpoint.meta["imported_from"] == "weights.pth"
+    assert torch.equal(logits(checkpoint.model), logits(trained))
+
+
+def test_import_checkpoint_checks_the_format_before_reading_the_source(tmp_path):
+    from archdsl.errors import UserError
+
+    with pytest.raises(UserError, match="unknown checkpoint format 'caffe'"):
+        archdsl.import_checkpoint(
+            tmp_path / "absent.pth", load_spec(SPEC), tmp_path / "o.safetensors", source_format="caffe"
+        )
+    assert not (tmp_path / "o.safetensors").exists()

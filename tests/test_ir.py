@@ -3,7 +3,19 @@
 import pydantic
 import pytest
 
-from archdsl.ir import Arch, ConvBlock, InputShape, MSABlock, Stage, Stem, block_shapes, feature_channels, stage_shapes
+from archdsl.ir import (
+    BUILTIN_BLOCKS,
+    Arch,
+    AttnBlock,
+    ConvBlock,
+    InputShape,
+    MSABlock,
+    Stage,
+    Stem,
+    block_shapes,
+    feature_channels,
+    stage_shapes,
+)
 
 
 def small_arch(name: str = "small", window: int | None = 4) -> Arch:
@@ -52,6 +64,48 @@ def test_shape_inference_follows_strides_and_expansion():
     stages = stage_shapes(small_arch())
     assert [(s.in_channels, s.out_channels, s.out_size) for s in stages] == [(16, 64, (32, 32)), (64, 128, (16, 16))]
     assert feature_channels(small_arch()) == 128
+
+
+# The shape traits every block declares (`archdsl.ir._Block`).
+TRAITS = ("layout", "downsamples", "channels", "attention", "follows_conv")
+
+
+@pytest.mark.parametrize("cls", BUILTIN_BLOCKS, ids=lambda cls: cls.__name__)
+def test_a_kinds_shape_rule_is_declared_on_its_class_and_never_stored(cls) -> None:
+    """Class declarations, not fields: they stay out of the dump and the schema, so no digest moves."""
+    assert set(TRAITS).isdisjoint(cls.model_fields)
+    assert set(TRAITS).isdisjoint(cls.model_json_schema().get("properties", {}))
+    assert cls.layout in ("map", "tokens") and cls.channels in ("width", "keep")
+
+
+# One block of each built-in kind, with its required arguments.
+SAMPLES = {
+    cls: cls.model_validate({"heads": 2, "dim_head": 8} if cls in (MSABlock, AttnBlock) else {})
+    for cls in BUILTIN_BLOCKS
+}
+
+
+@pytest.mark.parametrize("cls", BUILTIN_BLOCKS, ids=lambda cls: cls.__name__)
+def test_a_blocks_output_channels_follow_the_stage_width_exactly_when_it_says_so(cls) -> None:
+    block, arch = SAMPLES[cls], small_arch()
+    narrow, wide = (Stage(name="s", width=width, stride=1, blocks=(block,)) for width in (8, 16))
+    outs = {block.out_channels(arch, stage, in_channels) for stage in (narrow, wide) for in_channels in (12, 24)}
+    if block.channels == "keep":
+        assert [block.out_channels(arch, narrow, c) for c in (12, 24)] == [12, 24]
+    else:
+        assert block.out_channels(arch, narrow, 12) == block.out_channels(arch, narrow, 24)
+        assert block.out_channels(arch, wide, 12) == 2 * block.out_channels(arch, narrow, 12)
+    assert len(outs) == 2
+
+
+@pytest.mark.parametrize("name", ["alter50", "swin-ti", "resnet50"])
+def test_the_ir_and_the_summary_count_the_attention_blocks_of_either_kind(name: str) -> None:
+    from archdsl.lang.spec import load_spec
+    from archdsl.nn.summary import summarize
+
+    arch = load_spec(name)
+    attention = sum(isinstance(b, (MSABlock, AttnBlock)) for stage in arch.stages for b in stage.blocks)
+    assert arch.n_msa == summarize(arch).n_msa == attention
 
 
 # The digests of the built-in specs as they were before the language grew transformer words

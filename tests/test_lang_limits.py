@@ -138,3 +138,28 @@ def test_build_refuses_before_allocating():
     with pytest.raises(DesignTooLarge) as info:
         build(arch)
     assert isinstance(info.value, UserError) and info.value.estimate > info.value.limit
+
+
+@pytest.mark.parametrize(
+    "blocks, values",
+    [
+        # Each block's output (8 channels x 4x4 tokens = 128) plus what its word keeps besides:
+        ("attn(2, global)", 128 + 2 * 16 * 16),  # attention maps: heads x queries x keys (all 16)
+        ("attn(2, 2)", 128 + 2 * 16 * 4),  # 2x2 windows: 4 keys a query
+        ("attn(2, kernel=3)", 128 + 2 * 16 * 9),  # a 3x3 neighbourhood: 9 keys a query
+        ("mlp(3)", 128 + 3 * 128),  # the hidden layer: ratio x the output
+        ("pool", 128 // 4),  # a halved map, nothing kept besides
+    ],
+)
+def test_the_memory_estimate_counts_outputs_attention_maps_and_hidden_layers(blocks, values):
+    from archdsl.nn.summary import memory_estimate, summarize
+
+    stride = 2 if blocks == "pool" else 1
+    arch = parse_spec(f"""arch t {{
+    input   3x8x8
+    classes 10
+    stem    patch(2, 8)
+    stage s1(width=8, stride={stride}) {{ {blocks} }}
+}}""")
+    stem, head = 8 * 16, 10
+    assert memory_estimate(summarize(arch), arch).activations == 4 * (stem + values + head)  # float32

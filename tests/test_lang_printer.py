@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -262,3 +263,15 @@ def test_builtin_specs_format_to_a_fixed_point():
     for name in builtin_names():
         once = format_source(resolve_spec(name).read_text())
         assert format_source(once) == once
+
+
+def test_format_source_refuses_to_return_text_that_means_another_design(monkeypatch):
+    from archdsl.lang import printer
+
+    text = format_arch(load_spec("tiny"))
+    assert printer.format_source(text) == text  # the real printer keeps the meaning
+    other = text.replace("classes 10", "classes 11")
+    assert other != text
+    monkeypatch.setattr(printer, "format_arch", lambda arch, *_: other)
+    with pytest.raises(AssertionError, match="fmt changed the meaning of <string>"):
+        printer.format_source(text)

@@ -167,3 +167,28 @@ def test_repair_refuses_a_file_that_holds_no_journal_record(tmp_path, capsys):
     assert path.read_text() == "arch x {\n  input 3x32x32\n}\n" and sorted(p.name for p in tmp_path.iterdir()) == [
         "notes.txt"
     ]
+
+
+def test_repair_journal_is_the_command_as_a_function(tmp_path):
+    from archdsl.search import JournalRepair, repair_journal
+
+    path = _journal(tmp_path)
+    sound = path.read_bytes()
+    assert repair_journal(path) == JournalRepair(path, actions=[])  # nothing written, nothing kept
+    assert path.read_bytes() == sound
+
+    line = _damage(path, "creation cut short")
+    repaired = repair_journal(str(path))
+    assert repaired.path == path and repaired.trials == TRIALS
+    assert len(repaired.actions) == 1 and repaired.actions[0].startswith(f"line {line}")
+    assert repaired.kept == Path(f"{path}.damaged") and repaired.kept.exists()
+    assert [t[0] for t in _summary(path)] == list(range(TRIALS))
+
+
+def test_repair_journal_refuses_a_missing_file_or_a_folder(tmp_path):
+    from archdsl.search import repair_journal
+
+    with pytest.raises(UserError, match="no journal file"):
+        repair_journal(tmp_path / "study.journal")
+    with pytest.raises(UserError, match="is not a regular file"):
+        repair_journal(tmp_path)

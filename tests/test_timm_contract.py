@@ -251,9 +251,9 @@ def _onnx_runtime():
 
 def _onnx_output(model: torch.nn.Module, x: torch.Tensor, path) -> torch.Tensor:
     """`model` exported as `archdsl compile --onnx` does (a dynamic batch), run by onnxruntime on `x`."""
-    from archdsl.commands.compile import _export_onnx
+    from archdsl.nn import export_onnx
 
-    _export_onnx(model, x[:1], path)
+    export_onnx(model, path, x[:1])
     session = _onnx_runtime().InferenceSession(str(path))
     (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
     return torch.from_numpy(got)

@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from archdsl.commands.spec_args import add_spec_argument
 from archdsl.errors import UserError
 
 if TYPE_CHECKING:
@@ -25,9 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="validate .arch specs (syntax, shapes, windows) without building them",
         description="Parse and check each spec; print `path: ok (...)` or every mistake with its place.",
     )
-    parser.add_argument(
-        "specs", nargs="+", metavar="SPEC", help="a .arch file, or the name of a built-in spec (e.g. alter50)"
-    )
+    add_spec_argument(parser, "specs", nargs="+", metavar="SPEC")
     parser.set_defaults(func=run)
 
 
@@ -37,8 +36,8 @@ def summary_line(label: str, arch: Arch) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.lang.spec import load_spec
-    from archdsl.nn.summary import ensure_fits  # arithmetic on the IR, no torch
+    from archdsl.lang import load_spec
+    from archdsl.nn import ensure_fits  # arithmetic on the IR, no torch
 
     status = 0
     for spec in args.specs:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from archdsl.commands._args import positive_int
-from archdsl.errors import UserError
-from archdsl.files import atomic_path
+from archdsl.commands.spec_args import add_classes_argument, add_spec_argument
+
+if TYPE_CHECKING:
+    from archdsl.nn import ModelSummary
 
 EXAMPLES = (
     "archdsl compile alter50",
@@ -31,9 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Check SPEC, build the model, run a dummy forward pass and print a table per block "
         "(stage, index, kind, output shape, params, FLOPs per image) with totals.",
     )
-    parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
+    add_spec_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
-    parser.add_argument("--classes", type=positive_int, metavar="N", help="override the spec's number of classes")
+    add_classes_argument(parser)
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the initial weights (default 0)")
     parser.add_argument(
         "--export",
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _format_table(summary, init: str) -> str:  # summary: archdsl.nn.summary.ModelSummary; init: the scheme
+def _format_table(summary: ModelSummary, init: str) -> str:  # init: the spec's scheme
     header = ("stage", "index", "kind", "output", "params", "MFLOPs")
     rows = [
         (
@@ -100,85 +101,29 @@ def _format_table(summary, init: str) -> str:  # summary: archdsl.nn.summary.Mod
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
-    from archdsl.lang.checks import ensure_valid
-    from archdsl.lang.spec import load_spec
-    from archdsl.nn.build import build
-    from archdsl.nn.summary import summarize
+    from archdsl import save_checkpoint
+    from archdsl.lang import load_spec, with_classes
+    from archdsl.nn import compile_arch, export_onnx, require_onnx
     from archdsl.outputs import prepare_file
 
-    arch = load_spec(args.spec)
-    if args.classes is not None:
-        arch = ensure_valid(arch.model_copy(update={"classes": args.classes}))
+    arch = with_classes(load_spec(args.spec), args.classes)
     if args.onnx is not None:
-        _require_onnx()
+        require_onnx()
     # Before any work: an existing --export may be a trained checkpoint.
     for option, path in (("--export", args.export), ("--onnx", args.onnx)):
         if path is not None:
             prepare_file(path, option, overwrite=args.force)
-    model = build(arch, seed=args.seed).eval()
-    summary = summarize(arch)
-
-    # The dummy forward proves the model runs end to end on the spec's input.
-    dummy = torch.zeros(1, arch.input.channels, arch.input.height, arch.input.width)
-    with torch.no_grad():
-        logits = model(dummy)
-    built_params = sum(p.numel() for p in model.parameters())
-    if tuple(logits.shape) != (1, arch.classes) or built_params != summary.params:
-        raise RuntimeError(  # a compiler bug, not a user mistake: keep the traceback
-            f"built model disagrees with its summary: logits {tuple(logits.shape)}, "
-            f"params {built_params} vs {summary.params}"
-        )
-
+    compiled = compile_arch(arch, seed=args.seed)
     if args.export is not None:
-        from archdsl.run.checkpoint import save_checkpoint
-
-        save_checkpoint(args.export, model, arch, {"source": "archdsl compile", "seed": args.seed})
+        save_checkpoint(args.export, compiled.model, arch, {"source": "archdsl compile", "seed": args.seed})
     if args.onnx is not None:
-        _export_onnx(model, dummy, args.onnx)
+        export_onnx(compiled.model, args.onnx)
 
     if args.json:
-        data = {
-            "name": arch.name,
-            "digest": arch.digest(),
-            "params": summary.params,
-            "flops": summary.flops,
-            "n_msa": summary.n_msa,
-            "init": arch.init,
-            "stem": asdict(summary.stem),
-            "blocks": [asdict(block) for block in summary.blocks],
-            "head": asdict(summary.head),
-        }
-        print(json.dumps(data, indent=2))
+        print(json.dumps(compiled.to_dict(), indent=2))
     else:
-        print(_format_table(summary, arch.init))
+        print(_format_table(compiled.summary, arch.init))
     for what, path in (("weights", args.export), ("ONNX graph", args.onnx)):
         if path is not None and not args.json:
             print(f"wrote {what} to {path}")
     return 0
-
-
-def _require_onnx() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("onnx") is None:
-        raise UserError(
-            "--onnx needs the `onnx` package, which is not installed",
-            hint="pip install 'archdsl[export]' (in a clone: pip install -e '.[export]')",
-        )
-
-
-def _export_onnx(model, dummy, path: Path) -> None:
-    import torch
-
-    with atomic_path(path) as temporary:
-        torch.onnx.export(
-            model,
-            (dummy,),
-            str(temporary),
-            input_names=["images"],
-            output_names=["logits"],
-            dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}},
-            dynamo=False,
-        )

@@ -7,7 +7,7 @@ import argparse
 from archdsl.commands._args import name_list
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
 from archdsl.common_settings import DataSettings, ProgressSettings
-from archdsl.errors import UsageError, UserError
+from archdsl.errors import UsageError
 
 EXAMPLES = (
     "archdsl data list",
@@ -81,10 +81,10 @@ def _list() -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from archdsl.data import describe
+    from archdsl.data import describe, fetch_dataset, why_missing
 
     if DataSettings(**settings_given(args, DataSettings)).download:  # then describe what is there now
-        _fetch(args.dataset, args.data_root)
+        fetch_dataset(args.dataset, args.data_root)
     info = describe(args.dataset, args.data_root)
     c, h, w = info.image_shape
     print(f"dataset:  {info.name}")
@@ -95,7 +95,7 @@ def _info(args: argparse.Namespace) -> int:
     print("splits:   " + ", ".join(f"{split} {size:,}" for split, size in info.split_sizes.items()) + per)
     print(f"source:   {info.source}" + ("" if info.available else "  (not found)"))
     if not info.available:
-        problem = _why_missing(args.dataset, args.data_root)
+        problem = why_missing(args.dataset, args.data_root)
         if problem is not None:
             print(f"missing:  {problem.message}")
             if problem.hint:
@@ -103,61 +103,27 @@ def _info(args: argparse.Namespace) -> int:
     if info.corruptions:
         print(f"corruptions: {', '.join(info.corruptions)}")
     if args.checksums and info.available and info.name in ("cifar10", "cifar100"):
-        from archdsl.data import resolve_data_root
-        from archdsl.data.cifar import SPECS, official_checksums
+        from archdsl.data import matches_official_release
 
-        matches = official_checksums(SPECS[info.name], resolve_data_root(args.data_root))
+        matches = matches_official_release(info.name, args.data_root)
         print(f"checksums: {'official' if matches else 'differ from the official release'}")
     # A script that asks whether the data is there gets its answer from the exit status too.
     return 0 if info.available else 1
 
 
-def _why_missing(name: str, root: str | None) -> UserError | None:
-    """What loading the dataset would say is missing, and how to get it (the loaders know)."""
-    try:
-        _fetch(name, root, download=False)
-    except UserError as err:
-        return err
-    return None
-
-
-def _fetch(name: str, root: str | None, *, download: bool = True) -> None:
-    """Load (with `download`: fetch first if missing) one small piece of dataset `name`."""
-    from archdsl.data import load_corrupted, load_split
-
-    if name.split(":")[0].endswith("-c"):
-        load_corrupted(name, root=root, corruptions=["gaussian_noise"], severities=[1], download=download)
-    else:
-        load_split(name, "test", root=root, download=download)
-
-
 def _corrupt(args: argparse.Namespace) -> int:
-    from archdsl.data import load_split, write_corrupted
-    from archdsl.data.cifar_c import LABELS_FILE
-    from archdsl.data.corruptions import CORRUPTIONS, all_corruptions
-
-    if args.corruptions is None:
-        corruptions = list(CORRUPTIONS)
-    elif args.corruptions == ("all",):
-        corruptions = list(all_corruptions())
-    else:
-        corruptions = list(args.corruptions)
+    from archdsl.data import corrupt_dataset
     from archdsl.outputs import output_dir
 
-    with output_dir(args.out, "--out") as out:  # a missing dataset leaves no empty --out behind
-        # --out may be a downloaded CIFAR-C folder: never replace released files unasked.
-        existing = [name for name in (*(f"{c}.npy" for c in corruptions), LABELS_FILE) if (out / name).exists()]
-        if existing and not args.force:
-            shown = ", ".join(existing[:3]) + (", ..." if len(existing) > 3 else "")
-            raise UserError(
-                f"--out {out} already holds {shown}", hint="add --force to replace them, or choose another --out"
-            )
-        data = DataSettings(**settings_given(args, DataSettings))
-        clean = load_split(args.dataset, "test", root=data.data_root, download=data.download)
+    data = DataSettings(**settings_given(args, DataSettings))
     progress = ProgressSettings(**settings_given(args, ProgressSettings)).progress
-    written = write_corrupted(args.out, clean, corruptions, seed=args.seed, progress=progress)
+    with output_dir(args.out, "--out") as out:  # a missing dataset leaves no empty --out behind
+        written = corrupt_dataset(
+            args.dataset, out, args.corruptions, root=data.data_root, download=data.download, seed=args.seed,
+            overwrite=args.force, progress=progress,
+        )  # fmt: skip
     print(
-        f"wrote {len(written)} files ({len(corruptions)} corruptions x 5 severities x {len(clean):,} images) "
-        f"to {args.out}"
+        f"wrote {len(written.files)} files ({len(written.corruptions)} corruptions x 5 severities x "
+        f"{written.images:,} images) to {args.out}"
     )
     return 0

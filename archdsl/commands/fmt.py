@@ -1,7 +1,8 @@
 """`archdsl fmt FILE... [--check] [--diff]`: rewrite specs in their canonical layout.
 
 Comments are kept (attached to the line they end or to the item below them). A file is
-rewritten only if its meaning is unchanged (the IR of the new text equals the old one).
+rewritten only if its meaning is unchanged (`archdsl.lang.format_source` checks that the IR of
+the new text equals the old one).
 """
 
 from __future__ import annotations
@@ -30,8 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.lang.printer import format_source
-    from archdsl.lang.spec import parse_spec
+    from archdsl.lang import format_source
 
     # Check every path before touching any file, so a typo leaves everything as it was.
     for path in args.files:
@@ -60,8 +60,6 @@ def run(args: argparse.Namespace) -> int:
             continue
         if formatted == text:
             continue
-        # A formatter must never change what a spec means.
-        assert parse_spec(formatted, str(path)) == parse_spec(text, str(path)), f"fmt changed the meaning of {path}"
         changed.append(path)
         if args.diff:
             sys.stdout.writelines(

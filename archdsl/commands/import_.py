@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.commands._args import positive_int
+from archdsl.commands.spec_args import add_classes_argument, add_spec_argument
 
 EXAMPLES = (
     "archdsl import vit_ti_cifar100_9857b21357.pth.tar --spec vit-ti --out vit-ti.safetensors --dataset cifar100",
@@ -35,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     parser.add_argument("source", metavar="SRC", help="the checkpoint to import (.pth, .pth.tar, .bin, .safetensors)")
-    parser.add_argument(
-        "--spec", required=True, metavar="SPEC", help="the design the weights belong to: a .arch file or a built-in"
+    add_spec_argument(
+        parser, "--spec", what="the design the weights belong to", example="vit-ti", required=True, metavar="SPEC"
     )
     parser.add_argument("--out", required=True, metavar="DST", help="the archdsl checkpoint to write (.safetensors)")
     parser.add_argument(
@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="the layout of SRC's weights (default: recognised from their names); see docs/import.md",
     )
-    parser.add_argument("--classes", type=positive_int, metavar="N", help="override the spec's number of classes")
+    add_classes_argument(parser)
     parser.add_argument(
         "--dataset", metavar="NAME", help="record the dataset the weights were trained on (eval/analyze default)"
     )
@@ -54,36 +54,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.lang.checks import ensure_valid
-    from archdsl.lang.spec import load_spec
-    from archdsl.nn.summary import ensure_fits
+    from archdsl.lang import load_spec, with_classes
     from archdsl.outputs import output_file
-    from archdsl.run.checkpoint import save_checkpoint
-    from archdsl.run.importer import import_weights, read_source
+    from archdsl.run import import_checkpoint
 
-    arch = load_spec(args.spec)
-    if args.classes is not None:
-        arch = ensure_valid(arch.model_copy(update={"classes": args.classes}))
-    ensure_fits(arch)  # a design over the memory limit is refused before the source is read
-    if args.source_format is not None:
-        from archdsl.nn.convert import get_format
-
-        get_format(args.source_format)  # an unknown name fails before the file is read
+    arch = with_classes(load_spec(args.spec), args.classes)
     with output_file(args.out, "--out", overwrite=args.force) as out:  # checked before the source is read
-        source = read_source(args.source)
-        imported = import_weights(source, arch, source_format=args.source_format)
-    meta = {
-        "source": "archdsl import",
-        "imported_from": source.path.name,
-        "source_sha256": source.sha256,
-        "source_format": imported.source_format,
-        **({"source_name": source.info["name"]} if isinstance(source.info.get("name"), str) else {}),
-        **({"dataset": args.dataset} if args.dataset else {}),
-    }
-    save_checkpoint(out, imported.model, arch, meta)
-    n_params = sum(p.numel() for p in imported.model.parameters())
+        imported = import_checkpoint(args.source, arch, out, source_format=args.source_format, dataset=args.dataset)
     print(
-        f"imported {source.path.name} ({imported.source_format} layout, {len(source.state)} tensors) as "
-        f"{arch.name} ({n_params:,} params) to {out}"
+        f"imported {imported.source_name} ({imported.source_format} layout, {imported.tensors} tensors) as "
+        f"{arch.name} ({imported.params:,} params) to {imported.path}"
     )
     return 0

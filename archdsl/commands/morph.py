@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archdsl.commands.spec_args import add_spec_argument
 from archdsl.errors import UsageError
 from archdsl.files import write_text
 
@@ -31,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Rewrite BASE by the AlterNet build-up rule: k MSAs at the end of each stage "
         "(C*(n-2k) [C M]*k), and print the resulting .arch spec.",
     )
-    parser.add_argument("base", help="a .arch file or a built-in spec name (e.g. alter50-base)")
+    add_spec_argument(parser, "base", example="alter50-base")
     how = parser.add_mutually_exclusive_group(required=True)
     how.add_argument("--layout", metavar="K,K,...", help="MSAs per stage, e.g. 0,1,1,2")
     how.add_argument("--msa", metavar="N", type=_count, help="add N MSAs in build-up order")
@@ -101,8 +102,7 @@ def _windows(text: str | None) -> Window | list[Window]:
 
 def run(args: argparse.Namespace) -> int:
     from archdsl.buildup import buildup, layout, ratio
-    from archdsl.lang.printer import format_arch
-    from archdsl.lang.spec import load_spec
+    from archdsl.lang import format_arch, load_spec
     from archdsl.outputs import prepare_file
 
     base = load_spec(args.base)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from archdsl.commands._args import RUNS_DIR
 from archdsl.errors import visible_lines
@@ -41,25 +40,12 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.errors import UserError
-    from archdsl.search.naming import check_study_name
-    from archdsl.search.report import summarize_study, trials_csv, write_report
-    from archdsl.search.runner import load_study
-    from archdsl.search.storage import StorageOptions, journal_path, open_storage
+    from archdsl.search import load_saved_study, report_study, summarize_study, trials_csv
 
-    check_study_name(args.study, hint="give the runs folder with --out, not in the name")
-    out = Path(args.out)
-    if args.storage is None and not journal_path(out, args.study).exists():
-        raise UserError(
-            f"no study {args.study!r} under {out}/ (no {journal_path(out, args.study)})",
-            hint="give --out where the search ran, or --storage for a database study",
-        )
-    storage = open_storage(StorageOptions(url=args.storage), out, args.study)
-    study = load_study(args.study, storage)
     if args.csv:
-        print(trials_csv(summarize_study(study)), end="")
+        print(trials_csv(summarize_study(load_saved_study(args.study, storage=args.storage, out=args.out))), end="")
         return 0
-    paths = write_report(study, out / args.study)
+    paths = report_study(args.study, storage=args.storage, out=args.out)
     print(visible_lines(paths.summary_text))  # quotes what the study's storage holds: escaped
     print(f"report: {paths.report}")
     return 0

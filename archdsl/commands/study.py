@@ -4,11 +4,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from archdsl.commands._args import positive_int
-from archdsl.errors import UserError
-from archdsl.search.storage_proxy import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_THREADS
+from archdsl.search import DEFAULT_PROXY_HOST, DEFAULT_PROXY_PORT, DEFAULT_PROXY_THREADS
 
 EXAMPLES = (
     "archdsl study repair runs/alter-small-base-synthetic-buildup/study.journal",
@@ -49,51 +47,42 @@ def register(subparsers) -> None:
         "--storage", metavar="URL", required=True, help="the storage to serve: postgresql://... or journal:PATH"
     )
     serve.add_argument(
-        "--host", default=DEFAULT_HOST, help=f"address to listen on (default: {DEFAULT_HOST}; 0.0.0.0: every interface)"
+        "--host",
+        default=DEFAULT_PROXY_HOST,
+        help=f"address to listen on (default: {DEFAULT_PROXY_HOST}; 0.0.0.0: every interface)",
     )
     serve.add_argument(
         "--port",
         type=int,
-        default=DEFAULT_PORT,
-        help=f"port to listen on (default: {DEFAULT_PORT}; 0: a free one, printed)",
+        default=DEFAULT_PROXY_PORT,
+        help=f"port to listen on (default: {DEFAULT_PROXY_PORT}; 0: a free one, printed)",
     )
     serve.add_argument(
         "--threads",
         type=positive_int,
-        default=DEFAULT_THREADS,
-        help=f"requests served at once (default: {DEFAULT_THREADS})",
+        default=DEFAULT_PROXY_THREADS,
+        help=f"requests served at once (default: {DEFAULT_PROXY_THREADS})",
     )
     serve.set_defaults(func=run_serve)
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.search.journal_check import repair_records, replay, write_repaired
+    from archdsl.search import repair_journal
 
-    path = Path(args.journal)
-    if not path.is_file():
-        raise UserError(
-            f"no journal file {path}" if not path.exists() else f"{path} is not a regular file",
-            hint="give the study's journal, OUT/STUDY/study.journal",
-        )
-    try:
-        repair = repair_records(path)
-    except OSError as err:
-        raise UserError(f"cannot read {path}: {err.strerror or err}") from None
+    repair = repair_journal(args.journal)
     if not repair.actions:
-        print(f"{path}: no damaged line; nothing to repair")
+        print(f"{repair.path}: no damaged line; nothing to repair")
         return 0
-    kept = write_repaired(path, repair)
     for action in repair.actions:
         print(action)
-    trials = sum(len(found) for _, found in replay(path))
-    print(f"repaired {path}: {trials} trials readable; the original is kept as {kept}")
+    print(f"repaired {repair.path}: {repair.trials} trials readable; the original is kept as {repair.kept}")
     return 0
 
 
 def run_serve(args: argparse.Namespace) -> int:
     import signal
 
-    from archdsl.search.storage_proxy import start_proxy
+    from archdsl.search import start_proxy
 
     proxy = start_proxy(args.storage, args.host, args.port, args.threads)
     signal.signal(signal.SIGTERM, lambda *_: proxy.server.stop(grace=5))  # how SLURM and Kubernetes stop it

@@ -7,27 +7,37 @@ sets = load_corrupted("cifar100-c", root="data", corruptions=["fog"], severities
 
 from archdsl.data._names import resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet
+from archdsl.data.cifar import matches_official_release
 from archdsl.data.cifar_c import write_corrupted
+from archdsl.data.corrupted_copy import CorruptedCopy, corrupt_dataset, corruption_names
 from archdsl.data.registry import (
     DatasetInfo,
     corrupted_name,
     dataset_descriptions,
     dataset_names,
     describe,
+    fetch_dataset,
     load_corrupted,
     load_split,
+    why_missing,
 )
 
 __all__ = [
+    "CorruptedCopy",
     "CorruptedSet",
     "DatasetInfo",
     "corrupted_name",
+    "corrupt_dataset",
+    "corruption_names",
     "ImageSet",
     "dataset_descriptions",
     "dataset_names",
     "describe",
+    "fetch_dataset",
     "load_corrupted",
     "load_split",
+    "matches_official_release",
     "resolve_data_root",
+    "why_missing",
     "write_corrupted",
 ]

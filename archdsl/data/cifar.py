@@ -9,6 +9,7 @@ Python pickles, and torchvision unpickles them: only use copies from the officia
 
 from __future__ import annotations
 
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,16 @@ def official_checksums(spec: CifarSpec, root: Path) -> bool:
     folder = root / cls.base_folder
     pairs = cls.train_list + cls.test_list + [[cls.meta["filename"], cls.meta["md5"]]]
     return all(check_integrity(str(folder / name), md5) for name, md5 in pairs)
+
+
+def matches_official_release(name: str, root: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the files of `name` (cifar10 or cifar100) under the data root `root` have the MD5s
+    of the official release (reads every file; `archdsl data info --checksums`)."""
+    from archdsl.data._names import resolve_data_root
+
+    if name not in SPECS:
+        raise UserError(f"only CIFAR files have official checksums, not {name!r}", hint="give cifar10 or cifar100")
+    return official_checksums(SPECS[name], resolve_data_root(root))
 
 
 def _download(spec: CifarSpec, root: Path) -> None:

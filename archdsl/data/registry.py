@@ -347,3 +347,21 @@ def _generated_corrupted(clean_name: str, root: str, label: str, corruption: str
     """A corrupted copy of a clean (grey) test set, generated once per process."""
     clean = _mnist_split(_parse(clean_name), "test", root, False)
     return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), label)
+
+
+def fetch_dataset(name: str, root: str | os.PathLike | None = None, *, download: bool = True) -> None:
+    """Load one small piece of dataset `name` (with `download`: fetch it first if it is missing),
+    so that it is there; raises the UserError that says what is missing and how to get it."""
+    if name.split(":")[0].endswith("-c"):
+        load_corrupted(name, root=root, corruptions=["gaussian_noise"], severities=[1], download=download)
+    else:
+        load_split(name, "test", root=root, download=download)
+
+
+def why_missing(name: str, root: str | os.PathLike | None = None) -> UserError | None:
+    """What loading dataset `name` would say is missing, and how to get it (None: it loads)."""
+    try:
+        fetch_dataset(name, root, download=False)
+    except UserError as err:
+        return err
+    return None

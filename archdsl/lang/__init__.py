@@ -12,6 +12,7 @@ _EXPORTS = {
     "load_spec": "archdsl.lang.spec",
     "resolve_spec": "archdsl.lang.spec",
     "builtin_names": "archdsl.lang.spec",
+    "with_classes": "archdsl.lang.spec",
     "format_arch": "archdsl.lang.printer",
     "format_source": "archdsl.lang.printer",
     "ensure_valid": "archdsl.lang.checks",
@@ -19,5 +20,4 @@ _EXPORTS = {
     "SpecError": "archdsl.lang.diagnostics",
 }
 
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

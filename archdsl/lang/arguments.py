@@ -11,11 +11,11 @@ import math
 import re
 
 from archdsl.errors import did_you_mean
-from archdsl.lang.checks import Path
 from archdsl.lang.diagnostics import Diagnostic, Span
 from archdsl.lang.limits import MAX_NUMBER
 from archdsl.lang.parser import Arg, Call, Name, Number, Value
 from archdsl.lang.parser import _one_of as one_of  # "a, b or c", as the syntax errors list tokens
+from archdsl.lang.problems import Path
 
 BOOLEANS = {"true": True, "false": False}
 

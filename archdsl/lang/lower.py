@@ -20,6 +20,7 @@ from archdsl.lang.diagnostics import Span, SpecError
 from archdsl.lang.limits import MAX_BLOCKS, MAX_GROUP_DEPTH, MAX_STAGES
 from archdsl.lang.lower_settings import SettingLowering
 from archdsl.lang.parser import ArchNode, BlockRef, Call, Element, Group, Number, Setting
+from archdsl.lang.problems import Path
 from archdsl.lang.words import Lowered
 
 SETTINGS = ("input", "classes", "stem", "conv", "head", "pos", "norm", "init", "stage")
@@ -254,7 +255,7 @@ class _Lowering(SettingLowering):
             stages[si] = stage = stage.model_copy(update={"blocks": tuple(blocks)})
         return arch.model_copy(update={"stages": tuple(stages)})
 
-    def span_of(self, path: checks.Path) -> Span | None:
+    def span_of(self, path: Path) -> Span | None:
         """The span recorded for the longest prefix of an IR path."""
         for end in range(len(path), 0, -1):
             span = self.spans.get(tuple(path[:end]))

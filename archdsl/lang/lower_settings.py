@@ -36,6 +36,21 @@ def conv_variant(text: str) -> ConvVariant | None:
 class SettingLowering(ArgumentReader):
     """The `lower_*` of each arch-wide setting (each returns None after reporting a mistake)."""
 
+    def kind_name(
+        self, value: Value, options: tuple[str, ...], *, must_be: str, example: str, unknown: str, known: str
+    ) -> Name | None:
+        """The name a setting's value is called by (`patch` of `stem patch(2, 192)`) if it is one of
+        `options`; else None after reporting a number (`must_be`, with the `example`) or an unknown
+        name (`unknown stem ...`, with a did-you-mean or else what is `known`)."""
+        if isinstance(value, Number):
+            self.error(value.span, f"{must_be}, not {describe(value)}", example)
+            return None
+        name = value.name if isinstance(value, Call) else value
+        if name.text not in options:
+            self.error(name.span, f"unknown {unknown} `{name.text}`", did_you_mean(name.text, options) or known)
+            return None
+        return name
+
     def lower_input(self, setting: Setting) -> InputShape | None:
         value = setting.value
         if not isinstance(value, Number) or not DIMS.match(value.text) or value.text.count("x") != 2:
@@ -53,20 +68,15 @@ class SettingLowering(ArgumentReader):
 
     def lower_stem(self, setting: Setting) -> AnyStem | None:
         value = setting.value
-        if isinstance(value, Number):
-            self.error(
-                value.span,
-                f"stem must be `conv3x3(C)` or `patch(size, C)`, not {describe(value)}",
-                "e.g. `stem conv3x3(64)` or `stem patch(2, 192)`",
-            )
-            return None
-        name = value.name if isinstance(value, Call) else value
-        if name.text not in STEM_KINDS:
-            self.error(
-                name.span,
-                f"unknown stem `{name.text}`",
-                did_you_mean(name.text, STEM_KINDS) or "stems are `conv3x3(C)` and `patch(size, C)`",
-            )
+        name = self.kind_name(
+            value,
+            STEM_KINDS,
+            must_be="stem must be `conv3x3(C)` or `patch(size, C)`",
+            example="e.g. `stem conv3x3(64)` or `stem patch(2, 192)`",
+            unknown="stem",
+            known="stems are `conv3x3(C)` and `patch(size, C)`",
+        )
+        if name is None:
             return None
         if name.text == "patch":
             return self.lower_patch_stem(value)
@@ -80,7 +90,7 @@ class SettingLowering(ArgumentReader):
         norm = self.boolean(bound["norm"].value, "norm") if "norm" in bound else False
         return Stem(channels=channels, norm=norm) if channels is not None and norm is not None else None
 
-    def lower_patch_stem(self, value: Name | Call) -> PatchStem | None:
+    def lower_patch_stem(self, value: Value) -> PatchStem | None:
         """`patch(size, channels, stride=size, norm=false)`: ViT's, PiT's and Swin's patch embedding."""
         example = "`stem patch(2, 192)` or `stem patch(2, 64, stride=1)`"
         if not isinstance(value, Call):
@@ -161,21 +171,16 @@ class SettingLowering(ArgumentReader):
     def lower_conv_kind(self, value: Value) -> ConvBlock | None:
         """`bottleneck`, `bottleneck(expansion=4)`, `basic`, `basic(2)`, `bottleneck(preact=false)`: the arch's plain
         `conv`."""
-        if isinstance(value, Number):
-            self.error(
-                value.span,
-                f"conv must be `bottleneck` or `basic`, not {describe(value)}",
-                "e.g. `conv = bottleneck(expansion=4)`",
-            )
-            return None
-        name = value.name if isinstance(value, Call) else value
-        variant = conv_variant(name.text)
-        if variant is None:
-            self.error(
-                name.span,
-                f"unknown conv variant `{name.text}`",
-                did_you_mean(name.text, tuple(CONV_VARIANTS)) or "variants: `bottleneck`, `basic`",
-            )
+        name = self.kind_name(
+            value,
+            tuple(CONV_VARIANTS),
+            must_be="conv must be `bottleneck` or `basic`",
+            example="e.g. `conv = bottleneck(expansion=4)`",
+            unknown="conv variant",
+            known="variants: `bottleneck`, `basic`",
+        )
+        variant = None if name is None else conv_variant(name.text)
+        if name is None or variant is None:
             return None
         expansion = CONV_VARIANTS[variant]
         preact: bool | None = True

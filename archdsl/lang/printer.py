@@ -128,8 +128,8 @@ def format_arch(arch: Arch, comments: Comments | None = None) -> str:
     emit("input", f"input   {arch.input.channels}x{arch.input.height}x{arch.input.width}", i4)
     emit("classes", f"classes {arch.classes}", i4)
     emit("stem", f"stem    {format_stem(arch)}", i4)
-    # A token net without conv or msa blocks has no use for `conv`: it is only said when it matters.
-    if arch.conv != ConvBlock() or any(b.kind in ("conv", "msa") for st in arch.stages for b in st.blocks):
+    # A token net has no block that reads `conv`: it is only said when it matters.
+    if arch.conv != ConvBlock() or any(b.follows_conv for st in arch.stages for b in st.blocks):
         emit("conv", f"conv  = {format_conv_setting(arch.conv)}", i4)
     if arch.head != "mean" or not arch.head_norm:
         emit("head", f"head    {arch.head}" + ("" if arch.head_norm else "(norm=false)"), i4)
@@ -200,7 +200,13 @@ def _attach_comments(text: str, node: ArchNode) -> Comments:
 
 
 def format_source(text: str, path: str = "<string>") -> str:
-    """Canonical text of a spec file, keeping its comments (`archdsl fmt`). Raises `SpecError`."""
+    """Canonical text of a spec file, keeping its comments (`archdsl fmt`). Raises `SpecError`.
+
+    The text returned means what `text` means (its IR is equal): that is checked on every call,
+    since a formatter that changed a design would do it silently."""
     node = parse(text, path)
     arch = lower(node, source=text, path=path)
-    return format_arch(arch, _attach_comments(text, node))
+    formatted = format_arch(arch, _attach_comments(text, node))
+    if formatted != text and lower(parse(formatted, path), source=formatted, path=path) != arch:
+        raise AssertionError(f"fmt changed the meaning of {path}")  # a bug in the printer: keep the traceback
+    return formatted

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from archdsl.errors import UserError, did_you_mean
 from archdsl.ir import Arch
+from archdsl.lang.checks import ensure_valid
 from archdsl.lang.lower import lower
 from archdsl.lang.parser import check_size, parse
 
@@ -85,3 +86,14 @@ def load_spec(name_or_path: str | os.PathLike[str]) -> Arch:
     except OSError as err:
         raise UserError(f"cannot read spec file {str(path)!r}: {err.strerror}") from None
     return parse_spec(text, str(path))
+
+
+def with_classes(arch: Arch, classes: int | None) -> Arch:
+    """`arch` with `classes` outputs, checked as a spec is (`classes` None: `arch` as it is): the
+    `--classes` of `compile`, `import` and `train`."""
+    if classes is None:
+        return arch
+    if isinstance(classes, bool) or not isinstance(classes, int) or classes < 1:
+        # model_copy skips the IR's own validation (classes: PositiveInt)
+        raise UserError(f"classes must be a positive integer, not {classes!r}")
+    return ensure_valid(arch.model_copy(update={"classes": classes}))

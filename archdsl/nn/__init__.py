@@ -12,8 +12,12 @@ _EXPORTS = {
     "create_model": "archdsl.nn.build",
     "summarize": "archdsl.nn.summary",
     "ensure_fits": "archdsl.nn.summary",
+    "ModelSummary": "archdsl.nn.summary",
+    "compile_arch": "archdsl.nn.compiled",
+    "CompiledArch": "archdsl.nn.compiled",
+    "export_onnx": "archdsl.nn.compiled",
+    "require_onnx": "archdsl.nn.compiled",
     "register_timm": "archdsl.nn.timm_models",
 }
 
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

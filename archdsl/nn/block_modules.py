@@ -7,6 +7,7 @@ a registered kind (`archdsl.kinds`) brings its own `build`. `module_for` looks t
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypedDict
 
 from torch import nn
 
@@ -35,27 +36,28 @@ def _msa(arch: Arch, shape: BlockShape, width: int, drop_path: float) -> nn.Modu
 
 def _attn(arch: Arch, shape: BlockShape, width: int, drop_path: float) -> nn.Module:
     assert isinstance(shape.block, AttnBlock)
+    relative = arch.pos.kind == "relative"
     return transformer.TransformerAttnBlock(
-        shape.block,
-        shape.in_channels,
-        size=shape.out_size,
-        prefix=arch.prefix_tokens,
-        relative=arch.pos.kind == "relative",
-        eps=arch.norm.eps,
-        drop_path=drop_path,
+        shape.block, shape.in_channels, relative=relative, **_token_placement(arch, shape, drop_path)
     )
 
 
 def _mlp(arch: Arch, shape: BlockShape, width: int, drop_path: float) -> nn.Module:
     assert isinstance(shape.block, MLPBlock)
-    return transformer.TransformerMLPBlock(
-        shape.block,
-        shape.in_channels,
-        size=shape.out_size,
-        prefix=arch.prefix_tokens,
-        eps=arch.norm.eps,
-        drop_path=drop_path,
-    )
+    return transformer.TransformerMLPBlock(shape.block, shape.in_channels, **_token_placement(arch, shape, drop_path))
+
+
+class _TokenPlacement(TypedDict):
+    size: tuple[int, int]
+    prefix: int
+    eps: float
+    drop_path: float
+
+
+def _token_placement(arch: Arch, shape: BlockShape, drop_path: float) -> _TokenPlacement:
+    """What both transformer blocks are told of where they sit: the map their tokens come from, the
+    class token before them, the LayerNorm eps and their stochastic-depth rate."""
+    return {"size": shape.out_size, "prefix": arch.prefix_tokens, "eps": arch.norm.eps, "drop_path": drop_path}
 
 
 def _merge(arch: Arch, shape: BlockShape, width: int, drop_path: float) -> nn.Module:

@@ -18,11 +18,9 @@ from dataclasses import dataclass
 
 from archdsl.errors import UserError
 from archdsl.ir import (
+    ATTENTION_KINDS,
     Arch,
-    AttnBlock,
     BlockShape,
-    MLPBlock,
-    MSABlock,
     PatchStem,
     block_path,
     block_shapes,
@@ -91,7 +89,7 @@ class ModelSummary:
 
     @property
     def n_msa(self) -> int:
-        return sum(b.kind in ("msa", "attn") for b in self.blocks)
+        return sum(b.kind in ATTENTION_KINDS for b in self.blocks)
 
 
 def _block(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
@@ -159,19 +157,12 @@ class MemoryEstimate:
 
 def memory_estimate(summary: ModelSummary, arch: Arch) -> MemoryEstimate:
     """What building `arch` and running one image through it would hold: the weights, and the
-    activations (block outputs, MLP hidden layers, attention maps heads x queries x keys)."""
+    activations (block outputs, MLP hidden layers, attention maps heads x queries x keys, and
+    what a registered kind declares: `archdsl.kinds.BlockKind.activations`)."""
     values = _numel(summary.stem.out_shape) + _numel(summary.head.out_shape)
     for shape, block in zip(block_shapes(arch), summary.blocks, strict=True):
-        values += _numel(block.out_shape)
-        ir_block = shape.block
-        if isinstance(ir_block, (MSABlock, AttnBlock)):
-            height, wide = shape.out_size
-            kernel = getattr(ir_block, "kernel", None)  # AttnBlock's neighbourhood attention
-            side = kernel or ir_block.window
-            keys = side * side if side is not None else height * wide  # per query
-            values += ir_block.heads * keys * height * wide
-        elif isinstance(ir_block, MLPBlock):
-            values += ir_block.ratio * _numel(block.out_shape)  # the hidden layer
+        # Its output, and what its word says it keeps besides (`archdsl.lang.words.Word.activations`).
+        values += _numel(block.out_shape) + words.word(shape.block.kind).activations(arch, shape)
     return MemoryEstimate(weights=BYTES_PER_VALUE * summary.params, activations=BYTES_PER_VALUE * values)
 
 

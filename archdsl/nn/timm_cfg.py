@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from archdsl.ir import Arch, PatchStem, block_layout, block_shapes, stage_shapes, stem_out_size
+from archdsl.ir import Arch, PatchStem, block_shapes, stage_shapes, stem_out_size
 
 # timm's defaults (timm.data.IMAGENET_DEFAULT_MEAN/STD), for inputs that are not CIFAR-sized.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -117,6 +117,6 @@ def feature_layouts(arch: Arch) -> list[str]:
     stem = "tokens" if isinstance(arch.stem, PatchStem) else "map"
     ends = [stem]
     for stage in arch.stages:
-        layouts = [block_layout(block) for block in stage.blocks]
+        layouts = [block.layout for block in stage.blocks]
         ends += layouts if per_block_features(arch) else [(layouts or ends[-1:])[-1]]
     return ends[1:] if per_block_features(arch) else ends

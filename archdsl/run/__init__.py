@@ -28,6 +28,8 @@ _EXPORTS = {
     "TENSORBOARD_DIR": "archdsl.run.train",
     "load_checkpoint": "archdsl.run.checkpoint",
     "save_checkpoint": "archdsl.run.checkpoint",
+    "import_checkpoint": "archdsl.run.importer",
+    "ImportedCheckpoint": "archdsl.run.importer",
     "optimize_model": "archdsl.run.optimize",
     "select_device": "archdsl.run.device",
     "DEFAULT_TIMEOUT_S": "archdsl.run.distributed",
@@ -35,5 +37,4 @@ _EXPORTS = {
     "quiet_followers": "archdsl.run.distributed",
 }
 
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -5,7 +5,8 @@
 Python objects is refused), or a plain safetensors file; it finds the state dict inside
 (`{"state_dict": ...}` as the reference implementation and timm's training script save it)
 and drops DataParallel's `module.` prefix. `import_weights(source, arch)` converts it with a
-format of `archdsl.nn.convert` and loads it strictly into `build(arch)`.
+format of `archdsl.nn.convert` and loads it strictly into `build(arch)`; `import_checkpoint`
+does both and writes the archdsl checkpoint.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class Source:
 
 @dataclass
 class Imported:
+    """What `import_weights` made: the model with the source's weights, and the layout they were in."""
+
     model: nn.Module
     source_format: str
 
@@ -202,3 +205,62 @@ def import_weights(source: Source, arch: Arch, *, source_format: str | None = No
     model = build(arch, seed=0)
     model.load_state_dict(state, strict=True)
     return Imported(model=model.eval(), source_format=fmt.name)
+
+
+@dataclass(frozen=True)
+class ImportedCheckpoint:
+    """What `import_checkpoint` wrote: the archdsl checkpoint and what it was made from."""
+
+    path: Path  # the archdsl checkpoint (.safetensors)
+    model: nn.Module  # the model with the imported weights (eval mode)
+    arch: Arch
+    source_name: str  # the source file's name
+    source_format: str  # the layout its weights were in (archdsl.nn.convert)
+    tensors: int  # how many tensors the source held
+
+    @property
+    def params(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+def import_checkpoint(
+    source: str | os.PathLike[str],
+    arch: Arch,
+    out: str | os.PathLike[str],
+    *,
+    source_format: str | None = None,
+    dataset: str | None = None,
+) -> ImportedCheckpoint:
+    """Another project's checkpoint `source` -> the archdsl checkpoint `out` for `arch` (`archdsl import`).
+
+    The design's size and `source_format` (default: recognised from the weights' names) are
+    checked before the file is read; the weights are loaded strictly (`import_weights`) and
+    written with `arch`'s IR and where they came from (file name, SHA-256, layout, and the
+    `dataset` they were trained on, which eval and analyze then default to). `out` is replaced
+    if it exists: the caller decides whether it may be.
+    """
+    from archdsl.nn.convert import get_format
+    from archdsl.nn.summary import ensure_fits
+    from archdsl.run.checkpoint import save_checkpoint
+
+    ensure_fits(arch)  # a design over the memory limit is refused before the source is read
+    if source_format is not None:
+        get_format(source_format)  # an unknown name fails before the file is read
+    read = read_source(source)
+    imported = import_weights(read, arch, source_format=source_format)
+    meta = {
+        "source": "archdsl import",
+        "imported_from": read.path.name,
+        "source_sha256": read.sha256,
+        "source_format": imported.source_format,
+        **({"source_name": read.info["name"]} if isinstance(read.info.get("name"), str) else {}),
+        **({"dataset": dataset} if dataset else {}),
+    }
+    return ImportedCheckpoint(
+        path=save_checkpoint(out, imported.model, arch, meta),
+        model=imported.model,
+        arch=arch,
+        source_name=read.path.name,
+        source_format=imported.source_format,
+        tensors=len(read.state),
+    )

@@ -151,7 +151,7 @@ def plan_training(
     resume policy applied), the run directory and the data."""
     from pydantic import ValidationError
 
-    from archdsl.lang.spec import load_spec
+    from archdsl.lang.spec import load_spec, with_classes
     from archdsl.run.distributed import join_if_launched
     from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
     from archdsl.run.train import resumed_config
@@ -166,10 +166,7 @@ def plan_training(
             hint=f"use at most {cores} (0 loads data in the main process)",
         )
     arch = spec if isinstance(spec, Arch) else load_spec(str(spec))
-    if settings.classes is not None:
-        from archdsl.lang.checks import ensure_valid
-
-        arch = ensure_valid(arch.model_copy(update={"classes": settings.classes}))
+    arch = with_classes(arch, settings.classes)
     run_dir = Path(settings.out) if settings.out else default_run_dir(arch)
     if settings.resume and given.get("initial_checkpoint") is not None:
         raise UsageError(

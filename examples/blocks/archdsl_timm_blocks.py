@@ -6,7 +6,8 @@
 - `mbconv(expansion=4, kernel=3, se=0.25)`: MobileNetV2/EfficientNet's inverted residual,
   timm's `InvertedResidual` (1x1 expansion, depthwise kxk, squeeze-excite, 1x1 projection),
   to the stage's width; it applies the stage's stride, so it may start a strided stage. Its
-  counts come from the meta device (`archdsl.nn.meta_count`).
+  counts come from the meta device (`archdsl.nn.meta_count`); its checks (an odd kernel, a
+  squeeze-excite of at least one channel) and its activations (the expanded maps) are written out.
 - `convnext(kernel=7, ratio=4, grn=false)`: timm's `ConvNeXtBlock` (depthwise kxk, LayerNorm,
   MLP, layer scale), keeping its input's channels and map. Its counts are written out below,
   as archdsl's own blocks are.
@@ -18,18 +19,51 @@ An installed package would list `register` under the entry point group `archdsl.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import archdsl
-from archdsl.kinds import Arg, BlockKind, Placement
+from archdsl.kinds import Arg, BlockKind, Issue, Placement
 from archdsl.nn.meta_count import meta_count
 
 
-def _odd_kernel(place: Placement) -> list[tuple[str | None, str, str | None]]:
+def _odd_kernel(place: Placement) -> list[Issue]:
     kernel = int(place.args["kernel"])
     if kernel % 2:
         return []
-    return [("kernel", f"kernel {kernel} has no centre", f"use an odd size: {kernel - 1} or {kernel + 1}")]
+    return [Issue(f"kernel {kernel} has no centre", f"use an odd size: {kernel - 1} or {kernel + 1}", arg="kernel")]
+
+
+def se_channels(place: Placement) -> int:
+    """The squeeze-excite's channels: EfficientNet's ratio of the block's input (0: none)."""
+    return round(place.in_channels * float(place.args["se"]))
+
+
+def _squeeze_excite(place: Placement) -> list[Issue]:
+    """A squeeze-excite that rounds to no channel builds an empty conv, which fails on its first input."""
+    se, channels = float(place.args["se"]), place.in_channels
+    if se == 0 or se_channels(place) > 0:
+        return []
+    # The smallest ratio, in two significant digits, that keeps a channel (round(0.5) is 0).
+    step = 10.0 ** (math.floor(math.log10(0.5 / channels)) - 1)
+    least = math.floor(0.5 / channels / step + 1) * step
+    return [
+        Issue(
+            f"se={se:g} squeezes the {channels} channels to none: round({channels} x {se:g}) = 0",
+            f"use se=0 (no squeeze-excite) or at least se={least:.2g}",
+            arg="se",
+        )
+    ]
+
+
+def check_mbconv(place: Placement) -> list[Issue]:
+    return _odd_kernel(place) + _squeeze_excite(place)
+
+
+def activations_mbconv(place: Placement) -> int:
+    """The expanded maps it keeps per image: after the 1x1 expansion and after the depthwise conv."""
+    hidden = place.in_channels * int(place.args["expansion"])
+    return hidden * (place.in_size[0] * place.in_size[1] + place.out_size[0] * place.out_size[1])
 
 
 def build_mbconv(place: Placement, drop_path: float) -> Any:
@@ -37,15 +71,14 @@ def build_mbconv(place: Placement, drop_path: float) -> Any:
 
     from timm.models._efficientnet_blocks import InvertedResidual, SqueezeExcite
 
-    expansion, se = int(place.args["expansion"]), float(place.args["se"])
     # EfficientNet's squeeze-excite reduces relative to the block's input, not its expanded width.
-    se_layer = partial(SqueezeExcite, rd_ratio=se / expansion) if se > 0 else None
+    se_layer = partial(SqueezeExcite, rd_channels=se_channels(place)) if float(place.args["se"]) > 0 else None
     return InvertedResidual(
         place.in_channels,
         place.out_channels,
         dw_kernel_size=int(place.args["kernel"]),
         stride=place.stride,
-        exp_ratio=expansion,
+        exp_ratio=int(place.args["expansion"]),
         se_layer=se_layer,
         drop_path_rate=drop_path,
     )
@@ -85,7 +118,8 @@ MBCONV = BlockKind(
     build=build_mbconv,
     channels="width",
     downsamples=True,
-    check=_odd_kernel,
+    check=check_mbconv,
+    activations=activations_mbconv,
     description="an inverted residual (MBConv)",
     example="`mbconv`, `mbconv(6, kernel=5)` or `mbconv(se=0)`",
 )

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from archdsl.errors import did_you_mean
-from archdsl.ir import (
-    AnyBlock,
-    Arch,
-    AttnBlock,
-    BlockShape,
-    ConvBlock,
-)
+from archdsl.ir import AnyBlock, Arch, AttnBlock, BlockShape, ConvBlock
 from archdsl.lang.arguments import ArgumentReader, describe
 from archdsl.lang.parser import BlockRef, Name
+from archdsl.lang.problems import Problem, Site, size_text
 from archdsl.lang.words.base import Lowered, Word
 from archdsl.lang.words.units import linear, ln
+from archdsl.lang.words.windows import attention_values, tiling_problems
 
 
 def lower(reader: ArgumentReader, ref: BlockRef, default: ConvBlock) -> Lowered:
@@ -107,4 +103,83 @@ def count(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     return params, macs
 
 
-WORD = Word("attn", lower, text, count)
+def check(site: Site) -> list[Problem]:
+    """Its window tiles the map; a shift moves windows; a local kernel has a centre; the class token
+    belongs to no window or neighbourhood."""
+    block = site.shape.block
+    assert isinstance(block, AttnBlock)
+    return (
+        tiling_problems(site, block.window)
+        + _shift_problems(site, block)
+        + _kernel_problems(site, block)
+        + _class_token_problems(site, block)
+    )
+
+
+def _shift_problems(site: Site, block: AttnBlock) -> list[Problem]:
+    if not block.shift:
+        return []
+    path = site.path + ("shift",)
+    if block.window is None:
+        return [
+            Problem(
+                path,
+                "a shift moves windows, but this `attn` has none",
+                "drop `shift`, or give a window: `attn(H, 4, shift=2)`",
+            )
+        ]
+    if block.shift >= block.window:
+        return [
+            Problem(
+                path,
+                f"shift {block.shift} must be smaller than the window {block.window}",
+                f"Swin shifts by half a window: shift={block.window // 2}",
+            )
+        ]
+    size = site.shape.out_size
+    if block.window == size[0] and block.window == size[1]:
+        return [
+            Problem(
+                path,
+                f"a shifted window on a map of one window: the {size_text(size)} map of stage "
+                f"{site.stage.name} is a single {block.window}x{block.window} window",
+                "drop `shift` here (timm's Swin silently does the same)",
+            )
+        ]
+    return []
+
+
+def _kernel_problems(site: Site, block: AttnBlock) -> list[Problem]:
+    if block.kernel is None or block.kernel % 2:
+        return []
+    return [
+        Problem(
+            site.path + ("kernel",),
+            f"kernel {block.kernel} has no centre: a local kernel is centred on its token",
+            f"use an odd size: {block.kernel - 1} or {block.kernel + 1}",
+        )
+    ]
+
+
+def _class_token_problems(site: Site, block: AttnBlock) -> list[Problem]:
+    if not site.arch.class_token or (block.window is None and block.kernel is None):
+        return []
+    local = "window" if block.window is not None else "kernel"
+    return [
+        Problem(
+            site.path + (local,),
+            f"a class token with {'window' if local == 'window' else 'local'} attention: "
+            f"the class token belongs to no {'window' if local == 'window' else 'neighbourhood'}",
+            "use `attn(H, global)` with `head class`, or `head mean` with local attention",
+        )
+    ]
+
+
+def activations(arch: Arch, shape: BlockShape) -> int:
+    """Its attention maps: each query sees its window, its neighbourhood (`kernel`) or the whole map."""
+    block = shape.block
+    assert isinstance(block, AttnBlock)
+    return attention_values(block.heads, block.kernel or block.window, shape.out_size)
+
+
+WORD = Word("attn", lower, text, count, noun="an `attn` block", check=check, activations=activations)

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 from archdsl.errors import did_you_mean
-from archdsl.ir import (
-    AnyBlock,
-    Arch,
-    BlockShape,
-    ConvBlock,
-)
+from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock
 from archdsl.lang.arguments import ArgumentReader, describe
 from archdsl.lang.lower_settings import CONV_VARIANTS, conv_variant
 from archdsl.lang.parser import BlockRef, Name
@@ -82,4 +77,4 @@ def count(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     return params, macs
 
 
-WORD = Word("conv", lower, text, count)
+WORD = Word("conv", lower, text, count, noun="a `conv` block")

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from archdsl.ir import (
-    AnyBlock,
-    Arch,
-    BlockShape,
-    ConvBlock,
-    MLPBlock,
-)
+from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, MLPBlock
 from archdsl.lang.arguments import ArgumentReader
 from archdsl.lang.parser import BlockRef
 from archdsl.lang.words.base import Lowered, Word
@@ -38,4 +32,11 @@ def count(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     return ln(c) + linear(c, hidden) + linear(hidden, c), tokens * 2 * c * hidden
 
 
-WORD = Word("mlp", lower, text, count)
+def activations(arch: Arch, shape: BlockShape) -> int:
+    """Its hidden layer: `ratio` times its output."""
+    block = shape.block
+    assert isinstance(block, MLPBlock)
+    return block.ratio * shape.out_channels * shape.out_size[0] * shape.out_size[1]
+
+
+WORD = Word("mlp", lower, text, count, noun="an `mlp` block", activations=activations)

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 from archdsl.errors import did_you_mean
-from archdsl.ir import (
-    AnyBlock,
-    Arch,
-    BlockShape,
-    ConvBlock,
-    MSABlock,
-)
+from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, MSABlock
 from archdsl.lang.arguments import ArgumentReader, describe
 from archdsl.lang.parser import BlockRef, Name
+from archdsl.lang.problems import Problem, Site
 from archdsl.lang.words.base import Lowered, Word
 from archdsl.lang.words.units import bn
+from archdsl.lang.words.windows import attention_values, tiling_problems
 
 
 def lower(reader: ArgumentReader, ref: BlockRef, default: ConvBlock) -> Lowered:
@@ -81,4 +77,26 @@ def count(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     return params, macs
 
 
-WORD = Word("msa", lower, text, count)
+def check(site: Site) -> list[Problem]:
+    block = site.shape.block
+    assert isinstance(block, MSABlock)
+    return tiling_problems(site, block.window)
+
+
+def activations(arch: Arch, shape: BlockShape) -> int:
+    """Its attention maps."""
+    block = shape.block
+    assert isinstance(block, MSABlock)
+    return attention_values(block.heads, block.window, shape.out_size)
+
+
+WORD = Word(
+    "msa",
+    lower,
+    text,
+    count,
+    noun="an MSA",
+    check=check,
+    start_hint="start the stage with a `conv`, or give it stride=1",
+    activations=activations,
+)

@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from archdsl.ir import (
-    AnyBlock,
-    Arch,
-    BlockShape,
-    ConvBlock,
-    MergeBlock,
-    PoolBlock,
-    SmoothBlock,
-)
+from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, MergeBlock, PoolBlock, SmoothBlock
 from archdsl.lang.arguments import ArgumentReader
 from archdsl.lang.parser import BlockRef
+from archdsl.lang.problems import Problem, Site
 from archdsl.lang.words.base import Lowered, Word
 from archdsl.lang.words.units import linear, ln
 
@@ -55,6 +48,21 @@ def count_smooth(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     return 0, 0  # a fixed blur: no parameters, and its adds are not counted
 
 
-MERGE = Word("merge", lower, text, count_merge)
-POOL = Word("pool", lower, text, count_pool)
-SMOOTH = Word("smooth", lower, text, count_smooth)
+def check_pool(site: Site) -> list[Problem]:
+    """Its depthwise conv maps each input channel to a whole number of output channels."""
+    c_in, c_out = site.shape.in_channels, site.shape.out_channels
+    if c_out % c_in == 0:
+        return []
+    return [
+        Problem(
+            site.stage_path + ("width",),
+            f"mismatched dims: PiT's pooling maps {c_in} channels to {c_out} with "
+            f"a depthwise conv, so the width must be a multiple of {c_in}",
+            f"e.g. width={2 * c_in}",
+        )
+    ]
+
+
+MERGE = Word("merge", lower, text, count_merge, noun="`merge`", halves=PLAIN_BLOCKS["merge"], class_token=False)
+POOL = Word("pool", lower, text, count_pool, noun="`pool`", halves=PLAIN_BLOCKS["pool"], check=check_pool)
+SMOOTH = Word("smooth", lower, text, count_smooth, noun="`smooth`")

@@ -1,4 +1,4 @@
-"""The words of registered kinds (`archdsl.kinds`): read, written and counted as their declaration says."""
+"""The words of registered kinds (`archdsl.kinds`): read, written, checked and counted as their declaration says."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock, ExtBlock, placemen
 from archdsl.lang.arguments import ArgumentReader
 from archdsl.lang.numbers import format_float
 from archdsl.lang.parser import BlockRef, Value
-from archdsl.lang.words.base import Lowered, Word
+from archdsl.lang.problems import Problem, Site
+from archdsl.lang.words.base import START_WITH_A_DOWNSAMPLER, Lowered, Word
 
 
 def lower(reader: ArgumentReader, ref: BlockRef, default: ConvBlock) -> Lowered:
@@ -74,5 +75,35 @@ def count(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     return shape.block.declaration.count(placement(arch, shape))
 
 
+def check(site: Site) -> list[Problem]:
+    """The declaration's `Issue`s, each at the path of what it names (an argument, the stage's width
+    or stride, or the block): the front end underlines that value."""
+    block = site.shape.block
+    assert isinstance(block, ExtBlock)
+    found = []
+    for issue in block.declaration.issues(placement(site.arch, site.shape)):
+        if issue.stage is not None:
+            path = site.stage_path + (issue.stage,)
+        else:
+            path = site.path + ((issue.arg,) if issue.arg else ())
+        found.append(Problem(path, issue.message, issue.hint))
+    return found
+
+
+def activations(arch: Arch, shape: BlockShape) -> int:
+    assert isinstance(shape.block, ExtBlock)
+    rule = shape.block.declaration.activations
+    return 0 if rule is None else rule(placement(arch, shape))
+
+
 def word(name: str) -> Word:
-    return Word(name, lower, text, count)
+    kind = kinds.require_kind(name)
+    # A map block that cannot downsample is followed by one that can: a `conv`, or a plug-in like itself.
+    start_hint = (
+        "start the stage with a `conv` or another block that downsamples, or give it stride=1"
+        if kind.layout == "map"
+        else START_WITH_A_DOWNSAMPLER
+    )
+    return Word(
+        name, lower, text, count, noun=f"a `{name}` block", check=check, start_hint=start_hint, activations=activations
+    )

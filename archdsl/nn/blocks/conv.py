@@ -37,37 +37,53 @@ def _conv(in_channels: int, out_channels: int, kernel: int, stride: int = 1) -> 
     return nn.Conv2d(in_channels, out_channels, kernel, stride=stride, padding=kernel // 2, bias=False)
 
 
-class PreActBlock(nn.Module):
-    """Shared skeleton: a chain of BN-ReLU-conv units plus the shortcut.
-
-    `units` lists (in, out, kernel, stride) per conv. Module names are `norm1, conv1, ...`
-    so that state-dict keys read like the block description in docs/reference.md.
-    """
+class _ResidualConvBlock(nn.Module):
+    """What both residual conv blocks are: 1 to MAX_UNITS convs, each with its BN, named
+    `conv1, norm1, ...` (so that state-dict keys read like the block description in
+    docs/reference.md), a 1x1 projection shortcut (`shortcut`, with the stride) where the shape
+    changes, the drop path on the residual branch, and one ReLU module for every activation."""
 
     kind = "conv"
     layout = MAP
-    if TYPE_CHECKING:  # added by name below (norm1, conv1, norm2, ...); TorchScript reads no module annotations
-        norm1: nn.BatchNorm2d
+    if TYPE_CHECKING:  # added by name below (conv1, norm1, ...); TorchScript reads no module annotations
         conv1: nn.Conv2d
-        norm2: nn.BatchNorm2d
+        norm1: nn.BatchNorm2d
         conv2: nn.Conv2d
-        norm3: nn.BatchNorm2d
+        norm2: nn.BatchNorm2d
         conv3: nn.Conv2d
+        norm3: nn.BatchNorm2d
 
-    def __init__(self, units: Units, *, drop_path: float = 0.0) -> None:
+    def __init__(self, units: Units, *, preact: bool, drop_path: float) -> None:
         super().__init__()
         _check_units(units)
         self.n_units = len(units)
         for i, (c_in, c_out, kernel, stride) in enumerate(units, start=1):
-            self.add_module(f"norm{i}", nn.BatchNorm2d(c_in))
+            # Pre-activation normalises what goes into a conv, post-activation what comes out.
+            if preact:
+                self.add_module(f"norm{i}", nn.BatchNorm2d(c_in))
             self.add_module(f"conv{i}", _conv(c_in, c_out, kernel, stride))
+            if not preact:
+                self.add_module(f"norm{i}", nn.BatchNorm2d(c_out))
         in_channels, out_channels = units[0][0], units[-1][1]
         stride = max(u[3] for u in units)
-        self.shortcut = (
-            _conv(in_channels, out_channels, 1, stride) if stride != 1 or in_channels != out_channels else None
-        )
+        projects = stride != 1 or in_channels != out_channels
+        self.shortcut = _conv(in_channels, out_channels, 1, stride) if projects else None
+        if not preact:  # post-activation normalises the projection too
+            self.shortcut_norm = nn.BatchNorm2d(out_channels) if projects else None
         self.act = nn.ReLU(inplace=True)
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+
+
+class PreActBlock(_ResidualConvBlock):
+    """A pre-activation block: a chain of BN-ReLU-conv units plus the shortcut, which reads the
+    activated input (the first BN-ReLU's output) where it projects, the input itself elsewhere.
+
+    `units` lists (in, out, kernel, stride) per conv. Module names are `norm1, conv1, ...`
+    (PreActBottleneck and PreActBasic are the two chains a spec names).
+    """
+
+    def __init__(self, units: Units, *, drop_path: float = 0.0) -> None:
+        super().__init__(units, preact=True, drop_path=drop_path)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.act(self.norm1(x))
@@ -110,39 +126,15 @@ class PreActBasic(PreActBlock):
         super().__init__(basic_units(in_channels, width, expansion, stride), drop_path=drop_path)
 
 
-class PostActBlock(nn.Module):
+class PostActBlock(_ResidualConvBlock):
     """A post-activation block: conv-BN-ReLU units, the last without its ReLU, plus the shortcut, then ReLU.
 
     Module names are `conv1, norm1, conv2, norm2, ...`; a projection shortcut is `shortcut`
     (1x1 conv with the stride) followed by `shortcut_norm` (BN), reading the raw input.
     """
 
-    kind = "conv"
-    layout = MAP
-    if TYPE_CHECKING:  # added by name below (conv1, norm1, conv2, ...); TorchScript reads no module annotations
-        conv1: nn.Conv2d
-        norm1: nn.BatchNorm2d
-        conv2: nn.Conv2d
-        norm2: nn.BatchNorm2d
-        conv3: nn.Conv2d
-        norm3: nn.BatchNorm2d
-
     def __init__(self, units: Units, *, drop_path: float = 0.0) -> None:
-        super().__init__()
-        _check_units(units)
-        self.n_units = len(units)
-        for i, (c_in, c_out, kernel, stride) in enumerate(units, start=1):
-            self.add_module(f"conv{i}", _conv(c_in, c_out, kernel, stride))
-            self.add_module(f"norm{i}", nn.BatchNorm2d(c_out))
-        in_channels, out_channels = units[0][0], units[-1][1]
-        stride = max(u[3] for u in units)
-        self.shortcut: nn.Conv2d | None = None
-        self.shortcut_norm: nn.BatchNorm2d | None = None
-        if stride != 1 or in_channels != out_channels:
-            self.shortcut = _conv(in_channels, out_channels, 1, stride)
-            self.shortcut_norm = nn.BatchNorm2d(out_channels)
-        self.act = nn.ReLU(inplace=True)
-        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+        super().__init__(units, preact=False, drop_path=drop_path)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         skip = x
