@@ -11,28 +11,13 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict
 
 from archdsl.analysis.robustness import CorruptionAccuracy
+from archdsl.analysis.sources import EvalSettings
 from archdsl.errors import UsageError, UserError
 
 __all__ = ["CorruptedEvaluation", "EvalSettings", "TestEvaluation", "evaluate"]
-
-
-class EvalSettings(BaseModel):
-    """What `archdsl eval` (and `archdsl.evaluate`) measures, and how."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    dataset: str | None = Field(default=None, description="dataset (default: the one the checkpoint was trained on)")
-    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
-    download: bool = Field(default=False, description="download the dataset if it is missing")
-    corruptions: tuple[str, ...] | None = Field(default=None, description="-c sets only: these corruptions")
-    severities: tuple[int, ...] | None = Field(default=None, description="-c sets only: these severities")
-    batch_size: PositiveInt = Field(default=256, description="evaluation batch size")
-    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N or mps")
-    optimize: bool = Field(default=True, description="run archdsl.optimize_model's fast copy of the model")
-    progress: bool = Field(default=False, description="progress bars (on a terminal)")
 
 
 class TestEvaluation(BaseModel):

@@ -12,31 +12,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from archdsl.analysis.report import AnalysisReport
 from archdsl.analysis.settings import AnalysisSettings
+from archdsl.analysis.sources import AnalysisSources
 from archdsl.errors import UsageError, UserError
 
 __all__ = ["AnalysisSources", "analyze_checkpoint", "default_out", "load_data", "settings_for"]
-
-
-class AnalysisSources(BaseModel):
-    """What an analysis reads besides the checkpoint: the data, the device, a baseline."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    measures: tuple[str, ...] | None = Field(default=None, description="what to measure (default: DEFAULT_MEASURES)")
-    dataset: str | None = Field(default=None, description="dataset (default: the checkpoint's, else synthetic)")
-    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
-    download: bool = Field(default=False, description="download the dataset if it is missing")
-    corrupted: str | None = Field(default=None, description="corrupted dataset (default: <dataset>-c)")
-    corruptions: tuple[str, ...] | None = Field(default=None, description="only these corruptions (default: all)")
-    severities: tuple[int, ...] | None = Field(default=None, description="only these severities")
-    baseline: str | None = Field(default=None, description="an earlier analysis's metrics.json, for Hendrycks' mCE")
-    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N or mps")
-    optimize: bool = Field(default=True, description="run archdsl.optimize_model's fast copy where it is exact")
-    progress: bool = Field(default=False, description="progress bars (on a terminal)")
 
 
 def settings_for(meta: Mapping[str, Any], given: AnalysisSettings | Mapping[str, Any] | None) -> AnalysisSettings:

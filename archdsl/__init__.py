@@ -61,12 +61,12 @@ _EXPORTS = {
     "analyze": "archdsl.analysis.session:analyze_checkpoint",
     "AnalysisReport": "archdsl.analysis.report",
     "AnalysisSettings": "archdsl.analysis.settings",
-    "AnalysisSources": "archdsl.analysis.session",
+    "AnalysisSources": "archdsl.analysis.sources",
     "evaluate": "archdsl.analysis.evaluation",
     "search": "archdsl.search",  # the package, callable: archdsl.search(...) runs a study
     "SearchSettings": "archdsl.search.session",
     "Fidelity": "archdsl.search.measures",
-    "EvalSettings": "archdsl.analysis.evaluation",
+    "EvalSettings": "archdsl.analysis.sources",
 }
 
 # dir(): the curated API only, not the submodules and helpers that importing leaves behind.

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import ConfigDict, Field, PositiveInt
 
+from archdsl.common_settings import OptimizeSettings
 from archdsl.errors import UserError
 from archdsl.ir import Arch
 from archdsl.nn.summary import DesignTooLarge as DesignTooLarge  # torch-free; over the memory limit: a failed trial
@@ -36,11 +37,12 @@ def _flag(flag: str, help: str, *, default: Any, **extra: Any) -> Any:
     return Field(default=default, description=help, json_schema_extra={"flag": flag, **extra}, **bounds)
 
 
-class Fidelity(BaseModel):
+class Fidelity(OptimizeSettings):
     """How hard each candidate is looked at: cheap settings make a search fast, not exact.
 
     The defaults are `archdsl search`'s (its --help shows them from here), but for the subsets,
-    whose default depends on the dataset (archdsl.search.session.fidelity_for).
+    whose default depends on the dataset (archdsl.search.session.fidelity_for). `optimize`: train
+    and measure the fast version of each model (archdsl.optimize_model).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -70,7 +72,6 @@ class Fidelity(BaseModel):
     severities: tuple[Annotated[int, Field(ge=1, le=5)], ...] = _flag(
         "--severities", "corruption severities for robustness", default=(3,), metavar="S,S"
     )
-    optimize: bool = True  # train and measure the fast version of each model (archdsl.optimize_model; --no-optimize)
 
 
 @dataclass

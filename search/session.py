@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
+from archdsl.common_settings import DataSettings, DeviceSettings, DistSettings, ProgressSettings
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
-from archdsl.run.distributed import DEFAULT_TIMEOUT_S  # torch-free until used
 from archdsl.search import PRUNERS, STRATEGIES
 from archdsl.search.objectives import OBJECTIVES
 
@@ -71,17 +71,16 @@ def _flag(
     return Field(description=help, json_schema_extra=extra, **kwargs)
 
 
-class SearchSettings(BaseModel):
+class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSettings):
     """A study besides its fidelity (`objective.Fidelity`): the data and base, the strategy and
-    objectives, the storage and output. Each field with a flag is `archdsl search`'s flag."""
+    objectives, the storage and output (and the settings shared with other commands: where the data
+    lives, the device, progress bars, the torchrun timeout). Each field is `archdsl search`'s flag."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     dataset: str = _flag(
         "--dataset", "dataset name", "data and base", "NAME", "synthetic, built in", default="synthetic"
     )
-    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
-    download: bool = Field(default=False, description="download the dataset if it is missing")
     base: str | None = _flag(
         "--base", "base network, a spec path or built-in name", "data and base", "SPEC",
         f"one that fits the data and the machine: {SMALL_BASE} on synthetic, {GREY_BASE} on 28x28 grey sets, "
@@ -153,13 +152,6 @@ class SearchSettings(BaseModel):
         "--max-retry", "retries of a trial whose worker died", "storage and output", "N", default=2
     )
     out: str = _flag("--out", "runs folder", "storage and output", "DIR", default=RUNS_DIR)
-    # Without a flag of their own here: shared with other commands (archdsl.commands._args), or a
-    # command-line default unlike the model's (progress bars on a terminal).
-    device: str = Field(default="auto", description="auto, cpu, cuda, cuda:N, mps")
-    progress: bool = Field(default=False, description="progress bars (on a terminal)")
-    dist_timeout: PositiveFloat = Field(
-        default=DEFAULT_TIMEOUT_S, description="under torchrun: how long a rank waits for the others (seconds)"
-    )
 
     @field_validator("strategy")
     @classmethod

@@ -66,7 +66,7 @@ def test_a_yaml_list_and_the_comma_string_are_one_setting(tmp_path):
         ("no-optimize: true", ["--no-optimize"]),
         ("no_progress: true\nseed_endpoints: true", ["--no-progress", "--seed-endpoints"]),
         ("progress: false\ndry_run: true", ["--no-progress", "--dry-run"]),
-        ("optimize: true\ndry-run: false", []),
+        ("optimize: true\ndry-run: false", ["--optimize"]),  # (a switch pair: true is given, not left out)
         ("seed_endpoints: false", ["--no-seed-endpoints"]),  # a switch pair generated from its field
     ],
 )
@@ -114,7 +114,10 @@ def test_a_bad_value_fails_as_the_flag_does(tmp_path, capsys, text, message):
         ("help: true\n", "run.yaml:1: `help` is not a setting\n  hint: run `archdsl train --help`"),
         ("batch_size: 8\nbatch-size: 16\n", "run.yaml:2: `batch-size` sets --batch-size again (line 1)"),
         ("epochs: 1\nepochs: 2\n", "run.yaml:2: `epochs` sets --epochs again (line 1)"),
-        ("optimize: false\nno-optimize: true\n", "run.yaml:2: `no-optimize` sets --no-optimize again (line 1)"),
+        (
+            "optimize: false\nno-optimize: true\n",
+            "run.yaml:2: `no-optimize` sets --optimize/--no-optimize again (line 1)",
+        ),
         ("lr:\n", "run.yaml:1: `lr` has no value"),
         ("epochs: [1, 2]\n", "run.yaml:1: argument --epochs: expected one value, got a list"),
         ("resume: yes please\n", "run.yaml:1: `resume` is a switch (--resume/--no-resume): expected true or false"),

@@ -26,6 +26,7 @@ LAYERS = (
         "archdsl.kinds",
         "archdsl.ir",
         "archdsl.progress",
+        "archdsl.common_settings",
     ),
     ("archdsl.lang", "archdsl.buildup", "archdsl.data", "archdsl.specs"),
     ("archdsl.nn",),
@@ -52,6 +53,7 @@ TORCH_FREE = (
     "archdsl.commands.config_file",
     "archdsl.commands.settings_flags",
     "archdsl.outputs",
+    "archdsl.common_settings",
 )
 # Imported when the command line is built (`archdsl check` answers at once): nothing heavy at
 # import time; heavy imports happen inside the functions that need them.
@@ -60,6 +62,7 @@ LIGHT_AT_IMPORT = (
     "archdsl.commands",
     "archdsl.run.recipe",
     "archdsl.search.measures",
+    "archdsl.analysis.sources",  # analyze's and eval's flags are made from its models
     "archdsl.search.storage_proxy",  # its defaults are read by `archdsl study serve --help`
     "archdsl.nn.timm_models",  # imported by `import archdsl`: it only installs the hook
 )
@@ -208,6 +211,7 @@ PUBLIC = (
     "archdsl.outputs",
     "archdsl.ir",
     "archdsl.progress",
+    "archdsl.common_settings",
     "archdsl.buildup",
 )
 # Every module of archdsl.commands, the commands (parse -> call -> print) and their flag helpers

@@ -12,26 +12,38 @@ import argparse
 
 import pytest
 
+from archdsl import common_settings
 from archdsl.analysis.settings import AnalysisSettings
+from archdsl.analysis.sources import AnalysisSources, EvalSettings
 from archdsl.cli import build_parser
-from archdsl.commands.settings_flags import _base_types, choices_of, setting_flags, settings_given, show
+from archdsl.commands.config_file import _setting_names
+from archdsl.commands.settings_flags import (
+    _base_types,
+    choices_of,
+    is_bool,
+    is_tuple,
+    setting_flags,
+    settings_given,
+    show,
+)
+from archdsl.common_settings import DataSettings, ProgressSettings
 from archdsl.run.recipe import TrainConfig, recipe_flags
 from archdsl.run.session import TrainSettings
 from archdsl.search.measures import Fidelity
 from archdsl.search.session import SearchSettings
 
+TRAIN_WORDS = ["alter-small-base", "--dataset", "synthetic"]
+# Fields of TrainConfig without a flag: what a run records besides its settings, or decides itself.
+TRAIN_CONFIG_UNFLAGGED = {"extended_at", "channels_last", "amp", "eval_batch_size"}
 # (command, its settings model, the positional arguments it needs, fields the model has without a flag)
 COMMANDS = [
     ("analyze", AnalysisSettings, ["ckpt.safetensors"], {"recipe"}),
-    ("search", Fidelity, [], {"train_settings", "hessian_tol", "hessian_method", "latency_batch", "optimize"}),
-    # (the study's settings shared with other commands have their flags in archdsl.commands._args)
-    ("search", SearchSettings, [], {"data_root", "download", "device", "progress", "dist_timeout"}),
-    (
-        "train",
-        TrainSettings,
-        ["alter-small-base", "--dataset", "synthetic"],
-        {"data_root", "download", "progress", "dist_timeout"},
-    ),
+    ("analyze", AnalysisSources, ["ckpt.safetensors"], set()),
+    ("eval", EvalSettings, ["ckpt.safetensors"], set()),
+    ("search", Fidelity, [], {"train_settings", "hessian_tol", "hessian_method", "latency_batch"}),
+    ("search", SearchSettings, [], set()),
+    ("train", TrainSettings, TRAIN_WORDS, set()),
+    ("train", TrainConfig, TRAIN_WORDS, TRAIN_CONFIG_UNFLAGGED),
 ]
 
 
@@ -110,7 +122,7 @@ def test_the_search_commands_study_settings_are_search_settings():
     from archdsl.commands.search import settings_from_args
 
     settings, _ = settings_from_args(build_parser().parse_args(["search"]))
-    assert settings == SearchSettings(progress=True)  # (bars on a terminal: the command's own default)
+    assert settings == SearchSettings()
     chosen, _ = settings_from_args(
         build_parser().parse_args(
             ["search", "--strategy", "tpe", "--objectives", "accuracy,params", "--seed-endpoints"]
@@ -123,27 +135,24 @@ def test_the_search_commands_study_settings_are_search_settings():
 
 
 def _is_switch(flag) -> bool:
-    return isinstance(flag.default, bool)
-
-
-def test_the_recipe_flags_are_train_configs_fields():
-    parser = _subparser("train")
-    for field, (flag, _) in recipe_flags().items():
-        [action] = [a for a in parser._actions if flag in a.option_strings]
-        assert action.dest == field and action.default is None
+    return is_bool(flag.model.model_fields[flag.field].annotation)
 
 
 def _other_value(flag) -> str:
     """A valid value of the setting that is not its default, as a command-line word."""
     if flag.required:  # train's --dataset: the positional words give it, and the command line wins
         return "synthetic"
+    if flag.field == "device":  # a name the field checks
+        return "cpu"
+    if flag.field == "measures":
+        return "acc,hessian"
     default = flag.default
     info = flag.model.model_fields[flag.field]
     choices = [c for c in flag.choices or choices_of(info.annotation) or () if c != default]
     if choices:
         return show(choices[0])
-    if isinstance(default, tuple):
-        return "1,5"
+    if isinstance(default, tuple) or is_tuple(info.annotation):
+        return "fog,contrast" if flag.field == "corruptions" else "1,5"
     if isinstance(default, bool):
         raise AssertionError("switches are checked by their BooleanOptionalAction")
     if isinstance(default, int):
@@ -152,7 +161,7 @@ def _other_value(flag) -> str:
         return show(default / 2)
     kinds = _base_types(info.annotation)
     if default is None and float in kinds:
-        return "1.5"
+        return "0.5"  # (a probability too: --mixup-prob)
     if default is None and int in kinds:
         return "7"
     if flag.comma_list:
@@ -162,13 +171,109 @@ def _other_value(flag) -> str:
     raise AssertionError(f"no test value for {flag.flag}")
 
 
-@pytest.mark.parametrize(("doc", "model"), [("analysis.md", AnalysisSettings), ("search.md", Fidelity)])
-def test_the_docs_tables_are_made_from_the_fields(doc, model):
+DOC_TABLES = [
+    ("analysis.md", AnalysisSettings, ()),
+    ("analysis.md", AnalysisSources, ()),
+    ("search.md", Fidelity, ()),
+    ("search.md", SearchSettings, ()),
+    ("training.md", TrainSettings, ()),
+    ("training.md", TrainConfig, tuple(recipe_flags())),  # (the recipe's own: recipe_flags.recipe_table)
+    ("training.md", EvalSettings, ()),
+]
+
+
+@pytest.mark.parametrize(("doc", "model", "exclude"), DOC_TABLES)
+def test_the_docs_tables_are_made_from_the_fields(doc, model, exclude):
     from pathlib import Path
 
     from archdsl.commands.settings_flags import settings_table
 
     page = (Path(__file__).resolve().parents[1] / "docs" / doc).read_text(encoding="utf-8")
-    assert settings_table(model) in page, (
+    assert settings_table(model, exclude=exclude) in page, (
         f"regenerate docs/{doc}'s table: settings_flags.settings_table({model.__name__})"
     )
+
+
+# Each command's settings models: (model, the fields it takes flags for; None: every one).
+COMMAND_MODELS = {
+    ("train",): [(TrainSettings, None), (TrainConfig, None)],
+    ("analyze",): [(AnalysisSources, None), (AnalysisSettings, None)],
+    ("eval",): [(EvalSettings, None)],
+    # (the recipe's fields as train has them; the rest of TrainConfig is the study's own: --seed, --subset)
+    ("search",): [(SearchSettings, None), (Fidelity, None), (TrainConfig, set(recipe_flags()) - {"epochs"})],
+    ("data", "info"): [(DataSettings, None)],
+    ("data", "corrupt"): [(DataSettings, None), (ProgressSettings, None)],
+}
+# The only flags a command writes by hand: they set no setting (an action, an output place, a
+# replaced spelling), or belong to a command without a settings model (`data corrupt`'s).
+COMMAND_ONLY = {
+    ("train",): {"--help", "--config"},
+    ("analyze",): {"--help", "--config", "--out", "--force", "--subset"},  # --subset: --test-subset's old name
+    ("eval",): {"--help", "--config", "--json"},
+    ("search",): {"--help", "--config", "--dry-run"},
+    ("data", "info"): {"--help", "--dataset", "--checksums"},
+    ("data", "corrupt"): {"--help", "--dataset", "--out", "--corruptions", "--seed", "--force"},
+}
+
+
+def _parser_of(words: tuple[str, ...]) -> argparse.ArgumentParser:
+    parser = build_parser()
+    for word in words:
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = action.choices[word]
+    return parser
+
+
+def _switch_pair(flag: str) -> set[str]:
+    return {flag, "--no-" + flag.removeprefix("--")}
+
+
+@pytest.mark.parametrize("words", sorted(COMMAND_MODELS))
+def test_every_flag_of_a_command_is_made_from_a_settings_field(words):
+    """No setting is defined twice: each option of the command is a field's flag (or one of its
+    few command-only flags), and each field's flag is there and is a --config key."""
+    parser = _parser_of(words)
+    made: dict[str, object] = {}
+    for model, fields in COMMAND_MODELS[words]:
+        for flag in setting_flags(model):
+            if fields is None or flag.field in fields:
+                for spelling in _switch_pair(flag.flag) if _is_switch(flag) else {flag.flag}:
+                    made[spelling] = flag
+    options = {spelling for action in parser._actions for spelling in action.option_strings if spelling != "-h"}
+    assert options - made.keys() - COMMAND_ONLY[words] == set(), "a flag written by hand: declare it on its field"
+    assert made.keys() - options == set(), "a field's flag is missing"
+    keys = _setting_names(parser)
+    for spelling, flag in made.items():
+        [action] = [a for a in parser._actions if spelling in a.option_strings]
+        assert action.dest == flag.dest and action.default is None, spelling  # generated: left out is None
+        if not spelling.startswith("--no-"):
+            assert keys[spelling.removeprefix("--").replace("-", "_")][0] is action, spelling  # a --config key
+    assert COMMAND_ONLY[words] & made.keys() == set()  # (the list holds no setting)
+
+
+SHARED_FIELDS = {
+    name: base
+    for base in (
+        common_settings.DataSettings,
+        common_settings.DeviceSettings,
+        common_settings.OptimizeSettings,
+        common_settings.ProgressSettings,
+        common_settings.DistSettings,
+    )
+    for name in base.model_fields
+}
+
+
+@pytest.mark.parametrize(
+    "model",
+    [TrainSettings, TrainConfig, AnalysisSources, EvalSettings, SearchSettings, Fidelity],
+    ids=lambda model: model.__name__,
+)
+def test_the_shared_settings_are_declared_once(model):
+    """`data_root`, `device`, `progress`, ... are archdsl.common_settings' fields, inherited, never
+    declared again with a default or help of their own."""
+    for name, base in SHARED_FIELDS.items():
+        if name in model.model_fields:
+            assert issubclass(model, base), f"{model.__name__}.{name}: inherit {base.__name__}"
+            assert name not in vars(model).get("__annotations__", {}), f"{model.__name__} redeclares {name}"
+            assert repr(model.model_fields[name]) == repr(base.model_fields[name])

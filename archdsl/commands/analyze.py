@@ -9,33 +9,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from archdsl.analysis import DEFAULT_MEASURES, MEASURES  # torch-free
-from archdsl.commands._args import (
-    NO_PROGRESS_HELP,
-    add_data_arguments,
-    add_optimize_argument,
-    device_name,
-    fraction,
-    name_list,
-    severity_list,
-)
 from archdsl.commands.config_file import add_config_argument
-from archdsl.commands.settings_flags import add_settings_arguments, settings_given
+from archdsl.commands.settings_flags import add_settings_arguments, settings_given, value_parser
 from archdsl.errors import UsageError
-
-METRICS = tuple(MEASURES)
-DEFAULT_METRICS = ",".join(DEFAULT_MEASURES)
-
-
-def metric_list(text: str) -> tuple[str, ...]:
-    chosen = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
-    unknown = [name for name in chosen if name not in METRICS]
-    if unknown or not chosen:
-        raise argparse.ArgumentTypeError(
-            f"unknown metric {', '.join(map(repr, unknown)) or '(none given)'}; choose from {','.join(METRICS)}"
-        )
-    return chosen
-
 
 EXAMPLES = (
     "archdsl analyze runs/a50/final.safetensors",
@@ -46,7 +22,7 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
-    from archdsl.analysis import AnalysisSettings
+    from archdsl.analysis import AnalysisSettings, AnalysisSources
 
     parser = subparsers.add_parser(
         "analyze",
@@ -65,34 +41,17 @@ def register(subparsers) -> None:
         "checkpoint", metavar="CKPT",
         help="a .safetensors checkpoint written by archdsl train, or a run directory (--metrics hessian)",
     )  # fmt: skip
-    parser.add_argument("--dataset", metavar="NAME", help="dataset (default: the checkpoint's, else synthetic)")
-    add_data_arguments(parser)
-    parser.add_argument(
-        "--metrics", type=metric_list, metavar="LIST",
-        help=f"comma-separated subset of {','.join(METRICS)} (default: {DEFAULT_METRICS}; hessian for a run "
-        "directory)",
-    )  # fmt: skip
     parser.add_argument("--out", metavar="DIR", help="output folder (default: <CKPT stem>-analysis beside CKPT)")
     parser.add_argument(
         "--force", action="store_true", help="replace an analysis already in --out (its files only; stale plots go)"
     )
-    parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
     # The old spelling: --subset is the training set's fraction everywhere else (train, search).
-    parser.add_argument("--subset", dest="old_subset", type=fraction, help=argparse.SUPPRESS)
-    add_optimize_argument(parser)
-    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
-    robust = parser.add_argument_group("robustness")
-    robust.add_argument("--corrupted", metavar="NAME", help="corrupted dataset (default: <dataset>-c)")
-    robust.add_argument(
-        "--corruptions", type=name_list, metavar="A,B", help="only these corruptions, comma-separated (default: all)"
+    parser.add_argument(
+        "--subset", dest="old_subset", type=value_parser(AnalysisSettings, "test_subset"), help=argparse.SUPPRESS
     )
-    robust.add_argument("--severities", type=severity_list, metavar="S,S", help="only these severities, e.g. 1,5")
-    robust.add_argument(
-        "--baseline",
-        metavar="METRICS_JSON",
-        help="also report Hendrycks' mCE relative to this earlier `archdsl analyze` result (its metrics.json)",
-    )
-    # Every setting of the measures (AnalysisSettings declares each: default, bounds, help, flag).
+    # What to measure on which data (AnalysisSources), and every setting of the measures (AnalysisSettings):
+    # each a field that declares its flag (default, bounds, help).
+    add_settings_arguments(parser, AnalysisSources)
     add_settings_arguments(parser, AnalysisSettings)
     add_config_argument(parser)
     parser.set_defaults(func=run)
@@ -130,11 +89,7 @@ def settings_from_args(args: argparse.Namespace) -> dict:
 def sources_from_args(args: argparse.Namespace):
     from archdsl.analysis import AnalysisSources
 
-    return AnalysisSources(
-        measures=args.metrics, dataset=args.dataset, data_root=args.data_root, download=args.download,
-        corrupted=args.corrupted, corruptions=args.corruptions, severities=args.severities, baseline=args.baseline,
-        device=args.device, optimize=args.optimize, progress=not args.no_progress,
-    )  # fmt: skip
+    return AnalysisSources(**settings_given(args, AnalysisSources))
 
 
 def run(args: argparse.Namespace) -> int:

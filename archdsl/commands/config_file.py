@@ -7,7 +7,7 @@ false` is `--no-optimize`). A positional argument (`spec:`) and a flag the comma
 requires (`dataset:`) may come from the file too. Each value goes through the flag's own
 argparse `type=` and `choices=` checks, so `epochs: 0` is refused as `--epochs 0` is; a list
 flag takes a YAML list or the comma string; a switch takes true or false (`sched_on_updates:
-false` is `--no-sched-on-updates`).
+false` is `--no-sched-on-updates`, and so is `no_sched_on_updates: true`).
 
 How: before argparse reads the command line, the file's values become the defaults of the
 flags they set (and the flags they provide stop being required), for the length of that one
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from archdsl.commands._args import comma_list_text, name_list, severity_list
+from archdsl.commands._args import name_list
 from archdsl.errors import UsageError, did_you_mean
 
 CONFIG_FLAG = "--config"
 # Flags whose value is a comma-separated list: the file may give them as a YAML list too (so may
-# a flag whose type says `comma_list`, as the recipe's `--decay-milestones`).
-LIST_TYPES = (name_list, severity_list, comma_list_text)
+# a flag made from a settings field whose type says `comma_list`, as the recipe's `--decay-milestones`).
+LIST_TYPES = (name_list,)
 # Keys that name an action but set nothing.
 _NOT_SETTINGS = ("help", "config")
 # Bounds on what a file may hold, checked on YAML's node tree before any value is built: a
@@ -213,12 +213,15 @@ def _setting_names(parser: argparse.ArgumentParser) -> dict[str, tuple[argparse.
     names: dict[str, tuple[argparse.Action, bool]] = {}
     for action in parser._actions:
         for flag in action.option_strings:
-            if isinstance(action, argparse.BooleanOptionalAction) and flag.startswith("--no-"):
-                continue  # `sched_on_updates: false` says it
-            if flag.startswith("--"):
+            if flag.startswith("--"):  # (`no_progress: true` is `progress: false`: _convert)
                 names[flag[2:].replace("-", "_")] = (action, False)
         names[action.dest] = (action, True)
     return names
+
+
+def _negated(action: argparse.Action, key: str) -> bool:
+    """Whether `key` names the `--no-x` half of a switch pair (`no_progress: true` is `--no-progress`)."""
+    return f"--{key.replace('_', '-')}" in action.option_strings and key.replace("_", "-").startswith("no-")
 
 
 def _action_for(
@@ -256,7 +259,7 @@ def _convert(
     if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x: true or false
         if not isinstance(value, bool):
             raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")
-        return _Setting(action, value)
+        return _Setting(action, value != (not by_dest and _negated(action, key)))
     if isinstance(action, argparse._StoreConstAction):  # store_true, store_false
         if not isinstance(value, bool):
             raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.commands._args import NO_PROGRESS_HELP, add_data_arguments, name_list
+from archdsl.commands._args import name_list
+from archdsl.commands.settings_flags import add_settings_arguments, settings_given
+from archdsl.common_settings import DataSettings, ProgressSettings
 from archdsl.errors import UsageError
 
 EXAMPLES = (
@@ -30,7 +32,7 @@ def register(subparsers) -> None:
     info.add_argument(
         "--dataset", required=True, metavar="NAME", help="a dataset name, e.g. cifar100 or synthetic:classes=5"
     )
-    add_data_arguments(info)
+    add_settings_arguments(info, DataSettings)  # --data-root, --download
     info.add_argument("--checksums", action="store_true", help="also compare CIFAR files with the official MD5s")
     info.set_defaults(func=run)
 
@@ -39,7 +41,7 @@ def register(subparsers) -> None:
         help="corrupt a dataset's test split into the CIFAR-C layout (<corruption>.npy, labels.npy)",
     )
     corrupt.add_argument("--dataset", required=True, metavar="NAME", help="the clean dataset, e.g. cifar100")
-    add_data_arguments(corrupt)
+    add_settings_arguments(corrupt, DataSettings)
     corrupt.add_argument("--out", required=True, metavar="DIR", help="folder to write the .npy files into")
     corrupt.add_argument(
         "--corruptions",
@@ -49,7 +51,7 @@ def register(subparsers) -> None:
     )
     corrupt.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the random corruptions (default: 0)")
     corrupt.add_argument("--force", action="store_true", help="replace .npy files that --out already holds")
-    corrupt.add_argument("--no-progress", dest="progress", action="store_false", help=NO_PROGRESS_HELP)
+    add_settings_arguments(corrupt, ProgressSettings)  # --progress/--no-progress
     corrupt.set_defaults(func=run)
 
     parser.set_defaults(func=run, data_parser=parser)
@@ -81,7 +83,7 @@ def _list() -> int:
 def _info(args: argparse.Namespace) -> int:
     from archdsl.data import describe, fetch_dataset, why_missing
 
-    if args.download:  # then describe what is there now
+    if DataSettings(**settings_given(args, DataSettings)).download:  # then describe what is there now
         fetch_dataset(args.dataset, args.data_root)
     info = describe(args.dataset, args.data_root)
     c, h, w = info.image_shape
@@ -113,10 +115,12 @@ def _corrupt(args: argparse.Namespace) -> int:
     from archdsl.data import corrupt_dataset
     from archdsl.outputs import output_dir
 
+    data = DataSettings(**settings_given(args, DataSettings))
+    progress = ProgressSettings(**settings_given(args, ProgressSettings)).progress
     with output_dir(args.out, "--out") as out:  # a missing dataset leaves no empty --out behind
         written = corrupt_dataset(
-            args.dataset, out, args.corruptions, root=args.data_root, download=args.download, seed=args.seed,
-            overwrite=args.force, progress=args.progress,
+            args.dataset, out, args.corruptions, root=data.data_root, download=data.download, seed=args.seed,
+            overwrite=args.force, progress=progress,
         )  # fmt: skip
     print(
         f"wrote {len(written.files)} files ({len(written.corruptions)} corruptions x 5 severities x "

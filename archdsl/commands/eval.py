@@ -6,15 +6,8 @@ import argparse
 import json
 import sys
 
-from archdsl.commands._args import (
-    NO_PROGRESS_HELP,
-    add_data_arguments,
-    add_optimize_argument,
-    device_name,
-    name_list,
-    positive_int,
-    severity_list,
-)
+from archdsl.commands.config_file import add_config_argument
+from archdsl.commands.settings_flags import add_settings_arguments, settings_given
 
 EXAMPLES = (
     "archdsl eval runs/a50/final.safetensors",
@@ -23,6 +16,8 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
+    from archdsl.analysis import EvalSettings
+
     parser = subparsers.add_parser(
         "eval",
         help="evaluate a checkpoint on a test set (or a corrupted -c set)",
@@ -33,33 +28,17 @@ def register(subparsers) -> None:
         ),
     )
     parser.add_argument("checkpoint", metavar="CKPT", help="a .safetensors checkpoint written by archdsl train")
-    parser.add_argument("--dataset", metavar="NAME", help="dataset (default: the one the checkpoint was trained on)")
-    add_data_arguments(parser)
-    parser.add_argument(
-        "--corruptions", type=name_list, metavar="A,B", help="-c sets only: these corruptions, comma-separated"
-    )
-    parser.add_argument(
-        "--severities", type=severity_list, metavar="S,S", help="-c sets only: these severities, e.g. 3,5"
-    )
-    parser.add_argument(
-        "--batch-size", type=positive_int, default=256, metavar="N", help="evaluation batch size (default: 256)"
-    )
-    parser.add_argument("--device", type=device_name, default="auto", help="auto (default), cpu, cuda, cuda:N or mps")
+    # Every setting is an EvalSettings field that declares its flag (default, bounds, help).
+    add_settings_arguments(parser, EvalSettings)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    add_optimize_argument(parser)
-    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
+    add_config_argument(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from archdsl.analysis import EvalSettings, TestEvaluation, evaluate
 
-    settings = EvalSettings(
-        dataset=args.dataset, data_root=args.data_root, download=args.download, corruptions=args.corruptions,
-        severities=args.severities, batch_size=args.batch_size, device=args.device, optimize=args.optimize,
-        progress=not args.no_progress,
-    )  # fmt: skip
-    result = evaluate(args.checkpoint, settings)
+    result = evaluate(args.checkpoint, EvalSettings(**settings_given(args, EvalSettings)))
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     elif isinstance(result, TestEvaluation):

@@ -1,9 +1,10 @@
 """The training recipe's flags of `train` and `search`, made from `TrainConfig` itself.
 
 Each recipe field declares its flag (timm train.py's name) and help once, in
-`archdsl.run.recipe.TrainConfig`; its default per recipe comes from `RECIPE_DEFAULTS`. Here they
-become argparse flags whose values pass the field's own pydantic checks, so `--weight-decay -1`
-exits 2 with the field's message, and `--config` files take the same keys (archdsl.commands.config_file).
+`archdsl.run.recipe.TrainConfig` (the fields of its RECIPE_GROUP); its default per recipe comes
+from `RECIPE_DEFAULTS`. They become flags as every setting does (archdsl.commands.settings_flags),
+with the default per recipe in --help: values pass the field's own pydantic checks, so
+`--weight-decay -1` exits 2 with the field's message, and `--config` files take the same keys.
 Light: pydantic only.
 """
 
@@ -13,7 +14,7 @@ import argparse
 from collections.abc import Iterable
 from typing import Any
 
-from archdsl.commands.settings_flags import choices_of, is_bool, metavar_of, show, value_parser
+from archdsl.commands.settings_flags import SettingFlag, add_settings_arguments, settings_given, show
 from archdsl.run import RECIPE_DEFAULTS, RECIPE_FIELDS, RECIPES, TrainConfig, recipe_flags
 
 
@@ -31,39 +32,19 @@ def per_recipe(field: str) -> str:
     return ", ".join(f"{value} {r}" for value, r in zip(values, RECIPES, strict=True))
 
 
-def add_recipe_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, exclude: Iterable[str] = ()
-) -> None:
-    """One flag per TrainConfig field that declares one (but those in `exclude`), default None:
-    left out, the recipe's value."""
-    for field, (flag, help_text) in recipe_flags().items():
-        if field in exclude:
-            continue
-        annotation = TrainConfig.model_fields[field].annotation
-        shown = f"{help_text} (default: {per_recipe(field)})".replace("%", "%%")
-        if is_bool(annotation):
-            parser.add_argument(flag, dest=field, action=argparse.BooleanOptionalAction, default=None, help=shown)
-            continue
-        choices = choices_of(annotation)
-        metavar = None if choices else metavar_of(annotation)
-        parser.add_argument(
-            flag,
-            dest=field,
-            type=value_parser(TrainConfig, field),
-            choices=choices,
-            metavar=metavar,
-            default=None,
-            help=shown,
-        )
+def _per_recipe(flag: SettingFlag) -> str:
+    return per_recipe(flag.field)
+
+
+def add_recipe_arguments(parser: argparse.ArgumentParser, *, exclude: Iterable[str] = ()) -> None:
+    """One flag per recipe field of TrainConfig (but those in `exclude`), in the recipe's --help
+    section, each defaulting to None: left out, the recipe's value."""
+    add_settings_arguments(parser, TrainConfig, only=recipe_flags(), exclude=exclude, shown_default=_per_recipe)
 
 
 def recipe_settings(args: argparse.Namespace, *, exclude: Iterable[str] = ()) -> dict[str, Any]:
     """The recipe fields the command line (or --config) set: TrainConfig keyword arguments."""
-    return {
-        field: getattr(args, field)
-        for field in recipe_flags()
-        if field not in exclude and getattr(args, field, None) is not None
-    }
+    return settings_given(args, TrainConfig, only=recipe_flags(), exclude=exclude)
 
 
 def recipe_table() -> str:

@@ -9,13 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from archdsl.commands._args import (
-    NO_PROGRESS_HELP,
-    add_data_arguments,
-    add_dist_timeout_argument,
-    add_optimize_argument,
-    device_name,
-)
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
@@ -34,6 +27,7 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
+    from archdsl.common_settings import DataSettings
     from archdsl.search import Fidelity, SearchSettings
 
     parser = subparsers.add_parser(
@@ -51,36 +45,23 @@ def register(subparsers) -> None:
         parser.add_argument_group(title)
         for title in ("data and base", "strategy and objectives", "fidelity", "storage and output")
     )
-    add_settings_arguments(parser, SearchSettings)
-    add_data_arguments(data)  # --data-root, --download
+    add_settings_arguments(parser, DataSettings, into=data)  # --data-root, --download
+    add_settings_arguments(parser, SearchSettings, exclude=DataSettings.model_fields, into=where)
     # The fidelity's settings (Fidelity declares each: default, bounds, help, flag), then the recipe's.
     add_settings_arguments(parser, Fidelity, into=fid)
-    add_recipe_arguments(fid, exclude=SEARCH_OWN_FIELDS)
-    where.add_argument(
-        "--device", default="auto", type=device_name, help="auto, cpu, cuda, cuda:N, mps (default: auto)"
-    )
+    add_recipe_arguments(parser, exclude=SEARCH_OWN_FIELDS)
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
-    add_dist_timeout_argument(where)
-    add_optimize_argument(where)
-    where.add_argument("--no-progress", dest="progress", action="store_false", help=NO_PROGRESS_HELP)
     add_config_argument(parser)
     parser.set_defaults(func=run)
 
 
 def settings_from_args(args: argparse.Namespace):
     """The command line as `archdsl.search`'s arguments: the study's settings and the Fidelity fields given."""
-    from archdsl.search import SearchSettings
+    from archdsl.search import Fidelity, SearchSettings
 
-    # The study's flags are SearchSettings' own; those shared with other commands are copied here.
-    settings = SearchSettings(
-        **settings_given(args, SearchSettings), data_root=args.data_root, download=args.download,
-        device=args.device, progress=args.progress, dist_timeout=args.dist_timeout,
-    )  # fmt: skip
-    from archdsl.search import Fidelity
-
+    settings = SearchSettings(**settings_given(args, SearchSettings))
     fidelity = settings_given(args, Fidelity)
     fidelity["train_settings"] = tuple(sorted(recipe_settings(args, exclude=SEARCH_OWN_FIELDS).items()))
-    fidelity["optimize"] = args.optimize
     return settings, fidelity
 
 

@@ -71,7 +71,7 @@ class SettingFlag:
 def setting_flags(model: type[BaseModel], *, group: str | None = None, path: tuple[str, ...] = ()) -> list[SettingFlag]:
     """Every flag `model` (and the settings models in its fields) declares, in field order."""
     found = []
-    for name, info in model.model_fields.items():
+    for name, info in _own_fields_first(model):
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         own_group = extra.get("group", group)
         if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel) and "flag" not in extra:
@@ -99,6 +99,14 @@ def setting_flags(model: type[BaseModel], *, group: str | None = None, path: tup
     return found
 
 
+def _own_fields_first(model: type[BaseModel]) -> list[tuple[str, Any]]:
+    """`model`'s fields, those it declares itself before those of the shared settings it inherits
+    (archdsl.common_settings), which pydantic lists first: the command's own flags lead its --help."""
+    own = vars(model).get("__annotations__", {})
+    fields = list(model.model_fields.items())
+    return [item for item in fields if item[0] in own] + [item for item in fields if item[0] not in own]
+
+
 def choices_of(annotation: Any) -> tuple[Any, ...] | None:
     """The values of a Literal (inside an Optional), for argparse's choices (none for a list)."""
     if is_tuple(annotation):
@@ -110,7 +118,15 @@ def choices_of(annotation: Any) -> tuple[Any, ...] | None:
 
 
 def is_tuple(annotation: Any) -> bool:
-    return any(typing.get_origin(arg) is tuple for arg in (annotation, *typing.get_args(annotation)))
+    """A tuple, also inside Optional[...] and Annotated[...] (analyze's checked `--metrics`)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return is_tuple(typing.get_args(annotation)[0])
+    return typing.get_origin(annotation) is tuple or any(map(is_tuple, _union_args(annotation)))
+
+
+def _union_args(annotation: Any) -> tuple[Any, ...]:
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    return typing.get_args(annotation) if union else ()
 
 
 def is_bool(annotation: Any) -> bool:
@@ -119,7 +135,7 @@ def is_bool(annotation: Any) -> bool:
 
 @functools.cache
 def _adapter(model: type[BaseModel], field: str) -> TypeAdapter[Any]:
-    """The field's type with its constraints (`ge=0`, ...), made when a flag is first given."""
+    """The field's type with its constraints (`ge=0`, an AfterValidator), made when a flag is first given."""
     info = model.model_fields[field]
     # The field's constraints (ge=0, lt=1) are its metadata; the rest of its FieldInfo (an alias)
     # means nothing outside the model.
@@ -139,6 +155,12 @@ def _expected(message: str, *, integer: bool = False) -> str:
     return "expected " + wanted
 
 
+def _is_fraction(metadata: list[Any]) -> bool:
+    """Whether a field's bounds are `gt=0, le=1` (a share: --subset, --test-subset)."""
+    bounds = {(type(m).__name__, getattr(m, type(m).__name__.lower(), None)) for m in metadata}
+    return bounds == {("Gt", 0), ("Le", 1)}
+
+
 def value_parser(model: type[BaseModel], field: str, *, comma_list: bool = False) -> Callable[[str], Any]:
     """One command-line word -> the field's value, checked as `model` checks it (`comma_list`: a
     text the model splits itself, marked a list for --config files)."""
@@ -146,6 +168,7 @@ def value_parser(model: type[BaseModel], field: str, *, comma_list: bool = False
     listed = is_tuple(info.annotation)
     choices = choices_of(info.annotation)
     integer = int in _base_types(info.annotation) and float not in _base_types(info.annotation)
+    fraction = _is_fraction(info.metadata)
     numeric_choices = bool(choices) and all(isinstance(c, int) and not isinstance(c, bool) for c in choices or ())
 
     def parse(text: str) -> Any:
@@ -162,7 +185,14 @@ def value_parser(model: type[BaseModel], field: str, *, comma_list: bool = False
         try:
             return _adapter(model, field).validate_python(value)
         except ValidationError as err:
-            message = _expected(err.errors()[0]["msg"], integer=integer)
+            error = err.errors()[0]
+            if error["type"] == "value_error":  # the field's own validator says it whole (`unknown device 'gpu' ...`)
+                raise argparse.ArgumentTypeError(str(error["ctx"]["error"])) from None
+            if error["type"] in ("int_parsing", "int_from_float"):  # as argparse's type=int says it
+                raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+            if fraction and error["type"] in ("greater_than", "less_than_equal"):  # a share of a dataset
+                raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}") from None
+            message = _expected(error["msg"], integer=integer)
             raise argparse.ArgumentTypeError(f"{message}, got {text!r}") from None
 
     parse.__name__ = field  # argparse names the type in some messages
@@ -214,29 +244,45 @@ def add_settings_arguments(
     model: type[BaseModel],
     *,
     exclude: Iterable[str] = (),
+    only: Iterable[str] | None = None,
     into: Container | None = None,
+    shown_default: Callable[[SettingFlag], str] | None = None,
 ) -> None:
-    """One flag per field of `model` that declares one (but those in `exclude`, by field name or
-    dotted path), in `into` (default: `parser`) or in the --help section its `group` names."""
+    """One flag per field of `model` that declares one (but those in `exclude`, and, given `only`,
+    those not in it: field names or dotted paths), in `into` (default: `parser`) or in the --help
+    section its `group` names. `shown_default`: the default --help shows (the recipe's per recipe)."""
     groups: dict[str, Container] = {}
-    skipped = set(exclude)
-    for flag in setting_flags(model):
-        if flag.field in skipped or ".".join(flag.path) in skipped:
-            continue
+    for flag in _chosen(model, exclude, only):
         container = into or parser
         if flag.group is not None:
             if flag.group not in groups:
                 groups[flag.group] = _group(parser, flag.group)
             container = groups[flag.group]
-        add_setting(container, flag, _help_with_default(flag))
+        add_setting(container, flag, _help_with_default(flag, shown_default))
 
 
-def _help_with_default(flag: SettingFlag) -> str:
+def _chosen(model: type[BaseModel], exclude: Iterable[str], only: Iterable[str] | None) -> Iterator[SettingFlag]:
+    skipped = set(exclude)
+    kept = None if only is None else set(only)
+    for flag in setting_flags(model):
+        names = {flag.field, ".".join(flag.path)}
+        if names & skipped or (kept is not None and not names & kept):
+            continue
+        yield flag
+
+
+def _help_with_default(flag: SettingFlag, shown_default: Callable[[SettingFlag], str] | None = None) -> str:
     """The flag's help and its default (none for a required flag)."""
     if flag.required:
         return flag.help
-    default = flag.default_text if flag.default_text is not None else show(flag.default)
-    return f"{flag.help} (default: {default})"
+    return f"{flag.help} (default: {(shown_default or default_text)(flag)})"
+
+
+def default_text(flag: SettingFlag) -> str:
+    """The default as --help and the docs' tables show it."""
+    if flag.required:
+        return "required"
+    return flag.default_text if flag.default_text is not None else show(flag.default)
 
 
 def _group(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
@@ -247,14 +293,19 @@ def _group(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGro
     return parser.add_argument_group(title)
 
 
-def settings_given(args: argparse.Namespace, model: type[BaseModel], *, exclude: Iterable[str] = ()) -> dict[str, Any]:
+def settings_given(
+    args: argparse.Namespace,
+    model: type[BaseModel],
+    *,
+    exclude: Iterable[str] = (),
+    only: Iterable[str] | None = None,
+) -> dict[str, Any]:
     """The fields of `model` the command line (or --config) set, nested as the model nests them:
     `{"seed": 1, "hessian": {"k": 3}}`; what was left out is not there (the model's default)."""
     given: dict[str, Any] = {}
-    skipped = set(exclude)
-    for flag in setting_flags(model):
+    for flag in _chosen(model, exclude, only):
         value = getattr(args, flag.dest, None)
-        if value is None or flag.field in skipped or ".".join(flag.path) in skipped:
+        if value is None:
             continue
         place = given
         for part in flag.path[:-1]:
@@ -263,12 +314,12 @@ def settings_given(args: argparse.Namespace, model: type[BaseModel], *, exclude:
     return given
 
 
-def settings_table(model: type[BaseModel]) -> str:
-    """A Markdown table of `model`'s flags, defaults and meanings, for the docs (a test holds the page to it)."""
+def settings_table(model: type[BaseModel], *, exclude: Iterable[str] = ()) -> str:
+    """A Markdown table of `model`'s flags (but those in `exclude`), defaults and meanings, for the
+    docs (a test holds the page to it)."""
     lines = ["| flag | default | meaning |", "|---|---|---|"]
-    for flag in setting_flags(model):
-        default = flag.default_text if flag.default_text is not None else show(flag.default)
-        cells = [f"`{flag.flag}`", default, flag.help]
+    for flag in _chosen(model, exclude, None):
+        cells = [f"`{flag.flag}`", default_text(flag), flag.help]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"
 

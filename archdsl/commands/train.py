@@ -5,19 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from archdsl.commands._args import (
-    NO_PROGRESS_HELP,
-    add_data_arguments,
-    add_dist_timeout_argument,
-    add_optimize_argument,
-    device_name,
-    fraction,
-    non_negative_int,
-)
 from archdsl.commands.config_file import add_config_argument
-from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
+from archdsl.commands.recipe_flags import add_recipe_arguments
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
-from archdsl.run import DEFAULT_RECIPE, RECIPES  # torch-free
 
 EXAMPLES = (
     "archdsl train tiny --dataset synthetic --recipe fast --epochs 5",
@@ -28,7 +18,7 @@ EXAMPLES = (
 
 
 def register(subparsers) -> None:
-    from archdsl.run import TrainSettings
+    from archdsl.run import TrainConfig, TrainSettings, recipe_flags
 
     parser = subparsers.add_parser(
         "train",
@@ -41,79 +31,20 @@ def register(subparsers) -> None:
         ),
     )
     parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
-    # The run's settings (TrainSettings declares each: default, bounds, help, flag).
+    # Every setting is a field that declares its flag (default, bounds, help): the run's (TrainSettings),
+    # the config's besides its recipe (TrainConfig: --recipe, --seed, --device, ...), the recipe's.
     add_settings_arguments(parser, TrainSettings)
-    add_data_arguments(parser)
-    parser.add_argument(
-        "--recipe",
-        choices=RECIPES,
-        help=f"training recipe: deit (the paper's), weak (the reference's SGD one) or fast "
-        f"(short runs); each flag below defaults to the recipe's value (default: {DEFAULT_RECIPE})",
-    )
-    recipe = parser.add_argument_group("recipe settings (timm train.py's names; docs/training.md)")
-    add_recipe_arguments(recipe)
-    parser.add_argument(
-        "--initial-checkpoint",
-        metavar="FILE",
-        help="start from these weights instead of a fresh model: an archdsl checkpoint, or any file "
-        "`archdsl import` reads (the reference's .pth.tar, a timm file, a state dict); not with --resume",
-    )
-    parser.add_argument("--seed", type=int, metavar="N", help="random seed (default: 0)")
-    parser.add_argument(
-        "--subset", type=fraction, metavar="FRACTION",
-        help="train on a class-stratified fraction of the training set (default: 1; the test set stays whole)",
-    )  # fmt: skip
-    parser.add_argument("--device", type=device_name, help="auto (default), cpu, cuda, cuda:N or mps")
-    parser.add_argument(
-        "--workers", type=non_negative_int, metavar="N", help="data-loading worker processes (default: 0)"
-    )
-    parser.add_argument(
-        "--resident",
-        action="store_true",
-        default=None,
-        help="keep the training set on the device and augment there (recipes without RandAugment)",
-    )
-    add_optimize_argument(parser, default=None)  # None: the config's (on), or the resumed run's
-    distributed = parser.add_argument_group("under torchrun (docs/training.md: Data-parallel training)")
-    distributed.add_argument(
-        "--sync-bn",
-        action="store_true",
-        default=None,
-        help="normalise BatchNorm with the global batch's statistics (torch's SyncBatchNorm; CUDA only)",
-    )
-    add_dist_timeout_argument(distributed)
-    parser.add_argument("--no-progress", action="store_true", help=NO_PROGRESS_HELP)
+    add_settings_arguments(parser, TrainConfig, exclude=recipe_flags())
+    add_recipe_arguments(parser)
     add_config_argument(parser)
     parser.set_defaults(func=run)
 
 
-# argparse destination -> TrainConfig field, for the flags that set a config value (besides the
-# recipe's own, archdsl.commands.recipe_flags).
-_CONFIG_FLAGS = {
-    "recipe": "recipe",
-    "initial_checkpoint": "initial_checkpoint",
-    "seed": "seed",
-    "subset": "subset",
-    "device": "device",
-    "workers": "workers",
-    "resident": "resident",
-    "optimize": "optimize",
-    "sync_bn": "sync_bn",
-}
-
-
 def settings_from_args(args: argparse.Namespace):
     """The command line as `archdsl.train`'s arguments: the run's settings and the TrainConfig fields given."""
-    from archdsl.run import TrainSettings
+    from archdsl.run import TrainConfig, TrainSettings
 
-    # The run's flags are TrainSettings' own; those shared with other commands are copied here.
-    settings = TrainSettings(
-        **settings_given(args, TrainSettings), data_root=args.data_root, download=args.download,
-        progress=not args.no_progress, dist_timeout=args.dist_timeout,
-    )  # fmt: skip
-    given = {field: getattr(args, dest) for dest, field in _CONFIG_FLAGS.items() if getattr(args, dest) is not None}
-    given.update(recipe_settings(args))
-    return settings, given
+    return TrainSettings(**settings_given(args, TrainSettings)), settings_given(args, TrainConfig)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -30,14 +30,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from archdsl.common_settings import DEFAULT_TIMEOUT_S
 from archdsl.errors import UserError
 
 if TYPE_CHECKING:
     import torch
 
-# How long a collective waits for the other ranks before the run fails. This module imports torch
-# only when used, so that commands can show this default in --help without it.
-DEFAULT_TIMEOUT_S = 300.0
 # torchrun's variables; WORLD_SIZE alone marks a process it started.
 _ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 

@@ -31,7 +31,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+
+from archdsl.common_settings import TORCHRUN_GROUP, DeviceSettings, OptimizeSettings
 
 if TYPE_CHECKING:
     import torch
@@ -54,6 +56,13 @@ RECIPE_SOURCES: Mapping[str, str] = MappingProxyType(
     }
 )
 
+# The regularisation of the SGD recipes (`weak`, `fast`): a random crop and a flip, nothing else.
+_CROP_AND_FLIP_ONLY: Mapping[str, Any] = MappingProxyType(
+    dict(
+        clip_grad=0.0, label_smoothing=0.0, mixup=0.0, cutmix=0.0, mixup_prob=0.0, drop_path=0.0,  # all off
+        randaugment=None, crop_padding=4, hflip=0.5,  # the augmentation: crop and flip
+    )
+)  # fmt: skip
 # Per recipe: the defaults of every field the user leaves out. The learning rate is given
 # per `lr_batch` images and scaled linearly with the batch size (Goyal et al.).
 RECIPE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
@@ -103,15 +112,7 @@ RECIPE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 warmup_epochs=1,
                 warmup_lr=0.0,
                 min_lr=0.0,
-                clip_grad=0.0,
-                label_smoothing=0.0,
-                mixup=0.0,
-                cutmix=0.0,
-                mixup_prob=0.0,
-                randaugment=None,
-                crop_padding=4,
-                hflip=0.5,
-                drop_path=0.0,
+                **_CROP_AND_FLIP_ONLY,
             )
         ),
         "fast": MappingProxyType(
@@ -131,15 +132,7 @@ RECIPE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
                 warmup_epochs=0,
                 warmup_lr=1e-6,
                 min_lr=1e-6,
-                clip_grad=0.0,
-                label_smoothing=0.0,
-                mixup=0.0,
-                cutmix=0.0,
-                mixup_prob=0.0,
-                randaugment=None,
-                crop_padding=4,
-                hflip=0.5,
-                drop_path=0.0,
+                **_CROP_AND_FLIP_ONLY,
             )
         ),
     }
@@ -170,23 +163,45 @@ _LEGACY_SCHEDULE = MappingProxyType(
 )
 
 
+# The --help section (and docs/training.md's table) of the recipe's fields: `train`'s and `search`'s flags.
+RECIPE_GROUP = "recipe settings (timm train.py's names; docs/training.md)"
+
+
 def _recipe_field(flag: str, help: str, **kwargs: Any) -> Any:
     """A field the recipe fills in: `flag` is its timm train.py name, `help` its --help text."""
-    return Field(default=None, description=help, json_schema_extra={"flag": flag}, **kwargs)
+    return Field(default=None, description=help, json_schema_extra={"flag": flag, "group": RECIPE_GROUP}, **kwargs)
 
 
-class TrainConfig(BaseModel):
-    """Everything that decides a training run's result (plus where it runs)."""
+def _run_flag(
+    flag: str, help: str, *, default: Any, metavar: str | None = None, group: str | None = None, **kwargs: Any
+) -> Any:
+    """A field of the run besides its recipe, with its `archdsl train` flag (`group`: its --help section)."""
+    extra: dict[str, Any] = {"flag": flag}
+    for key, value in (("metavar", metavar), ("group", group)):
+        if value is not None:
+            extra[key] = value
+    return Field(default=default, description=help, json_schema_extra=extra, **kwargs)
+
+
+class TrainConfig(DeviceSettings, OptimizeSettings):
+    """Everything that decides a training run's result (plus where it runs: `device`, `optimize`
+    and the other RUNTIME_FIELDS). A field with a flag is `archdsl train`'s flag; those of the
+    RECIPE_GROUP are `archdsl search`'s too (archdsl.commands.recipe_flags)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    recipe: RecipeName = DEFAULT_RECIPE
+    recipe: RecipeName = _run_flag(
+        "--recipe",
+        "training recipe: deit (the paper's), weak (the reference's SGD one) or fast (short runs); each "
+        "recipe setting defaults to the recipe's value",
+        default=DEFAULT_RECIPE,
+    )
     # Declared with a default for the type only: the recipe's value is filled in before validation.
     epochs: PositiveInt = Field(
         default=305,
         description="epochs in all, warm-up included (the main schedule spans the rest); "
         "with --resume, more than the run's extends it",
-        json_schema_extra={"flag": "--epochs"},
+        json_schema_extra={"flag": "--epochs", "group": RECIPE_GROUP},
     )
     # Epochs after which a resumed run was lengthened (`train --resume --epochs N`): from each, the
     # learning-rate schedule is the one a run planned for the new length has at that step.
@@ -250,25 +265,51 @@ class TrainConfig(BaseModel):
     model_dtype: ModelDtype = Field(
         default="float32",
         description="the dtype of the model's parameters and inputs (float64: exact comparisons, slow)",
-        json_schema_extra={"flag": "--model-dtype"},
+        json_schema_extra={"flag": "--model-dtype", "group": RECIPE_GROUP},
     )
-    # The weights the run started from (`train --initial-checkpoint`), as given; None: a fresh model.
-    initial_checkpoint: str | None = None
-    seed: int = 0
-    subset: float = Field(default=1.0, gt=0, le=1)  # fraction of the training set (class-stratified)
-    # Under torchrun (archdsl.run.distributed): BatchNorm normalises with the statistics of the global
-    # batch (torch's SyncBatchNorm, CUDA only) instead of each rank's share; nothing in one process.
-    sync_bn: bool = False
-    # Where and how fast it runs; none of these change the numbers on the CPU.
-    device: str = "auto"
-    workers: NonNegativeInt = 0
-    # Keep the whole (small) training set as one uint8 tensor on the device and crop/flip
-    # there, with no DataLoader: for recipes without RandAugment (which needs PIL).
-    resident: bool = False
+    # The weights the run started from, as given; None: a fresh model.
+    initial_checkpoint: str | None = _run_flag(
+        "--initial-checkpoint",
+        "start from these weights instead of a fresh model: an archdsl checkpoint, or any file `archdsl import` "
+        "reads (the reference's .pth.tar, a timm file, a state dict); not with --resume",
+        default=None,
+        metavar="FILE",
+    )
+    seed: int = _run_flag(
+        "--seed", "random seed: the weights, shuffling, augmentation and Mixup all follow it", default=0, metavar="N"
+    )
+    subset: float = _run_flag(
+        "--subset",
+        "train on a class-stratified fraction of the training set (the test set stays whole)",
+        default=1.0,
+        gt=0,
+        le=1,
+        metavar="FRACTION",
+    )
+    # Under torchrun (archdsl.run.distributed): nothing in one process.
+    sync_bn: bool = _run_flag(
+        "--sync-bn",
+        "normalise BatchNorm with the global batch's statistics (torch's SyncBatchNorm; CUDA only)",
+        default=False,
+        group=TORCHRUN_GROUP,
+    )
+    # Where and how fast it runs (with `device` and `optimize`); none of these change the numbers on the CPU.
+    workers: NonNegativeInt = _run_flag(
+        "--workers",
+        "data-loading worker processes (RandAugment runs there); at most 4 per CPU core",
+        default=0,
+        metavar="N",
+    )
+    # No DataLoader: RandAugment needs PIL images.
+    resident: bool = _run_flag(
+        "--resident",
+        "keep the training set on the device and crop and flip there (recipes without RandAugment: weak, fast, "
+        "or --aa none)",
+        default=False,
+    )
     channels_last: bool | None = None  # None: as `optimize` decides (archdsl.run.optimize), else as built (NCHW)
     amp: bool | None = None  # bf16 autocast; None: on for CUDA with float32 models
     eval_batch_size: PositiveInt = 256
-    optimize: bool = True  # train and evaluate the fast version of the model (archdsl.optimize_model)
 
     @model_validator(mode="before")
     @classmethod
@@ -336,11 +377,11 @@ def filled(value: T | None) -> T:
 
 
 def recipe_flags() -> dict[str, tuple[str, str]]:
-    """TrainConfig field -> (its command-line flag, its help) for every field that has a flag."""
+    """TrainConfig field -> (its command-line flag, its help) for every field of the recipe (the RECIPE_GROUP)."""
     flags = {}
     for name, info in TrainConfig.model_fields.items():
         extra = info.json_schema_extra
-        if isinstance(extra, dict) and "flag" in extra:
+        if isinstance(extra, dict) and extra.get("group") == RECIPE_GROUP:
             flags[name] = (str(extra["flag"]), info.description or "")
     return flags
 

@@ -22,18 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import ConfigDict, Field, PositiveInt
 
+from archdsl.common_settings import DataSettings, DistSettings, ProgressSettings
 from archdsl.errors import UsageError, UserError
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
-from archdsl.run.distributed import DEFAULT_TIMEOUT_S  # torch-free until used
 
 __all__ = ["TrainPlan", "TrainSettings", "default_run_dir", "plan_training", "run_training", "train"]
 
 
-class TrainSettings(BaseModel):
-    """A training run besides its recipe (`TrainConfig`): the data, the run directory, what to keep."""
+class TrainSettings(DataSettings, ProgressSettings, DistSettings):
+    """A training run besides its recipe (`TrainConfig`): the data, the run directory, what to keep
+    (and, from the shared settings, where the data lives, progress bars, the torchrun timeout)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -47,8 +48,6 @@ class TrainSettings(BaseModel):
         description="override the spec's number of classes (must match the dataset's)",
         json_schema_extra={"flag": "--classes", "metavar": "N", "default_text": "the spec's"},
     )
-    data_root: str | None = Field(default=None, description="where datasets live (default: $ARCHDSL_DATA or ./data)")
-    download: bool = Field(default=False, description="download the dataset if it is missing")
     out: str | None = Field(
         default=None,
         description="run directory",
@@ -71,10 +70,6 @@ class TrainSettings(BaseModel):
         "pip install 'archdsl[tensorboard]', or pip install -e '.[tensorboard]' in a clone); metrics.csv is "
         "written either way",
         json_schema_extra={"flag": "--log"},
-    )
-    progress: bool = Field(default=False, description="progress bars (on a terminal)")
-    dist_timeout: PositiveFloat = Field(
-        default=DEFAULT_TIMEOUT_S, description="under torchrun: how long a rank waits for the others (seconds)"
     )
 
 
