@@ -253,7 +253,7 @@ def fidelity_for(settings: SearchSettings, fidelity: Any = None) -> Any:
 
 def describe_space(plan: SpacePlan) -> str:
     """What `--dry-run` prints: the base, the space, its size and endpoints."""
-    from archdsl.search.space import layout_text
+    from archdsl.search.space import STAGE_KNOBS, layout_text
 
     space, info = plan.space, plan.info
     c, h, w = info.image_shape
@@ -261,13 +261,7 @@ def describe_space(plan: SpacePlan) -> str:
     lines.append(f"fitted to {plan.settings.dataset}: {c}x{h}x{w}, {info.num_classes} classes")
     for s in space.stages:
         n = next(len(st.blocks) for st in space.base.stages if st.name == s.name)
-        extra = ""
-        if "heads" in space.searched:
-            extra += f"  heads {list(s.heads)}"
-        if "window" in space.searched:
-            extra += f"  window {list(s.windows)}"
-        if "dim_head" in space.searched:
-            extra += f"  dim_head {list(s.dim_heads)}"
+        extra = "".join(f"  {knob} {list(s.options(knob))}" for knob in STAGE_KNOBS if knob in space.searched)
         lines.append(f"  {s.name}: {n} blocks, k in 0..{s.max_k}{extra}")
     if "init" in space.searched:
         lines.append(f"  init: {', '.join(space.choices()['init'])} (base: {space.base.init})")
