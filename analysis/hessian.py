@@ -34,6 +34,9 @@ import torch
 import torch.nn as nn
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from archdsl.analysis._hessian_batches import training_batches
+from archdsl.analysis._hessian_operator import HessianOperator, HvpBackend, hessian_operator
+from archdsl.analysis._solver_choice import LANCZOS_MEMORY_SHARE, MethodChoice, choose_method, device_memory_bytes
 from archdsl.analysis.eigensolvers import (
     SOLVERS,
     EigenEstimate,
@@ -46,9 +49,6 @@ from archdsl.analysis.eigensolvers import (
     power_iteration,
     random_start,
 )
-from archdsl.analysis.hessian_batches import training_batches
-from archdsl.analysis.hessian_operator import HessianOperator, HvpBackend, hessian_operator
-from archdsl.analysis.solver_choice import LANCZOS_MEMORY_SHARE, MethodChoice, choose_method, device_memory_bytes
 from archdsl.nn.blocks.attention import math_attention  # fused kernels have no double backward
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS
 

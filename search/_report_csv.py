@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from archdsl.search.study_summary import StudySummary
+from archdsl.search._study_summary import StudySummary
 
 
 def trials_csv(summary: StudySummary) -> str:

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import optuna
 
+from archdsl.search._study_summary import StudySummary
 from archdsl.search.objectives import Objective
-from archdsl.search.study_summary import StudySummary
 
 # fANOVA importances from a handful of trials mostly measure noise: below this many complete
 # trials there is no importance plot (the report says why), and above it a caveat.

@@ -5,9 +5,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial
 
-from archdsl.search.runner import StudyProgress
-from archdsl.search.storage import is_copy
-from archdsl.search.study_summary import (
+from archdsl.search._study_summary import (
     PRUNED_MARK,
     StudySummary,
     copies_text,
@@ -16,6 +14,8 @@ from archdsl.search.study_summary import (
     study_objectives,
     trial_row,
 )
+from archdsl.search.runner import StudyProgress
+from archdsl.search.storage import is_copy
 
 
 def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from archdsl.search.report_figures import MIN_TRIALS_FOR_IMPORTANCE
-from archdsl.search.study_summary import PRUNED_MARK, StudySummary, copies_text, design_text, duration_text
+from archdsl.search._report_figures import MIN_TRIALS_FOR_IMPORTANCE
+from archdsl.search._study_summary import PRUNED_MARK, StudySummary, copies_text, design_text, duration_text
 
 
 def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: dict[int, str]) -> str:

@@ -41,8 +41,8 @@ from optuna.trial import TrialState
 
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
+from archdsl.search._worker_attrs import BEAT_ATTR
 from archdsl.search.optuna_private import JournalOperation
-from archdsl.search.worker_attrs import BEAT_ATTR
 
 CREATE_STUDY, CREATE_TRIAL = 0, 4
 OP_NAMES = {

@@ -2,8 +2,8 @@
 best designs' .arch files, under the study's folder that the caller names (`archdsl search`
 and `archdsl report` do).
 
-The parts are modules of their own: `study_summary` (the trials as typed rows, the winners),
-`report_lines` (the terminal), `report_csv`, `report_figures`, `report_markdown`; their names
+The parts are modules of their own: `_study_summary` (the trials as typed rows, the winners),
+`_report_lines` (the terminal), `_report_csv`, `_report_figures`, `_report_markdown`; their names
 are re-exported here, where callers have always found them.
 """
 
@@ -15,12 +15,11 @@ from pathlib import Path
 import optuna
 
 from archdsl.files import ensure_dir, save_figure, write_text
-from archdsl.search.naming import path_part
-from archdsl.search.report_csv import trials_csv
-from archdsl.search.report_figures import MIN_TRIALS_FOR_IMPORTANCE, make_figures
-from archdsl.search.report_lines import progress_text, summary_text, trial_line
-from archdsl.search.report_markdown import markdown
-from archdsl.search.study_summary import (
+from archdsl.search._report_csv import trials_csv
+from archdsl.search._report_figures import MIN_TRIALS_FOR_IMPORTANCE, make_figures
+from archdsl.search._report_lines import progress_text, summary_text, trial_line
+from archdsl.search._report_markdown import markdown
+from archdsl.search._study_summary import (
     PRUNED_MARK,
     StudySummary,
     TrialRow,
@@ -28,6 +27,7 @@ from archdsl.search.study_summary import (
     study_objectives,
     summarize_study,
 )
+from archdsl.search.naming import path_part
 
 __all__ = [
     "MIN_TRIALS_FOR_IMPORTANCE",

@@ -32,6 +32,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import ArchdslWarning, UserError, install_extra
 from archdsl.files import ensure_dir
+from archdsl.search._worker_attrs import BEAT_ATTR, HOST_ATTR, PID_ATTR
 from archdsl.search.journal_check import damage_error, record_problem
 from archdsl.search.optuna_private import (
     RETRY_HISTORY_ATTR,
@@ -40,7 +41,6 @@ from archdsl.search.optuna_private import (
     storage_of,
     trial_id,
 )
-from archdsl.search.worker_attrs import BEAT_ATTR, HOST_ATTR, PID_ATTR
 
 GRPC_SCHEME = "grpc://"  # an Optuna gRPC storage proxy (`archdsl study serve`): --storage grpc://HOST:PORT
 CONNECT_TIMEOUT_S = 10  # a database server that answers nothing fails after this

@@ -353,7 +353,7 @@ def test_lanczos_at_the_default_settings_finds_the_exact_top_k(seed):
 
 
 def test_auto_is_lanczos_unless_its_vectors_would_crowd_the_memory(monkeypatch):
-    from archdsl.analysis import solver_choice
+    from archdsl.analysis import _solver_choice as solver_choice
 
     model, _, _ = tiny_problem()
     assert solver_choice.choose_method(model, max_iter=100) == "lanczos"

@@ -290,3 +290,15 @@ def test_no_export_is_shadowed_by_a_submodule(name):
         if f"{name}.{export}" in MODULES and getattr(package, export) is not importlib.import_module(f"{name}.{export}")
     ]
     assert shadowed == [], f"{name} exports names that are also its submodules: {shadowed}"
+
+
+def _package_of(name: str) -> str:
+    return name.rsplit(".", 1)[0]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if n.rsplit(".", 1)[-1].startswith("_")))
+def test_private_modules_stay_in_their_package(name):
+    # A module named `_x` is its package's own (as Optuna keeps them): other packages use what the
+    # package exports, so the module can change without breaking them.
+    outside = sorted(user for user, deps in GRAPH.items() if name in deps and not _within(user, _package_of(name)))
+    assert outside == [], f"{name} is private to {_package_of(name)} but imported by {outside}"

@@ -15,10 +15,10 @@ from archdsl import kinds
 from archdsl.errors import closest, did_you_mean
 from archdsl.ir import DEFAULT_INIT, Arch, AttnBlock, ConvBlock, InputShape, Norm, Position, Stage, Stem, block_shapes
 from archdsl.lang import checks, words
+from archdsl.lang._lower_settings import SettingLowering
 from archdsl.lang.arguments import describe
 from archdsl.lang.diagnostics import Span, SpecError
 from archdsl.lang.limits import MAX_BLOCKS, MAX_GROUP_DEPTH, MAX_STAGES
-from archdsl.lang.lower_settings import SettingLowering
 from archdsl.lang.parser import ArchNode, BlockRef, Call, Element, Group, Number, Setting
 from archdsl.lang.sites import Path
 from archdsl.lang.words import Lowered

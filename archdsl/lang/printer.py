@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from archdsl.ir import AnyBlock, Arch, ConvBlock, Norm, PatchStem, block_shapes
 from archdsl.lang import words
+from archdsl.lang._lower_settings import CONV_VARIANTS
 from archdsl.lang.lower import lower
-from archdsl.lang.lower_settings import CONV_VARIANTS
 from archdsl.lang.numbers import format_float
 from archdsl.lang.parser import ArchNode, parse
 from archdsl.lang.parser import comments as parser_comments

@@ -37,7 +37,7 @@ from archdsl.ir import (
     stage_shapes,
 )
 from archdsl.nn import init_schemes
-from archdsl.nn.block_modules import module_for
+from archdsl.nn._block_modules import module_for
 from archdsl.nn.blocks.layers import ClassifierHead, TokenHead, stem
 from archdsl.nn.blocks.tokens import MAP, TOKENS, BlockSequence, convert
 from archdsl.nn.timm_cfg import (

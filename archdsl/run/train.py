@@ -2,7 +2,7 @@
 
 `train(arch, train_set, test_set, config)` builds the model, runs the epochs and returns
 a `TrainResult`. With a `run_dir` it also keeps a run directory (its files and the resume
-policy are archdsl.run.run_dir's).
+policy are archdsl.run._run_dir's).
 
 Exact resumption: every epoch reseeds all generators from (seed, epoch) before drawing
 anything, and checkpoints are written only between epochs. So a run resumed from
@@ -29,14 +29,7 @@ from archdsl.errors import UserError
 from archdsl.ir import Arch
 from archdsl.progress import log_line, progress_bar
 from archdsl.run import distributed
-from archdsl.run.checkpoint import TrainState, save_checkpoint
-from archdsl.run.device import autocast, select_device
-from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
-from archdsl.run.evaluate import predict_logits, score_logits
-from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
-from archdsl.run.optimize import applied_plan, optimize_model
-from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer
-from archdsl.run.run_dir import (
+from archdsl.run._run_dir import (
     FINAL_CHECKPOINT,
     LAST_CHECKPOINT,
     EpochMetrics,
@@ -50,14 +43,21 @@ from archdsl.run.run_dir import (
     write_metrics,
 )
 
-# The run directory's names that callers import from here (defined once, in archdsl.run.run_dir).
-from archdsl.run.run_dir import RUN_FILES as RUN_FILES
-from archdsl.run.run_dir import TENSORBOARD_DIR as TENSORBOARD_DIR
-from archdsl.run.run_dir import checked_resume as checked_resume
-from archdsl.run.run_dir import is_run_file as is_run_file
-from archdsl.run.run_dir import resume_info as resume_info
-from archdsl.run.run_dir import resumed_config as resumed_config
-from archdsl.run.run_dir import saved_epochs as saved_epochs
+# The run directory's names that callers import from here (defined once, in archdsl.run._run_dir).
+from archdsl.run._run_dir import RUN_FILES as RUN_FILES
+from archdsl.run._run_dir import TENSORBOARD_DIR as TENSORBOARD_DIR
+from archdsl.run._run_dir import checked_resume as checked_resume
+from archdsl.run._run_dir import is_run_file as is_run_file
+from archdsl.run._run_dir import resume_info as resume_info
+from archdsl.run._run_dir import resumed_config as resumed_config
+from archdsl.run._run_dir import saved_epochs as saved_epochs
+from archdsl.run.checkpoint import TrainState, save_checkpoint
+from archdsl.run.device import autocast, select_device
+from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
+from archdsl.run.evaluate import predict_logits, score_logits
+from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
+from archdsl.run.optimize import applied_plan, optimize_model
+from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer
 from archdsl.run.schedule import LrSchedule
 
 __all__ = ["EpochMetrics", "StepRecord", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
@@ -246,7 +246,7 @@ class _Trainer:
     steps_per_epoch: int
     resident: ResidentLoader | None
     guard: DivergenceGuard
-    data: dict  # the run's data record (archdsl.run.run_dir.data_record), for the resume check
+    data: dict  # the run's data record (archdsl.run._run_dir.data_record), for the resume check
     history: list[EpochMetrics] = field(default_factory=list)
     start_epoch: int = 0
     on_step: Callable[[StepRecord], None] | None = None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from archdsl.errors import did_you_mean
 from archdsl.ir import AnyBlock, Arch, BlockShape, ConvBlock
+from archdsl.lang._lower_settings import CONV_VARIANTS, conv_variant
 from archdsl.lang.arguments import ArgumentReader, describe
-from archdsl.lang.lower_settings import CONV_VARIANTS, conv_variant
 from archdsl.lang.parser import BlockRef, Name
 from archdsl.lang.words.base import Lowered, Word
 from archdsl.lang.words.units import bn, needs_projection
