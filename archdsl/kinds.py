@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from archdsl.errors import UserError
 
@@ -31,6 +31,9 @@ Scalar = int | float | bool | str
 # The built-in words of a stage body; a plug-in kind cannot take one of them.
 BUILTIN_KINDS = ("conv", "msa", "attn", "mlp", "merge", "pool", "smooth")
 _NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
+# `build` given as text: an importable module and a function in it (`"package.module:function"`).
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,26 @@ class Arg:
     @property
     def required(self) -> bool:
         return self.default is None
+
+    def problem(self, value: object) -> str | None:
+        """Why `value` cannot be this argument (its type, bounds or choices), or None. What the IR
+        checks of a stored block (a checkpoint, a trial) and `BlockKind` of a declared default; the
+        front end reads a spec's values with messages of its own."""
+        if self.type is bool:
+            return None if isinstance(value, bool) else f"{self.name} must be true or false, got {value!r}"
+        if self.type is str:
+            if value in self.choices:
+                return None
+            return f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}"
+        # bool is an int to Python, not to a spec; an int widens to a float argument only.
+        number = (int, float) if self.type is float else (int,)
+        if isinstance(value, bool) or not isinstance(value, number):
+            return f"{self.name} must be {'a number' if self.type is float else 'a whole number'}, got {value!r}"
+        if self.low is not None and value < self.low:
+            return f"{self.name} must be at least {self.low:g}, got {value!r}"
+        if self.high is not None and value > self.high:
+            return f"{self.name} must be at most {self.high:g}, got {value!r}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -125,18 +148,27 @@ class BlockKind:
     module: str = field(default="", compare=False)  # who registered it, for messages
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.name):
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise ValueError(f"block kind name {self.name!r}: use lower-case letters, digits and `_`")
         if self.name in BUILTIN_KINDS:
             raise ValueError(f"`{self.name}` is a built-in block kind")
+        if self.layout not in ("map", "tokens"):
+            raise ValueError(f'block kind `{self.name}`: layout must be "map" or "tokens", got {self.layout!r}')
+        if self.channels not in ("width", "keep"):
+            raise ValueError(f'block kind `{self.name}`: channels must be "width" or "keep", got {self.channels!r}')
+        if isinstance(self.build, str) and not _IMPORT_PATH.match(self.build):
+            raise ValueError(
+                f'block kind `{self.name}`: build {self.build!r} is not "module:function"'
+                ' (e.g. "my_blocks:build_dsconv"); or pass the function itself'
+            )
+        if not self.module:
+            # Who registered it, for messages about its hooks: the module its `count` was written in.
+            object.__setattr__(self, "module", getattr(self.count, "__module__", None) or "")
         names = [arg.name for arg in self.args]
         if len(set(names)) != len(names):
             raise ValueError(f"block kind `{self.name}`: an argument is declared twice: {names}")
         for arg in self.args:
-            if arg.type not in (int, float, bool, str):
-                raise ValueError(f"argument `{arg.name}` of `{self.name}`: type must be int, float, bool or str")
-            if arg.type is str and not arg.choices:
-                raise ValueError(f"argument `{arg.name}` of `{self.name}`: a str argument needs its `choices`")
+            _check_declared(self.name, arg)
         seen_optional = False
         for arg in self.args:
             if arg.required and seen_optional:
@@ -147,26 +179,114 @@ class BlockKind:
         return next(arg for arg in self.args if arg.name == name)
 
     def builder(self) -> BuildRule:
-        """`build`, imported if it was given as `"module:function"`."""
+        """`build`, imported if it was given as `"module:function"` (a `UserError` if it cannot be)."""
         if not isinstance(self.build, str):
             return self.build
-        module, _, attr = self.build.partition(":")
-        return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+        return call_hook(self, f"build `{self.build}`", _imported, self.build)
+
+    def counts(self, place: Placement) -> tuple[int, int]:
+        """(params, MACs) where a block sits, as `count` says."""
+        return call_hook(self, "count", _counted, self.count, place)
+
+    def activation_count(self, place: Placement) -> int:
+        """The values one image keeps in a block besides its output, as `activations` says (0 if not given)."""
+        if self.activations is None:
+            return 0
+        return call_hook(self, "activations", _whole, self.activations, place)
 
     def issues(self, place: Placement) -> list[Issue]:
         """What `check` finds where a block sits, as `Issue`s (a tuple `(arg, message, hint)` read as one)."""
         if self.check is None:
             return []
-        return [
-            found if isinstance(found, Issue) else Issue(found[1], found[2], arg=found[0])
-            for found in self.check(place)
-        ]
+        return call_hook(self, "check", _issues, self.check, place)
 
     def hint_example(self) -> str:
         if self.example:
             return self.example
         required = [str(_example_value(arg)) for arg in self.args if arg.required]
         return f"`{self.name}({', '.join(required)})`" if required else f"`{self.name}`"
+
+
+def call_hook(kind: BlockKind, hook: str, function: Callable[..., _T], *args: Any) -> _T:
+    """`function(*args)`, one of `kind`'s plug-in callables: what it raises becomes a `UserError` naming
+    the kind, the hook, the module that declared it and the error. A broken plug-in is its author's
+    mistake, not archdsl's: the user gets a message and an exit status, not a traceback. A `UserError`
+    it raises itself passes as it is."""
+    try:
+        return function(*args)
+    except UserError:
+        raise
+    except Exception as err:
+        source = f" (declared in {kind.module})" if kind.module else ""
+        raise UserError(
+            f"block kind `{kind.name}`{source}: its {hook} failed: {type(err).__name__}: {err}",
+            hint="the plug-in that declares it has a bug: report it to its author",
+        ) from err
+
+
+def _imported(path: str) -> BuildRule:
+    module, _, attr = path.partition(":")
+    found: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        found = getattr(found, part)
+    if not callable(found):
+        raise TypeError(f"{path} is a {type(found).__name__}, not a function")
+    return found  # type: ignore[no-any-return]
+
+
+def _counted(rule: CountRule, place: Placement) -> tuple[int, int]:
+    counted = rule(place)
+    if not (isinstance(counted, tuple) and len(counted) == 2 and all(_is_whole(n) and n >= 0 for n in counted)):
+        raise TypeError(f"it returned {counted!r}, not (params, MACs): two whole numbers, at least 0")
+    return int(counted[0]), int(counted[1])
+
+
+def _whole(rule: ActivationsRule, place: Placement) -> int:
+    counted = rule(place)
+    if not (_is_whole(counted) and counted >= 0):
+        raise TypeError(f"it returned {counted!r}, not a whole number at least 0")
+    return int(counted)
+
+
+def _is_whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _issues(rule: CheckRule, place: Placement) -> list[Issue]:
+    found: list[Issue] = []
+    for item in rule(place) or ():
+        if isinstance(item, Issue):
+            found.append(item)
+        elif isinstance(item, tuple) and len(item) == 3:
+            found.append(Issue(str(item[1]), None if item[2] is None else str(item[2]), arg=item[0]))
+        else:
+            raise TypeError(f"it gave {item!r}, not an Issue or a tuple (argument or None, message, hint)")
+    return found
+
+
+def _check_declared(kind: str, arg: Arg) -> None:
+    """A declaration's mistakes in one argument, found when it is declared (not when a spec uses it)."""
+    where = f"argument {arg.name!r} of `{kind}`"
+    if not isinstance(arg.name, str) or not _NAME.match(arg.name):
+        raise ValueError(f"{where}: use lower-case letters, digits and `_` (it is written `name=value`)")
+    if arg.type not in (int, float, bool, str):
+        raise ValueError(f"{where}: type must be int, float, bool or str")
+    if arg.type is str and not arg.choices:
+        raise ValueError(f"{where}: a str argument needs its `choices`")
+    if arg.choices and arg.type is not str:
+        raise ValueError(f"{where}: only a str argument takes `choices`")
+    if not all(isinstance(choice, str) for choice in arg.choices):
+        raise ValueError(f"{where}: choices are words (str), got {arg.choices!r}")
+    for bound in ("low", "high"):
+        value = getattr(arg, bound)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise ValueError(f"{where}: {bound} must be a number, got {value!r}")
+    if arg.low is not None and arg.high is not None and arg.low > arg.high:
+        raise ValueError(f"{where}: low {arg.low:g} is above high {arg.high:g}")
+    if arg.default is not None:
+        problem = arg.problem(arg.default)
+        if problem is not None:
+            raise ValueError(f"{where}: its default does not fit: {problem}")
 
 
 def initial(arg: Arg) -> Scalar:

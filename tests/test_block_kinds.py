@@ -232,10 +232,95 @@ def test_a_missing_builder_is_a_user_error(registry):
         downsamples=True,
     )
     archdsl.register_block(kind)
-    with pytest.raises(AttributeError):
+    with pytest.raises(UserError) as info:
         archdsl.create_model(parse_spec(_spec("ghost").replace("mbconv convnext", "ghost")))
+    assert "block kind `ghost`" in str(info.value) and "`archdsl:nothing`" in str(info.value)
     with pytest.raises(UserError, match="unknown block kind `nope`"):
         kinds.require_kind("nope")
+
+
+def _failing(error: Exception):
+    def hook(*args):
+        raise error
+
+    return hook
+
+
+def _ghost(**hooks) -> kinds.BlockKind:
+    """A kind of one argument that builds a conv; `hooks` replace its count, check, activations or build."""
+
+    def build(place, drop_path):
+        return torch.nn.Conv2d(place.in_channels, place.out_channels, 3, place.stride, 1)
+
+    fields = {"count": lambda place: (0, 0), "build": build} | hooks
+    return kinds.BlockKind("ghost", (kinds.Arg("size", int, default=2, low=1),), downsamples=True, **fields)
+
+
+@pytest.mark.parametrize(
+    "hooks,hook,error",
+    [
+        ({"check": _failing(RuntimeError("check broke"))}, "check", "RuntimeError: check broke"),
+        ({"check": lambda place: [("size", "too short")]}, "check", "TypeError: it gave ('size', 'too short')"),
+        ({"count": _failing(KeyError("kernel"))}, "count", "KeyError: 'kernel'"),
+        ({"count": lambda place: 7}, "count", "TypeError: it returned 7, not (params, MACs)"),
+        ({"activations": _failing(ZeroDivisionError("oops"))}, "activations", "ZeroDivisionError: oops"),
+        ({"build": "nowhere_at_all:f"}, "build `nowhere_at_all:f`", "ModuleNotFoundError: No module named"),
+        ({"build": _failing(ValueError("no"))}, "build", "ValueError: no"),
+        ({"build": lambda place, drop_path: 3}, "build", "TypeError: it returned a int, not a torch.nn.Module"),
+    ],
+)
+def test_a_plug_in_hook_that_fails_is_a_user_error_naming_it(registry, hooks, hook, error):
+    # A broken plug-in is its author's mistake: the user reads which kind, which hook, which module and
+    # what went wrong, and the CLI exits with a message (a UserError), not a traceback.
+    archdsl.register_block(_ghost(**hooks))
+    with pytest.raises(UserError) as info:
+        arch = parse_spec(_spec("ghost").replace("mbconv convnext", "ghost"))
+        archdsl.create_model(arch)
+    message = str(info.value)
+    assert message.startswith(f"block kind `ghost` (declared in {__name__}): its {hook} failed: "), message
+    assert error in message
+    assert info.value.hint == "the plug-in that declares it has a bug: report it to its author"
+
+
+def test_a_hook_that_fails_ends_archdsl_check_with_a_message(registry, tmp_path, capsys):
+    from archdsl.cli import main
+
+    archdsl.register_block(_ghost(check=_failing(RuntimeError("check broke"))))
+    path = tmp_path / "t.arch"
+    path.write_text(_spec("ghost").replace("mbconv convnext", "ghost"))
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "its check failed: RuntimeError: check broke" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("build", ["nowhere", "a:b:c", "mod:", ":f", "my-blocks:f"])
+def test_a_build_path_must_read_module_colon_function(registry, build):
+    with pytest.raises(ValueError, match='is not "module:function"'):
+        _ghost(build=build)
+
+
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"args": (kinds.Arg("k", int, default=2.5),)}, "its default does not fit: k must be a whole number, got 2.5"),
+        ({"args": (kinds.Arg("k", int, default=True),)}, "k must be a whole number, got True"),
+        ({"args": (kinds.Arg("k", float, default="x"),)}, "k must be a number, got 'x'"),
+        ({"args": (kinds.Arg("g", bool, default=1),)}, "g must be true or false, got 1"),
+        ({"args": (kinds.Arg("k", int, default=0, low=1),)}, "k must be at least 1, got 0"),
+        ({"args": (kinds.Arg("k", int, default=9, high=8),)}, "k must be at most 8, got 9"),
+        ({"args": (kinds.Arg("a", str, default="tanh", choices=("relu",)),)}, "a must be one of relu, got 'tanh'"),
+        ({"args": (kinds.Arg("k", int, low=3, high=1),)}, "low 3 is above high 1"),
+        ({"args": (kinds.Arg("Kernel", int),)}, "use lower-case letters, digits and `_`"),
+        ({"args": (kinds.Arg("dim-head", int),)}, "use lower-case letters, digits and `_`"),
+        ({"args": (kinds.Arg("k", int, choices=("a",)),)}, "only a str argument takes `choices`"),
+        ({"layout": "maps"}, 'layout must be "map" or "tokens", got \'maps\''),
+        ({"channels": "same"}, 'channels must be "width" or "keep", got \'same\''),
+    ],
+)
+def test_declaration_mistakes_are_refused_when_declared(changes, message):
+    with pytest.raises(ValueError) as info:
+        dataclasses.replace(_ghost(), **changes)
+    assert message in str(info.value)
 
 
 @pytest.mark.slow

@@ -11,8 +11,8 @@ from typing import TypedDict
 
 from torch import nn
 
-from archdsl.errors import UserError
 from archdsl.ir import Arch, AttnBlock, BlockShape, ConvBlock, ExtBlock, MLPBlock, MSABlock, placement
+from archdsl.kinds import BuildRule, Placement, call_hook
 from archdsl.nn.blocks import downsample, transformer
 from archdsl.nn.blocks.attention import AlterMSABlock
 from archdsl.nn.blocks.conv import conv_block
@@ -85,11 +85,16 @@ def _registered(arch: Arch, shape: BlockShape, width: int, drop_path: float) -> 
     block = shape.block
     assert isinstance(block, ExtBlock)
     kind = block.declaration
-    module = kind.builder()(placement(arch, shape), drop_path)
-    if not isinstance(module, nn.Module):
-        raise UserError(f"block kind `{kind.name}` built a {type(module).__name__}, not a torch.nn.Module")
+    module = call_hook(kind, "build", _module_of, kind.builder(), placement(arch, shape), drop_path)
     setattr(module, "kind", kind.name)  # noqa: B010 (nn.Module keeps plain attributes; mypy knows none here)
     setattr(module, "layout", kind.layout)  # noqa: B010
+    return module
+
+
+def _module_of(build: BuildRule, place: Placement, drop_path: float) -> nn.Module:
+    module = build(place, drop_path)
+    if not isinstance(module, nn.Module):
+        raise TypeError(f"it returned a {type(module).__name__}, not a torch.nn.Module")
     return module
 
 

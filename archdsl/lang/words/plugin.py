@@ -72,7 +72,7 @@ def _value_text(value: int | float | str) -> str:
 
 def count(arch: Arch, shape: BlockShape, width: int) -> tuple[int, int]:
     assert isinstance(shape.block, ExtBlock)
-    return shape.block.declaration.count(placement(arch, shape))
+    return shape.block.declaration.counts(placement(arch, shape))
 
 
 def check(site: Site) -> list[Problem]:
@@ -92,8 +92,7 @@ def check(site: Site) -> list[Problem]:
 
 def activations(arch: Arch, shape: BlockShape) -> int:
     assert isinstance(shape.block, ExtBlock)
-    rule = shape.block.declaration.activations
-    return 0 if rule is None else rule(placement(arch, shape))
+    return shape.block.declaration.activation_count(placement(arch, shape))
 
 
 def word(name: str) -> Word:
