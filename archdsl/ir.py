@@ -204,13 +204,16 @@ class ExtBlock(_Block):
     def _declared(self) -> ExtBlock:
         kind = kinds.block_kind(self.kind)
         if kind is None:
-            raise ValueError(
-                f"unknown block kind {self.kind!r}: register it (archdsl.register_block) or install its package"
-            )
+            raise ValueError(f"unknown block kind {self.kind!r}: {kinds.unknown_kind_hint()}")
         names = tuple(name for name, _ in self.args)
         declared = tuple(arg.name for arg in kind.args)
         if names != declared:
             raise ValueError(f"block kind {self.kind!r} takes the arguments {declared}, got {names}")
+        # A stored IR (a checkpoint, a trial) was not read by the front end: its values get the checks here.
+        for arg, (_, value) in zip(kind.args, self.args, strict=True):
+            problem = arg.problem(value)
+            if problem is not None:
+                raise ValueError(f"block kind {self.kind!r}: {problem}")
         return self
 
     @property

@@ -18,6 +18,7 @@ which builds the block on the meta device only when a summary asks for it.
 from __future__ import annotations
 
 import importlib
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -301,12 +302,18 @@ def _example_value(arg: Arg) -> Scalar:
         return arg.choices[0]
     if arg.type is bool:
         return "true"
-    low = arg.low if arg.low is not None and arg.low > 0 else 1
-    return float(low) if arg.type is float else int(low)
+    value: float = arg.low if arg.low is not None and arg.low > 0 else 1
+    if arg.high is not None and value > arg.high:
+        value = arg.high  # a neutral value stays within the bounds, so that the IR holding it is valid
+    if arg.type is float:
+        return float(value)
+    # A whole number within the bounds: up from a fractional low, down from a fractional high.
+    return math.ceil(value) if value == arg.low else math.floor(value)
 
 
 _REGISTRY: dict[str, BlockKind] = {}
 _entry_points_read = False
+_entry_point_failures: list[str] = []  # why each entry point that failed to load failed, for hints
 
 
 def register_block(kind: BlockKind, *, replace: bool = False) -> BlockKind:
@@ -329,21 +336,55 @@ def unregister_block(name: str) -> None:
 
 
 def _read_entry_points() -> None:
+    """Register the kinds of every entry point in `ENTRY_POINT_GROUP`, each on its own: one that
+    fails to load is noted (`_entry_point_failures`) and the others still load. Its failure is told
+    only where it matters, in the hint of a block name that stays unknown (`unknown_kind_hint`): a
+    broken plug-in the spec does not use must not stop it, nor hide a typo's did-you-mean."""
     global _entry_points_read
     if _entry_points_read:
         return
     _entry_points_read = True
     for point in entry_points(group=ENTRY_POINT_GROUP):
         try:
-            loaded = point.load()
-            declared = loaded() if callable(loaded) and not isinstance(loaded, BlockKind) else loaded
-        except Exception as err:  # a broken plug-in is the user's to fix: say which one, not a traceback
-            raise UserError(
-                f"the block kinds of entry point `{point.name}` ({point.value}) could not be loaded: {err}"
-            ) from err
-        for kind in [declared] if isinstance(declared, BlockKind) else list(declared):
-            if kind.name not in _REGISTRY:
-                register_block(kind)
+            declared = _declared_kinds(point.load())
+            for kind in declared:
+                if kind.name not in _REGISTRY:
+                    register_block(kind)
+        except Exception as err:  # a broken plug-in is its author's to fix: say which one, not a traceback
+            _entry_point_failures.append(
+                f"the entry point `{point.name}` ({point.value}) of group {ENTRY_POINT_GROUP} could not be loaded:"
+                f" {type(err).__name__}: {err}"
+            )
+
+
+def _declared_kinds(loaded: object) -> list[BlockKind]:
+    """What an entry point names, as the kinds it declares: a `BlockKind`, a list of them, or a
+    function returning either."""
+    declared = loaded() if callable(loaded) and not isinstance(loaded, BlockKind) else loaded
+    if isinstance(declared, BlockKind):
+        return [declared]
+    if isinstance(declared, str | bytes | Mapping) or not isinstance(declared, Iterable):
+        raise TypeError(f"it gave {type(declared).__name__}, not a BlockKind or a list of them")
+    found = list(declared)
+    wrong = [type(item).__name__ for item in found if not isinstance(item, BlockKind)]
+    if wrong:
+        raise TypeError(f"it gave {', '.join(wrong)} among its kinds, not BlockKind")
+    return found
+
+
+def entry_point_failures() -> tuple[str, ...]:
+    """Why each entry point in `ENTRY_POINT_GROUP` that failed to load failed (read now if not yet)."""
+    _read_entry_points()
+    return tuple(_entry_point_failures)
+
+
+def unknown_kind_hint() -> str:
+    """How a block kind becomes known, and which entry points failed to load (they may have declared it)."""
+    how = (
+        "a block kind is added from Python (archdsl.register_block) or by an installed package's"
+        f' `{ENTRY_POINT_GROUP}` entry point; see docs/language.md, "Your own block kinds"'
+    )
+    return "; ".join([how, *entry_point_failures()])
 
 
 def block_kind(name: str) -> BlockKind | None:
@@ -363,8 +404,5 @@ def require_kind(name: str) -> BlockKind:
     """The registered kind called `name`, or a `UserError` saying how to make it known."""
     kind = block_kind(name)
     if kind is None:
-        raise UserError(
-            f"unknown block kind `{name}`",
-            hint="register it first (archdsl.register_block) or install the package that declares it",
-        )
+        raise UserError(f"unknown block kind `{name}`", hint=unknown_kind_hint())
     return kind

@@ -396,3 +396,113 @@ def test_required_choice_and_bare_kinds_read_like_the_built_in_words(timm_blocks
     arch = parse_spec(_spec("gate(2, act=relu) blur"))
     assert "gate(2, act=relu) blur" in format_arch(arch)
     assert parse_spec(format_arch(arch)) == arch
+
+
+class _Point:
+    """An entry point of the group `archdsl.blocks` as importlib.metadata gives it."""
+
+    def __init__(self, name: str, target):
+        self.name, self.value, self._target = name, f"pkg_{name}:kinds", target
+
+    def load(self):
+        if isinstance(self._target, Exception):
+            raise self._target
+        return self._target
+
+
+def _fresh_entry_points(monkeypatch, registry, *points) -> None:
+    """`points` are the installed entry points, read afresh (as a new process reads them)."""
+    monkeypatch.setattr(kinds, "entry_points", lambda group: list(points) if group == kinds.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(kinds, "_entry_points_read", False)
+    monkeypatch.setattr(kinds, "_entry_point_failures", [])
+    registry.clear()
+
+
+def _unknown(blocks: str) -> tuple[str, str | None]:
+    with pytest.raises(SpecError) as info:
+        parse_spec(_spec(blocks).replace("mbconv convnext", "conv"))
+    [found] = info.value.diagnostics
+    return found.message, found.hint
+
+
+@pytest.mark.parametrize(
+    "target,why",
+    [
+        (lambda: None, "TypeError: it gave NoneType, not a BlockKind or a list of them"),
+        (lambda: ["mbconv"], "TypeError: it gave str among its kinds, not BlockKind"),
+        (lambda: [kinds.BlockKind("msa", (), count=lambda p: (0, 0), build="x:y")], "ValueError: `msa` is a built-in"),
+        (ImportError("no module named pkg_bad"), "ImportError: no module named pkg_bad"),
+    ],
+)
+def test_a_broken_entry_point_is_told_where_a_block_stays_unknown(registry, monkeypatch, target, why):
+    # One broken plug-in neither stops the others loading nor replaces a spec's own diagnostics; its
+    # failure is told in the hint of a block name it may have declared, which stays unknown.
+    good = _Point("good", [_ghost()])
+    _fresh_entry_points(monkeypatch, registry, _Point("bad", target), good)
+    assert kinds.block_kind("ghost") is not None  # the entry point after the broken one loaded
+    message, hint = _unknown("gizmo")
+    assert message == "unknown block `gizmo`"
+    assert hint is not None and hint.startswith("blocks are: conv, msa, attn, mlp, merge, pool, smooth, ghost; ")
+    assert f"the entry point `bad` (pkg_bad:kinds) of group archdsl.blocks could not be loaded: {why}" in hint
+    # A typo keeps its did-you-mean (the failure follows it: it may be why a word is unknown).
+    message, hint = _unknown("convv")
+    assert message == "unknown block `convv`" and hint is not None and hint.startswith("did you mean `conv`?; ")
+    assert parse_spec(_spec("ghost").replace("mbconv convnext", "ghost")).n_blocks == 2
+
+
+def test_an_unknown_block_far_from_every_word_says_how_kinds_are_added(registry, monkeypatch):
+    _fresh_entry_points(monkeypatch, registry)
+    message, hint = _unknown("gizmo")
+    assert message == "unknown block `gizmo`"
+    assert hint == (
+        "blocks are: conv, msa, attn, mlp, merge, pool, smooth; a block kind is added from Python"
+        " (archdsl.register_block) or by an installed package's `archdsl.blocks` entry point;"
+        ' see docs/language.md, "Your own block kinds"'
+    )
+    assert _unknown("convv") == ("unknown block `convv`", "did you mean `conv`?")
+
+
+@pytest.mark.parametrize(
+    "arg,value,problem",
+    [
+        ("expansion", -4, "expansion must be at least 1, got -4"),
+        ("expansion", 99, "expansion must be at most 16, got 99"),
+        ("expansion", True, "expansion must be a whole number, got True"),
+        ("expansion", 2.5, "expansion must be a whole number, got 2.5"),
+        ("se", "big", "se must be a number, got 'big'"),
+        ("se", 1.5, "se must be at most 1, got 1.5"),
+    ],
+)
+def test_a_stored_plug_in_block_is_held_to_its_declaration(timm_blocks, tmp_path, arg, value, problem):
+    # A checkpoint's IR is not read by the front end: the IR's validator checks each value against its Arg,
+    # and a checkpoint reader turns that into a UserError naming the file.
+    import json
+
+    from archdsl.run.checkpoint import checked_design
+
+    data = parse_spec(_spec("mbconv convnext")).model_dump(mode="json")
+    block = data["stages"][0]["blocks"][0]
+    block["args"] = [[name, value if name == arg else given] for name, given in block["args"]]
+    with pytest.raises(ValueError, match=re.escape(f"block kind 'mbconv': {problem}")):
+        archdsl.Arch.model_validate(data)
+    with pytest.raises(UserError) as info:
+        checked_design(json.dumps(data), "run/final.safetensors")
+    assert str(info.value).startswith("run/final.safetensors: the checkpoint's design does not parse: ")
+    assert problem in str(info.value)
+
+
+def test_a_stored_whole_number_reads_as_a_float_argument(timm_blocks):
+    data = parse_spec(_spec("mbconv convnext")).model_dump(mode="json")
+    block = data["stages"][0]["blocks"][0]
+    block["args"] = [[name, 0 if name == "se" else given] for name, given in block["args"]]
+    assert archdsl.Arch.model_validate(data).stages[0].blocks[0].arguments["se"] == 0
+
+
+def test_a_missing_argument_below_one_stands_in_within_its_bounds(registry):
+    # While the rest of a spec is checked, a missing required argument takes a neutral value: one its
+    # bounds allow, or the IR holding it would be refused (a traceback instead of the message).
+    archdsl.register_block(dataclasses.replace(_ghost(), args=(kinds.Arg("shift", int, low=-5, high=-1),)))
+    with pytest.raises(SpecError) as info:
+        parse_spec(_spec("ghost").replace("mbconv convnext", "ghost"))
+    found = [(d.message, d.hint) for d in info.value.diagnostics]
+    assert found == [("`ghost` needs `shift`", "e.g. `ghost(-1)`")] * 2  # one for each stage

@@ -42,11 +42,14 @@ class _Lowering(SettingLowering):
         if words.known(kind):
             return words.word(kind).lower(self, ref, default)
         known = kinds.BUILTIN_KINDS + kinds.registered_kinds()
-        self.error(
-            ref.name.span,
-            f"unknown block `{kind}`",
-            did_you_mean(kind, known) or f"blocks are: {', '.join(known)}",
-        )
+        # A close word is the likely fix; otherwise say how kinds are added. An entry point that failed to
+        # load may have declared this one: either way its failure is told here, where it matters.
+        suggestion = did_you_mean(kind, known)
+        if suggestion is None:
+            hint = f"blocks are: {', '.join(known)}; {kinds.unknown_kind_hint()}"
+        else:
+            hint = "; ".join([suggestion, *kinds.entry_point_failures()])
+        self.error(ref.name.span, f"unknown block `{kind}`", hint)
         return Lowered(default, {"": ref.span})
 
     def lower_elements(self, elements: tuple[Element, ...], default: ConvBlock, depth: int = 0) -> list[Lowered]:
