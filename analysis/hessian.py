@@ -1,6 +1,6 @@
 """The Hessian "max eigenvalue spectrum" of Park & Kim (NEP and APE).
 
-For each mini-batch of augmented training images (`hessian_batches.training_batches`), the
+For each mini-batch of augmented training images (`_hessian_batches.training_batches`), the
 top-k (largest |lambda|) eigenvalues of the Hessian of the batch loss (NLL + 0.5 *
 weight_decay * ||w||^2) with respect to all trainable parameters are estimated by an
 eigensolver (`eigensolvers`) on the Hessian-vector-product operator (`hessian_operator`);
@@ -13,7 +13,7 @@ Decisions, and why:
   forward), and DropPath is off, so repeated Hessian-vector products see the same
   function (stochastic depth would make the operator random). The products run under
   the math attention kernel: fused kernels have no double backward.
-- Lanczos is the default (`auto`, `solver_choice.choose_method`: unless its basis of up to
+- Lanczos is the default (`auto`, `_solver_choice.choose_method`: unless its basis of up to
   `max_iter` parameter-sized vectors would not fit a quarter of the device's memory). It
   estimates the same top-k, within `tol` of the exact values (tests/test_analysis_hessian.py
   checks it at the default settings against `torch.linalg.eigvalsh` of the full Hessian of a

@@ -506,3 +506,19 @@ def test_a_missing_argument_below_one_stands_in_within_its_bounds(registry):
         parse_spec(_spec("ghost").replace("mbconv convnext", "ghost"))
     found = [(d.message, d.hint) for d in info.value.diagnostics]
     assert found == [("`ghost` needs `shift`", "e.g. `ghost(-1)`")] * 2  # one for each stage
+
+
+def test_the_example_spec_says_how_to_load_its_kinds(timm_blocks):
+    # The command in the example's comment runs as written, from the repository's root.
+    import os
+    import shlex
+    import subprocess
+
+    [line] = [line for line in SPEC.read_text().splitlines() if line.startswith("#   PYTHONPATH=")]
+    env_setting, *command = shlex.split(line.removeprefix("#   "))
+    name, _, value = env_setting.partition("=")
+    env = os.environ | {name: value}
+    command[0] = sys.executable
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == archdsl.load_spec(SPEC).n_blocks

@@ -13,7 +13,8 @@
   as archdsl's own blocks are.
 
 The declarations import nothing heavy; torch and timm are imported when a block is built.
-An installed package would list `register` under the entry point group `archdsl.blocks`
+An installed package would name `kinds` (the function returning the list of `BlockKind`s,
+which is what the loader reads; not `register`) under the entry point group `archdsl.blocks`
 (`[project.entry-points."archdsl.blocks"] timm = "archdsl_timm_blocks:kinds"`).
 """
 
