@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -162,9 +163,8 @@ class BlockKind:
                 f'block kind `{self.name}`: build {self.build!r} is not "module:function"'
                 ' (e.g. "my_blocks:build_dsconv"); or pass the function itself'
             )
-        if not self.module:
-            # Who registered it, for messages about its hooks: the module its `count` was written in.
-            object.__setattr__(self, "module", getattr(self.count, "__module__", None) or "")
+        if not self.module:  # who declared it, for messages about its hooks
+            object.__setattr__(self, "module", _declaring_module())
         names = [arg.name for arg in self.args]
         if len(set(names)) != len(names):
             raise ValueError(f"block kind `{self.name}`: an argument is declared twice: {names}")
@@ -223,6 +223,16 @@ def call_hook(kind: BlockKind, hook: str, function: Callable[..., _T], *args: An
             f"block kind `{kind.name}`{source}: its {hook} failed: {type(err).__name__}: {err}",
             hint="the plug-in that declares it has a bug: report it to its author",
         ) from err
+
+
+def _declaring_module() -> str:
+    """The module whose code makes a `BlockKind`: the first caller outside this module (its
+    `__post_init__` and dataclass `__init__`) and `dataclasses` (`replace`). Not the module of its
+    hooks: `count` may come from a helper (`archdsl.nn.meta_count`)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__") in (__name__, "dataclasses"):
+        frame = frame.f_back
+    return str(frame.f_globals.get("__name__", ""))
 
 
 def _imported(path: str) -> BuildRule:

@@ -282,6 +282,12 @@ def test_a_plug_in_hook_that_fails_is_a_user_error_naming_it(registry, hooks, ho
     assert info.value.hint == "the plug-in that declares it has a bug: report it to its author"
 
 
+def test_a_kind_names_the_module_that_declared_it(timm_blocks):
+    # Not the module of its count (mbconv's comes from archdsl.nn.meta_count).
+    assert timm_blocks.MBCONV.module == timm_blocks.CONVNEXT.module == "archdsl_timm_blocks"
+    assert dataclasses.replace(timm_blocks.MBCONV, name="other").module == "archdsl_timm_blocks"
+
+
 def test_a_hook_that_fails_ends_archdsl_check_with_a_message(registry, tmp_path, capsys):
     from archdsl.cli import main
 
