@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import numbers
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -70,7 +71,7 @@ class Arg:
             return f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}"
         # bool is an int to Python, not to a spec; an int widens to a float argument only.
         number = (int, float) if self.type is float else (int,)
-        if isinstance(value, bool) or not isinstance(value, number):
+        if isinstance(value, bool) or not isinstance(value, number) or not math.isfinite(value):
             return f"{self.name} must be {'a number' if self.type is float else 'a whole number'}, got {value!r}"
         if self.low is not None and value < self.low:
             return f"{self.name} must be at least {self.low:g}, got {value!r}"
@@ -260,7 +261,8 @@ def _whole(rule: ActivationsRule, place: Placement) -> int:
 
 
 def _is_whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """A whole number a hook may return: an int, or numpy's or torch's (any `numbers.Integral`); not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _issues(rule: CheckRule, place: Placement) -> list[Issue]:

@@ -263,6 +263,7 @@ def _ghost(**hooks) -> kinds.BlockKind:
         ({"check": lambda place: [("size", "too short")]}, "check", "TypeError: it gave ('size', 'too short')"),
         ({"count": _failing(KeyError("kernel"))}, "count", "KeyError: 'kernel'"),
         ({"count": lambda place: 7}, "count", "TypeError: it returned 7, not (params, MACs)"),
+        ({"count": lambda place: (10, 2.5)}, "count", "TypeError: it returned (10, 2.5), not (params, MACs)"),
         ({"activations": _failing(ZeroDivisionError("oops"))}, "activations", "ZeroDivisionError: oops"),
         ({"build": "nowhere_at_all:f"}, "build `nowhere_at_all:f`", "ModuleNotFoundError: No module named"),
         ({"build": _failing(ValueError("no"))}, "build", "ValueError: no"),
@@ -477,6 +478,7 @@ def test_an_unknown_block_far_from_every_word_says_how_kinds_are_added(registry,
         ("expansion", 2.5, "expansion must be a whole number, got 2.5"),
         ("se", "big", "se must be a number, got 'big'"),
         ("se", 1.5, "se must be at most 1, got 1.5"),
+        ("se", float("nan"), "se must be a number, got nan"),
     ],
 )
 def test_a_stored_plug_in_block_is_held_to_its_declaration(timm_blocks, tmp_path, arg, value, problem):
@@ -495,6 +497,14 @@ def test_a_stored_plug_in_block_is_held_to_its_declaration(timm_blocks, tmp_path
         checked_design(json.dumps(data), "run/final.safetensors")
     assert str(info.value).startswith("run/final.safetensors: the checkpoint's design does not parse: ")
     assert problem in str(info.value)
+
+
+def test_counts_may_be_numpy_integers(registry):
+    import numpy as np
+
+    archdsl.register_block(_ghost(count=lambda place: (np.int64(10), np.int64(20))))
+    summary = summarize(parse_spec(_spec("ghost").replace("mbconv convnext", "ghost")))
+    assert [(block.params, block.flops) for block in summary.blocks] == [(10, 40)] * 2  # a MAC is 2 FLOPs
 
 
 def test_a_stored_whole_number_reads_as_a_float_argument(timm_blocks):
