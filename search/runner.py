@@ -193,7 +193,8 @@ def run_search(
         study = open_study(config, out)
         check_same_space(study, space)
     sampler = make_sampler(config.strategy, space, len(config.objectives), config.seed)
-    pruner = make_pruner(config.objectives, settings.fidelity.epochs, chosen_pruner(config.pruner, config.strategy))
+    epochs = settings.fidelity.epochs
+    pruner = make_pruner(config.objectives, epochs, chosen_pruner(config.pruner, config.strategy, epochs))
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
     study = optuna.load_study(study_name=config.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, config.storage)

@@ -101,8 +101,8 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         "stop poor candidates early on their per-epoch test accuracy (accuracy-only studies): median, "
         "successive halving, Hyperband, or none",
         "strategy and objectives", None,
-        "auto, which is median for buildup and hyperband for the samplers, as the replayed efficiency study found "
-        "best: docs/search.md",
+        "auto, which is median for buildup and hyperband for the samplers (median below 3 epochs, where "
+        "Hyperband is successive halving), as the replayed efficiency study found best: docs/search.md",
         default="auto", choices=("auto", *PRUNERS),
     )  # fmt: skip
     fidelity_source: str = _flag(
@@ -167,12 +167,12 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
             raise ValueError(f"unknown pruner {value!r}; choose from auto, {', '.join(PRUNERS)}")
         return value
 
-    @property
-    def chosen_pruner(self) -> str:
-        """The pruner the study runs with: `auto` resolved by the strategy (strategies.default_pruner)."""
+    def chosen_pruner(self, epochs: int) -> str:
+        """The pruner the study runs with at a fidelity of `epochs`: `auto` resolved by the strategy and
+        the epochs (strategies.default_pruner)."""
         from archdsl.search.strategies import chosen_pruner
 
-        return chosen_pruner(self.pruner, self.strategy)
+        return chosen_pruner(self.pruner, self.strategy, epochs)
 
 
 def default_base(info: Any, synthetic: bool, accelerator: bool) -> tuple[str, str]:
@@ -351,7 +351,7 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         seed=settings.seed,
         seed_endpoints=settings.seed_endpoints,
         storage=storage,
-        pruner=settings.chosen_pruner,
+        pruner=settings.chosen_pruner(chosen.epochs),
     )
     if data is not None:  # not each trial's error
         measure.check_fidelity(plan.fitted, data, chosen, device=settings.device, seed=settings.seed)
@@ -527,7 +527,7 @@ def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
     given = dict(fidelity.train_settings)
     in_flag_order = {name: given[name] for name in recipe_flags() if name in given}
     parts += ["--recipe", fidelity.recipe, *recipe_command_words(in_flag_order)]
-    parts += ["--pruner", s.chosen_pruner]
+    parts += ["--pruner", s.chosen_pruner(fidelity.epochs)]
     if s.fidelity_source != "train":
         parts += ["--fidelity", s.fidelity_source]
     names = {o.name for o in plan.objectives}

@@ -93,20 +93,27 @@ class PerTrialSeed(optuna.samplers.BaseSampler):
 
 
 # `--pruner auto`, from the replayed efficiency study (docs/search.md, "Is the search worth running?"):
-# on the fashion-mnist-k-init table, Hyperband saved 48% of a TPE or random search's simulated time at
-# the unpruned regret (median and successive halving saved more, but ended with a larger regret), and
-# the median pruner saved 27% of the build-up walk's at its unpruned regret.
+# on the fashion-mnist-k-init table (6 epochs), Hyperband saved 48% of a TPE or random search's simulated
+# time at the unpruned regret (median and successive halving saved more, but ended with a larger regret),
+# and the median pruner saved 27% of the build-up walk's at its unpruned regret.
 AUTO_PRUNER = "auto"
+# Pruning rungs at epochs 1, 3, 9, ...: the halving pruners keep a third of the trials at each.
+REDUCTION_FACTOR = 3
 
 
-def default_pruner(strategy: str) -> str:
-    """The pruner `--pruner auto` takes for `strategy`: median for the build-up walk, Hyperband for the samplers."""
-    return "median" if strategy == "buildup" else "hyperband"
+def default_pruner(strategy: str, epochs: int) -> str:
+    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: median for the build-up
+    walk; Hyperband for the samplers where it has two brackets or more (at least 3 epochs, as on the
+    table's 6), else median: with one bracket Hyperband is successive halving, the pruner the study
+    rejected for its regret."""
+    if strategy == "buildup" or epochs < REDUCTION_FACTOR:
+        return "median"
+    return "hyperband"
 
 
-def chosen_pruner(kind: str, strategy: str) -> str:
-    """The pruner a study runs with: `kind`, or `default_pruner(strategy)` for `auto`."""
-    return default_pruner(strategy) if kind == AUTO_PRUNER else kind
+def chosen_pruner(kind: str, strategy: str, epochs: int) -> str:
+    """The pruner a study runs with: `kind`, or `default_pruner(strategy, epochs)` for `auto`."""
+    return default_pruner(strategy, epochs) if kind == AUTO_PRUNER else kind
 
 
 def make_pruner(objectives: tuple[Objective, ...], epochs: int, kind: str = "median") -> optuna.pruners.BasePruner:
@@ -120,9 +127,9 @@ def make_pruner(objectives: tuple[Objective, ...], epochs: int, kind: str = "med
     if kind == "none" or not (len(objectives) == 1 and objectives[0].name == "accuracy" and epochs > 1):
         return optuna.pruners.NopPruner()
     if kind == "halving":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=3)
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=1, reduction_factor=REDUCTION_FACTOR)
     if kind == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=epochs, reduction_factor=3)
+        return optuna.pruners.HyperbandPruner(min_resource=1, max_resource=epochs, reduction_factor=REDUCTION_FACTOR)
     return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1)
 
 

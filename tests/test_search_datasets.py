@@ -113,23 +113,29 @@ def test_a_search_stopped_by_its_timeout_says_so(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
-    "strategy, given, runs_with",
+    "strategy, given, epochs, runs_with",
     [
-        ("buildup", "auto", "median"),
-        ("tpe", "auto", "hyperband"),
-        ("random", "auto", "hyperband"),
-        ("tpe", "none", "none"),
+        ("buildup", "auto", 6, "median"),
+        ("tpe", "auto", 6, "hyperband"),
+        ("random", "auto", 3, "hyperband"),
+        # The default fidelity's 2 epochs give Hyperband one bracket: successive halving, which the study rejected.
+        ("tpe", "auto", 2, "median"),
+        ("random", "auto", 2, "median"),
+        ("tpe", "none", 6, "none"),
+        ("tpe", "hyperband", 2, "hyperband"),  # asked for, it is what runs
     ],
 )
-def test_the_default_pruner_follows_the_strategy_and_the_study_line_names_it(strategy, given, runs_with):
+def test_the_default_pruner_follows_the_strategy_and_the_epochs_and_the_study_line_names_it(
+    strategy, given, epochs, runs_with
+):
     # `auto` is the efficiency study's finding (docs/search.md): median for the walk, Hyperband for the samplers.
     import shlex
 
     from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
 
     settings = SearchSettings(study_name="s", strategy=strategy, pruner=given)
-    assert settings.chosen_pruner == runs_with
-    words = shlex.split(reproduce_command(plan_space(settings), fidelity_for(settings, {})))
+    assert settings.chosen_pruner(epochs) == runs_with
+    words = shlex.split(reproduce_command(plan_space(settings), fidelity_for(settings, {"epochs": epochs})))
     assert words[words.index("--pruner") + 1] == runs_with  # spelled out: a later default cannot change it
 
 
@@ -149,5 +155,8 @@ def test_the_library_runner_takes_the_same_default_pruner_as_the_command():
     from archdsl.search.strategies import chosen_pruner
 
     for strategy in ("buildup", "tpe", "random"):
-        config = SearchConfig(study_name="s", strategy=strategy, objectives=(), n_trials=1)
-        assert chosen_pruner(config.pruner, strategy) == SearchSettings(strategy=strategy).chosen_pruner
+        for epochs in (2, 6):
+            config = SearchConfig(study_name="s", strategy=strategy, objectives=(), n_trials=1)
+            assert chosen_pruner(config.pruner, strategy, epochs) == SearchSettings(strategy=strategy).chosen_pruner(
+                epochs
+            )
