@@ -271,7 +271,7 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
     initial_checkpoint: str | None = _run_flag(
         "--initial-checkpoint",
         "start from these weights instead of a fresh model: an archdsl checkpoint, or any file `archdsl import` "
-        "reads (the reference's .pth.tar, a timm file, a state dict); not with --resume",
+        "reads (the reference's .pth.tar, a timm file, a state dict); with --resume, only the run's own",
         default=None,
         metavar="FILE",
     )

@@ -38,6 +38,7 @@ from archdsl.run._run_dir import (
     data_record,
     epoch_checkpoint_name,
     load_resumed,
+    refuse_new_run_over,
     resume_state,
     write_design,
     write_metrics,
@@ -158,8 +159,8 @@ def train(
     run_dir = Path(run_dir) if run_dir is not None else None
     if resume and run_dir is None:
         raise UserError("resume needs the run directory of the run to continue")
-    if run_dir is not None and not resume and (run_dir / LAST_CHECKPOINT).exists():
-        raise UserError(f"{run_dir} already holds a run", hint="resume it, or choose another directory")
+    if run_dir is not None and not resume:
+        refuse_new_run_over(run_dir, directory="choose another directory")
     if run_dir is not None:
         check_run_files(run_dir)
 
