@@ -112,6 +112,7 @@ def check_trainable(arch: Arch, train_set: ImageSet, test_set: ImageSet, config:
     training set, an odd batch for Mixup. Cheap: commands call it before they print anything."""
     check_compatible(arch, train_set)
     check_compatible(arch, test_set)
+    distributed.check_rank_device(config.device)
     select_device(config.device)
     batch_size = filled(config.batch_size)
     images = train_set.subset_size(config.subset)
