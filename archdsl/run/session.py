@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveInt
 
-from archdsl.common_settings import DataSettings, DistSettings, ProgressSettings
+from archdsl.common_settings import DataSettings, DistSettings, ProgressSettings, validated
 from archdsl.errors import UsageError, UserError
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
@@ -129,7 +129,13 @@ def train(
 
         >>> result = archdsl.train("tiny", dataset="synthetic", config={"recipe": "fast", "epochs": 1})
     """
-    settings = TrainSettings.model_validate({**(settings.model_dump() if settings else {}), **fields})
+    from archdsl.run.recipe import TrainConfig
+
+    elsewhere = {
+        name: f"`{name}` is a TrainConfig field: put it in config={{...}}" for name in TrainConfig.model_fields
+    }
+    given = {**(settings.model_dump() if settings else {}), **fields}
+    settings = validated(TrainSettings, given, what="training settings", elsewhere=elsewhere)
     return run_training(plan_training(spec, settings, config), on_epoch=on_epoch)
 
 
@@ -149,8 +155,6 @@ def plan_training(
 ) -> TrainPlan:
     """Everything a run needs, checked (nothing is trained): the design, the config (with the
     resume policy applied), the run directory and the data."""
-    from pydantic import ValidationError
-
     from archdsl.lang.spec import load_spec, with_classes
     from archdsl.run.distributed import join_if_launched
     from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
@@ -188,11 +192,7 @@ def plan_training(
             f"--resident cannot be used with the {recipe} recipe: its RandAugment works on PIL images",
             hint="add --recipe weak or --recipe fast, or --aa none, or leave out --resident",
         )
-    try:
-        train_config = TrainConfig(**chosen)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in err.errors())
-        raise UsageError(f"bad training settings: {problems}") from None
+    train_config = validated(TrainConfig, chosen, what="training settings")
     if settings.resume:  # settings the run cannot go on with are refused before anything is printed
         resumed_config(run_dir, TrainConfig.model_validate(saved), train_config, finished=finished)
     ranks = join_if_launched(train_config.device, timeout_s=settings.dist_timeout)
