@@ -126,11 +126,12 @@ class OptimizeSettings(_Shared):
 
 
 class ProgressSettings(_Shared):
-    """Progress bars (only ever drawn on a terminal)."""
+    """Progress: a bar on a terminal; in a log, one plain line per training epoch (archdsl.progress)."""
 
     progress: bool = Field(
         default=True,
-        description="progress bars on stderr, drawn only when it is a terminal (never into a log file)",
+        description="progress on stderr: a bar on a terminal; elsewhere (a log file, a pipe) "
+        "one plain line per training epoch",
         json_schema_extra={"flag": "--progress"},
     )
 
