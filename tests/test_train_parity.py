@@ -348,7 +348,8 @@ def test_train_starts_from_a_reference_file(tmp_path: Path, capsys) -> None:
         )
         == 2
     )
-    assert "--initial-checkpoint cannot be combined with --resume" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "cannot be combined with --resume" in err and f"the run started from {source}" in err
     wider = tmp_path / "wider.arch"
     wider.write_text(format_arch(arch).replace("width=16", "width=24"))
     assert (
