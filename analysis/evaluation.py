@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from archdsl.analysis.robustness import CorruptionAccuracy
 from archdsl.analysis.sources import EvalSettings
+from archdsl.common_settings import validated
 from archdsl.errors import UsageError, UserError
 
 __all__ = ["CorruptedEvaluation", "EvalSettings", "TestEvaluation", "evaluate"]
@@ -66,7 +67,8 @@ def evaluate(
     """
     from archdsl.run.evaluate import checkpoint_named
 
-    settings = EvalSettings.model_validate({**(settings.model_dump() if settings else {}), **fields})
+    given = {**(settings.model_dump() if settings else {}), **fields}
+    settings = validated(EvalSettings, given, what="evaluation settings")
     with checkpoint_named(checkpoint):  # a model whose logits are NaN: the message names its file
         return _evaluate(str(checkpoint), settings)
 

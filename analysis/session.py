@@ -15,25 +15,24 @@ from typing import Any
 from archdsl.analysis.report import AnalysisReport
 from archdsl.analysis.settings import AnalysisSettings
 from archdsl.analysis.sources import AnalysisSources
+from archdsl.common_settings import validated
 from archdsl.errors import UsageError, UserError
 
 __all__ = ["AnalysisSources", "analyze_checkpoint", "default_out", "load_data", "settings_for"]
+
+# A keyword of analyze() that is an AnalysisSettings field belongs in settings={...}.
+_SETTINGS_FIELDS = {
+    name: f"`{name}` is an AnalysisSettings field: put it in settings={{...}}" for name in AnalysisSettings.model_fields
+}
 
 
 def settings_for(meta: Mapping[str, Any], given: AnalysisSettings | Mapping[str, Any] | None) -> AnalysisSettings:
     """The analysis settings of a checkpoint whose metadata is `meta`: `given` whole when it is an
     `AnalysisSettings`; otherwise its fields (nested: `{"hessian": {"k": 3}}`) with the
     checkpoint's training recipe (the augmentation, and the weight decay unless `given` sets one)."""
-    from pydantic import ValidationError
-
     if isinstance(given, AnalysisSettings):
         return given
-    fields = {"recipe": _training_config(meta), **(given or {})}
-    try:
-        return AnalysisSettings(**fields)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
-        raise UsageError(f"bad analysis settings: {problems}") from None
+    return validated(AnalysisSettings, {"recipe": _training_config(meta), **(given or {})}, what="analysis settings")
 
 
 def _training_config(meta: Mapping[str, Any]):
@@ -90,7 +89,8 @@ def analyze_checkpoint(
 
         >>> report = archdsl.analyze("runs/tiny/final.safetensors", measures=("acc", "hessian"))
     """
-    sources = AnalysisSources.model_validate({**(sources.model_dump() if sources else {}), **fields})
+    given = {**(sources.model_dump() if sources else {}), **fields}
+    sources = validated(AnalysisSources, given, what="analysis sources", elsewhere=_SETTINGS_FIELDS)
     path = Path(checkpoint)
     if out is not None:
         from archdsl.outputs import output_dir

@@ -15,9 +15,12 @@ Light: pydantic only (the commands read these defaults to build their --help).
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, ValidationError
+
+from archdsl.errors import UsageError, did_you_mean
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -30,6 +33,7 @@ __all__ = [
     "ProgressSettings",
     "Severity",
     "check_device",
+    "validated",
 ]
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -45,6 +49,31 @@ def check_device(name: str) -> str:
     if kind not in DEVICES or (index and (kind != "cuda" or not index.isdigit())):
         raise ValueError(f"unknown device {name!r} (choose from {', '.join(DEVICES)}, or cuda:N)")
     return name
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validated(
+    model: type[Model], fields: Mapping[str, Any], *, what: str, elsewhere: Mapping[str, str] | None = None
+) -> Model:
+    """`model` from `fields`, or a `UsageError` naming every problem (the library's settings, as the
+    commands' flags are checked): a missing or bad value; an unknown name with its hint, which is
+    `elsewhere[name]` (where that setting goes instead) or the field it probably misspells."""
+    try:
+        return model.model_validate(dict(fields))
+    except ValidationError as err:
+        problems, hints = [], []
+        for error in err.errors():
+            name = ".".join(map(str, error["loc"])) or what
+            if error["type"] != "extra_forbidden":
+                problems.append(f"{name}: {error['msg']}")
+                continue
+            problems.append(f"{name}: unknown setting")
+            hint = (elsewhere or {}).get(name) or did_you_mean(name, model.model_fields)
+            if hint:
+                hints.append(hint)
+        raise UsageError(f"bad {what}: {'; '.join(problems)}", hint="; ".join(hints) or None) from None
 
 
 def _severity(value: object) -> int:
@@ -97,11 +126,12 @@ class OptimizeSettings(_Shared):
 
 
 class ProgressSettings(_Shared):
-    """Progress bars (only ever drawn on a terminal)."""
+    """Progress: a bar on a terminal; in a log, one plain line per training epoch (archdsl.progress)."""
 
     progress: bool = Field(
         default=True,
-        description="progress bars on stderr, drawn only when it is a terminal (never into a log file)",
+        description="progress on stderr: a bar on a terminal; elsewhere (a log file, a pipe) "
+        "one plain line per training epoch",
         json_schema_extra={"flag": "--progress"},
     )
 

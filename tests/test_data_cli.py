@@ -190,3 +190,12 @@ def test_why_missing_says_what_loading_would(tmp_path):
     with pytest.raises(UserError) as info:
         fetch_dataset("cifar10-c", tmp_path, download=False)
     assert why_missing("cifar10-c", tmp_path).message == info.value.message
+
+
+def test_data_help_names_every_dataset(capsys):
+    from archdsl.data import dataset_names
+
+    with pytest.raises(SystemExit):
+        main(["data", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"Datasets: {', '.join(dataset_names())}." in out

@@ -148,8 +148,10 @@ def test_an_unknown_layout_shows_its_first_keys(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"", "not a readable PyTorch file"),
-        (b"this is not a checkpoint", "not a readable PyTorch file"),
+        (b"", "not a PyTorch or safetensors file"),
+        (b"this is not a checkpoint", "not a PyTorch or safetensors file"),
+        (b"myhost\n", "not a PyTorch or safetensors file"),  # /etc/hostname: once called a dangerous pickle
+        (b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little"), "not a readable PyTorch file"),
     ],
 )
 def test_foreign_files_are_a_clear_error(tmp_path, capsys, content, message):
@@ -157,6 +159,7 @@ def test_foreign_files_are_a_clear_error(tmp_path, capsys, content, message):
     src.write_bytes(content)
     status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
     assert status == 1 and message in err and "Traceback" not in err
+    assert "unpickle" not in err
 
 
 def test_a_dict_without_weights_names_its_keys(tmp_path, capsys):

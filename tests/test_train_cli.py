@@ -311,3 +311,27 @@ def test_resume_refuses_a_run_file_replaced_by_a_folder_before_training(spec: Pa
     assert f"cannot write the run's metrics.csv: {out / 'metrics.csv'} is a folder" in err
     assert ".tmp" not in err and "extending" not in err  # refused before the header
     assert {name: (out / name).read_bytes() for name in before} == before  # nothing trained, nothing written
+
+
+def test_the_resume_command_after_ctrl_c_names_the_data_and_settings_file_given(
+    spec: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    import shlex
+
+    import archdsl.run
+
+    def ctrl_c_after_the_first_epoch(plan, **kwargs):
+        plan.run_dir.mkdir(parents=True, exist_ok=True)
+        (plan.run_dir / "last.safetensors").write_bytes(b"")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(archdsl.run, "run_training", ctrl_c_after_the_first_epoch)
+    settings = tmp_path / "my run.yaml"
+    settings.write_text(f"dataset: {DATASET}\nrecipe: fast\nbatch_size: 32\n")
+    out, data = tmp_path / "run", tmp_path / "my data"
+    argv = ["train", str(spec), "--config", str(settings), "--data-root", str(data), "--classes", "10"]
+    assert exit_code([*argv, "--out", str(out), "--no-progress"]) == 130
+    line = capsys.readouterr().err.split("continue with: ", 1)[1].splitlines()[0]
+    assert shlex.split(line) == [
+        "archdsl", *argv[:4], "--dataset", DATASET, *argv[4:], "--out", str(out), "--resume"
+    ]  # fmt: skip

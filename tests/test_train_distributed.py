@@ -130,6 +130,61 @@ def test_a_rank_that_dies_ends_the_run_with_an_error_not_a_hang(tmp_path: Path) 
     assert error.startswith("RankLost: rank 0: another rank of this run stopped") and "hint:" in error
 
 
+def test_a_rank_that_never_joins_is_an_error_naming_the_address_not_a_traceback(tmp_path: Path) -> None:
+    import os
+
+    spec = tmp_path / "flat.arch"
+    spec.write_text(_ddp_worker.NO_BATCHNORM.replace("3x16x16", "3x32x32"))
+    port = free_port()
+    env = {**os.environ, "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))  # rank 1 is never started
+    argv = [sys.executable, "-m", "archdsl", "train", str(spec), "--dataset", DATASET, "--device", "cpu"]
+    done = subprocess.run(
+        [*argv, "--dist-timeout", "2", "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert f"rank 0 of 2 could not join the process group at 127.0.0.1:{port}" in done.stderr
+    assert "--dist-timeout 2" in done.stderr and "hint: start every rank with torchrun" in done.stderr
+
+
+def test_torchrun_variables_that_are_not_numbers_are_an_error(tmp_path: Path, monkeypatch, capsys) -> None:
+    from archdsl.cli import main
+
+    for name, value in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "first", "MASTER_ADDR": "127.0.0.1"}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    out = str(tmp_path / "run")
+    assert main(["train", "tiny", "--dataset", DATASET, "--device", "cpu", "--dist-timeout", "2", "--out", out]) == 1
+    err = capsys.readouterr().err
+    assert "LOCAL_RANK='first' is not a number" in err and "hint: start every rank with torchrun" in err
+
+
+def test_one_gpu_for_every_rank_is_refused_before_cuda_is_touched(tmp_path: Path, monkeypatch) -> None:
+    from archdsl.errors import UsageError
+    from archdsl.lang.spec import parse_spec
+    from archdsl.run import distributed
+    from archdsl.run.session import TrainSettings, plan_training
+    from archdsl.run.train import train
+
+    def no_cuda(*args, **kwargs):
+        raise AssertionError("CUDA was touched")
+
+    monkeypatch.setattr(torch.cuda, "is_available", no_cuda)
+    monkeypatch.setattr(torch.cuda, "device_count", no_cuda)
+    monkeypatch.setattr(torch.cuda, "set_device", no_cuda)
+    monkeypatch.setattr(distributed, "launched", lambda: True)  # under torchrun, before the group is open
+    settings = TrainSettings(dataset=DATASET, out=str(tmp_path / "run"), progress=False)
+    with pytest.raises(UsageError, match="--device cuda:1 cannot be used under torchrun") as refused:
+        plan_training("tiny", settings, {"device": "cuda:1"})
+    assert refused.value.hint == "give --device cuda: each rank uses the GPU of its LOCAL_RANK"
+    # From Python with the group already open (archdsl.run.train.train): the same.
+    monkeypatch.setattr(distributed, "current", lambda: distributed.Ranks(rank=0, world_size=2))
+    arch, data = parse_spec(_ddp_worker.NO_BATCHNORM), _ddp_worker.images(32, 0)
+    with pytest.raises(UsageError, match="--device cuda:0 cannot be used under torchrun"):
+        train(arch, data, data, _ddp_worker.CONFIG.model_copy(update={"device": "cuda:0"}), progress=False)
+
+
 @pytest.mark.parametrize("doc", ["training.md", "search.md"])
 def test_the_docs_torchrun_commands_parse_as_torchrun_and_archdsl_read_them(doc: str) -> None:
     from torch.distributed.run import get_args_parser

@@ -99,8 +99,9 @@ def test_derived_seeds_differ_per_part() -> None:
 def test_device_selection() -> None:
     assert select_device("cpu") == torch.device("cpu")
     assert select_device("auto").type in {"cpu", "cuda", "mps"}
-    with pytest.raises(UserError, match="unknown device"):
-        select_device("tpu")
+    for name in ("tpu", "cpu:1", "cuda:x"):  # what the --device flag refuses, refused here too
+        with pytest.raises(UserError, match="unknown device"):
+            select_device(name)
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="no CUDA"):
             select_device("cuda")

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.outputs import RUNS_DIR  # noqa: F401  # the commands' --out default
-
 
 def positive_int(text: str) -> int:
     try:

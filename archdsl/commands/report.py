@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.commands._args import RUNS_DIR
 from archdsl.errors import visible_lines
+from archdsl.outputs import RUNS_DIR
 
 EXAMPLES = (
     "archdsl report alter-small-base-synthetic-buildup",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from pathlib import Path
 
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments
@@ -47,6 +49,19 @@ def settings_from_args(args: argparse.Namespace):
     return TrainSettings(**settings_given(args, TrainSettings)), settings_given(args, TrainConfig)
 
 
+def resume_command(args: argparse.Namespace, run_dir: Path) -> str:
+    """The command that continues this run: the spec, its settings file and the data it reads
+    (those given: the run's config.json holds the rest), the run directory, --resume."""
+    words = ["archdsl", "train", str(args.spec)]
+    for flag, value in (("--config", args.config), ("--dataset", args.dataset), ("--data-root", args.data_root)):
+        if value is not None:
+            words += [flag, str(value)]
+    if args.classes is not None:
+        words += ["--classes", str(args.classes)]
+    words += ["--out", str(run_dir), "--resume"]
+    return shlex.join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     from archdsl.run import command_scope
 
@@ -80,7 +95,7 @@ def _train(args: argparse.Namespace) -> int:
             return 130
         print(
             f"archdsl: interrupted; the last finished epoch is saved in {run_dir / LAST_CHECKPOINT}\n"
-            f"  continue with: archdsl train {args.spec} --dataset {args.dataset} --out {run_dir} --resume",
+            f"  continue with: {resume_command(args, run_dir)}",
             file=sys.stderr,
         )
         return 130

@@ -54,6 +54,30 @@ def is_run_file(name: str) -> bool:
     return name in RUN_FILES or name == TENSORBOARD_DIR or EPOCH_CHECKPOINT.fullmatch(name) is not None
 
 
+def finished_work(run_dir: Path) -> list[str]:
+    """The files in `run_dir` that record finished epochs (weights, metrics): a new run must never
+    write over them, even when the user deleted `last.safetensors` (the big file with the optimizer's
+    state). spec.arch and config.json alone (a first epoch that never finished) record none."""
+    if not run_dir.is_dir():
+        return []
+    return sorted(
+        path.name
+        for path in run_dir.iterdir()
+        if path.name in (LAST_CHECKPOINT, FINAL_CHECKPOINT, METRICS_JSONL, METRICS_CSV)
+        or EPOCH_CHECKPOINT.fullmatch(path.name)
+    )
+
+
+def refuse_new_run_over(run_dir: Path, *, directory: str = "pass another --out") -> None:
+    """A UserError when `run_dir` holds another run's finished work (`finished_work`)."""
+    kept = finished_work(run_dir)
+    if not kept:
+        return
+    shown = ", ".join(kept[:3]) + (", ..." if len(kept) > 3 else "")
+    resume = "add --resume to continue it, or " if LAST_CHECKPOINT in kept else ""
+    raise UserError(f"{run_dir} already holds a run ({shown})", hint=f"{resume}{directory}")
+
+
 def saved_epochs(run_dir: str | Path) -> list[tuple[int, Path]]:
     """(epoch, path) of the checkpoints a run kept along the way, by epoch; the final weights count
     as the last epoch's when no intermediate checkpoint of that epoch exists."""

@@ -7,14 +7,11 @@ not have is a user mistake (a `UserError` with a hint), not a torch traceback la
 from __future__ import annotations
 
 import contextlib
-from typing import Literal
 
 import torch
 
+from archdsl.common_settings import check_device
 from archdsl.errors import UserError
-
-DeviceName = Literal["auto", "cpu", "cuda", "mps"]
-DEVICE_NAMES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 
 
 def _mps_available() -> bool:
@@ -30,15 +27,15 @@ def select_device(name: str = "auto") -> torch.device:
         if _mps_available():
             return torch.device("mps")
         return torch.device("cpu")
-    kind = name.split(":", 1)[0]
-    if kind not in DEVICE_NAMES:
-        raise UserError(f"unknown device {name!r}", hint=f"use one of {', '.join(DEVICE_NAMES)}")
+    try:
+        check_device(name)  # the names the --device flag takes (archdsl.common_settings)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    kind, _, index = name.partition(":")
     if kind == "cuda" and not torch.cuda.is_available():
         raise UserError("device 'cuda' was asked for but torch sees no CUDA GPU", hint="use --device auto or cpu")
-    if kind == "cuda" and ":" in name:
-        index = name.split(":", 1)[1]
-        if not index.isdigit() or int(index) >= torch.cuda.device_count():
-            raise UserError(f"no CUDA device {name!r}", hint=f"this machine has {torch.cuda.device_count()} GPU(s)")
+    if kind == "cuda" and index and int(index) >= torch.cuda.device_count():
+        raise UserError(f"no CUDA device {name!r}", hint=f"this machine has {torch.cuda.device_count()} GPU(s)")
     if kind == "mps" and not _mps_available():
         raise UserError("device 'mps' was asked for but MPS is not available here", hint="use --device auto or cpu")
     return torch.device(name)

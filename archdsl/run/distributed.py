@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archdsl.common_settings import DEFAULT_TIMEOUT_S
-from archdsl.errors import UserError
+from archdsl.errors import UsageError, UserError
 
 if TYPE_CHECKING:
     import torch
@@ -67,6 +67,7 @@ def join_from_env(device: str = "auto", *, timeout_s: float = DEFAULT_TIMEOUT_S)
     import torch
     import torch.distributed as dist
 
+    check_rank_device(device)
     if dist.is_initialized():
         return current() or Ranks(rank=0, world_size=1)
     missing = [name for name in _ENV if name not in os.environ]
@@ -75,17 +76,47 @@ def join_from_env(device: str = "auto", *, timeout_s: float = DEFAULT_TIMEOUT_S)
             f"a distributed run needs torchrun's variables; {', '.join(missing)} not set",
             hint="start it with `torchrun --nproc-per-node N -m archdsl ...`",
         )
-    local_rank = int(os.environ["LOCAL_RANK"])
+    rank, world_size, local_rank = (_env_number(name) for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
     cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
     if cuda:
         if local_rank >= torch.cuda.device_count():
             raise UserError(
-                f"rank {os.environ['RANK']} wants GPU {local_rank}, but this machine has {torch.cuda.device_count()}",
+                f"rank {rank} wants GPU {local_rank}, but this machine has {torch.cuda.device_count()}",
                 hint="start at most one rank per GPU (--nproc-per-node)",
             )
         torch.cuda.set_device(local_rank)  # "cuda" now means this rank's GPU
-    dist.init_process_group(backend="nccl" if cuda else "gloo", timeout=timedelta(seconds=timeout_s))
+    try:
+        dist.init_process_group(backend="nccl" if cuda else "gloo", timeout=timedelta(seconds=timeout_s))
+    except (dist.DistError, RuntimeError, ValueError) as err:  # a rank that never came, a port taken, ...
+        address = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+        raise UserError(
+            f"rank {rank} of {world_size} could not join the process group at {address} "
+            f"(with --dist-timeout {timeout_s:g} s): {str(err).strip()}",
+            hint="start every rank with torchrun (`torchrun --nproc-per-node N -m archdsl ...`), "
+            "or give the slow ones a longer --dist-timeout",
+        ) from None
     return Ranks(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local_rank)
+
+
+def _env_number(name: str) -> int:
+    """One of torchrun's numeric variables, or a UserError naming it."""
+    value = os.environ[name]
+    try:
+        return int(value)
+    except ValueError:
+        raise UserError(
+            f"{name}={value!r} is not a number", hint="start every rank with torchrun: it sets the variable"
+        ) from None
+
+
+def check_rank_device(device: str) -> None:
+    """Under torchrun each rank trains on its LOCAL_RANK's GPU: a `--device cuda:N` would put every
+    rank on GPU N, so it is refused (before anything touches CUDA)."""
+    if device.startswith("cuda:") and (launched() or current() is not None):
+        raise UsageError(
+            f"--device {device} cannot be used under torchrun: every rank would train on that one GPU",
+            hint="give --device cuda: each rank uses the GPU of its LOCAL_RANK",
+        )
 
 
 def join_if_launched(device: str = "auto", *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ranks | None:

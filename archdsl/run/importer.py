@@ -125,6 +125,13 @@ def _looks_like_safetensors(head: bytes) -> bool:
     return len(head) > 8 and head[8:9] == b"{"
 
 
+def _looks_like_legacy_torch_save(head: bytes) -> bool:
+    # torch.save's format before 1.6: a pickle (PROTO opcode, then a FRAME from protocol 4 on)
+    # whose first object is torch's magic number, an 80-bit LONG1.
+    magic = b"\x8a\x0a" + torch.serialization.MAGIC_NUMBER.to_bytes(10, "little")
+    return head.startswith(b"\x80") and magic in head
+
+
 def _is_state_dict(value: Any) -> bool:
     return isinstance(value, Mapping) and bool(value) and all(isinstance(v, torch.Tensor) for v in value.values())
 
@@ -162,7 +169,7 @@ def read_source(path: str | os.PathLike[str]) -> Source:
     if not path.is_file():
         raise UserError(f"{path}: not a regular file" if path.exists() else f"{path}: no such file")
     with path.open("rb") as handle:
-        head = handle.read(16)
+        head = handle.read(32)
     info: dict[str, Any] = {}
     if not head.startswith(_ZIP_MAGIC) and _looks_like_safetensors(head):
         state, metadata = _read_safetensors(path)
@@ -173,6 +180,12 @@ def read_source(path: str | os.PathLike[str]) -> Source:
             )
         container = "safetensors"
     else:
+        if not (head.startswith(_ZIP_MAGIC) or _looks_like_legacy_torch_save(head)):
+            # Before torch.load: any other file would fail as a pickle, and be called a dangerous one.
+            raise UserError(
+                f"{path}: not a PyTorch or safetensors file (neither a zip archive nor a torch.save pickle)",
+                hint="give a file torch.save wrote (.pth, .pth.tar, .pt) or a .safetensors file",
+            )
         if head.startswith(_ZIP_MAGIC):
             _check_zip_records(path)
         obj = _torch_load(path)

@@ -198,7 +198,7 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
     )
     # Declared with a default for the type only: the recipe's value is filled in before validation.
     epochs: PositiveInt = Field(
-        default=305,
+        default=RECIPE_DEFAULTS[DEFAULT_RECIPE]["epochs"],
         description="epochs in all, warm-up included (the main schedule spans the rest); "
         "with --resume, more than the run's extends it",
         json_schema_extra={"flag": "--epochs", "group": RECIPE_GROUP},
@@ -271,7 +271,7 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
     initial_checkpoint: str | None = _run_flag(
         "--initial-checkpoint",
         "start from these weights instead of a fresh model: an archdsl checkpoint, or any file `archdsl import` "
-        "reads (the reference's .pth.tar, a timm file, a state dict); not with --resume",
+        "reads (the reference's .pth.tar, a timm file, a state dict); with --resume, only the run's own",
         default=None,
         metavar="FILE",
     )

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveInt
 
-from archdsl.common_settings import DataSettings, DistSettings, ProgressSettings
+from archdsl.common_settings import DataSettings, DistSettings, ProgressSettings, validated
 from archdsl.errors import UsageError, UserError
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
@@ -129,7 +129,13 @@ def train(
 
         >>> result = archdsl.train("tiny", dataset="synthetic", config={"recipe": "fast", "epochs": 1})
     """
-    settings = TrainSettings.model_validate({**(settings.model_dump() if settings else {}), **fields})
+    from archdsl.run.recipe import TrainConfig
+
+    elsewhere = {
+        name: f"`{name}` is a TrainConfig field: put it in config={{...}}" for name in TrainConfig.model_fields
+    }
+    given = {**(settings.model_dump() if settings else {}), **fields}
+    settings = validated(TrainSettings, given, what="training settings", elsewhere=elsewhere)
     return run_training(plan_training(spec, settings, config), on_epoch=on_epoch)
 
 
@@ -149,8 +155,6 @@ def plan_training(
 ) -> TrainPlan:
     """Everything a run needs, checked (nothing is trained): the design, the config (with the
     resume policy applied), the run directory and the data."""
-    from pydantic import ValidationError
-
     from archdsl.lang.spec import load_spec, with_classes
     from archdsl.run.distributed import join_if_launched
     from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
@@ -168,18 +172,15 @@ def plan_training(
     arch = spec if isinstance(spec, Arch) else load_spec(str(spec))
     arch = with_classes(arch, settings.classes)
     run_dir = Path(settings.out) if settings.out else default_run_dir(arch)
-    if settings.resume and given.get("initial_checkpoint") is not None:
-        raise UsageError(
-            "--initial-checkpoint cannot be combined with --resume: a resumed run goes on from its own last checkpoint",
-            hint="leave out --initial-checkpoint to resume, or start a new run in another --out",
-        )
-    initial = given.get("initial_checkpoint")
-    if initial is not None and not Path(initial).is_file():
-        raise UsageError(f"--initial-checkpoint {initial}: no such file")
     saved: dict = {}
     finished = 0
     if settings.resume:
         saved, finished = _saved_config(run_dir)
+        given = _same_start_dropped(given, saved)
+    initial = given.get("initial_checkpoint")
+    if initial is not None and not Path(initial).is_file():
+        raise UsageError(f"--initial-checkpoint {initial}: no such file")
+    if settings.resume:
         chosen = {**saved, **given}
     else:
         _refuse_existing_run(run_dir)
@@ -191,11 +192,7 @@ def plan_training(
             f"--resident cannot be used with the {recipe} recipe: its RandAugment works on PIL images",
             hint="add --recipe weak or --recipe fast, or --aa none, or leave out --resident",
         )
-    try:
-        train_config = TrainConfig(**chosen)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in err.errors())
-        raise UsageError(f"bad training settings: {problems}") from None
+    train_config = validated(TrainConfig, chosen, what="training settings")
     if settings.resume:  # settings the run cannot go on with are refused before anything is printed
         resumed_config(run_dir, TrainConfig.model_validate(saved), train_config, finished=finished)
     ranks = join_if_launched(train_config.device, timeout_s=settings.dist_timeout)
@@ -290,13 +287,29 @@ def _saved_config(run_dir: Path) -> tuple[dict, int]:
     return info.config.model_dump(mode="json"), info.epoch
 
 
+def _same_start_dropped(given: dict[str, Any], saved: dict[str, Any]) -> dict[str, Any]:
+    """`given` without its initial_checkpoint when it is the one the resumed run started from (the
+    command that started a run resumes it); a different one is refused."""
+    initial = given.get("initial_checkpoint")
+    if initial is None:
+        return given
+    recorded = saved.get("initial_checkpoint")
+    if recorded is not None and Path(str(initial)) == Path(recorded):
+        return {name: value for name, value in given.items() if name != "initial_checkpoint"}
+    started = f"started from {recorded}" if recorded is not None else "started from a fresh model"
+    raise UsageError(
+        f"--initial-checkpoint {initial} cannot be combined with --resume: the run {started}, "
+        "and a resumed run goes on from its own last checkpoint",
+        hint="leave out --initial-checkpoint to resume, or start a new run in another --out",
+    )
+
+
 def _refuse_existing_run(run_dir: Path) -> None:
     """A new run writes config.json, metrics.csv, ... into its directory: never over another run,
     nor over someone else's files."""
-    from archdsl.run.train import LAST_CHECKPOINT, is_run_file  # what a run directory holds
+    from archdsl.run._run_dir import is_run_file, refuse_new_run_over  # what a run directory holds
 
-    if (run_dir / LAST_CHECKPOINT).exists():
-        raise UserError(f"{run_dir} already holds a run", hint="add --resume to continue it, or pass another --out")
+    refuse_new_run_over(run_dir)
     if not run_dir.is_dir():
         return
     foreign = sorted(p.name for p in run_dir.iterdir() if not is_run_file(p.name))

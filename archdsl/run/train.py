@@ -38,6 +38,7 @@ from archdsl.run._run_dir import (
     data_record,
     epoch_checkpoint_name,
     load_resumed,
+    refuse_new_run_over,
     resume_state,
     write_design,
     write_metrics,
@@ -111,6 +112,7 @@ def check_trainable(arch: Arch, train_set: ImageSet, test_set: ImageSet, config:
     training set, an odd batch for Mixup. Cheap: commands call it before they print anything."""
     check_compatible(arch, train_set)
     check_compatible(arch, test_set)
+    distributed.check_rank_device(config.device)
     select_device(config.device)
     batch_size = filled(config.batch_size)
     images = train_set.subset_size(config.subset)
@@ -158,8 +160,8 @@ def train(
     run_dir = Path(run_dir) if run_dir is not None else None
     if resume and run_dir is None:
         raise UserError("resume needs the run directory of the run to continue")
-    if run_dir is not None and not resume and (run_dir / LAST_CHECKPOINT).exists():
-        raise UserError(f"{run_dir} already holds a run", hint="resume it, or choose another directory")
+    if run_dir is not None and not resume:
+        refuse_new_run_over(run_dir, directory="choose another directory")
     if run_dir is not None:
         check_run_files(run_dir)
 
