@@ -102,7 +102,10 @@ def setting_flags(model: type[BaseModel], *, group: str | None = None, path: tup
 def _own_fields_first(model: type[BaseModel]) -> list[tuple[str, Any]]:
     """`model`'s fields, those it declares itself before those of the shared settings it inherits
     (archdsl.common_settings), which pydantic lists first: the command's own flags lead its --help."""
-    own = vars(model).get("__annotations__", {})
+    # "Own": not a field of any base model (read from pydantic, not from `__annotations__`, which
+    # Python 3.14 fills lazily).
+    inherited = {name for base in model.__mro__[1:] if issubclass(base, BaseModel) for name in base.model_fields}
+    own = {name for name in model.model_fields if name not in inherited}
     fields = list(model.model_fields.items())
     return [item for item in fields if item[0] in own] + [item for item in fields if item[0] not in own]
 
