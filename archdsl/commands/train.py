@@ -10,6 +10,7 @@ from pathlib import Path
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
+from archdsl.commands.spec_args import add_spec_argument
 
 EXAMPLES = (
     "archdsl train tiny --dataset synthetic --recipe fast --epochs 5",
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
             "`--resume` continues a stopped run exactly where it stopped."
         ),
     )
-    parser.add_argument("spec", help="a .arch file or a built-in spec name (e.g. alter50)")
+    add_spec_argument(parser)
     # Every setting is a field that declares its flag (default, bounds, help): the run's (TrainSettings),
     # the config's besides its recipe (TrainConfig: --recipe, --seed, --device, ...), the recipe's.
     add_settings_arguments(parser, TrainSettings)
