@@ -135,7 +135,12 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
     )
     seed: int = _flag("--seed", "sampler and training seed", "strategy and objectives", "N", default=0)
     study_name: str | None = _flag(
-        "--study-name", "the study's name", "storage and output", "NAME", "BASE-DATASET-STRATEGY", default=None
+        "--study-name",
+        "the study's name",
+        "storage and output",
+        "NAME",
+        "BASE-DATASET-STRATEGY, and -replay after it for --fidelity table:...",
+        default=None,
     )
     storage: str | None = _flag(
         "--storage", "sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH", "storage and output", "URL",
@@ -213,6 +218,7 @@ def plan_space(settings: SearchSettings) -> SpacePlan:
     from archdsl.search import measures as measure
     from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
+    from archdsl.search.replay import is_replay
     from archdsl.search.space import make_space, parse_searched
 
     objectives = parse_objectives(settings.objectives)
@@ -223,7 +229,10 @@ def plan_space(settings: SearchSettings) -> SpacePlan:
     base_name, why = (settings.base, None) if settings.base else default_base(info, synthetic, device.type != "cpu")
     base = measure.load_base(base_name)
     study_name = check_study_name(
-        settings.study_name or default_study_name(base_name, settings.dataset, settings.strategy)
+        settings.study_name
+        or default_study_name(
+            base_name, settings.dataset, settings.strategy, replayed=is_replay(settings.fidelity_source)
+        )
     )
     fitted = measure.fit_to_data(base, info.image_shape, info.num_classes)  # the same for a dry run and a run
     return SpacePlan(
@@ -352,6 +361,7 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         seed_endpoints=settings.seed_endpoints,
         storage=storage,
         pruner=settings.chosen_pruner,
+        fidelity=settings.fidelity_source,
     )
     if data is not None:  # not each trial's error
         measure.check_fidelity(plan.fitted, data, chosen, device=settings.device, seed=settings.seed)

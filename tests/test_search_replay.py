@@ -324,3 +324,42 @@ def test_the_clock_takes_a_runs_cpu_time_when_the_table_has_it():
     assert (wall_only.train_time, wall_only.measure_time) == (9.0, 4.0)
     both = wall_only.model_copy(update={"train_cpu_seconds": 3.0, "measure_cpu_seconds": 1.0})
     assert (both.train_time, both.measure_time) == (3.0, 1.0)
+
+
+# -- a replayed study and a trained one are two studies -------------------------------------------
+
+
+def test_a_replayed_search_gets_its_own_default_study_name(tmp_path, table_file, capsys):
+    """Without --study-name a replay must not write into the trained study of the same command."""
+    from archdsl.search.naming import default_study_name
+
+    args = search_args(table_file, tmp_path / "runs", "unused", "--strategy", "random", "--n-trials", "2")
+    named = args.index("--study-name")
+    del args[named : named + 2]
+    assert main(args) == 0
+    trained = default_study_name(support.BASE, support.DATASET, "random")
+    replay_name = default_study_name(support.BASE, support.DATASET, "random", replayed=True)
+    assert replay_name != trained and f"search {replay_name}:" in capsys.readouterr().err
+    assert (tmp_path / "runs" / replay_name / "study.journal").is_file()
+    assert not (tmp_path / "runs" / trained).exists()
+
+
+def test_a_study_refuses_a_worker_of_the_other_fidelity(tmp_path, table_file):
+    """A replayed worker joining a trained study (or back) would count simulated trials as measured."""
+    from archdsl.errors import UserError
+    from archdsl.search.runner import FIDELITY_ATTR, open_study
+
+    def config(fidelity: str, journal: str) -> SearchConfig:
+        return SearchConfig(
+            study_name="mixed", strategy="random", objectives=parse_objectives("accuracy"), n_trials=2,
+            storage=StorageOptions(url=f"journal:{tmp_path / journal}"), fidelity=fidelity,
+        )  # fmt: skip
+
+    replay = f"table:{table_file}"
+    assert open_study(config("train", "trained.journal"), tmp_path).user_attrs[FIDELITY_ATTR] == "train"
+    with pytest.raises(UserError, match=r"is trained \(--fidelity train\), not replayed from a table") as info:
+        open_study(config(replay, "trained.journal"), tmp_path)
+    assert "--study-name" in str(info.value.hint)
+    assert open_study(config(replay, "replayed.journal"), tmp_path).user_attrs[FIDELITY_ATTR] == replay
+    with pytest.raises(UserError, match=r"is replayed from a table \(--fidelity table:"):
+        open_study(config("train", "replayed.journal"), tmp_path)
