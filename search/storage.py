@@ -234,7 +234,7 @@ def _server(url: str) -> str:
 class GrpcAddress:
     """Where an Optuna gRPC storage proxy listens, and how long a client waits for its answer."""
 
-    host: str
+    host: str  # an IPv6 address in brackets, as a gRPC target wants it: `[::1]`
     port: int
     connect_timeout: float = CONNECT_TIMEOUT_S
 
@@ -247,11 +247,11 @@ def grpc_address(url: str) -> GrpcAddress:
     from urllib.parse import parse_qs, urlsplit
 
     hint = "write grpc://HOST:PORT (the --host and --port of `archdsl study serve`), e.g. grpc://127.0.0.1:13000"
-    parts = urlsplit(url)
     try:
-        port = parts.port
+        parts = urlsplit(url)  # 'Invalid IPv6 URL' for an unclosed '['
+        port = parts.port  # a port that is no number
     except ValueError:
-        port = None
+        raise UserError(f"storage {without_password(url)}: not a gRPC proxy address", hint=hint) from None
     if not parts.hostname or port is None or parts.path not in ("", "/") or parts.username or parts.fragment:
         raise UserError(f"storage {without_password(url)}: not a gRPC proxy address", hint=hint)
     query = parse_qs(parts.query, keep_blank_values=True)
@@ -268,7 +268,9 @@ def grpc_address(url: str) -> GrpcAddress:
             timeout = -1.0
         if not 0 < timeout < float("inf"):
             raise UserError(f"storage {url}: connect_timeout must be a positive number of seconds")
-    return GrpcAddress(parts.hostname, port, timeout)
+    # An IPv6 host keeps its brackets: a gRPC target is HOST:PORT, and `::1:13000` is no address.
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return GrpcAddress(host, port, timeout)
 
 
 def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
