@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
 from archdsl.common_settings import DataSettings, DeviceSettings, DistSettings, ProgressSettings
 from archdsl.ir import Arch
@@ -71,6 +71,18 @@ def _flag(
     return Field(description=help, json_schema_extra=extra, **kwargs)
 
 
+FIDELITY_HINT = "train, or table:PATH (table:NAME for a built-in)"  # what --fidelity takes
+
+
+def check_fidelity_source(value: str) -> str:
+    """`train` or `table:...` (the table itself is checked when it loads); a ValueError otherwise."""
+    from archdsl.search.replay import is_replay
+
+    if value != "train" and not is_replay(value):
+        raise ValueError(f"unknown --fidelity {value!r}; give {FIDELITY_HINT}")
+    return value
+
+
 class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSettings):
     """A study besides its fidelity (`objective.Fidelity`): the data and base, the strategy and
     objectives, the storage and output (and the settings shared with other commands: where the data
@@ -105,7 +117,7 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         "best: docs/search.md",
         default="auto", choices=("auto", *PRUNERS),
     )  # fmt: skip
-    fidelity_source: str = _flag(
+    fidelity_source: Annotated[str, AfterValidator(check_fidelity_source)] = _flag(
         "--fidelity",
         "train each candidate, or answer it from a fully measured table (a path, or a built-in: "
         "table:fashion-mnist-k-init) in seconds, with simulated time (docs/search.md, Replay)",
@@ -397,14 +409,12 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
 
 
 def replay_table(source: str, space: Any, dataset: str, objectives: Any) -> Any:
-    """The table of `fidelity_source="table:..."`, checked against the search (None for `train`)."""
-    from archdsl.errors import UsageError
-    from archdsl.search.replay import check_replay, is_replay, load_replay
+    """The table of `fidelity_source="table:..."` (SearchSettings checked it is one), checked against the search
+    (None for `train`)."""
+    from archdsl.search.replay import check_replay, load_replay
 
     if source == "train":
         return None
-    if not is_replay(source):
-        raise UsageError(f"unknown --fidelity {source!r}", hint="train, or table:PATH (table:NAME for a built-in)")
     replay = load_replay(source)
     check_replay(replay, space, dataset, objectives)
     return replay

@@ -265,7 +265,6 @@ def _drop_runs(data):
     [
         (None, ("--fidelity", "table:missing.json"), "no search table at missing.json"),
         (None, ("--fidelity", "table:no-such-table"), "no search table named 'no-such-table'"),
-        (None, ("--fidelity", "cheap"), "unknown --fidelity 'cheap'"),
         (lambda d: d.update(schema="other/1"), (), "is not a search table of schema archdsl.search-table/1"),
         (lambda d: d.pop("designs"), (), "not a valid archdsl.search-table/1 table: designs"),
         (lambda d: d.update(dataset="mnist"), (), "measured mnist, not fashion-mnist"),
@@ -280,6 +279,15 @@ def test_bad_tables_and_mismatched_searches_are_user_errors(tmp_path, table_file
     err = capsys.readouterr().err
     assert code != 0 and message in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
+def test_an_unknown_fidelity_is_a_usage_error_also_in_a_dry_run(tmp_path, table_file, capsys, dry_run):
+    with pytest.raises(SystemExit) as info:
+        main([*search_args(table_file, tmp_path / "runs", "bad"), "--fidelity", "cheap", *dry_run])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "unknown --fidelity 'cheap'" in err and "table:PATH" in err, err
+    assert "Traceback" not in err and not (tmp_path / "runs").exists()
 
 
 def test_a_file_that_is_not_json_and_another_base_are_user_errors(tmp_path, table_file, capsys):
