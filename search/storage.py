@@ -10,6 +10,7 @@ Both back ends survive a killed worker:
   carries its worker's host, pid and a heartbeat time (system attrs, refreshed by a thread).
   Before each trial a worker fails the RUNNING trials whose worker is gone (same host and
   pid dead, or heartbeat older than the grace period) and re-queues them the same way.
+  Workers on an RDB keep archdsl's heartbeat too: proxy workers of the same study see only it.
 """
 
 from __future__ import annotations
@@ -388,7 +389,11 @@ def without_password(url: str) -> str:
 
 
 class WorkerHeartbeat:
-    """Marks a running trial as ours (host, pid) and keeps its heartbeat fresh (journal storage)."""
+    """Marks a running trial as ours (host, pid) and keeps its heartbeat fresh.
+
+    Also on a storage with Optuna's heartbeat (a worker on PostgreSQL): workers through a gRPC proxy to the
+    same database have none, and judge the trial by this beat alone (`fail_stale_trials`).
+    """
 
     def __init__(
         self, storage: optuna.storages.BaseStorage, trial_id: int, interval: int, *, keep_beating: bool = True
@@ -405,7 +410,7 @@ class WorkerHeartbeat:
         self._storage.set_trial_system_attr(self._trial_id, HOST_ATTR, socket.gethostname())
         self._storage.set_trial_system_attr(self._trial_id, PID_ATTR, os.getpid())
         self._beat()
-        if self._keep_beating and not heartbeat_enabled(self._storage):
+        if self._keep_beating:
             self._thread = threading.Thread(target=self._run, daemon=True, name="archdsl-heartbeat")
             self._thread.start()
         return self

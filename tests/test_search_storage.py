@@ -466,3 +466,26 @@ def test_a_worker_carries_on_after_the_database_dropped_its_connections(tmp_path
         assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 2
     finally:
         optuna.delete_study(study_name=study_name, storage=storage)
+
+
+def test_a_worker_with_optunas_heartbeat_keeps_archdsls_fresh_too(tmp_path):
+    """Workers on the database itself (Optuna's heartbeat) and workers through the gRPC proxy (no
+    heartbeat: they judge a running trial by archdsl's beat) may share a study: a direct worker that
+    beat once at its trial's start would have its live trial failed by a proxy worker after the grace period."""
+    from archdsl.search.optuna_private import heartbeat_enabled, storage_of, trial_id
+    from archdsl.search.storage import WorkerHeartbeat
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(storage=open_storage(StorageOptions(url=url), tmp_path, "both"), study_name="both")
+    assert heartbeat_enabled(storage_of(study))  # stands in for a worker on PostgreSQL
+    trial = study.ask()
+
+    def beat() -> float:
+        return storage_of(study).get_trial(trial_id(trial)).system_attrs[BEAT_ATTR]
+
+    with WorkerHeartbeat(storage_of(study), trial_id(trial), 0.05):  # type: ignore[arg-type]  # seconds
+        first = beat()
+        deadline = time.monotonic() + 30  # a bound on a loaded machine, not a measured time
+        while beat() == first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert beat() > first
