@@ -34,7 +34,7 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.errors import ArchdslWarning, UserError, install_extra
 from archdsl.files import ensure_dir
 from archdsl.search._worker_attrs import BEAT_ATTR, HOST_ATTR, PID_ATTR
-from archdsl.search.journal_check import damage_error, record_problem
+from archdsl.search.journal_check import check_holds_records, damage_error, record_problem
 from archdsl.search.optuna_private import (
     RETRY_HISTORY_ATTR,
     heartbeat_enabled,
@@ -81,6 +81,8 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
             )
         try:
             ensure_dir(path.parent)
+            if path.is_file():  # Optuna would read a file of one unfinished line as an empty study
+                check_holds_records(path, hint="give --storage journal:PATH of a study.journal written by archdsl")
             return JournalStorage(JournalFile(str(path)))
         except OSError as err:
             raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err

@@ -144,6 +144,21 @@ def test_serve_refuses_a_bad_backend_before_listening(tmp_path, capsys, storage,
 
 
 @needs_grpc
+def test_serve_refuses_a_one_line_file_that_is_no_journal(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("some notes")  # no newline: Optuna's reader skips it, and would serve an empty study
+    server = support.spawn(["study", "serve", "--storage", f"journal:{notes}", "--port", "0"])
+    try:
+        output, _ = server.communicate(timeout=60)  # a server that serves it does not end
+    except subprocess.TimeoutExpired:
+        server.kill()
+        output = server.communicate()[0]
+    assert server.returncode == 1, output
+    assert f"{notes} is not an Optuna journal file" in output and "Traceback" not in output
+    assert notes.read_text() == "some notes"
+
+
+@needs_grpc
 def test_serve_refuses_a_host_that_does_not_resolve(capsys, tmp_path, monkeypatch):
     resolve = socket.getaddrinfo
 

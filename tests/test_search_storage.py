@@ -230,6 +230,25 @@ def test_a_journal_that_is_not_a_journal_is_a_clear_error(tmp_path, capsys):
     assert "is not an Optuna journal file" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", [["report", "s"], ["study", "repair"]])
+def test_a_one_line_file_that_is_no_journal_is_refused_not_read_as_empty(tmp_path, capsys, command):
+    # Optuna skips a last line without its newline (a write in progress): such a file read as an empty study.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("some notes")
+    where = [str(notes)] if command[0] == "study" else ["--storage", f"journal:{notes}", "--out", str(tmp_path)]
+    assert main([*command, *where]) == 1
+    err = capsys.readouterr().err
+    assert f"{notes} is not an Optuna journal file" in err and "Traceback" not in err
+    assert notes.read_text() == "some notes" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_journal_whose_first_write_was_cut_short_opens_as_an_empty_study(tmp_path):
+    torn = tmp_path / "study.journal"
+    torn.write_text('{"op_code":0,"worker_id":"a')  # killed while writing its first record
+    storage = open_storage(StorageOptions(url=f"journal:{torn}"), tmp_path, "s")
+    assert optuna.get_all_study_summaries(storage) == []
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
