@@ -59,7 +59,7 @@ def needs_grpc(test):
 def _serve(storage: str, *extra: str) -> tuple[subprocess.Popen, str]:
     """`archdsl study serve` on a free port of 127.0.0.1; the server and its grpc:// URL."""
     server = support.spawn(["study", "serve", "--storage", storage, "--host", "127.0.0.1", "--port", "0", *extra])
-    line = server.stdout.readline()  # printed once it listens
+    line = support.read_line(server)  # printed once it listens
     found = re.search(r"at (grpc://127\.0\.0\.1:\d+)", line)
     if found is None:
         server.kill()
