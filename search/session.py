@@ -155,7 +155,8 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         default=None,
     )
     storage: str | None = _flag(
-        "--storage", "sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH", "storage and output", "URL",
+        "--storage", "sqlite:///PATH, postgresql://USER:PASS@HOST/DB, journal:PATH, or grpc://HOST:PORT (a proxy "
+        "started by `archdsl study serve`)", "storage and output", "URL",
         "the journal file OUT/STUDY/study.journal", default=None,
     )  # fmt: skip
     heartbeat: PositiveInt = _flag(

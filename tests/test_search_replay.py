@@ -371,3 +371,8 @@ def test_a_study_refuses_a_worker_of_the_other_fidelity(tmp_path, table_file):
     assert open_study(config(replay, "replayed.journal"), tmp_path).user_attrs[FIDELITY_ATTR] == replay
     with pytest.raises(UserError, match=r"is replayed from a table \(--fidelity table:"):
         open_study(config("train", "replayed.journal"), tmp_path)
+
+
+def test_a_replay_indexes_its_table_once(table_file):
+    replay = load_replay(f"table:{table_file}")
+    assert replay.by_digest is replay.by_digest and len(replay.by_digest) == len(replay.table.designs)
