@@ -487,6 +487,7 @@ def test_a_worker_carries_on_after_the_database_dropped_its_connections(tmp_path
         optuna.delete_study(study_name=study_name, storage=storage)
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
 def test_a_worker_with_optunas_heartbeat_keeps_archdsls_fresh_too(tmp_path):
     """Workers on the database itself (Optuna's heartbeat) and workers through the gRPC proxy (no
     heartbeat: they judge a running trial by archdsl's beat) may share a study: a direct worker that
