@@ -17,11 +17,12 @@ clock), `--repeats` times with different seeds. Reported as NAS-Bench reports it
   range, reference point 1.1) for accuracy x params and accuracy x robustness, as a fraction
   of the whole table's front.
 
-    python benchmarks/search_efficiency.py                       # the shipped table, 100 repeats
+    python benchmarks/search_efficiency.py --figures docs/figures   # the docs' figures: the shipped table, 100 repeats
     python benchmarks/search_efficiency.py --table PATH --repeats 20 --markdown /tmp/eff.md --figures /tmp/fig
 
 Writes `search-efficiency-regret.png` and `search-efficiency-hypervolume.png` under --figures
-and the Markdown tables to --markdown (and stdout).
+(runs/search-efficiency unless given: a smoke run leaves the shipped figures alone) and the
+Markdown tables to --markdown (and stdout).
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--base", default="resnet-fmnist")
     parser.add_argument("--search", default="k,init")
     parser.add_argument("--repeats", type=int, default=100, help="replays of each strategy and pruner")
-    parser.add_argument("--figures", default="docs/figures", help="where the figures go")
+    parser.add_argument(
+        "--figures", default="runs/search-efficiency", help="where the figures go (the docs': --figures docs/figures)"
+    )
     parser.add_argument("--markdown", help="also write the Markdown tables here")
     parser.add_argument("--jobs", type=int, default=1, help="processes replaying in parallel")
     parser.add_argument("--quick", action="store_true", help="10 repeats: a smoke test")

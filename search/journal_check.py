@@ -186,6 +186,26 @@ def find_damage(path: Path, *, first_only: bool = False) -> list[Damage]:
     return found
 
 
+def check_holds_records(path: Path, *, hint: str) -> None:
+    """A UserError (with `hint`) if the file at `path` holds bytes but not one journal record: the wrong file
+    (a spec, a log, notes), not a damaged journal. A record cut short at the end counts: a journal killed
+    during its first write. Reads up to the first record (a journal's first line)."""
+    count = 0
+    with open(path, "rb") as f:
+        for line in f:
+            count += 1
+            if not line.endswith(b"\n"):  # the last line, unfinished: Optuna's reader skips it
+                if count == 1 and _RECORD_START.match(line.lstrip()):
+                    return  # the first record, cut short
+                break
+            if any(decode(piece)[0] is not None for piece in _pieces(line[:-1])):
+                return
+    if count:
+        raise UserError(
+            f"{path} is not an Optuna journal file: none of its {count} line(s) is a journal record", hint=hint
+        )
+
+
 def damage_error(path: Path, err: Exception) -> UserError | None:
     """The UserError for a journal Optuna could not read (`err`): the first damaged line named.
     None if every line is a sound record (then `err` is not the file's fault)."""
@@ -217,16 +237,15 @@ Entry = tuple[int, "dict[str, Any] | _Unknown"]  # (line number, record)
 def repair_records(path: Path) -> Repair:
     """The journal's records with every damaged line dropped, split or rebuilt so that each
     trial keeps its id (see the module's docstring); a UserError when that cannot be done."""
+    check_holds_records(path, hint="give the study's journal, OUT/STUDY/study.journal; nothing was changed")
     entries: list[Entry] = []
     actions: dict[int, list[str]] = {}
     lines = read_lines(path)
-    readable = 0  # records decoded whole (rebuilt placeholders do not count)
     for number, line in enumerate(lines, start=1):
         record, damage = decode(line)
         if damage is None:
             assert record is not None
             entries.append((number, record))
-            readable += 1
             continue
         kept = 0
         for piece in _pieces(line):
@@ -234,17 +253,11 @@ def repair_records(path: Path) -> Repair:
             if whole is not None:
                 entries.append((number, whole))
                 kept += 1
-                readable += 1
             else:
                 assert piece_damage is not None
                 actions.setdefault(number, []).append(_replace(number, piece, piece_damage, entries))
         if kept:  # records glued together (a newline lost, or a torn record before them)
             actions.setdefault(number, []).append(f"{kept} complete record(s) on the line kept")
-    if lines and not readable:  # not one readable record: the wrong file, not a damaged journal
-        raise UserError(
-            f"{path} is not an Optuna journal file: none of its {len(lines)} line(s) is a journal record",
-            hint="give the study's journal, OUT/STUDY/study.journal; nothing was changed",
-        )
     records = _resolve_unknown(entries, actions)
     with open(path, "rb") as f:
         torn_tail = f.seek(0, 2) > 0 and f.seek(-1, 2) >= 0 and f.read(1) != b"\n"

@@ -24,9 +24,13 @@ def path_part(text: str, limit: int = 40) -> str:
     return _UNSAFE.sub("_", text).lstrip(".")[:limit] or "_"
 
 
-def default_study_name(base: str, dataset: str, strategy: str) -> str:
-    """`BASE-DATASET-STRATEGY`, e.g. `alter-small-base-synthetic-buildup` (a spec path gives its stem)."""
-    return f"{Path(base).stem}-{_UNSAFE.sub('_', dataset)}-{strategy}"
+REPLAY_SUFFIX = "-replay"  # a replayed study's default name ends so: it is never the trained study of its command
+
+
+def default_study_name(base: str, dataset: str, strategy: str, *, replayed: bool = False) -> str:
+    """`BASE-DATASET-STRATEGY`, e.g. `alter-small-base-synthetic-buildup` (a spec path gives its stem);
+    `BASE-DATASET-STRATEGY-replay` for a study answered from a table (`--fidelity table:...`)."""
+    return f"{Path(base).stem}-{_UNSAFE.sub('_', dataset)}-{strategy}{REPLAY_SUFFIX if replayed else ''}"
 
 
 def check_study_name(name: str, *, hint: str | None = None) -> str:

@@ -21,6 +21,7 @@ machine that made it). The table must be of this search's dataset, base and knob
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from dataclasses import dataclass
@@ -128,7 +129,7 @@ class Replay:
     source: str  # what --fidelity named: a path or a built-in name
     epochs: int  # the curve's length (every run has at least these)
 
-    @property
+    @functools.cached_property  # built once: every trial and check_replay's every design look up here
     def by_digest(self) -> dict[str, TableDesign]:
         return {d.digest: d for d in self.table.designs}
 

@@ -25,9 +25,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError
 from archdsl.search import measures as measure
+from archdsl.search.naming import REPLAY_SUFFIX
 from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of
-from archdsl.search.replay import make_objective
+from archdsl.search.replay import is_replay, make_objective
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import StorageOptions, fail_stale_trials, is_copy, is_verdict, open_storage
 from archdsl.search.strategies import (
@@ -45,6 +46,7 @@ from archdsl.search.trial import DIGEST_ATTR, TrialFailed, TrialObjective, Trial
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 COMMAND_ATTR = "command"  # study user attr: the command line that reproduces the study
+FIDELITY_ATTR = "fidelity"  # study user attr: `train`, or the `table:...` its trials are replayed from
 REDRAW_FALLBACK = 10  # copies in a row after which a random undrawn design is queued
 REDRAW_TRIES = 1000  # random points tried to find an undrawn design
 
@@ -63,6 +65,7 @@ class SearchConfig:
     storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
     command: str | None = None  # the command line that runs this study again (kept in the study)
     pruner: str = AUTO_PRUNER  # one of search.PRUNERS, or `auto` (strategies.chosen_pruner)
+    fidelity: str = "train"  # --fidelity: `train`, or `table:...` (trials replayed, their time simulated)
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ def open_study(config: SearchConfig, out: Path, *, create: bool = True) -> optun
             hint="use the study's --objectives, or a new --study-name",
         )
     study.set_user_attr("objectives", names)
+    _check_same_fidelity(study, config.fidelity)
     study.set_user_attr("strategy", config.strategy)
     if config.command is not None:
         study.set_user_attr(COMMAND_ATTR, config.command)
@@ -141,6 +145,25 @@ def open_study(config: SearchConfig, out: Path, *, create: bool = True) -> optun
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names([o.name for o in config.objectives])
     return study
+
+
+def _check_same_fidelity(study: optuna.Study, fidelity: str) -> None:
+    """A study is trained or replayed, never both: a replayed trial's design is not measured, and its time is
+    simulated. (Two tables of the study's space may answer one study: the table itself is checked against the
+    space.) A study from before the attribute takes this command's."""
+    recorded = study.user_attrs.get(FIDELITY_ATTR)
+    if recorded is not None and is_replay(recorded) != is_replay(fidelity):
+
+        def said(source: str) -> str:
+            return f"replayed from a table (--fidelity {source})" if is_replay(source) else "trained (--fidelity train)"
+
+        raise UserError(
+            f"study {study.study_name!r} is {said(recorded)}, not {said(fidelity)} as this command asks",
+            hint="give the study's --fidelity, or a new --study-name (a replayed study's default name ends in "
+            f"{REPLAY_SUFFIX})",
+        )
+    if recorded is None:
+        study.set_user_attr(FIDELITY_ATTR, fidelity)
 
 
 def check_same_space(study: optuna.Study, space: Space) -> None:

@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
+from pydantic import AfterValidator, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
 from archdsl.common_settings import DataSettings, DeviceSettings, DistSettings, ProgressSettings
 from archdsl.ir import Arch
@@ -71,6 +71,18 @@ def _flag(
     return Field(description=help, json_schema_extra=extra, **kwargs)
 
 
+FIDELITY_HINT = "train, or table:PATH (table:NAME for a built-in)"  # what --fidelity takes
+
+
+def check_fidelity_source(value: str) -> str:
+    """`train` or `table:...` (the table itself is checked when it loads); a ValueError otherwise."""
+    from archdsl.search.replay import is_replay
+
+    if value != "train" and not is_replay(value):
+        raise ValueError(f"unknown --fidelity {value!r}; give {FIDELITY_HINT}")
+    return value
+
+
 class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSettings):
     """A study besides its fidelity (`objective.Fidelity`): the data and base, the strategy and
     objectives, the storage and output (and the settings shared with other commands: where the data
@@ -105,7 +117,7 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         "Hyperband is successive halving), as the replayed efficiency study found best: docs/search.md",
         default="auto", choices=("auto", *PRUNERS),
     )  # fmt: skip
-    fidelity_source: str = _flag(
+    fidelity_source: Annotated[str, AfterValidator(check_fidelity_source)] = _flag(
         "--fidelity",
         "train each candidate, or answer it from a fully measured table (a path, or a built-in: "
         "table:fashion-mnist-k-init) in seconds, with simulated time (docs/search.md, Replay)",
@@ -135,10 +147,16 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
     )
     seed: int = _flag("--seed", "sampler and training seed", "strategy and objectives", "N", default=0)
     study_name: str | None = _flag(
-        "--study-name", "the study's name", "storage and output", "NAME", "BASE-DATASET-STRATEGY", default=None
+        "--study-name",
+        "the study's name",
+        "storage and output",
+        "NAME",
+        "BASE-DATASET-STRATEGY, and -replay after it for --fidelity table:...",
+        default=None,
     )
     storage: str | None = _flag(
-        "--storage", "sqlite:///PATH, postgresql://USER:PASS@HOST/DB or journal:PATH", "storage and output", "URL",
+        "--storage", "sqlite:///PATH, postgresql://USER:PASS@HOST/DB, journal:PATH, or grpc://HOST:PORT (a proxy "
+        "started by `archdsl study serve`)", "storage and output", "URL",
         "the journal file OUT/STUDY/study.journal", default=None,
     )  # fmt: skip
     heartbeat: PositiveInt = _flag(
@@ -213,6 +231,7 @@ def plan_space(settings: SearchSettings) -> SpacePlan:
     from archdsl.search import measures as measure
     from archdsl.search.naming import check_study_name, default_study_name
     from archdsl.search.objectives import parse_objectives
+    from archdsl.search.replay import is_replay
     from archdsl.search.space import make_space, parse_searched
 
     objectives = parse_objectives(settings.objectives)
@@ -223,7 +242,10 @@ def plan_space(settings: SearchSettings) -> SpacePlan:
     base_name, why = (settings.base, None) if settings.base else default_base(info, synthetic, device.type != "cpu")
     base = measure.load_base(base_name)
     study_name = check_study_name(
-        settings.study_name or default_study_name(base_name, settings.dataset, settings.strategy)
+        settings.study_name
+        or default_study_name(
+            base_name, settings.dataset, settings.strategy, replayed=is_replay(settings.fidelity_source)
+        )
     )
     fitted = measure.fit_to_data(base, info.image_shape, info.num_classes)  # the same for a dry run and a run
     return SpacePlan(
@@ -352,6 +374,7 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         seed_endpoints=settings.seed_endpoints,
         storage=storage,
         pruner=settings.chosen_pruner(chosen.epochs),
+        fidelity=settings.fidelity_source,
     )
     if data is not None:  # not each trial's error
         measure.check_fidelity(plan.fitted, data, chosen, device=settings.device, seed=settings.seed)
@@ -387,14 +410,12 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
 
 
 def replay_table(source: str, space: Any, dataset: str, objectives: Any) -> Any:
-    """The table of `fidelity_source="table:..."`, checked against the search (None for `train`)."""
-    from archdsl.errors import UsageError
-    from archdsl.search.replay import check_replay, is_replay, load_replay
+    """The table of `fidelity_source="table:..."` (SearchSettings checked it is one), checked against the search
+    (None for `train`)."""
+    from archdsl.search.replay import check_replay, load_replay
 
     if source == "train":
         return None
-    if not is_replay(source):
-        raise UsageError(f"unknown --fidelity {source!r}", hint="train, or table:PATH (table:NAME for a built-in)")
     replay = load_replay(source)
     check_replay(replay, space, dataset, objectives)
     return replay

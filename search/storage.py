@@ -10,6 +10,7 @@ Both back ends survive a killed worker:
   carries its worker's host, pid and a heartbeat time (system attrs, refreshed by a thread).
   Before each trial a worker fails the RUNNING trials whose worker is gone (same host and
   pid dead, or heartbeat older than the grace period) and re-queues them the same way.
+  Workers on an RDB keep archdsl's heartbeat too: proxy workers of the same study see only it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.errors import ArchdslWarning, UserError, install_extra
 from archdsl.files import ensure_dir
 from archdsl.search._worker_attrs import BEAT_ATTR, HOST_ATTR, PID_ATTR
-from archdsl.search.journal_check import damage_error, record_problem
+from archdsl.search.journal_check import check_holds_records, damage_error, record_problem
 from archdsl.search.optuna_private import (
     RETRY_HISTORY_ATTR,
     heartbeat_enabled,
@@ -80,6 +81,8 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
             )
         try:
             ensure_dir(path.parent)
+            if path.is_file():  # Optuna would read a file of one unfinished line as an empty study
+                check_holds_records(path, hint="give --storage journal:PATH of a study.journal written by archdsl")
             return JournalStorage(JournalFile(str(path)))
         except OSError as err:
             raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err
@@ -234,7 +237,7 @@ def _server(url: str) -> str:
 class GrpcAddress:
     """Where an Optuna gRPC storage proxy listens, and how long a client waits for its answer."""
 
-    host: str
+    host: str  # an IPv6 address in brackets, as a gRPC target wants it: `[::1]`
     port: int
     connect_timeout: float = CONNECT_TIMEOUT_S
 
@@ -247,11 +250,11 @@ def grpc_address(url: str) -> GrpcAddress:
     from urllib.parse import parse_qs, urlsplit
 
     hint = "write grpc://HOST:PORT (the --host and --port of `archdsl study serve`), e.g. grpc://127.0.0.1:13000"
-    parts = urlsplit(url)
     try:
-        port = parts.port
+        parts = urlsplit(url)  # 'Invalid IPv6 URL' for an unclosed '['
+        port = parts.port  # a port that is no number
     except ValueError:
-        port = None
+        raise UserError(f"storage {without_password(url)}: not a gRPC proxy address", hint=hint) from None
     if not parts.hostname or port is None or parts.path not in ("", "/") or parts.username or parts.fragment:
         raise UserError(f"storage {without_password(url)}: not a gRPC proxy address", hint=hint)
     query = parse_qs(parts.query, keep_blank_values=True)
@@ -268,7 +271,9 @@ def grpc_address(url: str) -> GrpcAddress:
             timeout = -1.0
         if not 0 < timeout < float("inf"):
             raise UserError(f"storage {url}: connect_timeout must be a positive number of seconds")
-    return GrpcAddress(parts.hostname, port, timeout)
+    # An IPv6 host keeps its brackets: a gRPC target is HOST:PORT, and `::1:13000` is no address.
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return GrpcAddress(host, port, timeout)
 
 
 def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
@@ -386,7 +391,11 @@ def without_password(url: str) -> str:
 
 
 class WorkerHeartbeat:
-    """Marks a running trial as ours (host, pid) and keeps its heartbeat fresh (journal storage)."""
+    """Marks a running trial as ours (host, pid) and keeps its heartbeat fresh.
+
+    Also on a storage with Optuna's heartbeat (a worker on PostgreSQL): workers through a gRPC proxy to the
+    same database have none, and judge the trial by this beat alone (`fail_stale_trials`).
+    """
 
     def __init__(
         self, storage: optuna.storages.BaseStorage, trial_id: int, interval: int, *, keep_beating: bool = True
@@ -403,7 +412,7 @@ class WorkerHeartbeat:
         self._storage.set_trial_system_attr(self._trial_id, HOST_ATTR, socket.gethostname())
         self._storage.set_trial_system_attr(self._trial_id, PID_ATTR, os.getpid())
         self._beat()
-        if self._keep_beating and not heartbeat_enabled(self._storage):
+        if self._keep_beating:
             self._thread = threading.Thread(target=self._run, daemon=True, name="archdsl-heartbeat")
             self._thread.start()
         return self

@@ -47,11 +47,6 @@ def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_T
             f"cannot serve {backend_url}: it is a proxy already",
             hint="give the storage the proxy stands in front of: postgresql://... or journal:PATH",
         )
-    if not backend_url.startswith("journal:") and "://" not in backend_url:
-        raise UserError(
-            f"storage {backend_url!r} is not a URL",
-            hint="give postgresql://user:pass@host/db or journal:PATH (the study's OUT/STUDY/study.journal)",
-        )
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # gRPC's C core logs bind failures too: ours say it once
     try:
         import grpc

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import optuna
@@ -74,3 +75,17 @@ def spawn(args: list[str], **kwargs) -> subprocess.Popen:
         text=True,
         **kwargs,
     )
+
+
+def read_line(process: subprocess.Popen, timeout: float = 120) -> str:
+    """The next line `process` prints (its stdout, a text pipe), waiting at most `timeout` seconds: a
+    process that hangs before it prints is killed and the test fails, instead of blocking the run."""
+    assert process.stdout is not None
+    found: list[str] = []
+    reader = threading.Thread(target=lambda: found.append(process.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+        process.kill()  # the reader sees the pipe close and ends
+        raise AssertionError(f"{process.args}: no line within {timeout:g} s")
+    return found[0]

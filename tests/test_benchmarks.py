@@ -81,3 +81,44 @@ def test_the_table_script_trains_a_run_and_assembles_a_table_the_replay_reads(tm
     assert one.train_cpu_seconds is not None and 0 <= one.robustness <= 1 and 0 <= one.nep <= 1
     assert table.fidelity["epochs"] == 2 and table.fidelity["recipe"] == "weak" and "torch" in table.versions
     assert "`c1:CC c2:CC c3:CC` | torch" in md.read_text()
+
+
+@pytest.mark.slow
+def test_the_search_efficiency_script_reports_every_strategy(tmp_path: Path) -> None:
+    # The docs' efficiency tables and figures come from this script: a smoke run on the shipped table.
+    figures, md = tmp_path / "figures", tmp_path / "x.md"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "search_efficiency.py"), "--repeats", "2", "--jobs", "1",
+         "--figures", str(figures), "--markdown", str(md)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = md.read_text()
+    for header in (
+        "| strategy | trials to the best within the noise (median) | ratio to random |",
+        "| rank of the end (1 = best of the table) |",
+        "| strategy | pruner | pruned trials (median) |",
+        "| objectives | strategy | after 4 |",
+    ):
+        assert header in text
+    strategy_table = text.split("| strategy | trials to the best")[1].split("\n\n")[0]
+    from archdsl.search import STRATEGIES
+
+    assert sorted(line.split(" | ")[0].strip("| ") for line in strategy_table.splitlines()[2:]) == sorted(STRATEGIES)
+    assert "2 replays each" in text
+    assert sorted(p.name for p in figures.iterdir()) == [
+        "search-efficiency-hypervolume.png",
+        "search-efficiency-regret.png",
+    ]
+
+
+def test_the_search_efficiency_script_draws_into_a_scratch_folder_by_default(monkeypatch) -> None:
+    # A --quick run from the checkout must not overwrite the shipped figures: the docs' command names docs/figures.
+    import importlib.util
+
+    loader = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
+    script = importlib.util.module_from_spec(loader)
+    monkeypatch.setitem(sys.modules, "search_efficiency", script)  # its dataclasses look their module up
+    loader.loader.exec_module(script)  # type: ignore[union-attr]
+    monkeypatch.setattr(sys, "argv", ["search_efficiency.py", "--quick"])
+    assert "docs" not in Path(script.parse_args().figures).parts

@@ -6,9 +6,9 @@ both run, as written, on this machine with tiny settings appended (the last flag
 
 The stand-ins: `srun` runs its command here; `torchrun` is either torch's own launcher
 (`python -m torch.distributed.run`, 2 CPU ranks) or, for one process, drops its options and runs
-the module. Until `archdsl search` runs a candidate with DDP (issue 22, parts 1-2), the two
-ranks of a torchrun group are two workers of the study: what is checked here (the command
-starts, every design is measured once, nothing is left running) holds for both.
+the module. A torchrun group is one worker of the study (archdsl.search.distributed): rank 0
+samples and reports, and every rank trains the design rank 0 sends. What is checked here (the
+command starts, every design is measured once, nothing is left running) holds for both launchers.
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ def test_the_manifests_worker_and_proxy_commands_run_here(tmp_path, torchrun):
     proxy_command[proxy_command.index("--port") + 1] = "0"
     proxy = subprocess.Popen(proxy_command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        line = proxy.stdout.readline()
+        line = support.read_line(proxy)
         url = re.search(r"grpc://127\.0\.0\.1:\d+", line)
         assert url, line + proxy.communicate(timeout=10)[0] if proxy.poll() is not None else line
         worker = _container(docs["Job"])

@@ -30,12 +30,22 @@ POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
         ("grpc://127.0.0.1:13000/db", "not a gRPC proxy address"),
         ("grpc://127.0.0.1:13000?timeout=3", "unknown option 'timeout'"),
         ("grpc://127.0.0.1:13000?connect_timeout=-1", "connect_timeout must be a positive number"),
+        ("grpc://[::1:13000", "not a gRPC proxy address"),  # urlsplit: 'Invalid IPv6 URL'
     ],
 )
 def test_a_bad_grpc_address_is_a_clear_error_before_any_connection(tmp_path, capsys, url, message):
     assert main(["report", "s", "--storage", url, "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_an_ipv6_proxy_address_keeps_its_brackets():
+    """`[::1]:13000` is the address a gRPC channel takes; `::1:13000` is not one."""
+    from archdsl.search.storage import grpc_address
+
+    address = grpc_address("grpc://[::1]:13000")
+    assert (address.host, address.port, str(address)) == ("[::1]", 13000, "[::1]:13000")
+    assert str(grpc_address("grpc://127.0.0.1:13000")) == "127.0.0.1:13000"
 
 
 def needs_grpc(test):
@@ -49,7 +59,7 @@ def needs_grpc(test):
 def _serve(storage: str, *extra: str) -> tuple[subprocess.Popen, str]:
     """`archdsl study serve` on a free port of 127.0.0.1; the server and its grpc:// URL."""
     server = support.spawn(["study", "serve", "--storage", storage, "--host", "127.0.0.1", "--port", "0", *extra])
-    line = server.stdout.readline()  # printed once it listens
+    line = support.read_line(server)  # printed once it listens
     found = re.search(r"at (grpc://127\.0\.0\.1:\d+)", line)
     if found is None:
         server.kill()
@@ -134,7 +144,30 @@ def test_serve_refuses_a_bad_backend_before_listening(tmp_path, capsys, storage,
 
 
 @needs_grpc
-def test_serve_refuses_a_host_that_does_not_resolve(capsys, tmp_path):
+def test_serve_refuses_a_one_line_file_that_is_no_journal(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("some notes")  # no newline: Optuna's reader skips it, and would serve an empty study
+    server = support.spawn(["study", "serve", "--storage", f"journal:{notes}", "--port", "0"])
+    try:
+        output, _ = server.communicate(timeout=60)  # a server that serves it does not end
+    except subprocess.TimeoutExpired:
+        server.kill()
+        output = server.communicate()[0]
+    assert server.returncode == 1, output
+    assert f"{notes} is not an Optuna journal file" in output and "Traceback" not in output
+    assert notes.read_text() == "some notes"
+
+
+@needs_grpc
+def test_serve_refuses_a_host_that_does_not_resolve(capsys, tmp_path, monkeypatch):
+    resolve = socket.getaddrinfo
+
+    def no_such_host(host, *args, **kwargs):  # no DNS query leaves the machine
+        if host == "no-such-host.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_host)
     args = ["study", "serve", "--storage", f"journal:{tmp_path / 's.journal'}", "--host", "no-such-host.invalid"]
     assert main([*args, "--port", "0"]) == 1
     assert "cannot listen on no-such-host.invalid:0" in capsys.readouterr().err

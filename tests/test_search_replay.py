@@ -265,7 +265,6 @@ def _drop_runs(data):
     [
         (None, ("--fidelity", "table:missing.json"), "no search table at missing.json"),
         (None, ("--fidelity", "table:no-such-table"), "no search table named 'no-such-table'"),
-        (None, ("--fidelity", "cheap"), "unknown --fidelity 'cheap'"),
         (lambda d: d.update(schema="other/1"), (), "is not a search table of schema archdsl.search-table/1"),
         (lambda d: d.pop("designs"), (), "not a valid archdsl.search-table/1 table: designs"),
         (lambda d: d.update(dataset="mnist"), (), "measured mnist, not fashion-mnist"),
@@ -280,6 +279,15 @@ def test_bad_tables_and_mismatched_searches_are_user_errors(tmp_path, table_file
     err = capsys.readouterr().err
     assert code != 0 and message in err, err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
+def test_an_unknown_fidelity_is_a_usage_error_also_in_a_dry_run(tmp_path, table_file, capsys, dry_run):
+    with pytest.raises(SystemExit) as info:
+        main([*search_args(table_file, tmp_path / "runs", "bad"), "--fidelity", "cheap", *dry_run])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "unknown --fidelity 'cheap'" in err and "table:PATH" in err, err
+    assert "Traceback" not in err and not (tmp_path / "runs").exists()
 
 
 def test_a_file_that_is_not_json_and_another_base_are_user_errors(tmp_path, table_file, capsys):
@@ -324,3 +332,47 @@ def test_the_clock_takes_a_runs_cpu_time_when_the_table_has_it():
     assert (wall_only.train_time, wall_only.measure_time) == (9.0, 4.0)
     both = wall_only.model_copy(update={"train_cpu_seconds": 3.0, "measure_cpu_seconds": 1.0})
     assert (both.train_time, both.measure_time) == (3.0, 1.0)
+
+
+# -- a replayed study and a trained one are two studies -------------------------------------------
+
+
+def test_a_replayed_search_gets_its_own_default_study_name(tmp_path, table_file, capsys):
+    """Without --study-name a replay must not write into the trained study of the same command."""
+    from archdsl.search.naming import default_study_name
+
+    args = search_args(table_file, tmp_path / "runs", "unused", "--strategy", "random", "--n-trials", "2")
+    named = args.index("--study-name")
+    del args[named : named + 2]
+    assert main(args) == 0
+    trained = default_study_name(support.BASE, support.DATASET, "random")
+    replay_name = default_study_name(support.BASE, support.DATASET, "random", replayed=True)
+    assert replay_name != trained and f"search {replay_name}:" in capsys.readouterr().err
+    assert (tmp_path / "runs" / replay_name / "study.journal").is_file()
+    assert not (tmp_path / "runs" / trained).exists()
+
+
+def test_a_study_refuses_a_worker_of_the_other_fidelity(tmp_path, table_file):
+    """A replayed worker joining a trained study (or back) would count simulated trials as measured."""
+    from archdsl.errors import UserError
+    from archdsl.search.runner import FIDELITY_ATTR, open_study
+
+    def config(fidelity: str, journal: str) -> SearchConfig:
+        return SearchConfig(
+            study_name="mixed", strategy="random", objectives=parse_objectives("accuracy"), n_trials=2,
+            storage=StorageOptions(url=f"journal:{tmp_path / journal}"), fidelity=fidelity,
+        )  # fmt: skip
+
+    replay = f"table:{table_file}"
+    assert open_study(config("train", "trained.journal"), tmp_path).user_attrs[FIDELITY_ATTR] == "train"
+    with pytest.raises(UserError, match=r"is trained \(--fidelity train\), not replayed from a table") as info:
+        open_study(config(replay, "trained.journal"), tmp_path)
+    assert "--study-name" in str(info.value.hint)
+    assert open_study(config(replay, "replayed.journal"), tmp_path).user_attrs[FIDELITY_ATTR] == replay
+    with pytest.raises(UserError, match=r"is replayed from a table \(--fidelity table:"):
+        open_study(config("train", "replayed.journal"), tmp_path)
+
+
+def test_a_replay_indexes_its_table_once(table_file):
+    replay = load_replay(f"table:{table_file}")
+    assert replay.by_digest is replay.by_digest and len(replay.by_digest) == len(replay.table.designs)

@@ -230,6 +230,25 @@ def test_a_journal_that_is_not_a_journal_is_a_clear_error(tmp_path, capsys):
     assert "is not an Optuna journal file" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", [["report", "s"], ["study", "repair"]])
+def test_a_one_line_file_that_is_no_journal_is_refused_not_read_as_empty(tmp_path, capsys, command):
+    # Optuna skips a last line without its newline (a write in progress): such a file read as an empty study.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("some notes")
+    where = [str(notes)] if command[0] == "study" else ["--storage", f"journal:{notes}", "--out", str(tmp_path)]
+    assert main([*command, *where]) == 1
+    err = capsys.readouterr().err
+    assert f"{notes} is not an Optuna journal file" in err and "Traceback" not in err
+    assert notes.read_text() == "some notes" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_a_journal_whose_first_write_was_cut_short_opens_as_an_empty_study(tmp_path):
+    torn = tmp_path / "study.journal"
+    torn.write_text('{"op_code":0,"worker_id":"a')  # killed while writing its first record
+    storage = open_storage(StorageOptions(url=f"journal:{torn}"), tmp_path, "s")
+    assert optuna.get_all_study_summaries(storage) == []
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
@@ -466,3 +485,27 @@ def test_a_worker_carries_on_after_the_database_dropped_its_connections(tmp_path
         assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 2
     finally:
         optuna.delete_study(study_name=study_name, storage=storage)
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+def test_a_worker_with_optunas_heartbeat_keeps_archdsls_fresh_too(tmp_path):
+    """Workers on the database itself (Optuna's heartbeat) and workers through the gRPC proxy (no
+    heartbeat: they judge a running trial by archdsl's beat) may share a study: a direct worker that
+    beat once at its trial's start would have its live trial failed by a proxy worker after the grace period."""
+    from archdsl.search.optuna_private import heartbeat_enabled, storage_of, trial_id
+    from archdsl.search.storage import WorkerHeartbeat
+
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    study = optuna.create_study(storage=open_storage(StorageOptions(url=url), tmp_path, "both"), study_name="both")
+    assert heartbeat_enabled(storage_of(study))  # stands in for a worker on PostgreSQL
+    trial = study.ask()
+
+    def beat() -> float:
+        return storage_of(study).get_trial(trial_id(trial)).system_attrs[BEAT_ATTR]
+
+    with WorkerHeartbeat(storage_of(study), trial_id(trial), 0.05):  # type: ignore[arg-type]  # seconds
+        first = beat()
+        deadline = time.monotonic() + 30  # a bound on a loaded machine, not a measured time
+        while beat() == first and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert beat() > first

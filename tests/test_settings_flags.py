@@ -144,6 +144,8 @@ def _other_value(flag) -> str:
         return "synthetic"
     if flag.field == "device":  # a name the field checks
         return "cpu"
+    if flag.field == "fidelity_source":  # a form the field checks (the table is read later)
+        return "table:some-table"
     if flag.field == "measures":
         return "acc,hessian"
     default = flag.default
