@@ -538,3 +538,30 @@ def test_the_example_spec_says_how_to_load_its_kinds(timm_blocks):
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == archdsl.load_spec(SPEC).n_blocks
+
+
+def test_a_token_kind_cannot_carry_the_class_token(registry):
+    # A plug-in is told nothing of a class token before the patches (its Placement has no prefix),
+    # so a `head class` net must not hand it 1 + HW tokens: refused as `merge` is, at the block.
+    def build(place):
+        return torch.nn.Identity()
+
+    archdsl.register_block(
+        kinds.BlockKind(
+            name="tokmix", args=(), count=lambda place: (0, 0), build=build, layout="tokens", channels="keep"
+        )
+    )
+    text = """arch t {
+    input   3x8x8
+    classes 10
+    stem    patch(2, 32)
+    head    class
+    pos     absolute
+    stage s1(width=32) { attn(2, global) tokmix mlp(2) }
+}
+"""
+    with pytest.raises(SpecError) as info:
+        parse_spec(text, "t.arch")
+    assert "a `tokmix` block cannot carry the class token (`head class`)" in str(info.value)
+    assert "t.arch:7:" in str(info.value)  # at the block, not the head line
+    parse_spec(text.replace("head    class", "head    mean").replace("    pos     absolute\n", ""), "t.arch")

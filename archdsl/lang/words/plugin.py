@@ -103,6 +103,9 @@ def word(name: str) -> Word:
         if kind.layout == "map"
         else START_WITH_A_DOWNSAMPLER
     )
+    # class_token=False: a registered kind is not told of a class token before the patches (its
+    # Placement has none), so a `head class` net must not hand it 1 + HW tokens.
     return Word(
-        name, lower, text, count, noun=f"a `{name}` block", check=check, start_hint=start_hint, activations=activations
-    )
+        name, lower, text, count, noun=f"a `{name}` block", check=check, start_hint=start_hint,
+        activations=activations, class_token=False,
+    )  # fmt: skip
