@@ -18,7 +18,7 @@ def pytest_collection_modifyitems(config, items):
     """Tests marked `distributed` or `postgres` need the PostgreSQL driver of `archdsl[distributed]`.
 
     The README's `pip install -e '.[dev]'` lacks it: there they are skipped, and CI runs them
-    in its second virtualenv (.ci/run).
+    in its second step, once the extras are installed (.ci/run).
     """
     if any(importlib.util.find_spec(name) for name in ("psycopg2", "psycopg")):
         return

@@ -21,7 +21,7 @@ from archdsl.search.strategies import BUILDUP_STEP_ATTR
 from archdsl.search.trial import LAYOUT_ATTR
 
 pytest.importorskip("optuna_dashboard")  # the `distributed` extra
-# Marked so .ci/run's second venv (`-m "distributed or postgres"`, with the extra) runs it: the
+# Marked so .ci/run's second step (`-m "distributed or postgres"`, with the extra) runs it: the
 # README's [dev] install skips it, and without the mark no CI run would.
 pytestmark = pytest.mark.distributed
 
