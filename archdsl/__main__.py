@@ -1,5 +1,3 @@
-import sys
+from archdsl.cli import program
 
-from archdsl.cli import main
-
-sys.exit(main())
+program()

@@ -22,7 +22,7 @@ import signal
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from archdsl.commands.config_file import settings_from_config
 from archdsl.errors import ArchdslWarning, UserError, did_you_mean, visible_lines
@@ -130,6 +130,18 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return 128 + SIGPIPE
+
+
+def program() -> NoReturn:
+    """The `archdsl` program (its script and `python -m archdsl`): `main()`'s status as the exit status.
+    A rank that torchrun started ends without the interpreter's teardown
+    (`archdsl.run.distributed.exit_rank`: torch's gloo threads outlive the command)."""
+    status = main()
+    from archdsl.run import distributed  # after the command: `archdsl check` stays quick
+
+    if distributed.launched():
+        distributed.exit_rank(status)
+    sys.exit(status)
 
 
 SIGPIPE = getattr(signal, "SIGPIPE", 13)  # 13 on every POSIX system; Windows has no SIGPIPE

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 import shlex
 import socket
@@ -20,10 +21,10 @@ WORKER = Path(__file__).with_name("_ddp_worker.py")
 DATASET = "synthetic:classes=4,train=64,test=16"
 
 
-def torchrun(ranks: int, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+def torchrun(ranks: int, *args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc-per-node RANKS ARGS` (a free local port), as a user starts it."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}", *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=cwd, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -53,21 +54,40 @@ def test_two_ranks_reach_one_process_weights_and_batchnorm_differs_as_documented
     )
 
 
+# A stand-in for torch's teardown at a rank's exit, which now and then aborts the process after a
+# finished command (gloo's threads outlive destroy_process_group; archdsl.run.distributed.exit_rank):
+# here it always aborts, so a rank passes only if `archdsl` ends it without that teardown.
+ABORT_AT_EXIT = """
+import atexit, os
+if "LOCAL_RANK" in os.environ:
+    atexit.register(os.abort)
+"""
+
+
+def aborting_at_exit(folder: Path) -> dict[str, str]:
+    """An environment whose ranks would abort in the interpreter's teardown (a sitecustomize module)."""
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(ABORT_AT_EXIT)
+    path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
+
+
 @pytest.mark.slow
 def test_archdsl_train_under_torchrun_writes_once_and_resumes(tmp_path: Path) -> None:
+    env = aborting_at_exit(tmp_path / "site")
     spec = tmp_path / "flat.arch"
     spec.write_text(_ddp_worker.NO_BATCHNORM.replace("3x16x16", "3x32x32"))
     out = tmp_path / "run"
     train = ["-m", "archdsl", "train", str(spec), "--dataset", DATASET, "--recipe", "fast", "--batch-size", "16"]
     train += ["--device", "cpu", "--no-optimize", "--no-progress", "--out", str(out)]
-    first = torchrun(2, *train, "--epochs", "1", cwd=tmp_path)
+    first = torchrun(2, *train, "--epochs", "1", cwd=tmp_path, env=env)
     # Rank 0 alone prints (torchrun's own lines aside).
     assert first.stderr.count("training flat") == 1 and "batch 16 over 2 ranks" in first.stderr
     assert first.stdout.count("1 epoch in") == 1
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["config.json", "final.safetensors", "last.safetensors", "metrics.csv", "metrics.jsonl", "spec.arch"]
     )
-    resumed = torchrun(2, *train, "--epochs", "2", "--resume", cwd=tmp_path)
+    resumed = torchrun(2, *train, "--epochs", "2", "--resume", cwd=tmp_path, env=env)
     assert resumed.stderr.count("extending") == 1
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [row["epoch"] for row in rows] == [1, 2]
@@ -77,6 +97,7 @@ LIBRARY_CALL = """
 import json, sys
 import torch.distributed as dist
 import archdsl
+from archdsl.run import distributed
 
 spec, dataset, out, report = sys.argv[1:5]
 config = {"recipe": "fast", "epochs": 1, "batch_size": 16, "device": "cpu", "optimize": False}
@@ -85,6 +106,7 @@ rank = dist.get_rank()  # the group archdsl.train joined is left open for the ca
 with open(f"{report}-{rank}.json", "w") as f:
     json.dump({"world_size": dist.get_world_size(), "test_acc": [m.test_acc for m in result.history]}, f)
 dist.destroy_process_group()
+distributed.exit_rank(0)  # as the docs advise: gloo's threads outlive the group
 """
 
 
@@ -95,7 +117,8 @@ def test_archdsl_train_from_python_under_torchrun_trains_data_parallel(tmp_path:
     script = tmp_path / "call.py"
     script.write_text(LIBRARY_CALL)
     out, report = tmp_path / "run", tmp_path / "rank"
-    torchrun(2, str(script), str(spec), DATASET, str(out), str(report), cwd=tmp_path)
+    env = aborting_at_exit(tmp_path / "site")
+    torchrun(2, str(script), str(spec), DATASET, str(out), str(report), cwd=tmp_path, env=env)
     reports = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
     assert [r["world_size"] for r in reports] == [2, 2]
     assert reports[0]["test_acc"] == reports[1]["test_acc"]  # one model, evaluated on the whole test set by each
