@@ -15,6 +15,7 @@ stays open for the caller (`archdsl search` closes it).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
 from archdsl.common_settings import DataSettings, DeviceSettings, DistSettings, ProgressSettings
+from archdsl.errors import ArchdslWarning
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
 from archdsl.search import PRUNERS, STRATEGIES
@@ -355,6 +357,13 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
         )
         measure.check_described(data, info.image_shape, info.num_classes)
     else:  # the table's runs are as long as they are
+        if "epochs" in chosen.model_fields_set and chosen.epochs != replay.epochs:
+            warnings.warn(
+                f"--epochs {chosen.epochs} does not apply to a replayed study: the table's runs are "
+                f"{replay.epochs} epochs long, and each trial replays one whole",
+                ArchdslWarning,
+                stacklevel=2,
+            )
         chosen = chosen.model_copy(update={"epochs": replay.epochs})
     out = Path(settings.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
     storage = StorageOptions(

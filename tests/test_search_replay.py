@@ -121,6 +121,21 @@ def test_a_replayed_search_answers_each_trial_from_a_run_of_its_design(tmp_path,
     assert "simulated" in (out / "cli" / "report" / "report.md").read_text()
 
 
+def test_an_epochs_flag_a_replay_cannot_honour_is_a_warning_not_silence(tmp_path, table_file, capsys):
+    """The table's runs are as long as they are: a given --epochs of another length is said, not dropped."""
+    length = load_replay(f"table:{table_file}").epochs
+    for epochs, warned in ((length + 1, True), (length, False)):
+        args = search_args(table_file, tmp_path / "runs", f"e{epochs}", "--strategy", "random", "--n-trials", "1")
+        assert main([*args, "--epochs", str(epochs)]) == 0
+        err = capsys.readouterr().err
+        said = f"archdsl: warning: --epochs {epochs} does not apply to a replayed study: the table's runs are {length}"
+        assert (said in err) == warned, err
+        study = optuna.load_study(
+            study_name=f"e{epochs}", storage=_journal(tmp_path / "runs" / f"e{epochs}" / "study.journal")
+        )
+        assert [len(t.intermediate_values) for t in study.trials] == [length]  # the table's length either way
+
+
 def _journal(path: Path):
     from archdsl.search.storage import open_storage
 
