@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,3 +123,15 @@ def test_the_search_efficiency_script_draws_into_a_scratch_folder_by_default(mon
     loader.loader.exec_module(script)  # type: ignore[union-attr]
     monkeypatch.setattr(sys, "argv", ["search_efficiency.py", "--quick"])
     assert "docs" not in Path(script.parse_args().figures).parts
+
+
+@pytest.mark.slow
+def test_the_reorthogonalisation_benchmark_times_both_ways_on_tiny() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "reorth.py"), "--quick", "--vectors", "3", "--threads", "1"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"^tiny: [\d,]+ parameters; one Hessian-vector product \(batch 16\): \d+ ms$", done.stdout, re.M)
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| 3 |"))
+    assert row.count(" ms ") == 2 and row.count("x |") == 1
