@@ -27,13 +27,20 @@ DEFAULT_PORT = 13000  # Optuna's default for run_grpc_proxy_server
 DEFAULT_THREADS = 10  # Optuna's default: requests served at once
 
 
+WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every interface: no address a worker can give
+
+
 @dataclass
 class RunningProxy:
     """A started proxy: stop it with `server.stop(grace)`, wait with `server.wait_for_termination()`."""
 
     server: Any  # grpc.Server
-    url: str  # grpc://HOST:PORT with the port really bound (for --port 0)
+    # grpc://HOST:PORT for the workers, with the port really bound (for --port 0); HOST is this
+    # machine's name when it listens on every interface (--host 0.0.0.0 or ::).
+    url: str
     backend: str  # the backend's URL, password hidden
+    listening: str  # HOST:PORT it listens on, as given
+    every_interface: bool = False
 
 
 def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_THREADS) -> RunningProxy:
@@ -68,8 +75,16 @@ def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_T
     except RuntimeError as err:  # taken between the check and here
         raise UserError(f"cannot listen on {host}:{port}: {err}", hint="choose another --port") from None
     server.start()
+    # A worker cannot connect to 0.0.0.0 from another machine; this machine's name is what it gives
+    # (gethostname: no DNS lookup, which could hang on a machine without a resolver).
+    every_interface = host in WILDCARD_HOSTS
+    reachable = socket.gethostname() if every_interface else host
     return RunningProxy(
-        server=server, url=f"{GRPC_SCHEME}{_bracketed(host)}:{bound}", backend=without_password(backend_url)
+        server=server,
+        url=f"{GRPC_SCHEME}{_bracketed(reachable)}:{bound}",
+        backend=without_password(backend_url),
+        listening=f"{_bracketed(host)}:{bound}",
+        every_interface=every_interface,
     )
 
 

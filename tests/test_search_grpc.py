@@ -94,6 +94,24 @@ def test_a_search_through_the_proxy_writes_its_trials_into_the_journal_behind_it
 
 
 @needs_grpc
+def test_a_proxy_on_every_interface_names_this_machine_for_the_workers(tmp_path):
+    """grpc://0.0.0.0:PORT is no address a worker on another machine can give: the line says which is."""
+    server = support.spawn(
+        ["study", "serve", "--storage", f"journal:{tmp_path / 'j'}", "--host", "0.0.0.0", "--port", "0"]
+    )
+    try:
+        line = support.read_line(server)
+        found = re.search(r"on 0\.0\.0\.0:(\d+) \(every interface\); workers give --storage (\S+) ", line)
+        assert found, line
+        assert found.group(2) == f"grpc://{socket.gethostname()}:{found.group(1)}"
+        # It listens on loopback too: a worker here reaches it.
+        args = support.search_args(tmp_path, "any", "--objectives", "params", "--n-trials", "1")
+        assert main([*args, "--storage", f"grpc://127.0.0.1:{found.group(1)}"]) == 0
+    finally:
+        assert "stopped" in _stop(server)
+
+
+@needs_grpc
 def test_no_proxy_at_the_address_fails_within_the_urls_timeout(tmp_path, capsys):
     with socket.socket() as free:  # a port nobody listens on
         free.bind(("127.0.0.1", 0))

@@ -86,7 +86,11 @@ def run_serve(args: argparse.Namespace) -> int:
 
     proxy = start_proxy(args.storage, args.host, args.port, args.threads)
     signal.signal(signal.SIGTERM, lambda *_: proxy.server.stop(grace=5))  # how SLURM and Kubernetes stop it
-    print(f"serving {proxy.backend} at {proxy.url} (Ctrl-C stops)", flush=True)
+    if proxy.every_interface:
+        where = f"on {proxy.listening} (every interface); workers give --storage {proxy.url} or this machine's address"
+    else:
+        where = f"at {proxy.url}"
+    print(f"serving {proxy.backend} {where} (Ctrl-C stops)", flush=True)
     try:
         proxy.server.wait_for_termination()
     except KeyboardInterrupt:
