@@ -1,6 +1,6 @@
-"""Lanczos's full reorthogonalisation, side by side: the Krylov basis as one matrix
-(`archdsl.analysis.eigensolvers.KrylovBasis`, classical Gram-Schmidt twice, two matrix-vector
-products) against the loop it replaced (modified Gram-Schmidt twice, a dot and an axpy per
+"""Lanczos's full reorthogonalisation, side by side: the Krylov basis in blocks of rows
+(`archdsl.analysis.eigensolvers.KrylovBasis`, Gram-Schmidt twice, two matrix-vector products per
+block, in place) against the loop it replaced (modified Gram-Schmidt twice, a dot and an axpy per
 stored vector, in Python), at a network's parameter count and 15-40 stored vectors. For scale,
 one Hessian-vector product of that network on a batch of 16 (what each Lanczos step also costs).
 
@@ -72,7 +72,7 @@ def main() -> None:
     generator = torch.Generator().manual_seed(0)
     for m in (int(v) for v in args.vectors.split(",")):
         rows = [unit(torch.randn(n, generator=generator)) for _ in range(m)]
-        basis = KrylovBasis(m, rows[0])
+        basis = KrylovBasis()
         for row in rows:
             basis.append(row)
         vector = torch.randn(n, generator=generator)

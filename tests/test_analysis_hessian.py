@@ -364,17 +364,18 @@ def test_auto_is_lanczos_unless_its_vectors_would_crowd_the_memory(monkeypatch):
         solver_choice.choose_method(model, max_iter=100, method="arnoldi")
 
 
-def test_the_krylov_basis_grows_past_its_first_rows_and_projects_out_all_of_them():
+def test_the_krylov_basis_holds_several_blocks_and_projects_out_all_of_them():
     from archdsl.analysis.eigensolvers import KrylovBasis
 
     generator = torch.Generator().manual_seed(0)
-    rows, _ = torch.linalg.qr(torch.randn(200, 40, generator=generator, dtype=torch.float64))
-    basis = KrylovBasis(40, rows[:, 0])
-    for i in range(40):  # past the 16 rows it starts with, twice grown
+    stored = 4 * KrylovBasis.BLOCK + 5  # four full blocks and a last one filled in part
+    rows, _ = torch.linalg.qr(torch.randn(200, stored, generator=generator, dtype=torch.float64))
+    basis = KrylovBasis()
+    for i in range(stored):
         basis.append(rows[:, i])
-    assert len(basis) == 40
+    assert len(basis) == stored
     vector = torch.randn(200, generator=generator, dtype=torch.float64)
     projected = basis.project_out(vector)
-    assert torch.allclose(rows.T @ projected, torch.zeros(40, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(rows.T @ projected, torch.zeros(stored, dtype=torch.float64), atol=1e-12)
     # What is left is the part outside the basis: vector = projected + its part inside.
     assert torch.allclose(projected + rows @ (rows.T @ vector), vector, atol=1e-12)
