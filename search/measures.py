@@ -66,7 +66,7 @@ class Fidelity(OptimizeSettings):
     # Lanczos converges in ~15-45 products where power iteration needs hundreds.
     hessian_max_iter: PositiveInt = _flag("--hessian-iters", "Lanczos steps per batch for nep/ape", default=40)
     hessian_tol: float = 1e-3
-    # See benchmarks/hessian.py: Lanczos is 2.8-5.8x faster than PyHessian, and accurate.
+    # See benchmarks/hessian.py: Lanczos is 2.0-6.7x faster than PyHessian, and accurate.
     hessian_method: Literal["power", "lanczos"] = "lanczos"
     latency_batch: int = 16
     severities: tuple[Annotated[int, Field(ge=1, le=5)], ...] = _flag(

@@ -176,7 +176,7 @@ def exit_rank(status: int) -> NoReturn:
     `destroy_process_group`: its threads are still running when the process exits. Now and then a
     rank that finished its work then aborts in that teardown ("terminate called without an active
     exception", exit -6), as its peers close their sockets, and torchrun reports the whole run as
-    failed (seen twice in CI in 2-rank runs on a loaded machine). Skipping the teardown (os._exit)
+    failed (seen twice in full test runs of 2-rank jobs on a loaded 2-core machine). Skipping the teardown (os._exit)
     takes that away; what it would have done is done here first: the logs and the streams flushed.
     Every file a command writes is closed when the command returns."""
     import logging
