@@ -58,6 +58,35 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
+def is_in_progress(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` is a temporary file of `atomic_path` (its name hidden): a write in progress,
+    maybe another process's, that no one else may remove."""
+    return Path(path).name.startswith(".")
+
+
+@contextlib.contextmanager
+def held_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock on the file `path` (created if missing, kept) for the block: processes
+    (and threads, each with its own call) that rewrite the same files take turns.
+
+    The system releases the lock when its holder exits, so a crash leaves no stale lock behind
+    (flock; NFS honours it on Linux). Where there is no flock (Windows) the block runs unlocked.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    target = Path(path)
+    ensure_dir(target.parent)
+    with open(target, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # Ctrl-C while waiting raises KeyboardInterrupt (PEP 475)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _mode_of(target: Path) -> int:
     """The permission bits `target` should end with: its own if it exists, else 0666 & ~umask."""
     try:

@@ -9,12 +9,13 @@ are re-exported here, where callers have always found them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 
-from archdsl.files import ensure_dir, save_figure, write_text
+from archdsl.files import ensure_dir, held_lock, is_in_progress, save_figure, write_text
 from archdsl.search._report_csv import trials_csv
 from archdsl.search._report_figures import MIN_TRIALS_FOR_IMPORTANCE, make_figures
 from archdsl.search._report_lines import progress_text, summary_text, trial_line
@@ -32,6 +33,7 @@ from archdsl.search.naming import path_part
 __all__ = [
     "MIN_TRIALS_FOR_IMPORTANCE",
     "PRUNED_MARK",
+    "REPORT_LOCK",
     "ReportPaths",
     "StudySummary",
     "TrialRow",
@@ -47,6 +49,9 @@ __all__ = [
     "write_report",
 ]
 
+# In the study's folder: held while a worker writes the report (archdsl.files.held_lock), kept, empty.
+REPORT_LOCK = ".report.lock"
+
 
 @dataclass(frozen=True)
 class ReportPaths:
@@ -60,29 +65,38 @@ class ReportPaths:
 
 
 def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
-    """Write report/report.md, its PNGs, report/trials.csv and best/*.arch for `study` under `study_dir`."""
+    """Write report/report.md, its PNGs, report/trials.csv and best/*.arch for `study` under `study_dir`.
+
+    Workers of one study that share `study_dir` and finish together each write the report: they
+    take turns (`REPORT_LOCK`), so the files are one writer's whole report, the last one's."""
     summary = summarize_study(study)
-    report_dir = ensure_dir(study_dir / "report")
-    best_dir = ensure_dir(study_dir / "best")
-    for old in best_dir.glob("*.arch"):  # the front can shrink: keep only today's winners
-        old.unlink()
-    best: dict[int, Path] = {}
-    for rank, row in enumerate(summary.best, start=1):
-        if row.spec:
-            # The short id comes from the storage: it must not choose where the file goes.
-            name = f"{rank}-trial{row.number}-{path_part(str(row.short_id))}.arch"
-            best[row.number] = write_text(best_dir / name, row.spec)
-    for old in report_dir.glob("*.png"):  # a plot that no longer applies must not linger
-        old.unlink()
-    figures = {
-        name: save_figure(fig, report_dir / f"{name}.png", dpi=100, bbox_inches="tight")  # legends sit outside
-        for name, fig in make_figures(study, summary).items()
-    }
-    table = write_text(report_dir / "trials.csv", trials_csv(summary))
-    text = markdown(
-        summary,
-        {name: path.name for name, path in figures.items()},
-        {n: str(Path("..") / "best" / p.name) for n, p in best.items()},
-    )
-    report = write_text(report_dir / "report.md", text)
+    with held_lock(study_dir / REPORT_LOCK):
+        report_dir = ensure_dir(study_dir / "report")
+        best_dir = ensure_dir(study_dir / "best")
+        _remove(best_dir.glob("*.arch"))  # the front can shrink: keep only today's winners
+        best: dict[int, Path] = {}
+        for rank, row in enumerate(summary.best, start=1):
+            if row.spec:
+                # The short id comes from the storage: it must not choose where the file goes.
+                name = f"{rank}-trial{row.number}-{path_part(str(row.short_id))}.arch"
+                best[row.number] = write_text(best_dir / name, row.spec)
+        _remove(report_dir.glob("*.png"))  # a plot that no longer applies must not linger
+        figures = {
+            name: save_figure(fig, report_dir / f"{name}.png", dpi=100, bbox_inches="tight")  # legends sit outside
+            for name, fig in make_figures(study, summary).items()
+        }
+        table = write_text(report_dir / "trials.csv", trials_csv(summary))
+        text = markdown(
+            summary,
+            {name: path.name for name, path in figures.items()},
+            {n: str(Path("..") / "best" / p.name) for n, p in best.items()},
+        )
+        report = write_text(report_dir / "report.md", text)
     return ReportPaths(report=report, figures=figures, best=best, summary_text=summary_text(summary), csv=table)
+
+
+def _remove(paths: Iterable[Path]) -> None:
+    """Remove the report's own old files; a write in progress (another process's) is left alone."""
+    for path in paths:
+        if not is_in_progress(path):
+            path.unlink(missing_ok=True)  # a writer of an older archdsl, unlocked, may have taken it

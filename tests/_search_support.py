@@ -59,6 +59,12 @@ def search_args(folder: Path, study: str, *extra: str) -> list[str]:
     ]
 
 
+def both_outputs(outputs: list[str]) -> str:
+    """Two workers' whole outputs, one after the other: a failed assertion's message (a string, which
+    pytest prints whole; a list it would cut to a line)."""
+    return "".join(f"\n----- worker {n} -----\n{output}" for n, output in enumerate(outputs))
+
+
 def load(folder: Path, study: str, url: str | None = None) -> optuna.Study:
     from archdsl.search.runner import load_study
 

@@ -45,7 +45,7 @@ def test_two_torchrun_groups_share_a_study_and_every_rank_trains_the_trials_desi
     try:
         groups = [torchrun_worker([*args, "--dist-timeout", "120"]) for _ in range(2)]
         outputs = [group.communicate(timeout=600)[0] for group in groups]
-        assert [group.returncode for group in groups] == [0, 0], outputs
+        assert [group.returncode for group in groups] == [0, 0], support.both_outputs(outputs)
         for output in outputs:  # rank 0 alone speaks for its group
             assert output.count(f"search {study_name}:") == 1, output
         trials = support.load(tmp_path, study_name, url).trials

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import threading
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -15,10 +16,12 @@ from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
 
 from archdsl.cli import main
+from archdsl.files import held_lock
 from archdsl.search.objectives import parse_objectives
 from archdsl.search.report import (
     MIN_TRIALS_FOR_IMPORTANCE,
     PRUNED_MARK,
+    REPORT_LOCK,
     make_figures,
     markdown,
     summarize_study,
@@ -84,6 +87,32 @@ def test_a_shrinking_front_removes_old_winners(tmp_path):
     assert not next(iter(first.best.values())).exists()
     assert sorted(p.name for p in (folder / "best").iterdir()) == [p.name for p in second.best.values()]
     assert summarize_study(_study([0.7, 0.2])).best[0].number == 0
+
+
+def test_a_report_leaves_the_files_another_writer_has_in_progress(tmp_path):
+    """Two workers of a study that finish together both write its report: neither may remove the
+    other's temporary files (their rename would fail: 'No such file or directory')."""
+    folder = tmp_path / "made-by-hand"
+    (folder / "report").mkdir(parents=True)
+    (folder / "best").mkdir()
+    in_progress = [folder / "report" / ".history.k2x9q1.tmp.png", folder / "best" / ".1-trial4-id4.w8e3.tmp.arch"]
+    for path in in_progress:
+        path.write_bytes(b"half written")
+    write_report(_study([0.2, 0.9]), folder)
+    assert all(path.read_bytes() == b"half written" for path in in_progress)
+
+
+def test_two_writers_of_one_report_take_turns(tmp_path):
+    """While one process holds the study's report lock, another's write_report waits for it."""
+    folder = tmp_path / "made-by-hand"
+    done = threading.Event()
+    writer = threading.Thread(target=lambda: (write_report(_study([0.2, 0.9]), folder), done.set()))
+    with held_lock(folder / REPORT_LOCK):  # a second open file: flock makes even a thread of this process wait
+        writer.start()
+        assert not done.wait(timeout=1.0), "write_report did not wait for the lock"
+        assert not (folder / "report" / "report.md").exists()
+    writer.join(timeout=60)
+    assert done.is_set() and (folder / "report" / "report.md").is_file()
 
 
 STAGES = {"c1": 2, "c2": 4}  # blocks per stage of the made-up base

@@ -178,7 +178,7 @@ def _check_shared_study(study: optuna.Study, n_trials: int) -> None:
 def _run_two_workers(args: list[str]) -> None:
     workers = [support.spawn(args) for _ in range(2)]
     outputs = [w.communicate(timeout=240)[0] for w in workers]
-    assert [w.returncode for w in workers] == [0, 0], outputs
+    assert [w.returncode for w in workers] == [0, 0], support.both_outputs(outputs)
 
 
 @pytest.mark.slow
