@@ -35,12 +35,29 @@ class RunningProxy:
     """A started proxy: stop it with `server.stop(grace)`, wait with `server.wait_for_termination()`."""
 
     server: Any  # grpc.Server
-    # grpc://HOST:PORT for the workers, with the port really bound (for --port 0); HOST is this
-    # machine's name when it listens on every interface (--host 0.0.0.0 or ::).
-    url: str
     backend: str  # the backend's URL, password hidden
-    listening: str  # HOST:PORT it listens on, as given
-    every_interface: bool = False
+    host: str  # the address it listens on, as given
+    port: int  # the port really bound (for --port 0)
+
+    @property
+    def every_interface(self) -> bool:
+        """Whether it listens on every interface (--host 0.0.0.0 or ::)."""
+        return self.host in WILDCARD_HOSTS
+
+    @property
+    def listening(self) -> str:
+        """HOST:PORT it listens on."""
+        return f"{_bracketed(self.host)}:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """grpc://HOST:PORT for the workers. A worker on another machine cannot connect to 0.0.0.0:
+        on every interface HOST is this machine's name (gethostname: no DNS lookup, which could
+        hang on a machine without a resolver)."""
+        from archdsl.search.storage import GRPC_SCHEME
+
+        reachable = socket.gethostname() if self.every_interface else self.host
+        return f"{GRPC_SCHEME}{_bracketed(reachable)}:{self.port}"
 
 
 def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_THREADS) -> RunningProxy:
@@ -75,17 +92,7 @@ def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_T
     except RuntimeError as err:  # taken between the check and here
         raise UserError(f"cannot listen on {host}:{port}: {err}", hint="choose another --port") from None
     server.start()
-    # A worker cannot connect to 0.0.0.0 from another machine; this machine's name is what it gives
-    # (gethostname: no DNS lookup, which could hang on a machine without a resolver).
-    every_interface = host in WILDCARD_HOSTS
-    reachable = socket.gethostname() if every_interface else host
-    return RunningProxy(
-        server=server,
-        url=f"{GRPC_SCHEME}{_bracketed(reachable)}:{bound}",
-        backend=without_password(backend_url),
-        listening=f"{_bracketed(host)}:{bound}",
-        every_interface=every_interface,
-    )
+    return RunningProxy(server=server, backend=without_password(backend_url), host=host, port=bound)
 
 
 def _check_bindable(host: str, port: int) -> None:

@@ -18,6 +18,8 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from archdsl.cli import main
+from archdsl.commands.study import serving_line
+from archdsl.search import RunningProxy
 
 POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
 
@@ -93,22 +95,18 @@ def test_a_search_through_the_proxy_writes_its_trials_into_the_journal_behind_it
     assert (tmp_path / "runs" / "via-grpc" / "report" / "report.md").exists()
 
 
-@needs_grpc
-def test_a_proxy_on_every_interface_names_this_machine_for_the_workers(tmp_path):
-    """grpc://0.0.0.0:PORT is no address a worker on another machine can give: the line says which is."""
-    server = support.spawn(
-        ["study", "serve", "--storage", f"journal:{tmp_path / 'j'}", "--host", "0.0.0.0", "--port", "0"]
-    )
-    try:
-        line = support.read_line(server)
-        found = re.search(r"on 0\.0\.0\.0:(\d+) \(every interface\); workers give --storage (\S+) ", line)
-        assert found, line
-        assert found.group(2) == f"grpc://{socket.gethostname()}:{found.group(1)}"
-        # It listens on loopback too: a worker here reaches it.
-        args = support.search_args(tmp_path, "any", "--objectives", "params", "--n-trials", "1")
-        assert main([*args, "--storage", f"grpc://127.0.0.1:{found.group(1)}"]) == 0
-    finally:
-        assert "stopped" in _stop(server)
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::"])
+def test_a_proxy_on_every_interface_names_this_machine_for_the_workers(wildcard):
+    """grpc://0.0.0.0:PORT is no address a worker on another machine can give: the line says which is.
+    (Described, not started: the tests listen on loopback only.)"""
+    proxy = RunningProxy(server=None, backend="journal:j", host=wildcard, port=4242)
+    assert proxy.every_interface and proxy.url == f"grpc://{socket.gethostname()}:4242"
+    line = serving_line(proxy)
+    assert f"on {'[::]' if wildcard == '::' else wildcard}:4242 (every interface)" in line
+    assert f"workers give --storage grpc://{socket.gethostname()}:4242 " in line
+    loopback = RunningProxy(server=None, backend="journal:j", host="::1", port=4242)
+    assert not loopback.every_interface
+    assert serving_line(loopback) == "serving journal:j at grpc://[::1]:4242 (Ctrl-C stops)"
 
 
 @needs_grpc

@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from archdsl.commands._args import positive_int
 from archdsl.search import DEFAULT_PROXY_HOST, DEFAULT_PROXY_PORT, DEFAULT_PROXY_THREADS
+
+if TYPE_CHECKING:
+    from archdsl.search import RunningProxy
 
 EXAMPLES = (
     "archdsl study repair runs/alter-small-base-synthetic-buildup/study.journal",
@@ -79,6 +83,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def serving_line(proxy: RunningProxy) -> str:
+    """What `study serve` prints once it listens: what it serves, and the URL the workers give."""
+    if proxy.every_interface:
+        where = f"on {proxy.listening} (every interface); workers give --storage {proxy.url} or this machine's address"
+    else:
+        where = f"at {proxy.url}"
+    return f"serving {proxy.backend} {where} (Ctrl-C stops)"
+
+
 def run_serve(args: argparse.Namespace) -> int:
     import signal
 
@@ -86,11 +99,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
     proxy = start_proxy(args.storage, args.host, args.port, args.threads)
     signal.signal(signal.SIGTERM, lambda *_: proxy.server.stop(grace=5))  # how SLURM and Kubernetes stop it
-    if proxy.every_interface:
-        where = f"on {proxy.listening} (every interface); workers give --storage {proxy.url} or this machine's address"
-    else:
-        where = f"at {proxy.url}"
-    print(f"serving {proxy.backend} {where} (Ctrl-C stops)", flush=True)
+    print(serving_line(proxy), flush=True)
     try:
         proxy.server.wait_for_termination()
     except KeyboardInterrupt:
