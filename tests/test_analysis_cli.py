@@ -5,22 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from _micro_arch import micro_arch
 
 from archdsl.analysis.report import AnalysisReport
 from archdsl.cli import main
 
 DATASET = "synthetic:train=200,test=100"  # small, so that generating it is quick
 
-MICRO = """
-arch micro {
-    input   3x32x32
-    classes 10
-    stem    conv3x3(4)
-    conv  = basic
-    stage c1(width=4)           { conv }
-    stage c2(width=8, stride=2) { conv msa(heads=1, window=4, dim_head=4) }
-}
-"""
+MICRO = micro_arch("c1(width=4) { conv }", "c2(width=8, stride=2) { conv msa(heads=1, window=4, dim_head=4) }", stem=4)
 
 
 @pytest.fixture(scope="module")

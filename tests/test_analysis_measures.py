@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from _micro_arch import micro_arch
 from torch import nn
 
 from archdsl.analysis.cka import gram, hsic_biased, hsic_unbiased, linear_cka, minibatch_cka
@@ -21,16 +22,13 @@ from archdsl.lang.spec import parse_spec
 from archdsl.nn.build import build
 from archdsl.run.recipe import TrainConfig
 
-MICRO = """
-arch micro {
-    input   3x16x16
-    classes 4
-    stem    conv3x3(4)
-    conv  = basic
-    stage c1(width=4)           { conv }
-    stage c2(width=8, stride=2) { conv msa(heads=1, window=4, dim_head=4) }
-}
-"""
+MICRO = micro_arch(
+    "c1(width=4) { conv }",
+    "c2(width=8, stride=2) { conv msa(heads=1, window=4, dim_head=4) }",
+    size=16,
+    stem=4,
+    classes=4,
+)
 
 
 def micro_model(seed: int = 0) -> nn.Module:

@@ -9,20 +9,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from _micro_arch import micro_arch
 
 from archdsl.cli import main
 
 DATASET = "synthetic:train=40,test=20"
-MICRO = """
-arch micro {
-    input   3x32x32
-    classes 10
-    stem    conv3x3(4)
-    conv  = basic
-    stage c1(width=4)           { conv }
-    stage c2(width=8, stride=2) { conv msa(heads=1, window=4, dim_head=4) }
-}
-"""
+MICRO = micro_arch("c1(width=4) { conv }", "c2(width=8, stride=2) { conv msa(heads=1, window=4, dim_head=4) }", stem=4)
 
 
 def _stem_scaled(weights: dict[str, torch.Tensor]) -> None:

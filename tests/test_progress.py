@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from _micro_arch import micro_arch
 
 from archdsl import progress
 from archdsl.progress import progress_bar
@@ -93,7 +94,7 @@ def test_a_bar_closed_without_work_clears_its_line(stop: str) -> None:
     assert [line for line in screen(terminal.getvalue()) if line.strip()] == ["what comes next"]  # ... and cleared
 
 
-MICRO = "arch micro {\n input 3x32x32\n classes 10\n stem conv3x3(8)\n conv = basic\n stage c1(width=8) { conv }\n}\n"
+MICRO = micro_arch("c1(width=8) { conv }")
 TRAIN = ["--dataset", "synthetic:train=40,test=20", "--recipe", "fast", "--batch-size", "20"]
 
 

@@ -6,20 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from _micro_arch import micro_arch
 
 from archdsl.cli import main
 
 # specs/tiny.arch takes seconds per step on a busy 2-core machine; this one is a few times smaller.
-MICRO = """
-arch micro {
-    input   3x32x32
-    classes 10
-    stem    conv3x3(8)
-    conv  = basic
-    stage c1(width=8)            { conv }
-    stage c2(width=16, stride=2) { conv msa(2, 4, dim_head=8) }
-}
-"""
+MICRO = micro_arch("c1(width=8) { conv }", "c2(width=16, stride=2) { conv msa(2, 4, dim_head=8) }")
 DATASET = "synthetic:train=160,test=60"
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _micro_arch import micro_arch
 
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
@@ -31,16 +32,7 @@ def colour_classes(n: int, seed: int, size: int = 16, classes: int = 10) -> Imag
 
 
 # A few conv blocks and one MSA, widths 16/32: the smallest design that has every kind of part.
-MICRO = """
-arch micro {
-    input   3x16x16
-    classes 10
-    stem    conv3x3(16)
-    conv  = basic
-    stage c1(width=16)           { conv }
-    stage c2(width=32, stride=2) { conv msa(2, 4, dim_head=16) }
-}
-"""
+MICRO = micro_arch("c1(width=16) { conv }", "c2(width=32, stride=2) { conv msa(2, 4, dim_head=16) }", size=16, stem=16)
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from _micro_arch import micro_arch
 from torch import nn
 
 from archdsl.cli import main
@@ -36,16 +37,7 @@ from archdsl.run.schedule import LrSchedule
 from archdsl.run.train import StepRecord, train
 
 # A conv stage and an MSA stage with BatchNorm: every kind of parameter and buffer, and small.
-MICRO = """
-arch micro {
-    input   3x16x16
-    classes 10
-    stem    conv3x3(8)
-    conv  = basic
-    stage c1(width=8)            { conv }
-    stage c2(width=16, stride=2) { conv msa(2, 4, dim_head=8) }
-}
-"""
+MICRO = micro_arch("c1(width=8) { conv }", "c2(width=16, stride=2) { conv msa(2, 4, dim_head=8) }", size=16)
 BATCH = 8
 IMAGES = 24  # 3 steps per epoch
 EPOCHS = 4  # 1 warm-up epoch, then 3 main epochs: 12 steps

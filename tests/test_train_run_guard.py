@@ -6,19 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from _micro_arch import micro_arch
 
 from archdsl.errors import UserError
 from archdsl.run.session import TrainSettings, plan_training
 
-MICRO = """
-arch micro {
-    input   3x32x32
-    classes 10
-    stem    conv3x3(8)
-    conv  = basic
-    stage c1(width=8) { conv }
-}
-"""
+MICRO = micro_arch("c1(width=8) { conv }")
 DATASET = "synthetic:train=40,test=20"
 
 

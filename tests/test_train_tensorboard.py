@@ -9,18 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from _micro_arch import micro_arch
 
 from archdsl.cli import main
 
-MICRO = """
-arch micro {
-    input   3x32x32
-    classes 10
-    stem    conv3x3(8)
-    conv  = basic
-    stage c1(width=8) { conv msa(2, 4, dim_head=4) }
-}
-"""
+MICRO = micro_arch("c1(width=8) { conv msa(2, 4, dim_head=4) }")
 DATASET = "synthetic:train=40,test=20"
 
 
