@@ -35,3 +35,11 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def micro_spec(request, tmp_path):
+    """The test module's MICRO network (tests/_micro_arch.py) written to TMP/micro.arch; its path."""
+    path = tmp_path / "micro.arch"
+    path.write_text(request.module.MICRO)
+    return path

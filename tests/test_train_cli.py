@@ -15,13 +15,6 @@ MICRO = micro_arch("c1(width=8) { conv }", "c2(width=16, stride=2) { conv msa(2,
 DATASET = "synthetic:train=160,test=60"
 
 
-@pytest.fixture
-def spec(tmp_path: Path) -> Path:
-    path = tmp_path / "micro.arch"
-    path.write_text(MICRO)
-    return path
-
-
 def exit_code(argv: list[str]) -> int:
     try:
         return main(argv)
@@ -40,26 +33,26 @@ def exit_code(argv: list[str]) -> int:
         (["--lr", "abc"], "expected a valid number"),
     ],
 )
-def test_bad_flags_exit_2_with_a_message(spec: Path, flags: list[str], message: str, capsys) -> None:
-    assert exit_code(["train", str(spec), "--dataset", "synthetic", *flags]) == 2
+def test_bad_flags_exit_2_with_a_message(micro_spec: Path, flags: list[str], message: str, capsys) -> None:
+    assert exit_code(["train", str(micro_spec), "--dataset", "synthetic", *flags]) == 2
     assert message in capsys.readouterr().err
 
 
-def test_missing_or_unknown_dataset_is_an_error(spec: Path, tmp_path: Path, capsys) -> None:
+def test_missing_or_unknown_dataset_is_an_error(micro_spec: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     assert (
         exit_code(
-            ["train", str(spec), "--dataset", "cifar10", "--data-root", str(tmp_path / "none"), "--out", str(out)]
+            ["train", str(micro_spec), "--dataset", "cifar10", "--data-root", str(tmp_path / "none"), "--out", str(out)]
         )
         == 1
     )
     assert "cifar" in capsys.readouterr().err.lower()
-    assert exit_code(["train", str(spec), "--dataset", "imagenet", "--out", str(out)]) == 1
+    assert exit_code(["train", str(micro_spec), "--dataset", "imagenet", "--out", str(out)]) == 1
     assert "imagenet" in capsys.readouterr().err
 
 
-def test_resume_without_a_checkpoint_is_an_error(spec: Path, tmp_path: Path, capsys) -> None:
-    assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(tmp_path / "r"), "--resume"]) == 1
+def test_resume_without_a_checkpoint_is_an_error(micro_spec: Path, tmp_path: Path, capsys) -> None:
+    assert exit_code(["train", str(micro_spec), "--dataset", DATASET, "--out", str(tmp_path / "r"), "--resume"]) == 1
     assert "nothing to resume" in capsys.readouterr().err
 
 
@@ -78,11 +71,11 @@ def test_eval_of_a_non_checkpoint_is_an_error(tmp_path: Path, capsys) -> None:
 
 
 @pytest.mark.slow
-def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
+def test_train_then_eval_end_to_end(micro_spec: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
     common = [
         "train",
-        str(spec),
+        str(micro_spec),
         "--dataset",
         DATASET,
         "--recipe",
@@ -154,41 +147,41 @@ def test_train_then_eval_end_to_end(spec: Path, tmp_path: Path, capsys) -> None:
     ],
 )
 def test_more_bad_flags_exit_2_with_a_message(
-    spec: Path, tmp_path: Path, flags: list[str], message: str, capsys
+    micro_spec: Path, tmp_path: Path, flags: list[str], message: str, capsys
 ) -> None:
-    assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(tmp_path / "r"), *flags]) == 2
+    assert exit_code(["train", str(micro_spec), "--dataset", DATASET, "--out", str(tmp_path / "r"), *flags]) == 2
     assert message in capsys.readouterr().err
 
 
-def test_an_out_that_cannot_be_a_run_directory_fails_before_training(spec: Path, tmp_path: Path, capsys) -> None:
+def test_an_out_that_cannot_be_a_run_directory_fails_before_training(micro_spec: Path, tmp_path: Path, capsys) -> None:
     a_file = tmp_path / "notes.txt"
     a_file.write_text("keep")
     for out in (a_file, a_file / "run"):
-        assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(out), "--no-progress"]) == 1
+        assert exit_code(["train", str(micro_spec), "--dataset", DATASET, "--out", str(out), "--no-progress"]) == 1
         err = capsys.readouterr().err
         assert "--out" in err and "is a file" in err and "Traceback" not in err
     assert a_file.read_text() == "keep"
 
 
-def test_a_new_run_never_writes_into_a_folder_of_other_files(spec: Path, tmp_path: Path, capsys) -> None:
+def test_a_new_run_never_writes_into_a_folder_of_other_files(micro_spec: Path, tmp_path: Path, capsys) -> None:
     (tmp_path / "notes.txt").write_text("keep")
-    assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(tmp_path), "--no-progress"]) == 1
+    assert exit_code(["train", str(micro_spec), "--dataset", DATASET, "--out", str(tmp_path), "--no-progress"]) == 1
     assert "is not empty (micro.arch, notes.txt) and holds no run" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["micro.arch", "notes.txt"]
 
 
-def test_eval_of_a_folder_or_a_spec_says_what_to_give(spec: Path, tmp_path: Path, capsys) -> None:
+def test_eval_of_a_folder_or_a_spec_says_what_to_give(micro_spec: Path, tmp_path: Path, capsys) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "final.safetensors").write_bytes(b"")
     assert exit_code(["eval", str(run_dir), "--dataset", "synthetic"]) == 1
     assert f"give one of its checkpoints, e.g. {run_dir / 'final.safetensors'}" in capsys.readouterr().err
-    assert exit_code(["eval", str(spec), "--dataset", "synthetic"]) == 1
+    assert exit_code(["eval", str(micro_spec), "--dataset", "synthetic"]) == 1
     assert "a spec, not a checkpoint" in capsys.readouterr().err
 
 
 def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(
-    spec: Path, tmp_path: Path, capsys, monkeypatch
+    micro_spec: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
     import archdsl.run.train as training
 
@@ -203,7 +196,7 @@ def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(
     out = tmp_path / "run"
     argv = [
         "train",
-        str(spec),
+        str(micro_spec),
         "--dataset",
         DATASET,
         "--recipe",
@@ -223,12 +216,14 @@ def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(
     monkeypatch.setattr(training, "_run_epoch", real_epoch)
     assert exit_code(argv[:-1] + ["--no-progress"]) == 1  # without --resume: refused, the run is kept
     assert "already holds a run" in capsys.readouterr().err
-    assert exit_code(["train", str(spec), "--dataset", DATASET, "--out", str(out), "--resume", "--no-progress"]) == 0
+    assert (
+        exit_code(["train", str(micro_spec), "--dataset", DATASET, "--out", str(out), "--resume", "--no-progress"]) == 0
+    )
     assert f"resuming {out} after epoch 1 of 2" in capsys.readouterr().err
     assert [row["epoch"] for row in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())] == [1, 2]
 
 
-def test_a_diverged_run_says_which_epoch_it_kept(spec: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+def test_a_diverged_run_says_which_epoch_it_kept(micro_spec: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     import archdsl.run.train as training
     from archdsl.run.divergence import TrainingDiverged
 
@@ -242,27 +237,30 @@ def test_a_diverged_run_says_which_epoch_it_kept(spec: Path, tmp_path: Path, cap
 
     monkeypatch.setattr(training, "_run_epoch", diverge_in_the_second_epoch)
     out = tmp_path / "run"
-    argv = ["train", str(spec), "--dataset", DATASET, "--recipe", "fast", "--batch-size", "32", "--epochs", "2"]
+    argv = ["train", str(micro_spec), "--dataset", DATASET, "--recipe", "fast", "--batch-size", "32", "--epochs", "2"]
     assert exit_code([*argv, "--out", str(out), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert "training diverged: the training loss is nan in epoch 2 (step 3)" in err and "Traceback" not in err
     assert f"the last good epoch (1) is kept in {out / 'last.safetensors'}" in err
 
 
-def test_classes_overrides_the_spec_and_a_mismatch_names_the_flag(spec: Path, tmp_path: Path, capsys) -> None:
+def test_classes_overrides_the_spec_and_a_mismatch_names_the_flag(micro_spec: Path, tmp_path: Path, capsys) -> None:
     # micro has 10 classes; the 5-class dataset trains with --classes 5 and is refused without it.
     five = "synthetic:classes=5,train=40,test=20"
     common = ["--recipe", "fast", "--epochs", "1", "--batch-size", "20", "--no-progress"]
-    assert exit_code(["train", str(spec), "--dataset", five, "--out", str(tmp_path / "no"), *common]) == 1
+    assert exit_code(["train", str(micro_spec), "--dataset", five, "--out", str(tmp_path / "no"), *common]) == 1
     err = capsys.readouterr().err
     assert "has 10 classes" in err and "has 5 classes" in err and "--classes 5" in err
     assert not (tmp_path / "no").exists()  # refused before any run folder is left behind
     assert (
-        exit_code(["train", str(spec), "--dataset", five, "--classes", "3", "--out", str(tmp_path / "x"), *common]) == 2
+        exit_code(
+            ["train", str(micro_spec), "--dataset", five, "--classes", "3", "--out", str(tmp_path / "x"), *common]
+        )
+        == 2
     )
     assert "--classes 3, but" in capsys.readouterr().err
     out = tmp_path / "five"
-    assert exit_code(["train", str(spec), "--dataset", five, "--classes", "5", "--out", str(out), *common]) == 0
+    assert exit_code(["train", str(micro_spec), "--dataset", five, "--classes", "5", "--out", str(out), *common]) == 0
     from archdsl.lang.spec import load_spec
 
     assert load_spec(str(out / "spec.arch")).classes == 5
@@ -277,21 +275,23 @@ def test_classes_overrides_the_spec_and_a_mismatch_names_the_flag(spec: Path, tm
     ],
 )
 def test_settings_the_data_or_machine_cannot_run_are_refused_before_the_header(
-    spec: Path, tmp_path: Path, capsys, flags: list[str], message: str
+    micro_spec: Path, tmp_path: Path, capsys, flags: list[str], message: str
 ) -> None:
     out = tmp_path / "new" / "run"
-    argv = ["train", str(spec), "--dataset", "synthetic:train=40,test=20", "--recipe", "fast", "--epochs", "1"]
+    argv = ["train", str(micro_spec), "--dataset", "synthetic:train=40,test=20", "--recipe", "fast", "--epochs", "1"]
     assert exit_code([*argv, *flags, "--out", str(out), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert message in err and "training micro" not in err and "Traceback" not in err
     assert not (tmp_path / "new").exists()
 
 
-def test_resume_refuses_a_run_file_replaced_by_a_folder_before_training(spec: Path, tmp_path: Path, capsys) -> None:
+def test_resume_refuses_a_run_file_replaced_by_a_folder_before_training(
+    micro_spec: Path, tmp_path: Path, capsys
+) -> None:
     # Before: epoch 2 was trained and saved in last.safetensors, then writing metrics.csv failed
     # with a message naming a temporary file, leaving `last` at epoch 2 and `final` at epoch 1.
     out = tmp_path / "run"
-    common = ["train", str(spec), "--dataset", DATASET, "--recipe", "weak", "--batch-size", "32"]
+    common = ["train", str(micro_spec), "--dataset", DATASET, "--recipe", "weak", "--batch-size", "32"]
     common += ["--out", str(out), "--device", "cpu", "--no-progress"]
     assert exit_code([*common, "--epochs", "1"]) == 0
     (out / "metrics.csv").unlink()
@@ -306,7 +306,7 @@ def test_resume_refuses_a_run_file_replaced_by_a_folder_before_training(spec: Pa
 
 
 def test_the_resume_command_after_ctrl_c_names_the_data_and_settings_file_given(
-    spec: Path, tmp_path: Path, capsys, monkeypatch
+    micro_spec: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
     import shlex
 
@@ -321,7 +321,7 @@ def test_the_resume_command_after_ctrl_c_names_the_data_and_settings_file_given(
     settings = tmp_path / "my run.yaml"
     settings.write_text(f"dataset: {DATASET}\nrecipe: fast\nbatch_size: 32\n")
     out, data = tmp_path / "run", tmp_path / "my data"
-    argv = ["train", str(spec), "--config", str(settings), "--data-root", str(data), "--classes", "10"]
+    argv = ["train", str(micro_spec), "--config", str(settings), "--data-root", str(data), "--classes", "10"]
     assert exit_code([*argv, "--out", str(out), "--no-progress"]) == 130
     line = capsys.readouterr().err.split("continue with: ", 1)[1].splitlines()[0]
     assert shlex.split(line) == [
