@@ -15,6 +15,7 @@ keeps its mode, and a symlink is followed (its target is replaced, the link stay
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import stat
@@ -70,7 +71,9 @@ def held_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     (and threads, each with its own call) that rewrite the same files take turns.
 
     The system releases the lock when its holder exits, so a crash leaves no stale lock behind
-    (flock; NFS honours it on Linux). Where there is no flock (Windows) the block runs unlocked.
+    (flock; NFS honours it on Linux). Where there is no flock (Windows), or the file system refuses
+    locks (some NFS mounts: ENOLCK), the block runs unlocked: each file is still written whole
+    (`atomic_path`), only the writers' turns are not kept.
     """
     try:
         import fcntl
@@ -80,11 +83,22 @@ def held_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     target = Path(path)
     ensure_dir(target.parent)
     with open(target, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # Ctrl-C while waiting raises KeyboardInterrupt (PEP 475)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # Ctrl-C while waiting raises KeyboardInterrupt (PEP 475)
+            locked = True
+        except OSError as err:
+            if err.errno not in _NO_LOCKS:
+                raise
+            locked = False
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+# What flock raises on a file system that keeps no locks.
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS)
 
 
 def _mode_of(target: Path) -> int:

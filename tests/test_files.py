@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -9,7 +10,7 @@ import stat
 import pytest
 from matplotlib.figure import Figure
 
-from archdsl.files import atomic_path, atomic_writer, save_figure, write_json, write_text
+from archdsl.files import atomic_path, atomic_writer, held_lock, save_figure, write_json, write_text
 
 
 def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary(tmp_path):
@@ -87,3 +88,29 @@ def test_a_write_through_a_symlink_replaces_the_target_and_keeps_the_link(tmp_pa
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert target.read_text() == "new" and stat.S_IMODE(target.stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["link.arch", "real"]
+
+
+@pytest.mark.parametrize("code", [errno.ENOLCK, errno.EOPNOTSUPP])
+def test_a_file_system_without_locks_runs_the_block_unlocked(tmp_path, monkeypatch, code):
+    """Some NFS mounts refuse flock (ENOLCK): the lock is a courtesy between writers, so the
+    write goes on without it instead of ending in a traceback."""
+    import fcntl
+
+    def refused(handle, operation):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(fcntl, "flock", refused)
+    with held_lock(tmp_path / ".lock"):
+        write_text(tmp_path / "report.md", "written")
+    assert (tmp_path / "report.md").read_text() == "written"
+
+
+def test_another_error_of_the_lock_is_raised(tmp_path, monkeypatch):
+    import fcntl
+
+    def broken(handle, operation):
+        raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+
+    monkeypatch.setattr(fcntl, "flock", broken)
+    with pytest.raises(OSError, match="Bad file descriptor"), held_lock(tmp_path / ".lock"):
+        pass
