@@ -115,6 +115,24 @@ def test_two_writers_of_one_report_take_turns(tmp_path):
     assert done.is_set() and (folder / "report" / "report.md").is_file()
 
 
+def test_a_writer_that_waited_for_its_turn_reports_the_study_as_it_is_then(tmp_path):
+    """A worker that reads the study before it waits would, writing last, replace a newer report
+    with an older one: the trials finished meanwhile are in the report all the same."""
+    folder = tmp_path / "made-by-hand"
+    study = _study([0.2, 0.5])
+    done = threading.Event()
+    writer = threading.Thread(target=lambda: (write_report(study, folder), done.set()))
+    with held_lock(folder / REPORT_LOCK):
+        writer.start()
+        assert not done.wait(timeout=1.0)
+        finished = _study([0.2, 0.5, 0.9]).trials[-1]  # a trial another worker finished meanwhile
+        study.add_trial(finished)
+    writer.join(timeout=60)
+    rows = list(csv.DictReader(io.StringIO((folder / "report" / "trials.csv").read_text())))
+    assert len(rows) == 3
+    assert [p.name for p in (folder / "best").iterdir()] == ["1-trial2-id2.arch"]
+
+
 STAGES = {"c1": 2, "c2": 4}  # blocks per stage of the made-up base
 
 
