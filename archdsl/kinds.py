@@ -71,7 +71,12 @@ class Arg:
             return f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}"
         # bool is an int to Python, not to a spec; an int widens to a float argument only.
         number = (int, float) if self.type is float else (int,)
-        if isinstance(value, bool) or not isinstance(value, number) or not math.isfinite(value):
+        # Only a float can be infinite or NaN; an int may be too large for one (a stored 10**400).
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, number)
+            or (isinstance(value, float) and not math.isfinite(value))
+        ):
             return f"{self.name} must be {'a number' if self.type is float else 'a whole number'}, got {value!r}"
         if self.low is not None and value < self.low:
             return f"{self.name} must be at least {self.low:g}, got {value!r}"

@@ -106,6 +106,19 @@ def test_a_stored_design_needs_its_kind_registered(timm_blocks):
         archdsl.Arch.model_validate_json(text)
 
 
+
+@pytest.mark.parametrize("value", [10**400, -(10**400)])
+def test_a_stored_argument_too_large_for_a_float_is_refused_with_a_message(timm_blocks, value):
+    """A checkpoint's design is read without the front end: an integer no float can hold is an
+    argument out of bounds, not an OverflowError."""
+    from archdsl.run.checkpoint import checked_design
+
+    text = parse_spec(_spec("mbconv(6) convnext")).model_dump_json()
+    assert '["expansion",6]' in text
+    bad = text.replace('["expansion",6]', f'["expansion",{value}]')
+    with pytest.raises(UserError, match="the checkpoint's design does not parse: .*expansion must be at"):
+        checked_design(bad, "ckpt.safetensors")
+
 @pytest.mark.parametrize(
     "blocks,at,message,hint",
     [
