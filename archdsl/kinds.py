@@ -266,7 +266,8 @@ def _whole(rule: ActivationsRule, place: Placement) -> int:
 
 
 def _is_whole(value: object) -> bool:
-    """A whole number a hook may return: an int, or numpy's or torch's (any `numbers.Integral`); not a bool."""
+    """A whole number a hook may return: an int or numpy's (any `numbers.Integral`); not a bool, and
+    not a torch tensor (`.item()` turns one into an int)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 

@@ -12,8 +12,8 @@
 - `saved_study`: a study a search left behind, opened by name (`load_saved_study`) and
   reported (`report_study`: `archdsl report`);
 - `journal_check`: damaged journal lines found, and repaired (`repair_journal`: `archdsl study repair`);
-- `study_summary`: what a study found, rendered by `report_lines` (terminal), `report_csv`,
-  `report_figures` and `report_markdown`, and written by `report`;
+- `report`: what a study found (`_study_summary`), rendered by `_report_lines` (terminal),
+  `_report_csv`, `_report_figures` and `_report_markdown`, and written (`write_report`);
 - `session`: a whole study from its settings (`archdsl search`, and `archdsl.search(...)`);
 - `distributed`: a torchrun group as one worker (rank 0 samples, every rank trains).
 

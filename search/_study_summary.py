@@ -3,8 +3,8 @@ front), and the few words every rendering of them shares (a design in one line, 
 
 Everything here reads the study's storage only (designs are stored as `.arch` text in each
 trial), so any machine that reaches the storage can report on a study that ran elsewhere.
-The renderings are beside it: `report_lines` (the terminal), `report_csv`, `report_figures`,
-`report_markdown`; `report.write_report` writes them all.
+The renderings are beside it: `_report_lines` (the terminal), `_report_csv`, `_report_figures`,
+`_report_markdown`; `report.write_report` writes them all.
 """
 
 from __future__ import annotations
