@@ -18,7 +18,7 @@ from archdsl.outputs import RUNS_DIR
 from archdsl.search.naming import check_study_name
 from archdsl.search.report import ReportPaths, write_report
 from archdsl.search.runner import load_study
-from archdsl.search.storage import StorageOptions, journal_path, open_storage
+from archdsl.search.storage import JOURNAL_SCHEME, StorageOptions, journal_path, open_storage
 
 
 def load_saved_study(name: str, *, storage: str | None = None, out: str | os.PathLike[str] = RUNS_DIR) -> optuna.Study:
@@ -30,6 +30,12 @@ def load_saved_study(name: str, *, storage: str | None = None, out: str | os.Pat
         raise UserError(
             f"no study {name!r} under {out}/ (no {journal_path(out, name)})",
             hint="give --out where the search ran, or --storage for a database study",
+        )
+    # Opening a journal creates it (and its folders), as a search must: a mistyped path would leave them.
+    if storage is not None and storage.startswith(JOURNAL_SCHEME) and not Path(storage[len(JOURNAL_SCHEME) :]).exists():
+        raise UserError(
+            f"no study journal at {storage[len(JOURNAL_SCHEME) :]}",
+            hint="give --storage journal:PATH of the journal the search wrote",
         )
     return load_study(name, open_storage(StorageOptions(url=storage), out, name))
 

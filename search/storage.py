@@ -43,6 +43,7 @@ from archdsl.search.optuna_private import (
     trial_id,
 )
 
+JOURNAL_SCHEME = "journal:"  # a journal file elsewhere than the study's folder: --storage journal:PATH
 GRPC_SCHEME = "grpc://"  # an Optuna gRPC storage proxy (`archdsl study serve`): --storage grpc://HOST:PORT
 CONNECT_TIMEOUT_S = 10  # a database server that answers nothing fails after this
 STATEMENT_TIMEOUT_S = 60  # the server cancels a statement that runs longer (Optuna's take milliseconds)
@@ -72,8 +73,8 @@ def journal_path(out: Path, study_name: str) -> Path:
 
 def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.storages.BaseStorage:
     """The storage for `study_name`; every failure to reach it is a UserError with a hint."""
-    if options.url is None or options.url.startswith("journal:"):
-        path = Path(options.url[len("journal:") :]) if options.url else journal_path(out, study_name)
+    if options.url is None or options.url.startswith(JOURNAL_SCHEME):
+        path = Path(options.url[len(JOURNAL_SCHEME) :]) if options.url else journal_path(out, study_name)
         if path.exists() and not path.is_file():
             raise UserError(
                 f"cannot use {path} as a study journal: not a regular file",

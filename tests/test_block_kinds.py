@@ -106,7 +106,6 @@ def test_a_stored_design_needs_its_kind_registered(timm_blocks):
         archdsl.Arch.model_validate_json(text)
 
 
-
 @pytest.mark.parametrize("value", [10**400, -(10**400)])
 def test_a_stored_argument_too_large_for_a_float_is_refused_with_a_message(timm_blocks, value):
     """A checkpoint's design is read without the front end: an integer no float can hold is an
@@ -118,6 +117,7 @@ def test_a_stored_argument_too_large_for_a_float_is_refused_with_a_message(timm_
     bad = text.replace('["expansion",6]', f'["expansion",{value}]')
     with pytest.raises(UserError, match="the checkpoint's design does not parse: .*expansion must be at"):
         checked_design(bad, "ckpt.safetensors")
+
 
 @pytest.mark.parametrize(
     "blocks,at,message,hint",

@@ -76,3 +76,10 @@ def test_another_name_in_an_existing_storage_names_the_known_studies(tmp_path):
 def test_a_path_as_study_name_is_refused(tmp_path):
     with pytest.raises(UsageError, match="bad study name"):
         load_saved_study("runs/saved", out=tmp_path)
+
+
+def test_a_mistyped_journal_url_is_a_user_error_and_creates_nothing(tmp_path):
+    journal = tmp_path / "typo" / "study.jornal"
+    with pytest.raises(UserError, match="no study journal at .*study.jornal"):
+        load_saved_study("saved", storage=f"journal:{journal}", out=tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     from archdsl.run import quiet_followers
     from archdsl.search import describe_space, journal_path, plan_search, plan_space, run_planned
+    from archdsl.search.storage import JOURNAL_SCHEME
 
     settings, fidelity = settings_from_args(args)
     space_plan = plan_space(settings)
@@ -92,10 +93,10 @@ def _search(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
         # (The URL may hold a password: do not echo it.)
-        database = args.storage is not None and not args.storage.startswith("journal:")
+        database = args.storage is not None and not args.storage.startswith(JOURNAL_SCHEME)
         where = "the --storage database" if database else str(journal_path(out, study_name))
         if args.storage and not database:
-            where = args.storage[len("journal:") :]
+            where = args.storage[len(JOURNAL_SCHEME) :]
         print(
             f"archdsl: interrupted; the finished trials are kept in {where}\n"
             f"  continue with the same command; see them with: archdsl report {study_name} --out {out}"
