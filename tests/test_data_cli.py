@@ -73,6 +73,15 @@ def test_user_mistakes_exit_with_a_message(tmp_path, capsys):
     assert main(["data"]) == 2
 
 
+@pytest.mark.parametrize("names,message", [("fogg", "unknown corruption 'fogg'"), ("all,fog", "'all' stands alone")])
+def test_corruption_names_are_checked_before_the_dataset_is_read(tmp_path, capsys, names, message):
+    """A typo must not wait behind a missing dataset (or, with --download, behind its download)."""
+    argv = ["data", "corrupt", "--dataset", "cifar10", "--data-root", str(tmp_path / "none"), "--out", str(tmp_path)]
+    assert main([*argv, "--corruptions", names]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "not found" not in err
+
+
 def test_corrupt_refuses_an_out_that_is_a_file_before_any_work(tmp_path, capsys):
     target = tmp_path / "labels.npy"
     target.write_bytes(b"keep")

@@ -1,8 +1,9 @@
 """A dataset's test split corrupted into the released CIFAR-C layout: what `archdsl data corrupt` writes.
 
 `write_corrupted` (archdsl.data.cifar_c) writes images it is given; `corrupt_dataset` is the
-whole job by the dataset's name: it refuses to replace files the folder already holds (it may
-be a downloaded CIFAR-C release) before the dataset is loaded, then loads and writes.
+whole job by the dataset's name: it checks the corruptions' names and refuses to replace files
+the folder already holds (it may be a downloaded CIFAR-C release) before the dataset is loaded,
+then loads and writes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from archdsl.data.cifar_c import LABELS_FILE, write_corrupted
-from archdsl.data.corruptions import CORRUPTIONS, all_corruptions
+from archdsl.data.corruptions import CORRUPTIONS, all_corruptions, check_corruption
 from archdsl.data.registry import load_split
 from archdsl.errors import UserError
 
@@ -28,12 +29,15 @@ class CorruptedCopy:
 
 
 def corruption_names(requested: Sequence[str] | None) -> tuple[str, ...]:
-    """The corruptions `requested` names: None, the 15 of the benchmark; ["all"], those and the 4 extras."""
+    """The corruptions `requested` names: None, the 15 of the benchmark; ["all"], those and the 4 extras.
+    A UserError for a name the generator does not know, checked before any work."""
     if requested is None:
         return CORRUPTIONS
     if tuple(requested) == ("all",):
         return all_corruptions()
-    return tuple(requested)
+    if "all" in requested:
+        raise UserError("'all' stands alone: it names every corruption", hint="give --corruptions all, or names only")
+    return tuple(check_corruption(name) for name in requested)
 
 
 def corrupt_dataset(
