@@ -43,3 +43,9 @@ def test_export_onnx_writes_a_graph_that_onnx_reads(tmp_path):
     graph = onnx.load(str(path)).graph
     assert [i.name for i in graph.input] == ["images"] and [o.name for o in graph.output] == ["logits"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny.onnx"]  # no temporary file left
+
+
+def test_export_onnx_of_another_module_asks_for_an_example(tmp_path):
+    with pytest.raises(TypeError, match="a Linear has no .arch .* pass example="):
+        export_onnx(torch.nn.Linear(3, 2), tmp_path / "linear.onnx")
+    assert not (tmp_path / "linear.onnx").exists()

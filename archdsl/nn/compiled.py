@@ -80,10 +80,14 @@ def require_onnx() -> None:
 
 def export_onnx(model: nn.Module, path: str | os.PathLike[str], example: torch.Tensor | None = None) -> Path:
     """Write `model` as an ONNX graph (input `images`, output `logits`, any batch size) to `path`,
-    atomically; `example` is an input to trace with (default: the dummy image of `model.arch`)."""
-    require_onnx()
+    atomically; `example` is an input to trace with (default: the dummy image of `model.arch`, so
+    another module needs one: a TypeError says so)."""
     if example is None:
-        example = dummy_input(model.arch)  # type: ignore[arg-type]  # an ArchNet
+        arch = getattr(model, "arch", None)
+        if not isinstance(arch, Arch):
+            raise TypeError(f"export_onnx: a {type(model).__name__} has no .arch to make an input from; pass example=")
+        example = dummy_input(arch)
+    require_onnx()
     path = Path(path)
     with atomic_path(path) as temporary:
         torch.onnx.export(
