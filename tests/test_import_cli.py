@@ -108,6 +108,19 @@ def test_a_file_that_needs_arbitrary_objects_is_refused_without_running_them(tra
     assert not (tmp_path / "o.safetensors").exists()
 
 
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_a_legacy_file_of_a_newer_pickle_protocol_says_what_it_is(trained, tmp_path, capsys, protocol):
+    """torch's safe loader cannot read protocol 4's FRAME: the file holds only tensors, so it is
+    not one that "would unpickle arbitrary Python objects"; and torch's warning is not the user's."""
+    src = tmp_path / "legacy.pth"
+    torch.save(trained.state_dict(), src, _use_new_zipfile_serialization=False, pickle_protocol=protocol)
+    status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))
+    assert status == 1
+    assert f"torch.save's legacy format with pickle protocol {protocol}" in err and "arbitrary" not in err
+    assert "torch.save(torch.load(" in err  # the way to re-save it
+    assert "UserWarning" not in err and "Traceback" not in err
+
+
 def test_an_archdsl_checkpoint_is_already_one(trained, tmp_path, capsys):
     src = save_checkpoint(tmp_path / "mine.safetensors", trained, trained.arch)
     status, _, err = run(capsys, str(src), "--spec", SPEC, "--out", str(tmp_path / "o.safetensors"))

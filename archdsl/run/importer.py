@@ -16,6 +16,7 @@ import hashlib
 import os
 import pickle
 import re
+import warnings
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -88,14 +89,26 @@ def _torch_load(path: Path) -> Any:
     # argparse.Namespace is how timm's training script saves its arguments; allowing it lets
     # such files load without allowing anything the Namespace may hold.
     try:
-        if hasattr(torch.serialization, "safe_globals"):
-            with torch.serialization.safe_globals([argparse.Namespace]):
-                return torch.load(path, map_location="cpu", weights_only=True)
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            # Said of every legacy file of protocol 4 or 5: if it cannot be read, the error below says why.
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            if hasattr(torch.serialization, "safe_globals"):
+                with torch.serialization.safe_globals([argparse.Namespace]):
+                    return torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         text = str(err)
         if "Weights only load failed" not in text:
             raise UserError(f"{path}: not a readable PyTorch file ({text.splitlines()[0]})") from None
+        if "Unsupported operand" in text:  # an opcode, not an object: protocol 4's FRAME (149) and later ones
+            with path.open("rb") as handle:
+                protocol = handle.read(2)[1:]  # PROTO, then the protocol's number
+            raise UserError(
+                f"{path}: torch.save's legacy format with pickle protocol {protocol[0] if protocol else '?'}, "
+                "which torch's safe loader cannot read",
+                hint="re-save it in torch's own format, in a Python session you trust: "
+                "torch.save(torch.load(path, weights_only=False), new_path)",
+            ) from None
         culprit = re.search(r"Unsupported global: GLOBAL (\S+)", text)
         raise UserError(
             f"{path}: refused: loading it would unpickle arbitrary Python objects, which can run code"
