@@ -74,8 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     from archdsl.run import quiet_followers
-    from archdsl.search import describe_space, journal_path, plan_search, plan_space, run_planned
-    from archdsl.search.storage import JOURNAL_SCHEME
+    from archdsl.search import JOURNAL_SCHEME, describe_space, journal_path, plan_search, plan_space, run_planned
 
     settings, fidelity = settings_from_args(args)
     space_plan = plan_space(settings)
