@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, m
 
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
-from archdsl.files import atomic_writer, write_text
+from archdsl.files import atomic_writer, check_within, write_text
 from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
 from archdsl.run.checkpoint import TrainState, load_checkpoint
@@ -116,6 +116,10 @@ def check_run_files(run_dir: Path) -> None:
     """A UserError unless the run's files can be written into `run_dir`: checked before anything is
     trained, so that no epoch is trained that cannot be recorded (a folder where metrics.csv goes
     once stopped a resumed run after its checkpoint, with `last` and `final` at different epochs)."""
+    if run_dir.is_dir():  # a link among the run's files would make a write land outside the run
+        for entry in run_dir.iterdir():
+            if is_run_file(entry.name):
+                check_within(entry, run_dir)
     for name in RUN_FILES:
         path = run_dir / name
         if path.exists() and not path.is_file():
@@ -131,8 +135,8 @@ def check_run_files(run_dir: Path) -> None:
 def write_metrics(run_dir: Path, history: list[EpochMetrics]) -> None:
     """metrics.jsonl and metrics.csv: one row per finished epoch."""
     names = [f.name for f in fields(EpochMetrics)]
-    write_text(run_dir / METRICS_JSONL, "".join(json.dumps(asdict(row)) + "\n" for row in history))
-    with atomic_writer(run_dir / METRICS_CSV) as out:
+    write_text(run_dir / METRICS_JSONL, "".join(json.dumps(asdict(row)) + "\n" for row in history), within=run_dir)
+    with atomic_writer(run_dir / METRICS_CSV, within=run_dir) as out:
         writer = csv.DictWriter(out, fieldnames=names)
         writer.writeheader()
         writer.writerows(asdict(row) for row in history)
@@ -271,5 +275,5 @@ def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, fin
 
 def write_design(run_dir: Path, arch: Arch, config: TrainConfig) -> None:
     """The run's design and full config, written before its first epoch."""
-    write_text(run_dir / SPEC_FILE, format_arch(arch))
-    write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2) + "\n")
+    write_text(run_dir / SPEC_FILE, format_arch(arch), within=run_dir)
+    write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2) + "\n", within=run_dir)

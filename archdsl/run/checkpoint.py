@@ -129,8 +129,10 @@ def save_checkpoint(
     meta: dict[str, Any] | None = None,
     *,
     train_state: TrainState | None = None,
+    within: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Write `model`'s weights, its IR and `meta` to `path` atomically; returns the path."""
+    """Write `model`'s weights, its IR and `meta` to `path` atomically; returns the path. With
+    `within` (a run folder), a symbolic link on the way is refused (`archdsl.files.check_within`)."""
     from safetensors.torch import save_file
 
     path = Path(path)
@@ -145,7 +147,7 @@ def save_checkpoint(
         for key, tensor in _plain_tensors(train_state.tensors).items():
             tensors[_TRAIN_PREFIX + key] = tensor
         metadata[_KEY_TRAIN_STATE] = json.dumps(train_state.info, sort_keys=True)
-    with atomic_path(path) as temporary:
+    with atomic_path(path, within=within) as temporary:
         save_file(tensors, str(temporary), metadata=metadata)
     return path
 
