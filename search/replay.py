@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from archdsl import json_text
 from archdsl.errors import UserError
 from archdsl.ir import Arch
 from archdsl.search import measures as measure
@@ -191,7 +192,9 @@ def load_replay(fidelity: str) -> Replay:
         raise UserError("--fidelity table: names no table", hint="--fidelity table:PATH or table:NAME")
     path = table_path(ref)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_text.parse(path.read_text(encoding="utf-8"))
+    except json_text.TooDeepJSON as err:
+        raise UserError(f"{ref} is not a search table: its {err}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserError(f"{ref} is not a search table: not JSON ({err})") from err
     found = data.get("schema") if isinstance(data, dict) else None

@@ -391,3 +391,13 @@ def test_a_study_refuses_a_worker_of_the_other_fidelity(tmp_path, table_file):
 def test_a_replay_indexes_its_table_once(table_file):
     replay = load_replay(f"table:{table_file}")
     assert replay.by_digest is replay.by_digest and len(replay.by_digest) == len(replay.table.designs)
+
+
+def test_a_table_nested_too_deep_is_refused_with_its_depth(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"schema": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    from archdsl.errors import UserError
+    from archdsl.search.replay import load_replay
+
+    with pytest.raises(UserError, match="not a search table: its JSON nested 50,001 levels deep"):
+        load_replay(f"table:{path}")

@@ -89,10 +89,10 @@ def saved_epochs(run_dir: str | Path) -> list[tuple[int, Path]]:
             found[int(match.group(1))] = path
     final = run_dir / FINAL_CHECKPOINT
     if final.is_file():
-        from archdsl.run.checkpoint import read_checkpoint_file
+        from archdsl.run.checkpoint import checkpoint_meta, read_checkpoint_file
 
         _, metadata = read_checkpoint_file(final)
-        epoch = json.loads(metadata.get("archdsl.meta", "{}")).get("epoch")
+        epoch = checkpoint_meta(metadata, final).get("epoch")
         if isinstance(epoch, int) and epoch not in found:
             found[epoch] = final
     return sorted(found.items())
