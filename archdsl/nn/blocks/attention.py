@@ -3,10 +3,13 @@
 BN -> GELU -> 1x1 conv (in -> width) -> BN -> window attention -> DropPath -> + input.
 There is no MLP: the neighbouring conv blocks play that role.
 
-Attention runs through `torch.nn.functional.scaled_dot_product_attention`, with the
-relative-position bias passed as an additive float mask, so fused kernels are used where
-the hardware has them. Fused kernels have no double backward: wrap Hessian work in
-`math_attention()`.
+The attention itself is `attention()`: in inference torch's `scaled_dot_product_attention`
+(fused kernels where the hardware has them), in training an explicit baddbmm -> softmax -> bmm.
+SDPA cannot give the learned relative-position bias a gradient from its fused kernels, so with
+a bias that needs one it takes its math kernel, which on the CPU scales q and k apart, checks
+the mask for -inf rows and copies the q, k and v it was given; measured on a 2-core CPU
+(benchmarks/attention.py) the explicit form trains MSA blocks markedly faster. Both are
+differentiable twice; SDPA's fused kernels are not: wrap Hessian work in `math_attention()`.
 """
 
 import contextlib
@@ -36,6 +39,30 @@ def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
     coords = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")).flatten(1)  # (2, n)
     offset = coords[:, None, :] - coords[:, :, None]  # (2, n, n): key position minus query position
     return (offset[0] + h - 1) * (2 * w - 1) + (offset[1] + w - 1)
+
+
+# A branch on autograd's state: one node in torch.fx graphs (see `in_memory_format_of`).
+@register_notrace_function
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float | None = None
+) -> torch.Tensor:
+    """softmax(q k^T * scale + bias) v for (B, heads, n, dim_head) q, k, v (any strides); `bias`
+    broadcasts to (B, heads, n, n); `scale` defaults to dim_head^-0.5. Returns (B, heads, n, dim_head).
+
+    Without a bias that needs a gradient, torch's SDPA (its fused CPU kernel is as fast as this in
+    inference and needs no (B*heads, n, n) bias). With one, SDPA falls back to its math kernel;
+    this form instead adds the bias inside the first batched product (baddbmm) and, with
+    scale 1 (the caller folded it into q's weights), multiplies nothing apart.
+    """
+    if bias is None or not (torch.is_grad_enabled() and bias.requires_grad):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+    b, heads, n, dim_head = q.shape
+    scale = dim_head**-0.5 if scale is None else scale
+    # Views where the layout allows (one head, or a bias shared by the batch and the heads).
+    q3, k3, v3 = (t.reshape(b * heads, n, dim_head) for t in (q, k, v))
+    bias3 = bias.expand(b, heads, n, n).reshape(b * heads, n, n)
+    weights = torch.baddbmm(bias3, q3, k3.transpose(1, 2), alpha=scale).softmax(dim=-1)
+    return torch.bmm(weights, v3).view(b, heads, n, dim_head)
 
 
 # A branch on the memory format: one node in torch.fx graphs (a public name: fx wraps no `_name`).
@@ -72,24 +99,23 @@ class WindowAttention(nn.Module):
         wh, ww = self.window
         # The spec's checks make the windows tile the map; no check here keeps forward traceable.
         nh, nw, n = height // wh, width // ww, wh * ww
-        # Cut the map into windows once, on its `c` input channels (fewer than q, k, v's 3 x heads x
-        # dim_head), as a batch of (wh, ww) images in channels_last memory: (B*nh*nw, wh, ww, c).
-        # For a global window (nh = nw = 1) on a channels_last map this is a view, not a copy.
-        windows = x.permute(0, 2, 3, 1).reshape(b, nh, wh, nw, ww, c).transpose(2, 3)
-        windows = windows.reshape(b * nh * nw, wh, ww, c).permute(0, 3, 1, 2)
-        # q and kv in one 1x1 conv (their weights concatenated: one pass over the input; the
-        # parameters, and so the state dict, stay `q` and `kv`). Its channels_last output is
-        # (windows, wh, ww, 3, heads, dim_head) in memory, so q, k and v are views, not copies.
-        qkv = F.conv2d(windows, torch.cat([self.q.weight, self.kv.weight]))
-        qkv = qkv.permute(0, 2, 3, 1).reshape(-1, n, 3, self.heads, self.dim_head)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (windows, heads, tokens, dim_head)
+        # The map as tokens, cut into windows on its `c` input channels (fewer than q, k, v's
+        # 3 x heads x dim_head): (B*nh*nw, n, c), one copy; for a global window (nh = nw = 1) on a
+        # channels_last map a view.
+        tokens = x.permute(0, 2, 3, 1).reshape(b, nh, wh, nw, ww, c).transpose(2, 3).reshape(-1, n, c)
+        # The 1x1 convs as matrix products on the tokens (the state dict keeps `q` and `kv`): q, k and
+        # v come out contiguous, with no split or stack whose backward copies them. The scale
+        # dim_head^-0.5 of the reference multiplies q's weights (heads*dim_head x c numbers), not q.
+        q = F.linear(tokens, self.q.weight.flatten(1) * self.dim_head**-0.5)
+        k_weight, v_weight = self.kv.weight.flatten(1).chunk(2)  # the reference's `k, v = kv.chunk(2)`
+        k, v = F.linear(tokens, k_weight), F.linear(tokens, v_weight)
+        q, k, v = (t.view(-1, n, self.heads, self.dim_head).transpose(1, 2) for t in (q, k, v))
         bias = self.rel_pos_bias[self.rel_pos_index.reshape(-1)].reshape(n, n).to(q.dtype)
-        # The default scale of SDPA is dim_head^-0.5, as in the reference.
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-        out = out.transpose(1, 2).reshape(-1, wh, ww, self.heads * self.dim_head).permute(0, 3, 1, 2)
-        out = self.proj(out)  # (windows, out, wh, ww), channels_last
+        out = attention(q, k, v, bias, scale=1.0)  # (windows, heads, n, dim_head)
+        out = out.transpose(1, 2).reshape(-1, n, self.heads * self.dim_head)
+        out = F.linear(out, self.proj.weight.flatten(1), self.proj.bias)  # (windows, n, out)
         # Windows back into the map: the second and last copy; channels_last like the windows.
-        out = out.permute(0, 2, 3, 1).reshape(b, nh, nw, wh, ww, -1).transpose(2, 3)
+        out = out.reshape(b, nh, nw, wh, ww, -1).transpose(2, 3)
         out = out.reshape(b, height, width, -1).permute(0, 3, 1, 2)
         return in_memory_format_of(out, x)
 
