@@ -189,13 +189,19 @@ def test_window_attention_matches_a_naive_loop(window: tuple[int, int]) -> None:
 
 
 @pytest.mark.parametrize("window", [(2, 2), (4, 6)])
-def test_window_attention_trains_through_the_naive_loops_function_and_gradients(window: tuple[int, int]) -> None:
-    # With gradients on, the block takes its explicit path (not SDPA): same values and the same
-    # gradient for every parameter, the relative-position table included, in float64.
+@pytest.mark.parametrize(("channels", "out", "narrow"), [(6, 5, False), (2, 3, True)])
+def test_window_attention_trains_through_the_naive_loops_function_and_gradients(
+    window: tuple[int, int], channels: int, out: int, narrow: bool
+) -> None:
+    # With gradients on, the block takes its explicit path (not SDPA), and with heads wider than
+    # its channels (dim_head 4 > 2, 3) the reordered products of `_narrow_attention`: same values
+    # and the same gradient for every parameter, the relative-position table included, in float64.
     torch.manual_seed(0)
-    attn = WindowAttention(6, 5, heads=2, dim_head=3, window=window).double()
+    attn = WindowAttention(channels, out, heads=2, dim_head=4 if narrow else 3, window=window).double()
+    assert attn.narrow == narrow
     torch.nn.init.normal_(attn.rel_pos_bias)
-    x = torch.randn(1, 6, 4, 6, dtype=torch.float64, requires_grad=True)
+    torch.nn.init.normal_(attn.proj.bias)
+    x = torch.randn(1, channels, 4, 6, dtype=torch.float64, requires_grad=True)
     got, want = attn(x), naive_window_attention(attn, x)
     assert torch.allclose(got, want, atol=1e-12)
     inputs = [x, *attn.parameters()]

@@ -46,8 +46,8 @@ def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float | None = None
 ) -> torch.Tensor:
-    """softmax(q k^T * scale + bias) v for (B, heads, n, dim_head) q, k, v (any strides); `bias`
-    broadcasts to (B, heads, n, n); `scale` defaults to dim_head^-0.5. Returns (B, heads, n, dim_head).
+    """softmax(q k^T * scale + bias) v for (B, heads, n, d) q and k and (B, heads, n, e) v (any
+    strides); `bias` broadcasts to (B, heads, n, n); `scale` defaults to d^-0.5. Returns (B, heads, n, e).
 
     Without a bias that needs a gradient, torch's SDPA (its fused CPU kernel is as fast as this in
     inference and needs no (B*heads, n, n) bias). With one, SDPA falls back to its math kernel;
@@ -59,10 +59,10 @@ def attention(
     b, heads, n, dim_head = q.shape
     scale = dim_head**-0.5 if scale is None else scale
     # Views where the layout allows (one head, or a bias shared by the batch and the heads).
-    q3, k3, v3 = (t.reshape(b * heads, n, dim_head) for t in (q, k, v))
+    q3, k3, v3 = (t.reshape(b * heads, n, t.shape[-1]) for t in (q, k, v))
     bias3 = bias.expand(b, heads, n, n).reshape(b * heads, n, n)
     weights = torch.baddbmm(bias3, q3, k3.transpose(1, 2), alpha=scale).softmax(dim=-1)
-    return torch.bmm(weights, v3).view(b, heads, n, dim_head)
+    return torch.bmm(weights, v3).view(b, heads, n, v.shape[-1])
 
 
 # A branch on the memory format: one node in torch.fx graphs (a public name: fx wraps no `_name`).
@@ -91,6 +91,9 @@ class WindowAttention(nn.Module):
         self.kv = nn.Conv2d(in_channels, 2 * inner, 1, bias=False)
         self.proj = nn.Conv2d(inner, out_channels, 1)
         self.rel_pos_bias = nn.Parameter(torch.zeros((2 * window[0] - 1) * (2 * window[1] - 1)))
+        # Heads wider than the block's channels (an MSA in a narrow early stage: 16 channels, heads
+        # of 64) train through `_narrow_attention`, which never makes the wide q, k and v.
+        self.narrow = max(in_channels, out_channels) < dim_head
         # Derived from `window`, so not part of the state dict.
         self.register_buffer("rel_pos_index", relative_position_index(window), persistent=False)
 
@@ -103,6 +106,19 @@ class WindowAttention(nn.Module):
         # 3 x heads x dim_head): (B*nh*nw, n, c), one copy; for a global window (nh = nw = 1) on a
         # channels_last map a view.
         tokens = x.permute(0, 2, 3, 1).reshape(b, nh, wh, nw, ww, c).transpose(2, 3).reshape(-1, n, c)
+        bias = self.rel_pos_bias[self.rel_pos_index.reshape(-1)].reshape(n, n).to(tokens.dtype)
+        if self.narrow and torch.is_grad_enabled():
+            out = self._narrow_attention(tokens, bias)
+        else:
+            out = self._wide_attention(tokens, bias)
+        # Windows back into the map: the second and last copy; channels_last like the windows.
+        out = out.reshape(b, nh, nw, wh, ww, -1).transpose(2, 3)
+        out = out.reshape(b, height, width, -1).permute(0, 3, 1, 2)
+        return in_memory_format_of(out, x)
+
+    def _wide_attention(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """(windows, n, c) tokens -> (windows, n, out): q, k, v, attention, projection, as the reference."""
+        n = tokens.shape[1]
         # The 1x1 convs as matrix products on the tokens (the state dict keeps `q` and `kv`): q, k and
         # v come out contiguous, with no split or stack whose backward copies them. The scale
         # dim_head^-0.5 of the reference multiplies q's weights (heads*dim_head x c numbers), not q.
@@ -110,14 +126,31 @@ class WindowAttention(nn.Module):
         k_weight, v_weight = self.kv.weight.flatten(1).chunk(2)  # the reference's `k, v = kv.chunk(2)`
         k, v = F.linear(tokens, k_weight), F.linear(tokens, v_weight)
         q, k, v = (t.view(-1, n, self.heads, self.dim_head).transpose(1, 2) for t in (q, k, v))
-        bias = self.rel_pos_bias[self.rel_pos_index.reshape(-1)].reshape(n, n).to(q.dtype)
         out = attention(q, k, v, bias, scale=1.0)  # (windows, heads, n, dim_head)
         out = out.transpose(1, 2).reshape(-1, n, self.heads * self.dim_head)
-        out = F.linear(out, self.proj.weight.flatten(1), self.proj.bias)  # (windows, n, out)
-        # Windows back into the map: the second and last copy; channels_last like the windows.
-        out = out.reshape(b, nh, nw, wh, ww, -1).transpose(2, 3)
-        out = out.reshape(b, height, width, -1).permute(0, 3, 1, 2)
-        return in_memory_format_of(out, x)
+        return F.linear(out, self.proj.weight.flatten(1), self.proj.bias)
+
+    def _narrow_attention(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """The same function as `_wide_attention`, its products taken in another order: for heads
+        wider than the channels (dim_head > c, out) far fewer operations and smaller tensors.
+
+        Per head h, q_h k_h^T = x (Wq_h^T Wk_h) x^T and proj(attention_h v_h) = attention_h x (Wv_h^T
+        Wp_h^T): two (c, c) and (c, out) matrices made from the weights replace the (n, dim_head) q,
+        k and v, and the projection. Used with gradients (training, Hessians); inference keeps the
+        reference's order and SDPA's fused kernel.
+        """
+        heads, dim_head, n, c = self.heads, self.dim_head, tokens.shape[1], tokens.shape[2]
+        c_out = self.proj.out_channels
+        w_q = self.q.weight.view(heads, dim_head, c)
+        w_k, w_v = self.kv.weight.view(2, heads, dim_head, c).unbind(0)
+        w_p = self.proj.weight.view(c_out, heads, dim_head).permute(1, 2, 0)  # (heads, dim_head, out)
+        scores = w_q.transpose(1, 2) @ w_k * dim_head**-0.5  # (heads, c, c)
+        values = w_v.transpose(1, 2) @ w_p  # (heads, c, out)
+        q = F.linear(tokens, scores.transpose(1, 2).reshape(heads * c, c)).view(-1, n, heads, c).transpose(1, 2)
+        v = F.linear(tokens, values.transpose(1, 2).reshape(heads * c_out, c)).view(-1, n, heads, c_out)
+        k = tokens.unsqueeze(1).expand(-1, heads, n, c)
+        out = attention(q, k, v.transpose(1, 2), bias, scale=1.0)  # (windows, heads, n, out)
+        return out.sum(dim=1) + self.proj.bias
 
 
 class AlterMSABlock(nn.Module):
