@@ -10,6 +10,8 @@ a bias that needs one it takes its math kernel, which on the CPU scales q and k 
 the mask for -inf rows and copies the q, k and v it was given; measured on a 2-core CPU
 (benchmarks/attention.py) the explicit form trains MSA blocks markedly faster. Both are
 differentiable twice; SDPA's fused kernels are not: wrap Hessian work in `math_attention()`.
+An MSA whose heads are wider than its channels (an MSA in a narrow first stage) trains with the
+products of the same function in another order (`WindowAttention._narrow_attention`).
 """
 
 import contextlib
