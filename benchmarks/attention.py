@@ -13,8 +13,8 @@ hits them alike; the load average is printed beside the figures.
 the q and kv 1x1 convs as one conv on windows cut out as (B*windows, c, h, w) images, q, k and v
 split off its output by a permute and `unbind` (whose backward stacks and copies them), and SDPA
 with the relative-position bias as a float mask, which in training (the bias needs a gradient)
-runs SDPA's math kernel. `current` is the block as it is: in these designs every MSA but c3's
-has heads of 64 on 16 or 32 channels, and trains through `_narrow_attention`.
+runs SDPA's math kernel. `current` is the block as it is: in these designs every MSA has heads
+of 64 on 16 to 64 channels, and trains through `_narrow_attention`.
 
     python benchmarks/attention.py                 # 2 threads, 5 rounds, a minute or two
     python benchmarks/attention.py --quick         # 2 rounds at batch 32 (smoke)

@@ -94,8 +94,10 @@ class WindowAttention(nn.Module):
         self.proj = nn.Conv2d(inner, out_channels, 1)
         self.rel_pos_bias = nn.Parameter(torch.zeros((2 * window[0] - 1) * (2 * window[1] - 1)))
         # Heads wider than the block's channels (an MSA in a narrow early stage: 16 channels, heads
-        # of 64) train through `_narrow_attention`, which never makes the wide q, k and v.
-        self.narrow = max(in_channels, out_channels) < dim_head
+        # of 64) train through `_narrow_attention`, which never makes the wide q, k and v: whenever
+        # its order takes fewer multiply-adds per token and head than the reference's.
+        n, c, out = window[0] * window[1], in_channels, out_channels
+        self.narrow = c * c + c * out + n * (c + out) < dim_head * (3 * c + out + 2 * n)
         # Derived from `window`, so not part of the state dict.
         self.register_buffer("rel_pos_index", relative_position_index(window), persistent=False)
 
@@ -134,7 +136,8 @@ class WindowAttention(nn.Module):
 
     def _narrow_attention(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """The same function as `_wide_attention`, its products taken in another order: for heads
-        wider than the channels (dim_head > c, out) far fewer operations and smaller tensors.
+        wider than the channels far fewer operations and smaller tensors (`self.narrow` compares:
+        c^2 + c*out + n(c + out) multiply-adds per token and head here, dim_head(3c + out + 2n) there).
 
         Per head h, q_h k_h^T = x (Wq_h^T Wk_h) x^T and proj(attention_h v_h) = attention_h x (Wv_h^T
         Wp_h^T): two (c, c) and (c, out) matrices made from the weights replace the (n, dim_head) q,
