@@ -198,6 +198,7 @@ def test_window_attention_trains_through_the_naive_loops_function_and_gradients(
     # and the same gradient for every parameter, the relative-position table included, in float64.
     torch.manual_seed(0)
     attn = WindowAttention(channels, out, heads=2, dim_head=4 if narrow else 3, window=window).double()
+    attn.train()  # the reordered products are the training mode's
     assert attn.narrow == narrow
     torch.nn.init.normal_(attn.rel_pos_bias)
     torch.nn.init.normal_(attn.proj.bias)
@@ -210,6 +211,8 @@ def test_window_attention_trains_through_the_naive_loops_function_and_gradients(
         torch.autograd.grad(got, inputs, upstream), torch.autograd.grad(want, inputs, upstream), strict=True
     ):
         assert torch.allclose(a, b, atol=1e-12)
+    with torch.no_grad():  # eval mode: the reference's order, the same function
+        assert torch.allclose(attn.eval()(x), want, atol=1e-12)
 
 
 @pytest.mark.parametrize("bias_shape", [(5, 5), (1, 3, 5, 5), (4, 3, 5, 5)])

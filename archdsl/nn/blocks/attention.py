@@ -3,8 +3,9 @@
 BN -> GELU -> 1x1 conv (in -> width) -> BN -> window attention -> DropPath -> + input.
 There is no MLP: the neighbouring conv blocks play that role.
 
-The attention itself is `attention()`: in inference torch's `scaled_dot_product_attention`
-(fused kernels where the hardware has them), in training an explicit baddbmm -> softmax -> bmm.
+The attention itself is `attention()`: in inference and on GPUs torch's
+`scaled_dot_product_attention` (fused kernels where the hardware has them), in training on the
+CPU an explicit baddbmm -> softmax -> bmm.
 SDPA cannot give the learned relative-position bias a gradient from its fused kernels, so with
 a bias that needs one it takes its math kernel, which on the CPU scales q and k apart, checks
 the mask for -inf rows and copies the q, k and v it was given; measured on a 2-core CPU
@@ -51,12 +52,13 @@ def attention(
     """softmax(q k^T * scale + bias) v for (B, heads, n, d) q and k and (B, heads, n, e) v (any
     strides); `bias` broadcasts to (B, heads, n, n); `scale` defaults to d^-0.5. Returns (B, heads, n, e).
 
-    Without a bias that needs a gradient, torch's SDPA (its fused CPU kernel is as fast as this in
-    inference and needs no (B*heads, n, n) bias). With one, SDPA falls back to its math kernel;
-    this form instead adds the bias inside the first batched product (baddbmm) and, with
-    scale 1 (the caller folded it into q's weights), multiplies nothing apart.
+    Without a bias that needs a gradient, and on devices other than the CPU, torch's SDPA (its
+    fused CPU kernel is as fast as this in inference and needs no (B*heads, n, n) bias; on CUDA
+    its memory-efficient kernel gives the bias its gradient). With one, on the CPU SDPA falls
+    back to its math kernel; this form instead adds the bias inside the first batched product
+    (baddbmm) and, with scale 1 (the caller folded it into q's weights), multiplies nothing apart.
     """
-    if bias is None or not (torch.is_grad_enabled() and bias.requires_grad):
+    if bias is None or not (q.device.type == "cpu" and torch.is_grad_enabled() and bias.requires_grad):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
     b, heads, n, dim_head = q.shape
     scale = dim_head**-0.5 if scale is None else scale
@@ -111,7 +113,9 @@ class WindowAttention(nn.Module):
         # channels_last map a view.
         tokens = x.permute(0, 2, 3, 1).reshape(b, nh, wh, nw, ww, c).transpose(2, 3).reshape(-1, n, c)
         bias = self.rel_pos_bias[self.rel_pos_index.reshape(-1)].reshape(n, n).to(tokens.dtype)
-        if self.narrow and torch.is_grad_enabled():
+        # By the mode, not by autograd's state: torch.fx bakes a branch in when it traces, and a
+        # model traced in eval mode must compute what it computes in eval mode.
+        if self.narrow and self.training:
             out = self._narrow_attention(tokens, bias)
         else:
             out = self._wide_attention(tokens, bias)
@@ -141,8 +145,8 @@ class WindowAttention(nn.Module):
 
         Per head h, q_h k_h^T = x (Wq_h^T Wk_h) x^T and proj(attention_h v_h) = attention_h x (Wv_h^T
         Wp_h^T): two (c, c) and (c, out) matrices made from the weights replace the (n, dim_head) q,
-        k and v, and the projection. Used with gradients (training, Hessians); inference keeps the
-        reference's order and SDPA's fused kernel.
+        k and v, and the projection. Used in training mode; in eval mode (inference, Hessians,
+        FLOP counts) the block keeps the reference's order.
         """
         heads, dim_head, n, c = self.heads, self.dim_head, tokens.shape[1], tokens.shape[2]
         c_out = self.proj.out_channels
@@ -154,8 +158,9 @@ class WindowAttention(nn.Module):
         q = F.linear(tokens, scores.transpose(1, 2).reshape(heads * c, c)).view(-1, n, heads, c).transpose(1, 2)
         v = F.linear(tokens, values.transpose(1, 2).reshape(heads * c_out, c)).view(-1, n, heads, c_out)
         k = tokens.unsqueeze(1).expand(-1, heads, n, c)
-        out = attention(q, k, v.transpose(1, 2), bias, scale=1.0)  # (windows, heads, n, out)
-        return out.sum(dim=1) + self.proj.bias
+        out = attention(q, k, v.transpose(1, 2), bias, scale=1.0).sum(dim=1)  # (windows, n, out)
+        proj_bias = self.proj.bias  # a local: TorchScript narrows `is not None` on locals only
+        return out + proj_bias if proj_bias is not None else out
 
 
 class AlterMSABlock(nn.Module):
