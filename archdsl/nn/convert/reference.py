@@ -97,8 +97,10 @@ def _table_shape(window: tuple[int, int]) -> Shape:
 
 def _check_expressible(arch: Arch) -> None:
     stem_kind = getattr(arch.stem, "kind", "conv3x3")
-    if stem_kind != "conv3x3":
-        raise UserError(f"{arch.name}: the reference's ResNets and AlterNets have a conv3x3 stem, not {stem_kind}")
+    if stem_kind not in ("conv3x3", "conv7x7"):
+        raise UserError(
+            f"{arch.name}: the reference's ResNets and AlterNets have a conv3x3 or conv7x7 stem, not {stem_kind}"
+        )
     for shape in block_shapes(arch):
         if not isinstance(shape.block, (ConvBlock, MSABlock)):
             raise UserError(
