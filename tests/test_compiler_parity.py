@@ -142,3 +142,9 @@ def test_the_imagenet_stem_quarters_odd_sides_as_the_model_does(norm: bool) -> N
     summary = summarize(arch)
     assert tuple(out.shape[1:]) == summary.stem.out_shape == (8, 10, 12)
     assert summary.stem.params == n_params(model.stem) and summary.flops == counted_flops(model, arch)
+
+
+def test_the_post_activation_imagenet_resnet_50_has_torchvisions_resnet50_count() -> None:
+    from torchvision.models import resnet50
+
+    assert n_params(build(load_spec("resnet50-post-imagenet"))) == n_params(resnet50()) == 25_557_032

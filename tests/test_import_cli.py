@@ -257,6 +257,32 @@ def test_the_released_post_activation_resnet_50_imports_as_resnet50_post_with_eq
     assert (got - want).abs().max().item() <= 1e-10 * want.abs().max().item()
 
 
+@pytest.mark.slow  # a 1000-class ResNet-50 built three times and run in float64
+def test_the_references_imagenet_resnet_50_imports_as_resnet50_post_imagenet_with_equal_logits(tmp_path, capsys):
+    # models.resnet.dnn_50(num_classes=1000, stem=True): the 7x7 stem with its max-pool, torchvision's layout.
+    import json
+
+    from _reference_resnet import PostActResNet, randomize
+
+    reference = randomize(PostActResNet(classes=1000, stem=True), seed=3)
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "reference_checkpoint_keys.json").read_text())
+    transcribed = fixture["models"]["resnet_dnn_50_imagenet"]["keys"]
+    assert [(k, list(v.shape)) for k, v in reference.state_dict().items()] == [(k, s) for k, s in transcribed]
+    assert sum(p.numel() for p in reference.parameters()) == 25_557_032  # torchvision's resnet50 too
+    src = tmp_path / "resnet_50_imagenet.pth.tar"
+    torch.save({"name": "resnet_50", "state_dict": reference.state_dict()}, src)
+    out = tmp_path / "resnet50-post-imagenet.safetensors"
+    status, printed, err = run(capsys, str(src), "--spec", "resnet50-post-imagenet", "--out", str(out))
+    assert status == 0, err
+    assert "(reference layout, 320 tensors) as resnet50-post-imagenet (25,557,032 params)" in printed
+    model = archdsl.load_checkpoint(out).model
+    images = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))  # any size: a ResNet
+    with torch.no_grad():
+        want, got = reference.double()(images.double()), model.double()(images.double())
+    assert got.shape == (2, 1000)
+    assert (got - want).abs().max().item() <= 1e-10 * want.abs().max().item()
+
+
 def test_a_post_activation_file_for_a_pre_activation_spec_names_the_spec_to_use(tmp_path, capsys):
     from _reference_resnet import PostActResNet
 
