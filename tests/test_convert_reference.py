@@ -280,3 +280,21 @@ def test_a_spec_the_reference_cannot_express_is_refused_by_name() -> None:
     )
     with pytest.raises(UserError, match=r"stages\.c1\.1 \(smooth\) has no counterpart"):
         reference_layout(smoothed)
+
+
+@pytest.mark.parametrize(
+    ("entry", "spec", "told"),
+    [
+        ("alternet_50_imagenet", "alter50-code", "alter50-imagenet"),
+        ("preresnet_dnn_50_imagenet", "resnet50", "resnet50-imagenet"),
+        ("resnet_dnn_50_imagenet", "resnet50-post", "resnet50-post-imagenet"),
+        ("resnet_dnn_50_imagenet", "resnet50", "resnet50-post-imagenet"),  # post-activation too: one line says both
+        ("resnet_dnn_50", "resnet50-post-imagenet", "resnet50-post"),
+    ],
+)
+def test_an_imagenet_file_for_a_cifar_spec_or_back_names_the_stem_and_the_spec_to_use(
+    entry: str, spec: str, told: str
+) -> None:
+    with pytest.raises(UserError) as err:
+        convert(load_spec(spec), random_reference_state(entry))
+    assert "stem" in str(err.value) and f"--spec {told}" in (err.value.hint or "")
