@@ -60,6 +60,27 @@ def check_within(path: str | os.PathLike[str], folder: str | os.PathLike[str]) -
     return target
 
 
+def what_is_there(path: str | os.PathLike[str]) -> str:
+    """What stands at `path` where a regular file was expected, for a message: "no such file", "a
+    folder, not a file", "a FIFO, not a regular file", ..."""
+    target = Path(path)
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    )
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    return f"{kind}, not a file" if kind == "a folder" else f"{kind}, not a regular file"
+
+
 def ensure_dir(path: str | os.PathLike[str], *, within: Folder = None) -> Path:
     """The folder `path`, created with its parents if missing (no link on the way from `within`)."""
     if within is not None:

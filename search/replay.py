@@ -257,6 +257,17 @@ def check_replay(replay: Replay, space: Space, dataset: str, objectives: tuple[O
             f"the table {replay.source} measured {table.dataset}, not {dataset}", hint=f"--dataset {table.dataset}"
         )
     base = parse_spec(table.base, path=f"{replay.source}: base")
+    if base.digest() != space.base.digest() and base.name == space.base.name:
+        from archdsl.lang.printer import format_arch
+
+        theirs, ours = format_arch(base).splitlines(), format_arch(space.base).splitlines()
+        line = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(theirs), len(ours)))
+        differs = [" ".join((lines[line:] or ["(nothing)"])[0].split()) for lines in (theirs, ours)]
+        raise UserError(
+            f"the table {replay.source} measured another version of the base {base.name!r}: "
+            f"its `{differs[0]}` is `{differs[1]}` in this search's",
+            hint="search with the table's base (a spec file of its `base` text), or re-make the table",
+        )
     if base.digest() != space.base.digest():
         raise UserError(
             f"the table {replay.source} measured the base {base.name!r}, not this search's {space.base.name!r}",

@@ -449,3 +449,14 @@ def test_an_integer_too_long_to_read_is_named(tmp_path, table_file, capsys):
     assert main(search_args(tmp_path / "t.json", tmp_path / "runs", "bad")) == 1
     err = capsys.readouterr().err
     assert "not a search table: not JSON" in err and "digits" in err and "Traceback" not in err, err
+
+
+def test_a_table_made_on_another_version_of_the_same_base_names_what_differs(tmp_path, table_file, capsys):
+    def wider(data):
+        data["base"] = data["base"].replace("width=16", "width=24", 1)
+
+    assert "width=16" in json.loads(table_file.read_text())["base"]
+    assert main(search_args(_edited(tmp_path, table_file, wider), tmp_path / "runs", "bad")) == 1
+    err = capsys.readouterr().err
+    assert "another version of the base 'resnet-fmnist'" in err, err
+    assert "width=24" in err and "width=16" in err and "not this search's 'resnet-fmnist'" not in err, err

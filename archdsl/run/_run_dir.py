@@ -249,6 +249,14 @@ def load_resumed(path: Path, target: Any, state: dict[str, Any]) -> None:
         raise UserError(f"{path}: the training state does not fit the run: {err}") from None
 
 
+def _recorded_config(run_dir: Path) -> TrainConfig | None:
+    """The settings the run's config.json records, or None where it is missing or unreadable."""
+    try:
+        return TrainConfig.model_validate_json((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, finished: int) -> TrainConfig:
     """The config a run saved with `saved` (after `finished` epochs) goes on with when resumed with
     `given`: the same, or extended when `given` asks for more epochs (recorded in `extended_at`).
@@ -258,6 +266,20 @@ def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, fin
     changed = sorted(
         k for k, v in given.result_fields().items() if k not in planned and saved.result_fields().get(k) != v
     )
+    recorded = _recorded_config(run_dir)
+    if (
+        changed
+        and recorded is not None
+        and all(recorded.result_fields().get(k) == given.result_fields()[k] for k in changed)
+    ):
+        # The command agrees with the run's own record: it is the checkpoint that came from elsewhere.
+        theirs = ", ".join(f"{k}={saved.result_fields().get(k)}" for k in changed)
+        ours = ", ".join(f"{k}={recorded.result_fields().get(k)}" for k in changed)
+        raise UserError(
+            f"{run_dir / LAST_CHECKPOINT} does not belong to this run: it was trained with {theirs}, "
+            f"but {run_dir / CONFIG_FILE} records {ours}",
+            hint="put back the run's own last.safetensors, or start a new run in another --out",
+        )
     if changed:
         raise UserError(
             f"cannot resume {run_dir} with different settings: {', '.join(changed)}",
