@@ -97,7 +97,7 @@ def _list() -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from archdsl.data import describe, fetch_dataset, why_missing
+    from archdsl.data import count_images, describe, fetch_dataset, why_missing
 
     if DataSettings(**settings_given(args, DataSettings)).download:  # then describe what is there now
         fetch_dataset(args.dataset, args.data_root)
@@ -108,7 +108,9 @@ def _info(args: argparse.Namespace) -> int:
     say(f"classes:  {info.num_classes}")
     say(f"images:   {c}x{h}x{w}")
     per = " per corruption and severity" if info.name.split(":")[0].endswith("-c") else ""
-    say("splits:   " + ", ".join(f"{split} {size:,}" for split, size in info.split_sizes.items()) + per)
+    sizes = count_images(args.dataset, args.data_root) if info.available else info.split_sizes
+    nominal = "" if sizes == info.split_sizes else f", counted on disk (the full set: {_sizes(info.split_sizes)})"
+    say(f"splits:   {_sizes(sizes)}{per}{nominal}")
     say(f"source:   {info.source}" + ("" if info.available else "  (not found)"))
     if not info.available:
         problem = why_missing(args.dataset, args.data_root)
@@ -125,6 +127,10 @@ def _info(args: argparse.Namespace) -> int:
         say(f"checksums: {'official' if matches else 'differ from the official release'}")
     # A script that asks whether the data is there gets its answer from the exit status too.
     return 0 if info.available else 1
+
+
+def _sizes(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{split} {size:,}" for split, size in sizes.items())
 
 
 def _corrupt(args: argparse.Namespace) -> int:
