@@ -261,7 +261,9 @@ def check_replay(replay: Replay, space: Space, dataset: str, objectives: tuple[O
         from archdsl.lang.printer import format_arch
 
         theirs, ours = format_arch(base).splitlines(), format_arch(space.base).splitlines()
-        line = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), min(len(theirs), len(ours)))
+        line = next(
+            (i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b), min(len(theirs), len(ours))
+        )
         differs = [" ".join((lines[line:] or ["(nothing)"])[0].split()) for lines in (theirs, ours)]
         raise UserError(
             f"the table {replay.source} measured another version of the base {base.name!r}: "
