@@ -500,7 +500,7 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
     )
     test = score_logits(logits, trainer.test_set.labels)
     # Checked before the epoch is saved: a diverged epoch never replaces the last good checkpoint.
-    guard.check_loss("the test loss", test.nll, epoch)
+    test_loss_spike = guard.check_evaluated_loss("the test loss", test.nll, epoch)
     guard.check_metric("the test accuracy", test.top1, epoch)
     train_acc = total_correct / max(total_seen, 1)
     bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{train_acc:.3f}", test_acc=f"{test.top1:.3f}")
@@ -510,6 +510,7 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
         train_acc=train_acc,
         test_loss=test.nll,
         test_acc=test.top1,
+        test_loss_spike=test_loss_spike,
         lr=trainer.schedule.lr_at(step_base + steps_per_epoch),  # what the next step runs with
         img_per_s=total_seen / train_seconds if train_seconds > 0 else 0.0,
         seconds=time.perf_counter() - started,
