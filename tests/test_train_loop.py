@@ -354,3 +354,12 @@ def test_a_run_started_before_its_spec_named_another_init_still_resumes(arch, tm
     wider = arch.model_copy(update={"stages": (first.model_copy(update={"width": first.width + 1}), *arch.stages[1:])})
     with pytest.raises(UserError, match="different design"):
         train(wider, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)  # another design
+
+
+def test_a_users_milestone_beyond_the_run_is_warned_about(arch) -> None:
+    from archdsl.errors import ArchdslWarning
+
+    train_set, test_set = colour_classes(64, 6), colour_classes(16, 7)
+    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, decay_milestones=(5,), device="cpu")
+    with pytest.warns(ArchdslWarning, match="--decay-milestones 5 lie beyond this run's 1 main epochs"):
+        train(arch, train_set, test_set, config, progress=False)
