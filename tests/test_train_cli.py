@@ -31,6 +31,9 @@ def exit_code(argv: list[str]) -> int:
         (["--device", "tpu"], "unknown device"),
         (["--subset", "2"], "fraction"),
         (["--lr", "abc"], "expected a valid number"),
+        (["--val-split", "0"], "--val-split 0: a count of validation images must be at least 1"),
+        (["--val-split", "-0.2"], "a fraction must lie strictly between 0 and 1"),
+        (["--val-split", "ten"], "--val-split 'ten' is not a number"),
     ],
 )
 def test_bad_flags_exit_2_with_a_message(micro_spec: Path, flags: list[str], message: str, capsys) -> None:
@@ -327,3 +330,25 @@ def test_the_resume_command_after_ctrl_c_names_the_data_and_settings_file_given(
     assert shlex.split(line) == [
         "archdsl", *argv[:4], "--dataset", DATASET, *argv[4:], "--out", str(out), "--resume"
     ]  # fmt: skip
+
+
+def test_val_split_reports_validation_every_epoch_and_keeps_the_test_set(micro_spec: Path, tmp_path: Path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", str(micro_spec), "--dataset", DATASET, "--recipe", "fast", "--epochs", "2", "--batch-size", "32"]
+    assert exit_code([*argv, "--val-split", "0.25", "--out", str(out), "--no-progress", "--device", "cpu"]) == 0
+    summary = capsys.readouterr().out
+    assert "final val  top-1" in summary and "final test top-1" in summary
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(0 <= r["val_acc"] <= 1 and r["val_loss"] > 0 for r in rows)
+    header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {"val_loss", "val_acc", "test_loss", "test_acc"} <= set(header)
+    assert json.loads((out / "config.json").read_text())["val_split"] == 0.25
+
+
+@pytest.mark.parametrize("size, message", [("160", "leaves no training images"), ("3", "empty in the validation")])
+def test_a_val_split_that_does_not_fit_the_dataset_is_one_line(micro_spec: Path, tmp_path: Path, size, message, capsys):
+    out = tmp_path / "run"
+    argv = ["train", str(micro_spec), "--dataset", DATASET, "--epochs", "1", "--val-split", size, "--out", str(out)]
+    assert exit_code(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and not (out / "last.safetensors").exists()

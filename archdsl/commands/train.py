@@ -108,6 +108,8 @@ def _train(args: argparse.Namespace) -> int:
     say(f"{arch.name} on {args.dataset}: {len(history)} epoch{'s' if len(history) != 1 else ''} in {total:.1f} s")
     say(f"  final test top-1 {history[-1].test_acc:.2%}  NLL {history[-1].test_loss:.4f}")
     say(f"  best  test top-1 {best.test_acc:.2%} (epoch {best.epoch})")
+    if history[-1].val_acc is not None:  # --val-split: the held-out training images
+        say(f"  final val  top-1 {history[-1].val_acc:.2%}  NLL {history[-1].val_loss:.4f}")
     say(f"  training speed   {mean_speed:.0f} img/s")
     say(f"  run directory    {run_dir} ({FINAL_CHECKPOINT}, metrics.csv)")
     return 0

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar, get_args
 
-from pydantic import ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from archdsl.common_settings import TORCHRUN_GROUP, DeviceSettings, OptimizeSettings
 
@@ -172,6 +172,21 @@ def _recipe_field(flag: str, help: str, **kwargs: Any) -> Any:
     return Field(default=None, description=help, json_schema_extra={"flag": flag, "group": RECIPE_GROUP}, **kwargs)
 
 
+def _val_size(value: Any) -> Any:
+    """--val-split's value (a text from the command line, or a number), checked as the data split checks it."""
+    from archdsl.data.validation import check_val_size, parse_val_split
+    from archdsl.errors import UserError
+
+    try:
+        if isinstance(value, str):
+            return parse_val_split(value)
+        if value is not None:
+            check_val_size(value)
+    except UserError as err:
+        raise ValueError(err.message) from None
+    return value
+
+
 def _run_flag(
     flag: str, help: str, *, default: Any, metavar: str | None = None, group: str | None = None, **kwargs: Any
 ) -> Any:
@@ -285,6 +300,13 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
         gt=0,
         le=1,
         metavar="FRACTION",
+    )
+    val_split: Annotated[float | int, BeforeValidator(_val_size)] | None = _run_flag(
+        "--val-split",
+        "hold out a fixed, class-stratified validation split of the training set (a fraction such as 0.1 "
+        "or a count such as 5000) and report its loss and top-1 every epoch; off by default",
+        default=None,
+        metavar="SIZE",
     )
     # Under torchrun (archdsl.run.distributed): nothing in one process.
     sync_bn: bool = _run_flag(

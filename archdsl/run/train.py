@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +26,8 @@ import torch
 from torch import nn
 
 from archdsl.data.base import ImageSet
-from archdsl.errors import UserError
+from archdsl.data.validation import split_validation
+from archdsl.errors import ArchdslWarning, UserError
 from archdsl.ir import Arch
 from archdsl.progress import log_line, progress_bar
 from archdsl.run import distributed
@@ -55,11 +57,11 @@ from archdsl.run._run_dir import saved_epochs as saved_epochs
 from archdsl.run.checkpoint import TrainState, save_checkpoint
 from archdsl.run.device import autocast, select_device
 from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
-from archdsl.run.evaluate import predict_logits, score_logits
+from archdsl.run.evaluate import Evaluation, predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
 from archdsl.run.optimize import applied_plan, optimize_model
 from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer
-from archdsl.run.schedule import LrSchedule
+from archdsl.run.schedule import LrSchedule, milestones_beyond
 
 __all__ = ["EpochMetrics", "StepRecord", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
 
@@ -112,6 +114,8 @@ def check_trainable(arch: Arch, train_set: ImageSet, test_set: ImageSet, config:
     training set, an odd batch for Mixup. Cheap: commands call it before they print anything."""
     check_compatible(arch, train_set)
     check_compatible(arch, test_set)
+    if config.val_split is not None:  # a bad --val-split for this dataset, before anything is trained
+        train_set, _ = split_validation(train_set, config.val_split)
     distributed.check_rank_device(config.device)
     select_device(config.device)
     batch_size = filled(config.batch_size)
@@ -234,8 +238,9 @@ class _Trainer:
 
     arch: Arch
     model: nn.Module
-    train_set: ImageSet  # after --subset
+    train_set: ImageSet  # after --val-split and --subset
     test_set: ImageSet
+    val_set: ImageSet | None  # with --val-split
     config: TrainConfig  # as resumed or extended
     optimizer: torch.optim.Optimizer
     schedule: LrSchedule
@@ -275,6 +280,9 @@ def _prepare(
     amp = device.type == "cuda" and config.model_dtype == "float32" if config.amp is None else config.amp
 
     data = data_record(train_set, test_set) if run_dir is not None else {}  # the whole sets, before --subset
+    val_set = None
+    if config.val_split is not None:  # held out before --subset: no subset holds a validation image
+        train_set, val_set = split_validation(train_set, config.val_split)
     if config.subset < 1:
         train_set = train_set.subset(config.subset, seed=config.seed)
     batch_size = filled(config.batch_size)  # the global batch, under torchrun shared by the ranks
@@ -320,11 +328,13 @@ def _prepare(
         resident = ResidentLoader(
             train_set, batch_size, device=device, padding=filled(config.crop_padding), hflip=filled(config.hflip)
         )
+    _warn_unreached_milestones(config)
     return _Trainer(
         arch=arch,
         model=trained,
         train_set=train_set,
         test_set=test_set,
+        val_set=val_set,
         config=config,
         optimizer=optimizer,
         # A function of the step alone: a resumed or extended run needs no scheduler state (the timm
@@ -346,6 +356,20 @@ def _prepare(
         ranks=ranks,
         network=distributed.data_parallel(trained, device) if ranks is not None else trained,
     )
+
+
+def _warn_unreached_milestones(config: TrainConfig) -> None:
+    """A user's multistep milestone beyond the run never lowers the rate: the run would end at the
+    peak, unannealed (the recipe's own milestones are scaled to the run instead, see schedule.py)."""
+    beyond = milestones_beyond(config)
+    if beyond:
+        main = config.epochs - config.effective_warmup()
+        warnings.warn(
+            f"--decay-milestones {','.join(map(str, beyond))} lie beyond this run's {main} main epochs "
+            "(epochs after the warm-up): the learning rate never drops there",
+            ArchdslWarning,
+            stacklevel=2,
+        )
 
 
 def _save_epoch(trainer: _Trainer, run_dir: Path, metrics: EpochMetrics, save_every: int | None) -> None:
@@ -371,7 +395,8 @@ def epoch_line(metrics: EpochMetrics, epochs: int) -> str:
     """One finished epoch as a plain line, with the names the bar shows them by."""
     return (
         f"epoch {metrics.epoch}/{epochs}  loss={metrics.train_loss:.3f} acc={metrics.train_acc:.3f} "
-        f"test_acc={metrics.test_acc:.3f}  ({metrics.seconds:.1f} s, {metrics.img_per_s:.0f} img/s)"
+        + (f"val_acc={metrics.val_acc:.3f} " if metrics.val_acc is not None else "")
+        + f"test_acc={metrics.test_acc:.3f}  ({metrics.seconds:.1f} s, {metrics.img_per_s:.0f} img/s)"
     )
 
 
@@ -492,18 +517,15 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
     if ranks is not None:  # BatchNorm's running statistics as rank 0 has them, so that all ranks evaluate alike
         distributed.same_buffers(trainer.model)
 
-    logits = predict_logits(
-        trainer.model,
-        trainer.test_set,
-        batch_size=config.eval_batch_size,
-        amp=trainer.amp,
-        workers=config.workers,
-        optimize=config.optimize,
-    )
-    test = score_logits(logits, trainer.test_set.labels)
+    test = _evaluate(trainer, trainer.test_set)
     # Checked before the epoch is saved: a diverged epoch never replaces the last good checkpoint.
-    guard.check_loss("the test loss", test.nll, epoch)
+    test_loss_spike = guard.check_evaluated_loss("the test loss", test.nll, epoch)
     guard.check_metric("the test accuracy", test.top1, epoch)
+    val = _evaluate(trainer, trainer.val_set) if trainer.val_set is not None else None
+    val_loss_spike = False
+    if val is not None:
+        val_loss_spike = guard.check_evaluated_loss("the validation loss", val.nll, epoch)
+        guard.check_metric("the validation accuracy", val.top1, epoch)
     train_acc = total_correct / max(total_seen, 1)
     bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{train_acc:.3f}", test_acc=f"{test.top1:.3f}")
     return EpochMetrics(
@@ -512,10 +534,28 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
         train_acc=train_acc,
         test_loss=test.nll,
         test_acc=test.top1,
+        test_loss_spike=test_loss_spike,
+        val_loss=val.nll if val is not None else None,
+        val_acc=val.top1 if val is not None else None,
+        val_loss_spike=val_loss_spike,
         lr=trainer.schedule.lr_at(step_base + steps_per_epoch),  # what the next step runs with
         img_per_s=total_seen / train_seconds if train_seconds > 0 else 0.0,
         seconds=time.perf_counter() - started,
     )
+
+
+def _evaluate(trainer: _Trainer, images: ImageSet) -> Evaluation:
+    """Loss and top-1 of the model on `images` (the test or the validation set)."""
+    config = trainer.config
+    logits = predict_logits(
+        trainer.model,
+        images,
+        batch_size=config.eval_batch_size,
+        amp=trainer.amp,
+        workers=config.workers,
+        optimize=config.optimize,
+    )
+    return score_logits(logits, images.labels)
 
 
 def _totals(ranks: distributed.Ranks | None, loss_sum: float, correct: int, seen: int) -> tuple[float, int, int]:
