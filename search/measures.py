@@ -1,8 +1,11 @@
-"""The measures of one design: the one place where the search calls the rest of archdsl.
+"""The measures of one design: the one module of the search that builds, trains and analyses.
 
-Everything a trial needs from other modules (the IR's cost, building, training, the
-Hessian and robustness analyses, the data) is called from here, and only from here,
-so that each dependency sits in one function.
+Within `archdsl.search`, only this module imports `archdsl.nn` (the model, its cost and memory
+estimate), `archdsl.run.train` (training), `archdsl.analysis` (Hessian, robustness) and the
+data loaders (`archdsl.data.load_split`, `load_corrupted`); tests/test_layering.py checks it.
+The other search modules import archdsl's torch-free core (errors, files, ir, lang, buildup)
+and what sets a run up (`data.describe`, `run.device`, `run.distributed`, `run.recipe`,
+`run.loader.derive_seed`) directly.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from pydantic import ConfigDict, Field, PositiveInt
 from archdsl.common_settings import OptimizeSettings
 from archdsl.errors import UserError
 from archdsl.ir import Arch
-from archdsl.nn.summary import DesignTooLarge as DesignTooLarge  # torch-free; over the memory limit: a failed trial
+
+# torch-free; a design over the memory limit is a failed trial, refused by `ensure_fits` before any build
+from archdsl.nn.summary import DesignTooLarge as DesignTooLarge
+from archdsl.nn.summary import ensure_fits as ensure_fits
 from archdsl.run.recipe import RecipeName  # torch-free
 
 # The training subset a study takes unless told (archdsl.search.session.fidelity_for): the synthetic
@@ -140,29 +146,17 @@ def static_costs(arch: Arch) -> dict[str, float]:
     return {"params": float(summary.params), "flops": float(summary.flops)}
 
 
-def ensure_fits(arch: Arch) -> None:
-    """`DesignTooLarge` if the design's estimated memory is over the limit (before any build)."""
-    from archdsl.nn.summary import ensure_fits as fits
-
-    fits(arch)
-
-
-def build_model(arch: Arch, seed: int) -> Any:
-    """The candidate's model, its weights fixed by `seed`."""
-    from archdsl.nn.build import build
-
-    return build(arch, seed=seed)
-
-
-def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, seed: int, model: Any = None) -> float:
-    """Median inference time per image (ms) of a batch of test images, after one warm-up pass."""
+def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, seed: int) -> float:
+    """Median inference time per image (ms) of a batch of test images, after one warm-up pass, of the
+    design built with weights fixed by `seed`."""
     import numpy as np
     import torch
 
+    from archdsl.nn.build import build
     from archdsl.run.device import select_device
 
     dev = select_device(device)
-    model = (model if model is not None else build_model(arch, seed)).to(dev).eval()
+    model: torch.nn.Module = build(arch, seed=seed).to(dev).eval()
     if fidelity.optimize:  # the latency of the model as it would be run, without compiling (a few batches)
         from archdsl.run.optimize import optimize_model
 
@@ -219,6 +213,7 @@ def train_candidate(
     progress: bool,
 ) -> Trained:
     """Train at the search's fidelity; `on_epoch(epoch, test_acc)` may raise to prune."""
+    from archdsl.lang.printer import format_arch
     from archdsl.run.distributed import current, from_leader
     from archdsl.run.train import TrainingDiverged, train
 
@@ -259,11 +254,12 @@ def analysis_settings(fidelity: Fidelity, *, seed: int) -> Any:
 
 def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity: Fidelity, *, seed: int, device: str):
     from archdsl.analysis.pipeline import AnalysisData, analyze
+    from archdsl.run.device import select_device
 
     corrupted = _corrupted_sets(data, fidelity, seed=seed) if "robustness" in measures else None
     analysis_data = AnalysisData(name=data.name, train=data.train_set, test=data.test_set, corrupted=corrupted)
     settings = analysis_settings(fidelity, seed=seed)
-    return analyze(model, analysis_data, measures, settings, device=_device(device), optimize=fidelity.optimize)
+    return analyze(model, analysis_data, measures, settings, device=select_device(device), optimize=fidelity.optimize)
 
 
 def _corrupted_sets(data: DataContext, fidelity: Fidelity, *, seed: int) -> list[Any]:
@@ -289,13 +285,6 @@ def hessian(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, dev
     spectrum = _analyze(model, data, ("hessian",), fidelity, seed=seed, device=device).hessian
     ape = spectrum.ape if spectrum.ape is not None else 0.0
     return float(spectrum.nep), float(ape)
-
-
-def derive_seed(*parts: int) -> int:
-    """A well-mixed seed from several integers (the one definition, in archdsl.run.loader)."""
-    from archdsl.run.loader import derive_seed as derive
-
-    return derive(*parts)
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -337,13 +326,6 @@ def is_unsupported_by_device(err: BaseException) -> bool:
     return any(marker in text for marker in _DEVICE_CANNOT) or _NO_LOW_PRECISION_KERNEL.search(text) is not None
 
 
-def format_arch(arch: Arch) -> str:
-    """The canonical .arch text of a design."""
-    from archdsl.lang.printer import format_arch as fmt
-
-    return fmt(arch)
-
-
 def load_base(name_or_path: str) -> Arch:
     """The base of a build-up search; refused now, before any data loads, if the rule cannot apply."""
     from archdsl.buildup import ensure_alternet_base
@@ -355,12 +337,6 @@ def load_base(name_or_path: str) -> Arch:
 
 
 # -- small helpers ---------------------------------------------------------------------------
-
-
-def _device(name: str) -> Any:
-    from archdsl.run.device import select_device
-
-    return select_device(name)
 
 
 def _fields(obj: Any) -> dict[str, Any]:

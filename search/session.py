@@ -86,7 +86,7 @@ def check_fidelity_source(value: str) -> str:
 
 
 class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSettings):
-    """A study besides its fidelity (`objective.Fidelity`): the data and base, the strategy and
+    """A study besides its fidelity (`archdsl.search.measures.Fidelity`): the data and base, the strategy and
     objectives, the storage and output (and the settings shared with other commands: where the data
     lives, the device, progress bars, the torchrun timeout). Each field is `archdsl search`'s flag."""
 

@@ -67,7 +67,7 @@ class PerTrialSeed(optuna.samplers.BaseSampler):
 
     def _for(self, trial: FrozenTrial) -> optuna.samplers.BaseSampler:
         if trial.number != self._number:
-            from archdsl.search.measures import derive_seed
+            from archdsl.run.loader import derive_seed
 
             seed = None if self._seed is None else derive_seed(self._seed, trial.number) % 2**32
             self._sampler, self._number = self._make(seed), trial.number
