@@ -208,6 +208,26 @@ def test_divergence_does_not_depend_on_the_cpu_kernels(tmp_path: Path) -> None:
     assert done.returncode == 1 and "diverged: training diverged" in done.stderr, done.stdout + done.stderr
 
 
+def test_an_exploding_test_loss_is_recorded_and_shown_but_does_not_stop_training(
+    arch, tmp_path: Path, monkeypatch
+) -> None:
+    # BatchNorm's running statistics after one high-learning-rate epoch can give a test loss of
+    # 450 while training is sound (issue 28): the test images are evaluated with confidently
+    # wrong logits here (negated, x1e4), the training loss is untouched.
+    from archdsl.errors import ArchdslWarning
+    from archdsl.run import train as training
+
+    real = training.predict_logits
+    monkeypatch.setattr(training, "predict_logits", lambda *a, **k: -1e4 * real(*a, **k))
+    train_set, test_set = colour_classes(64, 6), colour_classes(16, 7)
+    config = TrainConfig(recipe="fast", epochs=2, batch_size=32, device="cpu")
+    with pytest.warns(ArchdslWarning, match="the test loss is .* in epoch 1, .*training not stopped"):
+        done = train(arch, train_set, test_set, config, run_dir=tmp_path, progress=False)
+    assert [m.epoch for m in done.history] == [1, 2] and (tmp_path / "final.safetensors").exists()
+    assert all(m.test_loss > 1000 and m.test_loss_spike for m in done.history)
+    assert "test_loss_spike" in (tmp_path / "metrics.csv").read_text().splitlines()[0]
+
+
 def test_a_run_that_diverges_keeps_its_last_good_checkpoint(arch, tmp_path: Path) -> None:
     # One step per epoch; the first (warm-up) step has lr 1e-6, the next ones 1e3: epoch 1
     # is sound, the weights blow up in the step of epoch 2.
@@ -247,8 +267,14 @@ def test_the_divergence_rule_allows_a_noisy_start_and_stops_nan_and_explosions()
     for loss in (2.3, 11.0, 40.0, 3.0):  # a high learning rate's first steps: rough, not diverged
         guard.check_loss("the training loss", loss, epoch=0, step=20)
     for bad in (float("nan"), float("inf"), EXPLOSION_FACTOR * 2.3 * 1.01):
+        with pytest.raises(TrainingDiverged, match="training diverged: the training loss"):
+            guard.check_loss("the training loss", bad, epoch=1)
+    # An evaluated loss diverges only when it is not finite; an explosion is a spike, reported.
+    for bad in (float("nan"), float("inf")):
         with pytest.raises(TrainingDiverged, match="training diverged: the test loss"):
-            guard.check_loss("the test loss", bad, epoch=1)
+            guard.check_evaluated_loss("the test loss", bad, epoch=1)
+    assert guard.check_evaluated_loss("the test loss", EXPLOSION_FACTOR * 2.3 * 1.01, epoch=1)
+    assert not guard.check_evaluated_loss("the test loss", 40.0, epoch=1)
     with pytest.raises(TrainingDiverged, match="the test accuracy is nan in epoch 3"):
         guard.check_metric("the test accuracy", float("nan"), epoch=2)
     # A run resumed from good weights (tiny loss) is judged against ln(classes), not 1e-3.
@@ -328,3 +354,12 @@ def test_a_run_started_before_its_spec_named_another_init_still_resumes(arch, tm
     wider = arch.model_copy(update={"stages": (first.model_copy(update={"width": first.width + 1}), *arch.stages[1:])})
     with pytest.raises(UserError, match="different design"):
         train(wider, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)  # another design
+
+
+def test_a_users_milestone_beyond_the_run_is_warned_about(arch) -> None:
+    from archdsl.errors import ArchdslWarning
+
+    train_set, test_set = colour_classes(64, 6), colour_classes(16, 7)
+    config = TrainConfig(recipe="weak", epochs=2, batch_size=32, decay_milestones=(5,), device="cpu")
+    with pytest.warns(ArchdslWarning, match="--decay-milestones 5 lie beyond this run's 1 main epochs"):
+        train(arch, train_set, test_set, config, progress=False)

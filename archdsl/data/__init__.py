@@ -2,6 +2,7 @@
 
 from archdsl.data import load_split, load_corrupted
 train = load_split("synthetic", "train")
+rest, validation = split_validation(train, 0.1)  # fixed, stratified, disjoint
 sets = load_corrupted("cifar100-c", root="data", corruptions=["fog"], severities=[5])
 """
 
@@ -21,6 +22,12 @@ from archdsl.data.registry import (
     load_split,
     why_missing,
 )
+from archdsl.data.validation import (
+    VALIDATION_SEED,
+    default_val_size,
+    parse_val_split,
+    split_validation,
+)
 
 __all__ = [
     "CorruptedCopy",
@@ -32,12 +39,16 @@ __all__ = [
     "ImageSet",
     "dataset_descriptions",
     "dataset_names",
+    "default_val_size",
     "describe",
     "fetch_dataset",
     "load_corrupted",
     "load_split",
     "matches_official_release",
+    "parse_val_split",
     "resolve_data_root",
+    "split_validation",
+    "VALIDATION_SEED",
     "why_missing",
     "write_corrupted",
 ]

@@ -110,6 +110,9 @@ class EpochMetrics:
     lr: float  # at the end of the epoch
     img_per_s: float  # training images per second (evaluation excluded)
     seconds: float  # wall time of the whole epoch
+    # The test loss rose above the divergence limit (archdsl.run.divergence): recorded and
+    # warned about, not a reason to stop (only the training loss judges divergence).
+    test_loss_spike: bool = False
 
 
 def check_run_files(run_dir: Path) -> None:

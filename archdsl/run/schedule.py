@@ -11,6 +11,13 @@ the `fast` recipe), so that:
 - an extended run (`train --resume --epochs N`) follows the schedule a run planned for N epochs
   from the step it resumes at, as timm's train.py does.
 
+A recipe cut to a shorter run keeps its shape: the recipe's own multistep milestones (`weak`'s
+60/120/160 of 200 main epochs) become the same fractions of the shorter run's main epochs (0.3,
+0.6, 0.8), each at most the last main epoch, so the run ends at the recipe's final rate instead
+of at the peak (a 6-epoch `weak` run ended mid-oscillation at lr 0.1 before). Milestones the
+user gave are kept as given (`train` warns about one beyond the run). At the recipe's own
+length, or longer, nothing is scaled: the reference's schedule exactly.
+
 Torch-free: the docs and tests read it without building anything.
 """
 
@@ -54,7 +61,7 @@ class LrSchedule:
             on_updates=filled(config.sched_on_updates),
             warmup_lr=filled(config.warmup_lr),
             min_lr=filled(config.min_lr),
-            milestones=tuple(sorted(filled(config.decay_milestones))),
+            milestones=run_milestones(config),
             decay_rate=filled(config.decay_rate),
         )
 
@@ -78,3 +85,27 @@ class LrSchedule:
         # (Whole-step fractions per iteration: timm's CosineLRScheduler's t / t_initial.)
         progress = after / (self.main_epochs * self.steps_per_epoch) if self.on_updates else epoch / self.main_epochs
         return floor + (self.lr - floor) * (1 + math.cos(math.pi * progress)) / 2
+
+
+def run_milestones(config: TrainConfig) -> tuple[int, ...]:
+    """The multistep milestones `config`'s run uses (in main epochs): the recipe's own scaled to a
+    shorter run (same fractions of the main schedule, at most its last epoch), any others as given."""
+    from archdsl.run.recipe import RECIPE_DEFAULTS, filled
+
+    milestones = tuple(sorted(filled(config.decay_milestones)))
+    recipe = RECIPE_DEFAULTS.get(config.recipe)
+    if recipe is None or milestones != tuple(sorted(recipe["decay_milestones"])):
+        return milestones  # the user's own: as given
+    recipe_main = recipe["epochs"] - recipe["warmup_epochs"]
+    main = config.epochs - config.effective_warmup()
+    if main >= recipe_main:
+        return milestones  # the recipe's own length (or an extension of it): the reference's schedule
+    return tuple(min(round(m * main / recipe_main), main - 1) for m in milestones)
+
+
+def milestones_beyond(config: TrainConfig) -> tuple[int, ...]:
+    """The milestones `config`'s run never reaches (a user's, given for a longer run)."""
+    from archdsl.run.recipe import filled
+
+    main = config.epochs - config.effective_warmup()
+    return tuple(m for m in run_milestones(config) if m >= main) if filled(config.sched) == "multistep" else ()

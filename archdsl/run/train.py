@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ import torch
 from torch import nn
 
 from archdsl.data.base import ImageSet
-from archdsl.errors import UserError
+from archdsl.errors import ArchdslWarning, UserError
 from archdsl.ir import Arch
 from archdsl.progress import log_line, progress_bar
 from archdsl.run import distributed
@@ -59,7 +60,7 @@ from archdsl.run.evaluate import predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
 from archdsl.run.optimize import applied_plan, optimize_model
 from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer
-from archdsl.run.schedule import LrSchedule
+from archdsl.run.schedule import LrSchedule, milestones_beyond
 
 __all__ = ["EpochMetrics", "StepRecord", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
 
@@ -320,6 +321,7 @@ def _prepare(
         resident = ResidentLoader(
             train_set, batch_size, device=device, padding=filled(config.crop_padding), hflip=filled(config.hflip)
         )
+    _warn_unreached_milestones(config)
     return _Trainer(
         arch=arch,
         model=trained,
@@ -346,6 +348,20 @@ def _prepare(
         ranks=ranks,
         network=distributed.data_parallel(trained, device) if ranks is not None else trained,
     )
+
+
+def _warn_unreached_milestones(config: TrainConfig) -> None:
+    """A user's multistep milestone beyond the run never lowers the rate: the run would end at the
+    peak, unannealed (the recipe's own milestones are scaled to the run instead, see schedule.py)."""
+    beyond = milestones_beyond(config)
+    if beyond:
+        main = config.epochs - config.effective_warmup()
+        warnings.warn(
+            f"--decay-milestones {','.join(map(str, beyond))} lie beyond this run's {main} main epochs "
+            "(epochs after the warm-up): the learning rate never drops there",
+            ArchdslWarning,
+            stacklevel=2,
+        )
 
 
 def _save_epoch(trainer: _Trainer, run_dir: Path, metrics: EpochMetrics, save_every: int | None) -> None:
@@ -502,7 +518,7 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
     )
     test = score_logits(logits, trainer.test_set.labels)
     # Checked before the epoch is saved: a diverged epoch never replaces the last good checkpoint.
-    guard.check_loss("the test loss", test.nll, epoch)
+    test_loss_spike = guard.check_evaluated_loss("the test loss", test.nll, epoch)
     guard.check_metric("the test accuracy", test.top1, epoch)
     train_acc = total_correct / max(total_seen, 1)
     bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{train_acc:.3f}", test_acc=f"{test.top1:.3f}")
@@ -512,6 +528,7 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
         train_acc=train_acc,
         test_loss=test.nll,
         test_acc=test.top1,
+        test_loss_spike=test_loss_spike,
         lr=trainer.schedule.lr_at(step_base + steps_per_epoch),  # what the next step runs with
         img_per_s=total_seen / train_seconds if train_seconds > 0 else 0.0,
         seconds=time.perf_counter() - started,
