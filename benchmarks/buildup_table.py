@@ -131,7 +131,7 @@ def run_one(arch, data, fid, seed: int) -> dict:
     wall1, cpu1 = time.perf_counter(), cpu_seconds()
     robustness = measure.robustness(trained.model, data, fid, seed=seed, device="cpu")
     nep, ape = measure.hessian(trained.model, data, fid, seed=seed, device="cpu")
-    latency = measure.latency_ms(arch, data, fid, "cpu", seed, model=trained.model)
+    latency = measure.latency_ms(arch, data, fid, "cpu", seed)
     return {
         "seed": seed,
         "accuracy": trained.accuracy,

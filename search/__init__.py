@@ -33,7 +33,7 @@ from archdsl.exports import lazy_exports
 
 # Kept here (not in `strategies`) so that the CLI can list them without importing Optuna.
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
-PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch test accuracy
+PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
 
 _EXPORTS = {
     "search": "archdsl.search.session",

@@ -10,16 +10,15 @@ and what sets a run up (`data.describe`, `run.device`, `run.distributed`, `run.r
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, PositiveInt
+from pydantic import ConfigDict, Field, PositiveInt, field_validator
 
 from archdsl.common_settings import OptimizeSettings
 from archdsl.errors import UserError
@@ -29,6 +28,9 @@ from archdsl.ir import Arch
 from archdsl.nn.summary import DesignTooLarge as DesignTooLarge
 from archdsl.nn.summary import ensure_fits as ensure_fits
 from archdsl.run.recipe import RecipeName  # torch-free
+
+if TYPE_CHECKING:
+    from archdsl.data import CorruptedSet, ImageSet
 
 # The training subset a study takes unless told (archdsl.search.session.fidelity_for): the synthetic
 # set's 2,000 of 5,000 training images for 2 epochs trains a small-base candidate in seconds on a
@@ -58,9 +60,15 @@ class Fidelity(OptimizeSettings):
         "--subset", "class-stratified fraction of the training set", default=1.0, gt=0, le=1, metavar="FRACTION",
         default_text=f"{SYNTHETIC_SUBSET:g} on synthetic, {REAL_SUBSET:g} otherwise",
     )  # fmt: skip
+    # A fraction or a count, kept as written (`0.1`, `5000`): archdsl.data.parse_val_split reads it.
+    val_split: str | None = _flag(
+        "--val-split", "validation images held out of the training split: each candidate is trained on the rest "
+        "and scored on these (the test set is not read)", default=None, metavar="FRACTION|N",
+        default_text="a tenth of the training split, at most 5,000",
+    )  # fmt: skip
     test_subset: float = _flag(
-        "--test-subset", "class-stratified fraction of the test and corrupted sets that score each candidate",
-        default=1.0, gt=0, le=1, metavar="FRACTION", default_text="the --subset fraction",
+        "--test-subset", "class-stratified fraction of the validation images (and their corrupted copies) "
+        "that score each candidate", default=1.0, gt=0, le=1, metavar="FRACTION", default_text="the --subset fraction",
     )  # fmt: skip
     # `fast` learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds.
     recipe: RecipeName = _flag(
@@ -79,24 +87,36 @@ class Fidelity(OptimizeSettings):
         "--severities", "corruption severities for robustness", default=(3,), metavar="S,S"
     )
 
+    @field_validator("val_split")
+    @classmethod
+    def _val_split_reads(cls, value: str | None) -> str | None:
+        """A --val-split that is no fraction or count is refused with the settings, not by the data."""
+        if value is not None:
+            from archdsl.data.validation import parse_val_split  # numpy: only when one is given
+
+            parse_val_split(value)
+        return value
+
 
 @dataclass
 class DataContext:
-    """The dataset of a search, loaded once per worker."""
+    """The data of a search, loaded once per worker: the training split less its validation part, and
+    the validation part that scores, prunes and compares the candidates. The test split is not here:
+    a search never reads it (designs chosen on test images would be scored on what chose them)."""
 
     name: str
     root: Path | None
-    train_set: Any  # ImageSet
-    test_set: Any  # ImageSet
-    _corrupted: list[Any] | None = field(default=None, repr=False)
+    train_set: ImageSet  # the training split less `validation`: what each trial trains on (its --subset of it)
+    validation: ImageSet
+    _corrupted: list[CorruptedSet] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
 class Trained:
-    """A trained candidate: the model, its test top-1 (a fraction) and its per-epoch history."""
+    """A trained candidate: the model, its validation top-1 (a fraction) and its per-epoch history."""
 
     model: Any  # nn.Module
-    accuracy: float  # test top-1, a fraction
+    accuracy: float  # validation top-1, a fraction (a replayed one: the table's)
     history: list[dict[str, float]]
     rank_digests: tuple[str, ...] = ()  # under torchrun: the design's digest on each rank (archdsl.search.distributed)
 
@@ -106,17 +126,25 @@ class Diverged(Exception):
 
 
 def load_data(
-    name: str, root: Path | None, *, seed: int, test_subset: float = 1.0, download: bool = False
+    name: str,
+    root: Path | None,
+    *,
+    seed: int,
+    test_subset: float = 1.0,
+    val_split: str | None = None,
+    download: bool = False,
 ) -> DataContext:
-    """The train split and the test split (a class-stratified `test_subset`) of `name` (downloaded if missing
-    and asked). The training set is shrunk by each trial's training (`Fidelity.subset`)."""
-    from archdsl.data import load_split
+    """The training split of `name` (downloaded if missing and asked), split into the images trials train
+    on and the fixed, class-stratified validation images (`val_split`: a fraction or a count; None: the
+    search's default, `archdsl.data.default_val_size`) that score them, shrunk to a class-stratified
+    `test_subset`. Each trial's training shrinks the rest further (`Fidelity.subset`)."""
+    from archdsl.data import load_split, parse_val_split, split_validation
 
     train_set = load_split(name, "train", root, download=download)
-    test_set = load_split(name, "test", root, download=download)
+    rest, validation = split_validation(train_set, None if val_split is None else parse_val_split(val_split))
     if test_subset < 1:
-        test_set = test_set.subset(test_subset, seed=seed)
-    return DataContext(name=name, root=root, train_set=train_set, test_set=test_set)
+        validation = validation.subset(test_subset, seed=seed)
+    return DataContext(name=name, root=root, train_set=rest, validation=validation)
 
 
 def fit_to_data(base: Arch, image_shape: tuple[int, int, int], num_classes: int) -> Arch:
@@ -161,7 +189,7 @@ def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, s
         from archdsl.run.optimize import optimize_model
 
         model = optimize_model(model, training=False, device=dev, compile=False)
-    batch = np.array(data.test_set.images[: fidelity.latency_batch])  # a writable copy
+    batch = np.array(data.validation.images[: fidelity.latency_batch])  # a writable copy
     images = torch.from_numpy(batch).permute(0, 3, 1, 2).float().div(255)
     images = images.to(dev)
     times = []
@@ -198,7 +226,7 @@ def check_fidelity(arch: Arch, data: DataContext, fidelity: Fidelity, *, device:
     machine lacks), raised once before the search starts instead."""
     from archdsl.run.train import check_trainable
 
-    check_trainable(arch, data.train_set, data.test_set, train_config(fidelity, device=device, seed=seed))
+    check_trainable(arch, data.train_set, data.validation, train_config(fidelity, device=device, seed=seed))
 
 
 def train_candidate(
@@ -212,7 +240,8 @@ def train_candidate(
     on_epoch: Callable[[int, float], None],
     progress: bool,
 ) -> Trained:
-    """Train at the search's fidelity; `on_epoch(epoch, test_acc)` may raise to prune."""
+    """Train at the search's fidelity on the training images, scored on the validation images after each
+    epoch: `on_epoch(epoch, validation top-1)` may raise to prune."""
     from archdsl.lang.printer import format_arch
     from archdsl.run.distributed import current, from_leader
     from archdsl.run.train import TrainingDiverged, train
@@ -226,12 +255,15 @@ def train_candidate(
         on_epoch(int(metrics.epoch), float(metrics.test_acc))
 
     try:
-        result = train(arch, data.train_set, data.test_set, config, run_dir=run_dir, on_epoch=report, progress=progress)
+        # train's "test" set is the search's validation images: its test_acc is their top-1
+        result = train(
+            arch, data.train_set, data.validation, config, run_dir=run_dir, on_epoch=report, progress=progress
+        )
     except TrainingDiverged as err:
         raise Diverged(err.message) from err
     accuracy = float(result.test_acc)
     if not math.isfinite(accuracy):
-        raise Diverged("the test accuracy is not a number")
+        raise Diverged("the validation accuracy is not a number")
     history = [{k: _plain(v) for k, v in _fields(m).items()} for m in result.history]
     return Trained(model=result.model, accuracy=accuracy, history=history, rank_digests=result.rank_digests)
 
@@ -256,26 +288,33 @@ def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity:
     from archdsl.analysis.pipeline import AnalysisData, analyze
     from archdsl.run.device import select_device
 
-    corrupted = _corrupted_sets(data, fidelity, seed=seed) if "robustness" in measures else None
-    analysis_data = AnalysisData(name=data.name, train=data.train_set, test=data.test_set, corrupted=corrupted)
+    corrupted = _corrupted_sets(data, fidelity) if "robustness" in measures else None
+    analysis_data = AnalysisData(name=data.name, train=data.train_set, test=data.validation, corrupted=corrupted)
     settings = analysis_settings(fidelity, seed=seed)
     return analyze(model, analysis_data, measures, settings, device=select_device(device), optimize=fidelity.optimize)
 
 
-def _corrupted_sets(data: DataContext, fidelity: Fidelity, *, seed: int) -> list[Any]:
-    """The dataset's corrupted test sets at the fidelity's severities, shrunk to the test subset; loaded once."""
-    from archdsl.data import load_corrupted
+def _corrupted_sets(data: DataContext, fidelity: Fidelity) -> list[CorruptedSet]:
+    """Corrupted copies of the validation images (the dataset's corruptions at the fidelity's severities,
+    each drawn as the dataset's -C sets draw theirs); made once per worker."""
+    from archdsl.data import CorruptedSet, corruption_names
+    from archdsl.data.cifar_c import corruption_seed
+    from archdsl.data.corruptions import check_can_generate
+    from archdsl.data.registry import corrupted_copy
 
     if data._corrupted is None:
-        sets = load_corrupted(data.name, data.root, severities=list(fidelity.severities))
-        if fidelity.test_subset < 1:
-            sets = [_with_images(s, s.images.subset(fidelity.test_subset, seed=seed)) for s in sets]
-        data._corrupted = sets
+        names = corruption_names(None)
+        check_can_generate(names)  # frost without its photographs: refused before any is made
+        data._corrupted = [
+            CorruptedSet(c, s, corrupted_copy(data.validation, c, s, corruption_seed(0, c, s), f"{data.name}[val]"))
+            for c in names
+            for s in fidelity.severities
+        ]
     return data._corrupted
 
 
 def robustness(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> float:
-    """Mean top-1 (a fraction) over the dataset's corrupted test sets, each shrunk to the test subset."""
+    """Mean top-1 (a fraction) over the corrupted copies of the validation images."""
     report = _analyze(model, data, ("robustness",), fidelity, seed=seed, device=device)
     return float(report.robustness.mean)
 
@@ -349,9 +388,3 @@ def _fields(obj: Any) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     return float(value) if isinstance(value, (int, float)) else value
-
-
-def _with_images(corrupted: Any, images: Any) -> Any:
-    if dataclasses.is_dataclass(corrupted) and not isinstance(corrupted, type):
-        return dataclasses.replace(corrupted, images=images)
-    return corrupted.model_copy(update={"images": images})

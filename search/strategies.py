@@ -117,7 +117,7 @@ def chosen_pruner(kind: str, strategy: str, epochs: int) -> str:
 
 
 def make_pruner(objectives: tuple[Objective, ...], epochs: int, kind: str = "median") -> optuna.pruners.BasePruner:
-    """Optuna's pruner `kind` (one of `PRUNERS`) on the per-epoch test accuracy, for single-objective
+    """Optuna's pruner `kind` (one of `PRUNERS`) on the per-epoch validation accuracy, for single-objective
     accuracy studies: median, successive halving or Hyperband (rungs at epochs 1, 3, 9, ... up to `epochs`).
 
     Optuna prunes only single-objective studies, and only the accuracy has a value per epoch.
