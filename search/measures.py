@@ -60,6 +60,10 @@ class Fidelity(OptimizeSettings):
         "--subset", "class-stratified fraction of the training set", default=1.0, gt=0, le=1, metavar="FRACTION",
         default_text=f"{SYNTHETIC_SUBSET:g} on synthetic, {REAL_SUBSET:g} otherwise",
     )  # fmt: skip
+    seeds: PositiveInt = _flag(
+        "--seeds", "paired seeds each candidate is trained on: its accuracy is their mean (seed index s is "
+        "--seed + s for every design: the same training subset, batch order and augmentation draws)", default=1,
+    )  # fmt: skip
     # A fraction or a count, kept as written (`0.1`, `5000`): archdsl.data.parse_val_split reads it.
     val_split: str | None = _flag(
         "--val-split", "validation images held out of the training split: each candidate is trained on the rest "
@@ -118,11 +122,28 @@ class Trained:
     model: Any  # nn.Module
     accuracy: float  # validation top-1, a fraction (a replayed one: the table's)
     history: list[dict[str, float]]
+    seed_accuracies: tuple[float, ...] = ()  # with --seeds N > 1: each paired seed's; `accuracy` is their mean
     rank_digests: tuple[str, ...] = ()  # under torchrun: the design's digest on each rank (archdsl.search.distributed)
 
 
 class Diverged(Exception):
     """Training blew up (NaN loss); the candidate fails, the search goes on."""
+
+
+def seed_of(seed: int, index: int) -> int:
+    """The training seed of paired seed `index` (0 is `--seed` itself): one value for every design, so
+    that seed index s trains each design on the same subset, batch order and augmentation draws."""
+    return seed + index
+
+
+def mean_and_stderr(values: tuple[float, ...]) -> tuple[float, float]:
+    """The mean of `values` and its standard error (sample standard deviation / sqrt(n); 0 for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(variance / n)
 
 
 def load_data(

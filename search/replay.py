@@ -21,6 +21,7 @@ machine that made it). The table must be of this search's dataset, base and knob
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import json
@@ -282,16 +283,30 @@ class Replaying:
     replay: Replay
 
     def start(self, trial: optuna.Trial, arch: Arch, settings: TrialSettings) -> _ReplayedDesign:
-        run = self.replay.draw(self.replay.design(arch), settings.seed, trial.number)
-        trial.set_user_attr(TABLE_SEED_ATTR, run.seed)
-        return _ReplayedDesign(run, settings.fidelity.epochs, _Clock(trial))
+        design = self.replay.design(arch)
+        n = settings.fidelity.seeds
+        if n == 1:
+            runs: tuple[TableRun, ...] = (self.replay.draw(design, settings.seed, trial.number),)
+        else:  # paired: seed index s is the table's s-th seed for every design
+            if len(design.runs) < n:
+                raise UserError(
+                    f"--seeds {n}: the table {self.replay.source} has {len(design.runs)} runs of "
+                    f"{layout_text(arch)}", hint=f"--seeds {len(design.runs)} at most with this table",
+                )  # fmt: skip
+            runs = tuple(sorted(design.runs, key=lambda r: r.seed)[:n])
+        trial.set_user_attr(TABLE_SEED_ATTR, runs[0].seed)
+        return _ReplayedDesign(runs, settings.fidelity.epochs, _Clock(trial))
 
 
 @dataclass(frozen=True)
 class _ReplayedDesign:
-    run: TableRun
+    runs: tuple[TableRun, ...]  # one per paired seed; the first answers the pruner and the analyses
     epochs: int  # the fidelity's
     clock: _Clock
+
+    @property
+    def run(self) -> TableRun:
+        return self.runs[0]
 
     def fits(self) -> None:
         pass  # the table measured it
@@ -310,8 +325,13 @@ class _ReplayedDesign:
             share = point.seconds / total if total > 0 else 1 / len(run.curve)
             self.clock.add(run.train_time * share)
             on_epoch(n, point.test_acc)
-        accuracy = curve[-1].test_acc if epochs < len(run.curve) else run.accuracy
-        return measure.Trained(model=None, accuracy=accuracy, history=[p.model_dump() for p in curve])
+        first = measure.Trained(model=None, accuracy=_accuracy(run, epochs), history=[p.model_dump() for p in curve])
+        if len(self.runs) == 1:
+            return first
+        for other in self.runs[1:]:  # trained one after another on a worker
+            self.clock.add(other.train_time * min(1.0, epochs / len(other.curve)))
+        per_seed = tuple(_accuracy(r, min(self.epochs, len(r.curve))) for r in self.runs)
+        return dataclasses.replace(first, accuracy=measure.mean_and_stderr(per_seed)[0], seed_accuracies=per_seed)
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
         self.clock.add(self.run.measure_time)
@@ -319,6 +339,11 @@ class _ReplayedDesign:
 
     def close(self) -> None:
         self.clock.stop()
+
+
+def _accuracy(run: TableRun, epochs: int) -> float:
+    """The run's accuracy after `epochs` (its final one when they are all)."""
+    return run.curve[epochs - 1].test_acc if epochs < len(run.curve) else run.accuracy
 
 
 class _Clock:

@@ -554,6 +554,8 @@ def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
         if value is not None:
             parts += [flag, _number(value)]
     parts += ["--seed", str(s.seed), "--epochs", str(fidelity.epochs), "--subset", _number(fidelity.subset)]
+    if fidelity.seeds > 1:
+        parts += ["--seeds", str(fidelity.seeds)]
     if fidelity.val_split is not None:
         parts += ["--val-split", fidelity.val_split]
     parts += ["--test-subset", _number(fidelity.test_subset)]

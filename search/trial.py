@@ -19,6 +19,7 @@ and its design is queued again for the next run.
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ SPEC_ATTR = "spec"  # the canonical .arch text, so that any machine can report t
 METRICS_ATTR = "metrics"
 PRUNED_REASON_ATTR = "pruned_reason"
 RANK_DIGESTS_ATTR = "rank_digests"  # under torchrun: the digest of the design each rank of the group trained
+SEED_VALUES_KEY = "accuracy_seeds"  # in `metrics` with --seeds N > 1: the accuracy on each paired seed
+STDERR_KEY = "accuracy_stderr"  # ... and the standard error of their mean (the trial's accuracy)
 LAYOUT_ATTR = "layout"  # `c1:CC c2:CM ...`: where the MSAs are (space.layout_text), for reports and the dashboard
 
 
@@ -139,11 +142,25 @@ class _TrainedDesign:
         return measure.latency_ms(self.arch, self.data, s.fidelity, s.device, s.seed)
 
     def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
+        """Trained on each paired seed in turn; the first seed's curve goes to the pruner and its model
+        to the analyses, the accuracy is the seeds' mean."""
         s = self.settings
-        return measure.train_candidate(
+        first = measure.train_candidate(
             self.arch, self.data, s.fidelity, device=s.device, seed=s.seed, run_dir=run_dir(),
             on_epoch=on_epoch, progress=s.progress,
         )  # fmt: skip
+        if s.fidelity.seeds == 1:
+            return first
+        others = [
+            measure.train_candidate(
+                self.arch, self.data, s.fidelity, device=s.device, seed=measure.seed_of(s.seed, index), run_dir=None,
+                on_epoch=lambda epoch, top1: None, progress=s.progress,
+            ).accuracy
+            for index in range(1, s.fidelity.seeds)
+        ]  # fmt: skip
+        per_seed = (first.accuracy, *others)
+        mean, _ = measure.mean_and_stderr(per_seed)
+        return dataclasses.replace(first, accuracy=mean, seed_accuracies=per_seed)
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
         s, values = self.settings, {}
@@ -222,6 +239,9 @@ class TrialObjective:
                 if trained.rank_digests:  # trained by a torchrun group: what each rank built
                     trial.set_user_attr(RANK_DIGESTS_ATTR, list(trained.rank_digests))
                 metrics["accuracy"] = trained.accuracy
+                if trained.seed_accuracies:  # --seeds N: each paired seed's value and the mean's standard error
+                    metrics[SEED_VALUES_KEY] = list(trained.seed_accuracies)
+                    metrics[STDERR_KEY] = measure.mean_and_stderr(trained.seed_accuracies)[1]
                 metrics["history"] = trained.history
                 trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
                 better = None if cheap_before_training else self._dominated_on_cheap(trial, metrics)

@@ -206,3 +206,28 @@ def test_the_library_runner_takes_the_same_default_pruner_as_the_command():
 
     config = SearchConfig(study_name="s", strategy="tpe", objectives=(), n_trials=1)
     assert config.pruner == SearchSettings().pruner == "auto"
+
+
+def test_paired_seeds_train_every_design_on_the_same_seeds(tmp_path, monkeypatch):
+    """Seed index s is one training seed for every design, so each design meets the same subset,
+    batch order and augmentation draws (the loader draws them from the seed alone)."""
+    import _search_support as support
+    import optuna
+
+    from archdsl.search import measures as measure
+
+    seeds_by_design: dict[str, list[int]] = {}
+    train_candidate = measure.train_candidate
+
+    def recording(arch, *args, seed, **kwargs):
+        seeds_by_design.setdefault(arch.digest(), []).append(seed)
+        return train_candidate(arch, *args, seed=seed, **kwargs)
+
+    monkeypatch.setattr(measure, "train_candidate", recording)
+    args = support.search_args(tmp_path, "paired", "--strategy", "random", "--n-trials", "2", "--seed", "5")
+    assert main([*args, "--seeds", "2", "--pruner", "none"]) == 0
+    assert len(seeds_by_design) == 2 and all(seeds == [5, 6] for seeds in seeds_by_design.values()), seeds_by_design
+    study = support.load(tmp_path, "paired")
+    for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
+        values = t.user_attrs["metrics"]["accuracy_seeds"]
+        assert len(values) == 2 and t.value == pytest.approx(sum(values) / 2)
