@@ -229,7 +229,7 @@ def main() -> None:
     load = os.getloadavg()
     print(
         f"{args.dataset}: {fidelity.epochs} epochs on {fidelity.subset:g} of {len(data.train_set)} training images, "
-        f"{len(data.test_set)} test images, recipe {fidelity.recipe}; torch {torch.__version__}, "
+        f"{len(data.validation)} validation images, recipe {fidelity.recipe}; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {os.cpu_count()} cores; "
         f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}"
     )

@@ -4,7 +4,8 @@
 - `objectives`: what can be optimised, with its direction and cost;
 - `strategies`: Optuna samplers and the paper's build-up walk;
 - `trial`: one trial, measured in stages, deduplicated by design digest;
-- `measures`: a design's measures, the one place that calls training, analysis and data;
+- `measures`: a design's measures, the one search module that builds, trains, analyses and loads
+  data (the others import only archdsl's torch-free core and the run's set-up: tests/test_layering.py);
 - `storage`: journal file, RDB (PostgreSQL) or gRPC proxy storage, heartbeats, retries;
 - `storage_proxy`: Optuna's gRPC proxy in front of a storage (`start_proxy`: `archdsl study serve`);
 - `replay`: trials answered from a fully measured table (`--fidelity table:PATH`);
@@ -32,7 +33,7 @@ from archdsl.exports import lazy_exports
 
 # Kept here (not in `strategies`) so that the CLI can list them without importing Optuna.
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
-PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch test accuracy
+PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
 
 _EXPORTS = {
     "search": "archdsl.search.session",

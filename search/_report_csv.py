@@ -6,15 +6,19 @@ import csv
 import io
 
 from archdsl.search._study_summary import StudySummary
+from archdsl.search.trial import SEED_VALUES_KEY, STDERR_KEY
 
 
 def trials_csv(summary: StudySummary) -> str:
-    """Every trial as CSV (like `optuna trials -f table`): one column per objective and per parameter."""
+    """Every trial as CSV (like `optuna trials -f table`): one column per objective and per parameter, and
+    with --seeds N > 1 each paired seed's accuracy (`;`-separated) and the standard error of their mean."""
     param_names = list(dict.fromkeys(name for row in summary.rows for name in row.params))
+    paired = [key for key in (SEED_VALUES_KEY, STDERR_KEY) if any(key in row.metrics for row in summary.rows)]
     header = [
         "trial",
         "state",
         *[o.name for o in summary.objectives],
+        *paired,
         "msa",
         "layout",
         *param_names,
@@ -32,6 +36,7 @@ def trials_csv(summary: StudySummary) -> str:
                 row.number,
                 row.state,
                 *values,
+                *[_cell(row.metrics.get(key)) for key in paired],
                 "" if row.n_msa is None else row.n_msa,
                 row.layout or "",
                 *[row.params.get(name, "") for name in param_names],
@@ -41,3 +46,9 @@ def trials_csv(summary: StudySummary) -> str:
             ]
         )
     return out.getvalue()
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    return ";".join(f"{v:.6g}" for v in value) if isinstance(value, list) else f"{value:.6g}"

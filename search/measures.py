@@ -1,28 +1,36 @@
-"""The measures of one design: the one place where the search calls the rest of archdsl.
+"""The measures of one design: the one module of the search that builds, trains and analyses.
 
-Everything a trial needs from other modules (the IR's cost, building, training, the
-Hessian and robustness analyses, the data) is called from here, and only from here,
-so that each dependency sits in one function.
+Within `archdsl.search`, only this module imports `archdsl.nn` (the model, its cost and memory
+estimate), `archdsl.run.train` (training), `archdsl.analysis` (Hessian, robustness) and the
+data loaders (`archdsl.data.load_split`, `load_corrupted`); tests/test_layering.py checks it.
+The other search modules import archdsl's torch-free core (errors, files, ir, lang, buildup)
+and what sets a run up (`data.describe`, `run.device`, `run.distributed`, `run.recipe`,
+`run.loader.derive_seed`) directly.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, PositiveInt
+from pydantic import ConfigDict, Field, PositiveInt, field_validator
 
 from archdsl.common_settings import OptimizeSettings
 from archdsl.errors import UserError
 from archdsl.ir import Arch
-from archdsl.nn.summary import DesignTooLarge as DesignTooLarge  # torch-free; over the memory limit: a failed trial
+
+# torch-free; a design over the memory limit is a failed trial, refused by `ensure_fits` before any build
+from archdsl.nn.summary import DesignTooLarge as DesignTooLarge
+from archdsl.nn.summary import ensure_fits as ensure_fits
 from archdsl.run.recipe import RecipeName  # torch-free
+
+if TYPE_CHECKING:
+    from archdsl.data import CorruptedSet, ImageSet
 
 # The training subset a study takes unless told (archdsl.search.session.fidelity_for): the synthetic
 # set's 2,000 of 5,000 training images for 2 epochs trains a small-base candidate in seconds on a
@@ -52,9 +60,19 @@ class Fidelity(OptimizeSettings):
         "--subset", "class-stratified fraction of the training set", default=1.0, gt=0, le=1, metavar="FRACTION",
         default_text=f"{SYNTHETIC_SUBSET:g} on synthetic, {REAL_SUBSET:g} otherwise",
     )  # fmt: skip
+    seeds: PositiveInt = _flag(
+        "--seeds", "paired seeds each candidate is trained on: its accuracy is their mean (seed index s is "
+        "--seed + s for every design: the same training subset, batch order and augmentation draws)", default=1,
+    )  # fmt: skip
+    # A fraction or a count, kept as written (`0.1`, `5000`): archdsl.data.parse_val_split reads it.
+    val_split: str | None = _flag(
+        "--val-split", "validation images held out of the training split: each candidate is trained on the rest "
+        "and scored on these (the test set is not read)", default=None, metavar="FRACTION|N",
+        default_text="a tenth of the training split, at most 5,000",
+    )  # fmt: skip
     test_subset: float = _flag(
-        "--test-subset", "class-stratified fraction of the test and corrupted sets that score each candidate",
-        default=1.0, gt=0, le=1, metavar="FRACTION", default_text="the --subset fraction",
+        "--test-subset", "class-stratified fraction of the validation images (and their corrupted copies) "
+        "that score each candidate", default=1.0, gt=0, le=1, metavar="FRACTION", default_text="the --subset fraction",
     )  # fmt: skip
     # `fast` learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds.
     recipe: RecipeName = _flag(
@@ -73,25 +91,38 @@ class Fidelity(OptimizeSettings):
         "--severities", "corruption severities for robustness", default=(3,), metavar="S,S"
     )
 
+    @field_validator("val_split")
+    @classmethod
+    def _val_split_reads(cls, value: str | None) -> str | None:
+        """A --val-split that is no fraction or count is refused with the settings, not by the data."""
+        if value is not None:
+            from archdsl.data.validation import parse_val_split  # numpy: only when one is given
+
+            parse_val_split(value)
+        return value
+
 
 @dataclass
 class DataContext:
-    """The dataset of a search, loaded once per worker."""
+    """The data of a search, loaded once per worker: the training split less its validation part, and
+    the validation part that scores, prunes and compares the candidates. The test split is not here:
+    a search never reads it (designs chosen on test images would be scored on what chose them)."""
 
     name: str
     root: Path | None
-    train_set: Any  # ImageSet
-    test_set: Any  # ImageSet
-    _corrupted: list[Any] | None = field(default=None, repr=False)
+    train_set: ImageSet  # the training split less `validation`: what each trial trains on (its --subset of it)
+    validation: ImageSet
+    _corrupted: list[CorruptedSet] | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
 class Trained:
-    """A trained candidate: the model, its test top-1 (a fraction) and its per-epoch history."""
+    """A trained candidate: the model, its validation top-1 (a fraction) and its per-epoch history."""
 
     model: Any  # nn.Module
-    accuracy: float  # test top-1, a fraction
+    accuracy: float  # validation top-1, a fraction (a replayed one: the table's)
     history: list[dict[str, float]]
+    seed_accuracies: tuple[float, ...] = ()  # with --seeds N > 1: each paired seed's; `accuracy` is their mean
     rank_digests: tuple[str, ...] = ()  # under torchrun: the design's digest on each rank (archdsl.search.distributed)
 
 
@@ -99,18 +130,42 @@ class Diverged(Exception):
     """Training blew up (NaN loss); the candidate fails, the search goes on."""
 
 
+def seed_of(seed: int, index: int) -> int:
+    """The training seed of paired seed `index` (0 is `--seed` itself): one value for every design, so
+    that seed index s trains each design on the same subset, batch order and augmentation draws."""
+    return seed + index
+
+
+def mean_and_stderr(values: tuple[float, ...]) -> tuple[float, float]:
+    """The mean of `values` and its standard error (sample standard deviation / sqrt(n); 0 for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    variance = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(variance / n)
+
+
 def load_data(
-    name: str, root: Path | None, *, seed: int, test_subset: float = 1.0, download: bool = False
+    name: str,
+    root: Path | None,
+    *,
+    seed: int,
+    test_subset: float = 1.0,
+    val_split: str | None = None,
+    download: bool = False,
 ) -> DataContext:
-    """The train split and the test split (a class-stratified `test_subset`) of `name` (downloaded if missing
-    and asked). The training set is shrunk by each trial's training (`Fidelity.subset`)."""
-    from archdsl.data import load_split
+    """The training split of `name` (downloaded if missing and asked), split into the images trials train
+    on and the fixed, class-stratified validation images (`val_split`: a fraction or a count; None: the
+    search's default, `archdsl.data.default_val_size`) that score them, shrunk to a class-stratified
+    `test_subset`. Each trial's training shrinks the rest further (`Fidelity.subset`)."""
+    from archdsl.data import load_split, parse_val_split, split_validation
 
     train_set = load_split(name, "train", root, download=download)
-    test_set = load_split(name, "test", root, download=download)
+    rest, validation = split_validation(train_set, None if val_split is None else parse_val_split(val_split))
     if test_subset < 1:
-        test_set = test_set.subset(test_subset, seed=seed)
-    return DataContext(name=name, root=root, train_set=train_set, test_set=test_set)
+        validation = validation.subset(test_subset, seed=seed)
+    return DataContext(name=name, root=root, train_set=rest, validation=validation)
 
 
 def fit_to_data(base: Arch, image_shape: tuple[int, int, int], num_classes: int) -> Arch:
@@ -140,34 +195,22 @@ def static_costs(arch: Arch) -> dict[str, float]:
     return {"params": float(summary.params), "flops": float(summary.flops)}
 
 
-def ensure_fits(arch: Arch) -> None:
-    """`DesignTooLarge` if the design's estimated memory is over the limit (before any build)."""
-    from archdsl.nn.summary import ensure_fits as fits
-
-    fits(arch)
-
-
-def build_model(arch: Arch, seed: int) -> Any:
-    """The candidate's model, its weights fixed by `seed`."""
-    from archdsl.nn.build import build
-
-    return build(arch, seed=seed)
-
-
-def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, seed: int, model: Any = None) -> float:
-    """Median inference time per image (ms) of a batch of test images, after one warm-up pass."""
+def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, seed: int) -> float:
+    """Median inference time per image (ms) of a batch of test images, after one warm-up pass, of the
+    design built with weights fixed by `seed`."""
     import numpy as np
     import torch
 
+    from archdsl.nn.build import build
     from archdsl.run.device import select_device
 
     dev = select_device(device)
-    model = (model if model is not None else build_model(arch, seed)).to(dev).eval()
+    model: torch.nn.Module = build(arch, seed=seed).to(dev).eval()
     if fidelity.optimize:  # the latency of the model as it would be run, without compiling (a few batches)
         from archdsl.run.optimize import optimize_model
 
         model = optimize_model(model, training=False, device=dev, compile=False)
-    batch = np.array(data.test_set.images[: fidelity.latency_batch])  # a writable copy
+    batch = np.array(data.validation.images[: fidelity.latency_batch])  # a writable copy
     images = torch.from_numpy(batch).permute(0, 3, 1, 2).float().div(255)
     images = images.to(dev)
     times = []
@@ -204,7 +247,7 @@ def check_fidelity(arch: Arch, data: DataContext, fidelity: Fidelity, *, device:
     machine lacks), raised once before the search starts instead."""
     from archdsl.run.train import check_trainable
 
-    check_trainable(arch, data.train_set, data.test_set, train_config(fidelity, device=device, seed=seed))
+    check_trainable(arch, data.train_set, data.validation, train_config(fidelity, device=device, seed=seed))
 
 
 def train_candidate(
@@ -218,7 +261,9 @@ def train_candidate(
     on_epoch: Callable[[int, float], None],
     progress: bool,
 ) -> Trained:
-    """Train at the search's fidelity; `on_epoch(epoch, test_acc)` may raise to prune."""
+    """Train at the search's fidelity on the training images, scored on the validation images after each
+    epoch: `on_epoch(epoch, validation top-1)` may raise to prune."""
+    from archdsl.lang.printer import format_arch
     from archdsl.run.distributed import current, from_leader
     from archdsl.run.train import TrainingDiverged, train
 
@@ -231,12 +276,15 @@ def train_candidate(
         on_epoch(int(metrics.epoch), float(metrics.test_acc))
 
     try:
-        result = train(arch, data.train_set, data.test_set, config, run_dir=run_dir, on_epoch=report, progress=progress)
+        # train's "test" set is the search's validation images: its test_acc is their top-1
+        result = train(
+            arch, data.train_set, data.validation, config, run_dir=run_dir, on_epoch=report, progress=progress
+        )
     except TrainingDiverged as err:
         raise Diverged(err.message) from err
     accuracy = float(result.test_acc)
     if not math.isfinite(accuracy):
-        raise Diverged("the test accuracy is not a number")
+        raise Diverged("the validation accuracy is not a number")
     history = [{k: _plain(v) for k, v in _fields(m).items()} for m in result.history]
     return Trained(model=result.model, accuracy=accuracy, history=history, rank_digests=result.rank_digests)
 
@@ -259,27 +307,35 @@ def analysis_settings(fidelity: Fidelity, *, seed: int) -> Any:
 
 def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity: Fidelity, *, seed: int, device: str):
     from archdsl.analysis.pipeline import AnalysisData, analyze
+    from archdsl.run.device import select_device
 
-    corrupted = _corrupted_sets(data, fidelity, seed=seed) if "robustness" in measures else None
-    analysis_data = AnalysisData(name=data.name, train=data.train_set, test=data.test_set, corrupted=corrupted)
+    corrupted = _corrupted_sets(data, fidelity) if "robustness" in measures else None
+    analysis_data = AnalysisData(name=data.name, train=data.train_set, test=data.validation, corrupted=corrupted)
     settings = analysis_settings(fidelity, seed=seed)
-    return analyze(model, analysis_data, measures, settings, device=_device(device), optimize=fidelity.optimize)
+    return analyze(model, analysis_data, measures, settings, device=select_device(device), optimize=fidelity.optimize)
 
 
-def _corrupted_sets(data: DataContext, fidelity: Fidelity, *, seed: int) -> list[Any]:
-    """The dataset's corrupted test sets at the fidelity's severities, shrunk to the test subset; loaded once."""
-    from archdsl.data import load_corrupted
+def _corrupted_sets(data: DataContext, fidelity: Fidelity) -> list[CorruptedSet]:
+    """Corrupted copies of the validation images (the dataset's corruptions at the fidelity's severities,
+    each drawn as the dataset's -C sets draw theirs); made once per worker."""
+    from archdsl.data import CorruptedSet, corruption_names
+    from archdsl.data.cifar_c import corruption_seed
+    from archdsl.data.corruptions import check_can_generate
+    from archdsl.data.registry import corrupted_copy
 
     if data._corrupted is None:
-        sets = load_corrupted(data.name, data.root, severities=list(fidelity.severities))
-        if fidelity.test_subset < 1:
-            sets = [_with_images(s, s.images.subset(fidelity.test_subset, seed=seed)) for s in sets]
-        data._corrupted = sets
+        names = corruption_names(None)
+        check_can_generate(names)  # frost without its photographs: refused before any is made
+        data._corrupted = [
+            CorruptedSet(c, s, corrupted_copy(data.validation, c, s, corruption_seed(0, c, s), f"{data.name}[val]"))
+            for c in names
+            for s in fidelity.severities
+        ]
     return data._corrupted
 
 
 def robustness(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> float:
-    """Mean top-1 (a fraction) over the dataset's corrupted test sets, each shrunk to the test subset."""
+    """Mean top-1 (a fraction) over the corrupted copies of the validation images."""
     report = _analyze(model, data, ("robustness",), fidelity, seed=seed, device=device)
     return float(report.robustness.mean)
 
@@ -289,13 +345,6 @@ def hessian(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, dev
     spectrum = _analyze(model, data, ("hessian",), fidelity, seed=seed, device=device).hessian
     ape = spectrum.ape if spectrum.ape is not None else 0.0
     return float(spectrum.nep), float(ape)
-
-
-def derive_seed(*parts: int) -> int:
-    """A well-mixed seed from several integers (the one definition, in archdsl.run.loader)."""
-    from archdsl.run.loader import derive_seed as derive
-
-    return derive(*parts)
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -337,13 +386,6 @@ def is_unsupported_by_device(err: BaseException) -> bool:
     return any(marker in text for marker in _DEVICE_CANNOT) or _NO_LOW_PRECISION_KERNEL.search(text) is not None
 
 
-def format_arch(arch: Arch) -> str:
-    """The canonical .arch text of a design."""
-    from archdsl.lang.printer import format_arch as fmt
-
-    return fmt(arch)
-
-
 def load_base(name_or_path: str) -> Arch:
     """The base of a build-up search; refused now, before any data loads, if the rule cannot apply."""
     from archdsl.buildup import ensure_alternet_base
@@ -357,12 +399,6 @@ def load_base(name_or_path: str) -> Arch:
 # -- small helpers ---------------------------------------------------------------------------
 
 
-def _device(name: str) -> Any:
-    from archdsl.run.device import select_device
-
-    return select_device(name)
-
-
 def _fields(obj: Any) -> dict[str, Any]:
     if hasattr(obj, "model_dump"):
         return obj.model_dump()
@@ -373,9 +409,3 @@ def _fields(obj: Any) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     return float(value) if isinstance(value, (int, float)) else value
-
-
-def _with_images(corrupted: Any, images: Any) -> Any:
-    if dataclasses.is_dataclass(corrupted) and not isinstance(corrupted, type):
-        return dataclasses.replace(corrupted, images=images)
-    return corrupted.model_copy(update={"images": images})

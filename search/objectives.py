@@ -42,8 +42,14 @@ class Objective:
 OBJECTIVES: dict[str, Objective] = {
     o.name: o
     for o in (
-        Objective("accuracy", "maximize", Cost.TRAINED, "", "test top-1 (a fraction) after the trial's training"),
-        Objective("robustness", "maximize", Cost.ANALYSIS, "", "mean top-1 (a fraction) over the corrupted test sets"),
+        Objective("accuracy", "maximize", Cost.TRAINED, "", "validation top-1 (a fraction) after the trial's training"),
+        Objective(
+            "robustness",
+            "maximize",
+            Cost.ANALYSIS,
+            "",
+            "mean top-1 (a fraction), corrupted validation images",
+        ),
         Objective("nep", "minimize", Cost.ANALYSIS, "", "share of negative Hessian max-eigenvalues"),
         Objective("ape", "minimize", Cost.ANALYSIS, "", "mean positive Hessian max-eigenvalue"),
         Objective("params", "minimize", Cost.STATIC, "", "parameter count"),

@@ -21,8 +21,10 @@ machine that made it). The table must be of this search's dataset, base and knob
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -38,7 +40,7 @@ from archdsl.ir import Arch
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, Objective
 from archdsl.search.space import ParamValue, Space, layout_text
-from archdsl.search.trial import METRICS_ATTR, TrialObjective, TrialSettings, _without_history
+from archdsl.search.trial import Training, TrialObjective, TrialSettings
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -170,7 +172,9 @@ class Replay:
 
     def draw(self, design: TableDesign, seed: int, number: int) -> TableRun:
         """The run that answers trial `number`: one of the design's seeds, drawn from (seed, number)."""
-        return design.runs[measure.derive_seed(seed, number) % len(design.runs)]
+        from archdsl.run.loader import derive_seed  # torch at import: only when a trial is answered
+
+        return design.runs[derive_seed(seed, number) % len(design.runs)]
 
 
 # -- loading and checking -----------------------------------------------------------------
@@ -314,53 +318,76 @@ def _space_designs(space: Space) -> list[Arch]:
 # -- the trial ------------------------------------------------------------------------------
 
 
-class ReplayObjective(TrialObjective):
-    """A trial answered from the table: the same stages, constraints and pruning as a trained one."""
+@dataclass(frozen=True)
+class Replaying:
+    """Trials answered from the table: each trial draws one of its design's runs (`Replay.draw`),
+    and `TrialObjective` stages, constrains and prunes it as a trained one; its simulated time
+    (the run's own) is the trial's `sim_seconds`."""
 
-    def __init__(self, space: Space, replay: Replay, settings: TrialSettings) -> None:
-        super().__init__(space, None, settings)  # type: ignore[arg-type]  # no data: nothing is trained
-        self.replay = replay
+    replay: Replay
 
-    def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
-        s = self.settings
-        wanted = {o.name for o in s.objectives}
-        run = self.replay.draw(self.replay.design(arch), s.seed, trial.number)
-        trial.set_user_attr(TABLE_SEED_ATTR, run.seed)
-        clock = _Clock(trial)
-        metrics: dict[str, Any] = dict(measure.static_costs(arch))
-        for name, limit in (("params", s.max_params), ("flops", s.max_flops)):
-            if limit is not None and metrics[name] > limit:
-                trial.set_user_attr(METRICS_ATTR, metrics)
-                clock.stop()
-                return self._prune(trial, f"{name} {metrics[name]:.4g} > --max-{name} {limit:.4g}")
-        trial.set_user_attr(METRICS_ATTR, metrics)
-        try:
-            if "latency" in wanted:
-                metrics["latency"] = run.latency
-            cheap_before_training = self._prune_if_dominated_before_training(trial, metrics)
-            if max(o.cost for o in s.objectives) >= Cost.TRAINED:
-                epochs = min(s.fidelity.epochs, len(run.curve))
-                curve = run.curve[:epochs]
-                total = sum(p.seconds for p in run.curve)
-                for n, point in enumerate(curve, start=1):
-                    # The run's training time (set-up included) shared out by the epochs' own times.
-                    share = point.seconds / total if total > 0 else 1 / len(run.curve)
-                    clock.add(run.train_time * share)
-                    self._report(trial, n, point.test_acc)
-                metrics["accuracy"] = curve[-1].test_acc if epochs < len(run.curve) else run.accuracy
-                metrics["history"] = [p.model_dump() for p in curve]
-                trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
-                better = None if cheap_before_training else self._dominated_on_cheap(trial, metrics)
-                if better is not None:
-                    return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
-                analyses = wanted & {"robustness", "nep", "ape"}
-                for name in sorted(analyses):
-                    metrics[name] = getattr(run, name)
-                if analyses:
-                    clock.add(run.measure_time)
-        finally:
-            clock.stop()
-        return self._finish(trial, arch, metrics)
+    def start(self, trial: optuna.Trial, arch: Arch, settings: TrialSettings) -> _ReplayedDesign:
+        design = self.replay.design(arch)
+        n = settings.fidelity.seeds
+        if n == 1:
+            runs: tuple[TableRun, ...] = (self.replay.draw(design, settings.seed, trial.number),)
+        else:  # paired: seed index s is the table's s-th seed for every design
+            if len(design.runs) < n:
+                raise UserError(
+                    f"--seeds {n}: the table {self.replay.source} has {len(design.runs)} runs of "
+                    f"{layout_text(arch)}", hint=f"--seeds {len(design.runs)} at most with this table",
+                )  # fmt: skip
+            runs = tuple(sorted(design.runs, key=lambda r: r.seed)[:n])
+        trial.set_user_attr(TABLE_SEED_ATTR, runs[0].seed)
+        return _ReplayedDesign(runs, settings.fidelity.epochs, _Clock(trial))
+
+
+@dataclass(frozen=True)
+class _ReplayedDesign:
+    runs: tuple[TableRun, ...]  # one per paired seed; the first answers the pruner and the analyses
+    epochs: int  # the fidelity's
+    clock: _Clock
+
+    @property
+    def run(self) -> TableRun:
+        return self.runs[0]
+
+    def fits(self) -> None:
+        pass  # the table measured it
+
+    def latency(self) -> float:
+        assert self.run.latency is not None, "check_replay refuses a table without latency for a latency search"
+        return self.run.latency
+
+    def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
+        run = self.run
+        epochs = min(self.epochs, len(run.curve))
+        curve = run.curve[:epochs]
+        total = sum(p.seconds for p in run.curve)
+        for n, point in enumerate(curve, start=1):
+            # The run's training time (set-up included) shared out by the epochs' own times.
+            share = point.seconds / total if total > 0 else 1 / len(run.curve)
+            self.clock.add(run.train_time * share)
+            on_epoch(n, point.test_acc)
+        first = measure.Trained(model=None, accuracy=_accuracy(run, epochs), history=[p.model_dump() for p in curve])
+        if len(self.runs) == 1:
+            return first
+        for other in self.runs[1:]:  # trained one after another on a worker
+            self.clock.add(other.train_time * min(1.0, epochs / len(other.curve)))
+        per_seed = tuple(_accuracy(r, min(self.epochs, len(r.curve))) for r in self.runs)
+        return dataclasses.replace(first, accuracy=measure.mean_and_stderr(per_seed)[0], seed_accuracies=per_seed)
+
+    def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
+        self.clock.add(self.run.measure_time)
+        return {name: getattr(self.run, name) for name in names}
+
+    def close(self) -> None:
+        self.clock.stop()
+
+
+def _accuracy(run: TableRun, epochs: int) -> float:
+    """The run's accuracy after `epochs` (its final one when they are all)."""
+    return run.curve[epochs - 1].test_acc if epochs < len(run.curve) else run.accuracy
 
 
 class _Clock:
@@ -380,8 +407,10 @@ class _Clock:
 def make_objective(space: Space, data: measure.DataContext | None, settings: TrialSettings) -> TrialObjective:
     """The callable of `study.optimize`: trained trials, or replayed ones when `settings.replay` holds a table."""
     if settings.replay is not None:
-        return ReplayObjective(space, settings.replay, settings)
-    return TrialObjective(space, data, settings)  # type: ignore[arg-type]
+        return TrialObjective(space, Replaying(settings.replay), settings)
+    if data is None:
+        raise ValueError("a trained search needs its data")  # a bug: the session loads it
+    return TrialObjective(space, Training(data), settings)
 
 
 def simulated_seconds(trials: list[FrozenTrial]) -> float:

@@ -361,7 +361,9 @@ class _StopAt:
         if len(taken) >= self.space.n_designs():
             study.stop()
         elif self.copies_in_a_row % REDRAW_FALLBACK == 0:
-            params = self._undrawn(taken, random.Random(measure.derive_seed(self.seed, trial.number)))
+            from archdsl.run.loader import derive_seed  # torch at import: only when a copy repeats
+
+            params = self._undrawn(taken, random.Random(derive_seed(self.seed, trial.number)))
             if params is not None:
                 study.enqueue_trial(params, user_attrs={"strategy": "redraw"})
 

@@ -86,7 +86,7 @@ def check_fidelity_source(value: str) -> str:
 
 
 class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSettings):
-    """A study besides its fidelity (`objective.Fidelity`): the data and base, the strategy and
+    """A study besides its fidelity (`archdsl.search.measures.Fidelity`): the data and base, the strategy and
     objectives, the storage and output (and the settings shared with other commands: where the data
     lives, the device, progress bars, the torchrun timeout). Each field is `archdsl search`'s flag."""
 
@@ -112,7 +112,7 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
     )  # fmt: skip
     pruner: str = _flag(
         "--pruner",
-        "stop poor candidates early on their per-epoch test accuracy (accuracy-only studies): median, "
+        "stop poor candidates early on their per-epoch validation accuracy (accuracy-only studies): median, "
         "successive halving, Hyperband, or none",
         "strategy and objectives", None,
         "auto, which is median for buildup and hyperband for the samplers (median below 3 epochs, where "
@@ -353,6 +353,7 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
             Path(settings.data_root) if settings.data_root else None,
             seed=settings.seed,
             test_subset=chosen.test_subset,
+            val_split=chosen.val_split,
             download=settings.download,
         )
         measure.check_described(data, info.image_shape, info.num_classes)
@@ -553,6 +554,10 @@ def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
         if value is not None:
             parts += [flag, _number(value)]
     parts += ["--seed", str(s.seed), "--epochs", str(fidelity.epochs), "--subset", _number(fidelity.subset)]
+    if fidelity.seeds > 1:
+        parts += ["--seeds", str(fidelity.seeds)]
+    if fidelity.val_split is not None:
+        parts += ["--val-split", fidelity.val_split]
     parts += ["--test-subset", _number(fidelity.test_subset)]
     given = dict(fidelity.train_settings)
     in_flag_order = {name: given[name] for name in recipe_flags() if name in given}

@@ -20,6 +20,7 @@ from archdsl.errors import UsageError
 from archdsl.search import PRUNERS, STRATEGIES
 from archdsl.search.objectives import Objective
 from archdsl.search.space import ParamValue, Space
+from archdsl.search.trial import METRICS_ATTR, SEED_VALUES_KEY
 
 GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
 
@@ -67,7 +68,7 @@ class PerTrialSeed(optuna.samplers.BaseSampler):
 
     def _for(self, trial: FrozenTrial) -> optuna.samplers.BaseSampler:
         if trial.number != self._number:
-            from archdsl.search.measures import derive_seed
+            from archdsl.run.loader import derive_seed
 
             seed = None if self._seed is None else derive_seed(self._seed, trial.number) % 2**32
             self._sampler, self._number = self._make(seed), trial.number
@@ -117,7 +118,7 @@ def chosen_pruner(kind: str, strategy: str, epochs: int) -> str:
 
 
 def make_pruner(objectives: tuple[Objective, ...], epochs: int, kind: str = "median") -> optuna.pruners.BasePruner:
-    """Optuna's pruner `kind` (one of `PRUNERS`) on the per-epoch test accuracy, for single-objective
+    """Optuna's pruner `kind` (one of `PRUNERS`) on the per-epoch validation accuracy, for single-objective
     accuracy studies: median, successive halving or Hyperband (rungs at epochs 1, 3, 9, ... up to `epochs`).
 
     Optuna prunes only single-objective studies, and only the accuracy has a value per epoch.
@@ -176,6 +177,7 @@ def run_buildup(space: Space, lead: Objective, lead_index: int, evaluate: Evalua
     if trial is None:
         return steps
     best = _value(trial, lead_index)
+    best_seeds = _seed_values(trial, lead)
     steps.append(BuildupStep(dict(current), None, best, best is not None, trial.state.name))
     for stage in reversed([s for s in space.stages if s.max_k > 0]):
         key = f"k_{stage.name}"
@@ -185,12 +187,51 @@ def run_buildup(space: Space, lead: Objective, lead_index: int, evaluate: Evalua
             if trial is None:
                 return steps
             value = _value(trial, lead_index)
-            accepted = value is not None and (best is None or lead.better(value, best))
+            seeds = _seed_values(trial, lead)
+            if value is None:
+                accepted = False
+            elif best is None:
+                accepted = True
+            elif seeds and best_seeds and len(seeds) == len(best_seeds):
+                accepted = improves_beyond_noise(seeds, best_seeds, lead)  # --seeds N: paired, beyond the noise
+            else:
+                accepted = lead.better(value, best)
             steps.append(BuildupStep(candidate, stage.name, value, accepted, trial.state.name))
             if not accepted:
                 break  # rule 2: this MSA did not help; try the end of an earlier stage
-            current, best = candidate, value
+            current, best, best_seeds = candidate, value, seeds
     return steps
+
+
+# One-sided level of the walk's paired test: how often it keeps an MSA that does not help.
+KEEP_LEVEL = 0.05
+
+
+def improves_beyond_noise(
+    candidate: tuple[float, ...], incumbent: tuple[float, ...], lead: Objective, level: float = KEEP_LEVEL
+) -> bool:
+    """Whether `candidate` beats `incumbent` on paired seeds (index s of each: the same seed) beyond
+    their noise: a one-sided paired t-test at `level` on the per-seed differences (mean difference >
+    t(1 - level, n - 1) x its standard error). A null improvement is kept at rate `level`; two seeds
+    or more are needed (with one, the plain comparison of values decides)."""
+    from scipy.stats import t as student_t
+
+    sign = 1.0 if lead.direction == "maximize" else -1.0
+    diffs = [sign * (c - i) for c, i in zip(candidate, incumbent, strict=True)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    spread = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5
+    if spread == 0:
+        return mean > 0
+    return bool(mean > student_t.ppf(1 - level, n - 1) * spread / n**0.5)
+
+
+def _seed_values(trial: FrozenTrial, lead: Objective) -> tuple[float, ...]:
+    """The lead objective's value on each paired seed (`--seeds N`, N > 1), or () without them."""
+    if lead.name != "accuracy" or trial.state != TrialState.COMPLETE:
+        return ()
+    values = trial.user_attrs.get(METRICS_ATTR, {}).get(SEED_VALUES_KEY, ())
+    return tuple(float(v) for v in values) if len(values) > 1 else ()
 
 
 def _value(trial: FrozenTrial, index: int) -> float | None:

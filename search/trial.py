@@ -19,10 +19,12 @@ and its design is queued again for the next run.
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -30,6 +32,7 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.errors import UserError
 from archdsl.files import ensure_dir, write_json, write_text
 from archdsl.ir import Arch
+from archdsl.lang.printer import format_arch
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, Objective, dominates
 from archdsl.search.optuna_private import storage_of, trial_id
@@ -51,6 +54,8 @@ SPEC_ATTR = "spec"  # the canonical .arch text, so that any machine can report t
 METRICS_ATTR = "metrics"
 PRUNED_REASON_ATTR = "pruned_reason"
 RANK_DIGESTS_ATTR = "rank_digests"  # under torchrun: the digest of the design each rank of the group trained
+SEED_VALUES_KEY = "accuracy_seeds"  # in `metrics` with --seeds N > 1: the accuracy on each paired seed
+STDERR_KEY = "accuracy_stderr"  # ... and the standard error of their mean (the trial's accuracy)
 LAYOUT_ATTR = "layout"  # `c1:CC c2:CM ...`: where the MSAs are (space.layout_text), for reports and the dashboard
 
 
@@ -75,15 +80,110 @@ class TrialSettings:
     out_dir: Path | None = None  # runs/<study>: trial folders go under trials/
     storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
     progress: bool = False
-    replay: Any = None  # a `search.replay.Replay`: trials are answered from its table, not trained
+    # A `search.replay.Replay`: trials are answered from its table, not trained (not typed here:
+    # replay imports this module, and test_layering counts a TYPE_CHECKING import as a cycle).
+    replay: Any = None
+
+
+class DesignAnswers(Protocol):
+    """What one trial's design measures to, stage by stage: `Training` trains it, a replay table
+    (`archdsl.search.replay.Replaying`) looks its run up. `TrialObjective` stages, constrains,
+    prunes and records alike for both."""
+
+    def fits(self) -> None:
+        """`measure.DesignTooLarge` if the design cannot be built."""
+
+    def latency(self) -> float:
+        """Inference time per image (ms)."""
+        ...
+
+    def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
+        """The trained design; `on_epoch(epoch, top1)` after each epoch (it may prune); `run_dir()`
+        makes the trial's folder for training's files."""
+        ...
+
+    def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
+        """The values of `names` (robustness, nep, ape) of the trained design."""
+        ...
+
+    def close(self) -> None:
+        """The trial ended (finished, pruned or failed)."""
+
+
+class Measurer(Protocol):
+    """Where a search's trials get their answers (`Training`, or `archdsl.search.replay.Replaying`)."""
+
+    def start(self, trial: optuna.Trial, arch: Arch, settings: TrialSettings) -> DesignAnswers:
+        """The answers of trial `trial`'s design."""
+        ...
+
+
+@dataclass(frozen=True)
+class Training:
+    """Trials answered by training each design on the search's data (`archdsl.search.measures`)."""
+
+    data: measure.DataContext
+
+    def start(self, trial: optuna.Trial, arch: Arch, settings: TrialSettings) -> DesignAnswers:
+        return _TrainedDesign(self.data, settings, arch)
+
+
+@dataclass(frozen=True)
+class _TrainedDesign:
+    data: measure.DataContext
+    settings: TrialSettings
+    arch: Arch
+
+    def fits(self) -> None:
+        measure.ensure_fits(self.arch)
+
+    def latency(self) -> float:
+        s = self.settings
+        return measure.latency_ms(self.arch, self.data, s.fidelity, s.device, s.seed)
+
+    def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
+        """Trained on each paired seed in turn; the first seed's curve goes to the pruner and its model
+        to the analyses, the accuracy is the seeds' mean."""
+        s = self.settings
+        first = measure.train_candidate(
+            self.arch, self.data, s.fidelity, device=s.device, seed=s.seed, run_dir=run_dir(),
+            on_epoch=on_epoch, progress=s.progress,
+        )  # fmt: skip
+        if s.fidelity.seeds == 1:
+            return first
+        others = [
+            measure.train_candidate(
+                self.arch, self.data, s.fidelity, device=s.device, seed=measure.seed_of(s.seed, index), run_dir=None,
+                on_epoch=lambda epoch, top1: None, progress=s.progress,
+            ).accuracy
+            for index in range(1, s.fidelity.seeds)
+        ]  # fmt: skip
+        per_seed = (first.accuracy, *others)
+        mean, _ = measure.mean_and_stderr(per_seed)
+        return dataclasses.replace(first, accuracy=mean, seed_accuracies=per_seed)
+
+    def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
+        s, values = self.settings, {}
+        if "robustness" in names:
+            values["robustness"] = measure.robustness(
+                trained.model, self.data, s.fidelity, seed=s.seed, device=s.device
+            )
+        if {"nep", "ape"} & names:
+            values["nep"], values["ape"] = measure.hessian(
+                trained.model, self.data, s.fidelity, seed=s.seed, device=s.device
+            )
+        return values
+
+    def close(self) -> None:
+        pass
 
 
 class TrialObjective:
-    """The callable handed to `study.optimize`."""
+    """The callable handed to `study.optimize`: one trial of a design, answered by `measurer`."""
 
-    def __init__(self, space: Space, data: measure.DataContext, settings: TrialSettings) -> None:
+    def __init__(self, space: Space, measurer: Measurer, settings: TrialSettings) -> None:
         self.space = space
-        self.data = data
+        self.measurer = measurer
         self.settings = settings
 
     # -- the objective ---------------------------------------------------------------------
@@ -104,12 +204,20 @@ class TrialObjective:
         trial.set_user_attr("short_id", arch.short_id)
         trial.set_user_attr("n_msa", arch.n_msa)
         trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
-        trial.set_user_attr(SPEC_ATTR, measure.format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
+        trial.set_user_attr(SPEC_ATTR, format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
         beat = self.settings.storage.heartbeat_interval
         with WorkerHeartbeat(storage_of(study), trial_id(trial), beat, keep_beating=self.settings.replay is None):
             return self._measure(trial, arch)
 
     def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
+        answers = self.measurer.start(trial, arch, self.settings)
+        try:
+            return self._staged(trial, arch, answers)
+        finally:
+            answers.close()
+
+    def _staged(self, trial: optuna.Trial, arch: Arch, answers: DesignAnswers) -> float | tuple[float, ...]:
+        """The stages of the module's docstring, whatever answers them (training or a table)."""
         s = self.settings
         wanted = {o.name for o in s.objectives}
         metrics: dict[str, Any] = dict(measure.static_costs(arch))
@@ -119,41 +227,29 @@ class TrialObjective:
                 return self._prune(trial, f"{name} {metrics[name]:.4g} > --max-{name} {limit:.4g}")
         trial.set_user_attr(METRICS_ATTR, metrics)
         try:
-            measure.ensure_fits(arch)  # a design that cannot be built is no result, whatever the objectives
-            model = None
+            answers.fits()  # a design that cannot be built is no result, whatever the objectives
             if "latency" in wanted:
-                model = measure.build_model(arch, s.seed)
-                metrics["latency"] = measure.latency_ms(arch, self.data, s.fidelity, s.device, s.seed, model)
+                metrics["latency"] = answers.latency()
             # Staging: rule a candidate out on the cheap objectives as early as they are known.
             cheap_before_training = self._prune_if_dominated_before_training(trial, metrics)
             if max(o.cost for o in s.objectives) >= Cost.TRAINED:
-                trained = measure.train_candidate(
-                    arch,
-                    self.data,
-                    s.fidelity,
-                    device=s.device,
-                    seed=s.seed,
-                    run_dir=self._trial_dir(trial, arch),
-                    on_epoch=lambda epoch, top1: self._report(trial, epoch, top1),
-                    progress=s.progress,
+                trained = answers.train(
+                    lambda epoch, top1: self._report(trial, epoch, top1), lambda: self._trial_dir(trial, arch)
                 )
-                model = trained.model
                 if trained.rank_digests:  # trained by a torchrun group: what each rank built
                     trial.set_user_attr(RANK_DIGESTS_ATTR, list(trained.rank_digests))
                 metrics["accuracy"] = trained.accuracy
+                if trained.seed_accuracies:  # --seeds N: each paired seed's value and the mean's standard error
+                    metrics[SEED_VALUES_KEY] = list(trained.seed_accuracies)
+                    metrics[STDERR_KEY] = measure.mean_and_stderr(trained.seed_accuracies)[1]
                 metrics["history"] = trained.history
                 trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
                 better = None if cheap_before_training else self._dominated_on_cheap(trial, metrics)
                 if better is not None:
                     return self._prune(trial, f"dominated on the cheap objectives by trial {better}")
-                if "robustness" in wanted:
-                    metrics["robustness"] = measure.robustness(
-                        model, self.data, s.fidelity, seed=s.seed, device=s.device
-                    )
-                if {"nep", "ape"} & wanted:
-                    metrics["nep"], metrics["ape"] = measure.hessian(
-                        model, self.data, s.fidelity, seed=s.seed, device=s.device
-                    )
+                analyses = wanted & {"robustness", "nep", "ape"}
+                if analyses:
+                    metrics.update(answers.analyses(trained, analyses))
         except optuna.TrialPruned:
             raise
         except measure.Diverged as err:

@@ -196,6 +196,51 @@ def test_command_line_modules_import_nothing_heavy_at_import_time(name):
     assert _heavy(_import_time(MODULES[name])) == []
 
 
+# docs/architecture.md: within the search, only `measures` builds, trains and analyses a design (and
+# loads its data); the other search modules may reach only these outside the torch-free core:
+# module -> the names they may import from it (None: any).
+SEARCH_GATE = "archdsl.search.measures"
+HEAVY_AREAS = ("archdsl.nn", "archdsl.run", "archdsl.analysis", "archdsl.data")
+SEARCH_SET_UP: dict[str, frozenset[str] | None] = {
+    "archdsl.data": frozenset({"describe"}),  # the dataset's shape and classes, without loading it
+    "archdsl.run": frozenset({"distributed"}),
+    "archdsl.run.device": None,
+    "archdsl.run.distributed": None,
+    "archdsl.run.recipe": None,
+    "archdsl.run.loader": frozenset({"derive_seed"}),
+}
+
+
+def _heavy_imports(path: Path) -> list[str]:
+    """`module` or `module:name` for each import of a heavy area that `SEARCH_SET_UP` does not allow."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            pairs = [(node.module, alias.name) for alias in node.names]
+        elif isinstance(node, ast.Import):
+            pairs = [(alias.name, None) for alias in node.names]
+        else:
+            continue
+        for module, name in pairs:
+            if not any(_within(module, area) for area in HEAVY_AREAS):
+                continue
+            allowed = SEARCH_SET_UP.get(module, frozenset())
+            if allowed is None or (name is not None and name in allowed):
+                continue
+            found.append(module if name is None else f"{module}:{name}")
+    return sorted(found)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if _within(n, "archdsl.search") and n != SEARCH_GATE))
+def test_only_measures_builds_trains_and_analyses_in_the_search(name):
+    assert _heavy_imports(MODULES[name]) == []
+
+
+def test_the_search_rule_sees_what_measures_imports():
+    # the check would catch a search module that trained a design itself
+    assert "archdsl.run.train:train" in _heavy_imports(MODULES[SEARCH_GATE])
+
+
 # The public API: what `archdsl` and each package export (their `__all__`), and the small
 # dependency-free modules every layer shares. A command may import only these (and its own
 # helpers in archdsl.commands), so that nothing a command does is out of a Python user's reach.

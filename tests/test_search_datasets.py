@@ -93,13 +93,64 @@ def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp
     from archdsl.search import measures as measure
     from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
 
-    data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25)
-    assert (len(data.train_set), len(data.test_set)) == (96, 8)  # the training set is shrunk by each trial
+    # 96 training images: 16 held out for validation (a quarter of them score), 80 to train on
+    data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25, val_split="16")
+    assert (len(data.train_set), len(data.validation)) == (80, 4)  # the training set is shrunk by each trial
+    default = measure.load_data(support.DATASET, None, seed=0)
+    assert (len(default.train_set), len(default.validation)) == (86, 10)  # a tenth by default
     config = measure.train_config(measure.Fidelity(subset=0.5, test_subset=0.25), device="cpu", seed=0)
     assert config.subset == 0.5
     settings = SearchSettings(study_name="s")
-    line = reproduce_command(plan_space(settings), fidelity_for(settings, {"subset": 0.5, "test_subset": 0.25}))
-    assert "--subset 0.5 --test-subset 0.25" in line
+    fidelity = {"subset": 0.5, "test_subset": 0.25, "val_split": "0.2"}
+    line = reproduce_command(plan_space(settings), fidelity_for(settings, fidelity))
+    assert "--val-split 0.2 --test-subset 0.25" in line
+
+
+def test_validation_images_are_held_out_of_training_and_fixed():
+    import _search_support as support
+    import numpy as np
+
+    from archdsl.search import measures as measure
+
+    one = measure.load_data(support.DATASET, None, seed=0, val_split="0.25")
+    other = measure.load_data(support.DATASET, None, seed=7, val_split="0.25")
+    assert np.array_equal(one.validation.images, other.validation.images)  # whatever the seed
+    held = {img.tobytes() for img in one.validation.images}
+    assert not held & {img.tobytes() for img in one.train_set.images}
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "ten"])
+def test_a_bad_val_split_is_one_line(tmp_path, capsys, value):
+    import _search_support as support
+
+    assert main(support.search_args(tmp_path, "badval", "--val-split", value)) != 0
+    err = capsys.readouterr().err
+    assert "--val-split" in err and "Traceback" not in err, err
+
+
+def test_a_search_never_reads_the_test_set(tmp_path, monkeypatch):
+    """Trials train on the training split less its validation part and are scored on validation
+    images: the test split is not loaded, nor are corrupted copies of it (item 8 of issue 28)."""
+    import _search_support as support
+
+    import archdsl.data as data_module
+
+    reads: list[str] = []
+    load_split, load_corrupted = data_module.load_split, data_module.load_corrupted
+
+    def counting_split(name, split, *args, **kwargs):
+        reads.append(split)
+        return load_split(name, split, *args, **kwargs)
+
+    def counting_corrupted(*args, **kwargs):
+        reads.append("corrupted test")
+        return load_corrupted(*args, **kwargs)
+
+    monkeypatch.setattr(data_module, "load_split", counting_split)
+    monkeypatch.setattr(data_module, "load_corrupted", counting_corrupted)
+    args = support.search_args(tmp_path, "novisit", "--objectives", "accuracy,robustness", "--n-trials", "2")
+    assert main([*args, "--strategy", "random"]) == 0
+    assert reads and set(reads) == {"train"}, reads
 
 
 def test_a_search_stopped_by_its_timeout_says_so(tmp_path, capsys):
@@ -155,3 +206,28 @@ def test_the_library_runner_takes_the_same_default_pruner_as_the_command():
 
     config = SearchConfig(study_name="s", strategy="tpe", objectives=(), n_trials=1)
     assert config.pruner == SearchSettings().pruner == "auto"
+
+
+def test_paired_seeds_train_every_design_on_the_same_seeds(tmp_path, monkeypatch):
+    """Seed index s is one training seed for every design, so each design meets the same subset,
+    batch order and augmentation draws (the loader draws them from the seed alone)."""
+    import _search_support as support
+    import optuna
+
+    from archdsl.search import measures as measure
+
+    seeds_by_design: dict[str, list[int]] = {}
+    train_candidate = measure.train_candidate
+
+    def recording(arch, *args, seed, **kwargs):
+        seeds_by_design.setdefault(arch.digest(), []).append(seed)
+        return train_candidate(arch, *args, seed=seed, **kwargs)
+
+    monkeypatch.setattr(measure, "train_candidate", recording)
+    args = support.search_args(tmp_path, "paired", "--strategy", "random", "--n-trials", "2", "--seed", "5")
+    assert main([*args, "--seeds", "2", "--pruner", "none"]) == 0
+    assert len(seeds_by_design) == 2 and all(seeds == [5, 6] for seeds in seeds_by_design.values()), seeds_by_design
+    study = support.load(tmp_path, "paired")
+    for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
+        values = t.user_attrs["metrics"]["accuracy_seeds"]
+        assert len(values) == 2 and t.value == pytest.approx(sum(values) / 2)

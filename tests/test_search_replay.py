@@ -460,3 +460,41 @@ def test_a_table_made_on_another_version_of_the_same_base_names_what_differs(tmp
     err = capsys.readouterr().err
     assert "another version of the base 'resnet-fmnist'" in err, err
     assert "width=24" in err and "width=16" in err and "not this search's 'resnet-fmnist'" not in err, err
+
+
+# -- paired seeds (--seeds N) -----------------------------------------------------------------------
+
+
+def test_paired_seeds_answer_every_design_from_the_same_seeds_and_record_each(tmp_path, table_file, capsys):
+    out = tmp_path / "runs"
+    args = search_args(table_file, out, "paired", "--strategy", "random", "--n-trials", "4", "--pruner", "none")
+    assert main([*args, "--seeds", "2"]) == 0
+    table = load_replay(f"table:{table_file}")
+    study = optuna.load_study(study_name="paired", storage=_journal(out / "paired" / "study.journal"))
+    done = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len(done) == 4
+    for t in done:
+        runs = sorted(table.by_digest[t.user_attrs[DIGEST_ATTR]].runs, key=lambda r: r.seed)[:2]
+        metrics = t.user_attrs["metrics"]
+        assert metrics["accuracy_seeds"] == [r.accuracy for r in runs]  # seed index s: the table's s-th seed
+        assert t.value == pytest.approx(sum(r.accuracy for r in runs) / 2)
+        spread = abs(runs[0].accuracy - runs[1].accuracy) / 2  # the standard error of a mean of two
+        assert metrics["accuracy_stderr"] == pytest.approx(spread)
+    csv_header = (out / "paired" / "report" / "trials.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert "accuracy_seeds,accuracy_stderr" in csv_header
+
+
+def test_more_paired_seeds_than_the_table_holds_is_one_line(tmp_path, table_file, capsys):
+    args = search_args(table_file, tmp_path / "runs", "many", "--strategy", "random", "--n-trials", "2")
+    assert main([*args, "--seeds", "9"]) != 0
+    err = capsys.readouterr().err
+    assert "--seeds 9: the table" in err and "Traceback" not in err, err
+
+
+def test_no_seeds_is_one_line(tmp_path, table_file, capsys):
+    args = search_args(table_file, tmp_path / "runs", "none", "--n-trials", "2")
+    with pytest.raises(SystemExit) as stopped:  # argparse's usage error, as for every bad flag value
+        main([*args, "--seeds", "0"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --seeds: expected a value greater than 0, got '0'" in err and "Traceback" not in err, err

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def _fake_trial(value):
     state = TrialState.COMPLETE if value is not None else TrialState.FAIL  # a real enum: steps record its name
-    return SimpleNamespace(state=state, values=None if value is None else [value])
+    return SimpleNamespace(state=state, values=None if value is None else [value], user_attrs={})
 
 
 def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
@@ -175,3 +175,71 @@ def test_a_trial_is_never_pruned_at_its_last_epoch():
     last = study.ask()
     objective._report(last, 2, 0.1)  # the last epoch: reported, not pruned
     assert last.should_prune()  # (the pruner would have)
+
+
+def _paired_walk_decisions(true_gain: float, runs: int, seeds: int = 5, noise: float = 0.01) -> float:
+    """How often the walk's rule keeps a candidate whose true accuracy is `true_gain` above the
+    incumbent's, on generated paired seeds: each seed shifts both designs alike (its subset and
+    batch order), and each design-seed pair adds its own noise of standard deviation `noise`."""
+    import numpy as np
+
+    from archdsl.search.objectives import OBJECTIVES
+    from archdsl.search.strategies import improves_beyond_noise
+
+    rng = np.random.default_rng(0)
+    kept = 0
+    for _ in range(runs):
+        shared = rng.normal(0, 0.05, seeds)  # the seeds' own effect, common to both designs
+        incumbent = 0.6 + shared + rng.normal(0, noise, seeds)
+        candidate = 0.6 + true_gain + shared + rng.normal(0, noise, seeds)
+        kept += improves_beyond_noise(tuple(candidate), tuple(incumbent), OBJECTIVES["accuracy"])
+    return kept / runs
+
+
+def test_the_walk_keeps_a_true_improvement_beyond_the_noise():
+    # a gain of three times the paired noise, on 5 seeds whose common effect is five times larger
+    assert _paired_walk_decisions(true_gain=0.03, runs=400) > 0.9
+
+
+def test_the_walk_keeps_a_null_improvement_at_its_stated_rate():
+    from archdsl.search.strategies import KEEP_LEVEL
+
+    rate = _paired_walk_decisions(true_gain=0.0, runs=4000)
+    # binomial: 4000 draws at 5 % have a standard deviation of 0.35 %
+    assert abs(rate - KEEP_LEVEL) < 0.015, rate
+
+
+def test_the_walk_compares_on_the_objectives_direction():
+    from archdsl.search.objectives import OBJECTIVES
+    from archdsl.search.strategies import improves_beyond_noise
+
+    lower = (0.10, 0.11, 0.09)
+    higher = (0.20, 0.22, 0.19)
+    assert improves_beyond_noise(higher, lower, OBJECTIVES["accuracy"])
+    assert not improves_beyond_noise(lower, higher, OBJECTIVES["accuracy"])
+
+
+def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
+    from archdsl.search.trial import METRICS_ATTR, SEED_VALUES_KEY
+
+    space = make_space(load_spec("alter50-base"))
+
+    def seeded(values):
+        trial = _fake_trial(sum(values) / len(values))
+        trial.user_attrs = {METRICS_ATTR: {SEED_VALUES_KEY: list(values)}}
+        return trial
+
+    base = (0.60, 0.70, 0.50)
+    # a higher mean from one lucky seed (its differences: +0.06, -0.02, -0.01): not beyond the noise
+    noisy = {(0, 0, 0, 0): base, (0, 0, 0, 1): (0.66, 0.68, 0.49)}
+    steps = run_buildup(
+        space, OBJECTIVES["accuracy"], 0, lambda p, s: seeded(noisy.get(tuple(p[f"k_c{i}"] for i in range(1, 5)), base))
+    )
+    assert steps[1].value > steps[0].value and not steps[1].accepted
+    # the same small gain on every seed is kept
+    steady = (0.61, 0.71, 0.51)
+    steps = run_buildup(
+        space, OBJECTIVES["accuracy"], 0,
+        lambda p, s: seeded(steady if tuple(p[f"k_c{i}"] for i in range(1, 5)) == (0, 0, 0, 1) else base),
+    )  # fmt: skip
+    assert steps[1].accepted

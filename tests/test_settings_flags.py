@@ -148,6 +148,8 @@ def _other_value(flag) -> str:
         return "table:some-table"
     if flag.field == "measures":
         return "acc,hessian"
+    if flag.field == "val_split":  # a fraction or a count, kept as written
+        return "0.2"
     default = flag.default
     info = flag.model.model_fields[flag.field]
     choices = [c for c in flag.choices or choices_of(info.annotation) or () if c != default]
