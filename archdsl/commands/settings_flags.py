@@ -325,8 +325,3 @@ def settings_table(model: type[BaseModel], *, exclude: Iterable[str] = ()) -> st
         cells = [f"`{flag.flag}`", default_text(flag), flag.help]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def flag_names(model: type[BaseModel]) -> Iterator[str]:
-    """The flags `model` declares (for the test that compares flags, config keys and fields)."""
-    return (flag.flag for flag in setting_flags(model))
