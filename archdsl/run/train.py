@@ -318,7 +318,12 @@ def _prepare(
     resident = None
     if config.resident:
         resident = ResidentLoader(
-            train_set, batch_size, device=device, padding=filled(config.crop_padding), hflip=filled(config.hflip)
+            train_set,
+            batch_size,
+            device=device,
+            padding=filled(config.crop_padding),
+            hflip=filled(config.hflip),
+            dtype=dtype,
         )
     return _Trainer(
         arch=arch,
@@ -435,6 +440,7 @@ def _batches(trainer: _Trainer, seed: int) -> Iterable[tuple[torch.Tensor, torch
         workers=config.workers,
         pin_memory=trainer.device.type == "cuda",
         sampler=sampler,
+        dtype=trainer.dtype,
     )
 
 
