@@ -40,6 +40,13 @@ def arch():
     return parse_spec(MICRO)
 
 
+def recorded_settings(run_dir: Path) -> dict:
+    """A run's config.json less what it records beside the settings (the ranks that trained it)."""
+    recorded = json.loads((run_dir / "config.json").read_text())
+    del recorded["world_size"]
+    return recorded
+
+
 @pytest.fixture(scope="module")
 def data():
     return colour_classes(256, 0), colour_classes(64, 1)
@@ -59,11 +66,14 @@ def test_fast_recipe_learns_and_keeps_a_run_directory(arch, data, tmp_path: Path
     assert [r["epoch"] for r in rows] == [1, 2] and rows[-1]["test_acc"] == result.test_acc
     assert (tmp_path / "metrics.csv").read_text().splitlines()[0].startswith("epoch,train_loss,train_acc")
     assert parse_spec((tmp_path / "spec.arch").read_text()) == arch
-    assert TrainConfig.model_validate_json((tmp_path / "config.json").read_text()).epochs == 2
+    recorded = json.loads((tmp_path / "config.json").read_text())
+    assert recorded.pop("world_size") == 1  # one process trained it (torchrun runs record their ranks)
+    assert TrainConfig.model_validate(recorded).epochs == 2
     from archdsl.run.checkpoint import load_checkpoint
 
     final = load_checkpoint(tmp_path / "final.safetensors")
     assert final.meta["epoch"] == 2 and final.meta["test_acc"] == result.test_acc
+    assert final.meta["world_size"] == 1
     for key, value in result.model.state_dict().items():
         assert torch.equal(final.model.state_dict()[key], value)
     # A second run into the same directory must not silently overwrite the first.
@@ -152,7 +162,7 @@ def test_a_finished_run_is_extended_on_the_longer_runs_schedule(arch, tmp_path: 
         train(arch, train_set, test_set, longer, run_dir=tmp_path, resume=True, on_epoch=stop_at_2, progress=False)
     assert _learning_rate(tmp_path) == pytest.approx(_scheduled_rate(longer, 2 * 2, steps_per_epoch=2))
     assert _learning_rate(tmp_path) > 0.01  # not the finished one-epoch schedule's 1e-6
-    saved = TrainConfig.model_validate_json((tmp_path / "config.json").read_text())
+    saved = TrainConfig.model_validate(recorded_settings(tmp_path))
     assert (saved.epochs, saved.extended_at) == (3, (1,))
 
     # Resumed without new settings, the extended run goes on with its record and ends at epoch 3.

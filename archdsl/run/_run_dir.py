@@ -1,7 +1,8 @@
 """A run directory: what `archdsl train` keeps in it, and the policy for going on from it (`--resume`).
 
     spec.arch            the design (canonical text)
-    config.json          the full TrainConfig
+    config.json          the full TrainConfig, and `world_size`: the number of processes that trained it
+                         (torchrun's ranks; 1 for one process), on which BatchNorm's statistics depend
     metrics.jsonl/.csv   one row per finished epoch (`EpochMetrics`)
     last.safetensors     weights + optimizer state after the latest epoch (for --resume)
     final.safetensors    weights only, written when the run completes
@@ -269,7 +270,9 @@ def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, fin
     return given.model_copy(update={"extended_at": extended_at})
 
 
-def write_design(run_dir: Path, arch: Arch, config: TrainConfig) -> None:
-    """The run's design and full config, written before its first epoch."""
+def write_design(run_dir: Path, arch: Arch, config: TrainConfig, *, world_size: int) -> None:
+    """The run's design and full config, with the number of ranks that train it, written before its
+    first epoch (and again by a resumed run: the record is the latest invocation's)."""
     write_text(run_dir / SPEC_FILE, format_arch(arch))
-    write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2) + "\n")
+    record = {**config.model_dump(mode="json"), "world_size": world_size}
+    write_text(run_dir / CONFIG_FILE, json.dumps(record, indent=2) + "\n")

@@ -172,7 +172,7 @@ def train(
     if not leader:
         run_dir = None
     if run_dir is not None:
-        write_design(run_dir, arch, config)
+        write_design(run_dir, arch, config, world_size=_world_size(ranks))
 
     trainer.bar = progress_bar(
         total=config.epochs * trainer.steps_per_epoch,
@@ -378,9 +378,15 @@ def epoch_line(metrics: EpochMetrics, epochs: int) -> str:
     )
 
 
+def _world_size(ranks: distributed.Ranks | None) -> int:
+    """The number of processes that train the run (BatchNorm's statistics depend on it)."""
+    return 1 if ranks is None else ranks.world_size
+
+
 def _meta(trainer: _Trainer, metrics: EpochMetrics) -> dict:
     train_set = trainer.train_set
     return {
+        "world_size": _world_size(trainer.ranks),
         "dataset": train_set.name.split("[")[0],
         "epoch": metrics.epoch,
         "test_acc": metrics.test_acc,
