@@ -17,7 +17,8 @@ from _micro_arch import micro_arch
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
 from archdsl.lang.spec import parse_spec
-from archdsl.run.train import EpochMetrics, TrainConfig, TrainingDiverged, train
+from archdsl.run import EpochMetrics, TrainConfig, TrainingDiverged
+from archdsl.run.train import train
 
 
 def colour_classes(n: int, seed: int, size: int = 16, classes: int = 10) -> ImageSet:

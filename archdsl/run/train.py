@@ -43,15 +43,6 @@ from archdsl.run._run_dir import (
     write_design,
     write_metrics,
 )
-
-# The run directory's names that callers import from here (defined once, in archdsl.run._run_dir).
-from archdsl.run._run_dir import RUN_FILES as RUN_FILES
-from archdsl.run._run_dir import TENSORBOARD_DIR as TENSORBOARD_DIR
-from archdsl.run._run_dir import checked_resume as checked_resume
-from archdsl.run._run_dir import is_run_file as is_run_file
-from archdsl.run._run_dir import resume_info as resume_info
-from archdsl.run._run_dir import resumed_config as resumed_config
-from archdsl.run._run_dir import saved_epochs as saved_epochs
 from archdsl.run.checkpoint import TrainState, save_checkpoint
 from archdsl.run.device import autocast, select_device
 from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
@@ -61,7 +52,8 @@ from archdsl.run.optimize import applied_plan, optimize_model
 from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer
 from archdsl.run.schedule import LrSchedule
 
-__all__ = ["EpochMetrics", "StepRecord", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
+# TrainingDiverged is defined in archdsl.run.divergence; search/measures.py still imports it from here.
+__all__ = ["StepRecord", "TrainResult", "TrainingDiverged", "train"]
 
 
 @dataclass(frozen=True)
