@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from archdsl.data import cifar, mnist, synthetic
+from archdsl.data import cifar, cifar_c, mnist, synthetic
 from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet, channel_stats
@@ -188,6 +188,22 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
         dict(parsed.params),
         present,
     )
+
+
+def count_images(name: str, root: str | os.PathLike | None = None) -> dict[str, int]:
+    """The images each split of `name` holds, counted on disk where `describe` gives the nominal
+    sizes (a data root of a few test files has a few images, not CIFAR's 50,000). It reads the
+    splits (a second for the full CIFAR-100); a `UserError` where they are missing or damaged."""
+    parsed = _parse(name)
+    if parsed.base in ("synthetic", "synthetic-c"):  # generated: the nominal sizes are the real ones
+        return describe(name, root).split_sizes
+    if parsed.base in _C_FOLDERS:  # labels.npy: every severity's labels, one after another
+        folder = _c_folder(parsed.base, resolve_data_root(root)).folder
+        return {"test": len(cifar_c.load_npy(folder / cifar_c.LABELS_FILE)) // cifar_c.SEVERITY_COUNT}
+    if parsed.base in _GREY_CORRUPTED:  # generated from the clean test split, image for image
+        clean = _canonical(DatasetName(_GREY_CORRUPTED[parsed.base], dict(parsed.params)))
+        return {"test": len(load_split(clean, "test", root))}
+    return {split: len(load_split(name, split, root)) for split in describe(name, root).split_sizes}
 
 
 def corrupted_name(name: str) -> str:
