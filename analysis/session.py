@@ -127,9 +127,9 @@ def _measure(path: Path, settings, sources: AnalysisSources) -> AnalysisReport:
 def _run_directory(run_dir: Path, settings, sources: AnalysisSources) -> AnalysisReport:
     """The Hessian spectrum of every checkpoint a run kept, against the epoch."""
     from archdsl.analysis.pipeline import hessian_over_training
+    from archdsl.run import saved_epochs
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
-    from archdsl.run.train import saved_epochs
 
     measures = sources.measures or ("hessian",)
     if tuple(measures) != ("hessian",):

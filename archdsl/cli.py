@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from archdsl.commands.config_file import settings_from_config
+from archdsl.commands.recording_parser import RecordingParser
 from archdsl.errors import ArchdslWarning, UserError, did_you_mean, visible_lines
 
 # The order is the order of `archdsl --help`.
@@ -49,7 +50,7 @@ def command_module(name: str) -> str:
     return f"archdsl.commands.{name}_" if keyword.iskeyword(name) else f"archdsl.commands.{name}"
 
 
-class CommandParser(argparse.ArgumentParser):
+class CommandParser(RecordingParser):
     """Every archdsl parser: flags are spelled out, and a flag a command does not know is its error.
 
     argparse's defaults would run `train --epoch 1` as `--epochs 1` (abbreviations), and hand an
@@ -72,7 +73,7 @@ class CommandParser(argparse.ArgumentParser):
         return known, extras
 
     def _suggestion(self, extras: list[str]) -> str:
-        flags = [flag for action in self._actions for flag in action.option_strings if flag.startswith("--")]
+        flags = self.long_flags()
         for word in extras:
             hint = did_you_mean(word.split("=", 1)[0], flags) if word.startswith("--") else None
             if hint:

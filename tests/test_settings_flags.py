@@ -251,7 +251,7 @@ def test_every_flag_of_a_command_is_made_from_a_settings_field(words):
         [action] = [a for a in parser._actions if spelling in a.option_strings]
         assert action.dest == flag.dest and action.default is None, spelling  # generated: left out is None
         if not spelling.startswith("--no-"):
-            assert keys[spelling.removeprefix("--").replace("-", "_")][0] is action, spelling  # a --config key
+            assert keys[spelling.removeprefix("--").replace("-", "_")][0].action is action, spelling  # a --config key
     assert COMMAND_ONLY[words] & made.keys() == set()  # (the list holds no setting)
 
 
@@ -281,3 +281,39 @@ def test_the_shared_settings_are_declared_once(model):
             assert issubclass(model, base), f"{model.__name__}.{name}: inherit {base.__name__}"
             assert name not in vars(model).get("__annotations__", {}), f"{model.__name__} redeclares {name}"
             assert repr(model.model_fields[name]) == repr(base.model_fields[name])
+
+
+def _every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """`parser` and its subcommands' parsers, all the way down (the test may read argparse's lists)."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _every_parser(sub)
+    return found
+
+
+def test_every_parser_records_every_argument_it_was_given():
+    """--config and the flag suggestions read each parser's own table (argparse keeps its list
+    private): an argument added past the table (argparse's add_argument_group instead of
+    `section`) would be neither a config key nor suggested."""
+    for parser in _every_parser(build_parser()):
+        recorded = [added.action for added in parser.added]
+        subcommands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        assert sorted(map(id, recorded + subcommands)) == sorted(map(id, parser._actions)), parser.prog
+
+
+def test_the_project_uses_no_private_argparse_api():
+    """argparse's underscored names (`parser._actions`, `argparse._StoreAction`) may change in any
+    Python release: archdsl's code keeps its own table of the arguments it adds."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    offending = [
+        f"{path.relative_to(root)}:{number}"
+        for folder in ("archdsl", "search", "analysis")
+        for path in sorted((root / folder).rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "parser._" in line or "argparse._" in line
+    ]
+    assert offending == []

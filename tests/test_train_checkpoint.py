@@ -70,34 +70,6 @@ def test_optimizer_state_round_trips(arch, tmp_path: Path) -> None:
     assert load_checkpoint(tmp_path / "last.safetensors").train_state is None
 
 
-def test_a_training_state_of_the_first_layout_still_resumes(arch, tmp_path: Path) -> None:
-    # Before state dicts were encoded generally, only the optimizer was kept: its tensors as
-    # `optimizer/<param id>/<name>`, the param groups (tuples turned into lists) and the plain
-    # per-parameter values in the JSON. Run directories from then must still resume.
-    model, optimizer = trained_a_little(arch)
-    before = optimizer.state_dict()
-    tensors = {}
-    plain: dict = {}
-    for param_id, entry in before["state"].items():
-        for name, value in entry.items():
-            if isinstance(value, torch.Tensor):
-                tensors[f"optimizer/{param_id}/{name}"] = value
-            else:
-                plain.setdefault(str(param_id), {})[name] = value
-    groups = json.loads(json.dumps(before["param_groups"]))  # betas become a list, as JSON made them
-    old = TrainState(tensors=tensors, info={"param_groups": groups, "plain_state": plain, "epoch": 2})
-    save_checkpoint(tmp_path / "last.safetensors", model, arch, {}, train_state=old)
-    loaded = load_checkpoint(tmp_path / "last.safetensors", with_train_state=True).train_state
-    assert loaded is not None and loaded.has("optimizer") and not loaded.has("scheduler")
-    fresh = torch.optim.AdamW(model.parameters(), lr=1.0)
-    fresh.load_state_dict(loaded.unpack("optimizer"))
-    after = fresh.state_dict()
-    assert after["param_groups"] == before["param_groups"]
-    for key, entry in before["state"].items():
-        for name, value in entry.items():
-            assert torch.equal(after["state"][key][name], value)
-
-
 def test_truncated_file_is_a_user_error(arch, tmp_path: Path) -> None:
     model, _ = trained_a_little(arch)
     path = save_checkpoint(tmp_path / "m.safetensors", model, arch)

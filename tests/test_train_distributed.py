@@ -17,6 +17,8 @@ import _ddp_worker
 import pytest
 import torch
 
+from archdsl.run.checkpoint import load_checkpoint
+
 WORKER = Path(__file__).with_name("_ddp_worker.py")
 DATASET = "synthetic:classes=4,train=64,test=16"
 
@@ -87,6 +89,9 @@ def test_archdsl_train_under_torchrun_writes_once_and_resumes(tmp_path: Path) ->
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["config.json", "final.safetensors", "last.safetensors", "metrics.csv", "metrics.jsonl", "spec.arch"]
     )
+    # The record says two ranks trained it: BatchNorm's statistics depend on their number.
+    assert json.loads((out / "config.json").read_text())["world_size"] == 2
+    assert load_checkpoint(out / "final.safetensors").meta["world_size"] == 2
     resumed = torchrun(2, *train, "--epochs", "2", "--resume", cwd=tmp_path, env=env)
     assert resumed.stderr.count("extending") == 1
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

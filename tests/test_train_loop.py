@@ -17,7 +17,8 @@ from _micro_arch import micro_arch
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
 from archdsl.lang.spec import parse_spec
-from archdsl.run.train import EpochMetrics, TrainConfig, TrainingDiverged, train
+from archdsl.run import EpochMetrics, TrainConfig, TrainingDiverged
+from archdsl.run.train import train
 
 
 def colour_classes(n: int, seed: int, size: int = 16, classes: int = 10) -> ImageSet:
@@ -40,6 +41,13 @@ def arch():
     return parse_spec(MICRO)
 
 
+def recorded_settings(run_dir: Path) -> dict:
+    """A run's config.json less what it records beside the settings (the ranks that trained it)."""
+    recorded = json.loads((run_dir / "config.json").read_text())
+    del recorded["world_size"]
+    return recorded
+
+
 @pytest.fixture(scope="module")
 def data():
     return colour_classes(256, 0), colour_classes(64, 1)
@@ -59,11 +67,14 @@ def test_fast_recipe_learns_and_keeps_a_run_directory(arch, data, tmp_path: Path
     assert [r["epoch"] for r in rows] == [1, 2] and rows[-1]["test_acc"] == result.test_acc
     assert (tmp_path / "metrics.csv").read_text().splitlines()[0].startswith("epoch,train_loss,train_acc")
     assert parse_spec((tmp_path / "spec.arch").read_text()) == arch
-    assert TrainConfig.model_validate_json((tmp_path / "config.json").read_text()).epochs == 2
+    recorded = json.loads((tmp_path / "config.json").read_text())
+    assert recorded.pop("world_size") == 1  # one process trained it (torchrun runs record their ranks)
+    assert TrainConfig.model_validate(recorded).epochs == 2
     from archdsl.run.checkpoint import load_checkpoint
 
     final = load_checkpoint(tmp_path / "final.safetensors")
     assert final.meta["epoch"] == 2 and final.meta["test_acc"] == result.test_acc
+    assert final.meta["world_size"] == 1
     for key, value in result.model.state_dict().items():
         assert torch.equal(final.model.state_dict()[key], value)
     # A second run into the same directory must not silently overwrite the first.
@@ -152,7 +163,7 @@ def test_a_finished_run_is_extended_on_the_longer_runs_schedule(arch, tmp_path: 
         train(arch, train_set, test_set, longer, run_dir=tmp_path, resume=True, on_epoch=stop_at_2, progress=False)
     assert _learning_rate(tmp_path) == pytest.approx(_scheduled_rate(longer, 2 * 2, steps_per_epoch=2))
     assert _learning_rate(tmp_path) > 0.01  # not the finished one-epoch schedule's 1e-6
-    saved = TrainConfig.model_validate_json((tmp_path / "config.json").read_text())
+    saved = TrainConfig.model_validate(recorded_settings(tmp_path))
     assert (saved.epochs, saved.extended_at) == (3, (1,))
 
     # Resumed without new settings, the extended run goes on with its record and ends at epoch 3.
@@ -311,51 +322,45 @@ def _as_recorded_before_fast(config: dict) -> dict:
     return {**old, "recipe": "weak", "hflip": True, "clip_grad": None}
 
 
-def test_a_run_recorded_as_the_old_weak_recipe_resumes_as_fast(arch, tmp_path: Path) -> None:
+def test_a_run_recorded_by_an_older_archdsl_is_refused_not_resumed_under_todays_recipe(arch, tmp_path: Path) -> None:
     from safetensors import safe_open
     from safetensors.torch import save_file
 
     train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
     config = TrainConfig(recipe="fast", epochs=2, batch_size=32, device="cpu")
-    full = train(arch, train_set, test_set, config, run_dir=tmp_path / "full", progress=False)
     with pytest.raises(Stop):
-        train(arch, train_set, test_set, config, run_dir=tmp_path / "old", on_epoch=_stop, progress=False)
-    # Rewrite the stopped run as the old archdsl wrote it.
-    path = tmp_path / "old" / "last.safetensors"
+        train(arch, train_set, test_set, config, run_dir=tmp_path, on_epoch=_stop, progress=False)
+    # Rewrite the stopped run as the old archdsl wrote it: filled in with today's defaults, its
+    # `weak` (today's `fast`) would resume on another schedule.
+    path = tmp_path / "last.safetensors"
     with safe_open(str(path), framework="pt") as handle:
         metadata = dict(handle.metadata())
         tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
     state = json.loads(metadata["archdsl.train_state"])
     state["config"] = _as_recorded_before_fast(state["config"])
+    del state["data"]
     metadata["archdsl.train_state"] = json.dumps(state)
     save_file(tensors, str(path), metadata=metadata)
-    old = state["config"]
-
-    read = TrainConfig.model_validate(old)
-    assert (read.recipe, read.optimizer, read.sched, read.sched_on_updates) == ("fast", "sgd", "cosine", True)
-    assert (read.weight_decay_params, read.warmup_lr, read.min_lr, read.hflip, read.clip_grad) == (
-        "filtered", 1e-6, 1e-6, 0.5, 0.0,
-    )  # fmt: skip
-    assert read == config  # what the old `weak` ran is today's `fast`
-    resumed = train(arch, train_set, test_set, read, run_dir=tmp_path / "old", resume=True, progress=False)
-    for key, value in full.model.state_dict().items():
-        assert torch.equal(resumed.model.state_dict()[key], value), key
+    before = path.read_bytes()
+    weak = config.model_copy(update={"recipe": "weak"})
+    with pytest.raises(UserError, match="written by an older archdsl: its training state does not record data, "):
+        train(arch, train_set, test_set, weak, run_dir=tmp_path, resume=True, progress=False)
+    assert path.read_bytes() == before  # the finished epoch is kept
 
 
-def test_a_run_started_before_its_spec_named_another_init_still_resumes(arch, tmp_path: Path) -> None:
-    # A vit-ti run from before `init` existed stored no scheme (read as torch); the spec now says
-    # `init timm`. The weights come from the checkpoint, so the scheme cannot change the run.
+def test_a_run_resumes_only_with_the_design_it_was_trained_from(arch, tmp_path: Path) -> None:
     train_set, test_set = colour_classes(64, 4), colour_classes(16, 5)
     config = TrainConfig(recipe="fast", epochs=2, batch_size=32, device="cpu")
     with pytest.raises(Stop):
         train(arch, train_set, test_set, config, run_dir=tmp_path, on_epoch=_stop, progress=False)
-    renamed = arch.model_copy(update={"init": "timm" if arch.init == "torch" else "torch"})
-    resumed = train(renamed, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
-    assert [m.epoch for m in resumed.history] == [1, 2]
     first = arch.stages[0]
     wider = arch.model_copy(update={"stages": (first.model_copy(update={"width": first.width + 1}), *arch.stages[1:])})
-    with pytest.raises(UserError, match="different design"):
-        train(wider, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)  # another design
+    renamed = arch.model_copy(update={"init": "timm" if arch.init == "torch" else "torch"})
+    for other in (wider, renamed):  # the init scheme is part of the design too
+        with pytest.raises(UserError, match="different design"):
+            train(other, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
+    resumed = train(arch, train_set, test_set, config, run_dir=tmp_path, resume=True, progress=False)
+    assert [m.epoch for m in resumed.history] == [1, 2]
 
 
 def test_a_users_milestone_beyond_the_run_is_warned_about(arch) -> None:

@@ -82,13 +82,16 @@ def initial_file(arch, path: Path) -> Path:
     return path
 
 
-def the_batches(train_set: ImageSet, config: TrainConfig, epoch: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The batches archdsl's loader gives in `epoch` (its shuffle), checked to be un-augmented images."""
-    loader = make_loader(train_set, BATCH, augment=True, recipe=config, seed=derive_seed(config.seed, epoch, 1))
-    batches = list(loader)
-    mean = torch.tensor(train_set.mean).view(1, 3, 1, 1)
-    std = torch.tensor(train_set.std).view(1, 3, 1, 1)
-    raw = (torch.from_numpy(train_set.images).permute(0, 3, 1, 2).float() / 255 - mean) / std
+def the_batches(
+    train_set: ImageSet, config: TrainConfig, epoch: int, dtype: torch.dtype = torch.float32
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The batches archdsl's loader gives in `epoch` (its shuffle), normalised in `dtype` (as the
+    run of that dtype normalises them), checked to be un-augmented images."""
+    seed = derive_seed(config.seed, epoch, 1)
+    batches = list(make_loader(train_set, BATCH, augment=True, recipe=config, seed=seed, dtype=dtype))
+    mean = torch.tensor(train_set.mean, dtype=dtype).view(1, 3, 1, 1)
+    std = torch.tensor(train_set.std, dtype=dtype).view(1, 3, 1, 1)
+    raw = (torch.from_numpy(train_set.images).permute(0, 3, 1, 2).to(dtype) / 255 - mean) / std
     seen = []
     for batch, labels in batches:
         for image, label in zip(batch, labels, strict=True):
@@ -121,7 +124,7 @@ def reference_training(model: nn.Module, config: TrainConfig, train_set: ImageSe
     losses, rates = [], []
     model.train()
     for epoch in range(EPOCHS):
-        for batch, labels in the_batches(train_set, config, epoch):
+        for batch, labels in the_batches(train_set, config, epoch, dtype):
             rates.append(optimizer.param_groups[0]["lr"])
             optimizer.zero_grad()
             loss = loss_fn(model(batch.to(dtype)), labels)
@@ -312,6 +315,7 @@ def test_train_starts_from_a_reference_file(tmp_path: Path, capsys) -> None:
     from archdsl.data import load_split
     from archdsl.run.checkpoint import load_checkpoint
 
+    assert recorded.pop("world_size") == 1  # recorded beside the settings
     config = TrainConfig.model_validate(recorded).model_copy(
         update={"initial_checkpoint": str(initial_file(arch, tmp_path / "start.safetensors"))}
     )

@@ -260,23 +260,3 @@ def test_every_recipe_setting_is_a_flag_of_train_and_search_and_a_config_key(tmp
     config = TrainConfig(recipe="deit", **recipe_settings(args))
     assert (config.optimizer, config.decay_milestones, config.sched_on_updates) == ("momentum", (3, 9), False)
     assert (config.randaugment, config.hflip, config.clip_grad) == (None, 0.25, 1.0)
-
-
-def test_configs_recorded_before_the_recipe_split_read_as_what_they_ran() -> None:
-    # Every field archdsl recorded then, none of the schedule fields it records now.
-    old_deit = {
-        "recipe": "deit", "epochs": 300, "extended_at": [], "batch_size": 96, "lr": 1.25e-4, "optimizer": "adamw",
-        "weight_decay": 0.05, "momentum": 0.9, "clip_grad": 5.0, "warmup_epochs": 5, "label_smoothing": 0.1,
-        "mixup": 1.0, "cutmix": 0.8, "mixup_prob": 1.0, "randaugment": "rand-m9-n2-mstd1.0", "crop_padding": 4,
-        "hflip": True, "drop_path": 0.1, "seed": 0, "subset": 1.0, "device": "auto", "workers": 0,
-        "resident": False, "channels_last": None, "amp": None, "eval_batch_size": 256, "optimize": True,
-    }  # fmt: skip
-    deit = TrainConfig.model_validate(old_deit)
-    assert (deit.recipe, deit.epochs, deit.sched, deit.sched_on_updates, deit.weight_decay_params) == (
-        "deit", 300, "cosine", True, "filtered",
-    )  # fmt: skip
-    assert (deit.warmup_lr, deit.min_lr, deit.hflip) == (1e-6, 1e-6, 0.5)
-    old_weak = {**old_deit, "recipe": "weak", "optimizer": "sgd", "lr": 0.1, "batch_size": 128, "clip_grad": None}
-    assert TrainConfig.model_validate(old_weak).recipe == "fast"
-    # A config of today names the schedule: never read as an old one.
-    assert TrainConfig.model_validate({**old_weak, "sched": "multistep"}).recipe == "weak"

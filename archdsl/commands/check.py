@@ -10,6 +10,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from archdsl.commands._say import say
+from archdsl.commands.recording_parser import Subcommands
 from archdsl.commands.spec_args import add_spec_argument
 from archdsl.errors import UserError
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 EXAMPLES = ("archdsl check alter50", "archdsl check my.arch other.arch")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "check",
         help="validate .arch specs (syntax, shapes, windows) without building them",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archdsl.commands._say import say
+from archdsl.commands.recording_parser import Subcommands
 from archdsl.commands.spec_args import add_classes_argument, add_spec_argument
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ EXAMPLES = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "compile",
         help="build a spec into a PyTorch model and show its blocks, params and FLOPs",

@@ -11,8 +11,11 @@ false` is `--no-sched-on-updates`, and so is `no_sched_on_updates: true`).
 
 How: before argparse reads the command line, the file's values become the defaults of the
 flags they set (and the flags they provide stop being required), for the length of that one
-parse. Every mistake in the file is a `UsageError` naming the file and, where YAML knows it,
-the line. Light at import: yaml is imported only when a command line names a file.
+parse. The flags are those the parser recorded (archdsl.commands.recording_parser), and a value
+is converted by declaring its argument again, alone, on a parser of its own: argparse's public
+API only, and argparse's own messages. Every mistake in the file is a `UsageError` naming the
+file and, where YAML knows it, the line. Light at import: yaml is imported only when a command
+line names a file.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from archdsl.commands._args import name_list
+from archdsl.commands.recording_parser import AddedArgument, RecordingParser
 from archdsl.errors import UsageError, did_you_mean
 
 CONFIG_FLAG = "--config"
@@ -42,7 +46,7 @@ MAX_NODES = 10_000  # values, lists and mappings, each alias counted as what it 
 MAX_CHARACTERS = 1_000_000  # of all the scalars, counted so too
 
 
-def add_config_argument(parser: argparse.ArgumentParser) -> None:
+def add_config_argument(parser: RecordingParser) -> None:
     """`--config FILE.yaml` on `parser`; `CommandParser` reads the file before the command line."""
     parser.add_argument(
         CONFIG_FLAG,
@@ -54,12 +58,13 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from_config(parser: argparse.ArgumentParser, args: Sequence[str]) -> AbstractContextManager[None]:
+def settings_from_config(parser: RecordingParser, args: Sequence[str]) -> AbstractContextManager[None]:
     """While inside: the settings of the file `args` name with --config are `parser`'s defaults.
 
     Nothing happens when `parser` has no --config, `args` name no file or ask for --help.
     """
-    path = _config_path(args) if CONFIG_FLAG in parser._option_string_actions else None
+    has_config = any(CONFIG_FLAG in added.action.option_strings for added in parser.added)
+    path = _config_path(args) if has_config else None
     if path is None:
         return nullcontext()
     return _defaults(_read_settings(parser, path))
@@ -102,7 +107,7 @@ def _defaults(settings: list[_Setting]) -> Iterator[None]:
             action.default, action.required, action.nargs = default, required, nargs
 
 
-def _read_settings(parser: argparse.ArgumentParser, path: str) -> list[_Setting]:
+def _read_settings(parser: RecordingParser, path: str) -> list[_Setting]:
     import yaml
 
     try:
@@ -141,12 +146,13 @@ def _read_settings(parser: argparse.ArgumentParser, path: str) -> list[_Setting]
         line = key_node.start_mark.line + 1
         where = _where(path, line)
         key = loader.construct_object(key_node)  # what safe_load made of it: "epochs", or 1 for `1: x`
-        action, by_dest = _action_for(parser, names, key, where)
+        added, by_dest = _argument_for(parser, names, key, where)
+        action = added.action
         if action in lines:
             raise UsageError(f"{where}: `{key}` sets {_flag(action)} again (line {lines[action]})")
         lines[action] = line
         value = loader.construct_object(value_node, deep=True)
-        setting = _convert(parser, action, by_dest, key, value, where)
+        setting = _convert(added, by_dest, key, value, where)
         if setting is not None:
             settings.append(setting)
     return settings
@@ -226,15 +232,15 @@ def _where(path: str, line: int | None) -> str:
     return f"{path}:{line}" if line else path
 
 
-def _setting_names(parser: argparse.ArgumentParser) -> dict[str, tuple[argparse.Action, bool]]:
-    """Each key a file may use -> its action, and whether the key is the action's dest (the
+def _setting_names(parser: RecordingParser) -> dict[str, tuple[AddedArgument, bool]]:
+    """Each key a file may use -> its argument, and whether the key is the action's dest (the
     value kept) rather than its flag (`no_optimize`, whose true means "the flag is given")."""
-    names: dict[str, tuple[argparse.Action, bool]] = {}
-    for action in parser._actions:
-        for flag in action.option_strings:
+    names: dict[str, tuple[AddedArgument, bool]] = {}
+    for added in parser.added:
+        for flag in added.action.option_strings:
             if flag.startswith("--"):  # (`no_progress: true` is `progress: false`: _convert)
-                names[flag[2:].replace("-", "_")] = (action, False)
-        names[action.dest] = (action, True)
+                names[flag[2:].replace("-", "_")] = (added, False)
+        names[added.action.dest] = (added, True)
     return names
 
 
@@ -243,9 +249,9 @@ def _negated(action: argparse.Action, key: str) -> bool:
     return f"--{key.replace('_', '-')}" in action.option_strings and key.replace("_", "-").startswith("no-")
 
 
-def _action_for(
-    parser: argparse.ArgumentParser, names: dict[str, tuple[argparse.Action, bool]], key: object, where: str
-) -> tuple[argparse.Action, bool]:
+def _argument_for(
+    parser: RecordingParser, names: dict[str, tuple[AddedArgument, bool]], key: object, where: str
+) -> tuple[AddedArgument, bool]:
     name = key.replace("-", "_") if isinstance(key, str) else None
     if name == "config":
         raise UsageError(f"{where}: a config file cannot name another one (`{key}`)")
@@ -271,21 +277,20 @@ def _name(action: argparse.Action) -> str:
     return f"argument {_flag(action)}"
 
 
-def _convert(
-    parser: argparse.ArgumentParser, action: argparse.Action, by_dest: bool, key: str, value: Any, where: str
-) -> _Setting | None:
-    """The file's `value` as the parsed value of `action`; None for a switch the file leaves off."""
+def _convert(added: AddedArgument, by_dest: bool, key: str, value: Any, where: str) -> _Setting | None:
+    """The file's `value` as the parsed value of `added`'s action; None for a switch the file leaves off."""
+    action = added.action
     if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x: true or false
         if not isinstance(value, bool):
             raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")
         return _Setting(action, value != (not by_dest and _negated(action, key)))
-    if isinstance(action, argparse._StoreConstAction):  # store_true, store_false
+    if added.kind in ("store_true", "store_false", "store_const"):
         if not isinstance(value, bool):
             raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")
         # `optimize: false` (the dest) and `no_optimize: true` (the flag) both mean "--no-optimize given".
         given = value == action.const if by_dest else value
         return _Setting(action, action.const) if given else None
-    if type(action) is not argparse._StoreAction or action.nargs not in (None, "?"):
+    if added.kind != "store" or action.nargs not in (None, "?"):
         raise UsageError(f"{where}: {_name(action)} cannot be set in a config file")
     if value is None:
         raise UsageError(f"{where}: `{key}` has no value", hint="leave the key out for the default")
@@ -305,10 +310,26 @@ def _convert(
     else:  # a mapping, a date
         raise UsageError(f"{where}: {_name(action)}: expected a value, got {value!r}")
     try:
-        # argparse's own conversion and checks of one command-line word: the same messages.
-        return _Setting(action, parser._get_values(action, [text]))
+        return _Setting(action, _parsed(added, text))
     except argparse.ArgumentError as err:
         raise UsageError(f"{where}: {err}") from None
+
+
+def _parsed(added: AddedArgument, text: str) -> object:
+    """`text` converted and checked as argparse does a command-line word (its `type=` and
+    `choices=`, its messages): the argument declared again as the command declared it, alone,
+    on a parser of its own, which raises its `ArgumentError` instead of exiting."""
+    probe = argparse.ArgumentParser(add_help=False, exit_on_error=False)
+    kept = {name: value for name, value in added.options.items() if name not in ("required", "default", "help")}
+    action = probe.add_argument(*added.names, **kept)
+    long = [flag for flag in action.option_strings if flag.startswith("--")]
+    if long:
+        words = [f"{long[0]}={text}"]  # `--lr=-1`: a value that starts with a dash is still the value
+    elif action.option_strings:
+        words = [action.option_strings[0], text]
+    else:
+        words = ["--", text]  # a positional argument's value, whatever it looks like
+    return getattr(probe.parse_args(words), action.dest)
 
 
 def _is_scalar(value: object) -> bool:

@@ -12,13 +12,14 @@ import difflib
 from pathlib import Path
 
 from archdsl.commands._say import say
+from archdsl.commands.recording_parser import Subcommands
 from archdsl.errors import UsageError, UserError
 from archdsl.files import write_text
 
 EXAMPLES = ("archdsl fmt my.arch", "archdsl fmt --check specs/*.arch", "archdsl fmt --diff my.arch")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "fmt",
         help="rewrite .arch files in the canonical layout (comments kept)",

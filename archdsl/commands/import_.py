@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from archdsl.commands._say import say
+from archdsl.commands.recording_parser import Subcommands
 from archdsl.commands.spec_args import add_classes_argument, add_spec_argument
 
 EXAMPLES = (
@@ -21,7 +22,7 @@ EXAMPLES = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "import",
         help="turn another project's checkpoint (timm, the reference's .pth.tar) into an archdsl checkpoint",

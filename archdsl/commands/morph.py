@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from archdsl.commands._say import say
+from archdsl.commands.recording_parser import Subcommands
 from archdsl.commands.spec_args import add_spec_argument
 from archdsl.errors import UsageError
 from archdsl.files import write_text
@@ -26,7 +27,7 @@ EXAMPLES = (
 )
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Subcommands) -> None:
     parser = subparsers.add_parser(
         "morph",
         help="place MSAs in a base spec by the build-up rule (layout, count or ratio)",
@@ -34,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "(C*(n-2k) [C M]*k), and print the resulting .arch spec.",
     )
     add_spec_argument(parser, "base", example="alter50-base")
-    how = parser.add_mutually_exclusive_group(required=True)
+    how = parser.exclusive(required=True)
     how.add_argument("--layout", metavar="K,K,...", help="MSAs per stage, e.g. 0,1,1,2")
     how.add_argument("--msa", metavar="N", type=_count, help="add N MSAs in build-up order")
     how.add_argument("--ratio", metavar="R", type=_ratio, help="0 (the base) .. 1 (Swin-like: every stage full)")

@@ -14,6 +14,7 @@ import argparse
 from collections.abc import Iterable
 from typing import Any
 
+from archdsl.commands.recording_parser import RecordingParser
 from archdsl.commands.settings_flags import SettingFlag, add_settings_arguments, settings_given, show
 from archdsl.run import RECIPE_DEFAULTS, RECIPE_FIELDS, RECIPES, TrainConfig, recipe_flags
 
@@ -36,7 +37,7 @@ def _per_recipe(flag: SettingFlag) -> str:
     return per_recipe(flag.field)
 
 
-def add_recipe_arguments(parser: argparse.ArgumentParser, *, exclude: Iterable[str] = ()) -> None:
+def add_recipe_arguments(parser: RecordingParser, *, exclude: Iterable[str] = ()) -> None:
     """One flag per recipe field of TrainConfig (but those in `exclude`), in the recipe's --help
     section, each defaulting to None: left out, the recipe's value."""
     add_settings_arguments(parser, TrainConfig, only=recipe_flags(), exclude=exclude, shown_default=_per_recipe)

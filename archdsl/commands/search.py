@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     )
     # The --help sections in order; SearchSettings' fields name theirs (default, bounds, help, flag).
     data, _, fid, where = (
-        parser.add_argument_group(title)
+        parser.section(title)
         for title in ("data and base", "strategy and objectives", "fidelity", "storage and output")
     )
     add_settings_arguments(parser, DataSettings, into=data)  # --data-root, --download

@@ -27,6 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
+from archdsl.commands.recording_parser import ArgumentSection, RecordingParser
+
 
 def show(value: Any) -> str:
     """A default as --help and the docs show it: `none`, `on`, `1,5`, `0.001`."""
@@ -221,7 +223,7 @@ def metavar_of(annotation: Any) -> str:
     return "X" if float in kinds else "TEXT"
 
 
-Container = argparse.ArgumentParser | argparse._ArgumentGroup
+Container = RecordingParser | ArgumentSection
 
 
 def add_setting(container: Container, flag: SettingFlag, help_text: str) -> None:
@@ -243,7 +245,7 @@ def add_setting(container: Container, flag: SettingFlag, help_text: str) -> None
 
 
 def add_settings_arguments(
-    parser: argparse.ArgumentParser,
+    parser: RecordingParser,
     model: type[BaseModel],
     *,
     exclude: Iterable[str] = (),
@@ -254,13 +256,10 @@ def add_settings_arguments(
     """One flag per field of `model` that declares one (but those in `exclude`, and, given `only`,
     those not in it: field names or dotted paths), in `into` (default: `parser`) or in the --help
     section its `group` names. `shown_default`: the default --help shows (the recipe's per recipe)."""
-    groups: dict[str, Container] = {}
     for flag in _chosen(model, exclude, only):
         container = into or parser
         if flag.group is not None:
-            if flag.group not in groups:
-                groups[flag.group] = _group(parser, flag.group)
-            container = groups[flag.group]
+            container = parser.section(flag.group)
         add_setting(container, flag, _help_with_default(flag, shown_default))
 
 
@@ -286,14 +285,6 @@ def default_text(flag: SettingFlag) -> str:
     if flag.required:
         return "required"
     return flag.default_text if flag.default_text is not None else show(flag.default)
-
-
-def _group(parser: argparse.ArgumentParser, title: str) -> argparse._ArgumentGroup:
-    """The parser's --help section `title`, made on first use."""
-    for group in parser._action_groups:
-        if group.title == title:
-            return group
-    return parser.add_argument_group(title)
 
 
 def settings_given(
@@ -325,8 +316,3 @@ def settings_table(model: type[BaseModel], *, exclude: Iterable[str] = ()) -> st
         cells = [f"`{flag.flag}`", default_text(flag), flag.help]
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def flag_names(model: type[BaseModel]) -> Iterator[str]:
-    """The flags `model` declares (for the test that compares flags, config keys and fields)."""
-    return (flag.flag for flag in setting_flags(model))

@@ -1,7 +1,8 @@
 """A run directory: what `archdsl train` keeps in it, and the policy for going on from it (`--resume`).
 
     spec.arch            the design (canonical text)
-    config.json          the full TrainConfig
+    config.json          the full TrainConfig, and `world_size`: the number of processes that trained it
+                         (torchrun's ranks; 1 for one process), on which BatchNorm's statistics depend
     metrics.jsonl/.csv   one row per finished epoch (`EpochMetrics`)
     last.safetensors     weights + optimizer state after the latest epoch (for --resume)
     final.safetensors    weights only, written when the run completes
@@ -34,6 +35,7 @@ from archdsl.run.recipe import TrainConfig
 # What a run directory holds.
 SPEC_FILE = "spec.arch"
 CONFIG_FILE = "config.json"
+WORLD_SIZE = "world_size"  # config.json's key beside the settings: the number of processes that trained the run
 METRICS_JSONL = "metrics.jsonl"
 METRICS_CSV = "metrics.csv"
 LAST_CHECKPOINT = "last.safetensors"
@@ -157,10 +159,8 @@ def data_record(train_set: ImageSet, test_set: ImageSet) -> dict[str, dict[str, 
     }
 
 
-def check_same_data(run_dir: Path, saved: dict | None, given: dict) -> None:
+def check_same_data(run_dir: Path, saved: dict, given: dict) -> None:
     """A UserError unless the data given to a resumed run is what it was trained on (`data_record`)."""
-    if saved is None:  # written before runs recorded their data
-        return
     for split, what in (("train", "the training set"), ("test", "the test set")):
         before, now = saved[split], given[split]
         if before == now:
@@ -182,7 +182,7 @@ class ResumeInfo(BaseModel):
     config: TrainConfig
     history: list[EpochMetrics]
     start_loss: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    data: dict[Literal["train", "test"], dict[Literal["name", "fingerprint"], str]] | None = None
+    data: dict[Literal["train", "test"], dict[Literal["name", "fingerprint"], str]]
 
     @model_validator(mode="after")
     def _agrees(self) -> ResumeInfo:
@@ -190,13 +190,22 @@ class ResumeInfo(BaseModel):
             raise ValueError(f"epoch {self.epoch} is past the {self.config.epochs} epoch(s) the run was planned for")
         if [row.epoch for row in self.history] != list(range(1, self.epoch + 1)):
             raise ValueError(f"the history does not list epochs 1 to {self.epoch}")
-        if self.data is not None and any(len(self.data.get(split, {})) != 2 for split in ("train", "test")):
+        if any(len(self.data.get(split, {})) != 2 for split in ("train", "test")):
             raise ValueError("the data record lacks the training or the test set")
         return self
 
 
 def resume_info(info: dict, path: Path) -> ResumeInfo:
-    """`info` (a checkpoint's training state) checked whole; a `UserError` naming `path` otherwise."""
+    """`info` (a checkpoint's training state) checked whole; a `UserError` naming `path` otherwise.
+    A state that lacks a part of today's record (an older archdsl's) is refused, not read with
+    today's defaults in its place: a setting filled in so would resume another run than it began."""
+    missing = _unrecorded(info)
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        raise UserError(
+            f"{path}: written by an older archdsl: its training state does not record {shown}",
+            hint="start the run again without --resume (its weights still load for eval and analyze)",
+        )
     try:
         return ResumeInfo.model_validate_json(json.dumps(info))  # JSON mode: strict, yet lists are tuples
     except ValidationError as err:
@@ -206,6 +215,15 @@ def resume_info(info: dict, path: Path) -> ResumeInfo:
             f"{path}: the training state is damaged: {place + ': ' if place else ''}{first['msg']}",
             hint="resume from an intact copy of the run, or start it again without --resume",
         ) from None
+
+
+def _unrecorded(info: dict) -> list[str]:
+    """The parts of today's training state that `info` lacks: the data and each of TrainConfig's fields."""
+    config = info.get("config")
+    missing = [] if "data" in info else ["data"]
+    if isinstance(config, dict):  # (anything else is refused as damaged)
+        missing += [f"config.{name}" for name in TrainConfig.model_fields if name not in config]
+    return missing
 
 
 def resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
@@ -218,9 +236,7 @@ def resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
     state = checkpoint.train_state
     if state is None:
         raise UserError(f"{path} holds no training state (was it written by `archdsl train`?)")
-    # The init scheme only draws step 0's weights, which the checkpoint replaces: a run from before its
-    # spec named a scheme (read as `torch`; vit-ti and swin-ti now say `timm`) is the same run.
-    if checkpoint.arch.model_copy(update={"init": arch.init}).digest() != arch.digest():
+    if checkpoint.arch.digest() != arch.digest():
         raise UserError(f"{path} was trained from a different design than the one given")
     info, state_dicts = checked_resume(state, path)
     check_same_data(run_dir, info.data, data)
@@ -229,14 +245,14 @@ def resume_state(run_dir: Path, arch: Arch, config: TrainConfig, data: dict):
 
 
 def checked_resume(state: TrainState, path: Path) -> tuple[ResumeInfo, dict[str, Any]]:
-    """A checkpoint's training state checked whole: its JSON (`resume_info`) and the optimizer's (and,
-    when stored, the scheduler's) state dict, complete; a `UserError` naming `path` otherwise."""
+    """A checkpoint's training state checked whole: its JSON (`resume_info`) and the optimizer's
+    state dict, complete; a `UserError` naming `path` otherwise."""
     return resume_info(state.info, path), _state_dicts(state, path)
 
 
 def _state_dicts(state: TrainState, path: Path) -> dict[str, Any]:
     try:
-        found = {name: state.unpack(name) for name in ("optimizer", "scheduler") if state.has(name)}
+        found = {"optimizer": state.unpack("optimizer")}
         entries = list(found["optimizer"]["state"].values())
         if any(set(entry) != set(entries[0]) for entry in entries):  # a tensor taken out of one parameter's state
             raise KeyError("a parameter's state")
@@ -249,7 +265,7 @@ def _state_dicts(state: TrainState, path: Path) -> dict[str, Any]:
 
 
 def load_resumed(path: Path, target: Any, state: dict[str, Any]) -> None:
-    """`target.load_state_dict(state)` (an optimizer, a scheduler); `UserError` naming `path` when it does not fit."""
+    """`target.load_state_dict(state)` (the optimizer's); `UserError` naming `path` when it does not fit."""
     try:
         target.load_state_dict(state)
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
@@ -257,10 +273,13 @@ def load_resumed(path: Path, target: Any, state: dict[str, Any]) -> None:
 
 
 def _recorded_config(run_dir: Path) -> TrainConfig | None:
-    """The settings the run's config.json records, or None where it is missing or unreadable."""
+    """The settings the run's config.json records (less the world size beside them), or None where
+    it is missing or unreadable."""
     try:
-        return TrainConfig.model_validate_json((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = json.loads((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+        settings = {key: value for key, value in record.items() if key != WORLD_SIZE}
+        return TrainConfig.model_validate(settings)
+    except (OSError, ValueError, AttributeError):  # (AttributeError: a record that is not an object)
         return None
 
 
@@ -302,7 +321,9 @@ def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, fin
     return given.model_copy(update={"extended_at": extended_at})
 
 
-def write_design(run_dir: Path, arch: Arch, config: TrainConfig) -> None:
-    """The run's design and full config, written before its first epoch."""
+def write_design(run_dir: Path, arch: Arch, config: TrainConfig, *, world_size: int) -> None:
+    """The run's design and full config, with the number of ranks that train it, written before its
+    first epoch (and again by a resumed run: the record is the latest invocation's)."""
     write_text(run_dir / SPEC_FILE, format_arch(arch), within=run_dir)
-    write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2) + "\n", within=run_dir)
+    record = {**config.model_dump(mode="json"), WORLD_SIZE: world_size}
+    write_text(run_dir / CONFIG_FILE, json.dumps(record, indent=2) + "\n", within=run_dir)

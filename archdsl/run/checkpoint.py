@@ -5,8 +5,8 @@ The weights are the model's state dict; the safetensors metadata (strings only) 
 digest `archdsl.ir_digest` (checked on loading: an edited design is refused) and
 `archdsl.meta` (free JSON: dataset, epoch, accuracy, config...). A checkpoint written
 during training may also carry the state needed to resume (`TrainState`): the optimizer's
-state dict (runs written before the schedule became a function of the step also hold timm's
-scheduler's, unread now), taken apart by `archdsl.run.statedict` into tensors (under
+state dict (the schedule is a function of the step: no scheduler state is kept), taken apart
+by `archdsl.run.statedict` into tensors (under
 the `train_state/` prefix) and JSON, with the epoch and history, in `archdsl.train_state`.
 Nothing is ever unpickled, so loading an untrusted file cannot run code. Files are written
 to a temporary name and renamed, so a crash (or Ctrl-C) mid-write leaves the previous
@@ -66,36 +66,17 @@ class TrainState:
 
     def has(self, name: str) -> bool:
         """Whether a state dict was stored as `name`."""
-        return name in self.info.get(_STATE_DICTS, {}) or (name == "optimizer" and "param_groups" in self.info)
+        return name in self.info.get(_STATE_DICTS, {})
 
     def unpack(self, name: str) -> Any:
         """The state dict stored as `name`, ready for `load_state_dict`; KeyError if there is none."""
         structures = self.info.get(_STATE_DICTS)
-        if structures is None and name == "optimizer" and "param_groups" in self.info:
-            return self._format_1_optimizer()  # an older run directory: it resumes as before
         if structures is None or name not in structures:
             raise KeyError(name)
         # Own copies: tensors read from the file sit at unaligned offsets of one buffer, and
         # `load_state_dict` keeps them as they are; vectorised reductions (LBFGS's dot products)
         # then round differently, and a resumed run would drift from an uninterrupted one.
         return statedict.decode(structures[name], {key: t.clone() for key, t in self.tensors.items()})
-
-    def _format_1_optimizer(self) -> dict[str, Any]:
-        # Training states written before state dicts were encoded generally held only the
-        # optimizer: tensors as `optimizer/<param id>/<name>`, plain per-parameter values and
-        # the param groups in `info`, where JSON had turned tuples into lists. They still resume.
-        entries: dict[int, dict[str, Any]] = {}
-        for key, tensor in self.tensors.items():
-            kind, param_id, name = key.split("/", 2)
-            if kind == "optimizer":
-                entries.setdefault(int(param_id), {})[name] = tensor
-        for param_id, values in self.info.get("plain_state", {}).items():
-            entries.setdefault(int(param_id), {}).update(values)
-        groups = [dict(group) for group in self.info["param_groups"]]
-        for group in groups:
-            if isinstance(group.get("betas"), list):
-                group["betas"] = tuple(group["betas"])
-        return {"state": entries, "param_groups": groups}
 
 
 @dataclass

@@ -55,7 +55,7 @@ def predict_logits(
     model.eval()
     outputs = []
     dtype = model_dtype(model)  # a float64 model (exact comparisons) takes float64 inputs
-    loader = make_loader(image_set, batch_size, augment=False, shuffle=False, workers=workers)
+    loader = make_loader(image_set, batch_size, augment=False, shuffle=False, workers=workers, dtype=dtype)
     try:
         with torch.inference_mode():
             for images, _ in progress_bar(loader, desc=f"predict {image_set.name}", show=progress, leave=False):

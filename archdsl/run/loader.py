@@ -105,11 +105,12 @@ class ImageSetDataset(Dataset):
 
 
 class Normalize:
-    """Collate function: stack uint8 images, scale to [0, 1] and normalise per channel."""
+    """Collate function: stack uint8 images, scale to [0, 1] and normalise per channel in `dtype`
+    (the run's: a float64 run's images never pass through float32)."""
 
-    def __init__(self, mean, std) -> None:
-        self.mean = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
-        self.std = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
+    def __init__(self, mean, std, dtype: torch.dtype = torch.float32) -> None:
+        self.mean = torch.tensor(mean, dtype=dtype).view(1, -1, 1, 1)
+        self.std = torch.tensor(std, dtype=dtype).view(1, -1, 1, 1)
 
     def __call__(self, items: Any) -> tuple[torch.Tensor, torch.Tensor]:
         if isinstance(items, tuple):  # a whole batch from __getitems__
@@ -117,7 +118,7 @@ class Normalize:
         else:
             images = torch.stack([image for image, _ in items])
             labels = torch.stack([label for _, label in items])
-        images = (images.float().div_(255) - self.mean) / self.std
+        images = (images.to(self.mean.dtype).div_(255) - self.mean) / self.std
         return images.contiguous(), labels
 
 
@@ -133,8 +134,9 @@ def make_loader(
     drop_last: bool | None = None,
     pin_memory: bool = False,
     sampler: Iterable[int] | None = None,
+    dtype: torch.dtype = torch.float32,
 ) -> DataLoader:
-    """A DataLoader of (float32 (N, 3, H, W) normalised images, int64 labels).
+    """A DataLoader of (`dtype` (N, 3, H, W) normalised images, int64 labels).
 
     `augment=True` applies the recipe's augmentation (`recipe` is a recipe name or a
     `TrainConfig`) and, by default, shuffles and drops the last incomplete batch (Mixup
@@ -161,7 +163,7 @@ def make_loader(
         sampler=sampler,
         drop_last=augment if drop_last is None else drop_last,
         num_workers=workers,
-        collate_fn=Normalize(image_set.mean, image_set.std),
+        collate_fn=Normalize(image_set.mean, image_set.std, dtype),
         generator=generator,
         persistent_workers=False,
         pin_memory=pin_memory,  # page-locked batches copy to a GPU asynchronously
@@ -174,16 +176,24 @@ class ResidentLoader:
     Augmentation is what the recipes without RandAugment need, done on whole batches: random
     crop with zero padding (as torchvision's RandomCrop) and horizontal flip (with probability
     `hflip`). Every draw comes from a CPU generator seeded with `seed`, so batches are the same
-    on any device.
+    on any device. Images are normalised in `dtype`, the run's.
     """
 
     def __init__(
-        self, image_set: ImageSet, batch_size: int, *, device, padding: int, hflip: float, seed: int = 0
+        self,
+        image_set: ImageSet,
+        batch_size: int,
+        *,
+        device,
+        padding: int,
+        hflip: float,
+        seed: int = 0,
+        dtype: torch.dtype = torch.float32,
     ) -> None:
         self.images = torch.tensor(np.asarray(image_set.images)).to(device).permute(0, 3, 1, 2)
         self.labels = torch.tensor(np.asarray(image_set.labels), dtype=torch.int64).to(device)
-        self.mean = torch.tensor(image_set.mean, dtype=torch.float32, device=device).view(1, -1, 1, 1)
-        self.std = torch.tensor(image_set.std, dtype=torch.float32, device=device).view(1, -1, 1, 1)
+        self.mean = torch.tensor(image_set.mean, dtype=dtype, device=device).view(1, -1, 1, 1)
+        self.std = torch.tensor(image_set.std, dtype=dtype, device=device).view(1, -1, 1, 1)
         self.batch_size, self.padding, self.hflip = batch_size, padding, hflip
         self.generator = torch.Generator().manual_seed(seed)
 
@@ -216,4 +226,4 @@ class ResidentLoader:
         if self.hflip:
             flip = (torch.rand(count, generator=self.generator) < self.hflip).to(device)
             images = torch.where(flip[:, None, None, None], images.flip(-1), images)
-        return (images.float().div_(255) - self.mean) / self.std
+        return (images.to(self.mean.dtype).div_(255) - self.mean) / self.std

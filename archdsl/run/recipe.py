@@ -13,8 +13,7 @@ Three recipes (docs/training.md has every field of each, and where it comes from
   epoch then 200 epochs of MultiStepLR (x0.2 after 60, 120 and 160), crop + flip only.
 - `fast`: archdsl's short-run recipe (tests, search fidelities; docs/search.md measures it against
   the other two): Nesterov SGD lr 0.1 per 128 images, weight decay 5e-4 (timm's parameter groups),
-  cosine stepped every iteration from the first step, crop + flip only. Run directories written
-  before the recipes were split record it as `weak` (see `_read_legacy_record`).
+  cosine stepped every iteration from the first step, crop + flip only.
 
 `--epochs` counts every epoch the run trains, warm-up included (the reference's 5 + 300 is
 `epochs: 305`); the main schedule spans the epochs after the warm-up.
@@ -141,27 +140,6 @@ RECIPE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 RECIPE_FIELDS: tuple[str, ...] = tuple(k for k in RECIPE_DEFAULTS["deit"] if k not in ("base_lr", "lr_batch"))
 # Fields whose None is a value ("off"), not "the recipe's".
 _NONE_IS_A_VALUE = ("randaugment",)
-
-# Run directories written before `fast` was split from `weak` and the schedule fields existed
-# record every one of these fields and none of the new ones; what they ran is filled in here.
-_LEGACY_RECORD_FIELDS = frozenset(
-    ("batch_size", "lr", "optimizer", "weight_decay", "momentum", "clip_grad", "warmup_epochs")
-    + ("label_smoothing", "mixup", "cutmix", "mixup_prob", "randaugment", "drop_path")
-)
-_NEW_FIELDS: tuple[str, ...] = ("weight_decay_params", "sched", "sched_on_updates", "decay_milestones")
-_NEW_FIELDS += ("decay_rate", "warmup_lr", "min_lr", "model_dtype")
-_LEGACY_SCHEDULE = MappingProxyType(
-    dict(
-        weight_decay_params="filtered",  # timm's create_optimizer_v2 groups
-        sched="cosine",  # timm's CosineLRScheduler stepped every iteration, warm-up from and floor at 1e-6
-        sched_on_updates=True,
-        decay_milestones=(),
-        decay_rate=0.1,
-        warmup_lr=1e-6,
-        min_lr=1e-6,
-    )
-)
-
 
 # The --help section (and docs/training.md's table) of the recipe's fields: `train`'s and `search`'s flags.
 RECIPE_GROUP = "recipe settings (timm train.py's names; docs/training.md)"
@@ -338,7 +316,7 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
     def _fill_recipe_defaults(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = _read_legacy_record(dict(data))
+        data = dict(data)
         recipe = data.get("recipe") or DEFAULT_RECIPE
         defaults = RECIPE_DEFAULTS.get(recipe)
         if defaults is None:  # let the Literal report the bad name
@@ -353,8 +331,6 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
             data["randaugment"] = defaults["randaugment"]
         elif data["randaugment"] in ("", "none"):
             data["randaugment"] = None
-        if isinstance(data.get("hflip"), bool):  # recorded before the flip had a probability
-            data["hflip"] = 0.5 if data["hflip"] else 0.0
         if data.get("lr") is None:
             data["lr"] = defaults["base_lr"] * int(data["batch_size"]) / defaults["lr_batch"]
         return data
@@ -378,16 +354,6 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
 
     def result_fields(self) -> dict[str, Any]:
         return self.model_dump(exclude=set(self.RUNTIME_FIELDS))
-
-
-def _read_legacy_record(data: dict[str, Any]) -> dict[str, Any]:
-    """A config recorded before the recipes were split, read as what it ran: its `weak` was today's
-    `fast`, and both recipes had timm's parameter groups and a per-iteration cosine from 1e-6."""
-    if not data.keys() >= _LEGACY_RECORD_FIELDS or any(key in data for key in _NEW_FIELDS):
-        return data
-    if data.get("recipe") == "weak":
-        data["recipe"] = "fast"
-    return {**_LEGACY_SCHEDULE, **data}
 
 
 def filled(value: T | None) -> T:

@@ -7,7 +7,7 @@ the data; `run_training` trains. `train` does both. Every refusal is a `UserErro
 setting a `UsageError`), raised before the first epoch.
 
 Resuming: settings left out mean "as the run was started"; a setting that changes the result
-is refused (`archdsl.run.train.resumed_config`), except a larger `epochs`, which extends the run.
+is refused (`archdsl.run._run_dir.resumed_config`), except a larger `epochs`, which extends the run.
 
 Under torchrun (docs/training.md: Data-parallel training), `plan_training` joins the process group
 (`archdsl.run.distributed`) and every rank trains its share of each global batch; only rank 0
@@ -157,9 +157,9 @@ def plan_training(
     """Everything a run needs, checked (nothing is trained): the design, the config (with the
     resume policy applied), the run directory and the data."""
     from archdsl.lang.spec import load_spec, with_classes
+    from archdsl.run._run_dir import resumed_config
     from archdsl.run.distributed import join_if_launched
     from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
-    from archdsl.run.train import resumed_config
 
     given = _given(config)
     cores = os.cpu_count() or 1
@@ -214,7 +214,8 @@ def plan_training(
 def _load_checked_data(arch: Arch, settings: TrainSettings, config, run_dir: Path):
     from archdsl.data import load_split
     from archdsl.outputs import output_dir
-    from archdsl.run.train import check_run_files, check_trainable
+    from archdsl.run._run_dir import check_run_files
+    from archdsl.run.train import check_trainable
 
     # The run directory before the data (a bad one should not wait for CIFAR to load); a missing
     # dataset leaves no empty folder.
@@ -234,7 +235,9 @@ def _load_checked_data(arch: Arch, settings: TrainSettings, config, run_dir: Pat
 def run_training(plan: TrainPlan, *, on_epoch: Callable | None = None):
     """Train what `plan_training` checked; the `TrainResult`. With `settings.log == "tensorboard"`,
     each epoch is also logged to TensorBoard (besides `on_epoch`), by rank 0 under torchrun."""
-    from archdsl.run.train import LAST_CHECKPOINT, TrainingDiverged, train
+    from archdsl.run._run_dir import LAST_CHECKPOINT
+    from archdsl.run.divergence import TrainingDiverged
+    from archdsl.run.train import train
 
     callbacks = [on_epoch] if on_epoch is not None else []
     log = None
@@ -278,8 +281,8 @@ def _train_state(path: Path) -> dict:
 
 def _saved_config(run_dir: Path) -> tuple[dict, int]:
     """The config a run was started with and the epochs it has finished (its last checkpoint)."""
+    from archdsl.run._run_dir import LAST_CHECKPOINT, checked_resume
     from archdsl.run.checkpoint import read_train_state
-    from archdsl.run.train import LAST_CHECKPOINT, checked_resume
 
     path = run_dir / LAST_CHECKPOINT
     if not path.is_file():

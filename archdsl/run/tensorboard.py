@@ -12,9 +12,9 @@ import importlib.util
 from pathlib import Path
 
 from archdsl.errors import UsageError, install_extra, visible
-from archdsl.run.train import TENSORBOARD_DIR, EpochMetrics
+from archdsl.run._run_dir import TENSORBOARD_DIR, EpochMetrics
 
-__all__ = ["TENSORBOARD_DIR", "TensorBoardLog", "require_tensorboard"]
+__all__ = ["TensorBoardLog", "require_tensorboard"]
 
 # The scalar tags: train and test side by side under one name each.
 _SCALARS = {

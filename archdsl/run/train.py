@@ -45,15 +45,6 @@ from archdsl.run._run_dir import (
     write_design,
     write_metrics,
 )
-
-# The run directory's names that callers import from here (defined once, in archdsl.run._run_dir).
-from archdsl.run._run_dir import RUN_FILES as RUN_FILES
-from archdsl.run._run_dir import TENSORBOARD_DIR as TENSORBOARD_DIR
-from archdsl.run._run_dir import checked_resume as checked_resume
-from archdsl.run._run_dir import is_run_file as is_run_file
-from archdsl.run._run_dir import resume_info as resume_info
-from archdsl.run._run_dir import resumed_config as resumed_config
-from archdsl.run._run_dir import saved_epochs as saved_epochs
 from archdsl.run.checkpoint import TrainState, save_checkpoint
 from archdsl.run.device import autocast, select_device
 from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
@@ -63,7 +54,8 @@ from archdsl.run.optimize import applied_plan, optimize_model
 from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer
 from archdsl.run.schedule import LrSchedule, milestones_beyond
 
-__all__ = ["EpochMetrics", "StepRecord", "TrainConfig", "TrainResult", "TrainingDiverged", "train"]
+# TrainingDiverged is defined in archdsl.run.divergence; search/measures.py still imports it from here.
+__all__ = ["StepRecord", "TrainResult", "TrainingDiverged", "train"]
 
 
 @dataclass(frozen=True)
@@ -176,7 +168,7 @@ def train(
     if not leader:
         run_dir = None
     if run_dir is not None:
-        write_design(run_dir, arch, config)
+        write_design(run_dir, arch, config, world_size=_world_size(ranks))
 
     trainer.bar = progress_bar(
         total=config.epochs * trainer.steps_per_epoch,
@@ -326,7 +318,12 @@ def _prepare(
     resident = None
     if config.resident:
         resident = ResidentLoader(
-            train_set, batch_size, device=device, padding=filled(config.crop_padding), hflip=filled(config.hflip)
+            train_set,
+            batch_size,
+            device=device,
+            padding=filled(config.crop_padding),
+            hflip=filled(config.hflip),
+            dtype=dtype,
         )
     _warn_unreached_milestones(config)
     return _Trainer(
@@ -400,9 +397,15 @@ def epoch_line(metrics: EpochMetrics, epochs: int) -> str:
     )
 
 
+def _world_size(ranks: distributed.Ranks | None) -> int:
+    """The number of processes that train the run (BatchNorm's statistics depend on it)."""
+    return 1 if ranks is None else ranks.world_size
+
+
 def _meta(trainer: _Trainer, metrics: EpochMetrics) -> dict:
     train_set = trainer.train_set
     return {
+        "world_size": _world_size(trainer.ranks),
         "dataset": train_set.name.split("[")[0],
         "epoch": metrics.epoch,
         "test_acc": metrics.test_acc,
@@ -462,6 +465,7 @@ def _batches(trainer: _Trainer, seed: int) -> Iterable[tuple[torch.Tensor, torch
         workers=config.workers,
         pin_memory=trainer.device.type == "cuda",
         sampler=sampler,
+        dtype=trainer.dtype,
     )
 
 

@@ -30,11 +30,6 @@ def to_map(x: torch.Tensor, size: tuple[int, int], prefix: int = 0) -> torch.Ten
     return x[:, prefix:].transpose(1, 2).reshape(x.shape[0], x.shape[2], *size)
 
 
-def to_layout(x: torch.Tensor, layout: str, size: tuple[int, int]) -> torch.Tensor:
-    """`x` in the layout a block reads. The checks guarantee no class token reaches a map block."""
-    return to_tokens(x) if layout == TOKENS else to_map(x, size)
-
-
 def convert(x: torch.Tensor, source: str, target: str, size: tuple[int, int], prefix: int = 0) -> torch.Tensor:
     """`x`, known to be in layout `source`, in layout `target` (the P = `prefix` tokens dropped on
     the way to a map). The layouts come from the IR at build time, never from `x.ndim`, so the
