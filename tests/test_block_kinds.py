@@ -685,3 +685,108 @@ def test_an_entry_point_that_exits_while_loading_is_a_failed_entry_point(
         f"the archdsl.blocks entry point `bad` (pkg_bad:kinds) of the distribution pkg-bad could not be loaded: {why}"
         in err
     )
+
+
+def _wrong_channels(place, drop_path):
+    return torch.nn.Conv2d(place.in_channels, place.out_channels + 1, 3, place.stride, 1)
+
+
+def _stride_ignored(place, drop_path):
+    return torch.nn.Conv2d(place.in_channels, place.out_channels, 3, 1, 1)
+
+
+def _tuple_out(place, drop_path):
+    class Pair(torch.nn.Module):
+        def forward(self, x):
+            return x, x
+
+    return Pair()
+
+
+def _forward_fails(place, drop_path):
+    return torch.nn.Linear(3, 3)  # reads the last dimension: 16 columns are not 3
+
+
+@pytest.mark.parametrize(
+    "build,message",
+    [
+        (
+            _wrong_channels,
+            "block kind `ghost` (declared in test_block_kinds) at stages.s1.0: its module gives 1x17x16x16"
+            " for an input of 1x16x16x16, not 1x16x16x16 (B x C x H x W) as its declaration says",
+        ),
+        (
+            _stride_ignored,
+            "block kind `ghost` (declared in test_block_kinds) at stages.s2.0: its module gives 1x16x16x16"
+            " for an input of 1x16x16x16, not 1x16x8x8 (B x C x H x W) as its declaration says",
+        ),
+        (_tuple_out, "at stages.s1.0: its module gives a tuple for an input of 1x16x16x16, not a tensor"),
+        (_forward_fails, "block kind `ghost` (declared in test_block_kinds): its forward pass failed: RuntimeError:"),
+    ],
+)
+def test_a_module_that_breaks_its_shape_rule_is_refused_where_it_is_built(registry, build, message):
+    # Once a RuntimeError from deep inside the next layer, at the first forward pass: each plug-in
+    # block now runs once on a dummy input where it is built, its output held to its declaration.
+    archdsl.register_block(_ghost(build=build))
+    arch = parse_spec(_spec("ghost conv").replace("mbconv convnext", "ghost"))
+    with pytest.raises(UserError) as info:
+        archdsl.create_model(arch)
+    assert message in str(info.value)
+    assert "Traceback" not in str(info.value)
+
+
+def test_a_token_kind_is_held_to_its_token_shape(registry):
+    def build(place, drop_path):
+        return torch.nn.Linear(place.in_channels, place.out_channels // 2)
+
+    archdsl.register_block(
+        kinds.BlockKind(name="tokmix", args=(), count=lambda place: (0, 0), build=build, layout="tokens")
+    )
+    text = """arch t {
+    input   3x8x8
+    classes 10
+    stem    patch(2, 32)
+    stage s1(width=32) { attn(2, global) tokmix mlp(2) }
+}
+"""
+    with pytest.raises(
+        UserError, match=re.escape("its module gives 1x16x16 for an input of 1x16x32, not 1x16x32 (B x tokens x C)")
+    ):
+        archdsl.create_model(parse_spec(text))
+
+
+def test_a_good_plug_in_block_is_built_as_before(registry):
+    # The dummy pass leaves the block in training mode and its weights where they were; a model built
+    # on the meta device (the expected weight shapes) is not run.
+    from archdsl.nn.weights import expected_shapes
+
+    archdsl.register_block(_ghost())
+    arch = parse_spec(_spec("ghost conv").replace("mbconv convnext", "ghost"))
+    first, second = archdsl.create_model(arch, seed=3), archdsl.create_model(arch, seed=3)
+    assert all(module.training for module in first.modules())
+    assert all(
+        torch.equal(a, b) for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True)
+    )
+    assert set(expected_shapes(arch)) == set(first.state_dict())
+
+
+@pytest.mark.parametrize("command", ["compile", "train", "search"])
+def test_a_module_of_the_wrong_shape_ends_a_command_before_its_folder_is_made(registry, tmp_path, capsys, command):
+    from _search_support import DATASET, TINY_BASE
+
+    from archdsl.cli import main
+
+    archdsl.register_block(_ghost(build=_wrong_channels))
+    spec = tmp_path / "base.arch"
+    spec.write_text(TINY_BASE.replace("{ conv*2 }", "{ ghost conv }"))
+    out = tmp_path / "out"
+    common = ["--dataset", DATASET, "--epochs", "1", "--batch-size", "32", "--device", "cpu", "--out", str(out)]
+    argv = {
+        "compile": ["compile", str(spec)],
+        "train": ["train", str(spec), *common, "--no-progress"],
+        "search": ["search", "--base", str(spec), *common, "--no-progress"],
+    }[command]
+    assert main(argv) == 1
+    err = _one_error(capsys)
+    assert "block kind `ghost` (declared in test_block_kinds) at stages.c1.0: its module gives 1x9x32x32" in err
+    assert not out.exists()
