@@ -21,6 +21,7 @@ import importlib
 import math
 import numbers
 import re
+import reprlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,12 @@ BUILTIN_KINDS = ("conv", "msa", "attn", "mlp", "merge", "pool", "smooth")
 _NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 # `build` given as text: an importable module and a function in it (`"package.module:function"`).
 _IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+# The largest count a `count` or `activations` hook may return: a 64-bit integer's, what numpy and torch
+# keep a count in. Beyond it the memory estimate's bytes no longer fit a float (10**400: OverflowError).
+MAX_COUNT = 2**63 - 1
+MAX_COUNT_TEXT = "2**63 - 1"
+# What a user reads after a plug-in's hook or module misbehaved.
+PLUGIN_BUG_HINT = "the plug-in that declares it has a bug: report it to its author"
 _T = TypeVar("_T")
 
 
@@ -64,11 +71,11 @@ class Arg:
         checks of a stored block (a checkpoint, a trial) and `BlockKind` of a declared default; the
         front end reads a spec's values with messages of its own."""
         if self.type is bool:
-            return None if isinstance(value, bool) else f"{self.name} must be true or false, got {value!r}"
+            return None if isinstance(value, bool) else f"{self.name} must be true or false, got {shown(value)}"
         if self.type is str:
             if value in self.choices:
                 return None
-            return f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}"
+            return f"{self.name} must be one of {', '.join(self.choices)}, got {shown(value)}"
         # bool is an int to Python, not to a spec; an int widens to a float argument only.
         number = (int, float) if self.type is float else (int,)
         # Only a float can be infinite or NaN; an int may be too large for one (a stored 10**400).
@@ -77,11 +84,11 @@ class Arg:
             or not isinstance(value, number)
             or (isinstance(value, float) and not math.isfinite(value))
         ):
-            return f"{self.name} must be {'a number' if self.type is float else 'a whole number'}, got {value!r}"
+            return f"{self.name} must be {'a number' if self.type is float else 'a whole number'}, got {shown(value)}"
         if self.low is not None and value < self.low:
-            return f"{self.name} must be at least {self.low:g}, got {value!r}"
+            return f"{self.name} must be at least {self.low:g}, got {shown(value)}"
         if self.high is not None and value > self.high:
-            return f"{self.name} must be at most {self.high:g}, got {value!r}"
+            return f"{self.name} must be at most {self.high:g}, got {shown(value)}"
         return None
 
 
@@ -185,6 +192,11 @@ class BlockKind:
     def arg(self, name: str) -> Arg:
         return next(arg for arg in self.args if arg.name == name)
 
+    @property
+    def title(self) -> str:
+        """How messages name it: "block kind `mbconv` (declared in archdsl_timm_blocks)"."""
+        return f"block kind `{self.name}`" + (f" (declared in {self.module})" if self.module else "")
+
     def builder(self) -> BuildRule:
         """`build`, imported if it was given as `"module:function"` (a `UserError` if it cannot be)."""
         if not isinstance(self.build, str):
@@ -218,17 +230,41 @@ def call_hook(kind: BlockKind, hook: str, function: Callable[..., _T], *args: An
     """`function(*args)`, one of `kind`'s plug-in callables: what it raises becomes a `UserError` naming
     the kind, the hook, the module that declared it and the error. A broken plug-in is its author's
     mistake, not archdsl's: the user gets a message and an exit status, not a traceback. A `UserError`
-    it raises itself passes as it is."""
+    it raises itself passes as it is; so does Ctrl-C (KeyboardInterrupt), the one way to stop a hook
+    that hangs. `sys.exit` in a hook is a failure too: it would end archdsl with no word and status 0."""
     try:
         return function(*args)
-    except UserError:
+    except (UserError, KeyboardInterrupt):
         raise
-    except Exception as err:
-        source = f" (declared in {kind.module})" if kind.module else ""
-        raise UserError(
-            f"block kind `{kind.name}`{source}: its {hook} failed: {type(err).__name__}: {err}",
-            hint="the plug-in that declares it has a bug: report it to its author",
-        ) from err
+    except BaseException as err:
+        raise UserError(f"{kind.title}: its {hook} failed: {failure(err)}", hint=PLUGIN_BUG_HINT) from err
+
+
+def failure(err: BaseException) -> str:
+    """What a plug-in's error says, for a message: "it called sys.exit(2)" for an exit, else the
+    error's type and text."""
+    if isinstance(err, SystemExit):
+        return f"it called sys.exit({'' if err.code is None else shown(err.code)})"
+    return f"{type(err).__name__}: {err}"
+
+
+class _Brief(reprlib.Repr):
+    """`repr` cut short for messages, and safe for an integer too long for Python to write out (4,300
+    digits and more raise ValueError): one of more than 30 digits is written as its power of ten."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        if abs(x) < 10**30:
+            return repr(x)
+        return f"{'-' if x < 0 else ''}about 10^{math.log10(abs(x)):.0f}"
+
+
+_BRIEF = _Brief()
+_BRIEF.maxstring = _BRIEF.maxother = 80
+
+
+def shown(value: object) -> str:
+    """`value` (what a hook returned, a stored argument) as a message quotes it: `repr`, shortened."""
+    return _BRIEF.repr(value)
 
 
 def _declaring_module() -> str:
@@ -254,15 +290,25 @@ def _imported(path: str) -> BuildRule:
 def _counted(rule: CountRule, place: Placement) -> tuple[int, int]:
     counted = rule(place)
     if not (isinstance(counted, tuple) and len(counted) == 2 and all(_is_whole(n) and n >= 0 for n in counted)):
-        raise TypeError(f"it returned {counted!r}, not (params, MACs): two whole numbers, at least 0")
+        raise TypeError(f"it returned {shown(counted)}, not (params, MACs): two whole numbers, at least 0")
+    for what, number in zip(("params", "MACs"), counted, strict=True):
+        _within_bound(counted, what, number)
     return int(counted[0]), int(counted[1])
 
 
 def _whole(rule: ActivationsRule, place: Placement) -> int:
     counted = rule(place)
     if not (_is_whole(counted) and counted >= 0):
-        raise TypeError(f"it returned {counted!r}, not a whole number at least 0")
+        raise TypeError(f"it returned {shown(counted)}, not a whole number at least 0")
+    _within_bound(counted, "values", counted)
     return int(counted)
+
+
+def _within_bound(returned: object, what: str, number: int) -> None:
+    if number > MAX_COUNT:
+        raise ValueError(
+            f"it returned {shown(returned)}: {what} more than {MAX_COUNT_TEXT}, the largest count archdsl keeps"
+        )
 
 
 def _is_whole(value: object) -> bool:
@@ -279,7 +325,7 @@ def _issues(rule: CheckRule, place: Placement) -> list[Issue]:
         elif isinstance(item, tuple) and len(item) == 3:
             found.append(Issue(str(item[1]), None if item[2] is None else str(item[2]), arg=item[0]))
         else:
-            raise TypeError(f"it gave {item!r}, not an Issue or a tuple (argument or None, message, hint)")
+            raise TypeError(f"it gave {shown(item)}, not an Issue or a tuple (argument or None, message, hint)")
     return found
 
 
@@ -368,10 +414,16 @@ def _read_entry_points() -> None:
             for kind in declared:
                 if kind.name not in _REGISTRY:
                     register_block(kind)
-        except Exception as err:  # a broken plug-in is its author's to fix: say which one, not a traceback
+        except KeyboardInterrupt:
+            raise
+        # A broken plug-in is its author's to fix: say which one, not a traceback. `sys.exit` while
+        # loading too: it would end archdsl with no word and status 0.
+        except BaseException as err:
+            dist = getattr(getattr(point, "dist", None), "name", None)  # None: not from an installed distribution
+            source = f" of the distribution {dist}" if dist else ""
             _entry_point_failures.append(
-                f"the entry point `{point.name}` ({point.value}) of group {ENTRY_POINT_GROUP} could not be loaded:"
-                f" {type(err).__name__}: {err}"
+                f"the {ENTRY_POINT_GROUP} entry point `{point.name}` ({point.value}){source} could not be loaded:"
+                f" {failure(err)}"
             )
 
 

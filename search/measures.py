@@ -244,10 +244,13 @@ def train_config(fidelity: Fidelity, *, device: str, seed: int) -> Any:
 
 def check_fidelity(arch: Arch, data: DataContext, fidelity: Fidelity, *, device: str, seed: int) -> None:
     """The `UserError` every trial would end in (a batch larger than the training set, a device this
-    machine lacks), raised once before the search starts instead."""
+    machine lacks, a plug-in block that breaks its declared shape), raised once before the search
+    starts (and makes its folder) instead."""
+    from archdsl.nn.build import check_registered_blocks
     from archdsl.run.train import check_trainable
 
     check_trainable(arch, data.train_set, data.validation, train_config(fidelity, device=device, seed=seed))
+    check_registered_blocks(arch)  # a plug-in block that breaks its shape rule fails every trial
 
 
 def train_candidate(

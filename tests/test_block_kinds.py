@@ -10,6 +10,7 @@ import importlib
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -423,9 +424,10 @@ class _Point:
 
     def __init__(self, name: str, target):
         self.name, self.value, self._target = name, f"pkg_{name}:kinds", target
+        self.dist = SimpleNamespace(name=f"pkg-{name}")  # the installed distribution that declares it
 
     def load(self):
-        if isinstance(self._target, Exception):
+        if isinstance(self._target, BaseException):
             raise self._target
         return self._target
 
@@ -463,7 +465,10 @@ def test_a_broken_entry_point_is_told_where_a_block_stays_unknown(registry, monk
     message, hint = _unknown("gizmo")
     assert message == "unknown block `gizmo`"
     assert hint is not None and hint.startswith("blocks are: conv, msa, attn, mlp, merge, pool, smooth, ghost; ")
-    assert f"the entry point `bad` (pkg_bad:kinds) of group archdsl.blocks could not be loaded: {why}" in hint
+    assert (
+        f"the archdsl.blocks entry point `bad` (pkg_bad:kinds) of the distribution pkg-bad could not be loaded: {why}"
+        in hint
+    )
     # A typo keeps its did-you-mean (the failure follows it: it may be why a word is unknown).
     message, hint = _unknown("convv")
     assert message == "unknown block `convv`" and hint is not None and hint.startswith("did you mean `conv`?; ")
@@ -578,3 +583,210 @@ def test_a_token_kind_cannot_carry_the_class_token(registry):
     assert "a `tokmix` block cannot carry the class token (`head class`)" in str(info.value)
     assert "t.arch:7:" in str(info.value)  # at the block, not the head line
     parse_spec(text.replace("head    class", "head    mean").replace("    pos     absolute\n", ""), "t.arch")
+
+
+# -- a plug-in that misbehaves (issue 32, item 7): one line naming it, no traceback, nothing written --
+
+
+def _ghost_spec(tmp_path: Path, blocks: str = "ghost") -> Path:
+    """The test spec with `blocks` in both stages, as a file for the command line."""
+    path = tmp_path / "t.arch"
+    path.write_text(_spec(blocks).replace("mbconv convnext", blocks))
+    return path
+
+
+def _one_error(capsys) -> str:
+    """What a command printed on stderr, checked to be archdsl's message (no traceback)."""
+    err = capsys.readouterr().err
+    assert err.startswith("archdsl: error: ") and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    "hooks,hook,returned",
+    [
+        ({"count": lambda place: (10**400, 0)}, "count", "about 10^400"),
+        ({"count": lambda place: (0, 2**63)}, "count", "9223372036854775808"),
+        # Beyond the digits Python turns into text at all (4,300): still said, not a ValueError.
+        ({"count": lambda place: (10**5000, 10**5000)}, "count", "about 10^5000"),
+        ({"activations": lambda place: 10**400}, "activations", "about 10^400"),
+    ],
+)
+def test_a_count_beyond_the_largest_archdsl_keeps_is_refused_naming_the_bound(
+    registry, tmp_path, capsys, hooks, hook, returned
+):
+    # Once an OverflowError in the memory estimate (a float of the bytes): now the hook's result is
+    # refused where the hook is called, naming the kind, the hook and the bound.
+    from archdsl.cli import main
+
+    archdsl.register_block(_ghost(**hooks))
+    assert main(["check", str(_ghost_spec(tmp_path))]) == 1
+    err = _one_error(capsys)
+    assert f"block kind `ghost` (declared in {__name__}): its {hook} failed: " in err
+    assert returned in err and "more than 2**63 - 1" in err
+    assert len(err.splitlines()) == 2  # the message and its hint
+
+
+def test_the_largest_count_archdsl_keeps_is_accepted(registry):
+    archdsl.register_block(_ghost(count=lambda place: (0, 2**63 - 1), activations=lambda place: 2**63 - 1))
+    summary = summarize(parse_spec(_spec("ghost").replace("mbconv convnext", "ghost")))
+    assert [block.flops for block in summary.blocks] == [2 * (2**63 - 1)] * 2
+
+
+def _exits(place):
+    sys.exit(0)
+
+
+def test_a_hook_that_exits_is_a_failed_hook(registry, tmp_path, capsys):
+    # sys.exit in a hook once ended `archdsl check` with no output and status 0.
+    from archdsl.cli import main
+
+    archdsl.register_block(_ghost(count=_exits))
+    assert main(["check", str(_ghost_spec(tmp_path))]) == 1
+    err = _one_error(capsys)
+    assert "block kind `ghost` (declared in test_block_kinds): its count failed: it called sys.exit(0)" in err
+
+
+def test_ctrl_c_stops_a_hook_that_hangs(registry, tmp_path, capsys):
+    # A hook runs in archdsl's process and is not timed (docs/language.md): Ctrl-C is how a hung one
+    # is stopped, and it is the interruption it is, not a failed hook.
+    from archdsl.cli import main
+
+    archdsl.register_block(_ghost(count=_failing(KeyboardInterrupt())))
+    assert main(["check", str(_ghost_spec(tmp_path))]) == 130
+    assert capsys.readouterr().err == "archdsl: interrupted\n"
+
+
+class _Exiting(BaseException):
+    """Not an Exception: what a plug-in might raise to stop everything."""
+
+
+@pytest.mark.parametrize(
+    "target,why",
+    [
+        (SystemExit(0), "it called sys.exit(0)"),
+        (SystemExit("bye"), "it called sys.exit('bye')"),
+        (_Exiting("x"), "_Exiting: x"),
+    ],
+)
+def test_an_entry_point_that_exits_while_loading_is_a_failed_entry_point(
+    registry, monkeypatch, tmp_path, capsys, target, why
+):
+    # Once `archdsl check` printed nothing and exited 0: the entry point's exit ended archdsl.
+    from archdsl.cli import main
+
+    _fresh_entry_points(monkeypatch, registry, _Point("bad", target), _Point("good", [_ghost()]))
+    assert main(["check", str(_ghost_spec(tmp_path))]) == 0  # the other entry points still load
+    capsys.readouterr()
+    assert main(["check", str(_ghost_spec(tmp_path, "gizmo"))]) == 1
+    err = capsys.readouterr().err
+    assert "unknown block `gizmo`" in err and "Traceback" not in err
+    assert (
+        f"the archdsl.blocks entry point `bad` (pkg_bad:kinds) of the distribution pkg-bad could not be loaded: {why}"
+        in err
+    )
+
+
+def _wrong_channels(place, drop_path):
+    return torch.nn.Conv2d(place.in_channels, place.out_channels + 1, 3, place.stride, 1)
+
+
+def _stride_ignored(place, drop_path):
+    return torch.nn.Conv2d(place.in_channels, place.out_channels, 3, 1, 1)
+
+
+def _tuple_out(place, drop_path):
+    class Pair(torch.nn.Module):
+        def forward(self, x):
+            return x, x
+
+    return Pair()
+
+
+def _forward_fails(place, drop_path):
+    return torch.nn.Linear(3, 3)  # reads the last dimension: 16 columns are not 3
+
+
+@pytest.mark.parametrize(
+    "build,message",
+    [
+        (
+            _wrong_channels,
+            "block kind `ghost` (declared in test_block_kinds) at stages.s1.0: its module gives 1x17x16x16"
+            " for an input of 1x16x16x16, not 1x16x16x16 (B x C x H x W) as its declaration says",
+        ),
+        (
+            _stride_ignored,
+            "block kind `ghost` (declared in test_block_kinds) at stages.s2.0: its module gives 1x16x16x16"
+            " for an input of 1x16x16x16, not 1x16x8x8 (B x C x H x W) as its declaration says",
+        ),
+        (_tuple_out, "at stages.s1.0: its module gives a tuple for an input of 1x16x16x16, not a tensor"),
+        (_forward_fails, "block kind `ghost` (declared in test_block_kinds): its forward pass failed: RuntimeError:"),
+    ],
+)
+def test_a_module_that_breaks_its_shape_rule_is_refused_where_it_is_built(registry, build, message):
+    # Once a RuntimeError from deep inside the next layer, at the first forward pass: each plug-in
+    # block now runs once on a dummy input where it is built, its output held to its declaration.
+    archdsl.register_block(_ghost(build=build))
+    arch = parse_spec(_spec("ghost conv").replace("mbconv convnext", "ghost"))
+    with pytest.raises(UserError) as info:
+        archdsl.create_model(arch)
+    assert message in str(info.value)
+    assert "Traceback" not in str(info.value)
+
+
+def test_a_token_kind_is_held_to_its_token_shape(registry):
+    def build(place, drop_path):
+        return torch.nn.Linear(place.in_channels, place.out_channels // 2)
+
+    archdsl.register_block(
+        kinds.BlockKind(name="tokmix", args=(), count=lambda place: (0, 0), build=build, layout="tokens")
+    )
+    text = """arch t {
+    input   3x8x8
+    classes 10
+    stem    patch(2, 32)
+    stage s1(width=32) { attn(2, global) tokmix mlp(2) }
+}
+"""
+    with pytest.raises(
+        UserError, match=re.escape("its module gives 1x16x16 for an input of 1x16x32, not 1x16x32 (B x tokens x C)")
+    ):
+        archdsl.create_model(parse_spec(text))
+
+
+def test_a_good_plug_in_block_is_built_as_before(registry):
+    # The dummy pass leaves the block in training mode and its weights where they were; a model built
+    # on the meta device (the expected weight shapes) is not run.
+    from archdsl.nn.weights import expected_shapes
+
+    archdsl.register_block(_ghost())
+    arch = parse_spec(_spec("ghost conv").replace("mbconv convnext", "ghost"))
+    first, second = archdsl.create_model(arch, seed=3), archdsl.create_model(arch, seed=3)
+    assert all(module.training for module in first.modules())
+    assert all(
+        torch.equal(a, b) for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True)
+    )
+    assert set(expected_shapes(arch)) == set(first.state_dict())
+
+
+@pytest.mark.parametrize("command", ["compile", "train", "search"])
+def test_a_module_of_the_wrong_shape_ends_a_command_before_its_folder_is_made(registry, tmp_path, capsys, command):
+    from _search_support import DATASET, TINY_BASE
+
+    from archdsl.cli import main
+
+    archdsl.register_block(_ghost(build=_wrong_channels))
+    spec = tmp_path / "base.arch"
+    spec.write_text(TINY_BASE.replace("{ conv*2 }", "{ ghost conv }"))
+    out = tmp_path / "out"
+    common = ["--dataset", DATASET, "--epochs", "1", "--batch-size", "32", "--device", "cpu", "--out", str(out)]
+    argv = {
+        "compile": ["compile", str(spec)],
+        "train": ["train", str(spec), *common, "--no-progress"],
+        "search": ["search", "--base", str(spec), *common, "--no-progress"],
+    }[command]
+    assert main(argv) == 1
+    err = _one_error(capsys)
+    assert "block kind `ghost` (declared in test_block_kinds) at stages.c1.0: its module gives 1x9x32x32" in err
+    assert not out.exists()

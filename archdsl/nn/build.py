@@ -30,6 +30,7 @@ from torch import nn
 from archdsl.errors import UserError
 from archdsl.ir import (
     Arch,
+    ExtBlock,
     block_path,
     block_shapes,
     feature_channels,
@@ -262,6 +263,20 @@ def build(arch: Arch, *, drop_path: float = 0.0, drop_rate: float = 0.0, seed: i
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return ArchNet(arch, drop_path=drop_path, drop_rate=drop_rate)
+
+
+def check_registered_blocks(arch: Arch) -> None:
+    """The `UserError` that building `arch` would end in because of a registered kind (`archdsl.kinds`):
+    its hooks failing, or its module breaking its declared shape (`_block_modules.check_output`). Each
+    of its blocks is built alone and run once; the built-in blocks are not built. For the commands
+    that make folders (`train`, `search`) to refuse before they make them."""
+    from archdsl.nn.summary import ensure_fits
+
+    ensure_fits(arch)  # a block too large to build is refused before it is allocated
+    widths = {stage.name: stage.width for stage in arch.stages}
+    for shape in block_shapes(arch):
+        if isinstance(shape.block, ExtBlock):
+            module_for(arch, shape, widths[shape.stage], 0.0)
 
 
 def create_model(

@@ -157,6 +157,7 @@ def plan_training(
     """Everything a run needs, checked (nothing is trained): the design, the config (with the
     resume policy applied), the run directory and the data."""
     from archdsl.lang.spec import load_spec, with_classes
+    from archdsl.nn.build import check_registered_blocks
     from archdsl.run._run_dir import resumed_config
     from archdsl.run.distributed import join_if_launched
     from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
@@ -204,6 +205,7 @@ def plan_training(
         from archdsl.run.tensorboard import require_tensorboard
 
         require_tensorboard()
+    check_registered_blocks(arch)  # a plug-in block that breaks its shape rule: refused before the run folder is made
     train_set, test_set = _load_checked_data(arch, settings, train_config, run_dir)
     return TrainPlan(
         arch=arch, settings=settings, config=train_config, run_dir=run_dir, train_set=train_set, test_set=test_set,
