@@ -112,6 +112,9 @@ class DataContext:
     root: Path | None
     train_set: ImageSet  # the training split less `validation`: what each trial trains on (its --subset of it)
     validation: ImageSet
+    # The whole training split, validation part included: the Hessian's batches (NEP/APE) are drawn from
+    # it as `archdsl analyze` draws them from a checkpoint's dataset, so both report the same spectrum.
+    train_split: ImageSet | None = None
     _corrupted: list[CorruptedSet] | None = field(default=None, repr=False)
 
 
@@ -165,7 +168,7 @@ def load_data(
     rest, validation = split_validation(train_set, None if val_split is None else parse_val_split(val_split))
     if test_subset < 1:
         validation = validation.subset(test_subset, seed=seed)
-    return DataContext(name=name, root=root, train_set=rest, validation=validation)
+    return DataContext(name=name, root=root, train_set=rest, validation=validation, train_split=train_set)
 
 
 def fit_to_data(base: Arch, image_shape: tuple[int, int, int], num_classes: int) -> Arch:
@@ -313,7 +316,7 @@ def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity:
     from archdsl.run.device import select_device
 
     corrupted = _corrupted_sets(data, fidelity) if "robustness" in measures else None
-    analysis_data = AnalysisData(name=data.name, train=data.train_set, test=data.validation, corrupted=corrupted)
+    analysis_data = AnalysisData(name=data.name, train=data.train_split or data.train_set, test=data.validation, corrupted=corrupted)
     settings = analysis_settings(fidelity, seed=seed)
     return analyze(model, analysis_data, measures, settings, device=select_device(device), optimize=fidelity.optimize)
 
