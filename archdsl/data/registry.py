@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from archdsl.data import cifar, mnist, synthetic
+from archdsl.data import folder as image_folder
 from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet, channel_stats
@@ -76,8 +77,8 @@ def dataset_names() -> tuple[str, ...]:
 
 def dataset_descriptions() -> dict[str, str]:
     """Each name of `dataset_names` with a line on what it is; looks at no file and imports nothing heavy
-    (`archdsl data list` prints it at once)."""
-    return dict(_DESCRIPTIONS)
+    (`archdsl data list` prints it at once), and the `folder:PATH` form for your own images."""
+    return {**_DESCRIPTIONS, f"{image_folder.KIND}:PATH": image_folder.DESCRIPTION}
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,10 @@ def _c_folder(base: str, root: Path) -> CorruptedFolder:
 
 def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     """What is known about dataset `name` without loading it: classes, image shape, split sizes, where it lives and
-    whether it is there (`DatasetInfo`)."""
+    whether it is there (`DatasetInfo`). Split sizes are what the files hold (counted or read), not the
+    release's nominal sizes, whenever the files are there."""
+    if image_folder.is_folder_name(name):
+        return _describe_folder(name)
     parsed = _parse(name)
     base = parsed.base
     if base in ("synthetic", "synthetic-c"):
@@ -145,13 +149,15 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     data_root = resolve_data_root(root)
     if base in mnist.SPECS or base in _GREY_CORRUPTED:
         grey = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
-        sizes = {  # a limit above the split's size keeps the whole split
-            "train": min(parsed.int_param("train", grey.train_size), grey.train_size),
-            "test": min(parsed.int_param("test", grey.test_size), grey.test_size),
-        }
-        if base in _GREY_CORRUPTED:
-            sizes = {"test": sizes["test"]}
         found = mnist.locate(grey, data_root, "test")
+        available = found is not None and mnist.locate(grey, data_root, "train") is not None
+        clean = DatasetName(grey.name, {k: v for k, v in parsed.params.items() if k in _MNIST_PARAMS})
+        splits = ("test",) if base in _GREY_CORRUPTED else SPLITS
+        if available:  # what the files hold (a limit above a split's size keeps the whole split)
+            sizes = {split: len(_mnist_split(clean, split, root, False)) for split in splits}
+        else:
+            nominal = {"train": grey.train_size, "test": grey.test_size}
+            sizes = {split: min(parsed.int_param(split, nominal[split]), nominal[split]) for split in splits}
         return DatasetInfo(
             _canonical(parsed),
             _DESCRIPTIONS[base],
@@ -159,21 +165,19 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
             (1, 28, 28),
             sizes,
             str(found[0].parent) if found else "; ".join(mnist.sources(grey, data_root)),
-            found is not None and mnist.locate(grey, data_root, "train") is not None,
+            available,
             dict(parsed.params),
             CORRUPTIONS if base in _GREY_CORRUPTED else (),
         )
     if base in cifar.SPECS:
         spec = cifar.SPECS[base]
         files = cifar.expected_files(spec, data_root)
+        available = all(path.is_file() for path in files)
+        sizes = {"train": spec.train_size, "test": spec.test_size}
+        if available:  # a root holding a few images is not described as the full release
+            sizes = {split: len(cifar.load_cifar(spec, split, data_root)) for split in SPLITS}
         return DatasetInfo(
-            base,
-            _DESCRIPTIONS[base],
-            spec.num_classes,
-            (3, 32, 32),
-            {"train": spec.train_size, "test": spec.test_size},
-            str(files[0].parent),
-            all(path.is_file() for path in files),
+            base, _DESCRIPTIONS[base], spec.num_classes, (3, 32, 32), sizes, str(files[0].parent), available
         )
     folder = _c_folder(base, data_root)
     present = tuple(sorted(p.stem for p in folder.folder.glob("*.npy") if p.stem != "labels"))
@@ -190,10 +194,34 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     )
 
 
+def _describe_folder(name: str) -> DatasetInfo:
+    parsed = image_folder.parse_folder_name(name)
+    try:
+        layout = image_folder.scan(parsed.path)
+    except UserError:  # `data info` reports it as missing, with why_missing's message
+        return DatasetInfo(
+            parsed.canonical, image_folder.DESCRIPTION, 0, (3, parsed.size, parsed.size), {}, str(parsed.path), False
+        )
+    channels = image_folder.channels_of(layout)
+    return DatasetInfo(
+        parsed.canonical,
+        f"{len(layout.class_names)} classes from the folder names: {', '.join(layout.class_names)}",
+        len(layout.class_names),
+        (channels, parsed.size, parsed.size),
+        image_folder.split_sizes(name),
+        str(parsed.path),
+        True,
+        {"size": str(parsed.size)} | {k: str(v) for k, v in parsed.limits.items()},
+    )
+
+
 def corrupted_name(name: str) -> str:
     """The corrupted test sets' dataset name of `name`: `fashion-mnist:train=6000,test=1000` ->
     `fashion-mnist-c:test=1000`. Only the options the corrupted set takes are carried (a training
-    limit means nothing to a test set); a corrupted name is returned as it is (canonical)."""
+    limit means nothing to a test set); a corrupted name is returned as it is (canonical). A `folder:`
+    dataset's corrupted sets are generated from its test split and keep its name."""
+    if image_folder.is_folder_name(name):
+        return name
     parsed = _parse(name)
     base = _CORRUPTED_OF.get(parsed.base, parsed.base)
     kept = {k: v for k, v in parsed.params.items() if k in _PARAMS.get(base, ())}
@@ -229,9 +257,11 @@ def _synthetic_split(config: synthetic.SyntheticConfig, split: str, name: str) -
 
 
 def load_split(name: str, split: str, root: str | os.PathLike | None = None, download: bool = False) -> ImageSet:
-    """The `split` ("train" or "test") of dataset `name` (see `dataset_names()`)."""
-    parsed = _parse(name)
+    """The `split` ("train" or "test") of dataset `name` (see `dataset_names()`, and `folder:PATH`)."""
     _check_split(split)
+    if image_folder.is_folder_name(name):
+        return image_folder.load(name, split)
+    parsed = _parse(name)
     if parsed.base == "synthetic":
         return _synthetic_split(_synthetic_config(parsed), split, _canonical(parsed))
     if parsed.base in cifar.SPECS:
@@ -262,6 +292,8 @@ def load_corrupted(
 ) -> list[CorruptedSet]:
     """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from),
     one per corruption (default: the 15) and severity (default: 1..5), in that order."""
+    if image_folder.is_folder_name(name):
+        return _folder_corrupted(name, corruptions, severities)
     parsed = _parse(corrupted_name(name))
     picked = [p for p in _PICK_PARAMS if p in parsed.params]
     if picked:
@@ -313,6 +345,24 @@ def corrupted_copy(clean: ImageSet, corruption: str, severity: int, seed: list[i
         std=clean.std,
         class_names=clean.class_names,
     )
+
+
+def _folder_corrupted(
+    name: str, corruptions: list[str] | tuple[str, ...] | None, severities: list[int] | tuple[int, ...] | None
+) -> list[CorruptedSet]:
+    chosen = tuple(check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions))
+    levels = tuple(check_severity(s) for s in (SEVERITIES if severities is None else severities))
+    check_can_generate(chosen)
+    image_folder.load(name, "test")  # a bad folder fails here, before anything is generated
+    return [CorruptedSet(c, s, _folder_corrupted_set(name, c, s)) for c in chosen for s in levels]
+
+
+@byte_bounded_cache(CORRUPTED_CACHE_BYTES)
+def _folder_corrupted_set(name: str, corruption: str, severity: int) -> ImageSet:
+    """A corrupted copy of a folder's test split, generated once per process (as fashion-mnist-c)."""
+    clean = image_folder.load(name, "test")
+    label = image_folder.parse_folder_name(name).canonical
+    return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), label)
 
 
 def _mnist_split(parsed: DatasetName, split: str, root, download: bool) -> ImageSet:
