@@ -171,3 +171,56 @@ def test_train_and_eval_on_a_folder(tmp_path, capsys):
     capsys.readouterr()
     assert main(["eval", str(out / "final.safetensors"), "--dataset", dataset, "--json", "--no-progress"]) == 0
     assert json.loads(capsys.readouterr().out)["images"] == 6  # measured on the 6 images of val/
+
+
+def write_imagenet(root: Path) -> Path:
+    """A fake ILSVRC-2012 tree: two wnid folders per split, real JPEG photos of different sizes."""
+    rng = np.random.default_rng(1)
+    for split, count in (("train", 3), ("val", 1)):
+        for index, wnid in enumerate(("n01440764", "n01443537")):
+            folder = root / split / wnid
+            folder.mkdir(parents=True)
+            for k in range(count):
+                pixels = rng.integers(0, 256, (300 + 7 * k, 400, 3), dtype=np.uint8)
+                pixels[..., index] = 255  # class 0 red, class 1 green
+                Image.fromarray(pixels).save(folder / f"{wnid}_{k}.JPEG", quality=90)
+    return root
+
+
+def test_imagenet_uses_the_folder_loader_with_timms_transform(tmp_path):
+    from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD, create_transform, resolve_data_config
+
+    root = write_imagenet(tmp_path / "ilsvrc")
+    train = load_split("imagenet", "train", root=root)
+    val = load_split("imagenet", "test", root=root)
+    assert train.images.shape == (6, 224, 224, 3) and val.images.shape == (2, 224, 224, 3)
+    assert train.class_names == ("n01440764", "n01443537") and val.labels.tolist() == [0, 1]
+    assert (train.mean, train.std) == (tuple(IMAGENET_DEFAULT_MEAN), tuple(IMAGENET_DEFAULT_STD))
+    # timm's own evaluation transform of the same file, before its normalisation, gives the same pixels
+    config = resolve_data_config({"input_size": (3, 224, 224)})  # the rest: timm's ImageNet defaults
+    assert (config["input_size"], config["interpolation"], config["crop_pct"]) == ((3, 224, 224), "bicubic", 0.875)
+    transform = create_transform(**{**config, "mean": (0, 0, 0), "std": (1, 1, 1)})
+    with Image.open(root / "val" / "n01443537" / "n01443537_0.JPEG") as photo:
+        timm_pixels = (transform(photo.convert("RGB")).permute(1, 2, 0).numpy() * 255).round()
+    assert np.abs(timm_pixels - val.images[1].astype(np.float64)).max() <= 1
+
+
+def test_imagenet_without_its_folders_names_the_layout(tmp_path, capsys):
+    assert main(["data", "info", "--dataset", "imagenet", "--data-root", str(tmp_path)]) == 1
+    assert "expected train/<wnid>/ and val/<wnid>/" in capsys.readouterr().out
+    root = write_imagenet(tmp_path / "ilsvrc")
+    assert main(["data", "info", "--dataset", "imagenet:train=2", "--data-root", str(root)]) == 0
+    assert "splits:   train 2, test 2" in capsys.readouterr().out
+
+
+def test_describing_a_missing_folder_is_an_error_not_zero_classes(tmp_path, capsys):
+    assert main(["data", "info", "--dataset", f"folder:{tmp_path / 'nowhere'}"]) == 1
+    assert f"{tmp_path / 'nowhere'}: no such folder" in capsys.readouterr().err
+    assert main(["search", "--dataset", f"folder:{tmp_path / 'nowhere'}", "--dry-run"]) == 1
+    assert "no such folder" in capsys.readouterr().err
+
+
+def test_search_fits_its_base_to_the_folder(tmp_path, capsys):
+    root = write_tree(tmp_path / "pets", {"train": 2, "test": 1})
+    assert main(["search", "--dataset", f"folder:{root},size=16", "--dry-run"]) == 0
+    assert f"fitted to folder:{root},size=16: 3x16x16, 3 classes" in capsys.readouterr().out

@@ -15,6 +15,7 @@ class folder, class folders that differ between splits, a split with no images, 
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Iterator
@@ -41,16 +42,27 @@ DESCRIPTION = "your images in the layout PATH/train/<class>/*, PATH/val/<class>/
 
 @dataclass(frozen=True)
 class FolderName:
-    """`folder:PATH,size=N,train=N,test=N` split into the path and the options."""
+    """How to read one image folder: `folder:PATH,size=N,train=N,test=N` split into the path and the
+    options, or what `imagenet` fixes (crop_pct, the published statistics). Hashable: decoded splits
+    are cached by it."""
 
     path: Path
     size: int
-    limits: dict[str, int]
+    limit_pairs: tuple[tuple[str, int], ...] = ()  # (split, N): keep a stratified N images of the split
+    crop_pct: float = 1.0  # resize the shorter side to size / crop_pct, then centre-crop size x size (timm's)
+    stats: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # mean, std; None: from the train split
+    label: str = ""  # the dataset name to show; "" for folder:PATH's canonical form
+
+    @property
+    def limits(self) -> dict[str, int]:
+        return dict(self.limit_pairs)
 
     @property
     def canonical(self) -> str:
+        if self.label:
+            return self.label
         options = [f"size={self.size}"] if self.size != DEFAULT_SIZE else []
-        options += [f"{split}={n}" for split, n in sorted(self.limits.items())]
+        options += [f"{split}={n}" for split, n in sorted(self.limit_pairs)]
         return ",".join([f"{KIND}:{self.path}", *options])
 
 
@@ -69,7 +81,7 @@ def parse_folder_name(name: str) -> FolderName:
     limits: dict[str, int] = {s: parsed.int_param(s, 0) for s in ("train", "test") if s in parsed.params}
     if size < 1 or any(n < 1 for n in limits.values()):
         raise UserError(f"dataset {name!r}: size=, train= and test= must be positive numbers")
-    return FolderName(Path(path.strip()).expanduser(), size, limits)
+    return FolderName(Path(path.strip()).expanduser(), size, tuple(sorted(limits.items())))
 
 
 @dataclass(frozen=True)
@@ -147,11 +159,17 @@ def _images_under(folder: Path) -> Iterator[Path]:
 
 def load(name: str, split: str) -> ImageSet:
     """The `split` ("train" or "test") of `folder:PATH,...`, decoded; mean/std from the train split."""
-    parsed = parse_folder_name(name)
+    return load_folder(parse_folder_name(name), split)
+
+
+def load_folder(parsed: FolderName, split: str) -> ImageSet:
+    """The `split` ("train" or "test") of the folder `parsed` describes, decoded."""
     layout = scan(parsed.path)
-    train = _decoded(name, "train")
-    mean, std = channel_stats(train.images)
-    chosen = train if split == "train" else _decoded(name, "test")
+    if parsed.stats is None:
+        mean, std = channel_stats(_decoded(parsed, "train").images)
+    else:
+        mean, std = parsed.stats
+    chosen = _decoded(parsed, split)
     return ImageSet(
         name=parsed.canonical if split == "train" else f"{parsed.canonical}-test",
         images=chosen.images,
@@ -173,8 +191,7 @@ DECODED_CACHE_BYTES = 256 * MiB  # decoded splits kept per process: the test spl
 
 
 @byte_bounded_cache(DECODED_CACHE_BYTES)
-def _decoded(name: str, split: str) -> _Decoded:
-    parsed = parse_folder_name(name)
+def _decoded(parsed: FolderName, split: str) -> _Decoded:
     layout = scan(parsed.path)
     return _decode(parsed, layout, split, channels_of(layout))
 
@@ -186,7 +203,7 @@ def _decode(parsed: FolderName, layout: FolderLayout, split: str, channels: int)
     images = np.empty((len(keep), parsed.size, parsed.size, channels), dtype=np.uint8)
 
     def fill(slot: int) -> None:
-        images[slot] = read_image(on_disk.files[keep[slot]], parsed.size, channels)
+        images[slot] = read_image(on_disk.files[keep[slot]], parsed.size, channels, parsed.crop_pct)
 
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
         list(pool.map(fill, range(len(keep))))  # list(): the first error is raised here
@@ -200,15 +217,16 @@ def channels_of(layout: FolderLayout) -> int:
         return 1 if image.mode in GREY_MODES else 3
 
 
-def read_image(path: Path, size: int, channels: int) -> np.ndarray:
-    """One image as uint8 (size, size, channels): shorter side resized to `size`, centre-cropped."""
+def read_image(path: Path, size: int, channels: int, crop_pct: float = 1.0) -> np.ndarray:
+    """One image as uint8 (size, size, channels): shorter side resized to `size / crop_pct` (bicubic;
+    timm's eval transform, whose ImageNet default 0.875 takes 256 for 224), centre-cropped to `size`."""
     from PIL import Image
 
     with _opened(path) as image:
         try:
             image = image.convert("L" if channels == 1 else "RGB")
             width, height = image.size
-            scale = size / min(width, height)
+            scale = math.floor(size / crop_pct) / min(width, height)
             resized = (max(size, round(width * scale)), max(size, round(height * scale)))
             image = image.resize(resized, Image.Resampling.BICUBIC)
             left, top = (resized[0] - size) // 2, (resized[1] - size) // 2
@@ -245,9 +263,8 @@ class _opened:
         self.image.close()
 
 
-def split_sizes(name: str) -> dict[str, int]:
-    """The images `load` would return per split, counted on disk (no image is opened)."""
-    parsed = parse_folder_name(name)
+def split_sizes(parsed: FolderName) -> dict[str, int]:
+    """The images `load_folder` would return per split, counted on disk (no image is opened)."""
     layout = scan(parsed.path)
     counts = {split: len(on_disk.files) for split, on_disk in layout.splits.items()}
     return {split: min(n, parsed.limits.get(split, n)) for split, n in counts.items()}

