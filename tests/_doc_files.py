@@ -37,6 +37,21 @@ def section(text: str, title: str) -> str:
     return match.group(1) if match else ""
 
 
+CONSOLE_BLOCK = re.compile(r"^```console[ \t]*\n(.*?)^```", re.M | re.S)
+
+
+def console_steps(text: str) -> list[tuple[str, list[str]]]:
+    """(command line, the lines shown under it) for every `$ ` line of `text`'s console blocks, in order."""
+    steps: list[tuple[str, list[str]]] = []
+    for block in CONSOLE_BLOCK.findall(text):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:].strip(), []))
+            elif steps and line.strip():
+                steps[-1][1].append(line)
+    return steps
+
+
 def text_for_general_runner(doc: Path) -> str:
     """`doc`'s text without the sections that have their own runner."""
     text = doc.read_text(encoding="utf-8")

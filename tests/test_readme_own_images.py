@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from _doc_files import mask_numbers, section
+from _doc_files import console_steps, mask_numbers, section
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 TITLE = "Search on your own images"
 DEBIAN_FOLDER = Path("/usr/share/datasets/fashion-mnist")  # the package dataset-fashion-mnist; CI installs it
 PYTHON = re.compile(r"^```python[ \t]*\n(.*?)^```", re.M | re.S)
-CONSOLE = re.compile(r"^```console[ \t]*\n(.*?)^```", re.M | re.S)
 TIMEOUT = 900  # seconds per command
 
 
@@ -27,14 +26,7 @@ def _text() -> str:
 
 
 def _steps() -> list[tuple[str, list[str]]]:
-    steps: list[tuple[str, list[str]]] = []
-    for block in CONSOLE.findall(_text()):
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                steps.append((line[2:].strip(), []))
-            elif steps and line.strip():
-                steps[-1][1].append(line)
-    return steps
+    return console_steps(_text())
 
 
 def test_the_section_writes_a_folder_and_searches_it():
