@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name
 from archdsl.data.base import ImageSet, channel_stats, stratified_indices
 from archdsl.errors import UserError, visible
+
+if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
 
 KIND = "folder"
 PARAMS = ("size", "train", "test")  # train=N/test=N keep a stratified N images of a split
@@ -220,19 +224,24 @@ def channels_of(layout: FolderLayout) -> int:
 def read_image(path: Path, size: int, channels: int, crop_pct: float = 1.0) -> np.ndarray:
     """One image as uint8 (size, size, channels): shorter side resized to `size / crop_pct` (bicubic;
     timm's eval transform, whose ImageNet default 0.875 takes 256 for 224), centre-cropped to `size`."""
-    from PIL import Image
-
     with _opened(path) as image:
         try:
-            image = image.convert("L" if channels == 1 else "RGB")
-            width, height = image.size
-            scale = math.floor(size / crop_pct) / min(width, height)
-            resized = (max(size, round(width * scale)), max(size, round(height * scale)))
-            image = image.resize(resized, Image.Resampling.BICUBIC)
-            left, top = (resized[0] - size) // 2, (resized[1] - size) // 2
-            pixels = np.asarray(image.crop((left, top, left + size, top + size)), dtype=np.uint8)
+            return fit_image(image, size, channels, crop_pct)
         except OSError as err:  # a truncated or corrupt file fails when its pixels are read
             raise UserError(f"{visible(path)}: the image does not decode ({err})") from None
+
+
+def fit_image(image: PILImage, size: int, channels: int, crop_pct: float = 1.0) -> np.ndarray:
+    """A decoded Pillow image as uint8 (size, size, channels), resized and centre-cropped as `read_image`."""
+    from PIL import Image
+
+    image = image.convert("L" if channels == 1 else "RGB")
+    width, height = image.size
+    scale = math.floor(size / crop_pct) / min(width, height)
+    resized = (max(size, round(width * scale)), max(size, round(height * scale)))
+    image = image.resize(resized, Image.Resampling.BICUBIC)
+    left, top = (resized[0] - size) // 2, (resized[1] - size) // 2
+    pixels = np.asarray(image.crop((left, top, left + size, top + size)), dtype=np.uint8)
     return pixels.reshape(size, size, channels)
 
 

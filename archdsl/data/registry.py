@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from archdsl.data import cifar, imagenet, mnist, synthetic
+from archdsl.data import cifar, hf, imagenet, mnist, synthetic
 from archdsl.data import folder as image_folder
 from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
@@ -80,7 +80,7 @@ def dataset_names() -> tuple[str, ...]:
 def dataset_descriptions() -> dict[str, str]:
     """Each name of `dataset_names` with a line on what it is; looks at no file and imports nothing heavy
     (`archdsl data list` prints it at once), and the `folder:PATH` form for your own images."""
-    return {**_DESCRIPTIONS, f"{image_folder.KIND}:PATH": image_folder.DESCRIPTION}
+    return {**_DESCRIPTIONS, f"{image_folder.KIND}:PATH": image_folder.DESCRIPTION, f"{hf.KIND}:NAME": hf.DESCRIPTION}
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,8 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     release's nominal sizes, whenever the files are there."""
     if image_folder.is_folder_name(name):
         return _describe_folder(image_folder.parse_folder_name(name), image_folder.DESCRIPTION)
+    if hf.is_hf_name(name):
+        return _describe_loaded(name)
     parsed = _parse(name)
     base = parsed.base
     if base in ("synthetic", "synthetic-c"):
@@ -220,12 +222,27 @@ def _describe_folder(parsed: image_folder.FolderName, description: str) -> Datas
     )
 
 
+def _describe_loaded(name: str) -> DatasetInfo:
+    """A dataset whose sizes are known only by reading it (a Hugging Face dataset): read both splits."""
+    train, test = load_split(name, "train"), load_split(name, "test")
+    return DatasetInfo(
+        train.name,
+        f"{train.num_classes} classes: {', '.join(train.class_names[:10])}"
+        + (", ..." if train.num_classes > 10 else ""),
+        train.num_classes,
+        train.image_shape,
+        {"train": len(train), "test": len(test)},
+        name.split(",")[0][len(hf.KIND) + 1 :],
+        True,
+    )
+
+
 def corrupted_name(name: str) -> str:
     """The corrupted test sets' dataset name of `name`: `fashion-mnist:train=6000,test=1000` ->
     `fashion-mnist-c:test=1000`. Only the options the corrupted set takes are carried (a training
     limit means nothing to a test set); a corrupted name is returned as it is (canonical). A `folder:`
     dataset's corrupted sets are generated from its test split and keep its name."""
-    if image_folder.is_folder_name(name):
+    if image_folder.is_folder_name(name) or hf.is_hf_name(name):
         return name
     parsed = _parse(name)
     base = _CORRUPTED_OF.get(parsed.base, parsed.base)
@@ -266,6 +283,8 @@ def load_split(name: str, split: str, root: str | os.PathLike | None = None, dow
     _check_split(split)
     if image_folder.is_folder_name(name):
         return image_folder.load(name, split)
+    if hf.is_hf_name(name):
+        return hf.load(name, split)
     parsed = _parse(name)
     if parsed.base == imagenet.NAME:
         return image_folder.load_folder(
@@ -303,6 +322,8 @@ def load_corrupted(
     one per corruption (default: the 15) and severity (default: 1..5), in that order."""
     if image_folder.is_folder_name(name):
         return _folder_corrupted(image_folder.parse_folder_name(name), corruptions, severities)
+    if hf.is_hf_name(name):
+        return _folder_corrupted(name, corruptions, severities)
     parsed = _parse(corrupted_name(name))
     if parsed.base == imagenet.NAME:
         folder_name = imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed))
@@ -360,22 +381,31 @@ def corrupted_copy(clean: ImageSet, corruption: str, severity: int, seed: list[i
 
 
 def _folder_corrupted(
-    name: image_folder.FolderName,
+    name: image_folder.FolderName | str,
     corruptions: list[str] | tuple[str, ...] | None,
     severities: list[int] | tuple[int, ...] | None,
 ) -> list[CorruptedSet]:
     chosen = tuple(check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions))
     levels = tuple(check_severity(s) for s in (SEVERITIES if severities is None else severities))
     check_can_generate(chosen)
-    image_folder.load_folder(name, "test")  # a bad folder fails here, before anything is generated
+    _clean_test(name)  # a bad folder fails here, before anything is generated
     return [CorruptedSet(c, s, _folder_corrupted_set(name, c, s)) for c in chosen for s in levels]
 
 
 @byte_bounded_cache(CORRUPTED_CACHE_BYTES)
-def _folder_corrupted_set(name: image_folder.FolderName, corruption: str, severity: int) -> ImageSet:
-    """A corrupted copy of a folder's test split, generated once per process (as fashion-mnist-c)."""
-    clean = image_folder.load_folder(name, "test")
-    return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), name.canonical)
+def _folder_corrupted_set(name: image_folder.FolderName | str, corruption: str, severity: int) -> ImageSet:
+    """A corrupted copy of a folder's (or an `hf:` dataset's) test split, generated once per process
+    (as fashion-mnist-c)."""
+    clean = _clean_test(name)
+    label = name.canonical if isinstance(name, image_folder.FolderName) else hf.parse_hf_name(name).canonical
+    return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), label)
+
+
+def _clean_test(name: image_folder.FolderName | str) -> ImageSet:
+    """The test split a folder's (a FolderName) or an `hf:` dataset's (its name) corrupted sets are made from."""
+    return (
+        image_folder.load_folder(name, "test") if isinstance(name, image_folder.FolderName) else hf.load(name, "test")
+    )
 
 
 def _mnist_split(parsed: DatasetName, split: str, root, download: bool) -> ImageSet:
