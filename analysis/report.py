@@ -61,12 +61,12 @@ class AnalysisReport(BaseModel):
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         figures = {
-            name: save_figure(figure, out / f"{name}.png", dpi=DPI).name
+            name: save_figure(figure, out / f"{name}.png", within=out, dpi=DPI).name
             for name, figure in report_figures(self).items()
         }
         report = self.model_copy(update={"figures": figures})
-        write_text(out / METRICS_FILE, report.to_json())
-        write_text(out / REPORT_FILE, render_markdown(report))
+        write_text(out / METRICS_FILE, report.to_json(), within=out)
+        write_text(out / REPORT_FILE, render_markdown(report), within=out)
         for name in set(replacing) - {METRICS_FILE, REPORT_FILE, *figures.values()}:
             (out / name).unlink(missing_ok=True)  # a plot of the replaced analysis that this one did not redraw
         return report

@@ -284,10 +284,16 @@ class Stage(_Node):
 
 
 class Stem(_Node):
-    """The CIFAR stem: one 3x3 conv, stride 1, no bias, no pool; with `norm`, BN then ReLU after it
-    (the post-activation ResNet's stem), else nothing (the first block's BN-ReLU follows)."""
+    """A conv stem, no bias; with `norm`, BN then ReLU after the conv (the post-activation ResNet's
+    stem), else nothing (the first block's BN-ReLU follows).
 
-    kind: Literal["conv3x3"] = "conv3x3"
+    `conv3x3` is the CIFAR stem: one 3x3 conv, stride 1, padding 1, no pool. `conv7x7` is the
+    ImageNet stem (torchvision's ResNet, the reference's `stem=True`): a 7x7 conv, stride 2,
+    padding 3, then a 3x3 max-pool, stride 2, padding 1 (after the BN-ReLU when `norm`), so the
+    first block sees a quarter of the input's side.
+    """
+
+    kind: Literal["conv3x3", "conv7x7"] = "conv3x3"
     channels: PositiveInt
     norm: bool = False
 
@@ -487,7 +493,10 @@ def stem_out_size(arch: Arch) -> tuple[int, int]:
     height, width = arch.input.height, arch.input.width
     stem = arch.stem
     if isinstance(stem, Stem):
-        return height, width  # 3x3, padding 1, stride 1
+        if stem.kind == "conv3x3":
+            return height, width  # 3x3, padding 1, stride 1
+        # 7x7 conv (padding 3) and 3x3 max-pool (padding 1), both stride 2: each maps n to ceil(n / 2)
+        return _strided(_strided(height, 2), 2), _strided(_strided(width, 2), 2)
 
     def side(n: int) -> int:
         return max(0, (n - stem.size) // stem.stride + 1)  # a conv without padding

@@ -39,6 +39,7 @@ from optuna.distributions import json_to_distribution
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
+from archdsl import json_text
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
 from archdsl.search._worker_attrs import BEAT_ATTR
@@ -162,11 +163,17 @@ def read_lines(path: Path) -> list[bytes]:
 def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
     """(the record, None) of a sound line; (None, what is wrong) of a damaged one (its Damage's line is 0)."""
     try:
-        record = json.loads(line)
-    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+        record = json_text.parse(line)
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, TooDeepJSON
         start = _RECORD_START.match(line.lstrip())
         op = int(start.group(1)) if start else None
-        reason = err.msg if isinstance(err, json.JSONDecodeError) else "not UTF-8 text"
+        reason = (
+            err.msg
+            if isinstance(err, json.JSONDecodeError)
+            else str(err)
+            if isinstance(err, json_text.TooDeepJSON)
+            else "not UTF-8 text"
+        )
         return None, Damage(0, f"not a complete JSON record ({reason})", op if op in _RECORD_FIELDS else None)
     problem, op = check_record(record)
     if problem is not None:
@@ -349,7 +356,7 @@ def _resolve_unknown(entries: list[Entry], actions: dict[int, list[str]]) -> lis
 
 def _is_json(piece: bytes) -> bool:
     try:
-        json.loads(piece)
+        json_text.parse(piece)
     except ValueError:
         return False
     return True

@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import optuna
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
-from archdsl.errors import UserError
+from archdsl import json_text
+from archdsl.errors import UserError, visible
 from archdsl.ir import Arch
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, Objective
@@ -50,35 +51,45 @@ TABLE_SEED_ATTR = "table_seed"  # the seed of the run a replayed trial was answe
 RECORDED = ("accuracy", "robustness", "nep", "ape", "latency")
 
 
+# What a table's numbers may be: every one finite, fractions in [0, 1], times non-negative and below
+# a century (a duration the report can still print), whole numbers within 64 bits. Checked as the
+# table is loaded, so that a bad value is named by its place in the file, not met mid-search.
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(ge=0, le=100 * 365 * 24 * 3600, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
+
+
 class CurvePoint(BaseModel):
     """One epoch of a run: the test top-1 (a fraction) and NLL after it, and its wall time."""
 
     model_config = ConfigDict(extra="allow")
-    epoch: int
-    test_acc: float
-    test_nll: float | None = None
-    train_loss: float | None = None
-    seconds: float = Field(ge=0)
+    epoch: Annotated[int, Field(ge=0, le=10**9)]
+    test_acc: Fraction
+    test_nll: NonNegative | None = None
+    train_loss: Finite | None = None
+    seconds: Seconds
 
 
 class TableRun(BaseModel):
     """One training of one design with one seed, and what was measured after it."""
 
     model_config = ConfigDict(extra="allow")
-    seed: int
-    accuracy: float
-    nll: float | None = None
-    robustness: float | None = None
-    nep: float | None = None
-    ape: float | None = None
-    latency: float | None = None
+    seed: Count
+    accuracy: Fraction
+    nll: NonNegative | None = None
+    robustness: Fraction | None = None
+    nep: Fraction | None = None
+    ape: Finite | None = None
+    latency: NonNegative | None = None
     curve: list[CurvePoint] = Field(min_length=1)
-    train_seconds: float = Field(ge=0)
-    measure_seconds: float = Field(default=0.0, ge=0)
+    train_seconds: Seconds
+    measure_seconds: Seconds = 0.0
     # The CPU time of one single-threaded run is its cost on an idle core; the wall time also holds
     # whatever else the machine was doing (the shipped table was made beside other work).
-    train_cpu_seconds: float | None = Field(default=None, ge=0)
-    measure_cpu_seconds: float | None = Field(default=None, ge=0)
+    train_cpu_seconds: Seconds | None = None
+    measure_cpu_seconds: Seconds | None = None
 
     @property
     def train_time(self) -> float:
@@ -97,10 +108,10 @@ class TableDesign(BaseModel):
     model_config = ConfigDict(extra="allow")
     digest: str
     layout: str
-    n_msa: int
+    n_msa: Count
     params: dict[str, ParamValue]
-    n_params: int
-    flops: float
+    n_params: Count
+    flops: NonNegative
     runs: list[TableRun]
 
 
@@ -117,8 +128,21 @@ class Table(BaseModel):
     base: str  # the canonical .arch text of the base, fitted to the dataset
     searched: list[str]
     fidelity: dict[str, Any] = {}
-    seeds: list[int] = []
+    seeds: list[Count] = []
     designs: list[TableDesign]
+
+    @model_validator(mode="after")
+    def _one_entry_per_design(self) -> Table:
+        first: dict[str, int] = {}
+        for index, design in enumerate(self.designs):
+            if design.digest in first:  # which of two entries answers a trial would be an accident
+                raise PydanticCustomError(
+                    "twin_digest",
+                    "designs[{index}].digest: the digest of designs[{other}] again",
+                    {"index": index, "other": first[design.digest]},
+                )
+            first[design.digest] = index
+        return self
 
 
 @dataclass(frozen=True)
@@ -191,9 +215,11 @@ def load_replay(fidelity: str) -> Replay:
         raise UserError("--fidelity table: names no table", hint="--fidelity table:PATH or table:NAME")
     path = table_path(ref)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserError(f"{ref} is not a search table: not JSON ({err})") from err
+        data = json_text.parse(path.read_text(encoding="utf-8"))
+    except json_text.TooDeepJSON as err:
+        raise UserError(f"{ref} is not a search table: its {err}") from None
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, an integer of too many digits
+        raise UserError(f"{ref} is not a search table: not JSON ({err})") from None
     found = data.get("schema") if isinstance(data, dict) else None
     if found != TABLE_SCHEMA:
         raise UserError(
@@ -205,12 +231,20 @@ def load_replay(fidelity: str) -> Replay:
         table = Table.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise UserError(f"{ref}: not a valid {TABLE_SCHEMA} table: {where}: {first['msg']}") from err
+        if first["type"] == "twin_digest":
+            raise UserError(f"{ref}: not a valid {TABLE_SCHEMA} table: {first['msg']}") from None
+        where = json_place(first["loc"])
+        value = f" (it is {visible(repr(first['input'])[:40])})" if first["type"] != "missing" else ""
+        raise UserError(f"{ref}: not a valid {TABLE_SCHEMA} table: {where}: {first['msg']}{value}") from None
     runs = [r for d in table.designs for r in d.runs]
     if not runs:
         raise UserError(f"{ref}: the table holds no run", hint="a table being made: assemble it when runs are done")
     return Replay(table=table, source=ref, epochs=min(len(r.curve) for r in runs))
+
+
+def json_place(loc: tuple[int | str, ...]) -> str:
+    """A validation error's place as a JSON path: `designs[2].runs[1].accuracy`."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
 
 
 def check_replay(replay: Replay, space: Space, dataset: str, objectives: tuple[Objective, ...]) -> None:
@@ -223,6 +257,19 @@ def check_replay(replay: Replay, space: Space, dataset: str, objectives: tuple[O
             f"the table {replay.source} measured {table.dataset}, not {dataset}", hint=f"--dataset {table.dataset}"
         )
     base = parse_spec(table.base, path=f"{replay.source}: base")
+    if base.digest() != space.base.digest() and base.name == space.base.name:
+        from archdsl.lang.printer import format_arch
+
+        theirs, ours = format_arch(base).splitlines(), format_arch(space.base).splitlines()
+        line = next(
+            (i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b), min(len(theirs), len(ours))
+        )
+        differs = [" ".join((lines[line:] or ["(nothing)"])[0].split()) for lines in (theirs, ours)]
+        raise UserError(
+            f"the table {replay.source} measured another version of the base {base.name!r}: "
+            f"its `{differs[0]}` is `{differs[1]}` in this search's",
+            hint="search with the table's base (a spec file of its `base` text), or re-make the table",
+        )
     if base.digest() != space.base.digest():
         raise UserError(
             f"the table {replay.source} measured the base {base.name!r}, not this search's {space.base.name!r}",

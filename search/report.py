@@ -70,29 +70,31 @@ def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
     Workers of one study that share `study_dir` and finish together each write the report: they
     take turns (`REPORT_LOCK`), each reading the study in its turn: the files are one writer's whole
     report, the last one's, of the study as it then was."""
-    with held_lock(study_dir / REPORT_LOCK):
+    with held_lock(study_dir / REPORT_LOCK, within=study_dir):
         summary = summarize_study(study)  # read in its turn: one that read before would report an older study
-        report_dir = ensure_dir(study_dir / "report")
-        best_dir = ensure_dir(study_dir / "best")
+        report_dir = ensure_dir(study_dir / "report", within=study_dir)  # no link: nothing outside is removed
+        best_dir = ensure_dir(study_dir / "best", within=study_dir)
         _remove(best_dir.glob("*.arch"))  # the front can shrink: keep only today's winners
         best: dict[int, Path] = {}
         for rank, row in enumerate(summary.best, start=1):
             if row.spec:
                 # The short id comes from the storage: it must not choose where the file goes.
                 name = f"{rank}-trial{row.number}-{path_part(str(row.short_id))}.arch"
-                best[row.number] = write_text(best_dir / name, row.spec)
+                best[row.number] = write_text(best_dir / name, row.spec, within=study_dir)
         _remove(report_dir.glob("*.png"))  # a plot that no longer applies must not linger
         figures = {
-            name: save_figure(fig, report_dir / f"{name}.png", dpi=100, bbox_inches="tight")  # legends sit outside
+            name: save_figure(
+                fig, report_dir / f"{name}.png", within=study_dir, dpi=100, bbox_inches="tight"
+            )  # legends sit outside
             for name, fig in make_figures(study, summary).items()
         }
-        table = write_text(report_dir / "trials.csv", trials_csv(summary))
+        table = write_text(report_dir / "trials.csv", trials_csv(summary), within=study_dir)
         text = markdown(
             summary,
             {name: path.name for name, path in figures.items()},
             {n: str(Path("..") / "best" / p.name) for n, p in best.items()},
         )
-        report = write_text(report_dir / "report.md", text)
+        report = write_text(report_dir / "report.md", text, within=study_dir)
     return ReportPaths(report=report, figures=figures, best=best, summary_text=summary_text(summary), csv=table)
 
 

@@ -161,6 +161,14 @@ class JournalFile(JournalFileBackend):
     def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
         # Optuna replays each record trusting its fields (an AssertionError for an unknown op
         # code, a KeyError for a missing name): each is checked first, and named by its line.
+        try:
+            yield from self._checked_logs(log_number_from)
+        except RecursionError as err:  # Optuna's json.loads met a record nested too deep
+            raise damage_error(Path(self._path), err) or UserError(
+                f"{self._path}: a record nests deeper than a JSON reader follows"
+            ) from None
+
+    def _checked_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
         for number, record in enumerate(super().read_logs(log_number_from), start=log_number_from):
             problem = record_problem(record)
             if problem is not None:  # named as every damaged line is, with the way to repair it

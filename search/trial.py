@@ -233,7 +233,7 @@ class TrialObjective:
     def _trial_dir(self, trial: optuna.Trial, arch: Arch) -> Path | None:
         if self.settings.out_dir is None:
             return None
-        path = ensure_dir(trial_dir(self.settings.out_dir, trial.number, arch.short_id))
+        path = ensure_dir(trial_dir(self.settings.out_dir, trial.number, arch.short_id), within=self.settings.out_dir)
         trial.set_user_attr("dir", str(path))
         return path
 
@@ -241,7 +241,7 @@ class TrialObjective:
         path = self._trial_dir(trial, arch)
         if path is None:
             return
-        write_text(path / "spec.arch", trial.user_attrs[SPEC_ATTR])
+        write_text(path / "spec.arch", trial.user_attrs[SPEC_ATTR], within=self.settings.out_dir)
         record = {
             "trial": trial.number,
             "digest": arch.digest(),
@@ -249,7 +249,7 @@ class TrialObjective:
             "objectives": {o.name: metrics[o.name] for o in self.settings.objectives},
             "metrics": metrics,
         }
-        write_json(path / "metrics.json", record)
+        write_json(path / "metrics.json", record, within=self.settings.out_dir)
 
 
 def earlier_twin(study: optuna.Study, number: int, digest: str) -> FrozenTrial | None:

@@ -6,7 +6,9 @@ and without archdsl: `ResNet(Bottleneck, (3, 4, 6, 3), stem=False)` is the model
 `resnet_50_cifar100` checkpoint was saved from (`models.get_model("resnet_50", stem=False)`).
 
 - `layers.conv1x1/conv3x3`: Conv2d without bias (3x3 with padding 1); `layers.bn`: BatchNorm2d.
-- stem (`stem=False`, CIFAR): `layer0 = Sequential(conv3x3(3, 64), bn(64), ReLU)`.
+- stem (`stem=False`, CIFAR): `layer0 = Sequential(conv3x3(3, 64), bn(64), ReLU)`; (`stem=True`, ImageNet, the
+  default of models.resnet.dnn_50): `layer0 = Sequential(convnxn(3, 64, kernel_size=7, stride=2, padding=3),
+  bn(64), ReLU, MaxPool2d(kernel_size=3, stride=2, padding=1))`, torchvision's ResNet stem.
 - `Bottleneck` (expansion 4): `shortcut = Sequential(conv1x1(in, 4w, stride), bn(4w))` where the
   shape changes, else an empty Sequential (the identity); `conv1 = Sequential(conv1x1(in, w), bn, ReLU)`,
   `conv2 = Sequential(conv3x3(w, w, stride), bn, ReLU)`, `conv3 = Sequential(conv1x1(w, 4w), bn)`;
@@ -52,9 +54,17 @@ class GAPBlock(nn.Module):
 
 
 class PostActResNet(nn.Module):
-    def __init__(self, blocks: tuple[int, ...] = (3, 4, 6, 3), classes: int = 100) -> None:
+    def __init__(self, blocks: tuple[int, ...] = (3, 4, 6, 3), classes: int = 100, stem: bool = False) -> None:
         super().__init__()
-        self.layer0 = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
+        if stem:
+            self.layer0 = nn.Sequential(
+                nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False),
+                nn.BatchNorm2d(64),
+                nn.ReLU(),
+                nn.MaxPool2d(3, stride=2, padding=1),
+            )
+        else:
+            self.layer0 = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU())
         channels = 64
         for number, (count, width) in enumerate(zip(blocks, (64, 128, 256, 512), strict=True), start=1):
             layer = []

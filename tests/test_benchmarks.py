@@ -135,3 +135,25 @@ def test_the_reorthogonalisation_benchmark_times_both_ways_on_tiny() -> None:
     assert re.search(r"^tiny: [\d,]+ parameters; one Hessian-vector product \(batch 16\): \d+ ms$", done.stdout, re.M)
     row = next(line for line in done.stdout.splitlines() if line.startswith("| 3 |"))
     assert row.count(" ms ") == 2 and row.count("x |") == 1
+
+
+@pytest.mark.slow
+def test_the_trial_profile_splits_a_trial_into_parts_that_add_up() -> None:
+    # benchmarks/trial_profile.py --quick (synthetic data, 1 epoch): the table of docs/search.md's
+    # "Where a trial's time goes", for both designs, with each analysis measure.
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "trial_profile.py"), "--quick", "--threads", "1"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line.split(" | ")[0].strip("| "): line for line in done.stdout.splitlines() if line.startswith("| ")}
+    parts = ("data", "forward", "backward", "optimizer", "evaluation", "setup and the rest")
+    for part in (*parts, "latency", "robustness", "hessian (NEP, APE)"):
+        assert part in rows
+    whole = rows["**default trial** (IR costs + training)"]
+    for design in range(2):  # the parts' wall seconds add up to the training, within the trial
+        walls = [float(rows[p].split(" | ")[1 + 3 * design]) for p in parts]
+        assert all(w >= 0 for w in walls) and sum(walls) <= float(whole.split(" | ")[1 + 3 * design]) + 0.05
+    assert re.search(
+        r"^k1_1_1: default trial [\d.]+ s wall, training steps [\d.]+ s \(2 steps\): [\d.]+x$", done.stdout, re.M
+    )

@@ -12,7 +12,7 @@ from _timm_support import KIND_SPECS, SMALL_SPECS
 from archdsl.ir import block_shapes
 from archdsl.lang.diagnostics import SpecError
 from archdsl.lang.spec import load_spec, parse_spec
-from archdsl.nn.blocks.attention import AlterMSABlock, WindowAttention, math_attention
+from archdsl.nn.blocks.attention import AlterMSABlock, WindowAttention, attention, math_attention
 from archdsl.nn.blocks.conv import PreActBlock
 from archdsl.nn.build import build, create_model, drop_path_rates
 
@@ -186,6 +186,57 @@ def test_window_attention_matches_a_naive_loop(window: tuple[int, int]) -> None:
     x = torch.randn(1, 6, 4, 6)
     with torch.no_grad():
         assert torch.allclose(attn(x), naive_window_attention(attn, x), atol=1e-5)
+
+
+@pytest.mark.parametrize("window", [(2, 2), (4, 6)])
+@pytest.mark.parametrize(("channels", "out", "narrow"), [(6, 5, False), (2, 3, True)])
+def test_window_attention_trains_through_the_naive_loops_function_and_gradients(
+    window: tuple[int, int], channels: int, out: int, narrow: bool
+) -> None:
+    # With gradients on, the block takes its explicit path (not SDPA), and with heads wider than
+    # its channels (dim_head 4 > 2, 3) the reordered products of `_narrow_attention`: same values
+    # and the same gradient for every parameter, the relative-position table included, in float64.
+    torch.manual_seed(0)
+    attn = WindowAttention(channels, out, heads=2, dim_head=4 if narrow else 3, window=window).double()
+    attn.train()  # the reordered products are the training mode's
+    assert attn.narrow == narrow
+    torch.nn.init.normal_(attn.rel_pos_bias)
+    torch.nn.init.normal_(attn.proj.bias)
+    x = torch.randn(1, channels, 4, 6, dtype=torch.float64, requires_grad=True)
+    got, want = attn(x), naive_window_attention(attn, x)
+    assert torch.allclose(got, want, atol=1e-12)
+    inputs = [x, *attn.parameters()]
+    upstream = torch.randn_like(got)
+    for a, b in zip(
+        torch.autograd.grad(got, inputs, upstream), torch.autograd.grad(want, inputs, upstream), strict=True
+    ):
+        assert torch.allclose(a, b, atol=1e-12)
+    with torch.no_grad():  # eval mode: the reference's order, the same function
+        assert torch.allclose(attn.eval()(x), want, atol=1e-12)
+
+
+@pytest.mark.parametrize("bias_shape", [(5, 5), (1, 3, 5, 5), (4, 3, 5, 5)])
+def test_attention_agrees_with_sdpa_in_value_gradient_and_double_backward(bias_shape) -> None:
+    # `attention` with a bias that needs a gradient (training) against SDPA's math kernel, which
+    # computes the same function; strided q (heads split off a token-major tensor) as the blocks give.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(4, 5, 3, 2, dtype=torch.float64).transpose(1, 2).requires_grad_() for _ in range(3))
+    bias = torch.randn(bias_shape, dtype=torch.float64, requires_grad=True)
+    got = attention(q, k, v, bias, scale=0.7)
+    with math_attention():
+        want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=0.7)
+    assert torch.allclose(got, want, atol=1e-12)
+    inputs = (q, k, v, bias)
+    grads = torch.autograd.grad(got.square().sum(), inputs, create_graph=True)
+    with math_attention():
+        wanted = torch.autograd.grad(want.square().sum(), inputs, create_graph=True)
+    for a, b in zip(grads, wanted, strict=True):
+        assert torch.allclose(a, b, atol=1e-12)
+    # A Hessian-vector product (analyze's NEP/APE) through the explicit form.
+    hv = torch.autograd.grad(sum((g * g).sum() for g in grads), bias)
+    with math_attention():
+        hv_want = torch.autograd.grad(sum((g * g).sum() for g in wanted), bias)
+    assert torch.allclose(hv[0], hv_want[0], atol=1e-10)
 
 
 def test_channels_last_bf16_autocast_and_double_backward() -> None:

@@ -21,6 +21,13 @@ REFERENCE = [
     # The post-activation ResNet-50 of the released resnet_50 file (issue 18; FLOPs counted by torch on
     # tests/_reference_resnet.py's rebuild of the reference's models/resnet.py).
     ("resnet50-post", 23_705_252, 2.596),
+    # The ImageNet models (224x224, 1000 classes, the 7x7 stem): the reference's models/preresnet.py,
+    # models/resnet.py and models/alternet.py dnn_50(num_classes=1000, stem=True); the post-activation one is
+    # torchvision's resnet50 (25,557,032 parameters, 4.09 GMACs). Parameters as counted on the reference's
+    # layout (tests/fixtures/reference_checkpoint_keys.json), FLOPs by torch's counter on the built model.
+    ("resnet50-imagenet", 25_549_352, 8.178),
+    ("resnet50-post-imagenet", 25_557_032, 8.178),
+    ("alter50-imagenet", 35_915_038, 10.025),
 ]
 
 
@@ -88,7 +95,9 @@ def counted_flops(model: ArchNet, arch: Arch) -> int:
     return counter.get_total_flops()
 
 
-@pytest.mark.parametrize("name", ["alter18", "alter50", "odd", "odd-post"])
+@pytest.mark.parametrize(
+    "name", ["alter18", "alter50", "odd", "odd-post", "resnet50-post-imagenet", "alter50-imagenet"]
+)
 def test_summary_agrees_with_built_model_and_torch_flop_counter(name: str) -> None:
     arch = {"odd": odd_arch, "odd-post": odd_post_arch}.get(name, lambda: load_spec(name))()
     model = build(arch, seed=0)
@@ -113,3 +122,29 @@ def test_summary_output_shapes_match_forward_hooks() -> None:
     with torch.no_grad():
         model(torch.randn(1, 3, 8, 12))
     assert {b.qualified_name: b.out_shape for b in summarize(arch).blocks} == shapes
+
+
+@pytest.mark.parametrize("norm", [False, True])
+def test_the_imagenet_stem_quarters_odd_sides_as_the_model_does(norm: bool) -> None:
+    # 7x7 conv and 3x3 max-pool, both stride 2 with padding: 37 -> 19 -> 10 and 45 -> 23 -> 12
+    conv = ConvBlock(variant="basic", expansion=1)
+    arch = Arch(
+        name="odd-stem",
+        input=InputShape(channels=3, height=37, width=45),
+        classes=5,
+        stem=Stem(kind="conv7x7", channels=8, norm=norm),
+        conv=conv,
+        stages=(Stage(name="a", width=8, stride=1, blocks=(conv,)),),
+    )
+    model = build(arch, seed=0).eval()
+    with torch.no_grad():
+        out = model.stem(torch.randn(1, 3, 37, 45))
+    summary = summarize(arch)
+    assert tuple(out.shape[1:]) == summary.stem.out_shape == (8, 10, 12)
+    assert summary.stem.params == n_params(model.stem) and summary.flops == counted_flops(model, arch)
+
+
+def test_the_post_activation_imagenet_resnet_50_has_torchvisions_resnet50_count() -> None:
+    from torchvision.models import resnet50
+
+    assert n_params(build(load_spec("resnet50-post-imagenet"))) == n_params(resnet50()) == 25_557_032

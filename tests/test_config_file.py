@@ -284,3 +284,24 @@ def test_deep_nesting_is_refused_with_its_line(tmp_path, capsys, depth):
 def test_aliases_within_the_bounds_still_work(tmp_path):
     config = _file(tmp_path, "search: &knobs [k, window]\nobjectives: [accuracy, params]\n")
     assert _parse(["search", "--config", config]).search == "k,window"
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            "epochs: 3\nout: " + "x" * 1_000_001 + "\n",
+            "run.yaml:2: too large for a settings file: a key or value of 1,000,001 characters",
+        ),
+        (
+            "? " + "k" * 1_000_001 + "\n: 3\n",
+            "run.yaml:1: too large for a settings file: a key or value of 1,000,001 characters",
+        ),
+        ("".join(f"k{i}: {i}\n" for i in range(6000)), "run.yaml: too large for a settings file: 12,001 values"),
+    ],
+)
+def test_a_large_file_without_aliases_is_not_blamed_on_aliases(tmp_path, capsys, text, said):
+    (tmp_path / "run.yaml").write_text(text)
+    assert main(["train", "tiny", "--dataset", "synthetic", "--config", str(tmp_path / "run.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "aliases" not in err, err[:300]

@@ -2,7 +2,8 @@
 
 tests/fixtures/reference_checkpoint_keys.json lists the key names and shapes of the reference's
 CIFAR-100 pre-activation ResNet-50, AlterNet-50 and post-activation ResNet-50 (the released
-`resnet_50` file's model), transcribed from its code (see the file's "source"). The mapping is
+`resnet_50` file's model), transcribed from its code (see the file's "source"), and the same three
+for ImageNet (`stem=True`: the 7x7 stem, 1000 classes, the AlterNet's 7x7 windows). The mapping is
 checked against those names, and the imported weights against a forward pass written here from
 the reference's description, straight on the reference's names: neither side uses archdsl's
 blocks or the mapping under test.
@@ -118,9 +119,13 @@ def _attention_block(x, s, p):
 
 
 def reference_forward(s: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    x = F.conv2d(x, s[ALTERNET_STEM] if ALTERNET_STEM in s else s[PREACT_STEM], padding=1)
-    if "layer0.1.weight" in s:  # models/resnet.py: conv3x3-BN-ReLU
+    stem = s[ALTERNET_STEM] if ALTERNET_STEM in s else s[PREACT_STEM]
+    imagenet = stem.shape[-1] == 7  # stem=True: convnxn(3, 64, kernel_size=7, stride=2, padding=3), then a max-pool
+    x = F.conv2d(x, stem, stride=2, padding=3) if imagenet else F.conv2d(x, stem, padding=1)
+    if "layer0.1.weight" in s:  # models/resnet.py: conv-BN-ReLU
         x = F.relu(_bn(x, s, "layer0.1."))
+    if imagenet:
+        x = F.max_pool2d(x, 3, stride=2, padding=1)
     for layer in range(1, 5):
         index = 0
         while any(f"layer{layer}.{index}.{name}.weight" in s for name in ("norm1", "bn", "conv1.0")):
@@ -161,6 +166,15 @@ def test_the_fixture_agrees_with_the_archdsl_parameter_count(name: str) -> None:
     assert counted == sum(p.numel() for p in build(load_spec(model["archdsl_spec"]), seed=0).parameters())
 
 
+# The input of the function-parity test: the ResNets compute the same function at any size, so the ImageNet
+# ResNets are compared on 64x64 images (2x2 maps in stage 4); the ImageNet AlterNet's 7x7 windows need 224x224.
+PARITY_INPUT = {
+    "preresnet_dnn_50_imagenet": (2, 64),
+    "resnet_dnn_50_imagenet": (2, 64),
+    "alternet_50_imagenet": (1, 224),
+}
+
+
 @pytest.mark.slow  # two float64 forward passes of a ResNet-50-sized model
 @pytest.mark.parametrize("name", IMPORTABLE)
 def test_random_reference_weights_import_and_compute_the_reference_function(name: str) -> None:
@@ -170,11 +184,12 @@ def test_random_reference_weights_import_and_compute_the_reference_function(name
     model = build(arch, seed=0)
     model.load_state_dict(convert(arch, state), strict=True)
     model = model.double().eval()
-    x = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    batch, size = PARITY_INPUT.get(name, (2, 32))
+    x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     with torch.no_grad():
         ours = model(x)
         theirs = reference_forward({k: v.double() if v.is_floating_point() else v for k, v in state.items()}, x)
-    assert ours.shape == (2, 100)
+    assert ours.shape == (batch, arch.classes)
     assert (ours - theirs).abs().max().item() <= 1e-10 * theirs.abs().max().item()
 
 
@@ -255,7 +270,7 @@ def test_a_window_that_differs_is_named_with_both_shapes() -> None:
 
 
 def test_a_spec_the_reference_cannot_express_is_refused_by_name() -> None:
-    with pytest.raises(UserError, match="conv3x3 stem, not patch"):
+    with pytest.raises(UserError, match="conv3x3 or conv7x7 stem, not patch"):
         reference_layout(load_spec("vit-ti"))
     smoothed = load_spec("tiny").model_copy(deep=True)
     stage = smoothed.stages[0]
@@ -265,3 +280,21 @@ def test_a_spec_the_reference_cannot_express_is_refused_by_name() -> None:
     )
     with pytest.raises(UserError, match=r"stages\.c1\.1 \(smooth\) has no counterpart"):
         reference_layout(smoothed)
+
+
+@pytest.mark.parametrize(
+    ("entry", "spec", "told"),
+    [
+        ("alternet_50_imagenet", "alter50-code", "alter50-imagenet"),
+        ("preresnet_dnn_50_imagenet", "resnet50", "resnet50-imagenet"),
+        ("resnet_dnn_50_imagenet", "resnet50-post", "resnet50-post-imagenet"),
+        ("resnet_dnn_50_imagenet", "resnet50", "resnet50-post-imagenet"),  # post-activation too: one line says both
+        ("resnet_dnn_50", "resnet50-post-imagenet", "resnet50-post"),
+    ],
+)
+def test_an_imagenet_file_for_a_cifar_spec_or_back_names_the_stem_and_the_spec_to_use(
+    entry: str, spec: str, told: str
+) -> None:
+    with pytest.raises(UserError) as err:
+        convert(load_spec(spec), random_reference_state(entry))
+    assert "stem" in str(err.value) and f"--spec {told}" in (err.value.hint or "")

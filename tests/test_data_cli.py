@@ -208,3 +208,12 @@ def test_data_help_names_every_dataset(capsys):
         main(["data", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert f"Datasets: {', '.join(dataset_names())}." in out
+
+
+def test_info_counts_the_images_a_data_root_holds(tmp_path, capsys):
+    from test_data_cifar import write_cifar100
+
+    write_cifar100(tmp_path, count=20)  # 20 training and 20 test images in the real format
+    assert main(["data", "info", "--dataset", "cifar100", "--data-root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "splits:   train 20, test 20, counted on disk (the full set: train 50,000, test 10,000)" in out, out

@@ -64,14 +64,6 @@ def test_data_info_counts_the_files(tmp_path, capsys):
     assert describe(f"folder:{root},test=4").split_sizes == {"train": 9, "test": 4}
 
 
-def test_data_info_of_cifar_counts_what_is_on_disk(tmp_path, capsys):
-    from test_data_cifar import write_cifar100
-
-    write_cifar100(tmp_path, count=16)
-    assert main(["data", "info", "--dataset", "cifar100", "--data-root", str(tmp_path)]) == 0
-    assert "splits:   train 16, test 16" in capsys.readouterr().out  # not the release's 50,000 / 10,000
-
-
 def test_corrupted_sets_are_generated_from_the_test_split(tmp_path):
     root = write_tree(tmp_path / "pets", {"train": 2, "test": 2})
     clean = load_split(f"folder:{root},size=16", "test")

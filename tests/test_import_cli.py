@@ -230,30 +230,40 @@ def test_a_released_style_timm_file_imports_as_vit_ti(tmp_path, capsys):
         assert (checkpoint.model(images) - vit(images)).abs().max().item() < 1e-5
 
 
+# The reference's post-activation ResNet-50 (models.resnet.dnn_50), rebuilt in tests/_reference_resnet.py with its
+# key names: for CIFAR-100 (stem=False) the model of the authors' released resnet_50 file, for ImageNet (stem=True:
+# the 7x7 stem with its max-pool) torchvision's resnet50 layout. (fixture entry, classes, stem, spec, params, side)
+POST_ACTIVATION_RESNETS = [
+    ("resnet_dnn_50", 100, False, "resnet50-post", "23,705,252", 32),
+    ("resnet_dnn_50_imagenet", 1000, True, "resnet50-post-imagenet", "25,557,032", 64),  # any size: a ResNet
+]
+
+
 @pytest.mark.slow  # a ResNet-50 built three times and run in float64
-def test_the_released_post_activation_resnet_50_imports_as_resnet50_post_with_equal_logits(tmp_path, capsys):
-    # The authors' resnet_50 file: the reference's post-activation ResNet (models.resnet.dnn_50), rebuilt in
-    # tests/_reference_resnet.py with its key names, saved as the reference's training code saves it.
+@pytest.mark.parametrize(("entry", "classes", "stem", "spec", "params", "side"), POST_ACTIVATION_RESNETS)
+def test_the_references_post_activation_resnet_50_imports_with_equal_logits(
+    tmp_path, capsys, entry, classes, stem, spec, params, side
+):
     import json
 
     from _reference_resnet import PostActResNet, randomize
 
-    reference = randomize(PostActResNet(classes=100), seed=2)
+    reference = randomize(PostActResNet(classes=classes, stem=stem), seed=2)
     fixture = json.loads((Path(__file__).parent / "fixtures" / "reference_checkpoint_keys.json").read_text())
-    transcribed = fixture["models"]["resnet_dnn_50"]["keys"]
+    transcribed = fixture["models"][entry]["keys"]
     assert [(k, list(v.shape)) for k, v in reference.state_dict().items()] == [(k, s) for k, s in transcribed]
-    assert sum(p.numel() for p in reference.parameters()) == 23_705_252
-    src = tmp_path / "resnet_50_cifar100_691cc9a9e4.pth.tar"
+    assert f"{sum(p.numel() for p in reference.parameters()):,}" == params
+    src = tmp_path / f"resnet_50_{entry}.pth.tar"  # saved as the reference's training code saves it
     torch.save({"name": "resnet_50", "state_dict": reference.state_dict()}, src)
-    out = tmp_path / "resnet50-post.safetensors"
-    status, printed, err = run(capsys, str(src), "--spec", "resnet50-post", "--out", str(out))
+    out = tmp_path / f"{spec}.safetensors"
+    status, printed, err = run(capsys, str(src), "--spec", spec, "--out", str(out))
     assert status == 0, err
-    assert "(reference layout, 320 tensors) as resnet50-post (23,705,252 params)" in printed
+    assert f"(reference layout, 320 tensors) as {spec} ({params} params)" in printed
     model = archdsl.load_checkpoint(out).model
-    images = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    images = torch.randn(2, 3, side, side, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         want, got = reference.double()(images.double()), model.double()(images.double())
-    assert got.shape == (2, 100)
+    assert got.shape == (2, classes)
     assert (got - want).abs().max().item() <= 1e-10 * want.abs().max().item()
 
 

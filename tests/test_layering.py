@@ -22,6 +22,7 @@ LAYERS = (
         "archdsl.errors",
         "archdsl.exports",
         "archdsl.files",
+        "archdsl.json_text",
         "archdsl.outputs",
         "archdsl.kinds",
         "archdsl.ir",

@@ -22,6 +22,7 @@ from archdsl.run.optimize import (
 LARGE = {
     *("alter50", "alter50-base", "alter50-code", "resnet50", "swinlike50", "swin-ti", "vit-ti", "pit-ti"),
     *("alter18", "resnet18"),  # a few seconds each on two busy cores
+    *("resnet50-imagenet", "resnet50-post-imagenet", "alter50-imagenet"),  # 224x224 inputs
 }
 
 

@@ -192,3 +192,24 @@ def test_repair_journal_refuses_a_missing_file_or_a_folder(tmp_path):
         repair_journal(tmp_path / "study.journal")
     with pytest.raises(UserError, match="is not a regular file"):
         repair_journal(tmp_path)
+
+
+def _deep_record() -> bytes:
+    return b'{"op_code": 5, "worker_id": "w", "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+
+
+def test_a_journal_record_nested_too_deep_is_named_by_report_and_left_out_by_repair(tmp_path, capsys):
+    path = _journal(tmp_path)
+    before = _summary(path)
+    with open(path, "ab") as journal:
+        journal.write(_deep_record())
+    lines = len(path.read_bytes().split(b"\n")) - 1
+
+    assert main(["report", "s", "--storage", f"journal:{path}"]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}" in err and f"line {lines}" in err and "100,001 levels deep" in err
+    assert "Traceback" not in err
+
+    assert main(["study", "repair", str(path)]) == 0
+    assert "100,001 levels deep" in capsys.readouterr().out
+    assert _summary(path) == before

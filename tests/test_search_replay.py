@@ -391,3 +391,72 @@ def test_a_study_refuses_a_worker_of_the_other_fidelity(tmp_path, table_file):
 def test_a_replay_indexes_its_table_once(table_file):
     replay = load_replay(f"table:{table_file}")
     assert replay.by_digest is replay.by_digest and len(replay.by_digest) == len(replay.table.designs)
+
+
+def test_a_table_nested_too_deep_is_refused_with_its_depth(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text('{"schema": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    from archdsl.errors import UserError
+    from archdsl.search.replay import load_replay
+
+    with pytest.raises(UserError, match="not a search table: its JSON nested 50,001 levels deep"):
+        load_replay(f"table:{path}")
+
+
+def _set_run(field: str, value):
+    def edit(data):
+        data["designs"][2]["runs"][1][field] = value
+
+    return edit
+
+
+def _set_curve(field: str, value):
+    def edit(data):
+        data["designs"][2]["runs"][1]["curve"][0][field] = value
+
+    return edit
+
+
+def _twin_digest(data):
+    data["designs"][5]["digest"] = data["designs"][4]["digest"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (_set_run("accuracy", float("nan")), "designs[2].runs[1].accuracy"),
+        (_set_run("accuracy", float("inf")), "designs[2].runs[1].accuracy"),
+        (_set_run("accuracy", -5), "designs[2].runs[1].accuracy: Input should be greater than or equal to 0"),
+        (_set_run("accuracy", 1e300), "designs[2].runs[1].accuracy: Input should be less than or equal to 1"),
+        (_set_run("train_cpu_seconds", 1e308), "designs[2].runs[1].train_cpu_seconds"),
+        (_set_run("train_seconds", float("inf")), "designs[2].runs[1].train_seconds"),
+        (_set_run("seed", 10**30), "designs[2].runs[1].seed"),
+        (_set_curve("test_acc", float("nan")), "designs[2].runs[1].curve[0].test_acc"),
+        (_twin_digest, "designs[5].digest: the digest of designs[4] again"),
+    ],
+)
+def test_a_tables_values_are_checked_when_it_is_loaded(tmp_path, table_file, capsys, edit, message):
+    table = _edited(tmp_path, table_file, edit)
+    code = main(search_args(table, tmp_path / "runs", "bad"))
+    err = capsys.readouterr().err
+    assert code == 1 and message in err, err
+    assert "Traceback" not in err and not (tmp_path / "runs").exists()
+
+
+def test_an_integer_too_long_to_read_is_named(tmp_path, table_file, capsys):
+    text = table_file.read_text().replace('"seed": 1', '"seed": 1' + "0" * 5000, 1)
+    (tmp_path / "t.json").write_text(text)
+    assert main(search_args(tmp_path / "t.json", tmp_path / "runs", "bad")) == 1
+    err = capsys.readouterr().err
+    assert "not a search table: not JSON" in err and "digits" in err and "Traceback" not in err, err
+
+
+def test_a_table_made_on_another_version_of_the_same_base_names_what_differs(tmp_path, table_file, capsys):
+    def wider(data):
+        data["base"] = data["base"].replace("width=16", "width=24", 1)
+
+    assert "width=16" in json.loads(table_file.read_text())["base"]
+    assert main(search_args(_edited(tmp_path, table_file, wider), tmp_path / "runs", "bad")) == 1
+    err = capsys.readouterr().err
+    assert "another version of the base 'resnet-fmnist'" in err, err
+    assert "width=24" in err and "width=16" in err and "not this search's 'resnet-fmnist'" not in err, err

@@ -84,3 +84,46 @@ def test_a_study_read_back_from_its_journal(tmp_path, capsys):
     assert main(["report", "esc", "--out", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\\x1b[31mc1:" in out, out
+
+
+def test_a_spec_name_given_to_check(capsys):
+    assert main(["check", "\x1b[2Jx"]) == 1
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\\x1b[2Jx" in err, err
+
+
+def test_the_out_path_in_trains_lines(tmp_path, capsys):
+    pytest.importorskip("torch")
+    out = tmp_path / f"{ESC}run"
+    args = ["train", "tiny", "--dataset", "synthetic:train=40,test=20", "--recipe", "fast", "--epochs", "1"]
+    assert main([*args, "--batch-size", "20", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr()
+    assert "\x1b" not in printed.out + printed.err and "\\x1b[31mrun" in printed.out, printed.out
+
+
+def test_the_last_line_of_import(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    from archdsl.lang.spec import load_spec
+    from archdsl.nn.build import build
+
+    source = tmp_path / "weights.pth"
+    torch.save(build(load_spec("tiny")).state_dict(), source)
+    out = tmp_path / f"{ESC}out.safetensors"
+    assert main(["import", str(source), "--spec", "tiny", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "\x1b" not in printed and "\\x1b[31mout.safetensors" in printed, printed
+
+
+def test_every_line_a_command_prints_goes_through_say():
+    # One escaping function for every line: a print of its own would skip it.
+    from pathlib import Path
+
+    commands = Path(__file__).resolve().parent.parent / "archdsl" / "commands"
+    offenders = [
+        f"{path.name}:{number}"
+        for path in commands.glob("*.py")
+        if path.name != "_say.py"
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if "print(" in line or "sys.stdout" in line or "sys.stderr" in line
+    ]
+    assert offenders == []

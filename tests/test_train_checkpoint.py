@@ -184,6 +184,14 @@ def test_checkpoint_metadata_must_be_an_object(arch, tmp_path: Path) -> None:
         load_checkpoint(path)
 
 
+def test_checkpoint_metadata_nested_too_deep_is_refused_with_its_depth(arch, tmp_path: Path) -> None:
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    path = _with_design(tmp_path, arch, json.loads(arch.model_dump_json()), meta=deep)
+    with pytest.raises(UserError, match=r"metadata is JSON nested 100,001 levels deep") as refused:
+        load_checkpoint(path)
+    assert str(path) in str(refused.value)
+
+
 def test_nan_weights_are_refused_when_loaded(arch, tmp_path: Path, capsys) -> None:
     model, _ = trained_a_little(arch)
     weights = {k: v.contiguous().clone() for k, v in model.state_dict().items()}

@@ -68,3 +68,34 @@ def test_resume_accepts_the_initial_checkpoint_the_run_started_from_and_refuses_
     assert f"started from {start}" in str(refused.value)
     with pytest.raises(UsageError, match="started from a fresh model"):
         plan_training(micro_spec, TrainSettings(dataset=DATASET, out=str(first), resume=True, progress=False), started)
+
+
+@pytest.mark.parametrize(("make", "said"), [("folder", "a folder, not a file"), ("fifo", "a FIFO, not a regular file")])
+def test_an_initial_checkpoint_that_is_no_file_says_what_it_is(micro_spec: Path, tmp_path: Path, make, said) -> None:
+    import os
+
+    from archdsl.errors import UsageError
+
+    start = tmp_path / "start"
+    start.mkdir() if make == "folder" else os.mkfifo(start)
+    settings = TrainSettings(dataset=DATASET, out=str(tmp_path / "run"), progress=False)
+    with pytest.raises(UsageError, match=f"--initial-checkpoint {start}: {said}"):
+        plan_training(micro_spec, settings, {"recipe": "fast", "epochs": 1, "initial_checkpoint": str(start)})
+
+
+def test_a_last_checkpoint_from_another_run_is_named_as_such(micro_spec: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from archdsl.run.session import run_training
+
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    recipe = {"recipe": "fast", "epochs": 1, "device": "cpu", "batch_size": 8}
+    run_training(plan_training(micro_spec, TrainSettings(dataset=DATASET, out=str(ours), progress=False), recipe))
+    other = {**recipe, "batch_size": 10}
+    run_training(plan_training(micro_spec, TrainSettings(dataset=DATASET, out=str(theirs), progress=False), other))
+    shutil.copy(theirs / "last.safetensors", ours / "last.safetensors")
+
+    resumed = TrainSettings(dataset=DATASET, out=str(ours), progress=False, resume=True)
+    with pytest.raises(UserError, match="does not belong to this run") as refused:
+        run_training(plan_training(micro_spec, resumed, {**recipe, "epochs": 2}))
+    assert "batch_size=10" in str(refused.value) and "config.json records batch_size=8" in str(refused.value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from archdsl.commands._say import say
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given, value_parser
 from archdsl.errors import UsageError
@@ -64,12 +65,11 @@ def _test_subset(args: argparse.Namespace) -> float | None:
         return args.test_subset
     if args.test_subset is not None:
         raise UsageError("give --test-subset alone: --subset is its old name in analyze")
-    import sys
 
-    print(
+    say(
         f"archdsl: analyze --subset is now --test-subset (the test and corrupted sets; --subset means the "
         f"training set in train and search): taken as --test-subset {old:g}",
-        file=sys.stderr,
+        err=True,
     )
     return old
 
@@ -99,6 +99,6 @@ def run(args: argparse.Namespace) -> int:
     report = analyze_checkpoint(
         args.checkpoint, settings_from_args(args), sources_from_args(args), out=out, force=args.force
     )
-    print(render_text(report))
-    print(f"wrote {out / 'metrics.json'}, {out / 'report.md'} and {len(report.figures)} figure(s)")
+    say(render_text(report))
+    say(f"wrote {out / 'metrics.json'}, {out / 'report.md'} and {len(report.figures)} figure(s)")
     return 0

@@ -7,9 +7,9 @@ spec answers at once (a test holds it to that).
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
+from archdsl.commands._say import say
 from archdsl.commands.spec_args import add_spec_argument
 from archdsl.errors import UserError
 
@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
         except UserError as err:
             # Report every file, not just the first bad one; the exit status remembers.
             text = str(err) if getattr(err, "diagnostics", None) else f"archdsl: error: {err}"
-            print(text, file=sys.stderr)
+            say(text, err=True)
             status = max(status, err.exit_code)
             continue
-        print(summary_line(spec, arch))
+        say(summary_line(spec, arch))
     return status

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archdsl.commands._say import say
 from archdsl.commands.spec_args import add_classes_argument, add_spec_argument
 
 if TYPE_CHECKING:
@@ -120,10 +121,10 @@ def run(args: argparse.Namespace) -> int:
         export_onnx(compiled.model, args.onnx)
 
     if args.json:
-        print(json.dumps(compiled.to_dict(), indent=2))
+        say(json.dumps(compiled.to_dict(), indent=2))
     else:
-        print(_format_table(compiled.summary, arch.init))
+        say(_format_table(compiled.summary, arch.init))
     for what, path in (("weights", args.export), ("ONNX graph", args.onnx)):
         if path is not None and not args.json:
-            print(f"wrote {what} to {path}")
+            say(f"wrote {what} to {path}")
     return 0

@@ -178,14 +178,20 @@ def _check_size(root: Any, path: str) -> None:
     `MAX_CHARACTERS`. Counted once per node (an alias is the same node object again), so a bomb
     costs as little to measure as to read."""
     sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, characters) it expands to
+    longest: list[Any] = []  # the longest scalar (a key or a value) met, to name it
+    aliased = False  # whether a node was met twice: then it is the aliases that make the file large
 
     def size(node: Any) -> tuple[int, int]:
+        nonlocal aliased
         known = sizes.get(id(node))
         if known is not None:
+            aliased = True
             return known
         nodes, characters = 1, 0
         if isinstance(node.value, str):
             characters = len(node.value)
+            if not longest or characters > len(longest[0].value):
+                longest[:] = [node]
         else:  # a sequence's nodes, or a mapping's (key, value) pairs
             for item in node.value:
                 for child in item if isinstance(item, tuple) else (item,):
@@ -195,12 +201,25 @@ def _check_size(root: Any, path: str) -> None:
         return nodes, characters
 
     nodes, characters = size(root)  # recursion bounded by MAX_DEPTH
-    if nodes > MAX_NODES or characters > MAX_CHARACTERS:
+    if nodes <= MAX_NODES and characters <= MAX_CHARACTERS:
+        return
+    if not aliased and longest and len(longest[0].value) > MAX_CHARACTERS:
         raise UsageError(
-            f"{path}: too large for a settings file: its aliases expand to more than "
-            f"{MAX_NODES:,} values or {MAX_CHARACTERS:,} characters",
-            hint="write the settings out, one `key: value` per line",
+            f"{_where(path, longest[0].start_mark.line + 1)}: too large for a settings file: a key or value of "
+            f"{len(longest[0].value):,} characters (at most {MAX_CHARACTERS:,} in the whole file)",
+            hint="a setting's value is a number, a name or a path",
         )
+    if not aliased:
+        raise UsageError(
+            f"{path}: too large for a settings file: {nodes:,} values and {characters:,} characters "
+            f"(at most {MAX_NODES:,} values and {MAX_CHARACTERS:,} characters)",
+            hint="a settings file holds the flags of one command, one `key: value` per line",
+        )
+    raise UsageError(
+        f"{path}: too large for a settings file: its aliases expand to more than "
+        f"{MAX_NODES:,} values or {MAX_CHARACTERS:,} characters",
+        hint="write the settings out, one `key: value` per line",
+    )
 
 
 def _where(path: str, line: int | None) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from archdsl.commands._args import name_list
+from archdsl.commands._say import say
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
 from archdsl.common_settings import DataSettings, ProgressSettings
 from archdsl.errors import UsageError
@@ -91,39 +92,45 @@ def _list() -> int:
     descriptions = dataset_descriptions()
     width = max(len(name) for name in descriptions)
     for name, description in descriptions.items():
-        print(f"{name:{width}s}  {description}")
+        say(f"{name:{width}s}  {description}")
     return 0
 
 
 def _info(args: argparse.Namespace) -> int:
-    from archdsl.data import describe, fetch_dataset, why_missing
+    from archdsl.data import count_images, describe, fetch_dataset, why_missing
 
     if DataSettings(**settings_given(args, DataSettings)).download:  # then describe what is there now
         fetch_dataset(args.dataset, args.data_root)
     info = describe(args.dataset, args.data_root)
     c, h, w = info.image_shape
-    print(f"dataset:  {info.name}")
-    print(f"about:    {info.description}")
-    print(f"classes:  {info.num_classes}")
-    print(f"images:   {c}x{h}x{w}")
+    say(f"dataset:  {info.name}")
+    say(f"about:    {info.description}")
+    say(f"classes:  {info.num_classes}")
+    say(f"images:   {c}x{h}x{w}")
     per = " per corruption and severity" if info.name.split(":")[0].endswith("-c") else ""
-    print("splits:   " + ", ".join(f"{split} {size:,}" for split, size in info.split_sizes.items()) + per)
-    print(f"source:   {info.source}" + ("" if info.available else "  (not found)"))
+    sizes = count_images(args.dataset, args.data_root) if info.available else info.split_sizes
+    nominal = "" if sizes == info.split_sizes else f", counted on disk (the full set: {_sizes(info.split_sizes)})"
+    say(f"splits:   {_sizes(sizes)}{per}{nominal}")
+    say(f"source:   {info.source}" + ("" if info.available else "  (not found)"))
     if not info.available:
         problem = why_missing(args.dataset, args.data_root)
         if problem is not None:
-            print(f"missing:  {problem.message}")
+            say(f"missing:  {problem.message}")
             if problem.hint:
-                print(f"to fix:   {problem.hint}")
+                say(f"to fix:   {problem.hint}")
     if info.corruptions:
-        print(f"corruptions: {', '.join(info.corruptions)}")
+        say(f"corruptions: {', '.join(info.corruptions)}")
     if args.checksums and info.available and info.name in ("cifar10", "cifar100"):
         from archdsl.data import matches_official_release
 
         matches = matches_official_release(info.name, args.data_root)
-        print(f"checksums: {'official' if matches else 'differ from the official release'}")
+        say(f"checksums: {'official' if matches else 'differ from the official release'}")
     # A script that asks whether the data is there gets its answer from the exit status too.
     return 0 if info.available else 1
+
+
+def _sizes(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{split} {size:,}" for split, size in sizes.items())
 
 
 def _corrupt(args: argparse.Namespace) -> int:
@@ -137,7 +144,7 @@ def _corrupt(args: argparse.Namespace) -> int:
             args.dataset, out, args.corruptions, root=data.data_root, download=data.download, seed=args.seed,
             overwrite=args.force, progress=progress,
         )  # fmt: skip
-    print(
+    say(
         f"wrote {len(written.files)} files ({len(written.corruptions)} corruptions x 5 severities x "
         f"{written.images:,} images) to {args.out}"
     )

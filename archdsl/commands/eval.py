@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
+from archdsl.commands._say import say
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
 
@@ -40,9 +40,9 @@ def run(args: argparse.Namespace) -> int:
 
     result = evaluate(args.checkpoint, EvalSettings(**settings_given(args, EvalSettings)))
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
+        say(json.dumps(result.to_dict(), indent=2))
     elif isinstance(result, TestEvaluation):
-        print(
+        say(
             f"{result.arch} on {result.dataset} ({result.images} images): "
             f"top-1 {result.top1:.2%}  NLL {result.nll:.4f}  ECE {result.ece:.4f}"
         )
@@ -56,16 +56,15 @@ def _print_table(rows: list[dict], mean: float, name: str, dataset: str) -> None
     corruptions = list(dict.fromkeys(r["corruption"] for r in rows))
     by_key = {(r["corruption"], r["severity"]): r["top1"] for r in rows}
     width = max(len(c) for c in corruptions + ["corruption"])
-    out = sys.stdout
-    out.write(f"{name} on {dataset}: top-1 % per corruption and severity\n")
-    out.write(f"{'corruption':<{width}} " + " ".join(f"{s:>6}" for s in severities) + f" {'mean':>6}\n")
+    say(f"{name} on {dataset}: top-1 % per corruption and severity")
+    say(f"{'corruption':<{width}} " + " ".join(f"{s:>6}" for s in severities) + f" {'mean':>6}")
     for corruption in corruptions:
         values: list[float | None] = [by_key.get((corruption, s)) for s in severities]
         present = [v for v in values if v is not None]
         cells = " ".join(f"{100 * v:6.2f}" if v is not None else f"{'-':>6}" for v in values)
-        out.write(f"{corruption:<{width}} {cells} {100 * sum(present) / len(present):6.2f}\n")
+        say(f"{corruption:<{width}} {cells} {100 * sum(present) / len(present):6.2f}")
     per_severity = []
     for s in severities:
         column = [by_key[(c, s)] for c in corruptions if (c, s) in by_key]
         per_severity.append(f"{100 * sum(column) / len(column):6.2f}")
-    out.write(f"{'mean':<{width}} " + " ".join(per_severity) + f" {100 * mean:6.2f}\n")
+    say(f"{'mean':<{width}} " + " ".join(per_severity) + f" {100 * mean:6.2f}")

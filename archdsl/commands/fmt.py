@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import sys
 from pathlib import Path
 
+from archdsl.commands._say import say
 from archdsl.errors import UsageError, UserError
 from archdsl.files import write_text
 
@@ -51,27 +51,26 @@ def run(args: argparse.Namespace) -> int:
             text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is dropped
             formatted = format_source(text, str(path))
         except UserError as err:
-            print(str(err) if getattr(err, "diagnostics", None) else f"archdsl: error: {err}", file=sys.stderr)
+            say(str(err) if getattr(err, "diagnostics", None) else f"archdsl: error: {err}", err=True)
             status = max(status, err.exit_code)
             continue
         except UnicodeDecodeError:
-            print(f"archdsl: error: {str(path)!r} is not UTF-8 text", file=sys.stderr)
+            say(f"archdsl: error: {str(path)!r} is not UTF-8 text", err=True)
             status = 1
             continue
         if formatted == text:
             continue
         changed.append(path)
         if args.diff:
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    text.splitlines(True), formatted.splitlines(True), f"{path}", f"{path} (formatted)"
-                )
+            diff = difflib.unified_diff(
+                text.splitlines(True), formatted.splitlines(True), f"{path}", f"{path} (formatted)"
             )
+            say("".join(diff), end="")
         if args.check:
-            print(f"would reformat {path}")
+            say(f"would reformat {path}")
         elif not args.diff:
             write_text(path, formatted)  # atomic: a crash never leaves half a spec
-            print(f"reformatted {path}")
+            say(f"reformatted {path}")
     if (args.check or args.diff) and changed:
         status = max(status, 1)
     return status

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from archdsl.commands._say import say
 from archdsl.commands.spec_args import add_classes_argument, add_spec_argument
 
 EXAMPLES = (
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     arch = with_classes(load_spec(args.spec), args.classes)
     with output_file(args.out, "--out", overwrite=args.force) as out:  # checked before the source is read
         imported = import_checkpoint(args.source, arch, out, source_format=args.source_format, dataset=args.dataset)
-    print(
+    say(
         f"imported {imported.source_name} ({imported.source_format} layout, {imported.tensors} tensors) as "
         f"{arch.name} ({imported.params:,} params) to {imported.path}"
     )

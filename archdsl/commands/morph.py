@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archdsl.commands._say import say
 from archdsl.commands.spec_args import add_spec_argument
 from archdsl.errors import UsageError
 from archdsl.files import write_text
@@ -121,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
         arch = ratio(base, args.ratio, heads, window, name=args.name)
     text = format_arch(arch)
     if args.output is None:
-        print(text, end="" if text.endswith("\n") else "\n")
+        say(text, end="" if text.endswith("\n") else "\n")
     else:
         write_text(args.output, text)
-        print(f"wrote {arch.name} ({arch.n_msa} MSA, digest {arch.short_id}) to {args.output}")
+        say(f"wrote {arch.name} ({arch.n_msa} MSA, digest {arch.short_id}) to {args.output}")
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from archdsl.errors import visible_lines
+from archdsl.commands._say import say
 from archdsl.outputs import RUNS_DIR
 
 EXAMPLES = (
@@ -43,9 +43,9 @@ def run(args: argparse.Namespace) -> int:
     from archdsl.search import load_saved_study, report_study, summarize_study, trials_csv
 
     if args.csv:
-        print(trials_csv(summarize_study(load_saved_study(args.study, storage=args.storage, out=args.out))), end="")
+        say(trials_csv(summarize_study(load_saved_study(args.study, storage=args.storage, out=args.out))), end="")
         return 0
     paths = report_study(args.study, storage=args.storage, out=args.out)
-    print(visible_lines(paths.summary_text))  # quotes what the study's storage holds: escaped
-    print(f"report: {paths.report}")
+    say(paths.summary_text)  # quotes what the study's storage holds: escaped
+    say(f"report: {paths.report}")
     return 0

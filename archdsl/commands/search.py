@@ -7,12 +7,11 @@ with a small base network, at a fidelity that finishes in minutes on a laptop CP
 from __future__ import annotations
 
 import argparse
-import sys
 
+from archdsl.commands._say import say
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
-from archdsl.errors import visible_lines
 
 # Recipe fields with a flag of the search's own (its fidelity's length), not the recipe's default.
 SEARCH_OWN_FIELDS = ("epochs",)
@@ -79,11 +78,11 @@ def _search(args: argparse.Namespace) -> int:
     settings, fidelity = settings_from_args(args)
     space_plan = plan_space(settings)
     if args.dry_run:
-        print(describe_space(space_plan))
+        say(describe_space(space_plan))
         return 0
     plan = plan_search(settings, fidelity, space_plan=space_plan)
     quiet_followers(plan.ranks)
-    print(plan.describe(), file=sys.stderr)
+    say(plan.describe(), err=True)
     out, study_name = plan.out, space_plan.study_name
     try:
         from archdsl.search import target_trials
@@ -96,31 +95,31 @@ def _search(args: argparse.Namespace) -> int:
         where = "the --storage database" if database else str(journal_path(out, study_name))
         if args.storage and not database:
             where = args.storage[len(JOURNAL_SCHEME) :]
-        print(
+        say(
             f"archdsl: interrupted; the finished trials are kept in {where}\n"
             f"  continue with the same command; see them with: archdsl report {study_name} --out {out}"
             + ((" --storage URL" if database else f" --storage {args.storage}") if args.storage else ""),
-            file=sys.stderr,
+            err=True,
         )
         return 130
     if result.follower:  # a rank after the first trained rank 0's designs; the study and its report are rank 0's
         return 0
     for remark in result.remarks:
-        print(remark, file=sys.stderr)
+        say(remark, err=True)
     if result.outcome.buildup is not None:
         for step in result.outcome.buildup:
             where = step.label
             verdict = "kept" if step.accepted else "rejected"
             value = step.state.lower() if step.value is None else f"{step.value:.4g}"
-            print(f"build-up: {where:<16} {value:>8}  {verdict}")
+            say(f"build-up: {where:<16} {value:>8}  {verdict}")
     if result.simulated_seconds is not None:
-        print(f"simulated time: {result.simulated_seconds:.0f} s of training and measuring, one worker")
+        say(f"simulated time: {result.simulated_seconds:.0f} s of training and measuring, one worker")
 
     from archdsl.search import write_report
 
     paths = write_report(result.study, out / study_name)
-    print(visible_lines(paths.summary_text))  # quotes what the study's storage holds: escaped
-    print(f"report: {paths.report}")
+    say(paths.summary_text)  # quotes what the study's storage holds: escaped
+    say(f"report: {paths.report}")
     return 0
 
 
@@ -133,6 +132,6 @@ def _trial_printer(total: int):
         line = trial_line(study, trial)
         if not is_copy(trial):  # a copy measures nothing: the count stands
             line = f"{line}  {progress_text(study_progress(study, total))}"
-        print(visible_lines(line), file=sys.stderr, flush=True)  # a failure's reason, from the storage
+        say(line, err=True, flush=True)  # a failure's reason, from the storage
 
     return print_trial

@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from archdsl.commands._args import positive_int
+from archdsl.commands._say import say
 from archdsl.search import DEFAULT_PROXY_HOST, DEFAULT_PROXY_PORT, DEFAULT_PROXY_THREADS
 
 if TYPE_CHECKING:
@@ -75,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
 
     repair = repair_journal(args.journal)
     if not repair.actions:
-        print(f"{repair.path}: no damaged line; nothing to repair")
+        say(f"{repair.path}: no damaged line; nothing to repair")
         return 0
     for action in repair.actions:
-        print(action)
-    print(f"repaired {repair.path}: {repair.trials} trials readable; the original is kept as {repair.kept}")
+        say(action)
+    say(f"repaired {repair.path}: {repair.trials} trials readable; the original is kept as {repair.kept}")
     return 0
 
 
@@ -99,10 +100,10 @@ def run_serve(args: argparse.Namespace) -> int:
 
     proxy = start_proxy(args.storage, args.host, args.port, args.threads)
     signal.signal(signal.SIGTERM, lambda *_: proxy.server.stop(grace=5))  # how SLURM and Kubernetes stop it
-    print(serving_line(proxy), flush=True)
+    say(serving_line(proxy), flush=True)
     try:
         proxy.server.wait_for_termination()
     except KeyboardInterrupt:
         proxy.server.stop(grace=5)
-    print("stopped", flush=True)
+    say("stopped", flush=True)
     return 0

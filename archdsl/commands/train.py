@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import sys
 from pathlib import Path
 
+from archdsl.commands._say import say
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments
 from archdsl.commands.settings_flags import add_settings_arguments, settings_given
@@ -84,20 +84,20 @@ def _train(args: argparse.Namespace) -> int:
     plan = plan_training(args.spec, settings, given)
     quiet_followers(plan.ranks)
     for line in plan.describe():
-        print(line, file=sys.stderr)
+        say(line, err=True)
     run_dir = plan.run_dir
     if settings.log == "tensorboard":
-        print(f"logging to TensorBoard: tensorboard --logdir {run_dir / TENSORBOARD_DIR}", file=sys.stderr)
+        say(f"logging to TensorBoard: tensorboard --logdir {run_dir / TENSORBOARD_DIR}", err=True)
     try:
         result = run_training(plan)
     except KeyboardInterrupt:
         if not (run_dir / LAST_CHECKPOINT).exists():
-            print("archdsl: interrupted before the first epoch finished; nothing was saved", file=sys.stderr)
+            say("archdsl: interrupted before the first epoch finished; nothing was saved", err=True)
             return 130
-        print(
+        say(
             f"archdsl: interrupted; the last finished epoch is saved in {run_dir / LAST_CHECKPOINT}\n"
             f"  continue with: {resume_command(args, run_dir)}",
-            file=sys.stderr,
+            err=True,
         )
         return 130
 
@@ -105,9 +105,9 @@ def _train(args: argparse.Namespace) -> int:
     best = max(history, key=lambda m: m.test_acc)
     total = sum(m.seconds for m in history)
     mean_speed = sum(m.img_per_s for m in history) / len(history)
-    print(f"{arch.name} on {args.dataset}: {len(history)} epoch{'s' if len(history) != 1 else ''} in {total:.1f} s")
-    print(f"  final test top-1 {history[-1].test_acc:.2%}  NLL {history[-1].test_loss:.4f}")
-    print(f"  best  test top-1 {best.test_acc:.2%} (epoch {best.epoch})")
-    print(f"  training speed   {mean_speed:.0f} img/s")
-    print(f"  run directory    {run_dir} ({FINAL_CHECKPOINT}, metrics.csv)")
+    say(f"{arch.name} on {args.dataset}: {len(history)} epoch{'s' if len(history) != 1 else ''} in {total:.1f} s")
+    say(f"  final test top-1 {history[-1].test_acc:.2%}  NLL {history[-1].test_loss:.4f}")
+    say(f"  best  test top-1 {best.test_acc:.2%} (epoch {best.epoch})")
+    say(f"  training speed   {mean_speed:.0f} img/s")
+    say(f"  run directory    {run_dir} ({FINAL_CHECKPOINT}, metrics.csv)")
     return 0

@@ -13,6 +13,7 @@ from archdsl.data.corrupted_copy import CorruptedCopy, corrupt_dataset, corrupti
 from archdsl.data.registry import (
     DatasetInfo,
     corrupted_name,
+    count_images,
     dataset_descriptions,
     dataset_names,
     describe,
@@ -27,6 +28,7 @@ __all__ = [
     "CorruptedSet",
     "DatasetInfo",
     "corrupted_name",
+    "count_images",
     "corrupt_dataset",
     "corruption_names",
     "ImageSet",

@@ -46,7 +46,7 @@ class CorruptedFolder:
     clean_name: str
 
 
-def _load_npy(path: Path) -> np.ndarray:
+def load_npy(path: Path) -> np.ndarray:
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
@@ -65,7 +65,7 @@ def read_labels(spec: CorruptedFolder) -> np.ndarray:
     path = spec.folder / LABELS_FILE
     if not path.is_file():
         raise UserError(f"{spec.title} not found: {path} is missing", hint=_missing_hint(spec))
-    labels = _load_npy(path)
+    labels = load_npy(path)
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer) or len(labels) % SEVERITY_COUNT:
         raise UserError(
             f"{path}: expected integer labels of shape (5n,) (50000 in the released files), "
@@ -86,7 +86,7 @@ def read_corruption(spec: CorruptedFolder, corruption: str, rows: int) -> np.nda
             f"{spec.title}: {path} is missing",
             hint=f"the folder holds {', '.join(present) or 'no corruption files'}",
         )
-    images = _load_npy(path)
+    images = load_npy(path)
     if images.dtype != np.uint8 or images.shape != (rows, *IMAGE_SHAPE):
         raise UserError(
             f"{path}: expected uint8 images of shape ({rows}, 32, 32, 3) to match {LABELS_FILE}, "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from archdsl.data import cifar, hf, imagenet, mnist, synthetic
+from archdsl.data import cifar, cifar_c, hf, imagenet, mnist, synthetic
 from archdsl.data import folder as image_folder
 from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
@@ -128,8 +128,8 @@ def _c_folder(base: str, root: Path) -> CorruptedFolder:
 
 def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     """What is known about dataset `name` without loading it: classes, image shape, split sizes, where it lives and
-    whether it is there (`DatasetInfo`). Split sizes are what the files hold (counted or read), not the
-    release's nominal sizes, whenever the files are there."""
+    whether it is there (`DatasetInfo`). Split sizes are a release's nominal sizes (`count_images` counts
+    what its files hold); a `folder:` or `hf:` dataset's are counted, having no nominal size."""
     if image_folder.is_folder_name(name):
         return _describe_folder(image_folder.parse_folder_name(name), image_folder.DESCRIPTION)
     if hf.is_hf_name(name):
@@ -159,15 +159,13 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
         return _describe_folder(layout, imagenet.DESCRIPTION)
     if base in mnist.SPECS or base in _GREY_CORRUPTED:
         grey = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
+        sizes = {  # a limit above the split's size keeps the whole split
+            "train": min(parsed.int_param("train", grey.train_size), grey.train_size),
+            "test": min(parsed.int_param("test", grey.test_size), grey.test_size),
+        }
+        if base in _GREY_CORRUPTED:
+            sizes = {"test": sizes["test"]}
         found = mnist.locate(grey, data_root, "test")
-        available = found is not None and mnist.locate(grey, data_root, "train") is not None
-        clean = DatasetName(grey.name, {k: v for k, v in parsed.params.items() if k in _MNIST_PARAMS})
-        splits = ("test",) if base in _GREY_CORRUPTED else SPLITS
-        if available:  # what the files hold (a limit above a split's size keeps the whole split)
-            sizes = {split: len(_mnist_split(clean, split, root, False)) for split in splits}
-        else:
-            nominal = {"train": grey.train_size, "test": grey.test_size}
-            sizes = {split: min(parsed.int_param(split, nominal[split]), nominal[split]) for split in splits}
         return DatasetInfo(
             _canonical(parsed),
             _DESCRIPTIONS[base],
@@ -175,19 +173,21 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
             (1, 28, 28),
             sizes,
             str(found[0].parent) if found else "; ".join(mnist.sources(grey, data_root)),
-            available,
+            found is not None and mnist.locate(grey, data_root, "train") is not None,
             dict(parsed.params),
             CORRUPTIONS if base in _GREY_CORRUPTED else (),
         )
     if base in cifar.SPECS:
         spec = cifar.SPECS[base]
         files = cifar.expected_files(spec, data_root)
-        available = all(path.is_file() for path in files)
-        sizes = {"train": spec.train_size, "test": spec.test_size}
-        if available:  # a root holding a few images is not described as the full release
-            sizes = {split: len(cifar.load_cifar(spec, split, data_root)) for split in SPLITS}
         return DatasetInfo(
-            base, _DESCRIPTIONS[base], spec.num_classes, (3, 32, 32), sizes, str(files[0].parent), available
+            base,
+            _DESCRIPTIONS[base],
+            spec.num_classes,
+            (3, 32, 32),
+            {"train": spec.train_size, "test": spec.test_size},
+            str(files[0].parent),
+            all(path.is_file() for path in files),
         )
     folder = _c_folder(base, data_root)
     present = tuple(sorted(p.stem for p in folder.folder.glob("*.npy") if p.stem != "labels"))
@@ -235,6 +235,24 @@ def _describe_loaded(name: str) -> DatasetInfo:
         name.split(",")[0][len(hf.KIND) + 1 :],
         True,
     )
+
+
+def count_images(name: str, root: str | os.PathLike | None = None) -> dict[str, int]:
+    """The images each split of `name` holds, counted on disk where `describe` gives the nominal
+    sizes (a data root of a few test files has a few images, not CIFAR's 50,000). It reads the
+    splits (a second for the full CIFAR-100); a `UserError` where they are missing or damaged."""
+    if image_folder.is_folder_name(name) or hf.is_hf_name(name):  # `describe` counted them already
+        return describe(name, root).split_sizes
+    parsed = _parse(name)
+    if parsed.base in ("synthetic", "synthetic-c") or parsed.base == imagenet.NAME:  # nominal, or counted
+        return describe(name, root).split_sizes
+    if parsed.base in _C_FOLDERS:  # labels.npy: every severity's labels, one after another
+        folder = _c_folder(parsed.base, resolve_data_root(root)).folder
+        return {"test": len(cifar_c.load_npy(folder / cifar_c.LABELS_FILE)) // cifar_c.SEVERITY_COUNT}
+    if parsed.base in _GREY_CORRUPTED:  # generated from the clean test split, image for image
+        clean = _canonical(DatasetName(_GREY_CORRUPTED[parsed.base], dict(parsed.params)))
+        return {"test": len(load_split(clean, "test", root))}
+    return {split: len(load_split(name, split, root)) for split in describe(name, root).split_sizes}
 
 
 def corrupted_name(name: str) -> str:

@@ -20,7 +20,7 @@ from archdsl.ir import (
 from archdsl.lang.arguments import DIMS, ArgumentReader, describe
 from archdsl.lang.parser import Call, Name, Number, Setting, Value
 
-STEM_KINDS = ("conv3x3", "patch")
+STEM_KINDS = ("conv3x3", "conv7x7", "patch")
 HEAD_KINDS = ("mean", "class")
 POSITION_KINDS = ("none", "absolute", "relative")
 NORM_KINDS = ("layernorm",)
@@ -71,24 +71,26 @@ class SettingLowering(ArgumentReader):
         name = self.kind_name(
             value,
             STEM_KINDS,
-            must_be="stem must be `conv3x3(C)` or `patch(size, C)`",
+            must_be="stem must be `conv3x3(C)`, `conv7x7(C)` or `patch(size, C)`",
             example="e.g. `stem conv3x3(64)` or `stem patch(2, 192)`",
             unknown="stem",
-            known="stems are `conv3x3(C)` and `patch(size, C)`",
+            known="stems are `conv3x3(C)`, `conv7x7(C)` (ImageNet's) and `patch(size, C)`",
         )
         if name is None:
             return None
         if name.text == "patch":
             return self.lower_patch_stem(value)
         if not isinstance(value, Call):
-            self.error(value.span, "stem `conv3x3` needs its channels", "e.g. `stem conv3x3(64)`")
+            self.error(value.span, f"stem `{name.text}` needs its channels", f"e.g. `stem {name.text}(64)`")
             return None
         bound = self.bind(value.args, name.text, ("channels", "norm"))
-        arg = self.require(bound, "channels", name.text, value.span, "`stem conv3x3(64)`")
+        arg = self.require(bound, "channels", name.text, value.span, f"`stem {name.text}(64)`")
         channels = self.positive_int(arg.value, "stem channels") if arg else None
         # `norm=true`: BN-ReLU after the conv, the post-activation ResNet's stem.
         norm = self.boolean(bound["norm"].value, "norm") if "norm" in bound else False
-        return Stem(channels=channels, norm=norm) if channels is not None and norm is not None else None
+        if channels is None or norm is None:
+            return None
+        return Stem(kind="conv7x7" if name.text == "conv7x7" else "conv3x3", channels=channels, norm=norm)
 
     def lower_patch_stem(self, value: Value) -> PatchStem | None:
         """`patch(size, channels, stride=size, norm=false)`: ViT's, PiT's and Swin's patch embedding."""

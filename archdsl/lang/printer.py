@@ -43,10 +43,10 @@ def format_block(block: AnyBlock, default_conv: ConvBlock, channels: int | None 
 
 
 def format_stem(arch: Arch) -> str:
-    """The stem as a spec writes it: `conv3x3(C)` or `patch(...)`."""
+    """The stem as a spec writes it: `conv3x3(C)`, `conv7x7(C)` or `patch(...)`."""
     stem = arch.stem
     if not isinstance(stem, PatchStem):
-        return f"conv3x3({stem.channels}, norm=true)" if stem.norm else f"conv3x3({stem.channels})"
+        return f"{stem.kind}({stem.channels}, norm=true)" if stem.norm else f"{stem.kind}({stem.channels})"
     args = [str(stem.size), str(stem.channels)]
     if stem.stride != stem.size:
         args.append(f"stride={stem.stride}")

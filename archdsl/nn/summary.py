@@ -62,7 +62,9 @@ class LayerSummary:
     """The stem or the classifier head."""
 
     name: str
-    kind: str  # "conv3x3" or "patch"; "bn-gap-fc", "ln-gap-fc", "ln-class-fc", and without a norm "gap-fc", "class-fc"
+    # the stem: "conv3x3", "conv7x7" or "patch"; the head: "bn-gap-fc", "ln-gap-fc", "ln-class-fc", and without a
+    # norm "gap-fc", "class-fc"
+    kind: str
     out_shape: tuple[int, ...]
     params: int
     flops: int
@@ -102,9 +104,13 @@ def _stem(arch: Arch) -> LayerSummary:
     height, width = stem_out_size(arch)
     c_in = arch.input.channels
     if not isinstance(stem, PatchStem):
-        conv = c_in * stem.channels * 9
+        side = 3 if stem.kind == "conv3x3" else 7
+        conv = c_in * stem.channels * side**2
         params = conv + (_bn(stem.channels) if stem.norm else 0)
-        return LayerSummary("stem", "conv3x3", (stem.channels, height, width), params, 2 * conv * height * width)
+        if stem.kind == "conv7x7":  # the conv (stride 2) works on ceil(n / 2); the max-pool after it has no MACs
+            height, width = -(-arch.input.height // 2), -(-arch.input.width // 2)
+        flops = 2 * conv * height * width
+        return LayerSummary("stem", stem.kind, (stem.channels, *stem_out_size(arch)), params, flops)
     c = stem.channels
     conv = c_in * c * stem.size**2
     params = conv + c + (_ln(c) if stem.norm else 0) + (c if arch.class_token else 0)

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, m
 
 from archdsl.data.base import ImageSet
 from archdsl.errors import UserError
-from archdsl.files import atomic_writer, write_text
+from archdsl.files import atomic_writer, check_within, write_text
 from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
 from archdsl.run.checkpoint import TrainState, load_checkpoint
@@ -89,10 +89,10 @@ def saved_epochs(run_dir: str | Path) -> list[tuple[int, Path]]:
             found[int(match.group(1))] = path
     final = run_dir / FINAL_CHECKPOINT
     if final.is_file():
-        from archdsl.run.checkpoint import read_checkpoint_file
+        from archdsl.run.checkpoint import checkpoint_meta, read_checkpoint_file
 
         _, metadata = read_checkpoint_file(final)
-        epoch = json.loads(metadata.get("archdsl.meta", "{}")).get("epoch")
+        epoch = checkpoint_meta(metadata, final).get("epoch")
         if isinstance(epoch, int) and epoch not in found:
             found[epoch] = final
     return sorted(found.items())
@@ -116,6 +116,10 @@ def check_run_files(run_dir: Path) -> None:
     """A UserError unless the run's files can be written into `run_dir`: checked before anything is
     trained, so that no epoch is trained that cannot be recorded (a folder where metrics.csv goes
     once stopped a resumed run after its checkpoint, with `last` and `final` at different epochs)."""
+    if run_dir.is_dir():  # a link among the run's files would make a write land outside the run
+        for entry in run_dir.iterdir():
+            if is_run_file(entry.name):
+                check_within(entry, run_dir)
     for name in RUN_FILES:
         path = run_dir / name
         if path.exists() and not path.is_file():
@@ -131,8 +135,8 @@ def check_run_files(run_dir: Path) -> None:
 def write_metrics(run_dir: Path, history: list[EpochMetrics]) -> None:
     """metrics.jsonl and metrics.csv: one row per finished epoch."""
     names = [f.name for f in fields(EpochMetrics)]
-    write_text(run_dir / METRICS_JSONL, "".join(json.dumps(asdict(row)) + "\n" for row in history))
-    with atomic_writer(run_dir / METRICS_CSV) as out:
+    write_text(run_dir / METRICS_JSONL, "".join(json.dumps(asdict(row)) + "\n" for row in history), within=run_dir)
+    with atomic_writer(run_dir / METRICS_CSV, within=run_dir) as out:
         writer = csv.DictWriter(out, fieldnames=names)
         writer.writeheader()
         writer.writerows(asdict(row) for row in history)
@@ -245,6 +249,14 @@ def load_resumed(path: Path, target: Any, state: dict[str, Any]) -> None:
         raise UserError(f"{path}: the training state does not fit the run: {err}") from None
 
 
+def _recorded_config(run_dir: Path) -> TrainConfig | None:
+    """The settings the run's config.json records, or None where it is missing or unreadable."""
+    try:
+        return TrainConfig.model_validate_json((run_dir / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, finished: int) -> TrainConfig:
     """The config a run saved with `saved` (after `finished` epochs) goes on with when resumed with
     `given`: the same, or extended when `given` asks for more epochs (recorded in `extended_at`).
@@ -254,6 +266,20 @@ def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, fin
     changed = sorted(
         k for k, v in given.result_fields().items() if k not in planned and saved.result_fields().get(k) != v
     )
+    recorded = _recorded_config(run_dir)
+    if (
+        changed
+        and recorded is not None
+        and all(recorded.result_fields().get(k) == given.result_fields()[k] for k in changed)
+    ):
+        # The command agrees with the run's own record: it is the checkpoint that came from elsewhere.
+        theirs = ", ".join(f"{k}={saved.result_fields().get(k)}" for k in changed)
+        ours = ", ".join(f"{k}={recorded.result_fields().get(k)}" for k in changed)
+        raise UserError(
+            f"{run_dir / LAST_CHECKPOINT} does not belong to this run: it was trained with {theirs}, "
+            f"but {run_dir / CONFIG_FILE} records {ours}",
+            hint="put back the run's own last.safetensors, or start a new run in another --out",
+        )
     if changed:
         raise UserError(
             f"cannot resume {run_dir} with different settings: {', '.join(changed)}",
@@ -271,5 +297,5 @@ def resumed_config(run_dir: Path, saved: TrainConfig, given: TrainConfig, *, fin
 
 def write_design(run_dir: Path, arch: Arch, config: TrainConfig) -> None:
     """The run's design and full config, written before its first epoch."""
-    write_text(run_dir / SPEC_FILE, format_arch(arch))
-    write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2) + "\n")
+    write_text(run_dir / SPEC_FILE, format_arch(arch), within=run_dir)
+    write_text(run_dir / CONFIG_FILE, config.model_dump_json(indent=2) + "\n", within=run_dir)

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from archdsl import json_text
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
 from archdsl.ir import Arch
@@ -129,8 +130,10 @@ def save_checkpoint(
     meta: dict[str, Any] | None = None,
     *,
     train_state: TrainState | None = None,
+    within: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Write `model`'s weights, its IR and `meta` to `path` atomically; returns the path."""
+    """Write `model`'s weights, its IR and `meta` to `path` atomically; returns the path. With
+    `within` (a run folder), a symbolic link on the way is refused (`archdsl.files.check_within`)."""
     from safetensors.torch import save_file
 
     path = Path(path)
@@ -145,9 +148,14 @@ def save_checkpoint(
         for key, tensor in _plain_tensors(train_state.tensors).items():
             tensors[_TRAIN_PREFIX + key] = tensor
         metadata[_KEY_TRAIN_STATE] = json.dumps(train_state.info, sort_keys=True)
-    with atomic_path(path) as temporary:
+    with atomic_path(path, within=within) as temporary:
         save_file(tensors, str(temporary), metadata=metadata)
     return path
+
+
+def checkpoint_meta(metadata: dict[str, str], path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The checkpoint's `meta` (the run's record) from its file's metadata; a UserError if it is no JSON object."""
+    return _json_object(metadata.get(_KEY_META, "{}"), "metadata", path)
 
 
 def is_archdsl_checkpoint(metadata: dict[str, str]) -> bool:
@@ -283,7 +291,7 @@ def load_checkpoint(
     tensors, metadata = read_checkpoint_file(path)
     arch = checked_design(metadata[_KEY_IR], str(path))
     check_digest(arch, metadata, str(path))
-    meta = _json_object(metadata.get(_KEY_META, "{}"), "metadata", path)
+    meta = checkpoint_meta(metadata, path)
     weights = model_weights(tensors)
     check_weights(arch, weights, str(path))
     model = build(arch)
@@ -314,7 +322,9 @@ def _train_state(
 
 def _json_object(text: str, what: str, path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
-        value = json.loads(text)
+        value = json_text.parse(text)
+    except json_text.TooDeepJSON as err:
+        raise UserError(f"{path}: the checkpoint's {what} is {err}") from None
     except json.JSONDecodeError as err:
         raise UserError(f"{path}: the checkpoint's {what} is not JSON ({err})") from None
     if not isinstance(value, dict):

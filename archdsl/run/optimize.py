@@ -18,12 +18,15 @@ What it applies, where, and why (figures: benchmarks/optimize.py, table in bench
   (`COMPILE_MIN_IMAGES`). Inductor caches its kernels on disk, so the next process compiles
   faster. Never for double backward (Hessians): compiled graphs have none.
 
-What is not here, because it is in the code everyone runs: the q and kv projections of the
-attention are one conv and the window partition is one copy (`archdsl.nn.blocks.attention`);
-bf16 autocast on CUDA belongs to the training step and to `predict_logits(amp=...)`, since
-the loss must be computed in float32 too; the attention kernel is torch's choice (its fused
-CPU kernel is as fast as the math one for 16-token windows and faster for larger ones), except
-for Hessians, which need the math kernel (`math_attention`).
+What is not here, because it is in the code everyone runs: the q, k and v projections of the
+attention are matrix products on the window tokens, the window partition is one copy, training
+takes an explicit baddbmm-softmax-bmm instead of SDPA's math kernel, and an MSA whose heads are
+wider than its channels trains with its products reordered (`archdsl.nn.blocks.attention`;
+benchmarks/attention.py); bf16 autocast on CUDA belongs to the training step and to
+`predict_logits(amp=...)`, since the loss must be computed in float32 too; in inference the
+attention kernel is torch's choice (its fused CPU kernel is as fast as the math one for 16-token
+windows and faster for larger ones), except for Hessians, which need the math kernel
+(`math_attention`).
 
 The parameters of an inference copy are frozen (no gradients to them); gradients to the
 input still flow, and agree with the eager model's.

@@ -26,6 +26,7 @@ from pydantic import ConfigDict, Field, PositiveInt
 
 from archdsl.common_settings import DataSettings, DistSettings, ProgressSettings, validated
 from archdsl.errors import UsageError, UserError
+from archdsl.files import what_is_there
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
 
@@ -179,7 +180,10 @@ def plan_training(
         given = _same_start_dropped(given, saved)
     initial = given.get("initial_checkpoint")
     if initial is not None and not Path(initial).is_file():
-        raise UsageError(f"--initial-checkpoint {initial}: no such file")
+        raise UsageError(
+            f"--initial-checkpoint {initial}: {what_is_there(initial)}",
+            hint="give a checkpoint file, such as RUN/final.safetensors",
+        )
     if settings.resume:
         chosen = {**saved, **given}
     else:

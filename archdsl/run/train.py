@@ -202,7 +202,7 @@ def train(
         trainer.bar.close()
 
     if run_dir is not None and history:
-        save_checkpoint(run_dir / FINAL_CHECKPOINT, trainer.model, arch, _meta(trainer, history[-1]))
+        save_checkpoint(run_dir / FINAL_CHECKPOINT, trainer.model, arch, _meta(trainer, history[-1]), within=run_dir)
     trainer.model.eval()
     result = TrainResult(model=trainer.model, arch=arch, config=config, history=history, run_dir=run_dir)
     if ranks is not None and not stopped_by_leader:  # (rank 0 left by an exception: nothing to gather)
@@ -359,9 +359,11 @@ def _save_epoch(trainer: _Trainer, run_dir: Path, metrics: EpochMetrics, save_ev
         data=trainer.data,
     )
     meta = _meta(trainer, metrics)
-    save_checkpoint(run_dir / LAST_CHECKPOINT, trainer.model, trainer.arch, meta, train_state=state)
+    save_checkpoint(run_dir / LAST_CHECKPOINT, trainer.model, trainer.arch, meta, train_state=state, within=run_dir)
     if save_every and metrics.epoch % save_every == 0:
-        save_checkpoint(run_dir / epoch_checkpoint_name(metrics.epoch), trainer.model, trainer.arch, meta)
+        save_checkpoint(
+            run_dir / epoch_checkpoint_name(metrics.epoch), trainer.model, trainer.arch, meta, within=run_dir
+        )
     write_metrics(run_dir, trainer.history)
 
 

@@ -3,10 +3,16 @@
 BN -> GELU -> 1x1 conv (in -> width) -> BN -> window attention -> DropPath -> + input.
 There is no MLP: the neighbouring conv blocks play that role.
 
-Attention runs through `torch.nn.functional.scaled_dot_product_attention`, with the
-relative-position bias passed as an additive float mask, so fused kernels are used where
-the hardware has them. Fused kernels have no double backward: wrap Hessian work in
-`math_attention()`.
+The attention itself is `attention()`: in inference and on GPUs torch's
+`scaled_dot_product_attention` (fused kernels where the hardware has them), in training on the
+CPU an explicit baddbmm -> softmax -> bmm.
+SDPA cannot give the learned relative-position bias a gradient from its fused kernels, so with
+a bias that needs one it takes its math kernel, which on the CPU scales q and k apart, checks
+the mask for -inf rows and copies the q, k and v it was given; measured on a 2-core CPU
+(benchmarks/attention.py) the explicit form trains MSA blocks markedly faster. Both are
+differentiable twice; SDPA's fused kernels are not: wrap Hessian work in `math_attention()`.
+An MSA whose heads are wider than its channels (an MSA in a narrow first stage) trains with the
+products of the same function in another order (`WindowAttention._narrow_attention`).
 """
 
 import contextlib
@@ -38,6 +44,31 @@ def relative_position_index(window: tuple[int, int]) -> torch.Tensor:
     return (offset[0] + h - 1) * (2 * w - 1) + (offset[1] + w - 1)
 
 
+# A branch on autograd's state: one node in torch.fx graphs (see `in_memory_format_of`).
+@register_notrace_function
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float | None = None
+) -> torch.Tensor:
+    """softmax(q k^T * scale + bias) v for (B, heads, n, d) q and k and (B, heads, n, e) v (any
+    strides); `bias` broadcasts to (B, heads, n, n); `scale` defaults to d^-0.5. Returns (B, heads, n, e).
+
+    Without a bias that needs a gradient, and on devices other than the CPU, torch's SDPA (its
+    fused CPU kernel is as fast as this in inference and needs no (B*heads, n, n) bias; on CUDA
+    its memory-efficient kernel gives the bias its gradient). With one, on the CPU SDPA falls
+    back to its math kernel; this form instead adds the bias inside the first batched product
+    (baddbmm) and, with scale 1 (the caller folded it into q's weights), multiplies nothing apart.
+    """
+    if bias is None or not (q.device.type == "cpu" and torch.is_grad_enabled() and bias.requires_grad):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, scale=scale)
+    b, heads, n, dim_head = q.shape
+    scale = dim_head**-0.5 if scale is None else scale
+    # Views where the layout allows (one head, or a bias shared by the batch and the heads).
+    q3, k3, v3 = (t.reshape(b * heads, n, t.shape[-1]) for t in (q, k, v))
+    bias3 = bias.expand(b, heads, n, n).reshape(b * heads, n, n)
+    weights = torch.baddbmm(bias3, q3, k3.transpose(1, 2), alpha=scale).softmax(dim=-1)
+    return torch.bmm(weights, v3).view(b, heads, n, v.shape[-1])
+
+
 # A branch on the memory format: one node in torch.fx graphs (a public name: fx wraps no `_name`).
 @register_notrace_function
 def in_memory_format_of(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -64,6 +95,11 @@ class WindowAttention(nn.Module):
         self.kv = nn.Conv2d(in_channels, 2 * inner, 1, bias=False)
         self.proj = nn.Conv2d(inner, out_channels, 1)
         self.rel_pos_bias = nn.Parameter(torch.zeros((2 * window[0] - 1) * (2 * window[1] - 1)))
+        # Heads wider than the block's channels (an MSA in a narrow early stage: 16 channels, heads
+        # of 64) train through `_narrow_attention`, which never makes the wide q, k and v: whenever
+        # its order takes fewer multiply-adds per token and head than the reference's.
+        n, c, out = window[0] * window[1], in_channels, out_channels
+        self.narrow = c * c + c * out + n * (c + out) < dim_head * (3 * c + out + 2 * n)
         # Derived from `window`, so not part of the state dict.
         self.register_buffer("rel_pos_index", relative_position_index(window), persistent=False)
 
@@ -72,26 +108,59 @@ class WindowAttention(nn.Module):
         wh, ww = self.window
         # The spec's checks make the windows tile the map; no check here keeps forward traceable.
         nh, nw, n = height // wh, width // ww, wh * ww
-        # Cut the map into windows once, on its `c` input channels (fewer than q, k, v's 3 x heads x
-        # dim_head), as a batch of (wh, ww) images in channels_last memory: (B*nh*nw, wh, ww, c).
-        # For a global window (nh = nw = 1) on a channels_last map this is a view, not a copy.
-        windows = x.permute(0, 2, 3, 1).reshape(b, nh, wh, nw, ww, c).transpose(2, 3)
-        windows = windows.reshape(b * nh * nw, wh, ww, c).permute(0, 3, 1, 2)
-        # q and kv in one 1x1 conv (their weights concatenated: one pass over the input; the
-        # parameters, and so the state dict, stay `q` and `kv`). Its channels_last output is
-        # (windows, wh, ww, 3, heads, dim_head) in memory, so q, k and v are views, not copies.
-        qkv = F.conv2d(windows, torch.cat([self.q.weight, self.kv.weight]))
-        qkv = qkv.permute(0, 2, 3, 1).reshape(-1, n, 3, self.heads, self.dim_head)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (windows, heads, tokens, dim_head)
-        bias = self.rel_pos_bias[self.rel_pos_index.reshape(-1)].reshape(n, n).to(q.dtype)
-        # The default scale of SDPA is dim_head^-0.5, as in the reference.
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-        out = out.transpose(1, 2).reshape(-1, wh, ww, self.heads * self.dim_head).permute(0, 3, 1, 2)
-        out = self.proj(out)  # (windows, out, wh, ww), channels_last
+        # The map as tokens, cut into windows on its `c` input channels (fewer than q, k, v's
+        # 3 x heads x dim_head): (B*nh*nw, n, c), one copy; for a global window (nh = nw = 1) on a
+        # channels_last map a view.
+        tokens = x.permute(0, 2, 3, 1).reshape(b, nh, wh, nw, ww, c).transpose(2, 3).reshape(-1, n, c)
+        bias = self.rel_pos_bias[self.rel_pos_index.reshape(-1)].reshape(n, n).to(tokens.dtype)
+        # By the mode, not by autograd's state: torch.fx bakes a branch in when it traces, and a
+        # model traced in eval mode must compute what it computes in eval mode.
+        if self.narrow and self.training:
+            out = self._narrow_attention(tokens, bias)
+        else:
+            out = self._wide_attention(tokens, bias)
         # Windows back into the map: the second and last copy; channels_last like the windows.
-        out = out.permute(0, 2, 3, 1).reshape(b, nh, nw, wh, ww, -1).transpose(2, 3)
+        out = out.reshape(b, nh, nw, wh, ww, -1).transpose(2, 3)
         out = out.reshape(b, height, width, -1).permute(0, 3, 1, 2)
         return in_memory_format_of(out, x)
+
+    def _wide_attention(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """(windows, n, c) tokens -> (windows, n, out): q, k, v, attention, projection, as the reference."""
+        n = tokens.shape[1]
+        # The 1x1 convs as matrix products on the tokens (the state dict keeps `q` and `kv`): q, k and
+        # v come out contiguous, with no split or stack whose backward copies them. The scale
+        # dim_head^-0.5 of the reference multiplies q's weights (heads*dim_head x c numbers), not q.
+        q = F.linear(tokens, self.q.weight.flatten(1) * self.dim_head**-0.5)
+        k_weight, v_weight = self.kv.weight.flatten(1).chunk(2)  # the reference's `k, v = kv.chunk(2)`
+        k, v = F.linear(tokens, k_weight), F.linear(tokens, v_weight)
+        q, k, v = (t.view(-1, n, self.heads, self.dim_head).transpose(1, 2) for t in (q, k, v))
+        out = attention(q, k, v, bias, scale=1.0)  # (windows, heads, n, dim_head)
+        out = out.transpose(1, 2).reshape(-1, n, self.heads * self.dim_head)
+        return F.linear(out, self.proj.weight.flatten(1), self.proj.bias)
+
+    def _narrow_attention(self, tokens: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """The same function as `_wide_attention`, its products taken in another order: for heads
+        wider than the channels far fewer operations and smaller tensors (`self.narrow` compares:
+        c^2 + c*out + n(c + out) multiply-adds per token and head here, dim_head(3c + out + 2n) there).
+
+        Per head h, q_h k_h^T = x (Wq_h^T Wk_h) x^T and proj(attention_h v_h) = attention_h x (Wv_h^T
+        Wp_h^T): two (c, c) and (c, out) matrices made from the weights replace the (n, dim_head) q,
+        k and v, and the projection. Used in training mode; in eval mode (inference, Hessians,
+        FLOP counts) the block keeps the reference's order.
+        """
+        heads, dim_head, n, c = self.heads, self.dim_head, tokens.shape[1], tokens.shape[2]
+        c_out = self.proj.out_channels
+        w_q = self.q.weight.view(heads, dim_head, c)
+        w_k, w_v = self.kv.weight.view(2, heads, dim_head, c).unbind(0)
+        w_p = self.proj.weight.view(c_out, heads, dim_head).permute(1, 2, 0)  # (heads, dim_head, out)
+        scores = w_q.transpose(1, 2) @ w_k * dim_head**-0.5  # (heads, c, c)
+        values = w_v.transpose(1, 2) @ w_p  # (heads, c, out)
+        q = F.linear(tokens, scores.transpose(1, 2).reshape(heads * c, c)).view(-1, n, heads, c).transpose(1, 2)
+        v = F.linear(tokens, values.transpose(1, 2).reshape(heads * c_out, c)).view(-1, n, heads, c_out)
+        k = tokens.unsqueeze(1).expand(-1, heads, n, c)
+        out = attention(q, k, v.transpose(1, 2), bias, scale=1.0).sum(dim=1)  # (windows, n, out)
+        proj_bias = self.proj.bias  # a local: TorchScript narrows `is not None` on locals only
+        return out + proj_bias if proj_bias is not None else out
 
 
 class AlterMSABlock(nn.Module):

@@ -1,8 +1,9 @@
-"""Stems and heads: the CIFAR conv stem, the patch stems of ViT/PiT/Swin, the BN and LayerNorm heads."""
+"""Stems and heads: the CIFAR and ImageNet conv stems, the patch stems of ViT/PiT/Swin, the BN and LayerNorm heads."""
 
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from timm.layers import LayerNorm, SelectAdaptivePool2d
 from torch import nn
 
@@ -79,12 +80,43 @@ class PatchEmbedding(TokenOutput, nn.Module):
         return x
 
 
+class ImageNetStem(nn.Conv2d):
+    """`stem conv7x7(C)`: 7x7 conv (stride 2, padding 3, no bias) -> 3x3 max-pool (stride 2, padding 1), the
+    pre-activation ResNet's ImageNet stem (the reference's `StemB(pool=True)`). A Conv2d itself, as ConvStem, so
+    its weight is `stem.weight` in either stem."""
+
+    kind = "conv7x7"
+    layout = MAP
+
+    def __init__(self, in_channels: int, channels: int) -> None:
+        super().__init__(in_channels, channels, 7, stride=2, padding=3, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(super().forward(x), 3, stride=2, padding=1)
+
+
+class ImageNetNormStem(ConvNormStem):
+    """`stem conv7x7(C, norm=true)`: 7x7 conv (stride 2, padding 3, no bias) -> BN -> ReLU -> 3x3 max-pool
+    (stride 2, padding 1): torchvision's ResNet stem, the post-activation ResNet's on ImageNet."""
+
+    kind = "conv7x7"
+
+    def __init__(self, in_channels: int, channels: int) -> None:
+        super().__init__(in_channels, channels)
+        self.conv = nn.Conv2d(in_channels, channels, 7, stride=2, padding=3, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool2d(super().forward(x), 3, stride=2, padding=1)
+
+
 def stem(arch: Arch) -> nn.Module:
-    if isinstance(arch.stem, PatchStem):
+    spec = arch.stem
+    if isinstance(spec, PatchStem):
         return PatchEmbedding(arch)
-    if arch.stem.norm:
-        return ConvNormStem(arch.input.channels, arch.stem.channels)
-    return ConvStem(arch.input.channels, arch.stem.channels)
+    imagenet = spec.kind == "conv7x7"
+    if spec.norm:
+        return (ImageNetNormStem if imagenet else ConvNormStem)(arch.input.channels, spec.channels)
+    return (ImageNetStem if imagenet else ConvStem)(arch.input.channels, spec.channels)
 
 
 class _Classifier(nn.Module):

@@ -97,8 +97,10 @@ def _table_shape(window: tuple[int, int]) -> Shape:
 
 def _check_expressible(arch: Arch) -> None:
     stem_kind = getattr(arch.stem, "kind", "conv3x3")
-    if stem_kind != "conv3x3":
-        raise UserError(f"{arch.name}: the reference's ResNets and AlterNets have a conv3x3 stem, not {stem_kind}")
+    if stem_kind not in ("conv3x3", "conv7x7"):
+        raise UserError(
+            f"{arch.name}: the reference's ResNets and AlterNets have a conv3x3 or conv7x7 stem, not {stem_kind}"
+        )
     for shape in block_shapes(arch):
         if not isinstance(shape.block, (ConvBlock, MSABlock)):
             raise UserError(
@@ -166,7 +168,39 @@ def recognises(keys: Collection[str]) -> bool:
     return "classifier.0.dense.weight" in keys and any(key.startswith("layer1.") for key in keys)
 
 
-def _check_activation_order(arch: Arch, state: Collection[str]) -> None:
+def _stem_side(state: Mapping[str, torch.Tensor]) -> int | None:
+    """The stem conv's kernel side in a reference file: 3 (CIFAR, `stem=False`), 7 (ImageNet, `stem=True`)."""
+    weight = state.get(ALTERNET_STEM, state.get(PREACT_STEM))
+    return int(weight.shape[-1]) if isinstance(weight, torch.Tensor) and weight.dim() == 4 else None
+
+
+def _built_in_for(state: Mapping[str, torch.Tensor]) -> str:
+    """The built-in spec a reference ResNet-50 or AlterNet-50 file of this kind imports as."""
+    if is_post_activation(state):
+        name = "resnet50-post"
+    elif any(".attn." in key for key in state):
+        name = "alter50-code"
+    else:
+        name = "resnet50"
+    if _stem_side(state) == 7:
+        return "alter50-imagenet" if name == "alter50-code" else f"{name}-imagenet"
+    return name
+
+
+def _check_stem(arch: Arch, state: Mapping[str, torch.Tensor]) -> None:
+    """An ImageNet file (7x7 stem) for a CIFAR spec, or the other way round: name the stem and the spec to use."""
+    side, want = _stem_side(state), 7 if getattr(arch.stem, "kind", None) == "conv7x7" else 3
+    if side not in (3, 7) or side == want:
+        return
+    stems = {3: "the CIFAR stem (one 3x3 conv, stem=False)", 7: "the ImageNet stem (7x7 conv and max-pool, stem=True)"}
+    raise UserError(
+        f"these are the weights of a reference model with {stems[side]}, and {arch.name} has {stems[want]}",
+        hint=f"a ResNet-50 or AlterNet-50 of this kind imports with --spec {_built_in_for(state)}; for other designs "
+        f"write `stem conv{side}x{side}(64)` (docs/language.md)",
+    )
+
+
+def _check_activation_order(arch: Arch, state: Mapping[str, torch.Tensor]) -> None:
     """A pre-activation file for a post-activation spec, or the other way round: say so, not just which keys differ."""
     post = is_post_activation(state)
     if post == has_post_activation_blocks(arch):
@@ -176,13 +210,14 @@ def _check_activation_order(arch: Arch, state: Collection[str]) -> None:
             f"these are the weights of a post-activation ResNet of the reference implementation (models/resnet.py: "
             f"BN after every conv, ReLU after the residual sum, a BN in the stem), and {arch.name}'s conv blocks are "
             "pre-activation",
-            hint="the released resnet_50 file imports with --spec resnet50-post; for other depths write a spec with "
-            "`conv = bottleneck(expansion=4, preact=false)`, `stem conv3x3(64, norm=true)` and `head mean(norm=false)`",
+            hint=f"a ResNet-50 of this kind (the released resnet_50 file too) imports with --spec "
+            f"{_built_in_for(state)}; for other depths write a spec with `conv = bottleneck(expansion=4, "
+            "preact=false)`, a stem with `norm=true` and `head mean(norm=false)`",
         )
     raise UserError(
         f"these are the weights of a pre-activation ResNet or AlterNet of the reference implementation "
         f"(models/preresnet.py, models/alternet.py), and {arch.name}'s conv blocks are post-activation",
-        hint="use a pre-activation spec such as resnet50 or alter50-code; see docs/import.md",
+        hint=f"use a pre-activation spec such as {_built_in_for(state)}; see docs/import.md",
     )
 
 
@@ -199,6 +234,7 @@ def _rename_stem(state: dict[str, torch.Tensor], layout: Collection[str]) -> Non
 
 def convert(arch: Arch, state: Mapping[str, torch.Tensor]) -> StateDict:
     layout = reference_layout(arch)
+    _check_stem(arch, state)
     _check_activation_order(arch, state)
     state = dict(state)
     _rename_stem(state, layout)
