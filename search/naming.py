@@ -15,6 +15,7 @@ from archdsl.errors import UsageError
 STUDY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_STUDY_NAME = 100  # a folder name, with room for the files in it
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_FOLDERS = re.compile(r"[^:,]*/")  # the folders of a path in a dataset name, up to its last part
 
 
 def path_part(text: str, limit: int = 40) -> str:
@@ -29,8 +30,11 @@ REPLAY_SUFFIX = "-replay"  # a replayed study's default name ends so: it is neve
 
 def default_study_name(base: str, dataset: str, strategy: str, *, replayed: bool = False) -> str:
     """`BASE-DATASET-STRATEGY`, e.g. `alter-small-base-synthetic-buildup` (a spec path gives its stem);
-    `BASE-DATASET-STRATEGY-replay` for a study answered from a table (`--fidelity table:...`)."""
-    return f"{Path(base).stem}-{_UNSAFE.sub('_', dataset)}-{strategy}{REPLAY_SUFFIX if replayed else ''}"
+    `BASE-DATASET-STRATEGY-replay` for a study answered from a table (`--fidelity table:...`). A dataset
+    read from a path (`folder:/data/pets,size=64`) gives the folder's own name (`folder_pets_size_64`):
+    the whole path would pass the length a study name may have."""
+    without_folders = _FOLDERS.sub("", dataset)
+    return f"{Path(base).stem}-{_UNSAFE.sub('_', without_folders)}-{strategy}{REPLAY_SUFFIX if replayed else ''}"
 
 
 def check_study_name(name: str, *, hint: str | None = None) -> str:

