@@ -316,7 +316,9 @@ def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity:
     from archdsl.run.device import select_device
 
     corrupted = _corrupted_sets(data, fidelity) if "robustness" in measures else None
-    analysis_data = AnalysisData(name=data.name, train=data.train_split or data.train_set, test=data.validation, corrupted=corrupted)
+    analysis_data = AnalysisData(
+        name=data.name, train=data.train_split or data.train_set, test=data.validation, corrupted=corrupted
+    )
     settings = analysis_settings(fidelity, seed=seed)
     return analyze(model, analysis_data, measures, settings, device=select_device(device), optimize=fidelity.optimize)
 
