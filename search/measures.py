@@ -199,7 +199,7 @@ def static_costs(arch: Arch) -> dict[str, float]:
 
 
 def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, seed: int) -> float:
-    """Median inference time per image (ms) of a batch of test images, after one warm-up pass, of the
+    """Median inference time per image (ms) of a batch of validation images, after one warm-up pass, of the
     design built with weights fixed by `seed`."""
     import numpy as np
     import torch
