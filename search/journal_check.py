@@ -43,6 +43,7 @@ from archdsl import json_text
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
 from archdsl.search._worker_attrs import BEAT_ATTR
+from archdsl.search.journal_lock import JournalLock
 from archdsl.search.optuna_private import JournalOperation
 
 CREATE_STUDY, CREATE_TRIAL = 0, 4
@@ -402,8 +403,6 @@ def replay(path: Path) -> list[Any]:
 def write_repaired(path: Path, repair: Repair) -> Path:
     """Write the repaired journal at `path`, under the journal's lock (no worker writes meanwhile),
     once Optuna reads it whole; the original is kept as PATH.damaged (.2, .3 if taken), returned."""
-    from optuna.storages.journal import JournalFileSymlinkLock
-
     text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in repair.records).encode("utf-8")
     with tempfile.TemporaryDirectory() as scratch:
         trial = Path(scratch) / "study.journal"
@@ -415,7 +414,7 @@ def write_repaired(path: Path, repair: Repair) -> Path:
                 f"cannot repair {path}: the repaired journal is still unreadable ({type(err).__name__}: {err})",
                 hint="restore the journal from a copy",
             ) from err
-    lock = JournalFileSymlinkLock(str(path))
+    lock = JournalLock(path)
     lock.acquire()
     try:
         kept = _unused(Path(f"{path}.damaged"))

@@ -28,13 +28,14 @@ from typing import Any, TypeVar
 
 import optuna
 from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import ArchdslWarning, UserError, install_extra
 from archdsl.files import ensure_dir
 from archdsl.search._worker_attrs import BEAT_ATTR, HOST_ATTR, PID_ATTR
 from archdsl.search.journal_check import check_holds_records, damage_error, record_problem
+from archdsl.search.journal_lock import JournalLock
 from archdsl.search.optuna_private import (
     RETRY_HISTORY_ATTR,
     heartbeat_enabled,
@@ -143,7 +144,7 @@ class JournalFile(JournalFileBackend):
 
     def __init__(self, file_path: str) -> None:
         self._path = file_path  # our own copy: Optuna's attribute for it is private
-        self._write_lock = JournalFileSymlinkLock(file_path)  # Optuna's default lock, kept at hand
+        self._write_lock = JournalLock(file_path)  # Optuna's default lock, a stale one refused; kept at hand
         super().__init__(file_path, lock_obj=self._write_lock)
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
