@@ -74,7 +74,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     from archdsl.run import quiet_followers
-    from archdsl.search import JOURNAL_SCHEME, describe_space, journal_path, plan_search, plan_space, run_planned
+    from archdsl.search import (
+        JOURNAL_SCHEME,
+        describe_space,
+        journal_path,
+        plan_search,
+        plan_space,
+        proxy_answering,
+        run_planned,
+    )
 
     settings, fidelity = settings_from_args(args)
     space_plan = plan_space(settings)
@@ -88,7 +96,8 @@ def _search(args: argparse.Namespace) -> int:
     try:
         from archdsl.search import target_trials
 
-        result = run_planned(plan, on_trial=_trial_printer(target_trials(plan.config, space_plan.space)))
+        with proxy_answering(args.storage):
+            result = run_planned(plan, on_trial=_trial_printer(target_trials(plan.config, space_plan.space)))
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
         # (The URL may hold a password: do not echo it.)
@@ -118,7 +127,8 @@ def _search(args: argparse.Namespace) -> int:
 
     from archdsl.search import write_report
 
-    paths = write_report(result.study, out / study_name)
+    with proxy_answering(args.storage):
+        paths = write_report(result.study, out / study_name)
     print(visible_lines(paths.summary_text))  # quotes what the study's storage holds: escaped
     print(f"report: {paths.report}")
     return 0
