@@ -58,6 +58,7 @@ _EXPORTS = {
     "target_trials": "archdsl.search.runner",
     "journal_path": "archdsl.search.storage",
     "JOURNAL_SCHEME": "archdsl.search.storage",
+    "proxy_answering": "archdsl.search.storage",
     "is_copy": "archdsl.search.storage",
     # what `archdsl report` and `archdsl study` do
     "load_saved_study": "archdsl.search.saved_study",

@@ -20,7 +20,8 @@ file with it. What can be done about the line depends on what it was:
 A line cut short starts with its `op_code`, which says what it was. A line whose start is
 unreadable too (zeros from a lost write) is dropped unless a later record names a trial
 that no readable record created: then it was that trial's creation. A complete record glued
-behind a torn one on the same line is kept.
+behind a torn one on the same line is kept; a damaged piece of a line of several pieces is no
+trial's creation unless a later record needs it there (so fragments glued together invent no trials).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -43,6 +45,7 @@ from archdsl import json_text
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
 from archdsl.search._worker_attrs import BEAT_ATTR
+from archdsl.search.journal_lock import JournalLock
 from archdsl.search.optuna_private import JournalOperation
 
 CREATE_STUDY, CREATE_TRIAL = 0, 4
@@ -236,6 +239,7 @@ class _Unknown:
     """A damaged record whose start is unreadable: dropped, unless a later record shows it created a trial."""
 
     datetime_start: str | None = None
+    action: str = ""  # what the repair says it did to it (dropped), replaced if it is rebuilt
 
 
 Entry = tuple[int, "dict[str, Any] | _Unknown"]  # (line number, record)
@@ -255,11 +259,20 @@ def repair_records(path: Path) -> Repair:
             entries.append((number, record))
             continue
         kept = 0
-        for piece in _pieces(line):
+        pieces = _pieces(line)
+        for piece in pieces:
             whole, piece_damage = decode(piece)
             if whole is not None:
                 entries.append((number, whole))
                 kept += 1
+            elif len(pieces) > 1 and piece_damage is not None and piece_damage.op_code == CREATE_TRIAL:
+                # One of several pieces on a line: a creation only if a later record needs it (no phantom trials).
+                action = (
+                    f"a piece of a trial's creation dropped ({piece_damage.problem}); no later record names its trial"
+                )
+                start = _string(piece.decode("utf-8", errors="replace"), "datetime_start")
+                entries.append((number, _Unknown(start, action)))
+                actions.setdefault(number, []).append(action)
             else:
                 assert piece_damage is not None
                 actions.setdefault(number, []).append(_replace(number, piece, piece_damage, entries))
@@ -270,7 +283,13 @@ def repair_records(path: Path) -> Repair:
         torn_tail = f.seek(0, 2) > 0 and f.seek(-1, 2) >= 0 and f.read(1) != b"\n"
     if actions and torn_tail:  # no damage alone (Optuna's reader skips it), but not in the repaired journal
         actions[len(lines) + 1] = ["the last record, cut short (an interrupted write), dropped"]
-    return Repair(records=records, actions=[f"line {n}: {a}" for n in sorted(actions) for a in actions[n]])
+    return Repair(records=records, actions=[f"line {n}: {a}" for n in sorted(actions) for a in _counted(actions[n])])
+
+
+def _counted(actions: list[str]) -> list[str]:
+    """A line's actions, each said once, with how many pieces of the line it was done to when more than one."""
+    counts = Counter(actions)
+    return [f"{counts[a]:,} x {a}" if counts[a] > 1 else a for a in counts]
 
 
 def _pieces(line: bytes) -> list[bytes]:
@@ -287,7 +306,7 @@ def _replace(number: int, piece: bytes, damage: Damage, entries: list[Entry]) ->
     if damage.op_code == CREATE_TRIAL:
         study = _number(text, "study_id")
         if study is None:
-            study = _only_study(entries, number)
+            study = _only_study(len(_study_names(entries)), number)
         entries.append((number, _trial_creation(study, number, _string(text, "datetime_start"))))
         return "a trial's creation, rebuilt: the trial keeps its number, and its later records restore it"
     if damage.op_code == CREATE_STUDY:
@@ -306,8 +325,9 @@ def _replace(number: int, piece: bytes, damage: Damage, entries: list[Entry]) ->
         whose = f" of trial id {trial}" if trial is not None else ""
         what = OP_NAMES[damage.op_code] if damage.op_code is not None else "a record"
         return f"{what}{whose} dropped ({damage.problem})"
-    entries.append((number, _Unknown(_string(text, "datetime_start"))))
-    return f"an unreadable record dropped ({damage.problem}); no later record names a trial it could have created"
+    action = f"an unreadable record dropped ({damage.problem}); no later record names a trial it could have created"
+    entries.append((number, _Unknown(_string(text, "datetime_start"), action)))
+    return action
 
 
 def _trial_creation(study_id: int, line: int, datetime_start: str | None) -> dict[str, Any]:
@@ -325,33 +345,38 @@ def _trial_creation(study_id: int, line: int, datetime_start: str | None) -> dic
 
 def _resolve_unknown(entries: list[Entry], actions: dict[int, list[str]]) -> list[dict[str, Any]]:
     """The records, each unreadable one (`_Unknown`) dropped unless a later record names a trial id
-    that only a creation in its place explains: then it is rebuilt as that creation."""
-    while True:
-        trials = 0
-        for index, (number, record) in enumerate(entries):
-            if isinstance(record, _Unknown):
-                continue
-            if record["op_code"] == CREATE_TRIAL:
-                trials += 1
-            elif isinstance(record.get("trial_id"), int) and record["trial_id"] >= trials:
-                unknown = [i for i, (_, r) in enumerate(entries[:index]) if isinstance(r, _Unknown)]
-                if not unknown:
+    that only a creation in its place explains: then the nearest one before it is rebuilt as that creation.
+    One pass: a rebuilt creation raises the count of the trials before every later record by one."""
+    trials = 0
+    studies: set[str] = set()
+    pending: list[tuple[int, int]] = []  # (index of an _Unknown not rebuilt, how many studies were created before it)
+    for index, (number, record) in enumerate(entries):
+        if isinstance(record, _Unknown):
+            pending.append((index, len(studies)))
+            continue
+        if record["op_code"] == CREATE_STUDY:
+            studies.add(record["study_name"])
+        elif record["op_code"] == CREATE_TRIAL:
+            trials += 1
+        elif isinstance(record.get("trial_id"), int):
+            while record["trial_id"] >= trials:
+                if not pending:
                     raise UserError(
                         f"cannot repair line {number}: it names trial id {record['trial_id']}, which no "
                         "readable record created",
                         hint="restore the journal from a copy",
                     )
-                where, lost = entries[unknown[-1]]
+                at, studies_before = pending.pop()
+                where, lost = entries[at]
                 assert isinstance(lost, _Unknown)
-                study = _only_study(entries[: unknown[-1]], where)
-                entries[unknown[-1]] = (where, _trial_creation(study, where, lost.datetime_start))
-                actions[where] = [
+                entries[at] = (where, _trial_creation(_only_study(studies_before, where), where, lost.datetime_start))
+                trials += 1
+                actions[where].remove(lost.action)
+                actions[where].append(
                     f"an unreadable record, rebuilt as a trial's creation (line {number} names the trial it "
                     "created): the trial keeps its number, and its later records restore it"
-                ]
-                break
-        else:
-            return [record for _, record in entries if not isinstance(record, _Unknown)]
+                )
+    return [record for _, record in entries if not isinstance(record, _Unknown)]
 
 
 def _is_json(piece: bytes) -> bool:
@@ -378,12 +403,16 @@ def _string(text: str, key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _only_study(entries: list[Entry], number: int) -> int:
-    """The id of the journal's one study, for a rebuilt trial creation whose own study id is unreadable."""
-    names = {r["study_name"] for _, r in entries if isinstance(r, dict) and r["op_code"] == CREATE_STUDY}
-    if len(names) != 1:
+def _study_names(entries: list[Entry]) -> set[str]:
+    return {r["study_name"] for _, r in entries if isinstance(r, dict) and r["op_code"] == CREATE_STUDY}
+
+
+def _only_study(studies: int, number: int) -> int:
+    """The id of the journal's one study (`studies`: how many were created before line `number`), for a rebuilt
+    trial creation whose own study id is unreadable."""
+    if studies != 1:
         raise UserError(
-            f"cannot repair line {number}: it created a trial, and which of the journal's {len(names)} "
+            f"cannot repair line {number}: it created a trial, and which of the journal's {studies} "
             "studies it belongs to is unreadable",
             hint="restore the journal from a copy",
         )
@@ -402,8 +431,6 @@ def replay(path: Path) -> list[Any]:
 def write_repaired(path: Path, repair: Repair) -> Path:
     """Write the repaired journal at `path`, under the journal's lock (no worker writes meanwhile),
     once Optuna reads it whole; the original is kept as PATH.damaged (.2, .3 if taken), returned."""
-    from optuna.storages.journal import JournalFileSymlinkLock
-
     text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in repair.records).encode("utf-8")
     with tempfile.TemporaryDirectory() as scratch:
         trial = Path(scratch) / "study.journal"
@@ -415,7 +442,7 @@ def write_repaired(path: Path, repair: Repair) -> Path:
                 f"cannot repair {path}: the repaired journal is still unreadable ({type(err).__name__}: {err})",
                 hint="restore the journal from a copy",
             ) from err
-    lock = JournalFileSymlinkLock(str(path))
+    lock = JournalLock(path)
     lock.acquire()
     try:
         kept = _unused(Path(f"{path}.damaged"))

@@ -21,20 +21,22 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import optuna
 from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import ArchdslWarning, UserError, install_extra
 from archdsl.files import ensure_dir
 from archdsl.search._worker_attrs import BEAT_ATTR, HOST_ATTR, PID_ATTR
 from archdsl.search.journal_check import check_holds_records, damage_error, record_problem
+from archdsl.search.journal_lock import JournalLock
 from archdsl.search.optuna_private import (
     RETRY_HISTORY_ATTR,
     heartbeat_enabled,
@@ -46,6 +48,7 @@ from archdsl.search.optuna_private import (
 JOURNAL_SCHEME = "journal:"  # a journal file elsewhere than the study's folder: --storage journal:PATH
 GRPC_SCHEME = "grpc://"  # an Optuna gRPC storage proxy (`archdsl study serve`): --storage grpc://HOST:PORT
 CONNECT_TIMEOUT_S = 10  # a database server that answers nothing fails after this
+MAX_CONNECT_TIMEOUT_S = 86400  # a gRPC proxy's ?connect_timeout: a day is longer than any network needs
 STATEMENT_TIMEOUT_S = 60  # the server cancels a statement that runs longer (Optuna's take milliseconds)
 FAIL_REASON_ATTR = "fail_reason"  # a user attr: shown by the report and optuna-dashboard
 COPY_ATTR = "copy_of"  # a user attr: the trial drew the design of this (earlier) trial
@@ -143,7 +146,7 @@ class JournalFile(JournalFileBackend):
 
     def __init__(self, file_path: str) -> None:
         self._path = file_path  # our own copy: Optuna's attribute for it is private
-        self._write_lock = JournalFileSymlinkLock(file_path)  # Optuna's default lock, kept at hand
+        self._write_lock = JournalLock(file_path)  # Optuna's default lock, a stale one refused; kept at hand
         super().__init__(file_path, lock_obj=self._write_lock)
 
     def append_logs(self, logs: list[dict[str, Any]]) -> None:
@@ -278,8 +281,10 @@ def grpc_address(url: str) -> GrpcAddress:
             timeout = float(query["connect_timeout"][-1])
         except ValueError:
             timeout = -1.0
-        if not 0 < timeout < float("inf"):
-            raise UserError(f"storage {url}: connect_timeout must be a positive number of seconds")
+        if not 0 < timeout <= MAX_CONNECT_TIMEOUT_S:  # gRPC's wait overflows a time_t long before inf
+            raise UserError(
+                f"storage {url}: connect_timeout must be a number of seconds between 0 and {MAX_CONNECT_TIMEOUT_S}"
+            )
     # An IPv6 host keeps its brackets: a gRPC target is HOST:PORT, and `::1:13000` is no address.
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return GrpcAddress(host, port, timeout)
@@ -297,6 +302,7 @@ def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
         ) from None
     from optuna.storages import GrpcStorageProxy
 
+    _check_listening(address)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the proxy experimental
         proxy = GrpcStorageProxy(host=address.host, port=address.port)
@@ -315,6 +321,46 @@ def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
 
 
 T = TypeVar("T")
+
+
+@contextmanager
+def proxy_answering(url: str | None) -> Iterator[None]:
+    """Run the block; a gRPC proxy (`url` grpc://...) that stops answering in it (killed, its machine gone) ends
+    it as a UserError naming the proxy, not as gRPC's traceback. Any other storage: the block as it is."""
+    if url is None or not url.startswith(GRPC_SCHEME):
+        yield
+        return
+    import grpc
+
+    try:
+        yield
+    except grpc.RpcError as err:
+        code = err.code() if isinstance(err, grpc.Call) else None
+        raise UserError(
+            f"the gRPC proxy {url} stopped answering ({code.name.lower() if code else 'no answer'}); "
+            "the finished trials are kept in the storage behind it",
+            hint="start the proxy again (`archdsl study serve`) and run the same command: the search goes on "
+            "where it stopped",
+        ) from None
+
+
+def _check_listening(address: GrpcAddress) -> None:
+    """A UserError at once when the proxy's machine refuses the connection (nothing listens on the port): gRPC
+    itself would retry until the timeout and then say only that there was no answer."""
+    host = address.host.strip("[]")
+    try:
+        _while_interruptible(
+            lambda: socket.create_connection((host, address.port), timeout=address.connect_timeout).close(),
+            f"while connecting to {address}",
+        )
+    except ConnectionRefusedError:
+        raise UserError(
+            f"cannot open storage grpc://{address}: {address} refused the connection (nothing listens there)",
+            hint="start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check "
+            "the host and port",
+        ) from None
+    except OSError:  # no answer, no route, a name that does not resolve: gRPC's own wait says it
+        pass
 
 
 def _while_interruptible(work: Callable[[], T], doing: str) -> T:

@@ -31,7 +31,7 @@ POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
         ("grpc://127.0.0.1:port", "not a gRPC proxy address"),
         ("grpc://127.0.0.1:13000/db", "not a gRPC proxy address"),
         ("grpc://127.0.0.1:13000?timeout=3", "unknown option 'timeout'"),
-        ("grpc://127.0.0.1:13000?connect_timeout=-1", "connect_timeout must be a positive number"),
+        ("grpc://127.0.0.1:13000?connect_timeout=-1", "connect_timeout must be a number of seconds between 0"),
         ("grpc://[::1:13000", "not a gRPC proxy address"),  # urlsplit: 'Invalid IPv6 URL'
     ],
 )
@@ -110,15 +110,55 @@ def test_a_proxy_on_every_interface_names_this_machine_for_the_workers(wildcard)
 
 
 @needs_grpc
-def test_no_proxy_at_the_address_fails_within_the_urls_timeout(tmp_path, capsys):
-    with socket.socket() as free:  # a port nobody listens on
+def test_a_refused_connection_is_said_at_once(tmp_path, capsys):
+    with socket.socket() as free:  # a port nobody listens on: the system refuses the connection
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    url = f"grpc://127.0.0.1:{port}?connect_timeout=1"
+    url = f"grpc://127.0.0.1:{port}?connect_timeout=600"  # a refusal does not wait for the timeout
     assert main(support.search_args(tmp_path, "s", "--storage", url)) == 1
+    err = capsys.readouterr().err
+    assert f"127.0.0.1:{port} refused the connection" in err and "archdsl study serve" in err
+    assert "no answer" not in err and "Traceback" not in err and not (tmp_path / "runs").exists()
+
+
+@needs_grpc
+def test_a_listener_that_never_answers_fails_within_the_urls_timeout(tmp_path, capsys):
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts connections, never speaks gRPC
+        port = silent.getsockname()[1]
+        url = f"grpc://127.0.0.1:{port}?connect_timeout=1"
+        assert main(support.search_args(tmp_path, "s", "--storage", url)) == 1
     err = capsys.readouterr().err
     assert f"no answer from 127.0.0.1:{port} within 1 s" in err and "archdsl study serve" in err
     assert "Traceback" not in err and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("timeout", ["1e12", "1e400", "nan"])
+def test_a_connect_timeout_out_of_range_is_refused(tmp_path, capsys, timeout):
+    url = f"grpc://127.0.0.1:1?connect_timeout={timeout}"
+    assert main(support.search_args(tmp_path, "s", "--storage", url)) == 1
+    err = capsys.readouterr().err
+    assert "connect_timeout must be a number of seconds between 0 and 86400" in err and "Traceback" not in err
+
+
+@needs_grpc
+def test_a_proxy_killed_mid_search_is_named_and_the_finished_trials_are_kept(tmp_path):
+    journal = tmp_path / "shared.journal"
+    server, url = _serve(f"journal:{journal}")
+    args = support.search_args(tmp_path, "s", "--strategy", "random", "--n-trials", "40", "--storage", url)
+    search = support.spawn(args)
+    try:
+        line = "-"
+        while line and "trial" not in line:  # the first trial's line: it is in the journal
+            line = support.read_line(search)
+    finally:
+        server.kill()
+        server.communicate()
+    output, _ = search.communicate(timeout=120)
+    assert search.returncode == 1, output
+    assert "Traceback" not in output and "_InactiveRpcError" not in output, output
+    assert f"the gRPC proxy {url} stopped answering" in output and "finished trials are kept" in output
+    study = optuna.load_study(study_name="s", storage=JournalStorage(JournalFileBackend(str(journal))))
+    assert any(t.state == TrialState.COMPLETE for t in study.trials)
 
 
 @needs_grpc

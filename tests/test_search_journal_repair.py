@@ -213,3 +213,21 @@ def test_a_journal_record_nested_too_deep_is_named_by_report_and_left_out_by_rep
     assert main(["study", "repair", str(path)]) == 0
     assert "100,001 levels deep" in capsys.readouterr().out
     assert _summary(path) == before
+
+
+def test_repair_of_a_line_of_many_small_pieces_invents_no_trial(tmp_path, capsys):
+    """One long line of fragments (`{}`, a creation's bare op code, a torn creation) glued together between two
+    trials' records: the pieces that are no whole record are dropped, and the study keeps exactly its trials."""
+    path = _journal(tmp_path)
+    before = _summary(path)
+    lines = path.read_bytes().split(b"\n")[:-1]
+    pieces = [b"{}", b'{"op_code":4}', b'{"op_code": 4, "worker_id": "w", "study_id": 0, "datet']
+    junk = b"".join(pieces[i % len(pieces)] for i in range(3000))
+    middle = _line_of(lines, 4, DAMAGED_TRIAL)  # before trial 3's creation: every later id must stay
+    path.write_bytes(b"".join(line + b"\n" for line in [*lines[:middle], junk, *lines[middle:]]))
+
+    assert main(["study", "repair", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"repaired {path}: {TRIALS} trials readable" in out
+    assert len(out.splitlines()) < 10  # what was done to the line, said once per kind of piece
+    assert _summary(path) == before

@@ -73,7 +73,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _search(args: argparse.Namespace) -> int:
     from archdsl.run import quiet_followers
-    from archdsl.search import JOURNAL_SCHEME, describe_space, journal_path, plan_search, plan_space, run_planned
+    from archdsl.search import (
+        JOURNAL_SCHEME,
+        describe_space,
+        journal_path,
+        plan_search,
+        plan_space,
+        proxy_answering,
+        run_planned,
+    )
 
     settings, fidelity = settings_from_args(args)
     space_plan = plan_space(settings)
@@ -87,7 +95,8 @@ def _search(args: argparse.Namespace) -> int:
     try:
         from archdsl.search import target_trials
 
-        result = run_planned(plan, on_trial=_trial_printer(target_trials(plan.config, space_plan.space)))
+        with proxy_answering(args.storage):
+            result = run_planned(plan, on_trial=_trial_printer(target_trials(plan.config, space_plan.space)))
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
         # (The URL may hold a password: do not echo it.)
@@ -117,7 +126,8 @@ def _search(args: argparse.Namespace) -> int:
 
     from archdsl.search import write_report
 
-    paths = write_report(result.study, out / study_name)
+    with proxy_answering(args.storage):
+        paths = write_report(result.study, out / study_name)
     say(paths.summary_text)  # quotes what the study's storage holds: escaped
     say(f"report: {paths.report}")
     return 0
