@@ -227,3 +227,31 @@ def test_the_docs_torchrun_commands_parse_as_torchrun_and_archdsl_read_them(doc:
         launcher = get_args_parser().parse_args(shlex.split(command))
         assert launcher.module and launcher.training_script == "archdsl"
         build_parser().parse_args(launcher.training_script_args)
+
+
+def test_a_rank_that_torchrun_stops_says_so_even_with_its_output_quieted(tmp_path: Path) -> None:
+    # torchrun ends every surviving rank with SIGTERM once one rank ends (rank 0 killed, say); a
+    # follower's output is quieted (quiet_followers), so without a word of its own it vanished silently.
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import sys, time\n"
+        "from archdsl.run import distributed\n"
+        "ranks = distributed.Ranks(rank=1, world_size=2)\n"
+        "distributed.say_when_stopped(ranks)\n"
+        "distributed.quiet_followers(ranks)\n"
+        "print('ready', file=sys.__stdout__, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    process.send_signal(signal.SIGTERM)
+    started = time.monotonic()
+    _, err = process.communicate(timeout=30)
+    assert time.monotonic() - started < 10
+    assert process.returncode == 128 + signal.SIGTERM
+    assert err.startswith("archdsl: rank 1 of 2: stopped by torchrun (SIGTERM)"), err
+    assert "another rank ended" in err and "Traceback" not in err

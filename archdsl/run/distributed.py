@@ -95,7 +95,30 @@ def join_from_env(device: str = "auto", *, timeout_s: float = DEFAULT_TIMEOUT_S)
             hint="start every rank with torchrun (`torchrun --nproc-per-node N -m archdsl ...`), "
             "or give the slow ones a longer --dist-timeout",
         ) from None
-    return Ranks(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local_rank)
+    ranks = Ranks(rank=dist.get_rank(), world_size=dist.get_world_size(), local_rank=local_rank)
+    say_when_stopped(ranks)
+    return ranks
+
+
+def say_when_stopped(ranks: Ranks) -> None:
+    """Have this rank say why it ends when torchrun stops it. Once one rank ends (rank 0 killed, or
+    failed), torchrun's agent sends SIGTERM to every other rank; Python's default would end a
+    survivor without a word, and a follower's own output is quiet (`quiet_followers`). The line goes
+    to the process's real stderr (file descriptor 2), and the rank ends as a SIGTERM ends it (143):
+    the epochs already finished are in the run folder's last checkpoint."""
+    import signal
+
+    def stopped(signum: int, frame: object) -> None:
+        line = (
+            f"archdsl: rank {ranks.rank} of {ranks.world_size}: stopped by torchrun (SIGTERM): another rank ended "
+            "first, killed or failed; see its output for why, and continue from the last finished epoch with "
+            "--resume\n"
+        )
+        with suppress(OSError):
+            os.write(2, line.encode())
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stopped)
 
 
 def _env_number(name: str) -> int:
