@@ -109,22 +109,26 @@ def replay_once(replay, space, strategy: str, *, pruner: str, seed: int, objecti
 
     from archdsl.search.measures import Fidelity
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.runner import SearchConfig, run_search
+    from archdsl.search.replay import TABLE_PREFIX
+    from archdsl.search.runner import run_search
+    from archdsl.search.session import SearchPlan, SearchSettings
     from archdsl.search.storage import is_copy, is_verdict
-    from archdsl.search.trial import DIGEST_ATTR, TrialSettings
+    from archdsl.search.trial import DIGEST_ATTR
 
     objs = parse_objectives(objectives)
     name = f"{strategy}-{pruner}-{seed}"
-    config = SearchConfig(
-        study_name=name, strategy=strategy, objectives=objs, n_trials=space.n_designs(), seed=seed, pruner=pruner
-    )
-    settings = TrialSettings(
-        objectives=objs, fidelity=Fidelity(epochs=replay.epochs), seed=seed, storage=config.storage, replay=replay
-    )
+    settings = SearchSettings(
+        strategy=strategy, objectives=objectives, n_trials=space.n_designs(), seed=seed, pruner=pruner,
+        study_name=name, fidelity_source=f"{TABLE_PREFIX}{replay.source}",
+    )  # fmt: skip
     study = optuna.create_study(
         storage=optuna.storages.InMemoryStorage(), study_name=name, directions=[o.direction for o in objs]
     )
-    outcome = run_search(config, space, None, settings, Path("."), study=study)
+    plan = SearchPlan(
+        settings=settings, fidelity=Fidelity(epochs=replay.epochs), space=space, objectives=objs, study_name=name,
+        base_name=space.base.name, replay=replay, study=study, keep_files=False,
+    )  # fmt: skip
+    outcome = run_search(plan)
     kept = {}
     if outcome.buildup is not None:
         for step in outcome.buildup:

@@ -41,7 +41,6 @@ _EXPORTS = {
     "SearchResult": "archdsl.search.session",
     "Fidelity": "archdsl.search.measures",
     "SearchPlan": "archdsl.search.session",
-    "SpacePlan": "archdsl.search.session",
     "plan_space": "archdsl.search.session",
     "plan_search": "archdsl.search.session",
     "run_planned": "archdsl.search.session",

@@ -40,10 +40,12 @@ from archdsl.ir import Arch
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, Objective
 from archdsl.search.space import ParamValue, Space, layout_text
-from archdsl.search.trial import Training, TrialObjective, TrialSettings
+from archdsl.search.trial import Training, TrialObjective
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
+
+    from archdsl.search.session import SearchPlan
 
 TABLE_SCHEMA = "archdsl.search-table/1"
 TABLE_PREFIX = "table:"  # --fidelity table:PATH or table:NAME (a built-in table)
@@ -326,11 +328,11 @@ class Replaying:
 
     replay: Replay
 
-    def start(self, trial: optuna.Trial, arch: Arch, settings: TrialSettings) -> _ReplayedDesign:
+    def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> _ReplayedDesign:
         design = self.replay.design(arch)
-        n = settings.fidelity.seeds
+        n = plan.fidelity.seeds
         if n == 1:
-            runs: tuple[TableRun, ...] = (self.replay.draw(design, settings.seed, trial.number),)
+            runs: tuple[TableRun, ...] = (self.replay.draw(design, plan.settings.seed, trial.number),)
         else:  # paired: seed index s is the table's s-th seed for every design
             if len(design.runs) < n:
                 raise UserError(
@@ -339,7 +341,7 @@ class Replaying:
                 )  # fmt: skip
             runs = tuple(sorted(design.runs, key=lambda r: r.seed)[:n])
         trial.set_user_attr(TABLE_SEED_ATTR, runs[0].seed)
-        return _ReplayedDesign(runs, settings.fidelity.epochs, _Clock(trial))
+        return _ReplayedDesign(runs, plan.fidelity.epochs, _Clock(trial))
 
 
 @dataclass(frozen=True)
@@ -404,13 +406,13 @@ class _Clock:
         self.trial.set_user_attr(SIM_SECONDS_ATTR, self.seconds)
 
 
-def make_objective(space: Space, data: measure.DataContext | None, settings: TrialSettings) -> TrialObjective:
-    """The callable of `study.optimize`: trained trials, or replayed ones when `settings.replay` holds a table."""
-    if settings.replay is not None:
-        return TrialObjective(space, Replaying(settings.replay), settings)
-    if data is None:
-        raise ValueError("a trained search needs its data")  # a bug: the session loads it
-    return TrialObjective(space, Training(data), settings)
+def make_objective(plan: SearchPlan) -> TrialObjective:
+    """The callable of `study.optimize`: trained trials, or replayed ones when `plan.replay` holds a table."""
+    if plan.replay is not None:
+        return TrialObjective(plan, Replaying(plan.replay))
+    if plan.data is None:
+        raise ValueError("a trained search needs its data")  # a bug: plan_search loads it
+    return TrialObjective(plan, Training(plan.data))
 
 
 def simulated_seconds(trials: list[FrozenTrial]) -> float:

@@ -17,55 +17,37 @@ import random
 import time
 import warnings
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError
-from archdsl.search import measures as measure
 from archdsl.search.naming import REPLAY_SUFFIX
-from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of
 from archdsl.search.replay import is_replay, make_objective
 from archdsl.search.space import ParamValue, Space
-from archdsl.search.storage import StorageOptions, fail_stale_trials, is_copy, is_verdict, open_storage
+from archdsl.search.storage import fail_stale_trials, is_copy, is_verdict, open_storage
 from archdsl.search.strategies import (
-    AUTO_PRUNER,
     BUILDUP_STEP_ATTR,
     BuildupStep,
     buildup_max_trials,
-    chosen_pruner,
     make_pruner,
     make_sampler,
     run_buildup,
     step_label,
 )
-from archdsl.search.trial import DIGEST_ATTR, TrialFailed, TrialObjective, TrialSettings
+from archdsl.search.trial import DIGEST_ATTR, TrialFailed, TrialObjective
+
+if TYPE_CHECKING:
+    from archdsl.search.session import SearchPlan
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 COMMAND_ATTR = "command"  # study user attr: the command line that reproduces the study
 FIDELITY_ATTR = "fidelity"  # study user attr: `train`, or the `table:...` its trials are replayed from
 REDRAW_FALLBACK = 10  # copies in a row after which a random undrawn design is queued
 REDRAW_TRIES = 1000  # random points tried to find an undrawn design
-
-
-@dataclass(frozen=True)
-class SearchConfig:
-    """What a study is: its name, strategy, objectives, size (`n_trials`, a study total), seed and storage."""
-
-    study_name: str
-    strategy: str
-    objectives: tuple[Objective, ...]
-    n_trials: int
-    timeout: float | None = None
-    seed: int = 0
-    seed_endpoints: bool = False
-    storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
-    command: str | None = None  # the command line that runs this study again (kept in the study)
-    pruner: str = AUTO_PRUNER  # one of search.PRUNERS, or `auto` (strategies.chosen_pruner)
-    fidelity: str = "train"  # --fidelity: `train`, or `table:...` (trials replayed, their time simulated)
 
 
 @dataclass(frozen=True)
@@ -89,11 +71,12 @@ class StudyProgress:
     eta_seconds: float | None  # None before any trial took measurable time, or when nothing is left
 
 
-def target_trials(config: SearchConfig, space: Space) -> int:
+def target_trials(plan: SearchPlan) -> int:
     """The most designs the study will measure: `n_trials`, fewer when the space (or the longest
     build-up walk) holds fewer."""
-    most = min(config.n_trials, space.n_designs())
-    return min(most, buildup_max_trials(space)) if config.strategy == "buildup" else most
+    space = plan.space
+    most = min(plan.settings.n_trials, space.n_designs())
+    return min(most, buildup_max_trials(space)) if plan.settings.strategy == "buildup" else most
 
 
 def study_progress(study: optuna.Study, total: int) -> StudyProgress:
@@ -111,39 +94,36 @@ def study_progress(study: optuna.Study, total: int) -> StudyProgress:
     return StudyProgress(done=done, total=max(total, done), eta_seconds=eta)
 
 
-def open_study(config: SearchConfig, out: Path, *, create: bool = True) -> optuna.Study:
-    """The study of `config` in its storage, created if missing; a UserError if it optimises other objectives."""
-    storage = open_storage(config.storage, out, config.study_name)
-    directions = [o.direction for o in config.objectives]
-    if not create:
-        return load_study(config.study_name, storage)
+def open_study(plan: SearchPlan) -> optuna.Study:
+    """The study of `plan` in its storage, created if missing; a UserError if it optimises other objectives."""
+    storage = open_storage(plan.storage, plan.out, plan.study_name)
+    directions = [o.direction for o in plan.objectives]
     try:
         study = optuna.create_study(
             storage=storage,
-            study_name=config.study_name,
+            study_name=plan.study_name,
             directions=directions,
             load_if_exists=True,
         )
     except ValueError as err:  # e.g. an invalid name
-        raise UserError(f"cannot open study {config.study_name!r}: {err}") from err
-    names = ",".join(o.name for o in config.objectives)
+        raise UserError(f"cannot open study {plan.study_name!r}: {err}") from err
+    names = ",".join(o.name for o in plan.objectives)
     recorded = study.user_attrs.get("objectives")
     if [d.name.lower() for d in study.directions] != directions or recorded not in (None, names):
         raise UserError(
-            f"study {config.study_name!r} optimises {len(study.directions)} objective(s) "
+            f"study {plan.study_name!r} optimises {len(study.directions)} objective(s) "
             f"({recorded or '?'}), not {names}",
             hint="use the study's --objectives, or a new --study-name",
         )
     study.set_user_attr("objectives", names)
-    _check_same_fidelity(study, config.fidelity)
-    study.set_user_attr("strategy", config.strategy)
-    if config.command is not None:
-        study.set_user_attr(COMMAND_ATTR, config.command)
-    if study.metric_names != [o.name for o in config.objectives]:
+    _check_same_fidelity(study, plan.settings.fidelity_source)
+    study.set_user_attr("strategy", plan.settings.strategy)
+    study.set_user_attr(COMMAND_ATTR, plan.command)
+    if study.metric_names != [o.name for o in plan.objectives]:
         # optuna-dashboard (and Optuna's plots) then say "accuracy", not "Objective 0".
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names([o.name for o in config.objectives])
+            study.set_metric_names([o.name for o in plan.objectives])
     return study
 
 
@@ -198,60 +178,54 @@ def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
 
 
 def run_search(
-    config: SearchConfig,
-    space: Space,
-    data: measure.DataContext | None,
-    settings: TrialSettings,
-    out: Path,
-    *,
-    on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
-    study: optuna.Study | None = None,
+    plan: SearchPlan, *, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None
 ) -> SearchOutcome:
-    """Run this worker's share of the study; `on_trial(study, trial)` after every finished trial.
+    """Run this worker's share of the study of `plan`; `on_trial(study, trial)` after every finished trial.
 
-    `study`: the study of `config`, already opened and checked against `space` (`open_study`,
+    `plan.study`: the study, already opened and checked against the space (`plan_search`: `open_study`,
     `check_same_space`), for a caller that reports those errors before it starts; opened here if None.
     """
+    space, settings = plan.space, plan.settings
+    study = plan.study
     if study is None:
-        study = open_study(config, out)
+        study = open_study(plan)
         check_same_space(study, space)
-    sampler = make_sampler(config.strategy, space, len(config.objectives), config.seed)
-    epochs = settings.fidelity.epochs
-    pruner = make_pruner(config.objectives, epochs, chosen_pruner(config.pruner, config.strategy, epochs))
+    sampler = make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
+    pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
-    study = optuna.load_study(study_name=config.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
-    stale = fail_stale_trials(study, config.storage)
-    objective = make_objective(space, data, settings)  # trained, or replayed from a table
+    study = optuna.load_study(study_name=plan.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
+    stale = fail_stale_trials(study, plan.storage)
+    objective = make_objective(plan)  # trained, or replayed from a table
     # A trained trial leaves a model's memory behind; a replayed one nothing (and a collection takes ~0.1-1 s).
     callbacks = [on_trial] if on_trial is not None else []
     before = _finished(study)
-    deadline = None if config.timeout is None else time.monotonic() + config.timeout
+    deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
 
-    if config.seed_endpoints:
+    if settings.seed_endpoints:
         for endpoint in space.endpoints():
             if not _has_design(study, space, endpoint.params):
                 study.enqueue_trial(endpoint.params, user_attrs={"endpoint": endpoint.name}, skip_if_exists=True)
 
     steps = None
-    if config.strategy == "buildup":
+    if settings.strategy == "buildup":
         steps = run_buildup(
             space,
-            config.objectives[0],
+            plan.objectives[0],
             0,
-            lambda params, stage: _evaluate(study, space, objective, params, stage, config, deadline, callbacks),
+            lambda params, stage: _evaluate(study, space, objective, params, stage, plan, deadline, callbacks),
         )
-    elif _finished(study) < config.n_trials and not _exhausted(study, space):
+    elif _finished(study) < settings.n_trials and not _exhausted(study, space):
         # No trial count for optimize: copies do not count, so _StopAt (or the grid's end,
         # or the timeout) ends the loop.
         study.optimize(
             objective,
             n_trials=None,
-            timeout=config.timeout,
+            timeout=settings.timeout,
             catch=(TrialFailed,),
-            callbacks=[_StopAt(config.n_trials, space, config.seed), *callbacks],
-            gc_after_trial=settings.replay is None,
+            callbacks=[_StopAt(settings.n_trials, space, settings.seed), *callbacks],
+            gc_after_trial=plan.replay is None,
         )
-    exhausted = space.n_designs() if _finished(study) < config.n_trials and _exhausted(study, space) else None
+    exhausted = space.n_designs() if _finished(study) < settings.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
         study=study, new_trials=_finished(study) - before, buildup=steps, stale_failed=stale, exhausted=exhausted
     )
@@ -263,13 +237,13 @@ def _evaluate(
     objective: TrialObjective,
     params: dict[str, ParamValue],
     stage: str | None,
-    config: SearchConfig,
+    plan: SearchPlan,
     deadline: float | None,
     callbacks: list,
 ) -> FrozenTrial | None:
     """The finished trial of a design: from the study if measured, else by running one."""
     digest = space.arch_from_params(params).digest()
-    for _ in range(config.storage.max_retry + 3):
+    for _ in range(plan.storage.max_retry + 3):
         known = _trials_of(study, digest)
         done = [t for t in known if t.state == TrialState.COMPLETE]
         if done:
@@ -283,7 +257,7 @@ def _evaluate(
         verdicts = [t for t in known if is_verdict(t)]
         if verdicts and not waiting and not running:
             return verdicts[-1]  # failed or pruned: the walk treats it as "no better"
-        if _finished(study) >= config.n_trials or (deadline is not None and time.monotonic() > deadline):
+        if _finished(study) >= plan.settings.n_trials or (deadline is not None and time.monotonic() > deadline):
             return None
         if running and not waiting:
             time.sleep(1.0)  # another worker is measuring this design
@@ -295,7 +269,7 @@ def _evaluate(
             n_trials=1,
             catch=(TrialFailed,),
             callbacks=callbacks,
-            gc_after_trial=objective.settings.replay is None,
+            gc_after_trial=plan.replay is None,
         )
     verdicts = [t for t in _trials_of(study, digest) if is_verdict(t)]
     return verdicts[-1] if verdicts else None

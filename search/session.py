@@ -1,10 +1,12 @@
 """`archdsl.search(...)`: search where the MSAs go and return the Optuna study and its best designs;
 `archdsl search` prints what this plans and returns.
 
-Steps, so that a caller can say what will happen before it happens: `plan_space` picks and fits
-the base (what `--dry-run` shows); `plan_search` loads the data and opens the study, checking
-everything a trial would otherwise fail on; `run_planned` runs this worker's share of the study.
-`search` does all three. Every refusal is a `UserError`, raised before the first trial.
+Steps, so that a caller can say what will happen before it happens: `plan_space` reads the settings
+once into the study's one `SearchPlan`, with the base picked and fitted and the space made (what
+`--dry-run` shows); `plan_search` adds the data and the open study, checking everything a trial would
+otherwise fail on; `run_planned` runs this worker's share of the study (`runner.run_search`, whose
+trials read their settings from the same plan). `search` does all three. Every refusal is a
+`UserError`, raised before the first trial.
 
 Under torchrun, the group is one worker of the study (`archdsl.search.distributed`): `plan_search`
 joins the process group; rank 0 opens the study and runs the search, and `run_planned` on the
@@ -14,12 +16,13 @@ stays open for the caller (`archdsl search` closes it).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
@@ -30,11 +33,23 @@ from archdsl.outputs import RUNS_DIR
 from archdsl.search import PRUNERS, STRATEGIES
 from archdsl.search.objectives import OBJECTIVES
 
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+    from archdsl.data import DatasetInfo
+    from archdsl.run.distributed import Ranks
+    from archdsl.search.measures import DataContext, Fidelity
+    from archdsl.search.objectives import Objective
+    from archdsl.search.replay import Replay
+    from archdsl.search.runner import SearchOutcome
+    from archdsl.search.space import Space
+    from archdsl.search.storage import StorageOptions
+
 __all__ = [
     "SearchPlan",
     "SearchResult",
     "SearchSettings",
-    "SpacePlan",
     "default_base",
     "describe_space",
     "fidelity_for",
@@ -195,7 +210,7 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         return chosen_pruner(self.pruner, self.strategy, epochs)
 
 
-def default_base(info: Any, synthetic: bool, accelerator: bool) -> tuple[str, str]:
+def default_base(info: DatasetInfo, synthetic: bool, accelerator: bool) -> tuple[str, str]:
     """The base a search takes when none is given, and why: one that trains a candidate in
     minutes on the data and the machine at hand (the paper's base only on CIFAR with a GPU)."""
     if synthetic:
@@ -208,26 +223,82 @@ def default_base(info: Any, synthetic: bool, accelerator: bool) -> tuple[str, st
 
 
 @dataclass(frozen=True)
-class SpacePlan:
-    """The space a study searches: the base (fitted to the data), why it was chosen, the study's name."""
+class SearchPlan:
+    """One study, its settings read once: the one object the runner (`runner.run_search`) and every
+    trial (`trial.TrialObjective`, its `Measurer`) read their settings from.
+
+    `plan_space` makes it without loading anything (what `--dry-run` shows); `plan_search` adds the
+    data (or the replay table) and the open study (what `run_planned` runs). The flags' values stay in
+    `settings` and `fidelity`; the fields beside them are what was worked out from them once.
+    """
 
     settings: SearchSettings
-    info: Any  # DatasetInfo
-    base_name: str
-    why: str | None
-    base: Arch
-    fitted: Arch
-    space: Any  # Space
+    fidelity: Fidelity  # resolved: the dataset's subsets (fidelity_for); a replayed study's, the table's epochs
+    space: Space  # the build-up space of the base fitted to the data (`space.base`)
+    objectives: tuple[Objective, ...]
     study_name: str
-    objectives: tuple[Any, ...]
+    base_name: str  # as --base gave it (a path or a built-in name), or the default base's name
+    why: str | None = None  # why the base was chosen, when --base did not name it
+    data: DataContext | None = None  # a trained study's, once planned; None while a dry run or a table answers
+    replay: Replay | None = None  # the table of `--fidelity table:...`
+    study: optuna.Study | None = None  # once planned; None on a follower rank (the study is rank 0's)
+    ranks: Ranks | None = None  # under torchrun: this process's place in the group
+    keep_files: bool = True  # each trial's folder under OUT/STUDY/trials (False: an in-memory study, e.g. a benchmark)
 
     @property
     def base_text(self) -> str:
-        return f"{self.base.name} ({self.why})" if self.why else self.base.name
+        name = self.space.base.name
+        return f"{name} ({self.why})" if self.why else name
+
+    @property
+    def out(self) -> Path:
+        return Path(self.settings.out)
+
+    @property
+    def trial_root(self) -> Path | None:
+        """The study's folder, where each trial's files go (under trials/); None when they are not kept."""
+        return self.out / self.study_name if self.keep_files else None
+
+    @property
+    def storage(self) -> StorageOptions:
+        """Where the study lives and how its dead workers are found (--storage, --heartbeat, --grace-period,
+        --max-retry)."""
+        from archdsl.search.storage import StorageOptions
+
+        s = self.settings
+        return StorageOptions(
+            url=s.storage, heartbeat_interval=s.heartbeat, grace_period=s.grace_period or 3 * s.heartbeat,
+            max_retry=s.max_retry,
+        )  # fmt: skip
+
+    @property
+    def pruner(self) -> str:
+        """The pruner the study runs with: --pruner, `auto` resolved for the strategy and the epochs."""
+        return self.settings.chosen_pruner(self.fidelity.epochs)
+
+    @property
+    def command(self) -> str:
+        """The command line that runs this study again (kept in the study for its report)."""
+        return reproduce_command(self)
+
+    @property
+    def follower(self) -> bool:
+        """A rank after the first of a torchrun group: it trains what rank 0 sends."""
+        return self.ranks is not None and not self.ranks.leader
+
+    def describe(self) -> str:
+        """The line the command prints before the first trial."""
+        settings = self.settings
+        replayed = f", replayed from the table {self.replay.source}" if self.replay is not None else ""
+        return (
+            f"search {self.study_name}: {settings.strategy} over {self.space.size()} points of {self.base_text} on "
+            f"{settings.dataset}, objectives {','.join(o.name for o in self.objectives)}{replayed}"
+        )
 
 
-def plan_space(settings: SearchSettings) -> SpacePlan:
-    """The space `settings` search, without loading any data (a bad dataset name fails here)."""
+def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, object] | None = None) -> SearchPlan:
+    """The study `settings` (and `fidelity`, see `fidelity_for`) describe, without loading any data: the base
+    fitted to the dataset's description and the space (a bad dataset name fails here)."""
     from archdsl.data import describe
     from archdsl.run.device import select_device
     from archdsl.search import measures as measure
@@ -242,21 +313,21 @@ def plan_space(settings: SearchSettings) -> SpacePlan:
     info = describe(settings.dataset, settings.data_root)  # a bad dataset name fails now, before anything loads
     synthetic = settings.dataset.split(":")[0] == "synthetic"
     base_name, why = (settings.base, None) if settings.base else default_base(info, synthetic, device.type != "cpu")
-    base = measure.load_base(base_name)
     study_name = check_study_name(
         settings.study_name
         or default_study_name(
             base_name, settings.dataset, settings.strategy, replayed=is_replay(settings.fidelity_source)
         )
     )
-    fitted = measure.fit_to_data(base, info.image_shape, info.num_classes)  # the same for a dry run and a run
-    return SpacePlan(
-        settings=settings, info=info, base_name=base_name, why=why, base=base, fitted=fitted,
-        space=make_space(fitted, searched), study_name=study_name, objectives=objectives,
+    # the same for a dry run and a run
+    fitted = measure.fit_to_data(measure.load_base(base_name), info.image_shape, info.num_classes)
+    return SearchPlan(
+        settings=settings, fidelity=fidelity_for(settings, fidelity), space=make_space(fitted, searched),
+        objectives=objectives, study_name=study_name, base_name=base_name, why=why,
     )  # fmt: skip
 
 
-def fidelity_for(settings: SearchSettings, fidelity: Any = None) -> Any:
+def fidelity_for(settings: SearchSettings, fidelity: Fidelity | Mapping[str, object] | None = None) -> Fidelity:
     """The `Fidelity` a study trains and measures with: `fidelity` whole when it is one; otherwise
     its fields (a mapping), with the training subset the dataset's default (SYNTHETIC_SUBSET on the
     synthetic set, REAL_SUBSET on a real one) and the test subset the training one, unless given."""
@@ -265,30 +336,34 @@ def fidelity_for(settings: SearchSettings, fidelity: Any = None) -> Any:
     if isinstance(fidelity, Fidelity):
         return fidelity
     given = dict(fidelity or {})
-    if isinstance(given.get("train_settings"), Mapping):  # TrainConfig fields, as a Python caller gives them
-        given["train_settings"] = tuple(sorted(given["train_settings"].items()))
+    train_settings = given.get("train_settings")
+    if isinstance(train_settings, Mapping):  # TrainConfig fields, as a Python caller gives them
+        given["train_settings"] = tuple(sorted(train_settings.items()))
     synthetic = settings.dataset.split(":")[0] == "synthetic"
     if given.get("subset") is None:
         given["subset"] = SYNTHETIC_SUBSET if synthetic else REAL_SUBSET
     if given.get("test_subset") is None:
         given["test_subset"] = given["subset"]
-    return Fidelity(**given)
+    return Fidelity.model_validate(given)
 
 
-def describe_space(plan: SpacePlan) -> str:
+def describe_space(plan: SearchPlan) -> str:
     """What `--dry-run` prints: the base, the space, its size and endpoints."""
     from archdsl.search.space import STAGE_KNOBS, layout_text
 
-    space, info = plan.space, plan.info
-    c, h, w = info.image_shape
+    space = plan.space
+    shape = space.base.input
     lines = [f"base {plan.base_text}: {len(space.stages)} stages, searching {','.join(space.searched)}"]
-    lines.append(f"fitted to {plan.settings.dataset}: {c}x{h}x{w}, {info.num_classes} classes")
+    lines.append(
+        f"fitted to {plan.settings.dataset}: {shape.channels}x{shape.height}x{shape.width}, "
+        f"{space.base.classes} classes"
+    )
     for s in space.stages:
         n = next(len(st.blocks) for st in space.base.stages if st.name == s.name)
         extra = "".join(f"  {knob} {list(s.options(knob))}" for knob in STAGE_KNOBS if knob in space.searched)
         lines.append(f"  {s.name}: {n} blocks, k in 0..{s.max_k}{extra}")
     if "init" in space.searched:
-        lines.append(f"  init: {', '.join(space.choices()['init'])} (base: {space.base.init})")
+        lines.append(f"  init: {', '.join(map(str, space.choices()['init']))} (base: {space.base.init})")
     lines.append(f"size: {space.size()} points, {space.n_designs()} distinct designs")
     lines.append("endpoints:")
     for e in space.endpoints():
@@ -299,38 +374,10 @@ def describe_space(plan: SpacePlan) -> str:
     return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class SearchPlan:
-    """A checked study, its data loaded and its storage open: what `run_planned` runs."""
-
-    space_plan: SpacePlan
-    fidelity: Any  # Fidelity
-    config: Any  # runner.SearchConfig
-    trial_settings: Any  # trial.TrialSettings
-    data: Any  # measures.DataContext; None when a table answers the trials
-    study: Any  # optuna.Study; None on a follower rank (the study is rank 0's)
-    out: Path
-    replay: Any = None  # replay.Replay: the table of `--fidelity table:...`
-    ranks: Any = None  # under torchrun: this process's place in the group (archdsl.run.distributed.Ranks)
-
-    @property
-    def follower(self) -> bool:
-        """A rank after the first of a torchrun group: it trains what rank 0 sends."""
-        return self.ranks is not None and not self.ranks.leader
-
-    def describe(self) -> str:
-        """The line the command prints before the first trial."""
-        plan, settings = self.space_plan, self.space_plan.settings
-        replayed = f", replayed from the table {self.replay.source}" if self.replay is not None else ""
-        return (
-            f"search {plan.study_name}: {settings.strategy} over {plan.space.size()} points of {plan.base_text} on "
-            f"{settings.dataset}, objectives {','.join(o.name for o in plan.objectives)}{replayed}"
-        )
-
-
-def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: SpacePlan | None = None) -> SearchPlan:
-    """Everything a study needs, checked: the space, the data, the fidelity against the data, the
-    storage and the study's own space (a study of another space is refused)."""
+def plan_search(plan: SearchPlan) -> SearchPlan:
+    """`plan` (from `plan_space`) with everything a study needs, checked: its data loaded (or its replay
+    table read and checked against the space), the fidelity checked against the data, and the study opened
+    in its storage and checked against the space (a study of another space is refused)."""
     import logging
 
     import optuna
@@ -338,13 +385,9 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
     from archdsl.outputs import output_dir
     from archdsl.run.distributed import join_if_launched
     from archdsl.search import measures as measure
-    from archdsl.search.runner import SearchConfig, check_same_space, open_study
-    from archdsl.search.storage import StorageOptions
-    from archdsl.search.trial import TrialSettings
+    from archdsl.search.runner import check_same_space, open_study
 
-    plan = space_plan or plan_space(settings)
-    chosen = fidelity_for(settings, fidelity)
-    info = plan.info
+    settings, fidelity = plan.settings, plan.fidelity
     replay = replay_table(settings.fidelity_source, plan.space, settings.dataset, plan.objectives)  # None: trained
     data = None
     if replay is None:
@@ -352,74 +395,39 @@ def plan_search(settings: SearchSettings, fidelity: Any = None, *, space_plan: S
             settings.dataset,
             Path(settings.data_root) if settings.data_root else None,
             seed=settings.seed,
-            test_subset=chosen.test_subset,
-            val_split=chosen.val_split,
+            test_subset=fidelity.test_subset,
+            val_split=fidelity.val_split,
             download=settings.download,
         )
-        measure.check_described(data, info.image_shape, info.num_classes)
+        input_shape = plan.space.base.input
+        image_shape = (input_shape.channels, input_shape.height, input_shape.width)
+        measure.check_described(data, image_shape, plan.space.base.classes)
+        # not each trial's error
+        measure.check_fidelity(plan.space.base, data, fidelity, device=settings.device, seed=settings.seed)
     else:  # the table's runs are as long as they are
-        if "epochs" in chosen.model_fields_set and chosen.epochs != replay.epochs:
+        if "epochs" in fidelity.model_fields_set and fidelity.epochs != replay.epochs:
             warnings.warn(
-                f"--epochs {chosen.epochs} does not apply to a replayed study: the table's runs are "
+                f"--epochs {fidelity.epochs} does not apply to a replayed study: the table's runs are "
                 f"{replay.epochs} epochs long, and each trial replays one whole",
                 ArchdslWarning,
                 stacklevel=2,
             )
-        chosen = chosen.model_copy(update={"epochs": replay.epochs})
-    out = Path(settings.out)  # made below, once the data is here: a missing dataset leaves no empty runs folder
-    storage = StorageOptions(
-        url=settings.storage,
-        heartbeat_interval=settings.heartbeat,
-        grace_period=settings.grace_period or 3 * settings.heartbeat,
-        max_retry=settings.max_retry,
-    )
-    config = SearchConfig(
-        command=reproduce_command(plan, chosen),
-        study_name=plan.study_name,
-        strategy=settings.strategy,
-        objectives=plan.objectives,
-        n_trials=settings.n_trials,
-        timeout=settings.timeout,
-        seed=settings.seed,
-        seed_endpoints=settings.seed_endpoints,
-        storage=storage,
-        pruner=settings.chosen_pruner(chosen.epochs),
-        fidelity=settings.fidelity_source,
-    )
-    if data is not None:  # not each trial's error
-        measure.check_fidelity(plan.fitted, data, chosen, device=settings.device, seed=settings.seed)
-    trial_settings = TrialSettings(
-        objectives=plan.objectives,
-        fidelity=chosen,
-        device=settings.device,
-        seed=settings.seed,
-        max_params=settings.max_params,
-        max_flops=settings.max_flops,
-        out_dir=out / plan.study_name,
-        storage=storage,
-        progress=settings.progress,
-        replay=replay,
-    )
+        fidelity = fidelity.model_copy(update={"epochs": replay.epochs})
+    plan = dataclasses.replace(plan, fidelity=fidelity, data=data, replay=replay)
     ranks = join_if_launched(settings.device, timeout_s=settings.dist_timeout)
     if ranks is not None and not ranks.leader:  # trains what rank 0 sends; the study is rank 0's
-        return SearchPlan(
-            space_plan=plan, fidelity=chosen, config=config, trial_settings=trial_settings, data=data, study=None,
-            out=out, replay=replay, ranks=ranks,
-        )  # fmt: skip
+        return dataclasses.replace(plan, ranks=ranks)
     # Optuna's own log repeats every failure with a traceback; one line per trial says it all.
     optuna.logging.set_verbosity(logging.ERROR)
     # The storage, the study's objectives and its space are inputs too: checked before anything is
-    # said, and a refusal leaves no empty `out` behind (the data was loaded before it was made).
-    with output_dir(out, "--out"):
-        study = open_study(config, out)
+    # said, and a refusal leaves no empty `out` behind (made here, once the data was loaded).
+    with output_dir(plan.out, "--out"):
+        study = open_study(plan)
         check_same_space(study, plan.space)
-    return SearchPlan(
-        space_plan=plan, fidelity=chosen, config=config, trial_settings=trial_settings, data=data, study=study,
-        out=out, replay=replay, ranks=ranks,
-    )  # fmt: skip
+    return dataclasses.replace(plan, study=study, ranks=ranks)
 
 
-def replay_table(source: str, space: Any, dataset: str, objectives: Any) -> Any:
+def replay_table(source: str, space: Space, dataset: str, objectives: tuple[Objective, ...]) -> Replay | None:
     """The table of `fidelity_source="table:..."` (SearchSettings checked it is one), checked against the search
     (None for `train`)."""
     from archdsl.search.replay import check_replay, load_replay
@@ -437,30 +445,31 @@ class SearchResult:
     front's), this worker's outcome, and why it measured fewer designs than asked, if it did.
     On a follower rank of a torchrun group (`follower`), study and outcome are None: they are rank 0's."""
 
-    study: Any  # optuna.Study
+    study: optuna.Study | None
     best: tuple[Arch, ...]
-    outcome: Any  # runner.SearchOutcome
+    outcome: SearchOutcome | None
     remarks: tuple[str, ...] = field(default=())  # why the search ended short, re-queued trials
     simulated_seconds: float | None = None  # a replayed study's trials' simulated time, one worker
     follower: bool = False
 
 
-def run_planned(plan: SearchPlan, *, on_trial: Callable[[Any, Any], None] | None = None) -> SearchResult:
-    """Run this worker's share of the planned study; `on_trial(study, trial)` after each finished trial."""
+def run_planned(
+    plan: SearchPlan, *, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None
+) -> SearchResult:
+    """Run this worker's share of the planned study (`plan_search`'s); `on_trial(study, trial)` after each
+    finished trial."""
     from archdsl.search.distributed import follow_leader, leading
     from archdsl.search.runner import run_search, study_progress, target_trials
 
-    settings = plan.space_plan.settings
+    settings = plan.settings
     if plan.follower:
+        assert plan.data is not None, "a follower rank trains: its plan has the data"
         follow_leader(plan.data, plan.fidelity, device=settings.device, seed=settings.seed)
         return SearchResult(study=None, best=(), outcome=None, follower=True)
-    total = target_trials(plan.config, plan.space_plan.space)
+    total = target_trials(plan)
     started = time.monotonic()
     with leading(plan.ranks):
-        outcome = run_search(
-            plan.config, plan.space_plan.space, plan.data, plan.trial_settings, plan.out, on_trial=on_trial,
-            study=plan.study,
-        )  # fmt: skip
+        outcome = run_search(plan, on_trial=on_trial)
     remarks = []
     if outcome.exhausted is not None:
         remarks.append(
@@ -486,7 +495,11 @@ def run_planned(plan: SearchPlan, *, on_trial: Callable[[Any, Any], None] | None
 
 
 def search(
-    settings: SearchSettings | None = None, fidelity: Any = None, *, on_trial=None, **fields: Any
+    settings: SearchSettings | None = None,
+    fidelity: Fidelity | Mapping[str, object] | None = None,
+    *,
+    on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+    **fields: object,
 ) -> SearchResult:
     """Run a study as `settings` say (or keyword arguments naming `SearchSettings` fields:
     `dataset="synthetic"`) at `fidelity` (a `Fidelity`, or its fields to set:
@@ -497,18 +510,20 @@ def search(
         >>> result.study.best_trial.values, result.best[0].name
     """
     settings = SearchSettings.model_validate({**(settings.model_dump() if settings else {}), **fields})
-    return run_planned(plan_search(settings, fidelity), on_trial=on_trial)
+    return run_planned(plan_search(plan_space(settings, fidelity)), on_trial=on_trial)
 
 
-def best_designs(study: Any) -> tuple[Arch, ...]:
+def best_designs(study: optuna.Study) -> tuple[Arch, ...]:
     """The designs of a study's best trials (one per design), as the report lists them."""
     from archdsl.lang.spec import parse_spec
-    from archdsl.search.report import summarize_study
+    from archdsl.search._study_summary import summarize_study
 
     return tuple(parse_spec(row.spec) for row in summarize_study(study).best if row.spec)
 
 
-def _why_short(outcome: Any, settings: SearchSettings, total: int, measured: int, timed_out: bool) -> str | None:
+def _why_short(
+    outcome: SearchOutcome, settings: SearchSettings, total: int, measured: int, timed_out: bool
+) -> str | None:
     """Why a search that measured fewer designs than n_trials stopped (the space's end is said apart)."""
     if measured >= settings.n_trials:
         return None
@@ -529,7 +544,7 @@ def _why_short(outcome: Any, settings: SearchSettings, total: int, measured: int
     return None
 
 
-def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
+def reproduce_command(plan: SearchPlan) -> str:
     """The `archdsl search` line that runs this study again, kept in the study for its report.
 
     Every setting that shapes the results is spelled out, defaults included (a later change of
@@ -540,7 +555,7 @@ def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
 
     from archdsl.run.recipe import recipe_command_words, recipe_flags
 
-    s = plan.settings
+    s, fidelity = plan.settings, plan.fidelity
     parts = ["archdsl", "search", "--dataset", s.dataset]
     if s.data_root:
         parts += ["--data-root", s.data_root]
@@ -562,7 +577,7 @@ def reproduce_command(plan: SpacePlan, fidelity: Any) -> str:
     given = dict(fidelity.train_settings)
     in_flag_order = {name: given[name] for name in recipe_flags() if name in given}
     parts += ["--recipe", fidelity.recipe, *recipe_command_words(in_flag_order)]
-    parts += ["--pruner", s.chosen_pruner(fidelity.epochs)]
+    parts += ["--pruner", plan.pruner]
     if s.fidelity_source != "train":
         parts += ["--fidelity", s.fidelity_source]
     names = {o.name for o in plan.objectives}

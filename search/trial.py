@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -34,20 +34,22 @@ from archdsl.files import ensure_dir, write_json, write_text
 from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
 from archdsl.search import measures as measure
-from archdsl.search.objectives import Cost, Objective, dominates
+from archdsl.search.objectives import Cost, dominates
 from archdsl.search.optuna_private import storage_of, trial_id
-from archdsl.search.space import Space, layout_text
+from archdsl.search.space import layout_text
 from archdsl.search.storage import (
     COPY_ATTR,
     FAIL_REASON_ATTR,
     SEARCH_STOPPED,
-    StorageOptions,
     WorkerHeartbeat,
     fail_stale_trials,
     is_copy,
     is_verdict,
     requeue,
 )
+
+if TYPE_CHECKING:
+    from archdsl.search.session import SearchPlan
 
 DIGEST_ATTR = "digest"
 SPEC_ATTR = "spec"  # the canonical .arch text, so that any machine can report the design
@@ -65,24 +67,6 @@ class TrialFailed(Exception):
 
 class DesignCopy(TrialFailed):
     """The trial drew a design the study has measured or is measuring: it is not measured again."""
-
-
-@dataclass
-class TrialSettings:
-    """How a search measures each trial: objectives, fidelity, device, seed, constraints, where trial files go."""
-
-    objectives: tuple[Objective, ...]
-    fidelity: measure.Fidelity
-    device: str = "cpu"
-    seed: int = 0
-    max_params: float | None = None
-    max_flops: float | None = None
-    out_dir: Path | None = None  # runs/<study>: trial folders go under trials/
-    storage: StorageOptions = field(default_factory=lambda: StorageOptions(url=None))
-    progress: bool = False
-    # A `search.replay.Replay`: trials are answered from its table, not trained (not typed here:
-    # replay imports this module, and test_layering counts a TYPE_CHECKING import as a cycle).
-    replay: Any = None
 
 
 class DesignAnswers(Protocol):
@@ -113,8 +97,8 @@ class DesignAnswers(Protocol):
 class Measurer(Protocol):
     """Where a search's trials get their answers (`Training`, or `archdsl.search.replay.Replaying`)."""
 
-    def start(self, trial: optuna.Trial, arch: Arch, settings: TrialSettings) -> DesignAnswers:
-        """The answers of trial `trial`'s design."""
+    def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> DesignAnswers:
+        """The answers of trial `trial`'s design, measured as `plan` says."""
         ...
 
 
@@ -124,53 +108,51 @@ class Training:
 
     data: measure.DataContext
 
-    def start(self, trial: optuna.Trial, arch: Arch, settings: TrialSettings) -> DesignAnswers:
-        return _TrainedDesign(self.data, settings, arch)
+    def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> DesignAnswers:
+        return _TrainedDesign(self.data, plan, arch)
 
 
 @dataclass(frozen=True)
 class _TrainedDesign:
     data: measure.DataContext
-    settings: TrialSettings
+    plan: SearchPlan
     arch: Arch
 
     def fits(self) -> None:
         measure.ensure_fits(self.arch)
 
     def latency(self) -> float:
-        s = self.settings
-        return measure.latency_ms(self.arch, self.data, s.fidelity, s.device, s.seed)
+        s = self.plan.settings
+        return measure.latency_ms(self.arch, self.data, self.plan.fidelity, s.device, s.seed)
 
     def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
         """Trained on each paired seed in turn; the first seed's curve goes to the pruner and its model
         to the analyses, the accuracy is the seeds' mean."""
-        s = self.settings
+        s, fidelity = self.plan.settings, self.plan.fidelity
         first = measure.train_candidate(
-            self.arch, self.data, s.fidelity, device=s.device, seed=s.seed, run_dir=run_dir(),
+            self.arch, self.data, fidelity, device=s.device, seed=s.seed, run_dir=run_dir(),
             on_epoch=on_epoch, progress=s.progress,
         )  # fmt: skip
-        if s.fidelity.seeds == 1:
+        if fidelity.seeds == 1:
             return first
         others = [
             measure.train_candidate(
-                self.arch, self.data, s.fidelity, device=s.device, seed=measure.seed_of(s.seed, index), run_dir=None,
+                self.arch, self.data, fidelity, device=s.device, seed=measure.seed_of(s.seed, index), run_dir=None,
                 on_epoch=lambda epoch, top1: None, progress=s.progress,
             ).accuracy
-            for index in range(1, s.fidelity.seeds)
+            for index in range(1, fidelity.seeds)
         ]  # fmt: skip
         per_seed = (first.accuracy, *others)
         mean, _ = measure.mean_and_stderr(per_seed)
         return dataclasses.replace(first, accuracy=mean, seed_accuracies=per_seed)
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
-        s, values = self.settings, {}
+        s, fidelity, values = self.plan.settings, self.plan.fidelity, {}
         if "robustness" in names:
-            values["robustness"] = measure.robustness(
-                trained.model, self.data, s.fidelity, seed=s.seed, device=s.device
-            )
+            values["robustness"] = measure.robustness(trained.model, self.data, fidelity, seed=s.seed, device=s.device)
         if {"nep", "ape"} & names:
             values["nep"], values["ape"] = measure.hessian(
-                trained.model, self.data, s.fidelity, seed=s.seed, device=s.device
+                trained.model, self.data, fidelity, seed=s.seed, device=s.device
             )
         return values
 
@@ -179,20 +161,20 @@ class _TrainedDesign:
 
 
 class TrialObjective:
-    """The callable handed to `study.optimize`: one trial of a design, answered by `measurer`."""
+    """The callable handed to `study.optimize`: one trial of a design of `plan.space`, measured as `plan` says
+    and answered by `measurer`."""
 
-    def __init__(self, space: Space, measurer: Measurer, settings: TrialSettings) -> None:
-        self.space = space
+    def __init__(self, plan: SearchPlan, measurer: Measurer) -> None:
+        self.plan = plan
         self.measurer = measurer
-        self.settings = settings
 
     # -- the objective ---------------------------------------------------------------------
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, ...]:
         study = trial.study
-        fail_stale_trials(study, self.settings.storage)
-        params = self.space.suggest(trial)
+        fail_stale_trials(study, self.plan.storage)
+        params = self.plan.space.suggest(trial)
         try:
-            arch = self.space.arch_from_params(params)
+            arch = self.plan.space.arch_from_params(params)
         except UserError as err:  # cannot happen for a valid space; recorded, not raised
             return self._fail(trial, f"invalid design: {err}")
         digest = arch.digest()
@@ -205,12 +187,12 @@ class TrialObjective:
         trial.set_user_attr("n_msa", arch.n_msa)
         trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
         trial.set_user_attr(SPEC_ATTR, format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
-        beat = self.settings.storage.heartbeat_interval
-        with WorkerHeartbeat(storage_of(study), trial_id(trial), beat, keep_beating=self.settings.replay is None):
+        beat = self.plan.storage.heartbeat_interval
+        with WorkerHeartbeat(storage_of(study), trial_id(trial), beat, keep_beating=self.plan.replay is None):
             return self._measure(trial, arch)
 
     def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
-        answers = self.measurer.start(trial, arch, self.settings)
+        answers = self.measurer.start(trial, arch, self.plan)
         try:
             return self._staged(trial, arch, answers)
         finally:
@@ -218,8 +200,8 @@ class TrialObjective:
 
     def _staged(self, trial: optuna.Trial, arch: Arch, answers: DesignAnswers) -> float | tuple[float, ...]:
         """The stages of the module's docstring, whatever answers them (training or a table)."""
-        s = self.settings
-        wanted = {o.name for o in s.objectives}
+        objectives, s = self.plan.objectives, self.plan.settings
+        wanted = {o.name for o in objectives}
         metrics: dict[str, Any] = dict(measure.static_costs(arch))
         for name, limit in (("params", s.max_params), ("flops", s.max_flops)):
             if limit is not None and metrics[name] > limit:
@@ -232,7 +214,7 @@ class TrialObjective:
                 metrics["latency"] = answers.latency()
             # Staging: rule a candidate out on the cheap objectives as early as they are known.
             cheap_before_training = self._prune_if_dominated_before_training(trial, metrics)
-            if max(o.cost for o in s.objectives) >= Cost.TRAINED:
+            if max(o.cost for o in objectives) >= Cost.TRAINED:
                 trained = answers.train(
                     lambda epoch, top1: self._report(trial, epoch, top1), lambda: self._trial_dir(trial, arch)
                 )
@@ -270,24 +252,24 @@ class TrialObjective:
             last = traceback.extract_tb(err.__traceback__)[-1]
             where = f"{Path(last.filename).name}:{last.lineno}"
             trial.set_user_attr(FAIL_REASON_ATTR, f"{SEARCH_STOPPED}: {type(err).__name__}: {err} ({where})")
-            requeue(trial.study, storage_of(trial.study).get_trial(trial_id(trial)), s.storage.max_retry)
+            requeue(trial.study, storage_of(trial.study).get_trial(trial_id(trial)), self.plan.storage.max_retry)
             raise
         return self._finish(trial, arch, metrics)
 
     # -- outcomes ----------------------------------------------------------------------------
     def _finish(self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any]) -> Any:
-        missing = [o.name for o in self.settings.objectives if o.name not in metrics]
+        missing = [o.name for o in self.plan.objectives if o.name not in metrics]
         if missing:
             return self._fail(trial, f"no value for {', '.join(missing)}")
         trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
         self._write_trial_files(trial, arch, metrics)
-        values = tuple(float(metrics[o.name]) for o in self.settings.objectives)
+        values = tuple(float(metrics[o.name]) for o in self.plan.objectives)
         return values[0] if len(values) == 1 else values
 
     def _prune_if_dominated_before_training(self, trial: optuna.Trial, metrics: dict[str, Any]) -> bool:
         """Staging: when every cheap objective is known before training, a candidate a finished trial
         dominates on them is pruned now (raises). Returns whether they were all known."""
-        objectives = self.settings.objectives
+        objectives = self.plan.objectives
         cheap_before_training = all(o.cost < Cost.TRAINED for o in objectives if o.cost <= Cost.TRAINED)
         if cheap_before_training:
             better = self._dominated_on_cheap(trial, metrics)
@@ -304,10 +286,11 @@ class TrialObjective:
         raise TrialFailed(reason)
 
     def _report(self, trial: optuna.Trial, epoch: int, top1: float) -> None:
-        if len(self.settings.objectives) == 1 and self.settings.objectives[0].name == "accuracy":
+        objectives = self.plan.objectives
+        if len(objectives) == 1 and objectives[0].name == "accuracy":
             trial.report(top1, epoch)
             # Never at the last epoch: the training is done, and stopping it would lose its measured result.
-            if epoch < self.settings.fidelity.epochs and trial.should_prune():
+            if epoch < self.plan.fidelity.epochs and trial.should_prune():
                 self._prune(trial, f"{prune_reason(trial.study.pruner)} at epoch {epoch}")
 
     # -- the study's memory --------------------------------------------------------------------
@@ -316,8 +299,8 @@ class TrialObjective:
 
         Staging only applies when the study has both cheap and expensive objectives.
         """
-        cheap = tuple(o for o in self.settings.objectives if o.cost <= Cost.TRAINED)
-        if not cheap or len(cheap) == len(self.settings.objectives):
+        cheap = tuple(o for o in self.plan.objectives if o.cost <= Cost.TRAINED)
+        if not cheap or len(cheap) == len(self.plan.objectives):
             return None
         for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
             other = t.user_attrs.get(METRICS_ATTR, {})
@@ -327,25 +310,26 @@ class TrialObjective:
 
     # -- files --------------------------------------------------------------------------------
     def _trial_dir(self, trial: optuna.Trial, arch: Arch) -> Path | None:
-        if self.settings.out_dir is None:
+        root = self.plan.trial_root
+        if root is None:
             return None
-        path = ensure_dir(trial_dir(self.settings.out_dir, trial.number, arch.short_id), within=self.settings.out_dir)
+        path = ensure_dir(trial_dir(root, trial.number, arch.short_id), within=root)
         trial.set_user_attr("dir", str(path))
         return path
 
     def _write_trial_files(self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any]) -> None:
-        path = self._trial_dir(trial, arch)
+        path, root = self._trial_dir(trial, arch), self.plan.trial_root
         if path is None:
             return
-        write_text(path / "spec.arch", trial.user_attrs[SPEC_ATTR], within=self.settings.out_dir)
+        write_text(path / "spec.arch", trial.user_attrs[SPEC_ATTR], within=root)
         record = {
             "trial": trial.number,
             "digest": arch.digest(),
             "params": trial.params,
-            "objectives": {o.name: metrics[o.name] for o in self.settings.objectives},
+            "objectives": {o.name: metrics[o.name] for o in self.plan.objectives},
             "metrics": metrics,
         }
-        write_json(path / "metrics.json", record, within=self.settings.out_dir)
+        write_json(path / "metrics.json", record, within=root)
 
 
 def earlier_twin(study: optuna.Study, number: int, digest: str) -> FrozenTrial | None:

@@ -71,6 +71,27 @@ def load(folder: Path, study: str, url: str | None = None) -> optuna.Study:
     return load_study(study, open_storage(StorageOptions(url=url), folder / "runs", study))
 
 
+def plan_for(out: Path, study: str, objectives: str = "accuracy", *, space=None, epochs: int = 2, **settings):
+    """A study's `SearchPlan` made in Python, no dataset described: `space` (the tiny base's unless given),
+    `settings` (SearchSettings fields) over the defaults, trials trained for `epochs`. What `plan_space`
+    makes, for a test of the runner, the trial or the study's storage."""
+    from archdsl.lang.spec import parse_spec
+    from archdsl.search.measures import Fidelity
+    from archdsl.search.objectives import parse_objectives
+    from archdsl.search.session import SearchPlan, SearchSettings
+    from archdsl.search.space import make_space
+
+    space = space if space is not None else make_space(parse_spec(TINY_BASE))
+    return SearchPlan(
+        settings=SearchSettings(out=str(out), study_name=study, objectives=objectives, **settings),
+        fidelity=Fidelity(epochs=epochs),
+        space=space,
+        objectives=parse_objectives(objectives),
+        study_name=study,
+        base_name=space.base.name,
+    )
+
+
 def spawn(args: list[str], **kwargs) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     return subprocess.Popen(

@@ -10,12 +10,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import _search_support as support
 import optuna
 import pytest
 from optuna.distributions import IntDistribution
 
-from archdsl.search.objectives import parse_objectives
-from archdsl.search.runner import SearchConfig, open_study
+from archdsl.search.runner import open_study
 from archdsl.search.storage import journal_path
 from archdsl.search.strategies import BUILDUP_STEP_ATTR
 from archdsl.search.trial import LAYOUT_ATTR
@@ -45,10 +45,7 @@ def _get(url: str, deadline: float) -> dict:
 
 @pytest.mark.slow
 def test_optuna_dashboard_opens_the_journal_and_shows_objective_names(tmp_path: Path) -> None:
-    config = SearchConfig(
-        study_name="dash", strategy="buildup", objectives=parse_objectives("accuracy,params"), n_trials=1
-    )
-    study = open_study(config, tmp_path)
+    study = open_study(support.plan_for(tmp_path, "dash", "accuracy,params", strategy="buildup"))
     study.add_trial(
         optuna.create_trial(
             values=[0.5, 1000.0],

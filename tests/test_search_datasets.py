@@ -40,8 +40,8 @@ def test_the_dry_run_and_the_run_search_the_same_space(tmp_path, capsys, fashion
     points = re.search(r"size: (\d+) points", out).group(1)
     searched = []
 
-    def no_trials(config, space, data, settings, out, **_):
-        searched.append(space)
+    def no_trials(plan, **_):
+        searched.append(plan.space)
         raise KeyboardInterrupt  # stop before any training: the space is what is checked
 
     monkeypatch.setattr(runner, "run_search", no_trials)
@@ -91,7 +91,7 @@ def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp
     import _search_support as support
 
     from archdsl.search import measures as measure
-    from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
+    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
 
     # 96 training images: 16 held out for validation (a quarter of them score), 80 to train on
     data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25, val_split="16")
@@ -102,7 +102,7 @@ def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp
     assert config.subset == 0.5
     settings = SearchSettings(study_name="s")
     fidelity = {"subset": 0.5, "test_subset": 0.25, "val_split": "0.2"}
-    line = reproduce_command(plan_space(settings), fidelity_for(settings, fidelity))
+    line = reproduce_command(plan_space(settings, fidelity))
     assert "--val-split 0.2 --test-subset 0.25" in line
 
 
@@ -182,11 +182,11 @@ def test_the_default_pruner_follows_the_strategy_and_the_epochs_and_the_study_li
     # `auto` is the efficiency study's finding (docs/search.md): median for the walk, Hyperband for the samplers.
     import shlex
 
-    from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
+    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
 
     settings = SearchSettings(study_name="s", strategy=strategy, pruner=given)
     assert settings.chosen_pruner(epochs) == runs_with
-    words = shlex.split(reproduce_command(plan_space(settings), fidelity_for(settings, {"epochs": epochs})))
+    words = shlex.split(reproduce_command(plan_space(settings, {"epochs": epochs})))
     assert words[words.index("--pruner") + 1] == runs_with  # spelled out: a later default cannot change it
 
 
@@ -197,15 +197,6 @@ def test_an_unknown_pruner_is_refused_by_the_settings():
 
     with pytest.raises(ValidationError, match="unknown pruner 'sometimes'"):
         SearchSettings(pruner="sometimes")
-
-
-def test_the_library_runner_takes_the_same_default_pruner_as_the_command():
-    # One default: a SearchConfig made in Python (run_search) prunes as `archdsl search` does.
-    from archdsl.search.runner import SearchConfig
-    from archdsl.search.session import SearchSettings
-
-    config = SearchConfig(study_name="s", strategy="tpe", objectives=(), n_trials=1)
-    assert config.pruner == SearchSettings().pruner == "auto"
 
 
 def test_paired_seeds_train_every_design_on_the_same_seeds(tmp_path, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import re
+from pathlib import Path
 
 import _search_support as support
 import optuna
@@ -12,9 +13,8 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.cli import main
 from archdsl.lang.spec import parse_spec
-from archdsl.search.objectives import parse_objectives
 from archdsl.search.report import progress_text
-from archdsl.search.runner import SearchConfig, study_progress, target_trials
+from archdsl.search.runner import study_progress, target_trials
 from archdsl.search.space import make_space
 
 PROGRESS = re.compile(r"\[(\d+)/(\d+)(?:, ETA [^\]]+)?\]$")
@@ -40,11 +40,13 @@ def test_trial_lines_count_the_whole_study_towards_n_trials(tmp_path, capsys, on
 
 def test_n_is_what_the_space_and_the_build_up_walk_can_reach():
     space = make_space(parse_spec(support.TINY_BASE), ("k",))  # 8 designs; stages of 2 blocks take 1 MSA each
-    config = SearchConfig(study_name="s", strategy="random", objectives=parse_objectives("params"), n_trials=20)
-    assert target_trials(config, space) == space.n_designs() == 8
-    assert target_trials(SearchConfig(**{**config.__dict__, "n_trials": 5}), space) == 5
-    buildup = SearchConfig(**{**config.__dict__, "strategy": "buildup"})
-    assert target_trials(buildup, space) == 1 + 3  # the base, then at most one MSA per stage
+
+    def plan(strategy: str, n_trials: int):
+        return support.plan_for(Path("unused"), "s", "params", space=space, strategy=strategy, n_trials=n_trials)
+
+    assert target_trials(plan("random", 20)) == space.n_designs() == 8
+    assert target_trials(plan("random", 5)) == 5
+    assert target_trials(plan("buildup", 20)) == 1 + 3  # the base, then at most one MSA per stage
 
 
 def _measured(study: optuna.Study, digest: str, seconds: float) -> None:

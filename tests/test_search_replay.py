@@ -6,21 +6,22 @@ test works out from the same rule what the search must do.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
 
 import _replay_support as support
+import _search_support as search_support
 import optuna
 import pytest
 from optuna.trial import TrialState
 
 from archdsl.cli import main
-from archdsl.search.objectives import parse_objectives
-from archdsl.search.replay import SIM_SECONDS_ATTR, TABLE_SEED_ATTR, Replay, load_replay
-from archdsl.search.runner import SearchConfig, run_search
-from archdsl.search.storage import StorageOptions, is_copy, is_verdict
-from archdsl.search.trial import DIGEST_ATTR, TrialSettings
+from archdsl.search.replay import SIM_SECONDS_ATTR, TABLE_PREFIX, TABLE_SEED_ATTR, Replay, load_replay
+from archdsl.search.runner import run_search
+from archdsl.search.storage import is_copy, is_verdict
+from archdsl.search.trial import DIGEST_ATTR
 
 
 @pytest.fixture(scope="module")
@@ -65,28 +66,19 @@ def replayed(
     storage: str | None = None,
     out: Path | None = None,
 ) -> optuna.Study:
-    """One replayed search through `run_search`, in memory unless a journal `storage` is given."""
-    objs = parse_objectives(objectives)
-    options = StorageOptions(url=storage)
-    config = SearchConfig(
-        study_name="replay", strategy=strategy, objectives=objs, n_trials=n_trials, seed=seed, pruner=pruner,
-        storage=options,
+    """One replayed search through `run_search`, in memory unless a journal `storage` is given (no trial files)."""
+    plan = search_support.plan_for(
+        out or Path("unused"), "replay", objectives, space=space, epochs=replay.epochs, strategy=strategy,
+        n_trials=n_trials, seed=seed, pruner=pruner, storage=storage, fidelity_source=f"{TABLE_PREFIX}{replay.source}",
     )  # fmt: skip
-    settings = TrialSettings(
-        objectives=objs, fidelity=_fidelity(replay.epochs), seed=seed, storage=options, replay=replay
-    )
     study = None
     if storage is None:
         study = optuna.create_study(
-            storage=optuna.storages.InMemoryStorage(), study_name="replay", directions=[o.direction for o in objs]
+            storage=optuna.storages.InMemoryStorage(),
+            study_name="replay",
+            directions=[o.direction for o in plan.objectives],
         )
-    return run_search(config, space, None, settings, out or Path("unused"), study=study).study
-
-
-def _fidelity(epochs: int):
-    from archdsl.search.measures import Fidelity
-
-    return Fidelity(epochs=epochs)
+    return run_search(dataclasses.replace(plan, replay=replay, study=study, keep_files=False)).study
 
 
 def run_of(replay: Replay, trial):
@@ -137,7 +129,7 @@ def test_an_epochs_flag_a_replay_cannot_honour_is_a_warning_not_silence(tmp_path
 
 
 def _journal(path: Path):
-    from archdsl.search.storage import open_storage
+    from archdsl.search.storage import StorageOptions, open_storage
 
     return open_storage(StorageOptions(url=f"journal:{path}"), path.parent, "x")
 
@@ -372,20 +364,20 @@ def test_a_study_refuses_a_worker_of_the_other_fidelity(tmp_path, table_file):
     from archdsl.errors import UserError
     from archdsl.search.runner import FIDELITY_ATTR, open_study
 
-    def config(fidelity: str, journal: str) -> SearchConfig:
-        return SearchConfig(
-            study_name="mixed", strategy="random", objectives=parse_objectives("accuracy"), n_trials=2,
-            storage=StorageOptions(url=f"journal:{tmp_path / journal}"), fidelity=fidelity,
+    def config(fidelity: str, journal: str):
+        return search_support.plan_for(
+            tmp_path, "mixed", strategy="random", n_trials=2, storage=f"journal:{tmp_path / journal}",
+            fidelity_source=fidelity,
         )  # fmt: skip
 
     replay = f"table:{table_file}"
-    assert open_study(config("train", "trained.journal"), tmp_path).user_attrs[FIDELITY_ATTR] == "train"
+    assert open_study(config("train", "trained.journal")).user_attrs[FIDELITY_ATTR] == "train"
     with pytest.raises(UserError, match=r"is trained \(--fidelity train\), not replayed from a table") as info:
-        open_study(config(replay, "trained.journal"), tmp_path)
+        open_study(config(replay, "trained.journal"))
     assert "--study-name" in str(info.value.hint)
-    assert open_study(config(replay, "replayed.journal"), tmp_path).user_attrs[FIDELITY_ATTR] == replay
+    assert open_study(config(replay, "replayed.journal")).user_attrs[FIDELITY_ATTR] == replay
     with pytest.raises(UserError, match=r"is replayed from a table \(--fidelity table:"):
-        open_study(config("train", "replayed.journal"), tmp_path)
+        open_study(config("train", "replayed.journal"))
 
 
 def test_a_replay_indexes_its_table_once(table_file):

@@ -7,6 +7,7 @@ import datetime
 import io
 import threading
 
+import _search_support as support
 import matplotlib
 import matplotlib.pyplot as plt
 import optuna
@@ -17,7 +18,6 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.files import held_lock
-from archdsl.search.objectives import parse_objectives
 from archdsl.search.report import (
     MIN_TRIALS_FOR_IMPORTANCE,
     PRUNED_MARK,
@@ -28,7 +28,7 @@ from archdsl.search.report import (
     trials_csv,
     write_report,
 )
-from archdsl.search.runner import SearchConfig, open_study
+from archdsl.search.runner import open_study
 from archdsl.search.trial import DIGEST_ATTR, LAYOUT_ATTR, SPEC_ATTR
 
 
@@ -246,18 +246,12 @@ def test_no_importance_plot_below_the_minimum_and_the_report_says_why(tmp_path):
 
 
 def test_archdsl_studies_name_their_objectives_for_the_dashboard(tmp_path):
-    config = SearchConfig(
-        study_name="named", strategy="tpe", objectives=parse_objectives("accuracy,params"), n_trials=1
-    )
-    study = open_study(config, tmp_path)
+    study = open_study(support.plan_for(tmp_path, "named", "accuracy,params", strategy="tpe"))
     assert study.metric_names == ["accuracy", "params"]
 
 
 def test_report_csv_prints_the_table_and_writes_nothing(tmp_path, capsys):
-    config = SearchConfig(
-        study_name="table", strategy="tpe", objectives=parse_objectives("accuracy,params"), n_trials=1
-    )
-    study = open_study(config, tmp_path / "runs")
+    study = open_study(support.plan_for(tmp_path / "runs", "table", "accuracy,params", strategy="tpe"))
     for trial in _two_objective_study(3).trials:
         study.add_trial(trial)
     assert main(["report", "table", "--out", str(tmp_path / "runs"), "--csv"]) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _search_support as support
 import optuna
 import pytest
 from optuna.distributions import IntDistribution
@@ -9,15 +10,13 @@ from optuna.trial import TrialState
 
 from archdsl.errors import UsageError, UserError
 from archdsl.search import load_saved_study, report_study, summarize_study, trials_csv
-from archdsl.search.objectives import parse_objectives
-from archdsl.search.runner import SearchConfig, open_study
+from archdsl.search.runner import open_study
 from archdsl.search.trial import DIGEST_ATTR, SPEC_ATTR
 
 
 def _saved(out, name: str = "saved", values=(0.4, 0.8, 0.6)) -> optuna.Study:
     """A study in its journal under `out`, as `archdsl search --out OUT --study-name NAME` leaves it."""
-    config = SearchConfig(study_name=name, strategy="tpe", objectives=parse_objectives("accuracy"), n_trials=1)
-    study = open_study(config, out)
+    study = open_study(support.plan_for(out, name, strategy="tpe"))
     for number, value in enumerate(values):
         study.add_trial(
             optuna.create_trial(

@@ -54,10 +54,9 @@ def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
     ],
 )
 def test_the_study_command_leaves_the_password_out(url, shown):
-    from archdsl.search.session import SearchSettings, fidelity_for, plan_space, reproduce_command
+    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
 
-    settings = SearchSettings(study_name="s", storage=url)
-    line = reproduce_command(plan_space(settings), fidelity_for(settings, {}))
+    line = reproduce_command(plan_space(SearchSettings(study_name="s", storage=url)))
     assert "secret" not in line
     assert shlex.split(line)[shlex.split(line).index("--storage") + 1] == shown
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import _search_support as support
@@ -156,20 +157,17 @@ def test_a_trial_is_never_pruned_at_its_last_epoch():
     from optuna.distributions import IntDistribution
     from optuna.trial import TrialState
 
-    from archdsl.search import measures as measure
-    from archdsl.search.objectives import parse_objectives
     from archdsl.search.strategies import make_pruner
-    from archdsl.search.trial import TrialObjective, TrialSettings
+    from archdsl.search.trial import TrialObjective
 
-    objectives = parse_objectives("accuracy")
-    study = optuna.create_study(direction="maximize", pruner=make_pruner(objectives, 2))
+    plan = support.plan_for(Path("unused"), "s", space=make_space(load_spec("alter50-base")), epochs=2)
+    study = optuna.create_study(direction="maximize", pruner=make_pruner(plan.objectives, 2))
     for value in (0.8, 0.9, 0.85):  # the pruner's startup trials, all far better
         study.add_trial(optuna.trial.create_trial(
             state=TrialState.COMPLETE, value=value, intermediate_values={1: value, 2: value},
             params={"k": 0}, distributions={"k": IntDistribution(0, 1)},
         ))  # fmt: skip
-    settings = TrialSettings(objectives=objectives, fidelity=measure.Fidelity(epochs=2))
-    objective = TrialObjective(make_space(load_spec("alter50-base")), None, settings)  # type: ignore[arg-type]
+    objective = TrialObjective(plan, None)  # type: ignore[arg-type]
     with pytest.raises(optuna.TrialPruned, match="below the median at epoch 1"):
         objective._report(study.ask(), 1, 0.1)
     last = study.ask()

@@ -148,12 +148,12 @@ def test_ctrl_c_keeps_the_finished_trials_and_the_same_command_resumes(tmp_path,
 
     real = runner.run_search
 
-    def interrupted_after_one_trial(config, space, data, settings, out, *, on_trial=None, study=None):
+    def interrupted_after_one_trial(plan, *, on_trial=None):
         def report_then_stop(study, trial):
             on_trial(study, trial)
             raise KeyboardInterrupt  # as Ctrl-C right after the first trial
 
-        return real(config, space, data, settings, out, on_trial=report_then_stop, study=study)
+        return real(plan, on_trial=report_then_stop)
 
     args = support.search_args(tmp_path, "ctrlc", "--strategy", "random", "--n-trials", "2")
     monkeypatch.setattr(runner, "run_search", interrupted_after_one_trial)

@@ -84,19 +84,19 @@ def _search(args: argparse.Namespace) -> int:
     )
 
     settings, fidelity = settings_from_args(args)
-    space_plan = plan_space(settings)
+    plan = plan_space(settings, fidelity)
     if args.dry_run:
-        say(describe_space(space_plan))
+        say(describe_space(plan))
         return 0
-    plan = plan_search(settings, fidelity, space_plan=space_plan)
+    plan = plan_search(plan)
     quiet_followers(plan.ranks)
     say(plan.describe(), err=True)
-    out, study_name = plan.out, space_plan.study_name
+    out, study_name = plan.out, plan.study_name
     try:
         from archdsl.search import target_trials
 
         with proxy_answering(args.storage):
-            result = run_planned(plan, on_trial=_trial_printer(target_trials(plan.config, space_plan.space)))
+            result = run_planned(plan, on_trial=_trial_printer(target_trials(plan)))
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
         # (The URL may hold a password: do not echo it.)
