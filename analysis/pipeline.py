@@ -16,9 +16,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from archdsl.analysis.settings import AnalysisSettings, CKASettings, HessianSettings, LandscapeSettings
+
+if TYPE_CHECKING:
+    from archdsl.analysis.robustness import RobustnessResult
+    from archdsl.data import CorruptedSet, ImageSet
 
 __all__ = ["AnalysisData", "AnalysisSettings", "CKASettings", "HessianSettings", "LandscapeSettings", "analyze"]
 
@@ -34,9 +38,9 @@ class AnalysisData:
     recipe where a measure says so) and the corrupted test sets. Leave out what is not needed."""
 
     name: str
-    test: Any = None  # ImageSet
-    train: Any = None  # ImageSet
-    corrupted: Sequence[Any] | None = None  # CorruptedSet, one per corruption and severity
+    test: ImageSet | None = None
+    train: ImageSet | None = None
+    corrupted: Sequence[CorruptedSet] | None = None  # one per corruption and severity
 
 
 @dataclass
@@ -45,7 +49,7 @@ class Context:
 
     device: Any
     progress: bool
-    baseline: Any = None  # a RobustnessResult to compute mCE against
+    baseline: RobustnessResult | None = None  # to compute mCE against
     cache: dict[str, Any] = field(default_factory=dict)
     optimize: bool = False  # run the inference measures on `archdsl.optimize_model`'s fast copy
     images: int | None = None  # how many images the inference measures will see (decides compiling)
@@ -81,7 +85,8 @@ class Measure:
 # --------------------------------------------------------------------------- the measures
 
 
-def _test_set(data: AnalysisData, settings: AnalysisSettings):
+def _test_set(data: AnalysisData, settings: AnalysisSettings) -> ImageSet:
+    assert data.test is not None, "analyze refuses a measure whose split was not given"
     return data.test.subset(settings.test_subset, seed=settings.seed)
 
 
@@ -117,6 +122,7 @@ def training_batches_for(data: AnalysisData, settings: AnalysisSettings, n_batch
     """The first `n_batches` augmented training batches (the recipe's augmentation, `settings.seed`)."""
     from archdsl.analysis.hessian import training_batches
 
+    assert data.train is not None, "analyze refuses a measure whose split was not given"
     return training_batches(data.train, n_batches, batch_size=batch_size, recipe=settings.recipe, seed=settings.seed)
 
 

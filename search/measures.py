@@ -30,7 +30,11 @@ from archdsl.nn.summary import ensure_fits as ensure_fits
 from archdsl.run.recipe import RecipeName  # torch-free
 
 if TYPE_CHECKING:
+    from torch import nn
+
+    from archdsl.analysis.settings import AnalysisSettings
     from archdsl.data import CorruptedSet, ImageSet
+    from archdsl.run.recipe import TrainConfig
 
 # The training subset a study takes unless told (archdsl.search.session.fidelity_for): the synthetic
 # set's 2,000 of 5,000 training images for 2 epochs trains a small-base candidate in seconds on a
@@ -122,7 +126,7 @@ class DataContext:
 class Trained:
     """A trained candidate: the model, its validation top-1 (a fraction) and its per-epoch history."""
 
-    model: Any  # nn.Module
+    model: nn.Module | None  # None: a replayed trial's (the table measured it)
     accuracy: float  # validation top-1, a fraction (a replayed one: the table's)
     history: list[dict[str, float]]
     seed_accuracies: tuple[float, ...] = ()  # with --seeds N > 1: each paired seed's; `accuracy` is their mean
@@ -230,7 +234,7 @@ def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, s
     return 1000 * times[len(times) // 2] / len(images)
 
 
-def train_config(fidelity: Fidelity, *, device: str, seed: int) -> Any:
+def train_config(fidelity: Fidelity, *, device: str, seed: int) -> TrainConfig:
     """The `TrainConfig` every candidate of the search trains with."""
     from archdsl.run.train import TrainConfig
 
@@ -295,7 +299,7 @@ def train_candidate(
     return Trained(model=result.model, accuracy=accuracy, history=history, rank_digests=result.rank_digests)
 
 
-def analysis_settings(fidelity: Fidelity, *, seed: int) -> Any:
+def analysis_settings(fidelity: Fidelity, *, seed: int) -> AnalysisSettings:
     """The analysis settings of a search: the recipe it trains with (so the Hessian's L2 term is
     that recipe's weight decay, as `archdsl analyze` takes it from the checkpoint) and its fidelity."""
     from archdsl.analysis.settings import AnalysisSettings, HessianSettings

@@ -17,9 +17,12 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from archdsl.errors import UserError, install_extra
+
+if TYPE_CHECKING:
+    import grpc
 
 # Light at import (the command line reads the defaults below): Optuna and gRPC load in start_proxy.
 DEFAULT_HOST = "127.0.0.1"  # the proxy has no authentication: other hosts only when asked (--host 0.0.0.0)
@@ -34,7 +37,7 @@ WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every interface: no address a worker c
 class RunningProxy:
     """A started proxy: stop it with `server.stop(grace)`, wait with `server.wait_for_termination()`."""
 
-    server: Any  # grpc.Server
+    server: grpc.Server
     backend: str  # the backend's URL, password hidden
     host: str  # the address it listens on, as given
     port: int  # the port really bound (for --port 0)

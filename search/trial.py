@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -257,7 +257,7 @@ class TrialObjective:
         return self._finish(trial, arch, metrics)
 
     # -- outcomes ----------------------------------------------------------------------------
-    def _finish(self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any]) -> Any:
+    def _finish(self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any]) -> float | tuple[float, ...]:
         missing = [o.name for o in self.plan.objectives if o.name not in metrics]
         if missing:
             return self._fail(trial, f"no value for {', '.join(missing)}")
@@ -277,11 +277,11 @@ class TrialObjective:
                 self._prune(trial, f"dominated on the cheap objectives by trial {better}")
         return cheap_before_training
 
-    def _prune(self, trial: optuna.Trial, reason: str) -> Any:
+    def _prune(self, trial: optuna.Trial, reason: str) -> NoReturn:
         trial.set_user_attr(PRUNED_REASON_ATTR, reason)
         raise optuna.TrialPruned(reason)
 
-    def _fail(self, trial: optuna.Trial, reason: str) -> Any:
+    def _fail(self, trial: optuna.Trial, reason: str) -> NoReturn:
         trial.set_user_attr(FAIL_REASON_ATTR, reason)
         raise TrialFailed(reason)
 

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveInt
 
@@ -29,6 +29,11 @@ from archdsl.errors import UsageError, UserError
 from archdsl.files import what_is_there
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
+
+if TYPE_CHECKING:
+    from archdsl.data import ImageSet
+    from archdsl.run.distributed import Ranks
+    from archdsl.run.recipe import TrainConfig
 
 __all__ = ["TrainPlan", "TrainSettings", "default_run_dir", "plan_training", "run_training", "train"]
 
@@ -80,13 +85,13 @@ class TrainPlan:
 
     arch: Arch
     settings: TrainSettings
-    config: Any  # TrainConfig (archdsl.run.recipe)
+    config: TrainConfig
     run_dir: Path
-    train_set: Any  # ImageSet
-    test_set: Any
+    train_set: ImageSet
+    test_set: ImageSet
     finished: int = 0  # epochs a resumed run has done
     planned: int | None = None  # the epochs a resumed run was planned for
-    ranks: Any = None  # under torchrun: this process's place in the group (archdsl.run.distributed.Ranks)
+    ranks: Ranks | None = None  # under torchrun: this process's place in the group
 
     def describe(self) -> list[str]:
         """What is about to happen, one line each (the command prints them)."""
@@ -117,7 +122,7 @@ def default_run_dir(arch: Arch) -> Path:
 def train(
     spec: str | Path | Arch,
     settings: TrainSettings | None = None,
-    config: Mapping[str, Any] | Any = None,
+    config: Mapping[str, Any] | TrainConfig | None = None,
     *,
     on_epoch: Callable | None = None,
     **fields: Any,
@@ -140,7 +145,7 @@ def train(
     return run_training(plan_training(spec, settings, config), on_epoch=on_epoch)
 
 
-def _given(config: Mapping[str, Any] | Any) -> dict[str, Any]:
+def _given(config: Mapping[str, Any] | TrainConfig | None) -> dict[str, Any]:
     """The TrainConfig fields the caller set."""
     from archdsl.run.recipe import TrainConfig
 
@@ -152,7 +157,7 @@ def _given(config: Mapping[str, Any] | Any) -> dict[str, Any]:
 
 
 def plan_training(
-    spec: str | Path | Arch, settings: TrainSettings, config: Mapping[str, Any] | Any = None
+    spec: str | Path | Arch, settings: TrainSettings, config: Mapping[str, Any] | TrainConfig | None = None
 ) -> TrainPlan:
     """Everything a run needs, checked (nothing is trained): the design, the config (with the
     resume policy applied), the run directory and the data."""
