@@ -21,6 +21,8 @@ _EXPORTS = {
     "analyze": "archdsl.analysis.pipeline",
     "AnalysisSettings": "archdsl.analysis.settings",
     "HessianSettings": "archdsl.analysis.settings",
+    "hessian_operator": "archdsl.analysis._hessian_operator",
+    "training_batches": "archdsl.analysis._hessian_batches",
     "AnalysisReport": "archdsl.analysis.report",
     "EvalSettings": "archdsl.analysis.sources",
     "TestEvaluation": "archdsl.analysis.evaluation",

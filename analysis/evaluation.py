@@ -18,7 +18,7 @@ from archdsl.analysis.sources import EvalSettings
 from archdsl.common_settings import validated
 from archdsl.errors import UsageError, UserError
 
-__all__ = ["CorruptedEvaluation", "EvalSettings", "TestEvaluation", "evaluate"]
+__all__ = ["CorruptedEvaluation", "TestEvaluation", "evaluate"]
 
 
 class TestEvaluation(BaseModel):

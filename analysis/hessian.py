@@ -21,8 +21,9 @@ Decisions, and why:
   fewer in docs/analysis.md's table), whose stopping rule stops short of the values by up to
   5 % at tol 1e-3 and can return a wrong 5th eigenvalue.
 
-The solvers, the operator, the solver choice and the batches live in their own modules;
-their names are re-exported here, where callers have always found them.
+The solvers (`eigensolvers`), the operator (`_hessian_operator`), the solver choice
+(`_solver_choice`) and the batches (`_hessian_batches`) live in their own modules; import their
+names from there (`archdsl.analysis` exports `hessian_operator` and `training_batches`).
 """
 
 from __future__ import annotations
@@ -34,49 +35,19 @@ import torch
 import torch.nn as nn
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from archdsl.analysis._hessian_batches import training_batches
-from archdsl.analysis._hessian_operator import HessianOperator, HvpBackend, hessian_operator
-from archdsl.analysis._solver_choice import LANCZOS_MEMORY_SHARE, MethodChoice, choose_method, device_memory_bytes
-from archdsl.analysis.eigensolvers import (
-    SOLVERS,
-    EigenEstimate,
-    Matvec,
-    Method,
-    OnStep,
-    SolverStep,
-    lanczos,
-    max_matvecs,
-    power_iteration,
-    random_start,
-)
+from archdsl.analysis._hessian_operator import HvpBackend, hessian_operator
+from archdsl.analysis._solver_choice import MethodChoice, choose_method
+from archdsl.analysis.eigensolvers import SOLVERS, EigenEstimate, Method, OnStep, SolverStep, max_matvecs
 from archdsl.nn.blocks.attention import math_attention  # fused kernels have no double backward
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS
 
 __all__ = [
     "DEFAULT_WEIGHT_DECAY",
-    "LANCZOS_MEMORY_SHARE",
-    "SOLVERS",
-    "EigenEstimate",
-    "HessianOperator",
-    "HvpBackend",
-    "Matvec",
-    "Method",
-    "MethodChoice",
-    "OnStep",
-    "SolverStep",
     "Spectrum",
     "average_positive_eigenvalue",
-    "choose_method",
-    "device_memory_bytes",
-    "hessian_operator",
     "hessian_spectrum",
-    "lanczos",
-    "max_matvecs",
     "negative_eigenvalue_proportion",
-    "power_iteration",
-    "random_start",
     "top_eigenvalues",
-    "training_batches",
 ]
 
 # The L2 term of the paper's loss: the weight decay of its (DeiT-style) training recipe.

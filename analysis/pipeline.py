@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from archdsl.analysis.settings import AnalysisSettings, CKASettings, HessianSettings, LandscapeSettings
+from archdsl.analysis.settings import AnalysisSettings
 
 if TYPE_CHECKING:
     from archdsl.analysis.robustness import RobustnessResult
     from archdsl.data import CorruptedSet, ImageSet
 
-__all__ = ["AnalysisData", "AnalysisSettings", "CKASettings", "HessianSettings", "LandscapeSettings", "analyze"]
+__all__ = ["DEFAULT_MEASURES", "MEASURES", "AnalysisData", "analyze"]
 
 Split = Literal["test", "train", "corrupted"]
 
@@ -120,7 +120,7 @@ def _robustness(model, data: AnalysisData, settings: AnalysisSettings, context: 
 
 def training_batches_for(data: AnalysisData, settings: AnalysisSettings, n_batches: int, batch_size: int):
     """The first `n_batches` augmented training batches (the recipe's augmentation, `settings.seed`)."""
-    from archdsl.analysis.hessian import training_batches
+    from archdsl.analysis._hessian_batches import training_batches
 
     assert data.train is not None, "analyze refuses a measure whose split was not given"
     return training_batches(data.train, n_batches, batch_size=batch_size, recipe=settings.recipe, seed=settings.seed)

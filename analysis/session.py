@@ -18,7 +18,7 @@ from archdsl.analysis.sources import AnalysisSources
 from archdsl.common_settings import validated
 from archdsl.errors import UsageError, UserError
 
-__all__ = ["AnalysisSources", "analyze_checkpoint", "default_out", "load_data", "settings_for"]
+__all__ = ["analyze_checkpoint", "default_out", "load_data", "settings_for"]
 
 # A keyword of analyze() that is an AnalysisSettings field belongs in settings={...}.
 _SETTINGS_FIELDS = {

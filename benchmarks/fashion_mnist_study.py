@@ -84,7 +84,8 @@ def main() -> None:
     from archdsl.data import load_corrupted, load_split
     from archdsl.nn.summary import summarize
     from archdsl.run.checkpoint import load_checkpoint
-    from archdsl.run.train import TrainConfig, train
+    from archdsl.run.recipe import TrainConfig
+    from archdsl.run.train import train
 
     args = parse_args()
     if args.quick:

@@ -24,8 +24,9 @@ import time
 import torch
 import torch.nn as nn
 
+from archdsl.analysis import hessian_operator
 from archdsl.analysis.eigensolvers import arpack
-from archdsl.analysis.hessian import hessian_operator, top_eigenvalues
+from archdsl.analysis.hessian import top_eigenvalues
 from archdsl.nn.blocks.attention import math_attention
 
 

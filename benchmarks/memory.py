@@ -30,7 +30,7 @@ def measure(variant: str, model_name: str, batch: int) -> dict[str, float]:
     import torch
     import torch.nn.functional as F
 
-    from archdsl.analysis.hessian import hessian_operator
+    from archdsl.analysis import hessian_operator
     from archdsl.nn.blocks.attention import math_attention
     from archdsl.nn.build import create_model
     from archdsl.run.optimize import optimize_model

@@ -16,8 +16,8 @@ import time
 import torch
 
 from archdsl import load_spec
+from archdsl.analysis import hessian_operator
 from archdsl.analysis.eigensolvers import KrylovBasis
-from archdsl.analysis.hessian import hessian_operator
 from archdsl.nn import compile_arch
 from archdsl.nn.blocks.attention import math_attention
 

@@ -44,6 +44,7 @@ import torch
 
 from archdsl.buildup import layout
 from archdsl.lang.spec import load_spec
+from archdsl.nn.summary import ensure_fits
 from archdsl.run import train as train_module
 from archdsl.search import measures
 from archdsl.search.measures import REAL_SUBSET, Fidelity
@@ -162,7 +163,7 @@ def profile_trial(
     train, trial = Clock(), Clock()
     with trial.timed("default trial"):
         measures.static_costs(arch)
-        measures.ensure_fits(arch)
+        ensure_fits(arch)
         with train.timed("training"), instrumented_training(train):
             trained = measures.train_candidate(
                 arch, data, fidelity, device="cpu", seed=seed, run_dir=work / name, on_epoch=lambda *_: None,

@@ -1,11 +1,11 @@
 """The measures of one design: the one module of the search that builds, trains and analyses.
 
-Within `archdsl.search`, only this module imports `archdsl.nn` (the model, its cost and memory
-estimate), `archdsl.run.train` (training), `archdsl.analysis` (Hessian, robustness) and the
+Within `archdsl.search`, only this module imports `archdsl.nn` (the model and its cost; the memory
+estimate apart), `archdsl.run.train` (training), `archdsl.analysis` (Hessian, robustness) and the
 data loaders (`archdsl.data.load_split`, `load_corrupted`); tests/test_layering.py checks it.
 The other search modules import archdsl's torch-free core (errors, files, ir, lang, buildup)
 and what sets a run up (`data.describe`, `run.device`, `run.distributed`, `run.recipe`,
-`run.loader.derive_seed`) directly.
+`run.loader.derive_seed`) and the memory estimate (`nn.summary.ensure_fits`, torch-free) directly.
 """
 
 from __future__ import annotations
@@ -23,10 +23,6 @@ from pydantic import ConfigDict, Field, PositiveInt, field_validator
 from archdsl.common_settings import OptimizeSettings
 from archdsl.errors import UserError
 from archdsl.ir import Arch
-
-# torch-free; a design over the memory limit is a failed trial, refused by `ensure_fits` before any build
-from archdsl.nn.summary import DesignTooLarge as DesignTooLarge
-from archdsl.nn.summary import ensure_fits as ensure_fits
 from archdsl.run.recipe import RecipeName  # torch-free
 
 if TYPE_CHECKING:
@@ -236,7 +232,7 @@ def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, s
 
 def train_config(fidelity: Fidelity, *, device: str, seed: int) -> TrainConfig:
     """The `TrainConfig` every candidate of the search trains with."""
-    from archdsl.run.train import TrainConfig
+    from archdsl.run.recipe import TrainConfig
 
     return TrainConfig(
         **dict(fidelity.train_settings),
@@ -275,7 +271,8 @@ def train_candidate(
     epoch: `on_epoch(epoch, validation top-1)` may raise to prune."""
     from archdsl.lang.printer import format_arch
     from archdsl.run.distributed import current, from_leader
-    from archdsl.run.train import TrainingDiverged, train
+    from archdsl.run.divergence import TrainingDiverged
+    from archdsl.run.train import train
 
     config = train_config(fidelity, device=device, seed=seed)
     ranks = current()
@@ -303,7 +300,7 @@ def analysis_settings(fidelity: Fidelity, *, seed: int) -> AnalysisSettings:
     """The analysis settings of a search: the recipe it trains with (so the Hessian's L2 term is
     that recipe's weight decay, as `archdsl analyze` takes it from the checkpoint) and its fidelity."""
     from archdsl.analysis.settings import AnalysisSettings, HessianSettings
-    from archdsl.run.train import TrainConfig
+    from archdsl.run.recipe import TrainConfig
 
     recipe = TrainConfig(**dict(fidelity.train_settings), recipe=fidelity.recipe, epochs=fidelity.epochs)
     hessian = HessianSettings(

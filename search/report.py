@@ -3,8 +3,8 @@ best designs' .arch files, under the study's folder that the caller names (`arch
 and `archdsl report` do).
 
 The parts are modules of their own: `_study_summary` (the trials as typed rows, the winners),
-`_report_lines` (the terminal), `_report_csv`, `_report_figures`, `_report_markdown`; their names
-are re-exported here, where callers have always found them.
+`_report_lines` (the terminal), `_report_csv`, `_report_figures`, `_report_markdown`; `archdsl.search`
+exports what a caller needs of them (`summarize_study`, `trial_line`, `progress_text`, `trials_csv`).
 """
 
 from __future__ import annotations
@@ -17,37 +17,13 @@ import optuna
 
 from archdsl.files import ensure_dir, held_lock, is_in_progress, save_figure, write_text
 from archdsl.search._report_csv import trials_csv
-from archdsl.search._report_figures import MIN_TRIALS_FOR_IMPORTANCE, make_figures
-from archdsl.search._report_lines import progress_text, summary_text, trial_line
+from archdsl.search._report_figures import make_figures
+from archdsl.search._report_lines import summary_text
 from archdsl.search._report_markdown import markdown
-from archdsl.search._study_summary import (
-    PRUNED_MARK,
-    StudySummary,
-    TrialRow,
-    design_text,
-    study_objectives,
-    summarize_study,
-)
+from archdsl.search._study_summary import summarize_study
 from archdsl.search.naming import path_part
 
-__all__ = [
-    "MIN_TRIALS_FOR_IMPORTANCE",
-    "PRUNED_MARK",
-    "REPORT_LOCK",
-    "ReportPaths",
-    "StudySummary",
-    "TrialRow",
-    "design_text",
-    "make_figures",
-    "markdown",
-    "progress_text",
-    "study_objectives",
-    "summarize_study",
-    "summary_text",
-    "trial_line",
-    "trials_csv",
-    "write_report",
-]
+__all__ = ["REPORT_LOCK", "ReportPaths", "write_report"]
 
 # In the study's folder: held while a worker writes the report (archdsl.files.held_lock), kept, empty.
 REPORT_LOCK = ".report.lock"

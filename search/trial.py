@@ -33,6 +33,7 @@ from archdsl.errors import UserError
 from archdsl.files import ensure_dir, write_json, write_text
 from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
+from archdsl.nn.summary import DesignTooLarge, ensure_fits  # torch-free: the memory estimate, before any build
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, dominates
 from archdsl.search.optuna_private import storage_of, trial_id
@@ -75,7 +76,7 @@ class DesignAnswers(Protocol):
     prunes and records alike for both."""
 
     def fits(self) -> None:
-        """`measure.DesignTooLarge` if the design cannot be built."""
+        """`DesignTooLarge` if the design cannot be built."""
 
     def latency(self) -> float:
         """Inference time per image (ms)."""
@@ -119,7 +120,7 @@ class _TrainedDesign:
     arch: Arch
 
     def fits(self) -> None:
-        measure.ensure_fits(self.arch)
+        ensure_fits(self.arch)
 
     def latency(self) -> float:
         s = self.plan.settings
@@ -236,7 +237,7 @@ class TrialObjective:
             raise
         except measure.Diverged as err:
             return self._fail(trial, f"training diverged: {err}")
-        except measure.DesignTooLarge as err:  # estimated before any allocation (docs/compiler.md)
+        except DesignTooLarge as err:  # estimated before any allocation (docs/compiler.md)
             return self._fail(trial, f"too large: {err.message}")
         except UserError:
             raise  # a mistake in the search's settings (e.g. a batch larger than the data): stop the search

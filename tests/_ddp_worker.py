@@ -17,7 +17,8 @@ import torch
 from archdsl.data.base import ImageSet
 from archdsl.lang.spec import parse_spec
 from archdsl.run import distributed
-from archdsl.run.train import TrainConfig, train
+from archdsl.run.recipe import TrainConfig
+from archdsl.run.train import train
 
 # LayerNorm only: each image is normalised by itself, so the ranks' share of a batch does not matter.
 NO_BATCHNORM = """

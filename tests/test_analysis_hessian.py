@@ -12,15 +12,13 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from archdsl import progress
+from archdsl.analysis import hessian_operator
+from archdsl.analysis.eigensolvers import SolverStep, lanczos, power_iteration
 from archdsl.analysis.hessian import (
-    SolverStep,
     Spectrum,
     average_positive_eigenvalue,
-    hessian_operator,
     hessian_spectrum,
-    lanczos,
     negative_eigenvalue_proportion,
-    power_iteration,
     top_eigenvalues,
 )
 
@@ -223,7 +221,7 @@ def small_image_set(count: int):
 
 
 def test_training_batches_are_augmented_hard_labelled_and_reproducible():
-    from archdsl.analysis.hessian import training_batches
+    from archdsl.analysis import training_batches
 
     torch.manual_seed(123)
     expected_next = torch.rand(3)
@@ -239,7 +237,7 @@ def test_training_batches_are_augmented_hard_labelled_and_reproducible():
 
 
 def test_asking_for_more_batches_than_the_set_holds_is_a_user_error():
-    from archdsl.analysis.hessian import training_batches
+    from archdsl.analysis import training_batches
     from archdsl.errors import UserError
 
     with pytest.raises(UserError, match="2 batches of 16, not 3"):

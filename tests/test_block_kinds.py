@@ -348,7 +348,8 @@ def test_declaration_mistakes_are_refused_when_declared(changes, message):
 def test_train_analyse_and_search_a_plug_in_design(timm_blocks, tmp_path):
     from test_train_loop import colour_classes
 
-    from archdsl.run.train import TrainConfig, train
+    from archdsl.run.recipe import TrainConfig
+    from archdsl.run.train import train
 
     arch = parse_spec(_spec("mbconv(2) convnext msa(2, 4, dim_head=8)", width=32))
     config = TrainConfig(recipe="fast", epochs=1, batch_size=32, lr=0.05, device="cpu")

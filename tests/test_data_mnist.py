@@ -179,7 +179,8 @@ def test_the_corrupted_sets_name_carries_only_the_options_it_takes(clean, corrup
 
 
 def test_analyze_finds_the_corrupted_sets_of_a_run_trained_with_a_training_limit(tmp_path):
-    from archdsl.analysis.session import AnalysisSources, load_data
+    from archdsl.analysis.session import load_data
+    from archdsl.analysis.sources import AnalysisSources
     from archdsl.lang.spec import parse_spec
 
     write_idx(tmp_path / "FashionMNIST" / "raw")

@@ -228,6 +228,8 @@ SEARCH_SET_UP: dict[str, frozenset[str] | None] = {
     "archdsl.run.distributed": None,
     "archdsl.run.recipe": None,
     "archdsl.run.loader": frozenset({"derive_seed"}),
+    # torch-free arithmetic on the IR: a design over the memory limit is refused before it is built
+    "archdsl.nn.summary": frozenset({"DesignTooLarge", "ensure_fits"}),
 }
 
 
@@ -368,3 +370,95 @@ def test_private_modules_stay_in_their_package(name):
     # package exports, so the module can change without breaking them.
     outside = sorted(user for user, deps in GRAPH.items() if name in deps and not _within(user, _package_of(name)))
     assert outside == [], f"{name} is private to {_package_of(name)} but imported by {outside}"
+
+
+# No forwarders: a module imports a name to use it, and its `__all__` lists what it defines. A name a
+# caller needs is imported from the module that defines it; only a package's `__init__` gathers its
+# public API from its modules (the curated exports of docs/python.md).
+def _assigned(tree: ast.Module) -> set[str]:
+    """The names a module binds itself at module level: functions, classes, assignments."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _module_level_imports(tree: ast.Module) -> dict[str, int]:
+    """The names bound by `from x import y` at module level (under `if` and `try` too) -> line."""
+    found: dict[str, int] = {}
+
+    def visit(nodes) -> None:
+        for node in nodes:
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                found.update({alias.asname or alias.name: node.lineno for alias in node.names})
+            elif isinstance(node, (ast.If, ast.Try)):
+                visit(ast.iter_child_nodes(node))
+            elif isinstance(node, ast.ExceptHandler):
+                visit(node.body)
+
+    visit(tree.body)
+    return found
+
+
+def _all_node(tree: ast.Module) -> ast.AST | None:
+    for node in tree.body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            return node
+    return None
+
+
+def _used(tree: ast.Module) -> set[str]:
+    """The names the module reads, outside `__all__` (string annotations included)."""
+    listing = _all_node(tree)
+    skipped = {id(n) for n in ast.walk(listing)} if listing is not None else set()
+    used = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Name):
+            used.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            used.add(node.value)  # a quoted annotation, or a name looked up by its string
+    return used
+
+
+def forwarded(source: str, on_purpose: frozenset[str] = frozenset()) -> list[str]:
+    """What a module (not a package's `__init__`) forwards: imported names it never uses, and names in its
+    `__all__` that it imports rather than defines (but for the names it forwards `on_purpose`)."""
+    tree = ast.parse(source)
+    imported, used = _module_level_imports(tree), _used(tree) | on_purpose
+    imported = {name: line for name, line in imported.items() if name not in on_purpose}
+    found = [f"line {line}: {name} (imported, never used)" for name, line in imported.items() if name not in used]
+    listing = _all_node(tree)
+    if listing is not None:
+        listed = [n.value for n in ast.walk(listing) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        own = _assigned(tree)
+        found += [
+            f"__all__: {name} (imported, not defined here)" for name in listed if name in imported and name not in own
+        ]
+    return found
+
+
+# The one forwarder on purpose: optuna_private is where every private Optuna name is reached (so that an
+# Optuna upgrade has one file to check); journal_check takes JournalOperation from it, not from Optuna's module.
+FORWARDS_ON_PURPOSE = {"archdsl.search.optuna_private": frozenset({"JournalOperation"})}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if MODULES[n].name != "__init__.py"))
+def test_no_module_forwards_a_name(name):
+    source = MODULES[name].read_text(encoding="utf-8")
+    assert forwarded(source, FORWARDS_ON_PURPOSE.get(name, frozenset())) == [], (
+        f"{name} forwards names: import them from where they are defined"
+    )
+
+
+def test_the_forwarder_check_sees_a_forwarder():
+    source = "from a import b as b\nfrom a import c\nfrom a import d\n__all__ = ['c', 'f']\ndef f():\n    return c, d\n"
+    assert forwarded(source) == ["line 1: b (imported, never used)", "__all__: c (imported, not defined here)"]

@@ -13,7 +13,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.cli import main
 from archdsl.lang.spec import parse_spec
-from archdsl.search.report import progress_text
+from archdsl.search import progress_text
 from archdsl.search.runner import study_progress, target_trials
 from archdsl.search.space import make_space
 

@@ -18,16 +18,11 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.files import held_lock
-from archdsl.search.report import (
-    MIN_TRIALS_FOR_IMPORTANCE,
-    PRUNED_MARK,
-    REPORT_LOCK,
-    make_figures,
-    markdown,
-    summarize_study,
-    trials_csv,
-    write_report,
-)
+from archdsl.search import summarize_study, trials_csv
+from archdsl.search._report_figures import MIN_TRIALS_FOR_IMPORTANCE, make_figures
+from archdsl.search._report_markdown import markdown
+from archdsl.search._study_summary import PRUNED_MARK
+from archdsl.search.report import REPORT_LOCK, write_report
 from archdsl.search.runner import open_study
 from archdsl.search.trial import DIGEST_ATTR, LAYOUT_ATTR, SPEC_ATTR
 
@@ -276,7 +271,7 @@ def test_a_study_name_is_checked_in_full(tmp_path, capsys, name):
 
 
 def test_one_copy_is_one_copy_and_running_trials_are_counted_in_the_summary():
-    from archdsl.search.report import summary_text
+    from archdsl.search._report_lines import summary_text
     from archdsl.search.storage import COPY_ATTR
 
     study = _study([0.5, 0.6])
@@ -291,8 +286,8 @@ def test_one_copy_is_one_copy_and_running_trials_are_counted_in_the_summary():
 
 
 def test_a_retried_design_is_marked_as_a_retry_of_the_trial_it_repeats():
+    from archdsl.search import trial_line
     from archdsl.search.optuna_private import retry_system_attrs
-    from archdsl.search.report import trial_line
 
     study = _study([0.5])
     killed = optuna.create_trial(

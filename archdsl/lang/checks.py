@@ -30,7 +30,7 @@ from archdsl.lang.diagnostics import Diagnostic, SpecError
 from archdsl.lang.limits import MAX_BLOCKS, MAX_NAME_LENGTH, MAX_NUMBER, MAX_STAGES
 from archdsl.lang.sites import Path, Problem, Site, divisors, size_text
 
-__all__ = ["Path", "Problem", "ensure_valid", "problems"]
+__all__ = ["ensure_valid", "problems"]
 
 # Stage names become module names (`stages.c3.5`) and search parameter names; arch names
 # are printed back as `arch NAME`. Both must read back as one NAME of the grammar.

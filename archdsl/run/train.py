@@ -47,15 +47,14 @@ from archdsl.run._run_dir import (
 )
 from archdsl.run.checkpoint import TrainState, save_checkpoint
 from archdsl.run.device import autocast, select_device
-from archdsl.run.divergence import DivergenceGuard, TrainingDiverged
+from archdsl.run.divergence import DivergenceGuard
 from archdsl.run.evaluate import Evaluation, predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
 from archdsl.run.optimize import applied_plan, optimize_model
 from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer
 from archdsl.run.schedule import LrSchedule, milestones_beyond
 
-# TrainingDiverged is defined in archdsl.run.divergence; search/measures.py still imports it from here.
-__all__ = ["StepRecord", "TrainResult", "TrainingDiverged", "train"]
+__all__ = ["StepRecord", "TrainResult", "train"]
 
 
 @dataclass(frozen=True)
