@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
 
 from archdsl.run import distributed
 from archdsl.search import measures as measure
@@ -49,5 +48,5 @@ def leading(ranks: distributed.Ranks | None) -> Iterator[None]:
         distributed.from_leader(_STOP)
 
 
-def _ignore(epoch: int, accuracy: Any) -> None:
+def _ignore(epoch: int, accuracy: float) -> None:
     """A follower's `on_epoch`: rank 0 reports and decides on pruning for the group."""

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from archdsl.analysis.settings import AnalysisSettings
     from archdsl.data import CorruptedSet, ImageSet
+    from archdsl.run import EpochMetrics
     from archdsl.run.recipe import TrainConfig
 
 # The training subset a study takes unless told (archdsl.search.session.fidelity_for): the synthetic
@@ -279,7 +280,7 @@ def train_candidate(
     if ranks is not None and ranks.leader:  # the design, to the other ranks of the group (archdsl.search.distributed)
         from_leader(format_arch(arch))
 
-    def report(metrics: Any) -> None:
+    def report(metrics: EpochMetrics) -> None:
         on_epoch(int(metrics.epoch), float(metrics.test_acc))
 
     try:
@@ -312,7 +313,9 @@ def analysis_settings(fidelity: Fidelity, *, seed: int) -> AnalysisSettings:
     return AnalysisSettings(recipe=recipe, seed=seed, hessian=hessian)
 
 
-def _analyze(model: Any, data: DataContext, measures: tuple[str, ...], fidelity: Fidelity, *, seed: int, device: str):
+def _analyze(
+    model: nn.Module, data: DataContext, measures: tuple[str, ...], fidelity: Fidelity, *, seed: int, device: str
+):
     from archdsl.analysis.pipeline import AnalysisData, analyze
     from archdsl.run.device import select_device
 
@@ -343,13 +346,13 @@ def _corrupted_sets(data: DataContext, fidelity: Fidelity) -> list[CorruptedSet]
     return data._corrupted
 
 
-def robustness(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> float:
+def robustness(model: nn.Module, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> float:
     """Mean top-1 (a fraction) over the corrupted copies of the validation images."""
     report = _analyze(model, data, ("robustness",), fidelity, seed=seed, device=device)
     return float(report.robustness.mean)
 
 
-def hessian(model: Any, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> tuple[float, float]:
+def hessian(model: nn.Module, data: DataContext, fidelity: Fidelity, *, seed: int, device: str) -> tuple[float, float]:
     """(NEP, APE) of the Hessian max-eigenvalue spectrum on a few augmented training batches."""
     spectrum = _analyze(model, data, ("hessian",), fidelity, seed=seed, device=device).hessian
     ape = spectrum.ape if spectrum.ape is not None else 0.0

@@ -149,6 +149,7 @@ class _TrainedDesign:
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
         s, fidelity, values = self.plan.settings, self.plan.fidelity, {}
+        assert trained.model is not None, "a trained design has its model"
         if "robustness" in names:
             values["robustness"] = measure.robustness(trained.model, self.data, fidelity, seed=s.seed, device=s.device)
         if {"nep", "ape"} & names:
