@@ -1,9 +1,10 @@
-"""Which recipe ranks designs best in a search's short runs: test top-1 after a few epochs with
-`fast`, `weak` and `deit` (docs/search.md quotes the table).
+"""Which recipe ranks designs best in a search's short runs: validation top-1 after a few epochs
+with `fast`, `weak` and `deit` (docs/search.md quotes the table).
 
 Each recipe trains each spec with every seed at the search's default fidelity (synthetic data,
-subset 0.4 of the training and test sets, 2 epochs, the recipe's batch and learning rate),
-through the same `archdsl.search.measures.train_candidate` a search trial calls.
+the validation tenth held out, subset 0.4 of the rest and of the validation images, 2 epochs,
+the recipe's batch and learning rate), through the same `archdsl.search.measures.train_candidate`
+a search trial calls, and is scored, as a trial is, on the validation images.
 
     python benchmarks/short_recipes.py                              # tiny + alter-small-base, seeds 0 1
     python benchmarks/short_recipes.py --specs tiny --seeds 0 --epochs 3
@@ -30,14 +31,14 @@ def main() -> None:
     parser.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=RECIPES)
     args = parser.parse_args()
 
-    print(f"{args.dataset}, subset {args.subset:g}, {args.epochs} epochs; test top-1 % per seed")
+    print(f"{args.dataset}, subset {args.subset:g}, {args.epochs} epochs; validation top-1 % per seed")
     print(f"{'spec':<18}{'recipe':<8}{'per seed':<24}{'mean':>7}{'s/run':>8}")
     for spec in args.specs:
         for recipe in args.recipes:
             accuracies, seconds = [], []
             for seed in args.seeds:
-                data = measures.load_data(args.dataset, None, seed=seed, subset=args.subset)
-                arch = measures.fit_to_data(load_spec(spec), data)
+                data = measures.load_data(args.dataset, None, seed=seed, test_subset=args.subset)
+                arch = measures.fit_to_data(load_spec(spec), data.train_set.image_shape, data.train_set.num_classes)
                 fidelity = measures.Fidelity(epochs=args.epochs, subset=args.subset, recipe=recipe)
                 start = time.perf_counter()
                 trained = measures.train_candidate(

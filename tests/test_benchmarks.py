@@ -157,3 +157,16 @@ def test_the_trial_profile_splits_a_trial_into_parts_that_add_up() -> None:
     assert re.search(
         r"^k1_1_1: default trial [\d.]+ s wall, training steps [\d.]+ s \(2 steps\): [\d.]+x$", done.stdout, re.M
     )
+
+
+@pytest.mark.slow
+def test_the_short_recipes_benchmark_trains_and_prints_its_row() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "short_recipes.py"), "--specs", "tiny", "--seeds", "0",
+         "--epochs", "1", "--recipes", "fast", "--subset", "0.05"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    row = next(line for line in done.stdout.splitlines() if line.startswith("tiny"))
+    accuracy = float(row.split()[2])
+    assert row.split()[1] == "fast" and 0 <= accuracy <= 100

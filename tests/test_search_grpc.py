@@ -249,3 +249,39 @@ def test_two_workers_share_a_postgresql_study_through_the_proxy(tmp_path):
         optuna.delete_study(
             study_name=study_name, storage=open_storage(StorageOptions(url=POSTGRES_URL), tmp_path, "x")
         )
+
+
+@needs_grpc
+def test_a_proxy_killed_while_report_reads_is_named_not_a_traceback(tmp_path, capsys, monkeypatch):
+    journal = tmp_path / "shared.journal"
+    args = support.search_args(
+        tmp_path,
+        "s",
+        "--strategy",
+        "random",
+        "--objectives",
+        "params",
+        "--n-trials",
+        "2",
+        "--storage",
+        f"journal:{journal}",
+    )
+    assert main(args) == 0
+    server, url = _serve(f"journal:{journal}")
+    import archdsl.search
+
+    summarize = archdsl.search.summarize_study
+
+    def proxy_dies_first(study):  # the study is open through the proxy; then its machine goes away
+        server.kill()
+        server.communicate()
+        return summarize(study)
+
+    monkeypatch.setattr(archdsl.search, "summarize_study", proxy_dies_first)
+    capsys.readouterr()
+    try:
+        status = main(["report", "s", "--storage", url, "--out", str(tmp_path / "runs"), "--csv"])
+    finally:
+        server.kill()
+    err = capsys.readouterr().err
+    assert status == 1 and f"the gRPC proxy {url} stopped answering" in err and "Traceback" not in err, err

@@ -113,8 +113,9 @@ def reference_training(model: nn.Module, config: TrainConfig, train_set: ImageSe
     else:
         optimizer = torch.optim.SGD(params, lr=config.lr, momentum=0.9, weight_decay=config.weight_decay)
     if config.sched == "cosine":
+        # A cut recipe ends annealed (archdsl.run.schedule): the reference's scheduler, its horizon the last main epoch.
         main_scheduler: torch.optim.lr_scheduler.LRScheduler = torch.optim.lr_scheduler.CosineAnnealingLR(
-            optimizer, T_max=main_epochs, eta_min=0
+            optimizer, T_max=main_epochs - 1, eta_min=0
         )
     else:
         main_scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=[1, 2], gamma=0.2)
@@ -267,12 +268,13 @@ def test_the_reference_formulas_by_hand() -> None:
 
 
 def test_the_fast_recipe_keeps_timms_per_iteration_cosine() -> None:
+    """Cut to 4 epochs, the horizon is the last step (t_initial one short of the 15 main steps): it ends at lr_min."""
     from timm.scheduler import CosineLRScheduler
 
     config = TrainConfig(recipe="fast", epochs=4, warmup_epochs=1)
     optimizer = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=config.lr or 0)
     timm_schedule = CosineLRScheduler(
-        optimizer, t_initial=3 * 5, warmup_t=5, warmup_lr_init=1e-6, warmup_prefix=True, lr_min=1e-6,
+        optimizer, t_initial=3 * 5 - 1, warmup_t=5, warmup_lr_init=1e-6, warmup_prefix=True, lr_min=1e-6,
         t_in_epochs=False,
     )  # fmt: skip
     ours = LrSchedule.of(config, steps_per_epoch=5)

@@ -66,6 +66,29 @@ def test_each_epoch_is_a_scalar_step_and_a_resumed_run_goes_on(argv: list[str], 
     assert [e.value for e in logged] == pytest.approx(expected, rel=1e-6)
 
 
+def test_a_run_with_a_validation_split_logs_its_validation_curves(argv: list[str], tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert exit_code([*argv, "--epochs", "2", "--val-split", "10"]) == 0
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    with open(tmp_path / "run" / "metrics.csv") as rows:
+        recorded = list(csv.DictReader(rows))
+    for tag, column in (("loss/val", "val_loss"), ("top1/val", "val_acc")):
+        assert [e.value for e in events.Scalars(tag)] == pytest.approx([float(r[column]) for r in recorded], rel=1e-6)
+
+
+def test_a_run_without_a_validation_split_logs_no_validation_curves(argv: list[str], tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    assert exit_code([*argv, "--epochs", "1"]) == 0
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    assert not {"loss/val", "top1/val"} & set(events.Tags()["scalars"])
+
+
 @pytest.mark.parametrize(
     "package, problem",
     [

@@ -40,12 +40,13 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.search import load_saved_study, report_study, summarize_study, trials_csv
+    from archdsl.search import load_saved_study, proxy_answering, report_study, summarize_study, trials_csv
 
-    if args.csv:
-        say(trials_csv(summarize_study(load_saved_study(args.study, storage=args.storage, out=args.out))), end="")
-        return 0
-    paths = report_study(args.study, storage=args.storage, out=args.out)
+    with proxy_answering(args.storage):  # a gRPC proxy that dies mid-read: one line, not gRPC's traceback
+        if args.csv:
+            say(trials_csv(summarize_study(load_saved_study(args.study, storage=args.storage, out=args.out))), end="")
+            return 0
+        paths = report_study(args.study, storage=args.storage, out=args.out)
     say(paths.summary_text)  # quotes what the study's storage holds: escaped
     say(f"report: {paths.report}")
     return 0

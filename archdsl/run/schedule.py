@@ -46,23 +46,28 @@ class LrSchedule:
     min_lr: float = 0.0
     milestones: tuple[int, ...] = ()  # in epochs after the warm-up
     decay_rate: float = 0.1
+    ends_at_minimum: bool = False  # a cut recipe: the cosine reaches min_lr at the run's last step
 
     @classmethod
     def of(cls, config: TrainConfig, steps_per_epoch: int) -> LrSchedule:
         from archdsl.run.recipe import filled
 
         warmup = config.effective_warmup()
+        cut = is_cut(config)
         return cls(
             lr=filled(config.lr),
             steps_per_epoch=steps_per_epoch,
             warmup_epochs=warmup,
             main_epochs=config.epochs - warmup,
             sched=filled(config.sched),
-            on_updates=filled(config.sched_on_updates),
+            # A cut run of one main epoch anneals per step through it: per epoch, it could not both
+            # start at the peak and end at the minimum.
+            on_updates=filled(config.sched_on_updates) or (cut and config.epochs - warmup == 1),
             warmup_lr=filled(config.warmup_lr),
             min_lr=filled(config.min_lr),
             milestones=run_milestones(config),
             decay_rate=filled(config.decay_rate),
+            ends_at_minimum=cut,
         )
 
     @property
@@ -82,9 +87,23 @@ class LrSchedule:
         floor = min(self.min_lr, self.lr)
         if epoch >= self.main_epochs:
             return floor
-        # (Whole-step fractions per iteration: timm's CosineLRScheduler's t / t_initial.)
-        progress = after / (self.main_epochs * self.steps_per_epoch) if self.on_updates else epoch / self.main_epochs
+        # The horizon: timm's CosineLRScheduler's t_initial (per iteration) or torch's T_max (per epoch),
+        # one step or epoch short for a cut run, so that its last step or epoch is at the minimum.
+        shorter = 1 if self.ends_at_minimum else 0
+        if self.on_updates:
+            progress = after / max(self.main_epochs * self.steps_per_epoch - shorter, 1)
+        else:
+            progress = epoch / max(self.main_epochs - shorter, 1)
+        progress = min(progress, 1.0)
         return floor + (self.lr - floor) * (1 + math.cos(math.pi * progress)) / 2
+
+
+def is_cut(config: TrainConfig) -> bool:
+    """Whether `config`'s run is shorter than its recipe's own (whose schedule it then compresses)."""
+    from archdsl.run.recipe import RECIPE_DEFAULTS
+
+    recipe = RECIPE_DEFAULTS.get(config.recipe)
+    return recipe is not None and config.epochs - config.effective_warmup() < recipe["epochs"] - recipe["warmup_epochs"]
 
 
 def run_milestones(config: TrainConfig) -> tuple[int, ...]:
@@ -96,10 +115,10 @@ def run_milestones(config: TrainConfig) -> tuple[int, ...]:
     recipe = RECIPE_DEFAULTS.get(config.recipe)
     if recipe is None or milestones != tuple(sorted(recipe["decay_milestones"])):
         return milestones  # the user's own: as given
+    if not is_cut(config):
+        return milestones  # the recipe's own length (or an extension of it): the reference's schedule
     recipe_main = recipe["epochs"] - recipe["warmup_epochs"]
     main = config.epochs - config.effective_warmup()
-    if main >= recipe_main:
-        return milestones  # the recipe's own length (or an extension of it): the reference's schedule
     return tuple(min(round(m * main / recipe_main), main - 1) for m in milestones)
 
 

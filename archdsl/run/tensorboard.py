@@ -2,7 +2,8 @@
 
 TensorBoard is an extra (`pip install 'archdsl[tensorboard]'`): torch's `SummaryWriter` needs
 the `tensorboard` package to write event files. They go into the run directory's
-`tensorboard/` folder, one scalar step per finished epoch, so `tensorboard --logdir runs/train`
+`tensorboard/` folder, one scalar step per finished epoch (with `--val-split`, the validation
+curves too), so `tensorboard --logdir runs/train`
 shows every run side by side. metrics.csv is written either way.
 """
 
@@ -25,6 +26,8 @@ _SCALARS = {
     "lr": "lr",
     "img_per_s": "img_per_s",
 }
+# With --val-split: the held-out validation images' curves, beside train and test.
+_VALIDATION_SCALARS = {"loss/val": "val_loss", "top1/val": "val_acc"}
 
 
 def require_tensorboard() -> None:
@@ -66,6 +69,9 @@ class TensorBoardLog:
     def __call__(self, metrics: EpochMetrics) -> None:
         for tag, name in _SCALARS.items():
             self.writer.add_scalar(tag, getattr(metrics, name), global_step=metrics.epoch)
+        for tag, name in _VALIDATION_SCALARS.items():
+            if getattr(metrics, name) is not None:  # a run without --val-split has no validation images
+                self.writer.add_scalar(tag, getattr(metrics, name), global_step=metrics.epoch)
         self.writer.flush()  # a killed run keeps the epochs it finished, as its checkpoint does
 
     def close(self) -> None:
