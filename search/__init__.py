@@ -15,7 +15,8 @@
 - `journal_check`: damaged journal lines found, and repaired (`repair_journal`: `archdsl study repair`);
 - `report`: what a study found (`_study_summary`), rendered by `_report_lines` (terminal),
   `_report_csv`, `_report_figures` and `_report_markdown`, and written (`write_report`);
-- `session`: a whole study from its settings (`archdsl search`, and `archdsl.search(...)`);
+- `session`: a whole study from its settings, read once into one `SearchPlan` that the runner and every
+  trial read (`archdsl search`, and `archdsl.search(...)`);
 - `distributed`: a torchrun group as one worker (rank 0 samples, every rank trains).
 
 The package is also the function: `archdsl.search(n_trials=4)` runs `session.search` (a package
