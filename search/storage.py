@@ -330,7 +330,12 @@ def proxy_answering(url: str | None) -> Iterator[None]:
     if url is None or not url.startswith(GRPC_SCHEME):
         yield
         return
-    import grpc
+    grpc_address(url)  # a bad address is the user's first mistake to hear about, whatever is installed
+    try:
+        import grpc
+    except ImportError:  # the README's install has no grpcio: opening the storage says which extra to install
+        yield
+        return
 
     try:
         yield

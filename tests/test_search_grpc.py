@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import uuid
 
 import _search_support as support
@@ -35,10 +36,23 @@ POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
         ("grpc://[::1:13000", "not a gRPC proxy address"),  # urlsplit: 'Invalid IPv6 URL'
     ],
 )
-def test_a_bad_grpc_address_is_a_clear_error_before_any_connection(tmp_path, capsys, url, message):
+@pytest.mark.parametrize("grpc_installed", [True, False])
+def test_a_bad_grpc_address_is_a_clear_error_before_any_connection(
+    tmp_path, capsys, monkeypatch, url, message, grpc_installed
+):
+    # The README's install has no grpcio: the address is still checked first, and nothing imports gRPC.
+    if not grpc_installed:
+        monkeypatch.setitem(sys.modules, "grpc", None)
     assert main(["report", "s", "--storage", url, "--out", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_grpc_storage_without_grpcio_asks_for_the_extra(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "grpc", None)  # as in the README's install, which has no grpcio
+    assert main(["report", "s", "--storage", "grpc://127.0.0.1:13000", "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "the gRPC client" in err and "not installed" in err and "distributed" in err and "Traceback" not in err
 
 
 def test_an_ipv6_proxy_address_keeps_its_brackets():
