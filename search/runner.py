@@ -25,20 +25,18 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError
 from archdsl.search.naming import REPLAY_SUFFIX
-from archdsl.search.optuna_private import fixed_params, storage_of
+from archdsl.search.optuna_private import storage_of
 from archdsl.search.replay import is_replay, make_objective
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import fail_stale_trials, is_copy, is_verdict, open_storage
 from archdsl.search.strategies import (
-    BUILDUP_STEP_ATTR,
     BuildupStep,
+    PlannedSampler,
     buildup_max_trials,
     make_pruner,
     make_sampler,
-    run_buildup,
-    step_label,
 )
-from archdsl.search.trial import DIGEST_ATTR, TrialFailed, TrialObjective
+from archdsl.search.trial import DIGEST_ATTR, TrialFailed
 
 if TYPE_CHECKING:
     from archdsl.search.session import SearchPlan
@@ -190,89 +188,43 @@ def run_search(
     if study is None:
         study = open_study(plan)
         check_same_space(study, space)
-    sampler = make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
+    deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
+    walker = None
+    if settings.strategy == "buildup":
+        walker = PlannedSampler(
+            space, plan.objectives[0], 0, wait=lambda s: fail_stale_trials(s, plan.storage), deadline=deadline
+        )
+    sampler = walker or make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
     pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
     study = optuna.load_study(study_name=plan.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, plan.storage)
     objective = make_objective(plan)  # trained, or replayed from a table
-    # A trained trial leaves a model's memory behind; a replayed one nothing (and a collection takes ~0.1-1 s).
-    callbacks = [on_trial] if on_trial is not None else []
     before = _finished(study)
-    deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
 
     if settings.seed_endpoints:
         for endpoint in space.endpoints():
             if not _has_design(study, space, endpoint.params):
                 study.enqueue_trial(endpoint.params, user_attrs={"endpoint": endpoint.name}, skip_if_exists=True)
 
-    steps = None
-    if settings.strategy == "buildup":
-        steps = run_buildup(
-            space,
-            plan.objectives[0],
-            0,
-            lambda params, stage: _evaluate(study, space, objective, params, stage, plan, deadline, callbacks),
-        )
-    elif _finished(study) < settings.n_trials and not _exhausted(study, space):
-        # No trial count for optimize: copies do not count, so _StopAt (or the grid's end,
-        # or the timeout) ends the loop.
+    stop = _StopAt(settings.n_trials, space, settings.seed, walker)
+    if not stop.done(study):
+        # No trial count for optimize: copies do not count, so _StopAt (the walk's end, the grid's
+        # end, or the timeout) ends the loop.
         study.optimize(
             objective,
             n_trials=None,
             timeout=settings.timeout,
             catch=(TrialFailed,),
-            callbacks=[_StopAt(settings.n_trials, space, settings.seed), *callbacks],
+            callbacks=[stop, *([on_trial] if on_trial is not None else [])],
+            # A trained trial leaves a model's memory behind; a replayed one nothing (and a collection takes ~0.1-1 s).
             gc_after_trial=plan.replay is None,
         )
+    steps = walker.walk(study).steps if walker is not None else None
     exhausted = space.n_designs() if _finished(study) < settings.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
         study=study, new_trials=_finished(study) - before, buildup=steps, stale_failed=stale, exhausted=exhausted
     )
-
-
-def _evaluate(
-    study: optuna.Study,
-    space: Space,
-    objective: TrialObjective,
-    params: dict[str, ParamValue],
-    stage: str | None,
-    plan: SearchPlan,
-    deadline: float | None,
-    callbacks: list,
-) -> FrozenTrial | None:
-    """The finished trial of a design: from the study if measured, else by running one."""
-    digest = space.arch_from_params(params).digest()
-    for _ in range(plan.storage.max_retry + 3):
-        known = _trials_of(study, digest)
-        done = [t for t in known if t.state == TrialState.COMPLETE]
-        if done:
-            return done[0]
-        waiting = [
-            t
-            for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-            if (fixed_params(t) or t.params) == params  # enqueued, or a killed trial's retry
-        ]
-        running = [t for t in known if t.state == TrialState.RUNNING]
-        verdicts = [t for t in known if is_verdict(t)]
-        if verdicts and not waiting and not running:
-            return verdicts[-1]  # failed or pruned: the walk treats it as "no better"
-        if _finished(study) >= plan.settings.n_trials or (deadline is not None and time.monotonic() > deadline):
-            return None
-        if running and not waiting:
-            time.sleep(1.0)  # another worker is measuring this design
-            continue
-        if not waiting:
-            study.enqueue_trial(params, user_attrs={"strategy": "buildup", BUILDUP_STEP_ATTR: step_label(stage)})
-        study.optimize(
-            objective,
-            n_trials=1,
-            catch=(TrialFailed,),
-            callbacks=callbacks,
-            gc_after_trial=plan.replay is None,
-        )
-    verdicts = [t for t in _trials_of(study, digest) if is_verdict(t)]
-    return verdicts[-1] if verdicts else None
 
 
 def _trials_of(study: optuna.Study, digest: str) -> list[FrozenTrial]:
@@ -314,20 +266,28 @@ def _exhausted(study: optuna.Study, space: Space) -> bool:
 
 
 class _StopAt:
-    """After each trial: stop once the study holds `n` measured designs (all workers together)
-    or every design is taken; after `REDRAW_FALLBACK` copies in a row, queue an undrawn design."""
+    """After each trial: stop once the study holds `n` measured designs (all workers together),
+    every design is taken, or the build-up walk (`walker`) is done; for a sampler, after
+    `REDRAW_FALLBACK` copies in a row, queue an undrawn design."""
 
-    def __init__(self, n: int, space: Space, seed: int) -> None:
+    def __init__(self, n: int, space: Space, seed: int, walker: PlannedSampler | None = None) -> None:
         self.n = n
         self.space = space
         self.seed = seed
+        self.walker = walker
         self.copies_in_a_row = 0
 
+    def done(self, study: optuna.Study) -> bool:
+        """Whether the study has nothing left to measure for this search."""
+        if _finished(study) >= self.n or _exhausted(study, self.space):
+            return True
+        return self.walker is not None and self.walker.walk(study).next is None
+
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if _finished(study) >= self.n:
+        if _finished(study) >= self.n or (self.walker is not None and self.done(study)):
             study.stop()
             return
-        if not is_copy(trial):
+        if not is_copy(trial) or self.walker is not None:
             self.copies_in_a_row = 0
             return
         self.copies_in_a_row += 1

@@ -1,7 +1,7 @@
 """How the next design is chosen: Optuna samplers, and the paper's build-up procedure.
 
 `tpe`, `nsga2`, `grid` and `random` are Optuna samplers driven by `study.optimize`.
-`buildup` is the paper's rule (Sec. 4.1) played as a sequence of enqueued trials:
+`buildup` is the paper's rule (Sec. 4.1), proposed by `PlannedSampler` through `study.optimize` too:
 start from the base CNN, add an MSA at the end of the last stage and keep adding there
 while the lead objective improves; when an addition does not help (or the stage is
 full), try the end of the stage before; stop after the first stage.
@@ -9,7 +9,8 @@ full), try the end of the stage before; stop after the first stage.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,14 +20,16 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.errors import UsageError
 from archdsl.search import PRUNERS, STRATEGIES
 from archdsl.search.objectives import Objective
+from archdsl.search.optuna_private import fixed_params, storage_of, trial_id
 from archdsl.search.space import ParamValue, Space
-from archdsl.search.trial import METRICS_ATTR, SEED_VALUES_KEY
+from archdsl.search.storage import is_verdict
+from archdsl.search.trial import DIGEST_ATTR, METRICS_ATTR, SEED_VALUES_KEY
 
 GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
 
 
 def make_sampler(strategy: str, space: Space, n_objectives: int, seed: int | None) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler of a strategy (`buildup` enqueues its own trials and samples nothing);
+    """The Optuna sampler of a strategy (`buildup`'s is `PlannedSampler`, made by the runner);
     its random draws for trial n come from (seed, n) (see `PerTrialSeed`)."""
     if strategy == "tpe":
         # multivariate: the k's of different stages interact (a budget of MSAs).
@@ -43,8 +46,7 @@ def make_sampler(strategy: str, space: Space, n_objectives: int, seed: int | Non
                 hint="search fewer knobs (--search k), or use --strategy tpe",
             )
         return optuna.samplers.GridSampler({n: list(v) for n, v in space.choices().items()}, seed=seed)
-    if strategy in ("random", "buildup"):
-        # buildup enqueues every trial; the sampler only ever fills fixed parameters.
+    if strategy == "random":
         return PerTrialSeed(lambda s: optuna.samplers.RandomSampler(seed=s), seed)
     raise UsageError(f"unknown strategy {strategy!r}", hint=f"choose from {', '.join(STRATEGIES)}")
 
@@ -157,25 +159,60 @@ def step_label(stage: str | None) -> str:
     return "base" if stage is None else f"+1 MSA in {stage}"
 
 
-# Evaluates one design (running a trial only if the study has not got it) -> its finished trial;
-# the stage is the one that got one more MSA (None for the base).
-Evaluate = Callable[[dict[str, ParamValue], str | None], FrozenTrial | None]
-
-
 def buildup_max_trials(space: Space) -> int:
     """The longest build-up walk: the base, then one MSA added at a time until every stage is full
     (a walk stops sooner when an added MSA does not help)."""
     return 1 + sum(stage.max_k for stage in space.stages)
 
 
-def run_buildup(space: Space, lead: Objective, lead_index: int, evaluate: Evaluate) -> list[BuildupStep]:
-    """Play the build-up rule; `evaluate` returns None when the budget is spent (the walk stops)."""
-    start = space.endpoints()[0].params  # the ResNet end: no MSA, default heads/windows
-    current = dict(start)
+@dataclass(frozen=True)
+class NextStep:
+    """The design the walk measures next, and the stage that got one more MSA (None for the base)."""
+
+    params: dict[str, ParamValue]
+    stage: str | None
+
+    @property
+    def label(self) -> str:
+        return step_label(self.stage)
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Where the build-up walk stands on a study's finished trials: the steps it has taken, and the
+    design it measures next (None: the walk is done)."""
+
+    steps: list[BuildupStep]
+    next: NextStep | None
+
+
+def walk_buildup(space: Space, lead: Objective, lead_index: int, trials: Iterable[FrozenTrial]) -> Walk:
+    """Replay the build-up rule on `trials` (a study's trials, any order, any worker): every design of
+    the walk that has a verdict is a step taken; the first one without is the next. A pure function of
+    the study's history, so a resumed study, or another worker, walks the same way."""
+    verdicts: dict[str, FrozenTrial] = {}
+    for t in sorted(trials, key=lambda t: t.number):
+        digest = t.user_attrs.get(DIGEST_ATTR)
+        if digest is None or not is_verdict(t):
+            continue
+        if digest not in verdicts or verdicts[digest].state != TrialState.COMPLETE:
+            verdicts[digest] = t  # a completed measurement over a failed or pruned one; else the last
+
+    def verdict(params: dict[str, ParamValue]) -> FrozenTrial | None:
+        return verdicts.get(space.arch_from_params(params).digest())
+
+    return _walk(space, lead, lead_index, verdict)
+
+
+def _walk(
+    space: Space, lead: Objective, lead_index: int, verdict: Callable[[dict[str, ParamValue]], FrozenTrial | None]
+) -> Walk:
+    """The build-up rule over `verdict` (a design's finished trial, None if not measured yet)."""
+    current = dict(space.endpoints()[0].params)  # the ResNet end: no MSA, default heads/windows
     steps: list[BuildupStep] = []
-    trial = evaluate(current, None)
+    trial = verdict(current)
     if trial is None:
-        return steps
+        return Walk(steps, NextStep(dict(current), None))
     best = _value(trial, lead_index)
     best_seeds = _seed_values(trial, lead)
     steps.append(BuildupStep(dict(current), None, best, best is not None, trial.state.name))
@@ -183,9 +220,9 @@ def run_buildup(space: Space, lead: Objective, lead_index: int, evaluate: Evalua
         key = f"k_{stage.name}"
         while int(current[key]) < stage.max_k:
             candidate = dict(current, **{key: int(current[key]) + 1})
-            trial = evaluate(candidate, stage.name)
+            trial = verdict(candidate)
             if trial is None:
-                return steps
+                return Walk(steps, NextStep(candidate, stage.name))
             value = _value(trial, lead_index)
             seeds = _seed_values(trial, lead)
             if value is None:
@@ -200,7 +237,78 @@ def run_buildup(space: Space, lead: Objective, lead_index: int, evaluate: Evalua
             if not accepted:
                 break  # rule 2: this MSA did not help; try the end of an earlier stage
             current, best, best_seeds = candidate, value, seeds
-    return steps
+    return Walk(steps, None)
+
+
+class PlannedSampler(optuna.samplers.BaseSampler):
+    """The build-up walk as a sampler: each trial takes the design `walk_buildup` names next on the
+    study's trials (its step label and `strategy` in the trial's user attrs), so the walk runs through
+    `study.optimize` like every sampler. An enqueued trial (an endpoint, a retry) keeps its own design.
+
+    While another worker is measuring the next design, the trial waits for its verdict (`wait(study)`
+    between looks, e.g. failing a dead worker's trials) rather than measure it twice; past `deadline`
+    (time.monotonic) it takes the design anyway, as a copy that does not count. When the walk is done,
+    a trial takes the last design walked (a copy): the runner's callback then stops the study.
+    """
+
+    def __init__(
+        self,
+        space: Space,
+        lead: Objective,
+        lead_index: int,
+        wait: Callable[[optuna.Study], object] = lambda study: None,
+        deadline: float | None = None,
+    ) -> None:
+        self._space, self._lead, self._lead_index = space, lead, lead_index
+        self._wait, self._deadline = wait, deadline
+        self._planned: dict[int, dict[str, ParamValue]] = {}
+
+    def walk(self, study: optuna.Study) -> Walk:
+        """Where the walk stands on `study`'s trials now."""
+        return walk_buildup(self._space, self._lead, self._lead_index, study.get_trials(deepcopy=False))
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if fixed_params(trial) is not None:
+            return
+        step = self._next_unclaimed(study)
+        if step is None:
+            walked = self.walk(study).steps
+            self._planned[trial.number] = dict(walked[-1].params if walked else self._space.endpoints()[0].params)
+            return
+        self._planned[trial.number] = step.params
+        storage = storage_of(study)
+        storage.set_trial_user_attr(trial_id(trial), "strategy", "buildup")
+        storage.set_trial_user_attr(trial_id(trial), BUILDUP_STEP_ATTR, step.label)
+
+    def _next_unclaimed(self, study: optuna.Study) -> NextStep | None:
+        """The walk's next design, once no other worker is measuring it (or the deadline passed)."""
+        while True:
+            step = self.walk(study).next
+            if step is None:
+                return None
+            digest = self._space.arch_from_params(step.params).digest()
+            busy = any(
+                t.state == TrialState.RUNNING and t.user_attrs.get(DIGEST_ATTR) == digest
+                for t in study.get_trials(deepcopy=False)
+            )
+            if not busy or (self._deadline is not None and time.monotonic() > self._deadline):
+                return step
+            self._wait(study)
+            time.sleep(1.0)  # another worker is measuring it: its verdict decides the walk's next step
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+        return {}
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, name: str, distribution: Any) -> Any:
+        if trial.number not in self._planned:  # a trial this sampler did not see start
+            self.before_trial(study, trial)
+        return self._planned[trial.number][name]
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
+        self._planned.pop(trial.number, None)
 
 
 # One-sided level of the walk's paired test: how often it keeps an MSA that does not help.

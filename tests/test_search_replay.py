@@ -18,9 +18,11 @@ import pytest
 from optuna.trial import TrialState
 
 from archdsl.cli import main
+from archdsl.search.optuna_private import fixed_params
 from archdsl.search.replay import SIM_SECONDS_ATTR, TABLE_PREFIX, TABLE_SEED_ATTR, Replay, load_replay
 from archdsl.search.runner import run_search
 from archdsl.search.storage import is_copy, is_verdict
+from archdsl.search.strategies import PlannedSampler
 from archdsl.search.trial import DIGEST_ATTR
 
 
@@ -184,6 +186,75 @@ def test_the_buildup_walk_follows_the_rule_on_a_known_table(tmp_path, space):
     assert [v for _, v in walked] == pytest.approx([v for _, v in expected])
 
 
+def _in_threads(work, workers: int = 3) -> None:
+    """`work(seed)` on `workers` threads at once (seeds 0, 1, ...), as workers of one study; none may raise."""
+    errors: list[Exception] = []
+
+    def worker(seed: int) -> None:
+        try:
+            work(seed)
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def _walked(study: optuna.Study) -> list[tuple[str, str]]:
+    """The walk's steps in a study: (label, digest) of each verdict, in trial order."""
+    return [
+        (t.user_attrs["buildup_step"], t.user_attrs[DIGEST_ATTR])
+        for t in sorted(verdicts(study), key=lambda t: t.number)
+    ]
+
+
+def test_the_walk_is_proposed_by_its_sampler_in_one_optimize_call(monkeypatch, table_file, space):
+    replay = load_replay(f"table:{table_file}")
+    calls = []
+    optimize = optuna.Study.optimize
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs.get("n_trials"))
+        return optimize(self, *args, **kwargs)
+
+    monkeypatch.setattr(optuna.Study, "optimize", counted)
+    study = replayed(replay, space, "buildup", n_trials=20, pruner="none")
+    assert calls == [None]  # one call for the whole walk, no n_trials=1 steps
+    assert isinstance(study.sampler, PlannedSampler)
+    walked = verdicts(study)
+    assert len(walked) > 2 and all(t.user_attrs["strategy"] == "buildup" for t in walked)
+    assert not [t for t in walked if fixed_params(t)]  # proposed by the sampler, not enqueued
+
+
+def test_a_resumed_or_shared_walk_replays_its_history(tmp_path, table_file, space):
+    """Stopped after 2 designs and run again, or run by three workers on one journal, the walk takes the
+    steps one worker takes alone, and no design is measured twice."""
+    replay = load_replay(f"table:{table_file}")
+    alone = _walked(replayed(replay, space, "buildup", n_trials=20, pruner="none"))
+    journal = f"journal:{tmp_path / 'resumed.journal'}"
+    assert (
+        len(_walked(replayed(replay, space, "buildup", n_trials=2, pruner="none", storage=journal, out=tmp_path))) == 2
+    )
+    assert (
+        _walked(replayed(replay, space, "buildup", n_trials=20, pruner="none", storage=journal, out=tmp_path)) == alone
+    )
+
+    shared = f"journal:{tmp_path / 'shared.journal'}"
+    replayed(replay, space, "buildup", n_trials=1, pruner="none", storage=shared, out=tmp_path)  # creates the study
+    _in_threads(
+        lambda seed: replayed(
+            replay, space, "buildup", n_trials=20, pruner="none", seed=seed, storage=shared, out=tmp_path
+        )
+    )
+    study = optuna.load_study(study_name="replay", storage=_journal(tmp_path / "shared.journal"))
+    assert _walked(study) == alone
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+
+
 @pytest.mark.parametrize("pruner", ["median", "halving", "hyperband"])
 def test_pruners_stop_poor_designs_early_and_save_simulated_time(table_file, space, pruner):
     replay = load_replay(f"table:{table_file}")
@@ -218,20 +289,7 @@ def test_several_workers_share_one_table_and_one_journal(tmp_path, table_file, s
     replay = load_replay(f"table:{table_file}")
     journal = f"journal:{tmp_path / 'study.journal'}"
     replayed(replay, space, "random", n_trials=1, storage=journal, out=tmp_path)  # creates the study
-    errors = []
-
-    def worker(seed: int) -> None:
-        try:
-            replayed(replay, space, "random", n_trials=12, seed=seed, storage=journal, out=tmp_path)
-        except Exception as err:  # pragma: no cover - reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    _in_threads(lambda seed: replayed(replay, space, "random", n_trials=12, seed=seed, storage=journal, out=tmp_path))
     study = optuna.load_study(study_name="replay", storage=_journal(tmp_path / "study.journal"))
     # A study total: the other workers may each finish the trial they were measuring when it was reached.
     assert 12 <= len({t.user_attrs[DIGEST_ATTR] for t in verdicts(study)}) <= 12 + 2

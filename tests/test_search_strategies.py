@@ -15,14 +15,29 @@ from archdsl.cli import main
 from archdsl.lang.spec import load_spec, parse_spec
 from archdsl.search.objectives import OBJECTIVES
 from archdsl.search.space import make_space
-from archdsl.search.strategies import run_buildup
+from archdsl.search.storage import FAIL_REASON_ATTR
+from archdsl.search.strategies import walk_buildup
+from archdsl.search.trial import DIGEST_ATTR
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _fake_trial(value):
     state = TrialState.COMPLETE if value is not None else TrialState.FAIL  # a real enum: steps record its name
-    return SimpleNamespace(state=state, values=None if value is None else [value], user_attrs={})
+    attrs = {} if value is not None else {FAIL_REASON_ATTR: "training diverged"}
+    return SimpleNamespace(state=state, values=None if value is None else [value], user_attrs=attrs, number=0)
+
+
+def _play(space, lead, evaluate):
+    """The walk as a study plays it: `walk_buildup` on the trials so far names the next design, which
+    `evaluate(params, stage)` measures into a (fake) finished trial; the steps once the walk is done."""
+    trials = []
+    while (step := walk_buildup(space, lead, 0, trials).next) is not None:
+        trial = evaluate(step.params, step.stage)
+        trial.number = len(trials)
+        trial.user_attrs = {**trial.user_attrs, DIGEST_ATTR: space.arch_from_params(step.params).digest()}
+        trials.append(trial)
+    return walk_buildup(space, lead, 0, reversed(trials)).steps  # any order: the walk sorts by number
 
 
 def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
@@ -47,7 +62,7 @@ def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
         changed.append(stage)
         return _fake_trial(scores[ks])
 
-    steps = run_buildup(space, OBJECTIVES["accuracy"], 0, evaluate)
+    steps = _play(space, OBJECTIVES["accuracy"], evaluate)
     assert asked == [
         (0, 0, 0, 0),
         (0, 0, 0, 1),
@@ -75,7 +90,7 @@ def test_buildup_treats_a_failed_candidate_as_no_better_and_minimises_when_asked
         # params (minimise): every MSA adds parameters, so nothing is ever kept.
         return _fake_trial(None if ks == (0, 0, 0, 1) else 100.0 + sum(ks))
 
-    steps = run_buildup(space, OBJECTIVES["params"], 0, evaluate)
+    steps = _play(space, OBJECTIVES["params"], evaluate)
     assert seen == [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0), (0, 1, 0, 0), (1, 0, 0, 0)]
     assert [s.accepted for s in steps] == [True, False, False, False, False]
 
@@ -230,14 +245,14 @@ def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
     base = (0.60, 0.70, 0.50)
     # a higher mean from one lucky seed (its differences: +0.06, -0.02, -0.01): not beyond the noise
     noisy = {(0, 0, 0, 0): base, (0, 0, 0, 1): (0.66, 0.68, 0.49)}
-    steps = run_buildup(
-        space, OBJECTIVES["accuracy"], 0, lambda p, s: seeded(noisy.get(tuple(p[f"k_c{i}"] for i in range(1, 5)), base))
+    steps = _play(
+        space, OBJECTIVES["accuracy"], lambda p, s: seeded(noisy.get(tuple(p[f"k_c{i}"] for i in range(1, 5)), base))
     )
     assert steps[1].value > steps[0].value and not steps[1].accepted
     # the same small gain on every seed is kept
     steady = (0.61, 0.71, 0.51)
-    steps = run_buildup(
-        space, OBJECTIVES["accuracy"], 0,
+    steps = _play(
+        space, OBJECTIVES["accuracy"],
         lambda p, s: seeded(steady if tuple(p[f"k_c{i}"] for i in range(1, 5)) == (0, 0, 0, 1) else base),
     )  # fmt: skip
     assert steps[1].accepted
