@@ -32,6 +32,7 @@ from archdsl.search.storage import fail_stale_trials, is_copy, is_verdict, open_
 from archdsl.search.strategies import (
     BuildupStep,
     PlannedSampler,
+    Racing,
     buildup_max_trials,
     make_pruner,
     make_sampler,
@@ -192,8 +193,9 @@ def run_search(
     walker = None
     if settings.strategy == "buildup":
         walker = PlannedSampler(
-            space, plan.objectives[0], 0, wait=lambda s: fail_stale_trials(s, plan.storage), deadline=deadline
-        )
+            space, plan.objectives[0], 0, wait=lambda s: fail_stale_trials(s, plan.storage), deadline=deadline,
+            racing=Racing(plan.fidelity.seeds, plan.max_seeds),
+        )  # fmt: skip
     sampler = walker or make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
     pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).

@@ -21,9 +21,10 @@ from archdsl.errors import UsageError
 from archdsl.search import PRUNERS, STRATEGIES
 from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of, trial_id
+from archdsl.search.seeds import design_seed_values, is_extra_seed
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import is_verdict
-from archdsl.search.trial import DIGEST_ATTR, METRICS_ATTR, SEED_VALUES_KEY
+from archdsl.search.trial import DIGEST_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY
 
 GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
 
@@ -167,10 +168,12 @@ def buildup_max_trials(space: Space) -> int:
 
 @dataclass(frozen=True)
 class NextStep:
-    """The design the walk measures next, and the stage that got one more MSA (None for the base)."""
+    """The design the walk measures next, and the stage that got one more MSA (None for the base);
+    `seed_index` for a race's extra-seed trial of a design already measured (`--max-seeds`)."""
 
     params: dict[str, ParamValue]
     stage: str | None
+    seed_index: int | None = None
 
     @property
     def label(self) -> str:
@@ -186,28 +189,95 @@ class Walk:
     next: NextStep | None
 
 
-def walk_buildup(space: Space, lead: Objective, lead_index: int, trials: Iterable[FrozenTrial]) -> Walk:
+@dataclass(frozen=True)
+class Racing:
+    """How many paired seeds the walk's test looks at: `seeds` first (--seeds), one more per look while
+    it cannot decide, up to `max_seeds` (--max-seeds); no racing when they are equal."""
+
+    seeds: int = 1
+    max_seeds: int = 1
+
+    @property
+    def first(self) -> int:
+        return max(2, self.seeds)  # a paired test needs two seeds
+
+    @property
+    def level(self) -> float:
+        """The level of each look: KEEP_LEVEL shared out over the race's looks (Bonferroni), so that a
+        null improvement is kept at most KEEP_LEVEL of the time however many looks the race takes."""
+        return KEEP_LEVEL / max(1, self.max_seeds - self.first + 1)
+
+
+def walk_buildup(
+    space: Space, lead: Objective, lead_index: int, trials: Iterable[FrozenTrial], racing: Racing = Racing()
+) -> Walk:
     """Replay the build-up rule on `trials` (a study's trials, any order, any worker): every design of
-    the walk that has a verdict is a step taken; the first one without is the next. A pure function of
-    the study's history, so a resumed study, or another worker, walks the same way."""
+    the walk that has a verdict is a step taken; the first one without, or the extra seed a race needs
+    (`racing`), is the next. A pure function of the study's history, so a resumed study, or another
+    worker, walks the same way."""
+    trials = sorted(trials, key=lambda t: t.number)
     verdicts: dict[str, FrozenTrial] = {}
-    for t in sorted(trials, key=lambda t: t.number):
+    lost: set[tuple[str, int]] = set()  # (design, seed index) of a race's trial that failed or was pruned
+    for t in trials:
         digest = t.user_attrs.get(DIGEST_ATTR)
         if digest is None or not is_verdict(t):
             continue
-        if digest not in verdicts or verdicts[digest].state != TrialState.COMPLETE:
+        if is_extra_seed(t):
+            if t.state != TrialState.COMPLETE:
+                lost.update((digest, int(i)) for i in t.user_attrs[SEED_INDICES_ATTR])
+        elif digest not in verdicts or verdicts[digest].state != TrialState.COMPLETE:
             verdicts[digest] = t  # a completed measurement over a failed or pruned one; else the last
 
     def verdict(params: dict[str, ParamValue]) -> FrozenTrial | None:
         return verdicts.get(space.arch_from_params(params).digest())
 
-    return _walk(space, lead, lead_index, verdict)
+    def compare(candidate: dict[str, ParamValue], incumbent: dict[str, ParamValue]) -> bool | tuple[int, int]:
+        c, i = (space.arch_from_params(p).digest() for p in (candidate, incumbent))
+        return race_decision(design_seed_values(trials, c), design_seed_values(trials, i), lead, racing, (c, i), lost)
+
+    return _walk(space, lead, lead_index, verdict, compare if racing.max_seeds > 1 else None)
+
+
+def race_decision(
+    candidate: dict[int, float],
+    incumbent: dict[int, float],
+    lead: Objective,
+    racing: Racing,
+    digests: tuple[str, str] = ("candidate", "incumbent"),
+    lost: set[tuple[str, int]] | None = None,
+) -> bool | tuple[int, int]:
+    """The walk's paired test between two designs' per-seed values, look by look (n = racing.first ..
+    racing.max_seeds seeds, each at `racing.level`): True to keep the candidate, False to reject it
+    (not beyond the noise at the last look, or worse beyond it), or (which, seed index) to measure next
+    (0: the candidate, 1: the incumbent) when a look cannot decide. A seed a race could not measure
+    (its trial failed or was pruned) ends the race: the candidate is not kept."""
+    for n in range(racing.first, max(racing.first, racing.max_seeds) + 1):
+        for which, values in enumerate((candidate, incumbent)):
+            missing = [s for s in range(n) if s not in values]
+            if missing:
+                return False if (digests[which], missing[0]) in (lost or set()) else (which, missing[0])
+        c, i = tuple(candidate[s] for s in range(n)), tuple(incumbent[s] for s in range(n))
+        if improves_beyond_noise(c, i, lead, racing.level):
+            return True
+        if n >= racing.max_seeds or improves_beyond_noise(i, c, lead, racing.level):
+            return False
+    return False
+
+
+# A race's test of a candidate against the incumbent (by their params): keep it, reject it, or
+# (0 for the candidate, 1 for the incumbent; seed index) to measure first.
+Compare = Callable[[dict[str, ParamValue], dict[str, ParamValue]], "bool | tuple[int, int]"]
 
 
 def _walk(
-    space: Space, lead: Objective, lead_index: int, verdict: Callable[[dict[str, ParamValue]], FrozenTrial | None]
+    space: Space,
+    lead: Objective,
+    lead_index: int,
+    verdict: Callable[[dict[str, ParamValue]], FrozenTrial | None],
+    compare: Compare | None = None,
 ) -> Walk:
-    """The build-up rule over `verdict` (a design's finished trial, None if not measured yet)."""
+    """The build-up rule over `verdict` (a design's finished trial, None if not measured yet); `compare`
+    decides between two measured designs when racing (else the paired test on the trials' own seeds)."""
     current = dict(space.endpoints()[0].params)  # the ResNet end: no MSA, default heads/windows
     steps: list[BuildupStep] = []
     trial = verdict(current)
@@ -229,6 +299,12 @@ def _walk(
                 accepted = False
             elif best is None:
                 accepted = True
+            elif compare is not None and lead.name == "accuracy":
+                decision = compare(candidate, current)  # --max-seeds: a race, seed by seed
+                if not isinstance(decision, bool):
+                    which, index = decision
+                    return Walk(steps, NextStep(candidate if which == 0 else dict(current), stage.name, index))
+                accepted = decision
             elif seeds and best_seeds and len(seeds) == len(best_seeds):
                 accepted = improves_beyond_noise(seeds, best_seeds, lead)  # --seeds N: paired, beyond the noise
             else:
@@ -258,14 +334,15 @@ class PlannedSampler(optuna.samplers.BaseSampler):
         lead_index: int,
         wait: Callable[[optuna.Study], object] = lambda study: None,
         deadline: float | None = None,
+        racing: Racing = Racing(),
     ) -> None:
-        self._space, self._lead, self._lead_index = space, lead, lead_index
+        self._space, self._lead, self._lead_index, self._racing = space, lead, lead_index, racing
         self._wait, self._deadline = wait, deadline
         self._planned: dict[int, dict[str, ParamValue]] = {}
 
     def walk(self, study: optuna.Study) -> Walk:
         """Where the walk stands on `study`'s trials now."""
-        return walk_buildup(self._space, self._lead, self._lead_index, study.get_trials(deepcopy=False))
+        return walk_buildup(self._space, self._lead, self._lead_index, study.get_trials(deepcopy=False), self._racing)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if fixed_params(trial) is not None:
@@ -276,9 +353,14 @@ class PlannedSampler(optuna.samplers.BaseSampler):
             self._planned[trial.number] = dict(walked[-1].params if walked else self._space.endpoints()[0].params)
             return
         self._planned[trial.number] = step.params
-        storage = storage_of(study)
-        storage.set_trial_user_attr(trial_id(trial), "strategy", "buildup")
-        storage.set_trial_user_attr(trial_id(trial), BUILDUP_STEP_ATTR, step.label)
+        if step.seed_index is None:
+            attrs: dict[str, object] = {"strategy": "buildup", BUILDUP_STEP_ATTR: step.label}
+        else:  # a race's extra seed of a design measured already (not counted towards --n-trials)
+            attrs = {"strategy": "race", SEED_INDICES_ATTR: [step.seed_index]}
+        for key, value in attrs.items():
+            storage_of(study).set_trial_user_attr(trial_id(trial), key, value)
+            # `trial` is the running trial's own copy, which its optuna.Trial reads user attrs from.
+            trial.set_user_attr(key, value)
 
     def _next_unclaimed(self, study: optuna.Study) -> NextStep | None:
         """The walk's next design, once no other worker is measuring it (or the deadline passed)."""
@@ -287,8 +369,11 @@ class PlannedSampler(optuna.samplers.BaseSampler):
             if step is None:
                 return None
             digest = self._space.arch_from_params(step.params).digest()
+            indices = None if step.seed_index is None else [step.seed_index]
             busy = any(
-                t.state == TrialState.RUNNING and t.user_attrs.get(DIGEST_ATTR) == digest
+                t.state == TrialState.RUNNING
+                and t.user_attrs.get(DIGEST_ATTR) == digest
+                and t.user_attrs.get(SEED_INDICES_ATTR) == indices
                 for t in study.get_trials(deepcopy=False)
             )
             if not busy or (self._deadline is not None and time.monotonic() > self._deadline):

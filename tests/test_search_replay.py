@@ -548,3 +548,60 @@ def test_no_seeds_is_one_line(tmp_path, table_file, capsys):
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "argument --seeds: expected a value greater than 0, got '0'" in err and "Traceback" not in err, err
+
+
+# -- racing (--max-seeds M) ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def noisy_table(tmp_path_factory, space) -> Path:
+    """Six seeds per design, each run off its design's rule by its own noise (sd 0.01): two seeds cannot
+    tell the designs apart, more can."""
+    import random
+
+    table = support.make_table(space, seeds=tuple(range(6)))
+    rng = random.Random(7)
+    designs = [
+        d.model_copy(
+            update={"runs": [r.model_copy(update={"accuracy": r.accuracy + rng.gauss(0, 0.01)}) for r in d.runs]}
+        )
+        for d in table.designs
+    ]
+    path = tmp_path_factory.mktemp("noisy") / "noisy.json"
+    return support.write_table(path, table.model_copy(update={"designs": designs}))
+
+
+def _raced(table: Path, out: Path, name: str, *flags: str) -> optuna.Study:
+    args = search_args(table, out, name, "--strategy", "buildup", "--pruner", "none", "--n-trials", "20", *flags)
+    assert main(args) == 0
+    return optuna.load_study(study_name=name, storage=_journal(out / name / "study.journal"))
+
+
+def test_a_replayed_race_measures_more_seeds_only_up_to_max_seeds_and_counts_designs_once(tmp_path, noisy_table):
+    out = tmp_path / "runs"
+    plain = _raced(noisy_table, out, "plain", "--seeds", "2")
+    assert not [t for t in plain.trials if "seed_indices" in t.user_attrs]  # --max-seeds defaults to --seeds
+    study = _raced(noisy_table, out, "raced", "--seeds", "2", "--max-seeds", "5")
+    extra = [t for t in verdicts(study) if "seed_indices" in t.user_attrs]
+    assert extra, "two seeds cannot decide on this table: the race measures more"
+    assert all(t.user_attrs["strategy"] == "race" and t.user_attrs["seed_indices"][0] in (2, 3, 4) for t in extra)
+    main_trials = [t for t in verdicts(study) if "seed_indices" not in t.user_attrs]
+    # One design per step, each measured on seed indices 0, 1 by its own trial and on more by a race's.
+    assert len({t.user_attrs[DIGEST_ATTR] for t in main_trials}) == len(main_trials)
+    per_design: dict[str, list[int]] = {}
+    for t in extra:
+        per_design.setdefault(t.user_attrs[DIGEST_ATTR], []).extend(t.user_attrs["seed_indices"])
+    assert all(sorted(v) == list(range(2, 2 + len(v))) for v in per_design.values())  # in order, none twice
+    assert {d for d in per_design} <= {t.user_attrs[DIGEST_ATTR] for t in main_trials}
+
+    # The extra seeds do not count towards --n-trials: 3 designs are 3, whatever the race added.
+    capped = _raced(noisy_table, out, "capped", "--seeds", "2", "--max-seeds", "5", "--n-trials", "3")
+    assert len({t.user_attrs[DIGEST_ATTR] for t in verdicts(capped)}) == 3
+    assert len(verdicts(capped)) > 3
+
+
+def test_max_seeds_below_seeds_is_one_line(tmp_path, table_file, capsys):
+    args = search_args(table_file, tmp_path / "runs", "below", "--n-trials", "2", "--seeds", "3", "--max-seeds", "2")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--max-seeds 2 is below --seeds 3" in err and "Traceback" not in err, err

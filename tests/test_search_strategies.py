@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -256,3 +257,39 @@ def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
         lambda p, s: seeded(steady if tuple(p[f"k_c{i}"] for i in range(1, 5)) == (0, 0, 0, 1) else base),
     )  # fmt: skip
     assert steps[1].accepted
+
+
+def test_a_race_asks_for_more_seeds_only_while_its_test_cannot_decide_and_stops_at_max_seeds():
+    from archdsl.search.strategies import Racing, race_decision
+
+    lead, racing = OBJECTIVES["accuracy"], Racing(seeds=2, max_seeds=4)
+    assert racing.level == pytest.approx(0.05 / 3)  # Bonferroni over the looks at 2, 3 and 4 seeds
+    base = {0: 0.70, 1: 0.60}
+    assert race_decision({0: 0.75, 1: 0.65}, base, lead, racing) is True  # the same gain on both seeds: decided
+    assert race_decision({0: 0.65, 1: 0.55}, base, lead, racing) is False  # the same loss: decided
+    noisy = {0: 0.74, 1: 0.59}  # +0.04, -0.01: cannot tell
+    assert race_decision(noisy, base, lead, racing) == (0, 2)  # the candidate's seed index 2 first
+    assert race_decision({**noisy, 2: 0.80}, base, lead, racing) == (1, 2)  # then the incumbent's
+    full = ({**noisy, 2: 0.71, 3: 0.60}, {**base, 2: 0.70, 3: 0.61})  # still undecided at 4 = --max-seeds
+    assert race_decision(*full, lead, racing) is False
+    assert race_decision(noisy, base, lead, Racing(2, 2)) is False  # no racing: not beyond the noise
+    lost = {("candidate", 2)}  # the race's trial of seed index 2 failed: no more seeds to look at
+    assert race_decision(noisy, base, lead, racing, lost=lost) is False
+
+
+def test_racing_keeps_a_true_gain_more_often_and_a_null_one_no_more_than_the_stated_rate(monkeypatch):
+    """benchmarks/racing_rates.py on generated seeds with today's noise (200 races per cell, seeded)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "racing_rates.py"
+    spec = importlib.util.spec_from_file_location("racing_rates", path)
+    rates = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, rates)  # its dataclass looks its module up
+    spec.loader.exec_module(rates)
+    plain_gain, plain_null, raced_gain, raced_null = (
+        rates.keep_rate(2, most, gain, races=200) for most in (2, 6) for gain in (rates.GAIN, 0.0)
+    )
+    tolerance = 0.04  # 200 races: the rate's standard error at 5 % is 1.5 points
+    assert plain_null.keep <= 0.05 + tolerance and raced_null.keep <= 0.05 + tolerance
+    assert raced_gain.keep > plain_gain.keep + 0.2  # more seeds where two cannot tell
+    assert plain_gain.mean_seeds == 2 and 2 < raced_gain.mean_seeds <= 6
