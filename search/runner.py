@@ -27,6 +27,7 @@ from archdsl.errors import UserError
 from archdsl.search.naming import REPLAY_SUFFIX
 from archdsl.search.optuna_private import storage_of
 from archdsl.search.replay import is_replay, make_objective
+from archdsl.search.seeds import design_seed_values, is_extra_seed
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import fail_stale_trials, is_copy, is_verdict, open_storage
 from archdsl.search.strategies import (
@@ -37,7 +38,7 @@ from archdsl.search.strategies import (
     make_pruner,
     make_sampler,
 )
-from archdsl.search.trial import DIGEST_ATTR, TrialFailed
+from archdsl.search.trial import DIGEST_ATTR, SEED_INDICES_ATTR, TrialFailed
 
 if TYPE_CHECKING:
     from archdsl.search.session import SearchPlan
@@ -209,7 +210,10 @@ def run_search(
             if not _has_design(study, space, endpoint.params):
                 study.enqueue_trial(endpoint.params, user_attrs={"endpoint": endpoint.name}, skip_if_exists=True)
 
-    stop = _StopAt(settings.n_trials, space, settings.seed, walker)
+    leaders = None
+    if walker is None and plan.max_seeds > plan.fidelity.seeds and [o.name for o in plan.objectives] == ["accuracy"]:
+        leaders = _Leaders(plan.max_seeds, plan.objectives[0].direction == "maximize")
+    stop = _StopAt(settings.n_trials, space, settings.seed, walker, leaders)
     if not stop.done(study):
         # No trial count for optimize: copies do not count, so _StopAt (the walk's end, the grid's
         # end, or the timeout) ends the loop.
@@ -270,23 +274,30 @@ def _exhausted(study: optuna.Study, space: Space) -> bool:
 class _StopAt:
     """After each trial: stop once the study holds `n` measured designs (all workers together),
     every design is taken, or the build-up walk (`walker`) is done; for a sampler, after
-    `REDRAW_FALLBACK` copies in a row, queue an undrawn design."""
+    `REDRAW_FALLBACK` copies in a row, queue an undrawn design, and before it stops, re-measure
+    its leading designs (`leaders`)."""
 
-    def __init__(self, n: int, space: Space, seed: int, walker: PlannedSampler | None = None) -> None:
+    def __init__(
+        self, n: int, space: Space, seed: int, walker: PlannedSampler | None = None, leaders: _Leaders | None = None
+    ) -> None:
         self.n = n
         self.space = space
         self.seed = seed
         self.walker = walker
+        self.leaders = leaders
         self.copies_in_a_row = 0
 
     def done(self, study: optuna.Study) -> bool:
-        """Whether the study has nothing left to measure for this search."""
-        if _finished(study) >= self.n or _exhausted(study, self.space):
-            return True
-        return self.walker is not None and self.walker.walk(study).next is None
+        """Whether the study has nothing left to measure for this search (queueing a leader's extra seeds
+        when the samplers' designs are all measured and a leader lacks some)."""
+        if self.walker is not None:
+            return _finished(study) >= self.n or _exhausted(study, self.space) or self.walker.walk(study).next is None
+        if _finished(study) < self.n and not _exhausted(study, self.space):
+            return False
+        return self.leaders is None or not self.leaders.remeasure(study)
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if _finished(study) >= self.n or (self.walker is not None and self.done(study)):
+        if (_finished(study) >= self.n or self.walker is not None) and self.done(study):
             study.stop()
             return
         if not is_copy(trial) or self.walker is not None:
@@ -294,7 +305,7 @@ class _StopAt:
             return
         self.copies_in_a_row += 1
         taken = _taken(study)
-        if len(taken) >= self.space.n_designs():
+        if len(taken) >= self.space.n_designs() and self.done(study):
             study.stop()
         elif self.copies_in_a_row % REDRAW_FALLBACK == 0:
             from archdsl.run.loader import derive_seed  # torch at import: only when a copy repeats
@@ -309,3 +320,49 @@ class _StopAt:
             if self.space.arch_from_params(params).digest() not in taken:
                 return params
         return None
+
+
+LEADERS = 3  # the samplers' leading designs re-measured up to --max-seeds before the study ends
+
+
+@dataclass(frozen=True)
+class _Leaders:
+    """A single-objective accuracy study's `LEADERS` best designs by their mean over the seeds measured,
+    re-measured on every seed index up to `max_seeds` (extra-seed trials, `strategy` = `leaders`), so that
+    the best design is not one lucky draw. A leader that falls back on its new seeds lets the next in."""
+
+    max_seeds: int
+    maximize: bool
+
+    def remeasure(self, study: optuna.Study) -> bool:
+        """Queue the leaders' missing seeds; whether any are queued or being measured."""
+        trials = study.get_trials(deepcopy=False)
+        firsts = {
+            t.user_attrs[DIGEST_ATTR]: t
+            for t in trials
+            if t.state == TrialState.COMPLETE and DIGEST_ATTR in t.user_attrs and not is_extra_seed(t)
+        }
+        pooled = {digest: design_seed_values(trials, digest) for digest in firsts}
+        sign = 1.0 if self.maximize else -1.0
+        ranked = sorted(pooled, key=lambda d: -sign * sum(pooled[d].values()) / max(1, len(pooled[d])))
+        pending = False
+        for digest in ranked[:LEADERS]:
+            claimed = {
+                int(i)
+                for t in trials
+                if t.user_attrs.get(DIGEST_ATTR) == digest
+                and is_extra_seed(t)
+                and (is_verdict(t) or t.state in (TrialState.RUNNING, TrialState.WAITING))
+                for i in t.user_attrs[SEED_INDICES_ATTR]
+            }
+            pending |= any(
+                t.user_attrs.get(DIGEST_ATTR) == digest and is_extra_seed(t) and t.state != TrialState.COMPLETE
+                and not is_verdict(t)
+                for t in trials
+            )  # fmt: skip
+            for index in range(self.max_seeds):
+                if index not in pooled[digest] and index not in claimed:
+                    attrs = {"strategy": "leaders", SEED_INDICES_ATTR: [index]}
+                    study.enqueue_trial(firsts[digest].params, user_attrs=attrs)
+                    pending = True
+        return pending

@@ -605,3 +605,23 @@ def test_max_seeds_below_seeds_is_one_line(tmp_path, table_file, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert "--max-seeds 2 is below --seeds 3" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe"])
+def test_the_samplers_remeasure_their_leading_designs_up_to_max_seeds(tmp_path, noisy_table, strategy):
+    from archdsl.search.runner import LEADERS
+    from archdsl.search.seeds import design_seed_values
+
+    out = tmp_path / "runs"
+    name = f"leaders-{strategy}"
+    args = search_args(noisy_table, out, name, "--strategy", strategy, "--pruner", "none", "--n-trials", "6")
+    assert main([*args, "--seeds", "2", "--max-seeds", "4"]) == 0
+    study = optuna.load_study(study_name=name, storage=_journal(out / name / "study.journal"))
+    trials = verdicts(study)
+    assert len({t.user_attrs[DIGEST_ATTR] for t in trials}) == 6  # the extra seeds are no new designs
+    extra = [t for t in trials if "seed_indices" in t.user_attrs]
+    assert extra and all(t.user_attrs["strategy"] == "leaders" for t in extra)
+    pooled = {d: design_seed_values(trials, d) for d in {t.user_attrs[DIGEST_ATTR] for t in trials}}
+    leaders = sorted(pooled, key=lambda d: -sum(pooled[d].values()) / len(pooled[d]))[:LEADERS]
+    assert all(sorted(pooled[d]) == [0, 1, 2, 3] for d in leaders)  # the final leaders have every seed
+    assert all(sorted(v) in ([0, 1], [0, 1, 2, 3]) for v in pooled.values())
