@@ -625,3 +625,12 @@ def test_the_samplers_remeasure_their_leading_designs_up_to_max_seeds(tmp_path, 
     leaders = sorted(pooled, key=lambda d: -sum(pooled[d].values()) / len(pooled[d]))[:LEADERS]
     assert all(sorted(pooled[d]) == [0, 1, 2, 3] for d in leaders)  # the final leaders have every seed
     assert all(sorted(v) in ([0, 1], [0, 1, 2, 3]) for v in pooled.values())
+
+
+def test_the_recorded_command_names_max_seeds_only_when_racing():
+    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
+
+    racing = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=4), {"seeds": 2}))
+    assert "--seeds 2 --max-seeds 4" in racing
+    plain = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=2), {"seeds": 2}))
+    assert "--max-seeds" not in plain
