@@ -40,7 +40,7 @@ from archdsl.ir import Arch
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, Objective
 from archdsl.search.space import ParamValue, Space, layout_text
-from archdsl.search.trial import Training, TrialObjective
+from archdsl.search.trial import Training, TrialObjective, seed_indices
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -330,16 +330,18 @@ class Replaying:
 
     def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> _ReplayedDesign:
         design = self.replay.design(arch)
-        n = plan.fidelity.seeds
-        if n == 1:
+        if plan.max_seeds == 1:
             runs: tuple[TableRun, ...] = (self.replay.draw(design, plan.settings.seed, trial.number),)
         else:  # paired: seed index s is the table's s-th seed for every design
+            n, indices = plan.max_seeds, seed_indices(trial, plan)
             if len(design.runs) < n:
+                flag = "--max-seeds" if n > plan.fidelity.seeds else "--seeds"
                 raise UserError(
-                    f"--seeds {n}: the table {self.replay.source} has {len(design.runs)} runs of "
-                    f"{layout_text(arch)}", hint=f"--seeds {len(design.runs)} at most with this table",
+                    f"{flag} {n}: the table {self.replay.source} has {len(design.runs)} runs of "
+                    f"{layout_text(arch)}", hint=f"{flag} {len(design.runs)} at most with this table",
                 )  # fmt: skip
-            runs = tuple(sorted(design.runs, key=lambda r: r.seed)[:n])
+            ordered = sorted(design.runs, key=lambda r: r.seed)
+            runs = tuple(ordered[i] for i in indices)
         trial.set_user_attr(TABLE_SEED_ATTR, runs[0].seed)
         return _ReplayedDesign(runs, plan.fidelity.epochs, _Clock(trial))
 

@@ -25,20 +25,20 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError
 from archdsl.search.naming import REPLAY_SUFFIX
-from archdsl.search.optuna_private import fixed_params, storage_of
+from archdsl.search.optuna_private import storage_of
 from archdsl.search.replay import is_replay, make_objective
+from archdsl.search.seeds import design_seed_values, is_extra_seed
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.storage import fail_stale_trials, is_copy, is_verdict, open_storage
 from archdsl.search.strategies import (
-    BUILDUP_STEP_ATTR,
     BuildupStep,
+    PlannedSampler,
+    Racing,
     buildup_max_trials,
     make_pruner,
     make_sampler,
-    run_buildup,
-    step_label,
 )
-from archdsl.search.trial import DIGEST_ATTR, TrialFailed, TrialObjective
+from archdsl.search.trial import DIGEST_ATTR, SEED_INDICES_ATTR, TrialFailed
 
 if TYPE_CHECKING:
     from archdsl.search.session import SearchPlan
@@ -190,89 +190,47 @@ def run_search(
     if study is None:
         study = open_study(plan)
         check_same_space(study, space)
-    sampler = make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
+    deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
+    walker = None
+    if settings.strategy == "buildup":
+        walker = PlannedSampler(
+            space, plan.objectives[0], 0, wait=lambda s: fail_stale_trials(s, plan.storage), deadline=deadline,
+            racing=Racing(plan.fidelity.seeds, plan.max_seeds),
+        )  # fmt: skip
+    sampler = walker or make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
     pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
     study = optuna.load_study(study_name=plan.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, plan.storage)
     objective = make_objective(plan)  # trained, or replayed from a table
-    # A trained trial leaves a model's memory behind; a replayed one nothing (and a collection takes ~0.1-1 s).
-    callbacks = [on_trial] if on_trial is not None else []
     before = _finished(study)
-    deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
 
     if settings.seed_endpoints:
         for endpoint in space.endpoints():
             if not _has_design(study, space, endpoint.params):
                 study.enqueue_trial(endpoint.params, user_attrs={"endpoint": endpoint.name}, skip_if_exists=True)
 
-    steps = None
-    if settings.strategy == "buildup":
-        steps = run_buildup(
-            space,
-            plan.objectives[0],
-            0,
-            lambda params, stage: _evaluate(study, space, objective, params, stage, plan, deadline, callbacks),
-        )
-    elif _finished(study) < settings.n_trials and not _exhausted(study, space):
-        # No trial count for optimize: copies do not count, so _StopAt (or the grid's end,
-        # or the timeout) ends the loop.
+    leaders = None
+    if walker is None and plan.max_seeds > plan.fidelity.seeds and [o.name for o in plan.objectives] == ["accuracy"]:
+        leaders = _Leaders(plan.max_seeds, plan.objectives[0].direction == "maximize")
+    stop = _StopAt(settings.n_trials, space, settings.seed, walker, leaders)
+    if not stop.done(study):
+        # No trial count for optimize: copies do not count, so _StopAt (the walk's end, the grid's
+        # end, or the timeout) ends the loop.
         study.optimize(
             objective,
             n_trials=None,
             timeout=settings.timeout,
             catch=(TrialFailed,),
-            callbacks=[_StopAt(settings.n_trials, space, settings.seed), *callbacks],
+            callbacks=[stop, *([on_trial] if on_trial is not None else [])],
+            # A trained trial leaves a model's memory behind; a replayed one nothing (and a collection takes ~0.1-1 s).
             gc_after_trial=plan.replay is None,
         )
+    steps = walker.walk(study).steps if walker is not None else None
     exhausted = space.n_designs() if _finished(study) < settings.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
         study=study, new_trials=_finished(study) - before, buildup=steps, stale_failed=stale, exhausted=exhausted
     )
-
-
-def _evaluate(
-    study: optuna.Study,
-    space: Space,
-    objective: TrialObjective,
-    params: dict[str, ParamValue],
-    stage: str | None,
-    plan: SearchPlan,
-    deadline: float | None,
-    callbacks: list,
-) -> FrozenTrial | None:
-    """The finished trial of a design: from the study if measured, else by running one."""
-    digest = space.arch_from_params(params).digest()
-    for _ in range(plan.storage.max_retry + 3):
-        known = _trials_of(study, digest)
-        done = [t for t in known if t.state == TrialState.COMPLETE]
-        if done:
-            return done[0]
-        waiting = [
-            t
-            for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-            if (fixed_params(t) or t.params) == params  # enqueued, or a killed trial's retry
-        ]
-        running = [t for t in known if t.state == TrialState.RUNNING]
-        verdicts = [t for t in known if is_verdict(t)]
-        if verdicts and not waiting and not running:
-            return verdicts[-1]  # failed or pruned: the walk treats it as "no better"
-        if _finished(study) >= plan.settings.n_trials or (deadline is not None and time.monotonic() > deadline):
-            return None
-        if running and not waiting:
-            time.sleep(1.0)  # another worker is measuring this design
-            continue
-        if not waiting:
-            study.enqueue_trial(params, user_attrs={"strategy": "buildup", BUILDUP_STEP_ATTR: step_label(stage)})
-        study.optimize(
-            objective,
-            n_trials=1,
-            catch=(TrialFailed,),
-            callbacks=callbacks,
-            gc_after_trial=plan.replay is None,
-        )
-    verdicts = [t for t in _trials_of(study, digest) if is_verdict(t)]
-    return verdicts[-1] if verdicts else None
 
 
 def _trials_of(study: optuna.Study, digest: str) -> list[FrozenTrial]:
@@ -314,25 +272,40 @@ def _exhausted(study: optuna.Study, space: Space) -> bool:
 
 
 class _StopAt:
-    """After each trial: stop once the study holds `n` measured designs (all workers together)
-    or every design is taken; after `REDRAW_FALLBACK` copies in a row, queue an undrawn design."""
+    """After each trial: stop once the study holds `n` measured designs (all workers together),
+    every design is taken, or the build-up walk (`walker`) is done; for a sampler, after
+    `REDRAW_FALLBACK` copies in a row, queue an undrawn design, and before it stops, re-measure
+    its leading designs (`leaders`)."""
 
-    def __init__(self, n: int, space: Space, seed: int) -> None:
+    def __init__(
+        self, n: int, space: Space, seed: int, walker: PlannedSampler | None = None, leaders: _Leaders | None = None
+    ) -> None:
         self.n = n
         self.space = space
         self.seed = seed
+        self.walker = walker
+        self.leaders = leaders
         self.copies_in_a_row = 0
 
+    def done(self, study: optuna.Study) -> bool:
+        """Whether the study has nothing left to measure for this search (queueing a leader's extra seeds
+        when the samplers' designs are all measured and a leader lacks some)."""
+        if self.walker is not None:
+            return _finished(study) >= self.n or _exhausted(study, self.space) or self.walker.walk(study).next is None
+        if _finished(study) < self.n and not _exhausted(study, self.space):
+            return False
+        return self.leaders is None or not self.leaders.remeasure(study)
+
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        if _finished(study) >= self.n:
+        if (_finished(study) >= self.n or self.walker is not None) and self.done(study):
             study.stop()
             return
-        if not is_copy(trial):
+        if not is_copy(trial) or self.walker is not None:
             self.copies_in_a_row = 0
             return
         self.copies_in_a_row += 1
         taken = _taken(study)
-        if len(taken) >= self.space.n_designs():
+        if len(taken) >= self.space.n_designs() and self.done(study):
             study.stop()
         elif self.copies_in_a_row % REDRAW_FALLBACK == 0:
             from archdsl.run.loader import derive_seed  # torch at import: only when a copy repeats
@@ -347,3 +320,49 @@ class _StopAt:
             if self.space.arch_from_params(params).digest() not in taken:
                 return params
         return None
+
+
+LEADERS = 3  # the samplers' leading designs re-measured up to --max-seeds before the study ends
+
+
+@dataclass(frozen=True)
+class _Leaders:
+    """A single-objective accuracy study's `LEADERS` best designs by their mean over the seeds measured,
+    re-measured on every seed index up to `max_seeds` (extra-seed trials, `strategy` = `leaders`), so that
+    the best design is not one lucky draw. A leader that falls back on its new seeds lets the next in."""
+
+    max_seeds: int
+    maximize: bool
+
+    def remeasure(self, study: optuna.Study) -> bool:
+        """Queue the leaders' missing seeds; whether any are queued or being measured."""
+        trials = study.get_trials(deepcopy=False)
+        firsts = {
+            t.user_attrs[DIGEST_ATTR]: t
+            for t in trials
+            if t.state == TrialState.COMPLETE and DIGEST_ATTR in t.user_attrs and not is_extra_seed(t)
+        }
+        pooled = {digest: design_seed_values(trials, digest) for digest in firsts}
+        sign = 1.0 if self.maximize else -1.0
+        ranked = sorted(pooled, key=lambda d: -sign * sum(pooled[d].values()) / max(1, len(pooled[d])))
+        pending = False
+        for digest in ranked[:LEADERS]:
+            claimed = {
+                int(i)
+                for t in trials
+                if t.user_attrs.get(DIGEST_ATTR) == digest
+                and is_extra_seed(t)
+                and (is_verdict(t) or t.state in (TrialState.RUNNING, TrialState.WAITING))
+                for i in t.user_attrs[SEED_INDICES_ATTR]
+            }
+            pending |= any(
+                t.user_attrs.get(DIGEST_ATTR) == digest and is_extra_seed(t) and t.state != TrialState.COMPLETE
+                and not is_verdict(t)
+                for t in trials
+            )  # fmt: skip
+            for index in range(self.max_seeds):
+                if index not in pooled[digest] and index not in claimed:
+                    attrs = {"strategy": "leaders", SEED_INDICES_ATTR: [index]}
+                    study.enqueue_trial(firsts[digest].params, user_attrs=attrs)
+                    pending = True
+        return pending

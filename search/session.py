@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
 
 from archdsl.common_settings import DataSettings, DeviceSettings, DistSettings, ProgressSettings
-from archdsl.errors import ArchdslWarning
+from archdsl.errors import ArchdslWarning, UsageError
 from archdsl.ir import Arch
 from archdsl.outputs import RUNS_DIR
 from archdsl.search import PRUNERS, STRATEGIES
@@ -163,6 +163,11 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         "--max-flops", "skip designs with more FLOPs per image", "strategy and objectives", "N", default=None
     )
     seed: int = _flag("--seed", "sampler and training seed", "strategy and objectives", "N", default=0)
+    max_seeds: PositiveInt | None = _flag(
+        "--max-seeds", "racing: where the build-up walk's paired test cannot tell a candidate from the incumbent, "
+        "measure both on one more seed, up to this many (and the samplers re-measure their leading designs up to it)",
+        "strategy and objectives", "M", "--seeds (no racing)", default=None,
+    )  # fmt: skip
     study_name: str | None = _flag(
         "--study-name",
         "the study's name",
@@ -272,6 +277,11 @@ class SearchPlan:
         )  # fmt: skip
 
     @property
+    def max_seeds(self) -> int:
+        """The most paired seeds a design is measured on (--max-seeds; --seeds when not given: no racing)."""
+        return self.settings.max_seeds or self.fidelity.seeds
+
+    @property
     def pruner(self) -> str:
         """The pruner the study runs with: --pruner, `auto` resolved for the strategy and the epochs."""
         return self.settings.chosen_pruner(self.fidelity.epochs)
@@ -319,10 +329,16 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
             base_name, settings.dataset, settings.strategy, replayed=is_replay(settings.fidelity_source)
         )
     )
+    resolved = fidelity_for(settings, fidelity)
+    if settings.max_seeds is not None and settings.max_seeds < resolved.seeds:
+        raise UsageError(
+            f"--max-seeds {settings.max_seeds} is below --seeds {resolved.seeds}",
+            hint="racing measures more seeds than --seeds, never fewer: give --max-seeds >= --seeds",
+        )
     # the same for a dry run and a run
     fitted = measure.fit_to_data(measure.load_base(base_name), info.image_shape, info.num_classes)
     return SearchPlan(
-        settings=settings, fidelity=fidelity_for(settings, fidelity), space=make_space(fitted, searched),
+        settings=settings, fidelity=resolved, space=make_space(fitted, searched),
         objectives=objectives, study_name=study_name, base_name=base_name, why=why,
     )  # fmt: skip
 
@@ -571,6 +587,8 @@ def reproduce_command(plan: SearchPlan) -> str:
     parts += ["--seed", str(s.seed), "--epochs", str(fidelity.epochs), "--subset", _number(fidelity.subset)]
     if fidelity.seeds > 1:
         parts += ["--seeds", str(fidelity.seeds)]
+    if plan.max_seeds > fidelity.seeds:
+        parts += ["--max-seeds", str(plan.max_seeds)]
     if fidelity.val_split is not None:
         parts += ["--val-split", fidelity.val_split]
     parts += ["--test-subset", _number(fidelity.test_subset)]

@@ -59,6 +59,9 @@ PRUNED_REASON_ATTR = "pruned_reason"
 RANK_DIGESTS_ATTR = "rank_digests"  # under torchrun: the digest of the design each rank of the group trained
 SEED_VALUES_KEY = "accuracy_seeds"  # in `metrics` with --seeds N > 1: the accuracy on each paired seed
 STDERR_KEY = "accuracy_stderr"  # ... and the standard error of their mean (the trial's accuracy)
+# An extra-seed trial (racing, --max-seeds): the paired seed indices it trained its design on; the design's
+# first trial (without the attr) trained indices 0..--seeds-1. Pooled by `archdsl.search.seeds`.
+SEED_INDICES_ATTR = "seed_indices"
 LAYOUT_ATTR = "layout"  # `c1:CC c2:CM ...`: where the MSAs are (space.layout_text), for reports and the dashboard
 
 
@@ -110,7 +113,14 @@ class Training:
     data: measure.DataContext
 
     def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> DesignAnswers:
-        return _TrainedDesign(self.data, plan, arch)
+        return _TrainedDesign(self.data, plan, arch, seed_indices(trial, plan))
+
+
+def seed_indices(trial: optuna.Trial | FrozenTrial, plan: SearchPlan) -> tuple[int, ...]:
+    """The paired seed indices trial `trial` trains its design on: an extra-seed trial's `seed_indices`,
+    else 0..--seeds-1."""
+    given = trial.user_attrs.get(SEED_INDICES_ATTR)
+    return tuple(int(i) for i in given) if given else tuple(range(plan.fidelity.seeds))
 
 
 @dataclass(frozen=True)
@@ -118,6 +128,7 @@ class _TrainedDesign:
     data: measure.DataContext
     plan: SearchPlan
     arch: Arch
+    indices: tuple[int, ...]  # the paired seed indices to train (seed_indices)
 
     def fits(self) -> None:
         ensure_fits(self.arch)
@@ -127,21 +138,21 @@ class _TrainedDesign:
         return measure.latency_ms(self.arch, self.data, self.plan.fidelity, s.device, s.seed)
 
     def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
-        """Trained on each paired seed in turn; the first seed's curve goes to the pruner and its model
+        """Trained on each of its paired seeds in turn; the first seed's curve goes to the pruner and its model
         to the analyses, the accuracy is the seeds' mean."""
         s, fidelity = self.plan.settings, self.plan.fidelity
         first = measure.train_candidate(
-            self.arch, self.data, fidelity, device=s.device, seed=s.seed, run_dir=run_dir(),
-            on_epoch=on_epoch, progress=s.progress,
+            self.arch, self.data, fidelity, device=s.device, seed=measure.seed_of(s.seed, self.indices[0]),
+            run_dir=run_dir(), on_epoch=on_epoch, progress=s.progress,
         )  # fmt: skip
-        if fidelity.seeds == 1:
+        if len(self.indices) == 1:
             return first
         others = [
             measure.train_candidate(
                 self.arch, self.data, fidelity, device=s.device, seed=measure.seed_of(s.seed, index), run_dir=None,
                 on_epoch=lambda epoch, top1: None, progress=s.progress,
             ).accuracy
-            for index in range(1, fidelity.seeds)
+            for index in self.indices[1:]
         ]  # fmt: skip
         per_seed = (first.accuracy, *others)
         mean, _ = measure.mean_and_stderr(per_seed)
@@ -181,7 +192,7 @@ class TrialObjective:
             return self._fail(trial, f"invalid design: {err}")
         digest = arch.digest()
         trial.set_user_attr(DIGEST_ATTR, digest)
-        twin = earlier_twin(study, trial.number, digest)
+        twin = earlier_twin(study, trial.number, digest, trial.user_attrs.get(SEED_INDICES_ATTR))
         if twin is not None:
             trial.set_user_attr(COPY_ATTR, twin.number)
             raise DesignCopy(f"copy of trial {twin.number}'s design")
@@ -289,6 +300,8 @@ class TrialObjective:
 
     def _report(self, trial: optuna.Trial, epoch: int, top1: float) -> None:
         objectives = self.plan.objectives
+        if SEED_INDICES_ATTR in trial.user_attrs:
+            return  # a race's extra seed: its design was not pruned, and its curve is no new design's for the pruner
         if len(objectives) == 1 and objectives[0].name == "accuracy":
             trial.report(top1, epoch)
             # Never at the last epoch: the training is done, and stopping it would lose its measured result.
@@ -334,9 +347,10 @@ class TrialObjective:
         write_json(path / "metrics.json", record, within=root)
 
 
-def earlier_twin(study: optuna.Study, number: int, digest: str) -> FrozenTrial | None:
-    """The trial that has trial `number`'s design already, if any: one with a verdict on it,
-    one that is measuring it, or one with a lower number that is waiting to (a retry).
+def earlier_twin(study: optuna.Study, number: int, digest: str, indices: list[int] | None = None) -> FrozenTrial | None:
+    """The trial that has trial `number`'s design (on the same seed indices: `indices`, an extra-seed
+    trial's) already, if any: one with a verdict on it, one that is measuring it, or one with a lower
+    number that is waiting to (a retry).
 
     Every trial writes its digest, then looks, then (if it is no copy) writes its `short_id`.
     A running twin counts if it has a lower number or has passed its own look (`short_id`):
@@ -347,6 +361,8 @@ def earlier_twin(study: optuna.Study, number: int, digest: str) -> FrozenTrial |
     for t in study.get_trials(deepcopy=False):
         if t.number == number or t.user_attrs.get(DIGEST_ATTR) != digest or is_copy(t):
             continue
+        if t.user_attrs.get(SEED_INDICES_ATTR) != indices:
+            continue  # the design on other seeds: a race measures it again there
         if is_verdict(t):
             return t
         earlier = t.number < number

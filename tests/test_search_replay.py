@@ -18,9 +18,11 @@ import pytest
 from optuna.trial import TrialState
 
 from archdsl.cli import main
+from archdsl.search.optuna_private import fixed_params
 from archdsl.search.replay import SIM_SECONDS_ATTR, TABLE_PREFIX, TABLE_SEED_ATTR, Replay, load_replay
 from archdsl.search.runner import run_search
 from archdsl.search.storage import is_copy, is_verdict
+from archdsl.search.strategies import PlannedSampler
 from archdsl.search.trial import DIGEST_ATTR
 
 
@@ -184,6 +186,75 @@ def test_the_buildup_walk_follows_the_rule_on_a_known_table(tmp_path, space):
     assert [v for _, v in walked] == pytest.approx([v for _, v in expected])
 
 
+def _in_threads(work, workers: int = 3) -> None:
+    """`work(seed)` on `workers` threads at once (seeds 0, 1, ...), as workers of one study; none may raise."""
+    errors: list[Exception] = []
+
+    def worker(seed: int) -> None:
+        try:
+            work(seed)
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def _walked(study: optuna.Study) -> list[tuple[str, str]]:
+    """The walk's steps in a study: (label, digest) of each verdict, in trial order."""
+    return [
+        (t.user_attrs["buildup_step"], t.user_attrs[DIGEST_ATTR])
+        for t in sorted(verdicts(study), key=lambda t: t.number)
+    ]
+
+
+def test_the_walk_is_proposed_by_its_sampler_in_one_optimize_call(monkeypatch, table_file, space):
+    replay = load_replay(f"table:{table_file}")
+    calls = []
+    optimize = optuna.Study.optimize
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs.get("n_trials"))
+        return optimize(self, *args, **kwargs)
+
+    monkeypatch.setattr(optuna.Study, "optimize", counted)
+    study = replayed(replay, space, "buildup", n_trials=20, pruner="none")
+    assert calls == [None]  # one call for the whole walk, no n_trials=1 steps
+    assert isinstance(study.sampler, PlannedSampler)
+    walked = verdicts(study)
+    assert len(walked) > 2 and all(t.user_attrs["strategy"] == "buildup" for t in walked)
+    assert not [t for t in walked if fixed_params(t)]  # proposed by the sampler, not enqueued
+
+
+def test_a_resumed_or_shared_walk_replays_its_history(tmp_path, table_file, space):
+    """Stopped after 2 designs and run again, or run by three workers on one journal, the walk takes the
+    steps one worker takes alone, and no design is measured twice."""
+    replay = load_replay(f"table:{table_file}")
+    alone = _walked(replayed(replay, space, "buildup", n_trials=20, pruner="none"))
+    journal = f"journal:{tmp_path / 'resumed.journal'}"
+    assert (
+        len(_walked(replayed(replay, space, "buildup", n_trials=2, pruner="none", storage=journal, out=tmp_path))) == 2
+    )
+    assert (
+        _walked(replayed(replay, space, "buildup", n_trials=20, pruner="none", storage=journal, out=tmp_path)) == alone
+    )
+
+    shared = f"journal:{tmp_path / 'shared.journal'}"
+    replayed(replay, space, "buildup", n_trials=1, pruner="none", storage=shared, out=tmp_path)  # creates the study
+    _in_threads(
+        lambda seed: replayed(
+            replay, space, "buildup", n_trials=20, pruner="none", seed=seed, storage=shared, out=tmp_path
+        )
+    )
+    study = optuna.load_study(study_name="replay", storage=_journal(tmp_path / "shared.journal"))
+    assert _walked(study) == alone
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]
+
+
 @pytest.mark.parametrize("pruner", ["median", "halving", "hyperband"])
 def test_pruners_stop_poor_designs_early_and_save_simulated_time(table_file, space, pruner):
     replay = load_replay(f"table:{table_file}")
@@ -218,20 +289,7 @@ def test_several_workers_share_one_table_and_one_journal(tmp_path, table_file, s
     replay = load_replay(f"table:{table_file}")
     journal = f"journal:{tmp_path / 'study.journal'}"
     replayed(replay, space, "random", n_trials=1, storage=journal, out=tmp_path)  # creates the study
-    errors = []
-
-    def worker(seed: int) -> None:
-        try:
-            replayed(replay, space, "random", n_trials=12, seed=seed, storage=journal, out=tmp_path)
-        except Exception as err:  # pragma: no cover - reported below
-            errors.append(err)
-
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    _in_threads(lambda seed: replayed(replay, space, "random", n_trials=12, seed=seed, storage=journal, out=tmp_path))
     study = optuna.load_study(study_name="replay", storage=_journal(tmp_path / "study.journal"))
     # A study total: the other workers may each finish the trial they were measuring when it was reached.
     assert 12 <= len({t.user_attrs[DIGEST_ATTR] for t in verdicts(study)}) <= 12 + 2
@@ -490,3 +548,89 @@ def test_no_seeds_is_one_line(tmp_path, table_file, capsys):
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert "argument --seeds: expected a value greater than 0, got '0'" in err and "Traceback" not in err, err
+
+
+# -- racing (--max-seeds M) ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def noisy_table(tmp_path_factory, space) -> Path:
+    """Six seeds per design, each run off its design's rule by its own noise (sd 0.01): two seeds cannot
+    tell the designs apart, more can."""
+    import random
+
+    table = support.make_table(space, seeds=tuple(range(6)))
+    rng = random.Random(7)
+    designs = [
+        d.model_copy(
+            update={"runs": [r.model_copy(update={"accuracy": r.accuracy + rng.gauss(0, 0.01)}) for r in d.runs]}
+        )
+        for d in table.designs
+    ]
+    path = tmp_path_factory.mktemp("noisy") / "noisy.json"
+    return support.write_table(path, table.model_copy(update={"designs": designs}))
+
+
+def _raced(table: Path, out: Path, name: str, *flags: str) -> optuna.Study:
+    args = search_args(table, out, name, "--strategy", "buildup", "--pruner", "none", "--n-trials", "20", *flags)
+    assert main(args) == 0
+    return optuna.load_study(study_name=name, storage=_journal(out / name / "study.journal"))
+
+
+def test_a_replayed_race_measures_more_seeds_only_up_to_max_seeds_and_counts_designs_once(tmp_path, noisy_table):
+    out = tmp_path / "runs"
+    plain = _raced(noisy_table, out, "plain", "--seeds", "2")
+    assert not [t for t in plain.trials if "seed_indices" in t.user_attrs]  # --max-seeds defaults to --seeds
+    study = _raced(noisy_table, out, "raced", "--seeds", "2", "--max-seeds", "5")
+    extra = [t for t in verdicts(study) if "seed_indices" in t.user_attrs]
+    assert extra, "two seeds cannot decide on this table: the race measures more"
+    assert all(t.user_attrs["strategy"] == "race" and t.user_attrs["seed_indices"][0] in (2, 3, 4) for t in extra)
+    main_trials = [t for t in verdicts(study) if "seed_indices" not in t.user_attrs]
+    # One design per step, each measured on seed indices 0, 1 by its own trial and on more by a race's.
+    assert len({t.user_attrs[DIGEST_ATTR] for t in main_trials}) == len(main_trials)
+    per_design: dict[str, list[int]] = {}
+    for t in extra:
+        per_design.setdefault(t.user_attrs[DIGEST_ATTR], []).extend(t.user_attrs["seed_indices"])
+    assert all(sorted(v) == list(range(2, 2 + len(v))) for v in per_design.values())  # in order, none twice
+    assert {d for d in per_design} <= {t.user_attrs[DIGEST_ATTR] for t in main_trials}
+
+    # The extra seeds do not count towards --n-trials: 3 designs are 3, whatever the race added.
+    capped = _raced(noisy_table, out, "capped", "--seeds", "2", "--max-seeds", "5", "--n-trials", "3")
+    assert len({t.user_attrs[DIGEST_ATTR] for t in verdicts(capped)}) == 3
+    assert len(verdicts(capped)) > 3
+
+
+def test_max_seeds_below_seeds_is_one_line(tmp_path, table_file, capsys):
+    args = search_args(table_file, tmp_path / "runs", "below", "--n-trials", "2", "--seeds", "3", "--max-seeds", "2")
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--max-seeds 2 is below --seeds 3" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe"])
+def test_the_samplers_remeasure_their_leading_designs_up_to_max_seeds(tmp_path, noisy_table, strategy):
+    from archdsl.search.runner import LEADERS
+    from archdsl.search.seeds import design_seed_values
+
+    out = tmp_path / "runs"
+    name = f"leaders-{strategy}"
+    args = search_args(noisy_table, out, name, "--strategy", strategy, "--pruner", "none", "--n-trials", "6")
+    assert main([*args, "--seeds", "2", "--max-seeds", "4"]) == 0
+    study = optuna.load_study(study_name=name, storage=_journal(out / name / "study.journal"))
+    trials = verdicts(study)
+    assert len({t.user_attrs[DIGEST_ATTR] for t in trials}) == 6  # the extra seeds are no new designs
+    extra = [t for t in trials if "seed_indices" in t.user_attrs]
+    assert extra and all(t.user_attrs["strategy"] == "leaders" for t in extra)
+    pooled = {d: design_seed_values(trials, d) for d in {t.user_attrs[DIGEST_ATTR] for t in trials}}
+    leaders = sorted(pooled, key=lambda d: -sum(pooled[d].values()) / len(pooled[d]))[:LEADERS]
+    assert all(sorted(pooled[d]) == [0, 1, 2, 3] for d in leaders)  # the final leaders have every seed
+    assert all(sorted(v) in ([0, 1], [0, 1, 2, 3]) for v in pooled.values())
+
+
+def test_the_recorded_command_names_max_seeds_only_when_racing():
+    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
+
+    racing = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=4), {"seeds": 2}))
+    assert "--seeds 2 --max-seeds 4" in racing
+    plain = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=2), {"seeds": 2}))
+    assert "--max-seeds" not in plain

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,14 +16,29 @@ from archdsl.cli import main
 from archdsl.lang.spec import load_spec, parse_spec
 from archdsl.search.objectives import OBJECTIVES
 from archdsl.search.space import make_space
-from archdsl.search.strategies import run_buildup
+from archdsl.search.storage import FAIL_REASON_ATTR
+from archdsl.search.strategies import walk_buildup
+from archdsl.search.trial import DIGEST_ATTR
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _fake_trial(value):
     state = TrialState.COMPLETE if value is not None else TrialState.FAIL  # a real enum: steps record its name
-    return SimpleNamespace(state=state, values=None if value is None else [value], user_attrs={})
+    attrs = {} if value is not None else {FAIL_REASON_ATTR: "training diverged"}
+    return SimpleNamespace(state=state, values=None if value is None else [value], user_attrs=attrs, number=0)
+
+
+def _play(space, lead, evaluate):
+    """The walk as a study plays it: `walk_buildup` on the trials so far names the next design, which
+    `evaluate(params, stage)` measures into a (fake) finished trial; the steps once the walk is done."""
+    trials = []
+    while (step := walk_buildup(space, lead, 0, trials).next) is not None:
+        trial = evaluate(step.params, step.stage)
+        trial.number = len(trials)
+        trial.user_attrs = {**trial.user_attrs, DIGEST_ATTR: space.arch_from_params(step.params).digest()}
+        trials.append(trial)
+    return walk_buildup(space, lead, 0, reversed(trials)).steps  # any order: the walk sorts by number
 
 
 def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
@@ -47,7 +63,7 @@ def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
         changed.append(stage)
         return _fake_trial(scores[ks])
 
-    steps = run_buildup(space, OBJECTIVES["accuracy"], 0, evaluate)
+    steps = _play(space, OBJECTIVES["accuracy"], evaluate)
     assert asked == [
         (0, 0, 0, 0),
         (0, 0, 0, 1),
@@ -75,7 +91,7 @@ def test_buildup_treats_a_failed_candidate_as_no_better_and_minimises_when_asked
         # params (minimise): every MSA adds parameters, so nothing is ever kept.
         return _fake_trial(None if ks == (0, 0, 0, 1) else 100.0 + sum(ks))
 
-    steps = run_buildup(space, OBJECTIVES["params"], 0, evaluate)
+    steps = _play(space, OBJECTIVES["params"], evaluate)
     assert seen == [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 1, 0), (0, 1, 0, 0), (1, 0, 0, 0)]
     assert [s.accepted for s in steps] == [True, False, False, False, False]
 
@@ -230,14 +246,50 @@ def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
     base = (0.60, 0.70, 0.50)
     # a higher mean from one lucky seed (its differences: +0.06, -0.02, -0.01): not beyond the noise
     noisy = {(0, 0, 0, 0): base, (0, 0, 0, 1): (0.66, 0.68, 0.49)}
-    steps = run_buildup(
-        space, OBJECTIVES["accuracy"], 0, lambda p, s: seeded(noisy.get(tuple(p[f"k_c{i}"] for i in range(1, 5)), base))
+    steps = _play(
+        space, OBJECTIVES["accuracy"], lambda p, s: seeded(noisy.get(tuple(p[f"k_c{i}"] for i in range(1, 5)), base))
     )
     assert steps[1].value > steps[0].value and not steps[1].accepted
     # the same small gain on every seed is kept
     steady = (0.61, 0.71, 0.51)
-    steps = run_buildup(
-        space, OBJECTIVES["accuracy"], 0,
+    steps = _play(
+        space, OBJECTIVES["accuracy"],
         lambda p, s: seeded(steady if tuple(p[f"k_c{i}"] for i in range(1, 5)) == (0, 0, 0, 1) else base),
     )  # fmt: skip
     assert steps[1].accepted
+
+
+def test_a_race_asks_for_more_seeds_only_while_its_test_cannot_decide_and_stops_at_max_seeds():
+    from archdsl.search.strategies import Racing, race_decision
+
+    lead, racing = OBJECTIVES["accuracy"], Racing(seeds=2, max_seeds=4)
+    assert racing.level == pytest.approx(0.05 / 3)  # Bonferroni over the looks at 2, 3 and 4 seeds
+    base = {0: 0.70, 1: 0.60}
+    assert race_decision({0: 0.75, 1: 0.65}, base, lead, racing) is True  # the same gain on both seeds: decided
+    assert race_decision({0: 0.65, 1: 0.55}, base, lead, racing) is False  # the same loss: decided
+    noisy = {0: 0.74, 1: 0.59}  # +0.04, -0.01: cannot tell
+    assert race_decision(noisy, base, lead, racing) == (0, 2)  # the candidate's seed index 2 first
+    assert race_decision({**noisy, 2: 0.80}, base, lead, racing) == (1, 2)  # then the incumbent's
+    full = ({**noisy, 2: 0.71, 3: 0.60}, {**base, 2: 0.70, 3: 0.61})  # still undecided at 4 = --max-seeds
+    assert race_decision(*full, lead, racing) is False
+    assert race_decision(noisy, base, lead, Racing(2, 2)) is False  # no racing: not beyond the noise
+    lost = {("candidate", 2)}  # the race's trial of seed index 2 failed: no more seeds to look at
+    assert race_decision(noisy, base, lead, racing, lost=lost) is False
+
+
+def test_racing_keeps_a_true_gain_more_often_and_a_null_one_no_more_than_the_stated_rate(monkeypatch):
+    """benchmarks/racing_rates.py on generated seeds with today's noise (200 races per cell, seeded)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "racing_rates.py"
+    spec = importlib.util.spec_from_file_location("racing_rates", path)
+    rates = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, rates)  # its dataclass looks its module up
+    spec.loader.exec_module(rates)
+    plain_gain, plain_null, raced_gain, raced_null = (
+        rates.keep_rate(2, most, gain, races=200) for most in (2, 6) for gain in (rates.GAIN, 0.0)
+    )
+    tolerance = 0.04  # 200 races: the rate's standard error at 5 % is 1.5 points
+    assert plain_null.keep <= 0.05 + tolerance and raced_null.keep <= 0.05 + tolerance
+    assert raced_gain.keep > plain_gain.keep + 0.2  # more seeds where two cannot tell
+    assert plain_gain.mean_seeds == 2 and 2 < raced_gain.mean_seeds <= 6
