@@ -6,8 +6,8 @@ import csv
 import io
 
 from archdsl.search._study_summary import StudySummary, TrialRow
+from archdsl.search.held_out import NOT_USED
 from archdsl.search.measures import mean_and_stderr
-from archdsl.search.test_figures import NOT_USED
 from archdsl.search.trial import SEED_VALUES_KEY, STDERR_KEY
 
 INTERVAL_COLUMNS = ("accuracy_ci95_low", "accuracy_ci95_high")  # the accuracy's 95 % t-interval (seed_stats)

@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from archdsl.search.held_out import NOT_USED, HeldOutFigures, read_held_out
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.optuna_private import retried_trial
 from archdsl.search.replay import SIM_SECONDS_ATTR
@@ -24,7 +25,6 @@ from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
 from archdsl.search.space import layout_text, msa_per_stage
 from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
 from archdsl.search.strategies import BUILDUP_STEP_ATTR
-from archdsl.search.test_figures import NOT_USED, HeldOutFigures, read_held_out
 from archdsl.search.trial import (
     DIGEST_ATTR,
     LAYOUT_ATTR,

@@ -5,7 +5,7 @@ the study running or waiting: the last one out), the report's best designs and t
 them within the noise are trained again exactly as their trials trained them (the same training images,
 fidelity and paired seeds: `measures.held_out_accuracy`) and scored once on the test split. A replayed
 study (`--fidelity table:...`) reads the test figures its table recorded for the same runs, or says the
-table has none. The figures go on the study (`test_figures`), never on a trial, so nothing that chooses
+table has none. The figures go on the study (`held_out`), never on a trial, so nothing that chooses
 can read them; a design that has them is not measured again (a resumed study tests only a new winner).
 """
 
@@ -19,8 +19,8 @@ from optuna.trial import TrialState
 
 from archdsl.search import measures as measure
 from archdsl.search._study_summary import TrialRow, summarize_study
+from archdsl.search.held_out import NO_TABLE_FIGURES, HeldOutFigures, final_test_attr
 from archdsl.search.replay import TABLE_SEED_ATTR, TableDesign, TableRun
-from archdsl.search.test_figures import NO_TABLE_FIGURES, HeldOutFigures, final_test_attr
 
 if TYPE_CHECKING:
     from archdsl.search.session import SearchPlan

@@ -18,8 +18,8 @@ import archdsl.data as data_module
 from archdsl.cli import main
 from archdsl.search import measures as measure
 from archdsl.search._study_summary import summarize_study
+from archdsl.search.held_out import NO_TABLE_FIGURES, NOT_USED, final_test_attr, read_held_out
 from archdsl.search.replay import TableRun, load_replay
-from archdsl.search.test_figures import NO_TABLE_FIGURES, NOT_USED, final_test_attr, read_held_out
 from archdsl.search.trial import DIGEST_ATTR
 
 LABEL = f"test ({NOT_USED})"

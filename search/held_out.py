@@ -1,5 +1,5 @@
-"""The test set's figures of a study's chosen designs: measured once, after the search, for the report
-only (`archdsl.search.final_test` measures them).
+"""The test set's figures of a study's chosen designs, held out of every choice: measured once, after
+the search, for the report only (`archdsl.search.final_test` measures them).
 
 They live on the study, not on its trials (a study user attr `test:<trial number>` per design), so
 nothing that chooses (Optuna's best trial, the samplers, the build-up walk, the ties) can read them:
