@@ -15,6 +15,10 @@
 - `journal_check`: damaged journal lines found, and repaired (`repair_journal`: `archdsl study repair`);
 - `report`: what a study found (`_study_summary`), rendered by `_report_lines` (terminal),
   `_report_csv`, `_report_figures` and `_report_markdown`, and written (`write_report`);
+  `seed_stats`: a design's mean with its 95 % interval over the paired seeds, and the designs tied with
+  the best within the noise;
+- `final_test`: the test set read once, when the search has ended, for the chosen designs (their figures,
+  `held_out`, stored on the study, labelled as not used for selection);
 - `session`: a whole study from its settings, read once into one `SearchPlan` that the runner and every
   trial read (`archdsl search`, and `archdsl.search(...)`);
 - `distributed`: a torchrun group as one worker (rank 0 samples, every rank trains).
@@ -65,6 +69,7 @@ _EXPORTS = {
     "report_study": "archdsl.search.saved_study",
     "ReportPaths": "archdsl.search.report",
     "trials_csv": "archdsl.search._report_csv",
+    "NOT_USED": "archdsl.search.held_out",
     "repair_journal": "archdsl.search.journal_check",
     "JournalRepair": "archdsl.search.journal_check",
     "start_proxy": "archdsl.search.storage_proxy",

@@ -5,20 +5,34 @@ from __future__ import annotations
 import csv
 import io
 
-from archdsl.search._study_summary import StudySummary
+from archdsl.search._study_summary import StudySummary, TrialRow
+from archdsl.search.held_out import NOT_USED
+from archdsl.search.measures import mean_and_stderr
 from archdsl.search.trial import SEED_VALUES_KEY, STDERR_KEY
+
+INTERVAL_COLUMNS = ("accuracy_ci95_low", "accuracy_ci95_high")  # the accuracy's 95 % t-interval (seed_stats)
+CHOSEN_COLUMN = "chosen"  # `best`, or `tied` with it within the noise (seed_stats.tied_with)
+TEST_COLUMNS = (f"test_accuracy ({NOT_USED})", f"test_accuracy_seeds ({NOT_USED})")
 
 
 def trials_csv(summary: StudySummary) -> str:
     """Every trial as CSV (like `optuna trials -f table`): one column per objective and per parameter, and
-    with --seeds N > 1 each paired seed's accuracy (`;`-separated) and the standard error of their mean."""
+    with --seeds N > 1 each paired seed's accuracy (`;`-separated), the standard error of their mean and its
+    95 % t-interval, which trials are the best and tied with it; once the search has ended, the chosen
+    designs' test figures (measured after the search, not used for selection)."""
     param_names = list(dict.fromkeys(name for row in summary.rows for name in row.params))
     paired = [key for key in (SEED_VALUES_KEY, STDERR_KEY) if any(key in row.metrics for row in summary.rows)]
+    intervals = INTERVAL_COLUMNS if paired and "accuracy" in {o.name for o in summary.objectives} else ()
+    chosen = (CHOSEN_COLUMN,) if summary.ties_apply and len(summary.best[0].seed_values) > 1 else ()
+    tests = TEST_COLUMNS if summary.held_out else ()
     header = [
         "trial",
         "state",
         *[o.name for o in summary.objectives],
         *paired,
+        *intervals,
+        *chosen,
+        *tests,
         "msa",
         "layout",
         *param_names,
@@ -37,6 +51,9 @@ def trials_csv(summary: StudySummary) -> str:
                 row.state,
                 *values,
                 *[_cell(row.metrics.get(key)) for key in paired],
+                *(_interval_cells(summary, row) if intervals else ()),
+                *((_chosen(summary, row),) if chosen else ()),
+                *(_test_cells(summary, row) if tests else ()),
                 "" if row.n_msa is None else row.n_msa,
                 row.layout or "",
                 *[row.params.get(name, "") for name in param_names],
@@ -46,6 +63,28 @@ def trials_csv(summary: StudySummary) -> str:
             ]
         )
     return out.getvalue()
+
+
+def _interval_cells(summary: StudySummary, row: TrialRow) -> tuple[str, str]:
+    seeds = summary.accuracy_estimate(row) if row.state == "COMPLETE" else None
+    if seeds is None or seeds.low is None or seeds.high is None:
+        return "", ""
+    return f"{seeds.low:.6g}", f"{seeds.high:.6g}"
+
+
+def _chosen(summary: StudySummary, row: TrialRow) -> str:
+    if row.number in {r.number for r in summary.best}:
+        return "best"
+    return "tied" if row.number in {r.number for r in summary.ties} else ""
+
+
+def _test_cells(summary: StudySummary, row: TrialRow) -> tuple[str, str]:
+    figures = summary.held_out.get(row.number)
+    if figures is None:
+        return "", ""
+    if not figures.accuracy:
+        return figures.note, ""
+    return f"{mean_and_stderr(tuple(figures.accuracy))[0]:.6g}", _cell(figures.accuracy)
 
 
 def _cell(value: object) -> str:

@@ -6,13 +6,15 @@ Functions return matplotlib `Figure`s and leave pyplot's global state as they fo
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import optuna
 
-from archdsl.search._study_summary import StudySummary
+from archdsl.search._study_summary import StudySummary, TrialRow
 from archdsl.search.objectives import Objective
+from archdsl.search.seed_stats import INTERVAL_LEVEL
 
 # fANOVA importances from a handful of trials mostly measure noise: below this many complete
 # trials there is no importance plot (the report says why), and above it a caveat.
@@ -40,6 +42,8 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
         warnings.simplefilter("ignore")  # optuna marks its matplotlib backend experimental
         target = None if len(summary.objectives) == 1 else (lambda t: t.values[0])
         ax = ovm.plot_optimization_history(study, target=target, target_name=lead.name)
+        if _seed_error_bars(ax, summary, lambda row: row.number):
+            ax.legend()
         _mark_pruned(ax, summary)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         figures["history"] = ax.figure
@@ -87,6 +91,28 @@ def _mark_pruned(ax: Any, summary: StudySummary) -> None:
     if pruned:
         ax.scatter(*zip(*pruned, strict=True), marker="x", color="tab:orange", s=40, zorder=3, label="pruned")
         ax.legend()
+
+
+def _seed_error_bars(
+    ax: Any, summary: StudySummary, x_of: Callable[[TrialRow], float], rows: Sequence[TrialRow] | None = None
+) -> bool:
+    """Each complete trial's accuracy with its 95 % t-interval over the paired seeds (seed_stats), as error
+    bars behind its point (whether any was drawn); none where the lead objective is not the accuracy, nor
+    for a trial of one seed."""
+    if summary.objectives[0].name != "accuracy":
+        return False
+    points = []
+    for row in summary.rows if rows is None else rows:
+        seeds = summary.accuracy_estimate(row) if row.state == "COMPLETE" else None
+        if seeds is not None and seeds.low is not None and seeds.high is not None:
+            points.append((x_of(row), seeds.mean, seeds.mean - seeds.low, seeds.high - seeds.mean))
+    if points:
+        x, y, below, above = zip(*points, strict=True)
+        ax.errorbar(
+            x, y, yerr=[below, above], fmt="none", ecolor="0.45", elinewidth=1, capsize=3, zorder=2,
+            label=f"{INTERVAL_LEVEL:.0%} interval over seeds",
+        )  # fmt: skip
+    return bool(points)
 
 
 def _label_front(ax: Any, summary: StudySummary) -> None:
@@ -137,6 +163,7 @@ def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
     marked = [(column[r.number], r.values[0]) for r in rows if r.number in best and r.values]
     if marked:
         top.scatter(*zip(*marked, strict=True), marker="*", s=200, color="tab:red", zorder=4, label="best")
+    _seed_error_bars(top, summary, lambda row: column[row.number], rows)
     top.set_ylabel(lead.name)
     top.grid(alpha=0.3)
     top.legend(loc="best", fontsize=8)

@@ -11,7 +11,10 @@ from archdsl.search._study_summary import (
     copies_text,
     design_text,
     duration_text,
+    held_out_text,
+    objective_values_text,
     study_objectives,
+    ties_text,
     trial_row,
 )
 from archdsl.search.runner import StudyProgress
@@ -52,6 +55,10 @@ def summary_text(summary: StudySummary) -> str:
         + (f"; {copies_text(summary.copies)} drawn again" if summary.copies else "")
     ]
     for row in summary.best:
-        values = ", ".join(f"{o.name}={v:.4g}" for o, v in zip(summary.objectives, row.values or (), strict=False))
+        values = objective_values_text(summary, row)
         lines.append(f"  best: trial {row.number} ({row.n_msa} MSA) {values}  {design_text(row)}")
+        ties = ties_text(summary)
+        if ties:
+            lines.append(f"    {ties}")
+        lines.append(f"    {held_out_text(summary.held_out.get(row.number))}")
     return "\n".join(lines)

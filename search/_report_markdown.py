@@ -3,7 +3,22 @@
 from __future__ import annotations
 
 from archdsl.search._report_figures import MIN_TRIALS_FOR_IMPORTANCE
-from archdsl.search._study_summary import PRUNED_MARK, StudySummary, copies_text, design_text, duration_text
+from archdsl.search._study_summary import (
+    PRUNED_MARK,
+    StudySummary,
+    TrialRow,
+    copies_text,
+    design_text,
+    duration_text,
+    estimate_text,
+    held_out_text,
+    held_out_value_text,
+    objective_values_text,
+    ties_text,
+)
+from archdsl.search.held_out import NOT_USED
+from archdsl.search.seed_stats import INTERVAL_LEVEL
+from archdsl.search.strategies import KEEP_LEVEL
 
 
 def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: dict[int, str]) -> str:
@@ -26,14 +41,15 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     if not summary.best:
         lines += ["No trial has completed yet.", ""]
     for row in summary.best:
-        values = ", ".join(f"{o.name} = {_fmt(v)}" for o, v in zip(summary.objectives, row.values or (), strict=False))
-        lines += [f"### Trial {row.number} ({row.n_msa} MSA): {values}", ""]
+        lines += [f"### Trial {row.number} ({row.n_msa} MSA): {objective_values_text(summary, row, ' = ')}", ""]
+        lines += _seeds_lines(summary, row)
         if row.layout:
             lines += [f"Layout: `{row.layout}`", ""]
         if row.number in best_files:
             lines += [f"Spec: `{best_files[row.number]}`", ""]
         if row.spec:
             lines += ["```arch", row.spec.rstrip(), "```", ""]
+    lines += _ties_lines(summary)
     if figure_files:
         lines += ["## Plots", ""]
         for name, path in figure_files.items():
@@ -72,6 +88,51 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
         lines += ["", f"{PRUNED_MARK} pruned: the last value the trial reported before it was stopped."]
     lines += ["", "All trials as CSV: `trials.csv` (also `archdsl report STUDY --csv`)."]
     return "\n".join(lines) + "\n"
+
+
+def _seeds_lines(summary: StudySummary, row: TrialRow) -> list[str]:
+    """The accuracy's seeds and interval, and the test figures, of a best design."""
+    lines: list[str] = []
+    seeds = summary.accuracy_estimate(row)
+    if seeds is not None:
+        per_seed = ", ".join(f"{v:.4g}" for v in seeds.values)
+        how = (
+            f"the mean with its {INTERVAL_LEVEL:.0%} t-interval, clipped to [0, 1]"
+            if seeds.half_width is not None
+            else "one seed: no interval (--seeds 2 or more gives one)"
+        )
+        lines += [f"Validation accuracy on each paired seed: {per_seed} ({how}).", ""]
+    lines += [f"{_capital(held_out_text(summary.held_out.get(row.number)))}.", ""]
+    return lines
+
+
+def _ties_lines(summary: StudySummary) -> list[str]:
+    """The designs tied with the best within the noise, with their test figures."""
+    said = ties_text(summary)
+    if said is None:
+        return []
+    lines = [
+        "## Tied with the best within the noise",
+        "",
+        f"Designs the best does not beat beyond the noise: the build-up walk's paired test (one-sided, "
+        f"{KEEP_LEVEL:.0%}, on the per-seed differences) does not call the best better. Any of them is as "
+        "good a choice on this evidence.",
+        "",
+    ]
+    if not summary.ties:
+        return [*lines, f"{_capital(said)}.", ""]
+    header = ["trial", "MSA", "design", "accuracy (validation)", f"test ({NOT_USED})"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in summary.ties:
+        seeds = summary.accuracy_estimate(row)
+        test = held_out_value_text(summary.held_out.get(row.number))
+        cells = [str(row.number), str(row.n_msa), f"`{design_text(row)}`", estimate_text(seeds) if seeds else "", test]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _fmt(value: float) -> str:

@@ -9,16 +9,19 @@ The renderings are beside it: `_report_lines` (the terminal), `_report_csv`, `_r
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from archdsl.search.held_out import NOT_USED, HeldOutFigures, read_held_out
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.optuna_private import retried_trial
 from archdsl.search.replay import SIM_SECONDS_ATTR
 from archdsl.search.runner import COMMAND_ATTR
+from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
 from archdsl.search.space import layout_text, msa_per_stage
 from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
 from archdsl.search.strategies import BUILDUP_STEP_ATTR
@@ -27,6 +30,7 @@ from archdsl.search.trial import (
     LAYOUT_ATTR,
     METRICS_ATTR,
     PRUNED_REASON_ATTR,
+    SEED_VALUES_KEY,
     SPEC_ATTR,
 )
 
@@ -50,10 +54,22 @@ class TrialRow:
     seconds: float | None = None  # from start to finish (None while it runs); simulated for a replayed trial
     simulated: bool = False  # `seconds` is a replayed trial's simulated time (archdsl.search.replay)
     step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
+    digest: str | None = None  # the design's (Arch.digest)
 
     @property
     def msa_per_stage(self) -> dict[str, int]:
         return msa_per_stage(self.layout) if self.layout else {}
+
+    @property
+    def design_key(self) -> str:
+        """One key per design: its digest (a trial recorded without one is a design of its own)."""
+        return self.digest or f"trial {self.number}"
+
+    @property
+    def seed_values(self) -> tuple[float, ...]:
+        """The accuracy on each paired seed (one value with --seeds 1); () without an accuracy."""
+        values = self.metrics.get(SEED_VALUES_KEY) or ([self.metrics["accuracy"]] if "accuracy" in self.metrics else [])
+        return tuple(float(v) for v in values)
 
 
 @dataclass(frozen=True)
@@ -67,9 +83,26 @@ class StudySummary:
     best: tuple[TrialRow, ...]  # the best trial, or the Pareto front (several objectives)
     command: str | None = None  # the command line that reproduces the study
     copies: int = 0  # trials that drew a design the study had already (drawn again, not counted)
+    # Designs the best does not beat beyond the noise (seed_stats.tied_with; a single-objective accuracy
+    # study with paired seeds), one row per design, by trial number.
+    ties: tuple[TrialRow, ...] = ()
+    # Trial number -> its design's test figures, measured after the search (archdsl.search.final_test):
+    # for the report only; nothing above was chosen with them.
+    held_out: dict[int, HeldOutFigures] = field(default_factory=dict)
 
     def count(self, state: str) -> int:
         return sum(r.state == state for r in self.rows)
+
+    def accuracy_estimate(self, row: TrialRow) -> SeedEstimate | None:
+        """The row's accuracy over its paired seeds, with its 95 % interval (None: no accuracy objective)."""
+        if "accuracy" not in {o.name for o in self.objectives} or not row.seed_values:
+            return None
+        return estimate(row.seed_values, OBJECTIVES["accuracy"].bounds)
+
+    @property
+    def ties_apply(self) -> bool:
+        """Whether the study has ties to tell: one best design, on an accuracy measured on paired seeds."""
+        return len(self.objectives) == 1 and self.objectives[0].name == "accuracy" and len(self.best) == 1
 
 
 def study_objectives(study: optuna.Study) -> tuple[Objective, ...]:
@@ -101,7 +134,7 @@ def summarize_study(study: optuna.Study) -> StudySummary:
                 seen.add(digest)
                 best_numbers.append(t.number)
     by_number = {r.number: r for r in rows}
-    return StudySummary(
+    summary = StudySummary(
         name=study.study_name,
         objectives=objectives,
         strategy=str(study.user_attrs.get("strategy", "?")),
@@ -109,7 +142,23 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         best=tuple(by_number[n] for n in best_numbers),
         command=study.user_attrs.get(COMMAND_ATTR),
         copies=len(trials) - len(rows),
+        held_out=read_held_out(study),
     )
+    return dataclasses.replace(summary, ties=_ties(summary))
+
+
+def _ties(summary: StudySummary) -> tuple[TrialRow, ...]:
+    """The designs tied with the one best design within the noise, each by its first complete trial."""
+    if not summary.ties_apply:
+        return ()
+    best = summary.best[0]
+    first_of_design: dict[str, TrialRow] = {}
+    for row in summary.rows:  # in trial order; copies are no rows
+        if row.state == "COMPLETE":
+            first_of_design.setdefault(row.design_key, row)
+    others = {row.number: row.seed_values for row in first_of_design.values() if row.design_key != best.design_key}
+    by_number = {row.number: row for row in first_of_design.values()}
+    return tuple(by_number[n] for n in tied_with(best.seed_values, others, summary.objectives[0]))
 
 
 def trial_row(t: FrozenTrial) -> TrialRow:
@@ -146,6 +195,7 @@ def trial_row(t: FrozenTrial) -> TrialRow:
         seconds=seconds,
         step=attrs.get(BUILDUP_STEP_ATTR),
         simulated=simulated,
+        digest=attrs.get(DIGEST_ATTR),
     )
 
 
@@ -181,3 +231,46 @@ def duration_text(seconds: float) -> str:
 def copies_text(n: int) -> str:
     """`1 copy`, `3 copies`."""
     return f"{n} cop{'y' if n == 1 else 'ies'}"
+
+
+def estimate_text(value: SeedEstimate) -> str:
+    """`0.72 ± 0.031 [0.689, 0.751] (2 seeds)`: the mean, the half-width of its 95 % t-interval and the
+    interval clipped to the objective's range; `0.72 (1 seed: no interval)`."""
+    if value.half_width is None or value.low is None or value.high is None:
+        return f"{value.mean:.4g} ({value.seeds} seed: no interval)"
+    return f"{value.mean:.4g} ± {value.half_width:.2g} [{value.low:.4g}, {value.high:.4g}] ({value.seeds} seeds)"
+
+
+def held_out_text(figures: HeldOutFigures | None) -> str:
+    """`test (not used for selection): 0.7 ± 0.02 [0.68, 0.72] (2 seeds)`, or why there is none."""
+    return f"test ({NOT_USED}): {held_out_value_text(figures)}"
+
+
+def held_out_value_text(figures: HeldOutFigures | None) -> str:
+    """`0.7 ± 0.02 [0.68, 0.72] (2 seeds)`: a design's test figures, or why it has none."""
+    if figures is None:
+        return "not measured (the search has not ended, or ended before its final test)"
+    if not figures.accuracy:
+        return figures.note or "none"
+    return estimate_text(estimate(tuple(figures.accuracy), OBJECTIVES["accuracy"].bounds))
+
+
+def objective_values_text(summary: StudySummary, row: TrialRow, equals: str = "=") -> str:
+    """A row's objective values, `accuracy=0.72 ± 0.031 [0.689, 0.751] (2 seeds), params=3.2e+05`: the
+    accuracy with its interval over the paired seeds."""
+    seeds = summary.accuracy_estimate(row)
+    return ", ".join(
+        f"{o.name}{equals}{estimate_text(seeds) if o.name == 'accuracy' and seeds else f'{v:.4g}'}"
+        for o, v in zip(summary.objectives, row.values or (), strict=False)
+    )
+
+
+def ties_text(summary: StudySummary) -> str | None:
+    """`tied within the noise: trial 2 (0.71), trial 5 (0.7)` (or `none`); None where ties do not apply
+    (several objectives, or one seed: then nothing can be told from noise, which the line says)."""
+    if not summary.ties_apply:
+        return None
+    if len(summary.best[0].seed_values) < 2:
+        return "tied within the noise: not told with 1 seed (--seeds 2 or more)"
+    tied = ", ".join(f"trial {row.number} ({row.values[0]:.4g})" for row in summary.ties if row.values)
+    return f"tied within the noise: {tied or 'none'}"

@@ -63,12 +63,12 @@ class Fidelity(OptimizeSettings):
     )  # fmt: skip
     seeds: PositiveInt = _flag(
         "--seeds", "paired seeds each candidate is trained on: its accuracy is their mean (seed index s is "
-        "--seed + s for every design: the same training subset, batch order and augmentation draws)", default=1,
+        "--seed + s for every design: the same training subset, batch order and augmentation draws)", default=2,
     )  # fmt: skip
     # A fraction or a count, kept as written (`0.1`, `5000`): archdsl.data.parse_val_split reads it.
     val_split: str | None = _flag(
         "--val-split", "validation images held out of the training split: each candidate is trained on the rest "
-        "and scored on these (the test set is not read)", default=None, metavar="FRACTION|N",
+        "and scored on these (no trial reads the test set)", default=None, metavar="FRACTION|N",
         default_text="a tenth of the training split, at most 5,000",
     )  # fmt: skip
     test_subset: float = _flag(
@@ -295,6 +295,32 @@ def train_candidate(
         raise Diverged("the validation accuracy is not a number")
     history = [{k: _plain(v) for k, v in _fields(m).items()} for m in result.history]
     return Trained(model=result.model, accuracy=accuracy, history=history, rank_digests=result.rank_digests)
+
+
+def load_test_split(data: DataContext, *, download: bool = False) -> ImageSet:
+    """The dataset's test split, whole: read once, after a search, for its chosen designs' test figures
+    (`archdsl.search.final_test`); no trial ever reads it."""
+    from archdsl.data import load_split
+
+    return load_split(data.name, "test", data.root, download=download)
+
+
+def held_out_accuracy(
+    arch: Arch, data: DataContext, test_set: ImageSet, fidelity: Fidelity, *, device: str, seed: int, progress: bool
+) -> tuple[float, float]:
+    """(validation top-1, test top-1) of `arch` trained as a trial trains it on seed `seed`
+    (`train_candidate`: the same training images, fidelity and per-epoch validation), then scored once
+    on `test_set`. The validation top-1 is the trial's own again where training repeats exactly."""
+    from archdsl.run.device import select_device
+    from archdsl.run.evaluate import evaluate
+
+    trained = train_candidate(
+        arch, data, fidelity, device=device, seed=seed, run_dir=None, on_epoch=lambda epoch, top1: None,
+        progress=progress,
+    )  # fmt: skip
+    assert trained.model is not None, "a trained design has its model"
+    test = evaluate(trained.model, test_set, device=select_device(device), optimize=fidelity.optimize)
+    return trained.accuracy, float(test.top1)
 
 
 def analysis_settings(fidelity: Fidelity, *, seed: int) -> AnalysisSettings:

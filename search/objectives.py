@@ -33,24 +33,36 @@ class Objective:
     cost: Cost
     unit: str
     description: str
+    # The values it can take, where it has a range (a fraction: [0, 1]): an interval is clipped to it.
+    bounds: tuple[float, float] | None = None
 
     def better(self, a: float, b: float) -> bool:
         """Whether value `a` is strictly better than `b`."""
         return a > b if self.direction == "maximize" else a < b
 
 
+FRACTION = (0.0, 1.0)  # the range of a top-1 or a share
+
 OBJECTIVES: dict[str, Objective] = {
     o.name: o
     for o in (
-        Objective("accuracy", "maximize", Cost.TRAINED, "", "validation top-1 (a fraction) after the trial's training"),
+        Objective(
+            "accuracy",
+            "maximize",
+            Cost.TRAINED,
+            "",
+            "validation top-1 (a fraction) after the trial's training",
+            FRACTION,
+        ),
         Objective(
             "robustness",
             "maximize",
             Cost.ANALYSIS,
             "",
             "mean top-1 (a fraction), corrupted validation images",
+            FRACTION,
         ),
-        Objective("nep", "minimize", Cost.ANALYSIS, "", "share of negative Hessian max-eigenvalues"),
+        Objective("nep", "minimize", Cost.ANALYSIS, "", "share of negative Hessian max-eigenvalues", FRACTION),
         Objective("ape", "minimize", Cost.ANALYSIS, "", "mean positive Hessian max-eigenvalue"),
         Objective("params", "minimize", Cost.STATIC, "", "parameter count"),
         Objective("flops", "minimize", Cost.STATIC, "", "FLOPs per image (2 x MACs)"),

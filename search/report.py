@@ -20,7 +20,13 @@ from archdsl.search._report_csv import trials_csv
 from archdsl.search._report_figures import make_figures
 from archdsl.search._report_lines import summary_text
 from archdsl.search._report_markdown import markdown
-from archdsl.search._study_summary import summarize_study
+from archdsl.search._study_summary import (
+    StudySummary,
+    TrialRow,
+    held_out_text,
+    objective_values_text,
+    summarize_study,
+)
 from archdsl.search.naming import path_part
 
 __all__ = ["REPORT_LOCK", "ReportPaths", "write_report"]
@@ -56,7 +62,7 @@ def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
             if row.spec:
                 # The short id comes from the storage: it must not choose where the file goes.
                 name = f"{rank}-trial{row.number}-{path_part(str(row.short_id))}.arch"
-                best[row.number] = write_text(best_dir / name, row.spec, within=study_dir)
+                best[row.number] = write_text(best_dir / name, _best_header(summary, row) + row.spec, within=study_dir)
         _remove(report_dir.glob("*.png"))  # a plot that no longer applies must not linger
         figures = {
             name: save_figure(
@@ -72,6 +78,15 @@ def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
         )
         report = write_text(report_dir / "report.md", text, within=study_dir)
     return ReportPaths(report=report, figures=figures, best=best, summary_text=summary_text(summary), csv=table)
+
+
+def _best_header(summary: StudySummary, row: TrialRow) -> str:
+    """The comment that opens a best design's .arch file: what chose it (validation) and its test figures."""
+    return (
+        f"# trial {row.number} of study {summary.name}, chosen on validation images: "
+        f"{objective_values_text(summary, row)}\n"
+        f"# {held_out_text(summary.held_out.get(row.number))}\n"
+    )
 
 
 def _remove(paths: Iterable[Path]) -> None:

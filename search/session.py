@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from archdsl.data import DatasetInfo
     from archdsl.run.distributed import Ranks
+    from archdsl.search._study_summary import TrialRow
     from archdsl.search.measures import DataContext, Fidelity
     from archdsl.search.objectives import Objective
     from archdsl.search.replay import Replay
@@ -470,11 +471,16 @@ class SearchResult:
 
 
 def run_planned(
-    plan: SearchPlan, *, on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None
+    plan: SearchPlan,
+    *,
+    on_trial: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+    on_final_test: Callable[[tuple[TrialRow, ...]], None] | None = None,
 ) -> SearchResult:
     """Run this worker's share of the planned study (`plan_search`'s); `on_trial(study, trial)` after each
-    finished trial."""
+    finished trial. The worker that ends the study then measures its chosen designs on the test set
+    (`final_test.run_final_test`; `on_final_test(designs)` before it starts)."""
     from archdsl.search.distributed import follow_leader, leading
+    from archdsl.search.final_test import run_final_test
     from archdsl.search.runner import run_search, study_progress, target_trials
 
     settings = plan.settings
@@ -486,6 +492,7 @@ def run_planned(
     started = time.monotonic()
     with leading(plan.ranks):
         outcome = run_search(plan, on_trial=on_trial)
+        run_final_test(plan, outcome.study, on_start=on_final_test)  # after every trial: chosen on validation
     remarks = []
     if outcome.exhausted is not None:
         remarks.append(
@@ -585,8 +592,7 @@ def reproduce_command(plan: SearchPlan) -> str:
         if value is not None:
             parts += [flag, _number(value)]
     parts += ["--seed", str(s.seed), "--epochs", str(fidelity.epochs), "--subset", _number(fidelity.subset)]
-    if fidelity.seeds > 1:
-        parts += ["--seeds", str(fidelity.seeds)]
+    parts += ["--seeds", str(fidelity.seeds)]
     if plan.max_seeds > fidelity.seeds:
         parts += ["--max-seeds", str(plan.max_seeds)]
     if fidelity.val_split is not None:

@@ -55,6 +55,8 @@ def search_args(folder: Path, study: str, *extra: str) -> list[str]:
         "--out",
         str(folder / "runs"),
         "--no-progress",
+        "--seeds",  # one sample per design, for speed; a test of paired seeds gives --seeds again after this
+        "1",
         *extra,
     ]
 
@@ -71,10 +73,12 @@ def load(folder: Path, study: str, url: str | None = None) -> optuna.Study:
     return load_study(study, open_storage(StorageOptions(url=url), folder / "runs", study))
 
 
-def plan_for(out: Path, study: str, objectives: str = "accuracy", *, space=None, epochs: int = 2, **settings):
+def plan_for(
+    out: Path, study: str, objectives: str = "accuracy", *, space=None, epochs: int = 2, seeds: int = 1, **settings
+):
     """A study's `SearchPlan` made in Python, no dataset described: `space` (the tiny base's unless given),
-    `settings` (SearchSettings fields) over the defaults, trials trained for `epochs`. What `plan_space`
-    makes, for a test of the runner, the trial or the study's storage."""
+    `settings` (SearchSettings fields) over the defaults, trials trained for `epochs` on `seeds` paired
+    seeds. What `plan_space` makes, for a test of the runner, the trial or the study's storage."""
     from archdsl.lang.spec import parse_spec
     from archdsl.search.measures import Fidelity
     from archdsl.search.objectives import parse_objectives
@@ -84,7 +88,7 @@ def plan_for(out: Path, study: str, objectives: str = "accuracy", *, space=None,
     space = space if space is not None else make_space(parse_spec(TINY_BASE))
     return SearchPlan(
         settings=SearchSettings(out=str(out), study_name=study, objectives=objectives, **settings),
-        fidelity=Fidelity(epochs=epochs),
+        fidelity=Fidelity(epochs=epochs, seeds=seeds),
         space=space,
         objectives=parse_objectives(objectives),
         study_name=study,

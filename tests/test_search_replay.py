@@ -52,6 +52,8 @@ def search_args(table: Path, out: Path, study: str, *extra: str) -> list[str]:
         "--out",
         str(out),
         "--no-progress",
+        "--seeds",  # a drawn run per trial (the tests below say which); a paired test gives --seeds again after this
+        "1",
         *extra,
     ]
 

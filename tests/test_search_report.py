@@ -71,7 +71,9 @@ def test_write_report_leaves_the_backend_and_pyplot_alone(tmp_path, pdf_backend)
     assert {"history", "msa"} <= set(paths.figures)
     assert all(path.stat().st_size > 0 for path in paths.figures.values())
     [(number, best)] = paths.best.items()
-    assert number == 4 and best.read_text() == "arch trial4 {}\n"
+    header, spec = best.read_text().split("\narch ", 1)
+    assert number == 4 and spec == "trial4 {}\n"
+    assert header.startswith("# trial 4 of study made-by-hand") and "# test (not used for selection)" in header
     assert "best: trial 4" in paths.summary_text
 
 

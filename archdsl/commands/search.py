@@ -96,7 +96,7 @@ def _search(args: argparse.Namespace) -> int:
         from archdsl.search import target_trials
 
         with proxy_answering(args.storage):
-            result = run_planned(plan, on_trial=_trial_printer(target_trials(plan)))
+            result = run_planned(plan, on_trial=_trial_printer(target_trials(plan)), on_final_test=_final_test_printer)
     except KeyboardInterrupt:
         # Every finished trial is already in the storage; the interrupted one is run again on resume.
         # (The URL may hold a password: do not echo it.)
@@ -131,6 +131,19 @@ def _search(args: argparse.Namespace) -> int:
     say(paths.summary_text)  # quotes what the study's storage holds: escaped
     say(f"report: {paths.report}")
     return 0
+
+
+def _final_test_printer(rows) -> None:
+    """The line before the final test: which designs meet the test set, and that it chooses nothing."""
+    from archdsl.search import NOT_USED
+
+    numbers = ", ".join(str(row.number) for row in rows)
+    say(
+        f"final test: trial{'s' if len(rows) > 1 else ''} {numbers} (the best and any tied with it) on the test "
+        f"set, read once now that the search has ended ({NOT_USED})",
+        err=True,
+        flush=True,
+    )
 
 
 def _trial_printer(total: int):
