@@ -107,7 +107,7 @@ def test_the_search_efficiency_script_reports_every_strategy(tmp_path: Path) -> 
     from archdsl.search import STRATEGIES
 
     assert sorted(line.split(" | ")[0].strip("| ") for line in strategy_table.splitlines()[2:]) == sorted(STRATEGIES)
-    assert "2 replays each" in text
+    assert "2 replays each" in text and "| test regret of the chosen design (mean) |" in text
     assert sorted(p.name for p in figures.iterdir()) == [
         "search-efficiency-hypervolume.png",
         "search-efficiency-regret.png",
