@@ -1,30 +1,26 @@
-"""A fully measured build-up space: every design of `resnet-fmnist`'s k x init space, trained over seeds.
+"""A fully measured build-up space: every design of `resnet-fmnist`'s k x heads space, trained over paired seeds.
 
 The NAS-Bench way of asking whether a search is worth running: train every design of a small
 space several times, keep every number, then replay searches against the table
 (`archdsl search --fidelity table:PATH`, `benchmarks/search_efficiency.py`) instead of training.
 
-The space is what `archdsl search --dataset fashion-mnist --base resnet-fmnist --search k,init`
-searches: MSAs at the end of each of the three stages (k in 0..1 per stage, the build-up rule)
-and the scheme the weights are drawn by (`torch`, the reference's, or `timm`): 16 designs.
-(`k,heads` would give 32, but an MSA in the 28x28 first stage trains at 125 images/s on one
-core against 915 for the ResNet, and 32 designs x 3 seeds would take about 4.5 core-hours.)
-Each design is trained once per seed with the search's own code
-(`archdsl.search.measures.train_candidate`) and the reference's `weak` recipe (its SGD
-recipe for CNNs, `cifar100_general.yaml`), shortened (`--epochs`, one warm-up epoch), on a
-fixed class-stratified subset of Fashion-MNIST's training
-images, and is measured as a search trial measures it: test top-1 and NLL on the full 10,000-image
-test set after every epoch (the learning curve a pruner sees), robustness on Fashion-MNIST-C
-(15 corruptions at severity 3 on a stratified tenth of the test images), Hessian NEP/APE,
-params, FLOPs, latency, and the wall and CPU time of training and of measuring.
+The space is what `archdsl search --dataset fashion-mnist --base resnet-fmnist --search k,heads`
+searches (32 designs; `--search k` gives its 8 with the default heads, trained first: `--first`).
+Each design is trained once per seed as a search trial trains it, at the search's own default
+fidelity (`session.fidelity_for` on a real dataset: `fast`, 2 epochs, a tenth of the training
+split less the validation images), with the search's code (`archdsl.search.measures.train_candidate`),
+and is measured as a trial measures it: validation top-1 and NLL after every epoch (the curve a
+pruner sees), then the test top-1 and NLL on the whole test set (for reporting only), robustness
+on the corrupted validation images, Hessian NEP/APE, params, FLOPs, latency, and the wall and CPU
+time of training and of measuring.
 
 Each finished run is one line of `--work/runs-*.jsonl`, so the script resumes where it stopped
 and runs in pieces (`--shard 0/2` and `--shard 1/2` in two processes); `--assemble` writes the
 table (a JSON file with its schema, the exact command and the versions) from those lines:
 
-    nohup python benchmarks/buildup_table.py --shard 0/2 > table-0.log 2>&1 &
-    nohup python benchmarks/buildup_table.py --shard 1/2 > table-1.log 2>&1 &
-    python benchmarks/buildup_table.py --assemble
+    OMP_NUM_THREADS=1 nohup nice -n 10 python benchmarks/buildup_table.py --shard 0/2 > table-0.log 2>&1 &
+    OMP_NUM_THREADS=1 nohup nice -n 10 python benchmarks/buildup_table.py --shard 1/2 > table-1.log 2>&1 &
+    python benchmarks/buildup_table.py --assemble [--search k --out search/tables/fashion-mnist-k.json]
 
 Needs Fashion-MNIST (`apt-get install dataset-fashion-mnist`, or the IDX files under --data-root).
 """
