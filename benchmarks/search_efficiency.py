@@ -5,9 +5,11 @@ pruners, an in-memory study) with every trial answered from the table (`archdsl.
 a seed drawn per trial, the curve reported to the pruner, the recorded time on a simulated
 clock), `--repeats` times with different seeds. Reported as NAS-Bench reports it:
 
-- regret of the best-so-far: the table's mean accuracy (over seeds) of the best design the
-  search has *seen* (by the values it was answered with) below the best design's, against
+- regret of the best-so-far: the table's mean validation accuracy (over seeds) of the best design
+  the search has *seen* (by the values it was answered with) below the best design's, against
   trials and against simulated time; median and quartiles over the repeats;
+- the regret on *test* accuracy of the design a search ends with (chosen on validation, as the
+  search chooses), and the share of replays that end at the table's best design;
 - trials to reach the best design within the seed noise (a regret no larger than the median
   seed-to-seed standard deviation of a design's accuracy), as a ratio to random search;
 - where the build-up walk ends: the rank and regret of the last design it kept;
@@ -47,10 +49,11 @@ FRONT_STRATEGIES = ("nsga2", "tpe", "random")
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--table", default="fashion-mnist-k-init", help="a table's path, or a built-in table's name")
+    parser.add_argument("--table", default="fashion-mnist-k", help="a table's path, or a built-in table's name")
     parser.add_argument("--dataset", default="fashion-mnist")
     parser.add_argument("--base", default="resnet-fmnist")
-    parser.add_argument("--search", default="k,init")
+    parser.add_argument("--search", default="k")
+    parser.add_argument("--seeds", type=int, default=1, help="paired seeds per trial (the search's --seeds)")
     parser.add_argument("--repeats", type=int, default=100, help="replays of each strategy and pruner")
     parser.add_argument(
         "--figures", default="runs/search-efficiency", help="where the figures go (the docs': --figures docs/figures)"
@@ -76,7 +79,8 @@ class Seen:
 class Truth:
     """The table's answer to "how good is this design": mean values over its seeds."""
 
-    accuracy: dict[str, float]
+    accuracy: dict[str, float]  # validation top-1: what the search chooses on
+    test: dict[str, float]  # test top-1: what the user gets
     robustness: dict[str, float]
     params: dict[str, float]
     noise: float  # median over designs of the seed-to-seed std of the accuracy
@@ -89,21 +93,26 @@ class Truth:
     def worst(self) -> float:
         return min(self.accuracy.values())
 
+    @property
+    def best_design(self) -> str:
+        return max(self.accuracy, key=self.accuracy.__getitem__)
+
 
 def truth_of(replay) -> Truth:
     designs = replay.table.designs
-    acc = {d.digest: statistics.fmean(r.accuracy for r in d.runs) for d in designs if d.runs}
+    acc = {d.digest: statistics.fmean(r.val_acc for r in d.runs) for d in designs if d.runs}
+    test = {d.digest: statistics.fmean(r.test_acc for r in d.runs) for d in designs if d.runs}
     rob = {
         d.digest: statistics.fmean(r.robustness for r in d.runs)
         for d in designs
         if d.runs and all(r.robustness is not None for r in d.runs)
     }
-    spreads = [statistics.stdev(r.accuracy for r in d.runs) for d in designs if len(d.runs) > 1]
+    spreads = [statistics.stdev(r.val_acc for r in d.runs) for d in designs if len(d.runs) > 1]
     noise = statistics.median(spreads) if spreads else 0.0
-    return Truth(acc, rob, {d.digest: float(d.n_params) for d in designs}, noise)
+    return Truth(acc, test, rob, {d.digest: float(d.n_params) for d in designs}, noise)
 
 
-def replay_once(replay, space, strategy: str, *, pruner: str, seed: int, objectives: str) -> list[Seen]:
+def replay_once(replay, space, strategy: str, *, pruner: str, seed: int, objectives: str, seeds: int = 1) -> list[Seen]:
     """One search, replayed in memory through `run_search`; its measured trials in order."""
     import optuna
 
@@ -125,8 +134,8 @@ def replay_once(replay, space, strategy: str, *, pruner: str, seed: int, objecti
         storage=optuna.storages.InMemoryStorage(), study_name=name, directions=[o.direction for o in objs]
     )
     plan = SearchPlan(
-        settings=settings, fidelity=Fidelity(epochs=replay.epochs), space=space, objectives=objs, study_name=name,
-        base_name=space.base.name, replay=replay, study=study, keep_files=False,
+        settings=settings, fidelity=Fidelity(epochs=replay.epochs, seeds=seeds), space=space, objectives=objs,
+        study_name=name, base_name=space.base.name, replay=replay, study=study, keep_files=False,
     )  # fmt: skip
     outcome = run_search(plan)
     kept = {}
@@ -144,8 +153,8 @@ def replay_once(replay, space, strategy: str, *, pruner: str, seed: int, objecti
 
 
 def _replay_task(task: tuple) -> list[Seen]:
-    replay, space, strategy, pruner, seed, objectives = task
-    return replay_once(replay, space, strategy, pruner=pruner, seed=seed, objectives=objectives)
+    replay, space, seeds, strategy, pruner, seed, objectives = task
+    return replay_once(replay, space, strategy, pruner=pruner, seed=seed, objectives=objectives, seeds=seeds)
 
 
 def _quiet() -> None:
@@ -169,6 +178,12 @@ def regret_curve(seen: list[Seen], truth: Truth) -> list[float]:
         worst_case = truth.best - truth.worst
         curve.append(worst_case if incumbent is None else truth.best - truth.accuracy[incumbent[1]])
     return curve
+
+
+def chosen(seen: list[Seen]) -> str | None:
+    """The design a search ends with: its best complete trial by the (validation) values it was answered with."""
+    done = [s for s in seen if s.state == "COMPLETE" and s.values is not None]
+    return max(done, key=lambda s: s.values[0]).digest if done else None  # type: ignore[index]
 
 
 def clock(seen: list[Seen]) -> list[float]:
@@ -265,7 +280,7 @@ def main() -> None:
     tasks = [(s, p, seed, "accuracy") for s, p in configs for seed in range(repeats)]
     tasks += [(s, "none", seed, o) for o in FRONTS for s in FRONT_STRATEGIES for seed in range(repeats)]
     with ProcessPoolExecutor(args.jobs, initializer=_quiet) as pool:
-        done = list(pool.map(_replay_task, [(replay, space, *task) for task in tasks], chunksize=4))
+        done = list(pool.map(_replay_task, [(replay, space, args.seeds, *task) for task in tasks], chunksize=4))
     print(f"{len(tasks)} replayed searches in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     results = dict(zip(tasks, done, strict=True))
     runs = {(s, p): [results[s, p, seed, "accuracy"] for seed in range(repeats)] for s, p in configs}
@@ -338,12 +353,13 @@ def main() -> None:
     lines = [
         f"Table {args.table}: {len(truth.accuracy)} designs, seed noise (median std of a design's accuracy over "
         f"{len(replay.table.seeds)} seeds) {truth.noise:.4f}; best mean accuracy {truth.best:.4f}, "
-        f"worst {truth.worst:.4f}; "
-        f"{repeats} replays each.",
+        f"worst {truth.worst:.4f}; best mean test accuracy {max(truth.test.values()):.4f}; "
+        f"{repeats} replays each, --seeds {args.seeds}.",
         "",
         "| strategy | trials to the best within the noise (median) | ratio to random | reached in | "
-        "regret at the end (median) | simulated time, whole search (median) |",
-        "|---|---|---|---|---|---|",
+        "regret at the end (median) | test regret of the chosen design (mean) | ends at the table's best | "
+        "simulated time, whole search (median) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for s in STRATEGIES:
         key = (s, "none")
@@ -352,7 +368,14 @@ def main() -> None:
         share = sum(math.isfinite(n) for n in reach[key]) / repeats
         end = statistics.median(c[-1] for c in curves[key])
         total = statistics.median(t[-1] for t in times[key])
-        lines.append(f"| {s} | {median_text(reach[key])} | {ratio} | {share:.0%} | {end:.4f} | {total / 60:.1f} min |")
+        ends_with = [chosen(seen) for seen in runs[key]]
+        best_test = max(truth.test.values())
+        test_regret = statistics.fmean(best_test - truth.test[d] if d else best_test for d in ends_with)
+        at_best = sum(d == truth.best_design for d in ends_with) / repeats
+        lines.append(
+            f"| {s} | {median_text(reach[key])} | {ratio} | {share:.0%} | {end:.4f} | {test_regret:.4f} "
+            f"| {at_best:.0%} | {total / 60:.1f} min |"
+        )
 
     ranking = sorted(truth.accuracy, key=truth.accuracy.get, reverse=True)
     ends = []

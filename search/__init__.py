@@ -8,7 +8,10 @@
   data (the others import only archdsl's torch-free core and the run's set-up: tests/test_layering.py);
 - `storage`: journal file, RDB (PostgreSQL) or gRPC proxy storage, heartbeats, retries;
 - `storage_proxy`: Optuna's gRPC proxy in front of a storage (`start_proxy`: `archdsl study serve`);
-- `replay`: trials answered from a fully measured table (`--fidelity table:PATH`);
+- `replay`: trials answered from a fully measured table (`--fidelity table:PATH`), chosen on its
+  validation values (its test values are for reporting only);
+- `table_statistics`: whether a table tells its designs apart (seed std against the designs' spread,
+  rank correlation between seeds, validation against test);
 - `runner`: a whole search on one worker;
 - `saved_study`: a study a search left behind, opened by name (`load_saved_study`) and
   reported (`report_study`: `archdsl report`);

@@ -1,9 +1,11 @@
 """Replay: answer a search's trials from a fully measured table instead of training.
 
-A table (`archdsl.search-table/1`, written by `benchmarks/buildup_table.py`) holds every
-design of a space trained over several seeds: per run the test accuracy after every epoch
-(the curve), the final measures (accuracy, NLL, robustness, NEP/APE, latency) and the wall
-time of training and of measuring. `archdsl search --fidelity table:PATH` runs the real
+A table (`archdsl.search-table/2`, written by `benchmarks/buildup_table.py`) holds every
+design of a space trained over several seeds: per run the validation top-1 and NLL after every
+epoch (the curve), the test top-1 and NLL, the final measures (robustness, NEP/APE, latency)
+and the wall and CPU time of training and of measuring. A replayed search scores, prunes and
+chooses on the validation values, as a trained one does; the test values are for reporting
+only (`TableRun.test_acc`), never for a choice. `archdsl search --fidelity table:PATH` runs the real
 search (strategies, pruners, storages, workers, report) with a trial answered from the
 table the way NAS-Bench answers it:
 
@@ -40,6 +42,7 @@ from archdsl.ir import Arch
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, Objective
 from archdsl.search.space import ParamValue, Space, layout_text
+from archdsl.search.table_statistics import SeedStatistics
 from archdsl.search.trial import Training, TrialObjective, seed_indices
 
 if TYPE_CHECKING:
@@ -47,7 +50,9 @@ if TYPE_CHECKING:
 
     from archdsl.search.session import SearchPlan
 
-TABLE_SCHEMA = "archdsl.search-table/1"
+TABLE_SCHEMA = "archdsl.search-table/2"
+# The earlier schema scored every run on the test set: replaying it would choose on test images.
+OLD_TABLE_SCHEMAS = ("archdsl.search-table/1",)
 TABLE_PREFIX = "table:"  # --fidelity table:PATH or table:NAME (a built-in table)
 SIM_SECONDS_ATTR = "sim_seconds"  # a trial's simulated time (replayed trials only)
 TABLE_SEED_ATTR = "table_seed"  # the seed of the run a replayed trial was answered with
@@ -66,23 +71,30 @@ Count = Annotated[int, Field(ge=0, le=2**63 - 1)]
 
 
 class CurvePoint(BaseModel):
-    """One epoch of a run: the test top-1 (a fraction) and NLL after it, and its wall time."""
+    """One epoch of a run: the validation top-1 (a fraction) and NLL after it (what a search's pruner
+    sees), the test top-1 and NLL when recorded (for reporting only), and its wall time."""
 
     model_config = ConfigDict(extra="allow")
     epoch: Annotated[int, Field(ge=0, le=10**9)]
-    test_acc: Fraction
+    val_acc: Fraction
+    val_nll: NonNegative | None = None
+    test_acc: Fraction | None = None
     test_nll: NonNegative | None = None
     train_loss: Finite | None = None
     seconds: Seconds
 
 
 class TableRun(BaseModel):
-    """One training of one design with one seed, and what was measured after it."""
+    """One training of one design with one seed: its validation top-1 and NLL (what a search scores and
+    chooses on), its test top-1 and NLL (read once, after training: for reporting, never for a choice),
+    and what was measured after it."""
 
     model_config = ConfigDict(extra="allow")
     seed: Count
-    accuracy: Fraction
-    nll: NonNegative | None = None
+    val_acc: Fraction
+    val_nll: NonNegative | None = None
+    test_acc: Fraction
+    test_nll: NonNegative | None = None
     robustness: Fraction | None = None
     nep: Fraction | None = None
     ape: Finite | None = None
@@ -94,6 +106,11 @@ class TableRun(BaseModel):
     # whatever else the machine was doing (the shipped table was made beside other work).
     train_cpu_seconds: Seconds | None = None
     measure_cpu_seconds: Seconds | None = None
+
+    @property
+    def accuracy(self) -> float:
+        """The `accuracy` objective of a replayed trial: the validation top-1, as a trained trial's."""
+        return self.val_acc
 
     @property
     def train_time(self) -> float:
@@ -120,7 +137,7 @@ class TableDesign(BaseModel):
 
 
 class Table(BaseModel):
-    """A fully measured space: the schema `archdsl.search-table/1`."""
+    """A fully measured space: the schema `archdsl.search-table/2`."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
     schema_: str = Field(alias="schema")
@@ -133,6 +150,8 @@ class Table(BaseModel):
     searched: list[str]
     fidelity: dict[str, Any] = {}
     seeds: list[Count] = []
+    # The seed statistics of its designs (archdsl.search.table_statistics), as --assemble computed them.
+    statistics: SeedStatistics | None = None
     designs: list[TableDesign]
 
     @model_validator(mode="after")
@@ -227,6 +246,12 @@ def load_replay(fidelity: str) -> Replay:
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, an integer of too many digits
         raise UserError(f"{ref} is not a search table: not JSON ({err})") from None
     found = data.get("schema") if isinstance(data, dict) else None
+    if found in OLD_TABLE_SCHEMAS:
+        raise UserError(
+            f"{ref} is a table of schema {found}: it records no validation values (val_acc), and replaying it "
+            "would choose on the test set",
+            hint=f"re-make it as {TABLE_SCHEMA} with benchmarks/buildup_table.py",
+        )
     if found != TABLE_SCHEMA:
         raise UserError(
             f"{ref} is not a search table of schema {TABLE_SCHEMA}"
@@ -372,7 +397,7 @@ class _ReplayedDesign:
             # The run's training time (set-up included) shared out by the epochs' own times.
             share = point.seconds / total if total > 0 else 1 / len(run.curve)
             self.clock.add(run.train_time * share)
-            on_epoch(n, point.test_acc)
+            on_epoch(n, point.val_acc)
         first = measure.Trained(model=None, accuracy=_accuracy(run, epochs), history=[p.model_dump() for p in curve])
         if len(self.runs) == 1:
             return first
@@ -390,8 +415,8 @@ class _ReplayedDesign:
 
 
 def _accuracy(run: TableRun, epochs: int) -> float:
-    """The run's accuracy after `epochs` (its final one when they are all)."""
-    return run.curve[epochs - 1].test_acc if epochs < len(run.curve) else run.accuracy
+    """The run's validation accuracy after `epochs` (its final one when they are all)."""
+    return run.curve[epochs - 1].val_acc if epochs < len(run.curve) else run.val_acc
 
 
 class _Clock:

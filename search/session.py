@@ -138,7 +138,7 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
     fidelity_source: Annotated[str, AfterValidator(check_fidelity_source)] = _flag(
         "--fidelity",
         "train each candidate, or answer it from a fully measured table (a path, or a built-in: "
-        "table:fashion-mnist-k-init) in seconds, with simulated time (docs/search.md, Replay)",
+        "table:fashion-mnist-k) in seconds, with simulated time (docs/search.md, Replay)",
         "fidelity", "train|table:TABLE", default="train", dest="fidelity_source",
     )  # fmt: skip
     objectives: str = _flag(

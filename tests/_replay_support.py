@@ -3,12 +3,14 @@
 Every design of `resnet-fmnist`'s k x init space on Fashion-MNIST gets runs whose values follow
 a known rule (`quality`), so that a test can work out what a search must find from the same rule:
 an MSA at the end of c3 or c2 helps, one in c1 hurts, and the `timm` init helps a little. Each
-seed adds `noise * seed` to every accuracy; the curve rises towards the final accuracy.
+seed adds `noise * seed` to every accuracy; the curve rises towards the final accuracy. The
+test top-1 is the validation one plus `test_gain(params)` (none unless a test says otherwise).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 from archdsl.search.replay import TABLE_SCHEMA, CurvePoint, Table, TableDesign, TableRun
@@ -38,7 +40,15 @@ def quality(params: dict) -> float:
     return value + INIT_GAIN.get(str(params.get("init")), 0.0)
 
 
-def make_table(space, *, noise: float = 0.0, seeds=SEEDS, epochs: int = EPOCHS, dataset: str = DATASET) -> Table:
+def make_table(
+    space,
+    *,
+    noise: float = 0.0,
+    seeds=SEEDS,
+    epochs: int = EPOCHS,
+    dataset: str = DATASET,
+    test_gain: Callable[[dict], float] = lambda params: 0.0,
+) -> Table:
     from archdsl.lang.printer import format_arch
     from archdsl.search.measures import static_costs
     from archdsl.search.space import layout_text
@@ -54,16 +64,20 @@ def make_table(space, *, noise: float = 0.0, seeds=SEEDS, epochs: int = EPOCHS, 
         runs = []
         for seed in seeds:
             final = quality(params) + noise * seed
+            test = final + test_gain(params)
             # Epoch e: the final accuracy less a gap that halves every epoch (the ranking holds at every epoch).
+            gaps = [0.2 * 0.5 ** (e - 1) * (e < epochs) for e in range(1, epochs + 1)]
             curve = [
-                CurvePoint(epoch=e, test_acc=final - 0.2 * 0.5 ** (e - 1) * (e < epochs), seconds=10.0 + arch.n_msa)
-                for e in range(1, epochs + 1)
+                CurvePoint(epoch=e, val_acc=final - gap, test_acc=test - gap, seconds=10.0 + arch.n_msa)
+                for e, gap in enumerate(gaps, start=1)
             ]
             runs.append(
                 TableRun(
                     seed=seed,
-                    accuracy=final,
-                    nll=1 - final,
+                    val_acc=final,
+                    val_nll=1 - final,
+                    test_acc=test,
+                    test_nll=1 - test,
                     robustness=final - 0.1 - 0.01 * arch.n_msa,
                     nep=0.1,
                     ape=10.0,

@@ -111,7 +111,7 @@ def test_a_replayed_search_answers_each_trial_from_a_run_of_its_design(tmp_path,
     for t in done:
         design, run = table.by_digest[t.user_attrs[DIGEST_ATTR]], run_of(table, t)
         assert t.value == run.accuracy
-        assert t.intermediate_values == {p.epoch: p.test_acc for p in run.curve}
+        assert t.intermediate_values == {p.epoch: p.val_acc for p in run.curve}
         assert t.user_attrs[SIM_SECONDS_ATTR] == pytest.approx(run.train_time)  # accuracy only: no analysis
         assert t.user_attrs["metrics"]["params"] == design.n_params
     assert "simulated" in (out / "cli" / "report" / "report.md").read_text()
@@ -257,6 +257,19 @@ def test_a_resumed_or_shared_walk_replays_its_history(tmp_path, table_file, spac
     assert not [t for t in study.trials if t.state == TrialState.RUNNING]
 
 
+def test_a_replay_chooses_on_validation_when_the_test_set_disagrees(tmp_path, space):
+    """The test top-1 is for reporting: a table whose test values rank the designs the other way round
+    still has the search pick (and score) the validation-best design."""
+    table = support.make_table(space, test_gain=lambda params: 1.6 - 2 * support.quality(params))  # test = 1.6 - val
+    replay = load_replay(f"table:{support.write_table(tmp_path / 't.json', table)}")
+    by_val = max(table.designs, key=lambda d: d.runs[0].val_acc)
+    by_test = max(table.designs, key=lambda d: d.runs[0].test_acc)
+    assert by_val.digest != by_test.digest  # the fixture disagrees
+    study = replayed(replay, space, "grid", n_trials=space.n_designs(), pruner="none")
+    assert study.best_trial.user_attrs[DIGEST_ATTR] == by_val.digest
+    assert study.best_trial.value == pytest.approx(by_val.runs[0].val_acc)
+
+
 @pytest.mark.parametrize("pruner", ["median", "halving", "hyperband"])
 def test_pruners_stop_poor_designs_early_and_save_simulated_time(table_file, space, pruner):
     replay = load_replay(f"table:{table_file}")
@@ -332,8 +345,13 @@ def _drop_runs(data):
     [
         (None, ("--fidelity", "table:missing.json"), "no search table at missing.json"),
         (None, ("--fidelity", "table:no-such-table"), "no search table named 'no-such-table'"),
-        (lambda d: d.update(schema="other/1"), (), "is not a search table of schema archdsl.search-table/1"),
-        (lambda d: d.pop("designs"), (), "not a valid archdsl.search-table/1 table: designs"),
+        (lambda d: d.update(schema="other/1"), (), "is not a search table of schema archdsl.search-table/2"),
+        (
+            lambda d: d.update(schema="archdsl.search-table/1"),
+            (),
+            "is a table of schema archdsl.search-table/1: it records no validation values (val_acc)",
+        ),
+        (lambda d: d.pop("designs"), (), "not a valid archdsl.search-table/2 table: designs"),
         (lambda d: d.update(dataset="mnist"), (), "measured mnist, not fashion-mnist"),
         (lambda d: d.update(searched=["k"]), (), "searched k, not k,init"),
         (_drop_runs, (), "has no run of 1 of the space's 16 designs"),
@@ -394,8 +412,8 @@ def test_the_clock_takes_a_runs_cpu_time_when_the_table_has_it():
     # A table made beside other work has wall times that hold that work too; its CPU times do not.
     from archdsl.search.replay import TableRun
 
-    curve = [{"epoch": 1, "test_acc": 0.5, "seconds": 9.0}]
-    wall_only = TableRun(seed=0, accuracy=0.5, curve=curve, train_seconds=9.0, measure_seconds=4.0)
+    curve = [{"epoch": 1, "val_acc": 0.5, "seconds": 9.0}]
+    wall_only = TableRun(seed=0, val_acc=0.5, test_acc=0.5, curve=curve, train_seconds=9.0, measure_seconds=4.0)
     assert (wall_only.train_time, wall_only.measure_time) == (9.0, 4.0)
     both = wall_only.model_copy(update={"train_cpu_seconds": 3.0, "measure_cpu_seconds": 1.0})
     assert (both.train_time, both.measure_time) == (3.0, 1.0)
@@ -476,14 +494,14 @@ def _twin_digest(data):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (_set_run("accuracy", float("nan")), "designs[2].runs[1].accuracy"),
-        (_set_run("accuracy", float("inf")), "designs[2].runs[1].accuracy"),
-        (_set_run("accuracy", -5), "designs[2].runs[1].accuracy: Input should be greater than or equal to 0"),
-        (_set_run("accuracy", 1e300), "designs[2].runs[1].accuracy: Input should be less than or equal to 1"),
+        (_set_run("val_acc", float("nan")), "designs[2].runs[1].val_acc"),
+        (_set_run("test_acc", float("inf")), "designs[2].runs[1].test_acc"),
+        (_set_run("val_acc", -5), "designs[2].runs[1].val_acc: Input should be greater than or equal to 0"),
+        (_set_run("val_acc", 1e300), "designs[2].runs[1].val_acc: Input should be less than or equal to 1"),
         (_set_run("train_cpu_seconds", 1e308), "designs[2].runs[1].train_cpu_seconds"),
         (_set_run("train_seconds", float("inf")), "designs[2].runs[1].train_seconds"),
         (_set_run("seed", 10**30), "designs[2].runs[1].seed"),
-        (_set_curve("test_acc", float("nan")), "designs[2].runs[1].curve[0].test_acc"),
+        (_set_curve("val_acc", float("nan")), "designs[2].runs[1].curve[0].val_acc"),
         (_twin_digest, "designs[5].digest: the digest of designs[4] again"),
     ],
 )
@@ -565,7 +583,7 @@ def noisy_table(tmp_path_factory, space) -> Path:
     rng = random.Random(7)
     designs = [
         d.model_copy(
-            update={"runs": [r.model_copy(update={"accuracy": r.accuracy + rng.gauss(0, 0.01)}) for r in d.runs]}
+            update={"runs": [r.model_copy(update={"val_acc": r.val_acc + rng.gauss(0, 0.01)}) for r in d.runs]}
         )
         for d in table.designs
     ]
