@@ -28,6 +28,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory, monkeypatch):
+    """Each test writes what archdsl caches (a folder's mean and std) into a folder of its own,
+    never into the user's ~/.cache/archdsl."""
+    monkeypatch.setenv("ARCHDSL_CACHE", str(tmp_path_factory.mktemp("archdsl-cache")))
+
+
 @pytest.fixture
 def one_thread():
     """One intra-op thread while a test trains tiny nets: faster than several on two shared cores."""

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from archdsl.data.image_files import DiskImages
+
 STATS_CHUNK = 1024  # images counted at once by `channel_stats`: bincount widens to int64, 8 MB a channel
 
 
@@ -23,11 +25,12 @@ class ImageSet:
 
     `images` are uint8 (N, H, W, C) (possibly read-only: memory-mapped or cached), `labels`
     int64 (N,); `mean`/`std` normalise images scaled to [0, 1] (from the train split);
-    `class_names` may be empty. `subset` and `take` return new sets.
+    `class_names` may be empty. `subset` and `take` return new sets. Images read from disk
+    (`folder:`, `imagenet`) are a `DiskImages`, indexed like the array and decoded when indexed.
     """
 
     name: str
-    images: np.ndarray  # uint8, (N, H, W, C)
+    images: np.ndarray | DiskImages  # uint8, (N, H, W, C); DiskImages: files decoded when indexed
     labels: np.ndarray  # int64, (N,)
     num_classes: int
     mean: tuple[float, ...]  # per-channel normalisation (one value per channel), images scaled to [0, 1]
@@ -45,9 +48,13 @@ class ImageSet:
 
     def fingerprint(self) -> str:
         """A digest of the images and labels (16 hex digits): equal sets have equal fingerprints,
-        whatever their name (about 0.2 s for CIFAR's 50,000 training images)."""
+        whatever their name (about 0.2 s for CIFAR's 50,000 training images). Images on disk are
+        known by their files (paths, sizes, modification times) and labels: none is decoded."""
         import hashlib
 
+        if isinstance(self.images, DiskImages):
+            labels = np.ascontiguousarray(self.labels, dtype=np.int64).data
+            return hashlib.blake2b(self.images.digest().encode() + bytes(labels), digest_size=8).hexdigest()
         digest = hashlib.blake2b(digest_size=8)
         digest.update(repr((self.images.shape, self.num_classes)).encode())
         digest.update(np.ascontiguousarray(self.images).data)
@@ -61,7 +68,8 @@ class ImageSet:
         return (c, h, w)
 
     def take(self, indices: np.ndarray, name: str | None = None) -> ImageSet:
-        return replace(self, name=name or self.name, images=self.images[indices], labels=self.labels[indices])
+        images = self.images.select(indices) if isinstance(self.images, DiskImages) else self.images[indices]
+        return replace(self, name=name or self.name, images=images, labels=self.labels[indices])
 
     def subset(self, fraction: float, seed: int = 0) -> ImageSet:
         """A class-stratified random fraction (0 < fraction <= 1) of the set, deterministic by seed."""
@@ -117,7 +125,7 @@ class CorruptedSet:
     images: ImageSet
 
 
-def channel_stats(images: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def channel_stats(images: np.ndarray | DiskImages) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """Per-channel mean and (population) standard deviation of uint8 (N, H, W, C) `images` scaled to
     [0, 1]. From each channel's histogram of the 256 values, counted a few thousand images at a time
     and summed exactly in integers: no float copy of the set (100,000 images as float64 would be 2.5 GB)."""

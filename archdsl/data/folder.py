@@ -4,9 +4,10 @@ PATH holds `train/<class>/<image>` and `val/<class>/<image>` (or `test/`): class
 folder names, sorted, so every split has the same class order (a class missing from one split is
 refused rather than silently renumbering the others). Images are decoded with Pillow, resized so
 the shorter side is `size` pixels (bicubic, as timm's eval transform) and centre-cropped to
-size x size, then held as one uint8 array like every other dataset (`ImageSet`): a folder of
-10^5 images at size=32 takes 300 MB. Decoding runs on a pool of threads (Pillow releases the
-GIL while it decodes and resizes).
+size x size when they are indexed: the images stay on disk (`archdsl.data.image_files.DiskImages`,
+paths and labels, never the pixels of the whole folder), and DataLoader workers decode them.
+The training images' mean and std are computed on the first read and cached
+(`archdsl.data.stats_cache`).
 
 Every mistake in the tree ends in one `UserError` naming the file or folder: an image that does
 not decode, one so large it may be a decompression bomb (Pillow's MAX_IMAGE_PIXELS), an empty
@@ -15,24 +16,19 @@ class folder, class folders that differ between splits, a split with no images, 
 
 from __future__ import annotations
 
-import math
+import hashlib
 import os
-import warnings
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name
-from archdsl.data.base import ImageSet, channel_stats, stratified_indices
+from archdsl.data.base import STATS_CHUNK, ImageSet, channel_stats, stratified_indices
+from archdsl.data.image_files import DiskImages, image_channels
+from archdsl.data.stats_cache import cached_stats
 from archdsl.errors import UserError, visible
-
-if TYPE_CHECKING:
-    from PIL.Image import Image as PILImage
 
 KIND = "folder"
 PARAMS = ("size", "train", "test")  # train=N/test=N keep a stratified N images of a split
@@ -40,7 +36,6 @@ DEFAULT_SIZE = 32  # the input size of the CIFAR-sized specs archdsl ships
 # torchvision's IMG_EXTENSIONS: the files ImageFolder reads; anything else in a class folder is skipped.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 TEST_FOLDERS = ("val", "test")  # the first present is the test split (ImageNet's and torchvision's names)
-GREY_MODES = ("1", "L", "LA", "I", "I;16", "F")
 DESCRIPTION = "your images in the layout PATH/train/<class>/*, PATH/val/<class>/* (or test/); folder:PATH,size=64"
 
 
@@ -162,22 +157,28 @@ def _images_under(folder: Path) -> Iterator[Path]:
 
 
 def load(name: str, split: str) -> ImageSet:
-    """The `split` ("train" or "test") of `folder:PATH,...`, decoded; mean/std from the train split."""
+    """The `split` ("train" or "test") of `folder:PATH,...`, on disk; mean/std from the train split."""
     return load_folder(parse_folder_name(name), split)
 
 
 def load_folder(parsed: FolderName, split: str) -> ImageSet:
-    """The `split` ("train" or "test") of the folder `parsed` describes, decoded."""
+    """The `split` ("train" or "test") of the folder `parsed` describes: its images stay on disk
+    (`DiskImages`, decoded when indexed). The first time a folder is read, every image of both
+    splits is decoded once (the training images' mean and std, kept in the stats cache; and the
+    check that each file decodes, before any run starts); later starts open none of them."""
     layout = scan(parsed.path)
+    train_images, train_labels = _on_disk(parsed, layout, "train")
+    test_images, test_labels = _on_disk(parsed, layout, "test")
     if parsed.stats is None:
-        mean, std = channel_stats(_decoded(parsed, "train").images)
+        key = hashlib.blake2b(f"{train_images.digest()} {test_images.digest()}".encode(), digest_size=8).hexdigest()
+        mean, std = cached_stats(key, lambda: _first_read(train_images, test_images))
     else:
         mean, std = parsed.stats
-    chosen = _decoded(parsed, split)
+    images, labels = (train_images, train_labels) if split == "train" else (test_images, test_labels)
     return ImageSet(
         name=parsed.canonical if split == "train" else f"{parsed.canonical}-test",
-        images=chosen.images,
-        labels=chosen.labels,
+        images=images,
+        labels=labels,
         num_classes=len(layout.class_names),
         mean=mean,
         std=std,
@@ -185,91 +186,26 @@ def load_folder(parsed: FolderName, split: str) -> ImageSet:
     )
 
 
-@dataclass(frozen=True)
-class _Decoded:
-    images: np.ndarray
-    labels: np.ndarray
-
-
-DECODED_CACHE_BYTES = 256 * MiB  # decoded splits kept per process: the test split needs the train split's statistics
-
-
-@byte_bounded_cache(DECODED_CACHE_BYTES)
-def _decoded(parsed: FolderName, split: str) -> _Decoded:
-    layout = scan(parsed.path)
-    return _decode(parsed, layout, split, channels_of(layout))
-
-
-def _decode(parsed: FolderName, layout: FolderLayout, split: str, channels: int) -> _Decoded:
+def _on_disk(parsed: FolderName, layout: FolderLayout, split: str) -> tuple[DiskImages, np.ndarray]:
+    """A split's kept images (all, or a stratified `train=N`/`test=N`) and their labels; nothing decoded."""
     on_disk = layout.splits[split]
     labels = np.asarray(on_disk.labels, dtype=np.int64)
     keep = stratified_indices(labels, parsed.limits[split]) if split in parsed.limits else np.arange(len(labels))
-    images = np.empty((len(keep), parsed.size, parsed.size, channels), dtype=np.uint8)
+    everything = DiskImages(on_disk.files, parsed.size, channels_of(layout), parsed.crop_pct)
+    return everything.select(keep), labels[keep]
 
-    def fill(slot: int) -> None:
-        images[slot] = read_image(on_disk.files[keep[slot]], parsed.size, channels, parsed.crop_pct)
 
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        list(pool.map(fill, range(len(keep))))  # list(): the first error is raised here
-    images.setflags(write=False)
-    return _Decoded(images, labels[keep])
+def _first_read(train: DiskImages, test: DiskImages) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The training images' statistics, read a chunk at a time; the test images decoded and
+    dropped, so that a file that does not decode is refused before a run starts."""
+    for start in range(0, len(test), STATS_CHUNK):
+        test[start : start + STATS_CHUNK]
+    return channel_stats(train)
 
 
 def channels_of(layout: FolderLayout) -> int:
     """1 if the first training image is grey, else 3; every image is converted to that."""
-    with _opened(layout.splits["train"].files[0]) as image:
-        return 1 if image.mode in GREY_MODES else 3
-
-
-def read_image(path: Path, size: int, channels: int, crop_pct: float = 1.0) -> np.ndarray:
-    """One image as uint8 (size, size, channels): shorter side resized to `size / crop_pct` (bicubic;
-    timm's eval transform, whose ImageNet default 0.875 takes 256 for 224), centre-cropped to `size`."""
-    with _opened(path) as image:
-        try:
-            return fit_image(image, size, channels, crop_pct)
-        except OSError as err:  # a truncated or corrupt file fails when its pixels are read
-            raise UserError(f"{visible(path)}: the image does not decode ({err})") from None
-
-
-def fit_image(image: PILImage, size: int, channels: int, crop_pct: float = 1.0) -> np.ndarray:
-    """A decoded Pillow image as uint8 (size, size, channels), resized and centre-cropped as `read_image`."""
-    from PIL import Image
-
-    image = image.convert("L" if channels == 1 else "RGB")
-    width, height = image.size
-    scale = math.floor(size / crop_pct) / min(width, height)
-    resized = (max(size, round(width * scale)), max(size, round(height * scale)))
-    image = image.resize(resized, Image.Resampling.BICUBIC)
-    left, top = (resized[0] - size) // 2, (resized[1] - size) // 2
-    pixels = np.asarray(image.crop((left, top, left + size, top + size)), dtype=np.uint8)
-    return pixels.reshape(size, size, channels)
-
-
-class _opened:
-    """`Image.open(path)` as a context manager whose failures are one UserError naming the file;
-    Pillow's decompression-bomb warning (an image over MAX_IMAGE_PIXELS) is an error too."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __enter__(self):
-        from PIL import Image
-
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
-                self.image = Image.open(self.path)
-        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
-            raise UserError(
-                f"{visible(self.path)}: refused as a possible decompression bomb ({err})",
-                hint="shrink the image, or raise PIL.Image.MAX_IMAGE_PIXELS in Python if you trust it",
-            ) from None
-        except OSError as err:  # UnidentifiedImageError is an OSError
-            raise UserError(f"{visible(self.path)}: not an image Pillow can read ({err})") from None
-        return self.image
-
-    def __exit__(self, *exc: object) -> None:
-        self.image.close()
+    return image_channels(layout.splits["train"].files[0])
 
 
 def split_sizes(parsed: FolderName) -> dict[str, int]:

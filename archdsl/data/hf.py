@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from archdsl.data._cache import byte_bounded_cache
+from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import parse_dataset_name
 from archdsl.data.base import ImageSet, channel_stats, stratified_indices
-from archdsl.data.folder import DECODED_CACHE_BYTES, GREY_MODES, fit_image
+from archdsl.data.image_files import GREY_MODES, fit_image
 from archdsl.errors import UserError, visible
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ KIND = "hf"
 PARAMS = ("image", "label", "size", "train", "test")
 DEFAULT_SIZE = 32
 TEST_SPLITS = ("validation", "test")
+DECODED_CACHE_BYTES = 256 * MiB  # decoded splits kept per process: the test split needs the train split's statistics
 DESCRIPTION = (
     "a Hugging Face dataset saved to disk or in the local cache: hf:NAME[:CONFIG],image=COL,label=COL (extra hf)"
 )

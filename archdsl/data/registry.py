@@ -8,7 +8,7 @@ the corrupted test sets of a dataset, from the released files or generated.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -385,7 +385,7 @@ def _synthetic_corrupted(config: synthetic.SyntheticConfig, corruption: str, sev
 def corrupted_copy(clean: ImageSet, corruption: str, severity: int, seed: list[int], label: str) -> ImageSet:
     """`clean` under one corruption (RGB or grey images), read-only, named `<label>/<corruption>/<severity>`."""
     stream = int(np.random.SeedSequence(seed).generate_state(1)[0])
-    images = corrupt_any_channels(clean.images, corruption, severity, stream)
+    images = corrupt_any_channels(np.asarray(clean.images), corruption, severity, stream)
     images.setflags(write=False)
     return ImageSet(
         name=f"{label}/{corruption}/{severity}",
@@ -414,9 +414,17 @@ def _folder_corrupted(
 def _folder_corrupted_set(name: image_folder.FolderName | str, corruption: str, severity: int) -> ImageSet:
     """A corrupted copy of a folder's (or an `hf:` dataset's) test split, generated once per process
     (as fashion-mnist-c)."""
-    clean = _clean_test(name)
+    clean = _decoded_test(name)
     label = name.canonical if isinstance(name, image_folder.FolderName) else hf.parse_hf_name(name).canonical
     return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), label)
+
+
+@byte_bounded_cache(CORRUPTED_CACHE_BYTES)
+def _decoded_test(name: image_folder.FolderName | str) -> ImageSet:
+    """`_clean_test` with its images decoded once per process (a folder's stay on disk), for the 75
+    corrupted copies made from it."""
+    clean = _clean_test(name)
+    return replace(clean, images=np.asarray(clean.images))
 
 
 def _clean_test(name: image_folder.FolderName | str) -> ImageSet:

@@ -35,7 +35,7 @@ def predict_logits(
     batch_size: int = 256,
     device: str | torch.device | None = None,
     amp: bool = False,
-    workers: int = 0,
+    workers: int | None = None,
     progress: bool = False,
     optimize: bool = True,
 ) -> torch.Tensor:

@@ -8,11 +8,15 @@ fetched a batch at a time (`__getitems__`).
 Determinism: the shuffle order comes from a generator seeded with `seed`; the per-image
 augmentation draws from torch's, numpy's and Python's global generators (torchvision and
 timm use those), which `seed_everything` resets and DataLoader workers derive from the
-loader's generator. So for a fixed seed, the batches are the same on every run.
+loader's generator. So for a fixed seed, the batches are the same on every run. Images read
+from disk (`DiskImages`: `folder:`, `imagenet`) are loaded by worker processes by default
+(`default_workers`), and each is augmented from a seed of its own (the loader's seed and its
+index), so their batches are also the same whatever the number of workers.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -23,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from archdsl.data.base import ImageSet
+from archdsl.data.image_files import DiskImages
 from archdsl.run.recipe import DEFAULT_RECIPE, RecipeName, TrainConfig, filled
 
 
@@ -74,13 +79,28 @@ def _train_transform(image_size: int, padding: int, hflip: float, randaugment: s
     return transforms.Compose(steps)
 
 
-class ImageSetDataset(Dataset):
-    """Yields uint8 (C, H, W) tensors and int64 labels; augmented through PIL if a transform is given."""
+MAX_DEFAULT_WORKERS = 4  # worker processes that read images from disk unless told otherwise
 
-    def __init__(self, image_set: ImageSet, transform: Any = None) -> None:
+
+def default_workers(image_set: ImageSet) -> int:
+    """The DataLoader workers a set gets unless the run names a number: min(4, CPU cores) for images
+    decoded from disk, 0 for a set in memory (a batch is one fancy-index; workers would only copy it)."""
+    return min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1) if isinstance(image_set.images, DiskImages) else 0
+
+
+class ImageSetDataset(Dataset):
+    """Yields uint8 (C, H, W) tensors and int64 labels; augmented through PIL if a transform is given.
+
+    With `item_seed`, image `i` is augmented from the global generators seeded with
+    derive_seed(item_seed, i) (and the caller's streams put back), so the draws do not depend on
+    which process reads it. Pickled for a worker it is what the set holds: for `DiskImages`, paths.
+    """
+
+    def __init__(self, image_set: ImageSet, transform: Any = None, item_seed: int | None = None) -> None:
         self.images = image_set.images
         self.labels = torch.tensor(np.asarray(image_set.labels), dtype=torch.int64)  # a copy: labels may be read-only
         self.transform = transform
+        self.item_seed = item_seed
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -93,7 +113,12 @@ class ImageSetDataset(Dataset):
 
             pixels = np.asarray(self.images[index])
             # A grey image (H, W, 1) is a PIL image of mode "L"; PILToTensor gives it back as (1, H, W).
-            image = self.transform(Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels))
+            picture = Image.fromarray(pixels[..., 0] if pixels.shape[-1] == 1 else pixels)
+            if self.item_seed is None:
+                image = self.transform(picture)
+            else:
+                with globally_seeded(derive_seed(self.item_seed, int(index))):
+                    image = self.transform(picture)
         return image, self.labels[index]
 
     def __getitems__(self, indices: list[int]) -> Any:
@@ -130,7 +155,7 @@ def make_loader(
     recipe: RecipeName | TrainConfig = DEFAULT_RECIPE,
     seed: int = 0,
     shuffle: bool | None = None,
-    workers: int = 0,
+    workers: int | None = None,
     drop_last: bool | None = None,
     pin_memory: bool = False,
     sampler: Iterable[int] | None = None,
@@ -142,7 +167,7 @@ def make_loader(
     `TrainConfig`) and, by default, shuffles and drops the last incomplete batch (Mixup
     needs even, full batches). Mixup/CutMix are not applied here: they act on whole
     batches in the training step. A `sampler` (one rank's share of a data-parallel run,
-    archdsl.run.distributed.ShardSampler) replaces the shuffle.
+    archdsl.run.distributed.ShardSampler) replaces the shuffle. `workers` None: `default_workers`.
     """
     config = recipe if isinstance(recipe, TrainConfig) else TrainConfig(recipe=recipe)
     transform = None
@@ -156,13 +181,14 @@ def make_loader(
         shuffle = False  # the sampler's order
     generator = torch.Generator()
     generator.manual_seed(seed)
+    on_disk = isinstance(image_set.images, DiskImages)
     return DataLoader(
-        ImageSetDataset(image_set, transform),
+        ImageSetDataset(image_set, transform, item_seed=seed if on_disk else None),
         batch_size=batch_size,
         shuffle=shuffle,
         sampler=sampler,
         drop_last=augment if drop_last is None else drop_last,
-        num_workers=workers,
+        num_workers=default_workers(image_set) if workers is None else workers,
         collate_fn=Normalize(image_set.mean, image_set.std, dtype),
         generator=generator,
         persistent_workers=False,

@@ -294,11 +294,11 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
         group=TORCHRUN_GROUP,
     )
     # Where and how fast it runs (with `device` and `optimize`); none of these change the numbers on the CPU.
-    workers: NonNegativeInt = _run_flag(
-        "--workers",
-        "data-loading worker processes (RandAugment runs there); at most 4 per CPU core",
-        default=0,
-        metavar="N",
+    workers: NonNegativeInt | None = Field(  # None: archdsl.run.loader.default_workers, shown as "auto"
+        default=None,
+        description="data-loading worker processes (RandAugment and decoding run there); at most 4 per CPU core; "
+        "auto: min(4, CPU cores) for images read from disk (folder:, imagenet), 0 for sets held in memory",
+        json_schema_extra={"flag": "--workers", "metavar": "N", "default_text": "auto"},
     )
     # No DataLoader: RandAugment needs PIL images.
     resident: bool = _run_flag(
