@@ -22,6 +22,7 @@ from archdsl.search.optuna_private import retried_trial
 from archdsl.search.replay import SIM_SECONDS_ATTR
 from archdsl.search.runner import COMMAND_ATTR
 from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
+from archdsl.search.seeds import is_extra_seed, seed_values_by_design
 from archdsl.search.space import layout_text, msa_per_stage
 from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
 from archdsl.search.strategies import BUILDUP_STEP_ATTR
@@ -55,6 +56,9 @@ class TrialRow:
     simulated: bool = False  # `seconds` is a replayed trial's simulated time (archdsl.search.replay)
     step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
     digest: str | None = None  # the design's (Arch.digest)
+    # A design's first trial: its values on every seed index measured, its own and a race's extra-seed
+    # trials' (archdsl.search.seeds), by index; None: the trial's own values.
+    pooled_seeds: tuple[float, ...] | None = None
 
     @property
     def msa_per_stage(self) -> dict[str, int]:
@@ -67,7 +71,10 @@ class TrialRow:
 
     @property
     def seed_values(self) -> tuple[float, ...]:
-        """The accuracy on each paired seed (one value with --seeds 1); () without an accuracy."""
+        """The accuracy on each paired seed (one value with --seeds 1), pooled over the design's trials for
+        its first one; () without an accuracy."""
+        if self.pooled_seeds is not None:
+            return self.pooled_seeds
         values = self.metrics.get(SEED_VALUES_KEY) or ([self.metrics["accuracy"]] if "accuracy" in self.metrics else [])
         return tuple(float(v) for v in values)
 
@@ -121,11 +128,12 @@ def summarize_study(study: optuna.Study) -> StudySummary:
     """Every trial of a study as a `TrialRow`, and the winners: one row per design."""
     objectives = study_objectives(study)
     trials = study.get_trials(deepcopy=False)
-    rows = tuple(trial_row(t) for t in trials if not is_copy(t))
-    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    rows = _pooled(tuple(trial_row(t) for t in trials if not is_copy(t)), trials)
+    extra = {t.number for t in trials if is_extra_seed(t)}
+    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.number not in extra]
     best_numbers: list[int] = []
     if complete:
-        best_trials = [study.best_trial] if len(objectives) == 1 else study.best_trials
+        best_trials = _best_trials(study, objectives, rows, extra)
         # One row per design (two workers may have measured one design at the same moment).
         seen: set[str] = set()
         for t in sorted(best_trials, key=lambda t: t.number):
@@ -145,6 +153,40 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         held_out=read_held_out(study),
     )
     return dataclasses.replace(summary, ties=_ties(summary))
+
+
+def _pooled(rows: tuple[TrialRow, ...], trials: list[FrozenTrial]) -> tuple[TrialRow, ...]:
+    """The rows with each design's first complete trial holding the design's values on every seed index
+    measured (a race adds extra-seed trials of the design: `archdsl.search.seeds`)."""
+    by_design = seed_values_by_design(trials)
+    firsts: set[int] = set()
+    seen: set[str] = set()
+    for t in sorted(trials, key=lambda t: t.number):
+        digest = t.user_attrs.get(DIGEST_ATTR)
+        if t.state == TrialState.COMPLETE and digest is not None and not is_extra_seed(t) and digest not in seen:
+            seen.add(digest)
+            firsts.add(t.number)
+    return tuple(
+        dataclasses.replace(r, pooled_seeds=tuple(v for _, v in sorted(by_design[r.digest].items())))
+        if r.number in firsts and r.digest in by_design
+        else r
+        for r in rows
+    )
+
+
+def _best_trials(
+    study: optuna.Study, objectives: tuple[Objective, ...], rows: tuple[TrialRow, ...], extra: set[int]
+) -> list[FrozenTrial]:
+    """The best trial (one objective) or the Pareto front, never a race's extra seed. An accuracy is
+    judged on the design's mean over every seed it was measured on, not on the seeds of its first trial."""
+    if len(objectives) > 1:
+        return [t for t in study.best_trials if t.number not in extra]
+    if objectives[0].name == "accuracy":
+        pooled = [r for r in rows if r.pooled_seeds]
+        if pooled:
+            best = max(pooled, key=lambda r: (sum(r.seed_values) / len(r.seed_values), -r.number))
+            return [t for t in study.get_trials(deepcopy=False) if t.number == best.number]
+    return [study.best_trial]
 
 
 def _ties(summary: StudySummary) -> tuple[TrialRow, ...]:

@@ -15,19 +15,25 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.search.trial import DIGEST_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY
 
 
-def design_seed_values(trials: Iterable[FrozenTrial], digest: str) -> dict[int, float]:
-    """Seed index -> the design's accuracy there, from the completed trials of design `digest`
+def seed_values_by_design(trials: Iterable[FrozenTrial]) -> dict[str, dict[int, float]]:
+    """Digest -> seed index -> the design's accuracy there, from the completed trials of each design
     (the first trial of an index counts: a design is measured once per index)."""
-    values: dict[int, float] = {}
+    values: dict[str, dict[int, float]] = {}
     for t in sorted(trials, key=lambda t: t.number):
-        if t.state != TrialState.COMPLETE or t.user_attrs.get(DIGEST_ATTR) != digest:
+        digest = t.user_attrs.get(DIGEST_ATTR)
+        if t.state != TrialState.COMPLETE or digest is None:
             continue
         metrics = t.user_attrs.get(METRICS_ATTR, {})
         per_seed = metrics.get(SEED_VALUES_KEY) or ([metrics["accuracy"]] if "accuracy" in metrics else [])
         indices = t.user_attrs.get(SEED_INDICES_ATTR) or range(len(per_seed))
         for index, value in zip(indices, per_seed, strict=False):
-            values.setdefault(int(index), float(value))
+            values.setdefault(str(digest), {}).setdefault(int(index), float(value))
     return values
+
+
+def design_seed_values(trials: Iterable[FrozenTrial], digest: str) -> dict[int, float]:
+    """Seed index -> design `digest`'s accuracy there (`seed_values_by_design` of that one design)."""
+    return seed_values_by_design(t for t in trials if t.user_attrs.get(DIGEST_ATTR) == digest).get(digest, {})
 
 
 def is_extra_seed(trial: FrozenTrial) -> bool:

@@ -620,6 +620,32 @@ def test_a_replayed_race_measures_more_seeds_only_up_to_max_seeds_and_counts_des
     assert len(verdicts(capped)) > 3
 
 
+def test_the_report_pools_a_raced_design_over_all_its_seeds(tmp_path, noisy_table):
+    """After a race the report's best design is a design, not one lucky extra seed: its row holds the
+    design's values on every seed index measured (its own trial's and the race's), its mean is theirs."""
+    from archdsl.search._study_summary import summarize_study
+    from archdsl.search.seeds import design_seed_values, is_extra_seed
+
+    study = _raced(noisy_table, tmp_path / "runs", "pooled", "--seeds", "2", "--max-seeds", "5")
+    summary = summarize_study(study)
+    best = summary.best[0]
+    trial = next(t for t in study.trials if t.number == best.number)
+    assert not is_extra_seed(trial)
+    pooled = design_seed_values(study.trials, best.digest)
+    assert best.seed_values == tuple(pooled[i] for i in sorted(pooled))
+    estimate = summary.accuracy_estimate(best)
+    assert estimate is not None and estimate.mean == pytest.approx(sum(pooled.values()) / len(pooled))
+    # the best by pooled mean over the designs the walk measured
+    means = {
+        d: sum(v.values()) / len(v)
+        for d in {t.user_attrs[DIGEST_ATTR] for t in verdicts(study) if not is_extra_seed(t)}
+        for v in [design_seed_values(study.trials, d)]
+    }
+    assert means[best.digest] == pytest.approx(max(means.values()))
+    raced = [d for d in means if len(design_seed_values(study.trials, d)) > 2]
+    assert raced, "the race measured more seeds of some design"
+
+
 def test_max_seeds_below_seeds_is_one_line(tmp_path, table_file, capsys):
     args = search_args(table_file, tmp_path / "runs", "below", "--n-trials", "2", "--seeds", "3", "--max-seeds", "2")
     assert main(args) == 2
