@@ -306,7 +306,7 @@ def load_split(name: str, split: str, root: str | os.PathLike | None = None, dow
     parsed = _parse(name)
     if parsed.base == imagenet.NAME:
         return image_folder.load_folder(
-            imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed)), split
+            imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed), download), split
         )
     if parsed.base == "synthetic":
         return _synthetic_split(_synthetic_config(parsed), split, _canonical(parsed))
@@ -344,7 +344,7 @@ def load_corrupted(
         return _folder_corrupted(name, corruptions, severities)
     parsed = _parse(corrupted_name(name))
     if parsed.base == imagenet.NAME:
-        folder_name = imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed))
+        folder_name = imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed), download)
         return _folder_corrupted(folder_name, corruptions, severities)
     picked = [p for p in _PICK_PARAMS if p in parsed.params]
     if picked:
