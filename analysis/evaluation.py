@@ -74,15 +74,18 @@ def evaluate(
 
 
 def _evaluate(path: str, settings: EvalSettings) -> TestEvaluation | CorruptedEvaluation:
+    from archdsl.data.image_size import dataset_for_input
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
     from archdsl.run.evaluate import predict_logits
 
     device = select_device(settings.device)
-    checkpoint = load_checkpoint(path, device=device)
-    dataset = settings.dataset or checkpoint.meta.get("dataset")
-    if not dataset:
+    checkpoint = load_checkpoint(path, device=device, image_size=settings.image_size)
+    named = settings.dataset or checkpoint.meta.get("dataset")
+    if not named:
         raise UserError(f"{path} does not say which dataset it was trained on", hint="pass --dataset NAME")
+    input_size = (checkpoint.arch.input.height, checkpoint.arch.input.width)
+    dataset = dataset_for_input(named, input_size, settings.image_size, settings.data_root)
     predict = functools.partial(predict_logits, amp=device.type == "cuda")
     if not dataset.split(":", 1)[0].endswith("-c"):  # e.g. cifar100-c, synthetic-c:test=200
         return _on_test_split(path, checkpoint, dataset, settings, device, predict)

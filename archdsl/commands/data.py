@@ -61,10 +61,13 @@ def run(args: argparse.Namespace) -> int:
     command = getattr(args, "data_command", None)
     if command == "list":
         return _list()
-    if command == "info":
-        return _info(args)
-    if command == "corrupt":
-        return _corrupt(args)
+    if command in ("info", "corrupt"):
+        data = DataSettings(**settings_given(args, DataSettings))
+        if data.image_size is not None:  # the dataset as read at that size, in every line below
+            from archdsl.data import sized_name
+
+            args.dataset = sized_name(args.dataset, data.image_size, data.data_root)
+        return _info(args) if command == "info" else _corrupt(args)
     args.data_parser.print_help()
     raise UsageError("choose an action: list, info or corrupt")
 

@@ -11,6 +11,7 @@ from archdsl.data.base import CorruptedSet, ImageSet
 from archdsl.data.cifar import matches_official_release
 from archdsl.data.cifar_c import write_corrupted
 from archdsl.data.corrupted_copy import CorruptedCopy, corrupt_dataset, corruption_names
+from archdsl.data.image_size import sized_name
 from archdsl.data.registry import (
     DatasetInfo,
     corrupted_name,
@@ -49,6 +50,7 @@ __all__ = [
     "matches_official_release",
     "parse_val_split",
     "resolve_data_root",
+    "sized_name",
     "split_validation",
     "VALIDATION_SEED",
     "why_missing",
