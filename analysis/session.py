@@ -65,8 +65,9 @@ def load_data(dataset: str, sources: AnalysisSources, measures: Sequence[str], a
     if "corrupted" in splits:
         corrupted = sources.corrupted or corrupted_name(dataset)
         sets = load_corrupted(
-            corrupted, root=sources.data_root, corruptions=sources.corruptions, severities=sources.severities
-        )
+            corrupted, root=sources.data_root, corruptions=sources.corruptions, severities=sources.severities,
+            clean=dataset,
+        )  # fmt: skip
         for item in sets[:1]:
             check_compatible(arch, item.images)
         loaded["corrupted"] = sets

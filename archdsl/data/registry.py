@@ -19,6 +19,7 @@ from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet, channel_stats
 from archdsl.data.cifar_c import CorruptedFolder, corruption_seed, read_corrupted
+from archdsl.data.corrupted_folder import is_corrupted_folder, read_corrupted_folder
 from archdsl.data.corruptions import (
     CORRUPTIONS,
     SEVERITIES,
@@ -268,6 +269,12 @@ def corrupted_name(name: str) -> str:
     return _canonical(DatasetName(base, kept))
 
 
+def is_corrupted(name: str) -> bool:
+    """Whether `name` holds corrupted test sets only: a -c name (cifar100-c, synthetic-c:test=200) or
+    `folder:PATH` of a released set (ImageNet-C)."""
+    return name.split(":", 1)[0].strip().lower().endswith("-c") or is_corrupted_folder(name)
+
+
 def _check_split(split: str) -> None:
     if split not in SPLITS:
         raise UserError(f"unknown split {split!r}: use 'train' or 'test'")
@@ -335,9 +342,19 @@ def load_corrupted(
     corruptions: list[str] | tuple[str, ...] | None = None,
     severities: list[int] | tuple[int, ...] | None = None,
     download: bool = False,
+    clean: str | None = None,
 ) -> list[CorruptedSet]:
-    """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from),
-    one per corruption (default: the 15) and severity (default: 1..5), in that order."""
+    """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from, or
+    `folder:PATH` of a released set such as ImageNet-C), one per corruption (default: the 15) and
+    severity (default: 1..5), in that order. A released folder is read as the test split of
+    `clean` (the dataset it corrupts) is: at its size, with its classes and normalisation."""
+    if is_corrupted_folder(name):
+        if clean is None:
+            raise UserError(
+                f"{name} holds released corrupted sets: name the dataset they corrupt",
+                hint="in Python: load_corrupted(..., clean='imagenet'); a command uses the checkpoint's dataset",
+            )
+        return read_corrupted_folder(name, load_split(clean, "test", root, download), corruptions, severities)
     if image_folder.is_folder_name(name):
         return _folder_corrupted(image_folder.parse_folder_name(name), corruptions, severities)
     if hf.is_hf_name(name):
@@ -362,9 +379,9 @@ def load_corrupted(
         return [CorruptedSet(c, s, _synthetic_corrupted(config, c, s, label)) for c in chosen for s in levels]
     if parsed.base in _GREY_CORRUPTED:
         check_can_generate(chosen)
-        clean = DatasetName(_GREY_CORRUPTED[parsed.base], dict(parsed.params))
-        _mnist_split(clean, "test", root, download)  # a missing dataset fails here, before anything is generated
-        key = (_canonical(clean), str(resolve_data_root(root)), _canonical(parsed))
+        grey = DatasetName(_GREY_CORRUPTED[parsed.base], dict(parsed.params))
+        _mnist_split(grey, "test", root, download)  # a missing dataset fails here, before anything is generated
+        key = (_canonical(grey), str(resolve_data_root(root)), _canonical(parsed))
         return [CorruptedSet(c, s, _generated_corrupted(*key, c, s)) for c in chosen for s in levels]
     if download:
         raise UserError(
