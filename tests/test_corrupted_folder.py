@@ -97,3 +97,11 @@ def test_eval_and_analyze_measure_a_released_folder(tmp_path, capsys):
     argv = ["analyze", checkpoint, "--metrics", "robustness", "--corrupted", f"folder:{released}", *picked]
     assert main([*argv, "--out", str(out)]) == 0
     assert (out / "metrics.json").is_file()
+
+
+def test_data_info_describes_a_released_folder(tmp_path, capsys):
+    released = write_released(tmp_path / "pets-c", {"fog": (1, 2), "contrast": (1,)})
+    assert main(["data", "info", "--dataset", f"folder:{released}"]) == 0
+    out = capsys.readouterr().out
+    assert "released corrupted sets, 3 in 2 corruption folders (images counted in the first, contrast/1)" in out
+    assert "splits:   test 6 per corruption and severity" in out and "corruptions: contrast, fog" in out

@@ -101,6 +101,7 @@ def _list() -> int:
 
 def _info(args: argparse.Namespace) -> int:
     from archdsl.data import count_images, describe, fetch_dataset, why_missing
+    from archdsl.data.registry import is_corrupted
 
     if DataSettings(**settings_given(args, DataSettings)).download:  # then describe what is there now
         fetch_dataset(args.dataset, args.data_root)
@@ -110,7 +111,7 @@ def _info(args: argparse.Namespace) -> int:
     say(f"about:    {info.description}")
     say(f"classes:  {info.num_classes}")
     say(f"images:   {c}x{h}x{w}")
-    per = " per corruption and severity" if info.name.split(":")[0].endswith("-c") else ""
+    per = " per corruption and severity" if is_corrupted(info.name) else ""
     sizes = count_images(args.dataset, args.data_root) if info.available else info.split_sizes
     nominal = "" if sizes == info.split_sizes else f", counted on disk (the full set: {_sizes(info.split_sizes)})"
     say(f"splits:   {_sizes(sizes)}{per}{nominal}")

@@ -17,6 +17,7 @@ wrong label.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from archdsl.data import folder
 from archdsl.data.base import CorruptedSet, ImageSet
 from archdsl.data.corruptions import CORRUPTIONS, SEVERITIES, check_corruption, check_severity
-from archdsl.data.image_files import DiskImages
+from archdsl.data.image_files import DiskImages, image_channels
 from archdsl.errors import UserError, visible
 
 LAYOUT = "<corruption>/<severity>/<class>/<image>"
@@ -39,6 +40,33 @@ def is_corrupted_folder(name: str) -> bool:
     if not path.is_dir() or (path / "train").is_dir():
         return False
     return any(entry.is_dir() and (entry / str(s)).is_dir() for entry in path.iterdir() for s in SEVERITIES)
+
+
+@dataclass(frozen=True)
+class ReleasedFolder:
+    """What a released folder holds, for `archdsl data info` (only its first set's files are listed)."""
+
+    path: Path
+    levels: dict[str, tuple[int, ...]]  # each corruption folder -> its severity folders
+    first: Path  # the first set's folder, <corruption>/<severity>
+    class_names: tuple[str, ...]  # its class folders
+    images: int  # in the first set
+    channels: int  # of the first set's first image
+
+
+def scan_released(name: str) -> ReleasedFolder:
+    """The corruptions, severities and classes of the released folder `name` (`is_corrupted_folder`)."""
+    path = folder.parse_folder_name(name).path
+    levels = {
+        entry.name: tuple(s for s in SEVERITIES if (entry / str(s)).is_dir())
+        for entry in sorted(path.iterdir())
+        if entry.is_dir()
+    }
+    levels = {corruption: found for corruption, found in levels.items() if found}
+    first = path / next(iter(levels)) / str(next(iter(levels.values()))[0])
+    classes = folder.class_folders(first)
+    files = folder.split_files(first, classes).files
+    return ReleasedFolder(path, levels, first, classes, len(files), image_channels(files[0]))
 
 
 def read_corrupted_folder(

@@ -19,7 +19,7 @@ from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet, channel_stats
 from archdsl.data.cifar_c import CorruptedFolder, corruption_seed, read_corrupted
-from archdsl.data.corrupted_folder import is_corrupted_folder, read_corrupted_folder
+from archdsl.data.corrupted_folder import is_corrupted_folder, read_corrupted_folder, scan_released
 from archdsl.data.corruptions import (
     CORRUPTIONS,
     SEVERITIES,
@@ -131,6 +131,8 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     """What is known about dataset `name` without loading it: classes, image shape, split sizes, where it lives and
     whether it is there (`DatasetInfo`). Split sizes are a release's nominal sizes (`count_images` counts
     what its files hold); a `folder:` or `hf:` dataset's are counted, having no nominal size."""
+    if is_corrupted_folder(name):
+        return _describe_released(image_folder.parse_folder_name(name))
     if image_folder.is_folder_name(name):
         return _describe_folder(image_folder.parse_folder_name(name), image_folder.DESCRIPTION)
     if hf.is_hf_name(name):
@@ -220,6 +222,26 @@ def _describe_folder(parsed: image_folder.FolderName, description: str) -> Datas
         str(parsed.path),
         True,
         {"size": str(parsed.size)} | {k: str(v) for k, v in parsed.limits.items()},
+    )
+
+
+def _describe_released(parsed: image_folder.FolderName) -> DatasetInfo:
+    """A released corrupted folder (ImageNet-C's layout), counted on disk: its first set's classes and
+    images, the corruptions and severities it holds. Its images are read at the clean dataset's size."""
+    found = scan_released(parsed.canonical)
+    sets = sum(map(len, found.levels.values()))
+    return DatasetInfo(
+        parsed.canonical,
+        f"released corrupted sets, {sets} in {len(found.levels)} corruption folders (images counted in the "
+        f"first, {found.first.relative_to(parsed.path)}), read as the clean dataset's test split; "
+        f"{len(found.class_names)} classes: {', '.join(found.class_names[:10])}"
+        + (", ..." if len(found.class_names) > 10 else ""),
+        len(found.class_names),
+        (found.channels, parsed.size, parsed.size),
+        {"test": found.images},
+        str(parsed.path),
+        True,
+        corruptions=tuple(found.levels),
     )
 
 
