@@ -74,8 +74,8 @@ def evaluate(
 
 
 def _evaluate(path: str, settings: EvalSettings) -> TestEvaluation | CorruptedEvaluation:
+    from archdsl.data import is_corrupted
     from archdsl.data.image_size import dataset_for_input
-    from archdsl.data.registry import is_corrupted
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
     from archdsl.run.evaluate import predict_logits
@@ -86,8 +86,7 @@ def _evaluate(path: str, settings: EvalSettings) -> TestEvaluation | CorruptedEv
     named = settings.dataset or trained_on
     if not named:
         raise UserError(f"{path} does not say which dataset it was trained on", hint="pass --dataset NAME")
-    input_size = (checkpoint.arch.input.height, checkpoint.arch.input.width)
-    dataset = dataset_for_input(named, input_size, settings.image_size, settings.data_root)
+    dataset = dataset_for_input(named, checkpoint.arch.input, settings.image_size, settings.data_root)
     predict = functools.partial(predict_logits, amp=device.type == "cuda")
     if settings.corrupted is None and not is_corrupted(dataset):  # e.g. cifar100-c, synthetic-c:test=200
         return _on_test_split(path, checkpoint, dataset, settings, device, predict)
@@ -101,7 +100,9 @@ def _evaluate(path: str, settings: EvalSettings) -> TestEvaluation | CorruptedEv
         clean: str | None = dataset
         dataset = settings.corrupted
     else:
-        clean = trained_on and dataset_for_input(trained_on, input_size, settings.image_size, settings.data_root)
+        clean = trained_on and dataset_for_input(
+            trained_on, checkpoint.arch.input, settings.image_size, settings.data_root
+        )
     sets = load_corrupted(
         dataset,
         root=settings.data_root,

@@ -174,8 +174,7 @@ def _dataset_for(checkpoint: Checkpoint, sources: AnalysisSources) -> str:
     from archdsl.data.image_size import dataset_for_input
 
     dataset = sources.dataset or checkpoint.meta.get("dataset") or "synthetic"
-    input_size = (checkpoint.arch.input.height, checkpoint.arch.input.width)
-    return dataset_for_input(dataset, input_size, sources.image_size, sources.data_root)
+    return dataset_for_input(dataset, checkpoint.arch.input, sources.image_size, sources.data_root)
 
 
 def default_out(checkpoint: str | Path) -> Path:

@@ -13,6 +13,7 @@ from archdsl.cli import main
 from archdsl.data import sized_name
 from archdsl.data.image_size import dataset_for_input
 from archdsl.errors import UsageError
+from archdsl.ir import InputShape
 
 FLAGS = ["--epochs", "1", "--batch-size", "4", "--no-progress", "--device", "cpu"]
 
@@ -25,10 +26,19 @@ def test_a_size_replaces_the_names_own_and_keeps_its_other_options(tmp_path):
     assert sized_name("hf:cifar100:plain,label=fine_label,size=8", 40) == "hf:cifar100:plain,label=fine_label,size=40"
     assert sized_name("cifar10", 32) == "cifar10"  # a dataset's own size is no change
     # Without --image-size, a name without size= takes the design's input size; its own size= stays.
-    assert dataset_for_input("folder:/photos", (224, 224), None) == "folder:/photos,size=224"
-    assert dataset_for_input("folder:/photos,size=16", (224, 224), None) == "folder:/photos,size=16"
-    assert dataset_for_input("folder:/photos,size=16", (224, 224), 48) == "folder:/photos,size=48"
-    assert dataset_for_input("cifar10", (64, 64), None) == "cifar10"
+    assert (
+        dataset_for_input("folder:/photos", InputShape(channels=3, height=224, width=224), None)
+        == "folder:/photos,size=224"
+    )
+    assert (
+        dataset_for_input("folder:/photos,size=16", InputShape(channels=3, height=224, width=224), None)
+        == "folder:/photos,size=16"
+    )
+    assert (
+        dataset_for_input("folder:/photos,size=16", InputShape(channels=3, height=224, width=224), 48)
+        == "folder:/photos,size=48"
+    )
+    assert dataset_for_input("cifar10", InputShape(channels=3, height=64, width=64), None) == "cifar10"
 
 
 @pytest.mark.parametrize("name", ["cifar10", "synthetic", "fashion-mnist:test=10"])

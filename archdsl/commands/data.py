@@ -100,8 +100,7 @@ def _list() -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from archdsl.data import count_images, describe, fetch_dataset, why_missing
-    from archdsl.data.registry import is_corrupted
+    from archdsl.data import count_images, describe, fetch_dataset, is_corrupted, why_missing
 
     if DataSettings(**settings_given(args, DataSettings)).download:  # then describe what is there now
         fetch_dataset(args.dataset, args.data_root)

@@ -14,6 +14,7 @@ import os
 from archdsl.data import folder, hf, imagenet
 from archdsl.data.registry import describe
 from archdsl.errors import UsageError
+from archdsl.ir import InputShape
 
 SIZE = "size"  # the option folder:, hf: and imagenet names take
 
@@ -67,14 +68,13 @@ def _key(option: str) -> str:
 
 
 def dataset_for_input(
-    name: str, input_size: tuple[int, int], image_size: int | None, root: str | os.PathLike | None = None
+    name: str, design_input: InputShape, image_size: int | None, root: str | os.PathLike | None = None
 ) -> str:
     """The dataset name a command with a design reads (train, eval, analyze): at `--image-size`
     when given; else a resizable dataset without its own `size=` at the design's (square) input
-    size `input_size` (height, width), so `folder:photos` feeds a 224x224 spec 224x224 images."""
+    size, so `folder:photos` feeds a 224x224 spec 224x224 images."""
     if image_size is not None:
         return sized_name(name, image_size, root)
-    height, width = input_size
-    if is_resizable(name) and not size_given(name) and height == width:
-        return sized_name(name, height, root)
+    if is_resizable(name) and not size_given(name) and design_input.height == design_input.width:
+        return sized_name(name, design_input.height, root)
     return name

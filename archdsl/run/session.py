@@ -179,8 +179,7 @@ def plan_training(
         )
     arch = spec if isinstance(spec, Arch) else load_spec(str(spec))
     arch = with_input_size(with_classes(arch, settings.classes), settings.image_size)
-    input_size = (arch.input.height, arch.input.width)
-    dataset = dataset_for_input(settings.dataset, input_size, settings.image_size, settings.data_root)
+    dataset = dataset_for_input(settings.dataset, arch.input, settings.image_size, settings.data_root)
     settings = settings.model_copy(update={"dataset": dataset})
     run_dir = Path(settings.out) if settings.out else default_run_dir(arch)
     saved: dict = {}
