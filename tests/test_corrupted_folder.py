@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from _micro_arch import micro_arch
 from PIL import Image
-from test_data_folder import write_tree
+from test_data_folder import write_imagenet, write_tree
 
 from archdsl.cli import main
 from archdsl.data import load_corrupted, load_split
@@ -105,3 +105,20 @@ def test_data_info_describes_a_released_folder(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "released corrupted sets, 3 in 2 corruption folders (images counted in the first, contrast/1)" in out
     assert "splits:   test 6 per corruption and severity" in out and "corruptions: contrast, fog" in out
+
+
+def test_imagenet_c_is_read_as_imagenets_validation_split_without_a_second_crop(tmp_path):
+    root = write_imagenet(tmp_path / "ilsvrc")
+    released = tmp_path / "ImageNet-C"
+    for index, wnid in enumerate(("n01443537", "n01440764")):  # written in another order than sorted
+        folder = released / "fog" / "5" / wnid
+        folder.mkdir(parents=True)
+        pixels = np.zeros((224, 224, 3), dtype=np.uint8)
+        pixels[:112, :, index] = 200  # the released crops are 224x224 already: kept whole
+        Image.fromarray(pixels).save(folder / f"{wnid}_fog.JPEG", quality=95)
+    [fog] = load_corrupted(f"folder:{released}", root=root, corruptions=["fog"], severities=[5], clean="imagenet")
+    val = load_split("imagenet", "test", root=root)
+    assert fog.images.images.shape == (2, 224, 224, 3) and fog.images.labels.tolist() == [0, 1]
+    assert (fog.images.mean, fog.images.std) == (val.mean, val.std)
+    decoded = np.asarray(fog.images.images)
+    assert decoded[0, 100, 100, 1] > 150 and decoded[0, 124, 100, 1] < 50  # the band ends at row 112, not moved
