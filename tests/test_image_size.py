@@ -100,3 +100,12 @@ def test_a_size_that_cannot_apply_is_one_line_and_exit_2(tmp_path, capsys, monke
     assert says in err and "Traceback" not in err
     assert len([line for line in err.splitlines() if not line.lstrip().startswith("hint:")]) == 1, err
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_size_option_that_does_not_fit_the_spec_says_how_to_fit_it(tmp_path, capsys):
+    root = write_tree(tmp_path / "pets", {"train": 2, "test": 1})
+    spec = tmp_path / "micro.arch"
+    spec.write_text(micro_arch("c1(width=8) { conv }", size=32, classes=3))
+    assert main(["train", str(spec), "--dataset", f"folder:{root},size=16", *FLAGS, "--out", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert "takes 3x32x32 inputs" in err and "leave out size=" in err and "--image-size" in err
