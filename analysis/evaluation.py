@@ -74,29 +74,42 @@ def evaluate(
 
 
 def _evaluate(path: str, settings: EvalSettings) -> TestEvaluation | CorruptedEvaluation:
+    from archdsl.data import is_corrupted
+    from archdsl.data.image_size import dataset_for_input
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
     from archdsl.run.evaluate import predict_logits
 
     device = select_device(settings.device)
-    checkpoint = load_checkpoint(path, device=device)
-    dataset = settings.dataset or checkpoint.meta.get("dataset")
-    if not dataset:
+    checkpoint = load_checkpoint(path, device=device, image_size=settings.image_size)
+    trained_on = checkpoint.meta.get("dataset")
+    named = settings.dataset or trained_on
+    if not named:
         raise UserError(f"{path} does not say which dataset it was trained on", hint="pass --dataset NAME")
+    dataset = dataset_for_input(named, checkpoint.arch.input, settings.image_size, settings.data_root)
     predict = functools.partial(predict_logits, amp=device.type == "cuda")
-    if not dataset.split(":", 1)[0].endswith("-c"):  # e.g. cifar100-c, synthetic-c:test=200
+    if settings.corrupted is None and not is_corrupted(dataset):  # e.g. cifar100-c, synthetic-c:test=200
         return _on_test_split(path, checkpoint, dataset, settings, device, predict)
 
     from archdsl.analysis.robustness import evaluate_robustness
     from archdsl.data import load_corrupted
     from archdsl.run.train import check_compatible
 
+    # The clean dataset a released folder is read as: --dataset beside --corrupted, else the checkpoint's.
+    if settings.corrupted:
+        clean: str | None = dataset
+        dataset = settings.corrupted
+    else:
+        clean = trained_on and dataset_for_input(
+            trained_on, checkpoint.arch.input, settings.image_size, settings.data_root
+        )
     sets = load_corrupted(
         dataset,
         root=settings.data_root,
         corruptions=settings.corruptions,
         severities=settings.severities,
         download=settings.download,
+        clean=clean,
     )
     if not sets:
         raise UserError(f"{dataset}: no corrupted sets selected")

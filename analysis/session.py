@@ -10,13 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from archdsl.analysis.report import AnalysisReport
 from archdsl.analysis.settings import AnalysisSettings
 from archdsl.analysis.sources import AnalysisSources
 from archdsl.common_settings import validated
 from archdsl.errors import UsageError, UserError
+
+if TYPE_CHECKING:
+    from archdsl.run.checkpoint import Checkpoint
 
 __all__ = ["analyze_checkpoint", "default_out", "load_data", "settings_for"]
 
@@ -62,8 +65,9 @@ def load_data(dataset: str, sources: AnalysisSources, measures: Sequence[str], a
     if "corrupted" in splits:
         corrupted = sources.corrupted or corrupted_name(dataset)
         sets = load_corrupted(
-            corrupted, root=sources.data_root, corruptions=sources.corruptions, severities=sources.severities
-        )
+            corrupted, root=sources.data_root, corruptions=sources.corruptions, severities=sources.severities,
+            clean=dataset,
+        )  # fmt: skip
         for item in sets[:1]:
             check_compatible(arch, item.images)
         loaded["corrupted"] = sets
@@ -112,8 +116,8 @@ def _measure(path: Path, settings, sources: AnalysisSources) -> AnalysisReport:
 
     device = select_device(sources.device)
     baseline = _baseline(sources.baseline) if sources.baseline else None
-    checkpoint = load_checkpoint(path, device=device)
-    dataset = sources.dataset or checkpoint.meta.get("dataset") or "synthetic"
+    checkpoint = load_checkpoint(path, device=device, image_size=sources.image_size)
+    dataset = _dataset_for(checkpoint, sources)
     measures = sources.measures or DEFAULT_MEASURES
     chosen = settings_for(checkpoint.meta, settings)
     data = load_data(dataset, sources, measures, checkpoint.arch)
@@ -144,20 +148,33 @@ def _run_directory(run_dir: Path, settings, sources: AnalysisSources) -> Analysi
             hint="train with --save-every N to keep checkpoints along the way",
         )
     device = select_device(sources.device)
-    first = load_checkpoint(epochs[-1][1], device=device)
-    dataset = sources.dataset or first.meta.get("dataset") or "synthetic"
+    first = load_checkpoint(epochs[-1][1], device=device, image_size=sources.image_size)
+    dataset = _dataset_for(first, sources)
     chosen = settings_for(first.meta, settings)
     data = load_data(dataset, sources, ("hessian",), first.arch)
 
     def models():
         for epoch, checkpoint_path in epochs:
-            yield epoch, checkpoint_path.name, load_checkpoint(checkpoint_path, device=device).model
+            yield (
+                epoch,
+                checkpoint_path.name,
+                load_checkpoint(checkpoint_path, device=device, image_size=sources.image_size).model,
+            )
 
     trajectory = hessian_over_training(models(), data, chosen, device=device, progress=sources.progress)
     return AnalysisReport(
         checkpoint=str(run_dir), arch=first.arch.name, arch_digest=first.arch.digest(), dataset=dataset,
         measures=("hessian",), settings=chosen, hessian_trajectory=trajectory,
     )  # fmt: skip
+
+
+def _dataset_for(checkpoint: Checkpoint, sources: AnalysisSources) -> str:
+    """The dataset to measure on (--dataset, else the checkpoint's, else synthetic), read at the
+    design's input size (--image-size, or the checkpoint's)."""
+    from archdsl.data.image_size import dataset_for_input
+
+    dataset = sources.dataset or checkpoint.meta.get("dataset") or "synthetic"
+    return dataset_for_input(dataset, checkpoint.arch.input, sources.image_size, sources.data_root)
 
 
 def default_out(checkpoint: str | Path) -> Path:

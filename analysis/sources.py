@@ -55,7 +55,12 @@ class AnalysisSources(DataSettings, DeviceSettings, OptimizeSettings, ProgressSe
     )
     dataset: str | None = _flag("--dataset", "dataset", metavar="NAME", default_text="the checkpoint's, else synthetic")
     corrupted: str | None = _flag(
-        "--corrupted", "corrupted dataset", metavar="NAME", default_text="<dataset>-c", group=ROBUSTNESS
+        "--corrupted",
+        "corrupted dataset: a -c name, or folder:PATH of a released set in the layout "
+        "<corruption>/<severity>/<class>/* (ImageNet-C)",
+        metavar="NAME",
+        default_text="<dataset>-c; generated for folder: and hf:",
+        group=ROBUSTNESS,
     )
     corruptions: Names | None = _flag(
         _CORRUPTIONS[0], f"only {_CORRUPTIONS[1]}", metavar="A,B", default_text="all", group=ROBUSTNESS
@@ -82,6 +87,13 @@ class EvalSettings(DataSettings, DeviceSettings, OptimizeSettings, ProgressSetti
         "dataset; a name ending in -c (cifar100-c, synthetic-c) is measured per corruption and severity",
         metavar="NAME",
         default_text="the checkpoint's",
+    )
+    corrupted: str | None = _flag(
+        "--corrupted",
+        "measure on these corrupted sets instead, read as --dataset's test split: a -c name, or folder:PATH of "
+        "a released set in the layout <corruption>/<severity>/<class>/* (ImageNet-C)",
+        metavar="NAME",
+        default_text="none",
     )
     corruptions: Names | None = _flag(
         _CORRUPTIONS[0], f"-c sets only: {_CORRUPTIONS[1]}", metavar="A,B", default_text="all"

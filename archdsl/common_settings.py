@@ -18,7 +18,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+)
 
 from archdsl.errors import UsageError, did_you_mean
 
@@ -101,6 +110,16 @@ class DataSettings(_Shared):
     )
     download: bool = Field(
         default=False, description="download the dataset if it is missing", json_schema_extra={"flag": "--download"}
+    )
+    image_size: PositiveInt | None = Field(
+        default=None,
+        description="read a folder:, hf: or imagenet dataset's images at NxN (its size=), and give the spec "
+        "NxN inputs where it can take them",
+        json_schema_extra={
+            "flag": "--image-size",
+            "metavar": "N",
+            "default_text": "the spec's input size; search, data: the dataset's size=",
+        },
     )
 
 

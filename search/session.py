@@ -310,7 +310,7 @@ class SearchPlan:
 def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, object] | None = None) -> SearchPlan:
     """The study `settings` (and `fidelity`, see `fidelity_for`) describe, without loading any data: the base
     fitted to the dataset's description and the space (a bad dataset name fails here)."""
-    from archdsl.data import describe
+    from archdsl.data import describe, sized_name
     from archdsl.run.device import select_device
     from archdsl.search import measures as measure
     from archdsl.search.naming import check_study_name, default_study_name
@@ -318,6 +318,9 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     from archdsl.search.replay import is_replay
     from archdsl.search.space import make_space, parse_searched
 
+    if settings.image_size is not None:  # the dataset read at that size: the base is fitted to it below
+        dataset = sized_name(settings.dataset, settings.image_size, settings.data_root)
+        settings = settings.model_copy(update={"dataset": dataset, "image_size": None})
     objectives = parse_objectives(settings.objectives)
     searched = parse_searched(settings.search)
     device = select_device(settings.device)  # a device this machine lacks: refused now, not by the first trial

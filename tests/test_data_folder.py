@@ -205,6 +205,20 @@ def test_imagenet_without_its_folders_names_the_layout(tmp_path, capsys):
     assert "splits:   train 2, test 2" in capsys.readouterr().out
 
 
+def test_imagenet_cannot_be_downloaded_and_says_so_in_one_line(tmp_path, capsys):
+    assert main(["data", "info", "--dataset", "imagenet", "--data-root", str(tmp_path), "--download"]) == 1
+    err = capsys.readouterr().err
+    assert "imagenet cannot be downloaded by archdsl" in err and "Traceback" not in err
+    spec = tmp_path / "micro.arch"
+    spec.write_text(micro_arch("c1(width=8) { conv }", size=16, classes=2))
+    out = tmp_path / "run"
+    argv = ["train", str(spec), "--dataset", "imagenet", "--data-root", str(tmp_path), "--download", "--out", str(out)]
+    assert main(argv) == 1
+    assert "imagenet cannot be downloaded by archdsl" in capsys.readouterr().err and not out.exists()
+    root = write_imagenet(tmp_path / "ilsvrc")  # there already: --download has nothing to do
+    assert main(["data", "info", "--dataset", "imagenet", "--data-root", str(root), "--download"]) == 0
+
+
 def test_describing_a_missing_folder_is_an_error_not_zero_classes(tmp_path, capsys):
     assert main(["data", "info", "--dataset", f"folder:{tmp_path / 'nowhere'}"]) == 1
     assert f"{tmp_path / 'nowhere'}: no such folder" in capsys.readouterr().err

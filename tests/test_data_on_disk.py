@@ -26,6 +26,16 @@ def test_a_folder_set_holds_paths_and_pickles_far_smaller_than_its_pixels(tmp_pa
     assert pickled * 20 < pixels.nbytes, (pickled, pixels.nbytes)
 
 
+def test_a_batch_of_disk_images_is_a_fresh_writable_array_as_numpys_fancy_index_is(tmp_path):
+    # A read-only batch made torch.from_numpy warn "The given NumPy array is not writable" in every
+    # evaluation batch of a folder (ImageSetDataset.__getitems__).
+    train = load_split(f"folder:{write_tree(tmp_path / 'pets', {'train': 2, 'test': 1})},size=16", "train")
+    for key in (np.array([0, 3]), slice(1, 4), [2, 5]):
+        assert train.images[key].flags.writeable, key
+    batch, _ = ImageSetDataset(train).__getitems__([0, 3])
+    assert batch.shape == (2, 3, 16, 16)
+
+
 def test_disk_sets_get_workers_by_default_and_memory_sets_none(tmp_path):
     root = write_tree(tmp_path / "pets", {"train": 2, "test": 1})
     on_disk = load_split(f"folder:{root},size=16", "train")

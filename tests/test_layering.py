@@ -222,7 +222,8 @@ def test_command_line_modules_import_nothing_heavy_at_import_time(name):
 SEARCH_GATE = "archdsl.search.measures"
 HEAVY_AREAS = ("archdsl.nn", "archdsl.run", "archdsl.analysis", "archdsl.data")
 SEARCH_SET_UP: dict[str, frozenset[str] | None] = {
-    "archdsl.data": frozenset({"describe", "DatasetInfo"}),  # the dataset's shape and classes, without loading it
+    # the dataset's shape and classes, without loading it; its name at --image-size
+    "archdsl.data": frozenset({"describe", "DatasetInfo", "sized_name"}),
     "archdsl.run": frozenset({"distributed"}),
     "archdsl.run.device": None,
     "archdsl.run.distributed": None,

@@ -61,10 +61,13 @@ def run(args: argparse.Namespace) -> int:
     command = getattr(args, "data_command", None)
     if command == "list":
         return _list()
-    if command == "info":
-        return _info(args)
-    if command == "corrupt":
-        return _corrupt(args)
+    if command in ("info", "corrupt"):
+        data = DataSettings(**settings_given(args, DataSettings))
+        if data.image_size is not None:  # the dataset as read at that size, in every line below
+            from archdsl.data import sized_name
+
+            args.dataset = sized_name(args.dataset, data.image_size, data.data_root)
+        return _info(args) if command == "info" else _corrupt(args)
     args.data_parser.print_help()
     raise UsageError("choose an action: list, info or corrupt")
 
@@ -97,7 +100,7 @@ def _list() -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from archdsl.data import count_images, describe, fetch_dataset, why_missing
+    from archdsl.data import count_images, describe, fetch_dataset, is_corrupted, why_missing
 
     if DataSettings(**settings_given(args, DataSettings)).download:  # then describe what is there now
         fetch_dataset(args.dataset, args.data_root)
@@ -107,7 +110,7 @@ def _info(args: argparse.Namespace) -> int:
     say(f"about:    {info.description}")
     say(f"classes:  {info.num_classes}")
     say(f"images:   {c}x{h}x{w}")
-    per = " per corruption and severity" if info.name.split(":")[0].endswith("-c") else ""
+    per = " per corruption and severity" if is_corrupted(info.name) else ""
     sizes = count_images(args.dataset, args.data_root) if info.available else info.split_sizes
     nominal = "" if sizes == info.split_sizes else f", counted on disk (the full set: {_sizes(info.split_sizes)})"
     say(f"splits:   {_sizes(sizes)}{per}{nominal}")

@@ -57,8 +57,9 @@ def resume_command(args: argparse.Namespace, run_dir: Path) -> str:
     for flag, value in (("--config", args.config), ("--dataset", args.dataset), ("--data-root", args.data_root)):
         if value is not None:
             words += [flag, str(value)]
-    if args.classes is not None:
-        words += ["--classes", str(args.classes)]
+    for flag, number in (("--classes", args.classes), ("--image-size", args.image_size)):
+        if number is not None:
+            words += [flag, str(number)]
     words += ["--out", str(run_dir), "--resume"]
     return shlex.join(words)
 
@@ -105,7 +106,8 @@ def _train(args: argparse.Namespace) -> int:
     best = max(history, key=lambda m: m.test_acc)
     total = sum(m.seconds for m in history)
     mean_speed = sum(m.img_per_s for m in history) / len(history)
-    say(f"{arch.name} on {args.dataset}: {len(history)} epoch{'s' if len(history) != 1 else ''} in {total:.1f} s")
+    epochs = f"{len(history)} epoch{'s' if len(history) != 1 else ''}"
+    say(f"{arch.name} on {plan.settings.dataset}: {epochs} in {total:.1f} s")
     say(f"  final test top-1 {history[-1].test_acc:.2%}  NLL {history[-1].test_loss:.4f}")
     say(f"  best  test top-1 {best.test_acc:.2%} (epoch {best.epoch})")
     if history[-1].val_acc is not None:  # --val-split: the held-out training images

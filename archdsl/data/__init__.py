@@ -11,6 +11,7 @@ from archdsl.data.base import CorruptedSet, ImageSet
 from archdsl.data.cifar import matches_official_release
 from archdsl.data.cifar_c import write_corrupted
 from archdsl.data.corrupted_copy import CorruptedCopy, corrupt_dataset, corruption_names
+from archdsl.data.image_size import sized_name
 from archdsl.data.registry import (
     DatasetInfo,
     corrupted_name,
@@ -19,6 +20,7 @@ from archdsl.data.registry import (
     dataset_names,
     describe,
     fetch_dataset,
+    is_corrupted,
     load_corrupted,
     load_split,
     why_missing,
@@ -44,11 +46,13 @@ __all__ = [
     "default_val_size",
     "describe",
     "fetch_dataset",
+    "is_corrupted",
     "load_corrupted",
     "load_split",
     "matches_official_release",
     "parse_val_split",
     "resolve_data_root",
+    "sized_name",
     "split_validation",
     "VALIDATION_SEED",
     "why_missing",

@@ -110,26 +110,29 @@ def scan(root: Path) -> FolderLayout:
         raise UserError(
             f"{visible(root)}: expected the folders train/ and val/ (or test/), each with one folder per class",
         )
-    classes = _class_folders(train)
-    test_classes = _class_folders(tests[0])
+    classes = class_folders(train)
+    test_classes = class_folders(tests[0])
     if test_classes != classes:
         only_train = sorted(set(classes) - set(test_classes))
         only_test = sorted(set(test_classes) - set(classes))
         differences = [f"only in train/: {', '.join(map(visible, only_train))}"] if only_train else []
         differences += [f"only in {tests[0].name}/: {', '.join(map(visible, only_test))}"] if only_test else []
         raise UserError(f"{visible(root)}: the class folders differ between splits ({'; '.join(differences)})")
-    splits = {split: _split(folder, classes) for split, folder in (("train", train), ("test", tests[0]))}
+    splits = {split: split_files(folder, classes) for split, folder in (("train", train), ("test", tests[0]))}
     return FolderLayout(root, classes, splits)
 
 
-def _class_folders(split: Path) -> tuple[str, ...]:
+def class_folders(split: Path) -> tuple[str, ...]:
+    """The names of the class folders in `split`, sorted; a UserError when there is none."""
     classes = tuple(sorted(entry.name for entry in os.scandir(split) if entry.is_dir()))
     if not classes:
         raise UserError(f"{visible(split)}: no class folders (expected {split.name}/<class>/<image>)")
     return classes
 
 
-def _split(folder: Path, classes: tuple[str, ...]) -> FolderSplit:
+def split_files(folder: Path, classes: tuple[str, ...]) -> FolderSplit:
+    """The images under `folder/<class>/` for each of `classes`, labelled by its place in `classes`;
+    a UserError naming an empty class folder."""
     files: list[Path] = []
     labels: list[int] = []
     for index, name in enumerate(classes):

@@ -60,7 +60,7 @@ class DiskImages:
             return chosen[key[1:]] if chosen.ndim == 3 else chosen[(slice(None),) + key[1:]]
         if isinstance(key, (int, np.integer)):
             return read_image(self.files[key], self.size, self.channels, self.crop_pct)
-        return self.select(np.arange(len(self.files))[key]).decode()
+        return self.select(np.arange(len(self.files))[key])._decoded()  # writable, as numpy's fancy index
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         decoded = self.decode()
@@ -73,6 +73,12 @@ class DiskImages:
 
     def decode(self) -> np.ndarray:
         """All the images as one read-only uint8 array, decoded on a pool of threads."""
+        images = self._decoded()
+        images.setflags(write=False)
+        return images
+
+    def _decoded(self) -> np.ndarray:
+        """All the images as one new uint8 array, decoded on a pool of threads."""
         images = np.empty(self.shape, dtype=np.uint8)
 
         def fill(slot: int) -> None:
@@ -80,7 +86,6 @@ class DiskImages:
 
         with ThreadPoolExecutor(max_workers=min(DECODE_THREADS, os.cpu_count() or 1)) as pool:
             list(pool.map(fill, range(len(self.files))))  # list(): the first error is raised here
-        images.setflags(write=False)
         return images
 
     def digest(self) -> str:

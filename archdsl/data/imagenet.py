@@ -19,17 +19,24 @@ from archdsl.errors import UserError, visible
 NAME = "imagenet"
 PARAMS = ("size", "train", "test")
 DEFAULT_SIZE = 224
+SOURCE = "https://image-net.org"
 DESCRIPTION = (
     "ImageNet ILSVRC-2012, 1,000 classes, from DIR/train/<wnid>/*.JPEG and DIR/val/<wnid>/*.JPEG "
     "(--data-root DIR); timm's transform: 224, bicubic, crop_pct 0.875"
 )
 
 
-def folder_name(parsed: DatasetName, root: Path, canonical: str) -> FolderName:
-    """How the folder loader reads ImageNet under `root`; a UserError naming the layout if it is not there."""
+def folder_name(parsed: DatasetName, root: Path, canonical: str, download: bool = False) -> FolderName:
+    """How the folder loader reads ImageNet under `root`; a UserError naming the layout if it is not
+    there (with `download`: that archdsl cannot fetch it, as ILSVRC-2012 is given out after sign-up)."""
     from timm.data import DEFAULT_CROP_PCT, IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 
     if not (root / "train").is_dir() or not (root / "val").is_dir():
+        if download:
+            raise UserError(
+                f"imagenet cannot be downloaded by archdsl (ILSVRC-2012 is given out by {SOURCE} after sign-up)",
+                hint=f"put its train/<wnid>/ and val/<wnid>/ folders in {visible(root)}, or pass --data-root DIR",
+            )
         raise UserError(
             f"imagenet: no ILSVRC-2012 folders in {visible(root)} (expected train/<wnid>/ and val/<wnid>/)",
             hint="pass the folder that holds train/ and val/ with --data-root DIR (or $ARCHDSL_DATA)",

@@ -19,6 +19,7 @@ from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet, channel_stats
 from archdsl.data.cifar_c import CorruptedFolder, corruption_seed, read_corrupted
+from archdsl.data.corrupted_folder import is_corrupted_folder, read_corrupted_folder, scan_released
 from archdsl.data.corruptions import (
     CORRUPTIONS,
     SEVERITIES,
@@ -130,6 +131,8 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
     """What is known about dataset `name` without loading it: classes, image shape, split sizes, where it lives and
     whether it is there (`DatasetInfo`). Split sizes are a release's nominal sizes (`count_images` counts
     what its files hold); a `folder:` or `hf:` dataset's are counted, having no nominal size."""
+    if is_corrupted_folder(name):
+        return _describe_released(image_folder.parse_folder_name(name))
     if image_folder.is_folder_name(name):
         return _describe_folder(image_folder.parse_folder_name(name), image_folder.DESCRIPTION)
     if hf.is_hf_name(name):
@@ -222,6 +225,26 @@ def _describe_folder(parsed: image_folder.FolderName, description: str) -> Datas
     )
 
 
+def _describe_released(parsed: image_folder.FolderName) -> DatasetInfo:
+    """A released corrupted folder (ImageNet-C's layout), counted on disk: its first set's classes and
+    images, the corruptions and severities it holds. Its images are read at the clean dataset's size."""
+    found = scan_released(parsed.canonical)
+    sets = sum(map(len, found.levels.values()))
+    return DatasetInfo(
+        parsed.canonical,
+        f"released corrupted sets, {sets} in {len(found.levels)} corruption folders (images counted in the "
+        f"first, {found.first.relative_to(parsed.path)}), read as the clean dataset's test split; "
+        f"{len(found.class_names)} classes: {', '.join(found.class_names[:10])}"
+        + (", ..." if len(found.class_names) > 10 else ""),
+        len(found.class_names),
+        (found.channels, parsed.size, parsed.size),
+        {"test": found.images},
+        str(parsed.path),
+        True,
+        corruptions=tuple(found.levels),
+    )
+
+
 def _describe_loaded(name: str) -> DatasetInfo:
     """A dataset whose sizes are known only by reading it (a Hugging Face dataset): read both splits."""
     train, test = load_split(name, "train"), load_split(name, "test")
@@ -268,6 +291,12 @@ def corrupted_name(name: str) -> str:
     return _canonical(DatasetName(base, kept))
 
 
+def is_corrupted(name: str) -> bool:
+    """Whether `name` holds corrupted test sets only: a -c name (cifar100-c, synthetic-c:test=200) or
+    `folder:PATH` of a released set (ImageNet-C)."""
+    return name.split(":", 1)[0].strip().lower().endswith("-c") or is_corrupted_folder(name)
+
+
 def _check_split(split: str) -> None:
     if split not in SPLITS:
         raise UserError(f"unknown split {split!r}: use 'train' or 'test'")
@@ -306,7 +335,7 @@ def load_split(name: str, split: str, root: str | os.PathLike | None = None, dow
     parsed = _parse(name)
     if parsed.base == imagenet.NAME:
         return image_folder.load_folder(
-            imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed)), split
+            imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed), download), split
         )
     if parsed.base == "synthetic":
         return _synthetic_split(_synthetic_config(parsed), split, _canonical(parsed))
@@ -335,16 +364,26 @@ def load_corrupted(
     corruptions: list[str] | tuple[str, ...] | None = None,
     severities: list[int] | tuple[int, ...] | None = None,
     download: bool = False,
+    clean: str | None = None,
 ) -> list[CorruptedSet]:
-    """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from),
-    one per corruption (default: the 15) and severity (default: 1..5), in that order."""
+    """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from, or
+    `folder:PATH` of a released set such as ImageNet-C), one per corruption (default: the 15) and
+    severity (default: 1..5), in that order. A released folder is read as the test split of
+    `clean` (the dataset it corrupts) is: at its size, with its classes and normalisation."""
+    if is_corrupted_folder(name):
+        if clean is None:
+            raise UserError(
+                f"{name} holds released corrupted sets: name the dataset they corrupt",
+                hint="in Python: load_corrupted(..., clean='imagenet'); a command uses the checkpoint's dataset",
+            )
+        return read_corrupted_folder(name, load_split(clean, "test", root, download), corruptions, severities)
     if image_folder.is_folder_name(name):
         return _folder_corrupted(image_folder.parse_folder_name(name), corruptions, severities)
     if hf.is_hf_name(name):
         return _folder_corrupted(name, corruptions, severities)
     parsed = _parse(corrupted_name(name))
     if parsed.base == imagenet.NAME:
-        folder_name = imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed))
+        folder_name = imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed), download)
         return _folder_corrupted(folder_name, corruptions, severities)
     picked = [p for p in _PICK_PARAMS if p in parsed.params]
     if picked:
@@ -362,9 +401,9 @@ def load_corrupted(
         return [CorruptedSet(c, s, _synthetic_corrupted(config, c, s, label)) for c in chosen for s in levels]
     if parsed.base in _GREY_CORRUPTED:
         check_can_generate(chosen)
-        clean = DatasetName(_GREY_CORRUPTED[parsed.base], dict(parsed.params))
-        _mnist_split(clean, "test", root, download)  # a missing dataset fails here, before anything is generated
-        key = (_canonical(clean), str(resolve_data_root(root)), _canonical(parsed))
+        grey = DatasetName(_GREY_CORRUPTED[parsed.base], dict(parsed.params))
+        _mnist_split(grey, "test", root, download)  # a missing dataset fails here, before anything is generated
+        key = (_canonical(grey), str(resolve_data_root(root)), _canonical(parsed))
         return [CorruptedSet(c, s, _generated_corrupted(*key, c, s)) for c in chosen for s in levels]
     if download:
         raise UserError(

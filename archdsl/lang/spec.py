@@ -14,8 +14,8 @@ import importlib.resources
 import os
 from pathlib import Path
 
-from archdsl.errors import UserError, did_you_mean
-from archdsl.ir import Arch
+from archdsl.errors import UsageError, UserError, did_you_mean
+from archdsl.ir import Arch, InputShape
 from archdsl.lang.checks import ensure_valid
 from archdsl.lang.lower import lower
 from archdsl.lang.parser import check_size, parse
@@ -97,3 +97,19 @@ def with_classes(arch: Arch, classes: int | None) -> Arch:
         # model_copy skips the IR's own validation (classes: PositiveInt)
         raise UserError(f"classes must be a positive integer, not {classes!r}")
     return ensure_valid(arch.model_copy(update={"classes": classes}))
+
+
+def with_input_size(arch: Arch, size: int | None) -> Arch:
+    """`arch` taking size x size images (`size` None: `arch` as it is), checked as a spec is: the
+    `--image-size` of the commands that read a dataset. A size the design cannot take (a window
+    that no longer tiles its map, a stride that shrinks a map below 1x1) is one UsageError."""
+    if size is None:
+        return arch
+    shape = InputShape(channels=arch.input.channels, height=size, width=size)
+    try:
+        return ensure_valid(arch.model_copy(update={"input": shape}))
+    except UserError as err:
+        raise UsageError(
+            f"--image-size {size}: design {arch.name!r} cannot take {size}x{size} images ({err.message})",
+            hint=f"its own input is {arch.input.height}x{arch.input.width}; choose a size its stages and windows fit",
+        ) from None

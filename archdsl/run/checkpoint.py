@@ -259,19 +259,26 @@ def check_weights(arch: Arch, weights: dict[str, torch.Tensor], where: str) -> N
 
 
 def load_checkpoint(
-    path: str | os.PathLike[str], *, device: str | torch.device = "cpu", with_train_state: bool = False
+    path: str | os.PathLike[str],
+    *,
+    device: str | torch.device = "cpu",
+    with_train_state: bool = False,
+    image_size: int | None = None,
 ) -> Checkpoint:
-    """Rebuild the model from the IR stored in the checkpoint and load its weights (in eval mode).
+    """Rebuild the model from the IR stored in the checkpoint and load its weights (in eval mode);
+    with `image_size` (`--image-size`), the design taking image_size x image_size inputs.
 
     Nothing in the file is trusted: the design is checked like a spec and its memory
     estimated, the metadata must be JSON objects, and the weights are compared with the
     design (names, shapes, finite values) before the model is built.
     """
+    from archdsl.lang.spec import with_input_size
     from archdsl.nn.build import build
 
     tensors, metadata = read_checkpoint_file(path)
     arch = checked_design(metadata[_KEY_IR], str(path))
     check_digest(arch, metadata, str(path))
+    arch = with_input_size(arch, image_size)
     meta = checkpoint_meta(metadata, path)
     weights = model_weights(tensors)
     check_weights(arch, weights, str(path))

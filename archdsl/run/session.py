@@ -161,7 +161,8 @@ def plan_training(
 ) -> TrainPlan:
     """Everything a run needs, checked (nothing is trained): the design, the config (with the
     resume policy applied), the run directory and the data."""
-    from archdsl.lang.spec import load_spec, with_classes
+    from archdsl.data.image_size import dataset_for_input
+    from archdsl.lang.spec import load_spec, with_classes, with_input_size
     from archdsl.nn.build import check_registered_blocks
     from archdsl.run._run_dir import resumed_config
     from archdsl.run.distributed import join_if_launched
@@ -177,7 +178,9 @@ def plan_training(
             hint=f"use at most {cores} (0 loads data in the main process)",
         )
     arch = spec if isinstance(spec, Arch) else load_spec(str(spec))
-    arch = with_classes(arch, settings.classes)
+    arch = with_input_size(with_classes(arch, settings.classes), settings.image_size)
+    dataset = dataset_for_input(settings.dataset, arch.input, settings.image_size, settings.data_root)
+    settings = settings.model_copy(update={"dataset": dataset})
     run_dir = Path(settings.out) if settings.out else default_run_dir(arch)
     saved: dict = {}
     finished = 0

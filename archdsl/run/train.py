@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from archdsl.data.base import ImageSet
+from archdsl.data.image_size import is_resizable
 from archdsl.data.validation import split_validation
 from archdsl.errors import ArchdslWarning, UserError
 from archdsl.ir import Arch
@@ -88,9 +89,13 @@ def check_compatible(arch: Arch, image_set: ImageSet) -> None:
     """A UserError unless `image_set` has the input shape and class count of `arch`."""
     shape = (arch.input.channels, arch.input.height, arch.input.width)
     if image_set.image_shape != shape:
+        resizable = is_resizable(image_set.name)
         raise UserError(
             f"design {arch.name!r} takes {shape[0]}x{shape[1]}x{shape[2]} inputs, "
-            f"but {image_set.name!r} has {'x'.join(map(str, image_set.image_shape))} images"
+            f"but {image_set.name!r} has {'x'.join(map(str, image_set.image_shape))} images",
+            hint="leave out size= to read it at the design's input size, or pass --image-size N to give both N"
+            if resizable
+            else None,
         )
     if arch.classes != image_set.num_classes:
         raise UserError(
