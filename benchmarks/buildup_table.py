@@ -36,9 +36,11 @@ import resource
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    import torch
+
     from archdsl.search.replay import Table
 
 BASE = "resnet-fmnist"
@@ -111,10 +113,23 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_one(arch, data, test_set, fid, seed: int) -> dict:
+class TrainedRun(NamedTuple):
+    """A design trained as a search trial trains it, then read once on the test set."""
+
+    model: torch.nn.Module
+    val_acc: float
+    curve: list[dict]  # per epoch: val_acc, val_nll (the validation images), train_loss, seconds
+    test_acc: float
+    test_nll: float
+    train_seconds: float
+    train_cpu_seconds: float
+    test_cpu_seconds: float
+
+
+def train_and_test(arch, data, test_set, fid, seed: int) -> TrainedRun:
     """One training of `arch` as a search trial trains it (on the training split less the validation
     images, scored on those after every epoch), then its test top-1 and NLL (never seen by a search's
-    choice: the table's reporting values) and the other measures."""
+    choice: the table's reporting values)."""
     from archdsl.run.evaluate import evaluate
     from archdsl.search import measures as measure
 
@@ -136,25 +151,34 @@ def run_one(arch, data, test_set, fid, seed: int) -> dict:
     ]
     cpu1 = cpu_seconds()
     test = evaluate(trained.model, test_set)
-    test_cpu = cpu_seconds() - cpu1
+    return TrainedRun(
+        trained.model, trained.accuracy, curve, test.top1, test.nll, train_wall, train_cpu, cpu_seconds() - cpu1
+    )
+
+
+def run_one(arch, data, test_set, fid, seed: int) -> dict:
+    """One table run: `train_and_test`, then the other measures a trial takes."""
+    from archdsl.search import measures as measure
+
+    run = train_and_test(arch, data, test_set, fid, seed)
     wall2, cpu2 = time.perf_counter(), cpu_seconds()
-    robustness = measure.robustness(trained.model, data, fid, seed=seed, device="cpu")
-    nep, ape = measure.hessian(trained.model, data, fid, seed=seed, device="cpu")
+    robustness = measure.robustness(run.model, data, fid, seed=seed, device="cpu")
+    nep, ape = measure.hessian(run.model, data, fid, seed=seed, device="cpu")
     latency = measure.latency_ms(arch, data, fid, "cpu", seed)
     return {
         "seed": seed,
-        "val_acc": trained.accuracy,
-        "val_nll": curve[-1]["val_nll"],
-        "test_acc": test.top1,
-        "test_nll": test.nll,
-        "test_cpu_seconds": test_cpu,
+        "val_acc": run.val_acc,
+        "val_nll": run.curve[-1]["val_nll"],
+        "test_acc": run.test_acc,
+        "test_nll": run.test_nll,
+        "test_cpu_seconds": run.test_cpu_seconds,
         "robustness": robustness,
         "nep": nep,
         "ape": ape,
         "latency": latency,
-        "curve": curve,
-        "train_seconds": train_wall,
-        "train_cpu_seconds": train_cpu,
+        "curve": run.curve,
+        "train_seconds": run.train_seconds,
+        "train_cpu_seconds": run.train_cpu_seconds,
         "measure_seconds": time.perf_counter() - wall2,
         "measure_cpu_seconds": cpu_seconds() - cpu2,
     }

@@ -54,6 +54,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--base", default="resnet-fmnist")
     parser.add_argument("--search", default="k")
     parser.add_argument("--seeds", type=int, default=1, help="paired seeds per trial (the search's --seeds)")
+    parser.add_argument("--max-seeds", type=int, help="racing up to this many seeds (the search's --max-seeds)")
     parser.add_argument("--repeats", type=int, default=100, help="replays of each strategy and pruner")
     parser.add_argument(
         "--figures", default="runs/search-efficiency", help="where the figures go (the docs': --figures docs/figures)"
@@ -69,10 +70,11 @@ class Seen:
     """One measured trial of a replayed search, in the order the search measured it."""
 
     digest: str
-    state: str  # COMPLETE, PRUNED, FAIL
-    values: tuple[float, ...] | None  # what the search was answered with
+    state: str  # COMPLETE, PRUNED, FAIL; EXTRA: a race's extra seed of a design already seen (--max-seeds)
+    values: tuple[float, ...] | None  # what the search was answered with (None for an extra seed)
     sim_seconds: float
     kept: bool | None = None  # a build-up step: kept by the walk
+    best: bool = False  # the report's best design (its mean over every seed measured, racing's too)
 
 
 @dataclass(frozen=True)
@@ -112,14 +114,26 @@ def truth_of(replay) -> Truth:
     return Truth(acc, test, rob, {d.digest: float(d.n_params) for d in designs}, noise)
 
 
-def replay_once(replay, space, strategy: str, *, pruner: str, seed: int, objectives: str, seeds: int = 1) -> list[Seen]:
+def replay_once(
+    replay,
+    space,
+    strategy: str,
+    *,
+    pruner: str,
+    seed: int,
+    objectives: str,
+    seeds: int = 1,
+    max_seeds: int | None = None,
+) -> list[Seen]:
     """One search, replayed in memory through `run_search`; its measured trials in order."""
     import optuna
 
+    from archdsl.search._study_summary import summarize_study
     from archdsl.search.measures import Fidelity
     from archdsl.search.objectives import parse_objectives
     from archdsl.search.replay import TABLE_PREFIX
     from archdsl.search.runner import run_search
+    from archdsl.search.seeds import is_extra_seed
     from archdsl.search.session import SearchPlan, SearchSettings
     from archdsl.search.storage import is_copy, is_verdict
     from archdsl.search.trial import DIGEST_ATTR
@@ -128,7 +142,7 @@ def replay_once(replay, space, strategy: str, *, pruner: str, seed: int, objecti
     name = f"{strategy}-{pruner}-{seed}"
     settings = SearchSettings(
         strategy=strategy, objectives=objectives, n_trials=space.n_designs(), seed=seed, pruner=pruner,
-        study_name=name, fidelity_source=f"{TABLE_PREFIX}{replay.source}",
+        study_name=name, fidelity_source=f"{TABLE_PREFIX}{replay.source}", max_seeds=max_seeds,
     )  # fmt: skip
     study = optuna.create_study(
         storage=optuna.storages.InMemoryStorage(), study_name=name, directions=[o.direction for o in objs]
@@ -142,19 +156,25 @@ def replay_once(replay, space, strategy: str, *, pruner: str, seed: int, objecti
     if outcome.buildup is not None:
         for step in outcome.buildup:
             kept[space.arch_from_params(step.params).digest()] = step.accepted
+    summary = summarize_study(outcome.study)
+    best = summary.best[0].number if len(summary.best) == 1 else None
     seen = []
     for t in sorted(outcome.study.get_trials(deepcopy=False), key=lambda t: t.number):
         if not is_verdict(t) or is_copy(t):
             continue
         digest = t.user_attrs[DIGEST_ATTR]
         values = tuple(t.values) if t.values is not None else None
-        seen.append(Seen(digest, t.state.name, values, float(t.user_attrs.get("sim_seconds", 0.0)), kept.get(digest)))
+        state = "EXTRA" if is_extra_seed(t) else t.state.name
+        sim = float(t.user_attrs.get("sim_seconds", 0.0))
+        seen.append(Seen(digest, state, None if state == "EXTRA" else values, sim, kept.get(digest), t.number == best))
     return seen
 
 
 def _replay_task(task: tuple) -> list[Seen]:
-    replay, space, seeds, strategy, pruner, seed, objectives = task
-    return replay_once(replay, space, strategy, pruner=pruner, seed=seed, objectives=objectives, seeds=seeds)
+    replay, space, seeds, max_seeds, strategy, pruner, seed, objectives = task
+    return replay_once(
+        replay, space, strategy, pruner=pruner, seed=seed, objectives=objectives, seeds=seeds, max_seeds=max_seeds
+    )
 
 
 def _quiet() -> None:
@@ -181,7 +201,11 @@ def regret_curve(seen: list[Seen], truth: Truth) -> list[float]:
 
 
 def chosen(seen: list[Seen]) -> str | None:
-    """The design a search ends with: its best complete trial by the (validation) values it was answered with."""
+    """The design a search ends with: the report's best (by its mean over every seed it was measured on,
+    on validation), or its best complete trial by the values it was answered with."""
+    best = [s for s in seen if s.best]
+    if best:
+        return best[0].digest
     done = [s for s in seen if s.state == "COMPLETE" and s.values is not None]
     return max(done, key=lambda s: s.values[0]).digest if done else None  # type: ignore[index]
 
@@ -280,7 +304,9 @@ def main() -> None:
     tasks = [(s, p, seed, "accuracy") for s, p in configs for seed in range(repeats)]
     tasks += [(s, "none", seed, o) for o in FRONTS for s in FRONT_STRATEGIES for seed in range(repeats)]
     with ProcessPoolExecutor(args.jobs, initializer=_quiet) as pool:
-        done = list(pool.map(_replay_task, [(replay, space, args.seeds, *task) for task in tasks], chunksize=4))
+        done = list(
+            pool.map(_replay_task, [(replay, space, args.seeds, args.max_seeds, *task) for task in tasks], chunksize=4)
+        )
     print(f"{len(tasks)} replayed searches in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     results = dict(zip(tasks, done, strict=True))
     runs = {(s, p): [results[s, p, seed, "accuracy"] for seed in range(repeats)] for s, p in configs}
@@ -354,7 +380,8 @@ def main() -> None:
         f"Table {args.table}: {len(truth.accuracy)} designs, seed noise (median std of a design's accuracy over "
         f"{len(replay.table.seeds)} seeds) {truth.noise:.4f}; best mean accuracy {truth.best:.4f}, "
         f"worst {truth.worst:.4f}; best mean test accuracy {max(truth.test.values()):.4f}; "
-        f"{repeats} replays each, --seeds {args.seeds}.",
+        f"{repeats} replays each, --seeds {args.seeds}"
+        + (f" --max-seeds {args.max_seeds}." if args.max_seeds else "."),
         "",
         "| strategy | trials to the best within the noise (median) | ratio to random | reached in | "
         "regret at the end (median) | test regret of the chosen design (mean) | ends at the table's best | "

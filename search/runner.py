@@ -355,14 +355,16 @@ class _Leaders:
                 and (is_verdict(t) or t.state in (TrialState.RUNNING, TrialState.WAITING))
                 for i in t.user_attrs[SEED_INDICES_ATTR]
             }
+            # a copy (FAIL, no verdict) is no pending measurement: counting it kept the study going for ever
             pending |= any(
-                t.user_attrs.get(DIGEST_ATTR) == digest and is_extra_seed(t) and t.state != TrialState.COMPLETE
-                and not is_verdict(t)
+                t.user_attrs.get(DIGEST_ATTR) == digest and is_extra_seed(t)
+                and t.state in (TrialState.RUNNING, TrialState.WAITING)
                 for t in trials
             )  # fmt: skip
             for index in range(self.max_seeds):
                 if index not in pooled[digest] and index not in claimed:
-                    attrs = {"strategy": "leaders", SEED_INDICES_ATTR: [index]}
+                    # the digest now: a waiting trial gets it only when it runs, and unclaimed it was queued again
+                    attrs = {"strategy": "leaders", SEED_INDICES_ATTR: [index], DIGEST_ATTR: digest}
                     study.enqueue_trial(firsts[digest].params, user_attrs=attrs)
                     pending = True
         return pending

@@ -87,11 +87,12 @@ def test_the_table_script_trains_a_run_and_assembles_a_table_the_replay_reads(tm
 
 @pytest.mark.slow
 def test_the_search_efficiency_script_reports_every_strategy(tmp_path: Path) -> None:
-    # The docs' efficiency tables and figures come from this script: a smoke run on the shipped table.
+    # The docs' efficiency tables and figures come from this script: a smoke run on the shipped table,
+    # with paired seeds and racing as the docs' study runs it.
     figures, md = tmp_path / "figures", tmp_path / "x.md"
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "search_efficiency.py"), "--repeats", "2", "--jobs", "1",
-         "--figures", str(figures), "--markdown", str(md)],
+         "--seeds", "2", "--max-seeds", "3", "--figures", str(figures), "--markdown", str(md)],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -107,7 +108,7 @@ def test_the_search_efficiency_script_reports_every_strategy(tmp_path: Path) -> 
     from archdsl.search import STRATEGIES
 
     assert sorted(line.split(" | ")[0].strip("| ") for line in strategy_table.splitlines()[2:]) == sorted(STRATEGIES)
-    assert "2 replays each" in text and "| test regret of the chosen design (mean) |" in text
+    assert "2 replays each, --seeds 2 --max-seeds 3." in text and "| test regret of the chosen design (mean) |" in text
     assert sorted(p.name for p in figures.iterdir()) == [
         "search-efficiency-hypervolume.png",
         "search-efficiency-regret.png",
@@ -171,3 +172,39 @@ def test_the_short_recipes_benchmark_trains_and_prints_its_row() -> None:
     row = next(line for line in done.stdout.splitlines() if line.startswith("tiny"))
     accuracy = float(row.split()[2])
     assert row.split()[1] == "fast" and 0 <= accuracy <= 100
+
+
+def test_the_long_run_reference_correlates_the_rankings_of_designs_with_every_long_seed(tmp_path: Path, monkeypatch):
+    # benchmarks/long_run_reference.py --report on a generated table and long runs: the long validation
+    # ranking follows the table's (tau 1), the long test ranking is its reverse (tau -1), and a design
+    # with one long seed of two is left out.
+    import importlib.util
+
+    import _replay_support as support
+
+    table = support.make_table(support.the_space())
+    table_path = support.write_table(tmp_path / "table.json", table)
+    ranked = sorted(table.designs, key=lambda d: sum(r.val_acc for r in d.runs))[:5]
+    work = tmp_path / "long"
+    work.mkdir()
+    with (work / "runs.jsonl").open("w") as f:
+        for rank, d in enumerate(ranked):
+            for seed in (0, 1) if rank < 4 else (0,):
+                row = {"digest": d.digest, "layout": d.layout, "seed": seed, "val_acc": 0.5 + rank / 10 + seed / 100,
+                       "test_acc": 0.9 - rank / 10, "cpu_seconds": 10.0}  # fmt: skip
+                f.write(json.dumps(row) + "\n")
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    loader = importlib.util.spec_from_file_location("long_run_reference", ROOT / "benchmarks" / "long_run_reference.py")
+    script = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(script)  # type: ignore[union-attr]
+    out = tmp_path / "summary.json"
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["long_run_reference.py", "--table", str(table_path), "--work", str(work), "--report", "--json", str(out)],
+    )
+    script.main()
+    summary = json.loads(out.read_text())
+    assert summary["designs"] == 4 and summary["cpu_seconds"] == 90.0
+    assert summary["short_val_vs_long_val"] == {"kendall": 1.0, "spearman": 1.0}
+    assert summary["short_val_vs_long_test"]["kendall"] == pytest.approx(-1.0)

@@ -673,6 +673,31 @@ def test_the_samplers_remeasure_their_leading_designs_up_to_max_seeds(tmp_path, 
     assert all(sorted(v) in ([0, 1], [0, 1, 2, 3]) for v in pooled.values())
 
 
+def test_a_sampler_that_draws_the_whole_space_with_max_seeds_ends_and_measures_each_leader_seed_once(
+    tmp_path, noisy_table, space
+):
+    # Once a sampler has drawn every design, its leaders are re-measured. A leader's extra seed was queued again
+    # at every trial until the first queueing ran (a waiting trial has no digest yet): the repeats were left
+    # waiting, or ran as copies that counted as pending for ever, and the search never ended
+    # (benchmarks/search_efficiency.py --max-seeds hung on a whole-space replay).
+    out, name = tmp_path / "runs", "whole"
+    args = search_args(
+        noisy_table, out, name, "--strategy", "random", "--pruner", "none", "--n-trials", str(space.n_designs())
+    )
+    ended = threading.Event()
+    worker = threading.Thread(
+        target=lambda: ended.set() if main([*args, "--seeds", "2", "--max-seeds", "3"]) == 0 else None, daemon=True
+    )
+    worker.start()
+    worker.join(timeout=60)
+    assert ended.is_set(), "the search did not end"
+    study = optuna.load_study(study_name=name, storage=_journal(out / name / "study.journal"))
+    extra = [t for t in study.trials if t.user_attrs.get("strategy") == "leaders"]
+    assert extra and not any(is_copy(t) for t in extra)
+    assert not [t.number for t in study.trials if t.state == TrialState.WAITING]
+    assert len({t.user_attrs[DIGEST_ATTR] for t in verdicts(study)}) == space.n_designs()
+
+
 def test_the_recorded_command_names_max_seeds_only_when_racing():
     from archdsl.search.session import SearchSettings, plan_space, reproduce_command
 
