@@ -10,7 +10,7 @@ full), try the end of the stage before; stop after the first stage.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,10 +46,21 @@ def make_sampler(strategy: str, space: Space, n_objectives: int, seed: int | Non
                 f"the grid has {space.size()} points (more than {GRID_LIMIT})",
                 hint="search fewer knobs (--search k), or use --strategy tpe",
             )
-        return optuna.samplers.GridSampler({n: list(v) for n, v in space.choices().items()}, seed=seed)
+        return _GridSampler({n: list(v) for n, v in space.choices().items()}, seed=seed)
     if strategy == "random":
         return PerTrialSeed(lambda s: optuna.samplers.RandomSampler(seed=s), seed)
     raise UsageError(f"unknown strategy {strategy!r}", hint=f"choose from {', '.join(STRATEGIES)}")
+
+
+class _GridSampler(optuna.samplers.GridSampler):
+    """Optuna's GridSampler, except that the runner's stop rule (`runner._StopAt`: every design
+    taken, then the leaders re-measured up to --max-seeds) ends the study, not the grid's last point:
+    GridSampler stopped it there, before the leaders' extra seeds were measured."""
+
+    def after_trial(
+        self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None
+    ) -> None:
+        pass  # GridSampler's after_trial only stops the study
 
 
 class PerTrialSeed(optuna.samplers.BaseSampler):

@@ -698,6 +698,23 @@ def test_a_sampler_that_draws_the_whole_space_with_max_seeds_ends_and_measures_e
     assert len({t.user_attrs[DIGEST_ATTR] for t in verdicts(study)}) == space.n_designs()
 
 
+def test_the_grid_remeasures_its_leaders_after_its_last_grid_point(tmp_path, noisy_table, space):
+    # Optuna's GridSampler stops the study when its grid is spent, which ended the search before the leaders'
+    # extra seeds were measured: a grid search with --max-seeds chose on one draw of --seeds.
+    from archdsl.search.runner import LEADERS
+    from archdsl.search.seeds import design_seed_values
+
+    out, name = tmp_path / "runs", "grid-leaders"
+    args = search_args(noisy_table, out, name, "--strategy", "grid", "--pruner", "none")
+    assert main([*args, "--n-trials", str(space.n_designs()), "--seeds", "2", "--max-seeds", "3"]) == 0
+    study = optuna.load_study(study_name=name, storage=_journal(out / name / "study.journal"))
+    trials = verdicts(study)
+    pooled = {d: design_seed_values(trials, d) for d in {t.user_attrs[DIGEST_ATTR] for t in trials}}
+    assert len(pooled) == space.n_designs()
+    leaders = sorted(pooled, key=lambda d: -sum(pooled[d].values()) / len(pooled[d]))[:LEADERS]
+    assert all(sorted(pooled[d]) == [0, 1, 2] for d in leaders), {d[:8]: sorted(pooled[d]) for d in leaders}
+
+
 def test_the_recorded_command_names_max_seeds_only_when_racing():
     from archdsl.search.session import SearchSettings, plan_space, reproduce_command
 
