@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 from archdsl.search import measures as measure
 from archdsl.search._study_summary import TrialRow, summarize_study
 from archdsl.search.held_out import NO_TABLE_FIGURES, HeldOutFigures, final_test_attr
-from archdsl.search.replay import TABLE_SEED_ATTR, TableDesign, TableRun
+from archdsl.search.replay import TABLE_SEED_ATTR, TableDesign, TableRun, paired_runs
 
 if TYPE_CHECKING:
     from archdsl.search.session import SearchPlan
@@ -86,7 +86,7 @@ def _from_table(plan: SearchPlan, study: optuna.Study, row: TrialRow) -> HeldOut
     assert plan.replay is not None, "a replayed study has its table"
     design = plan.replay.design(plan.space.arch_from_params(row.params))
     trial = next(t for t in study.get_trials(deepcopy=False) if t.number == row.number)
-    runs = _trial_runs(design, trial.user_attrs.get(TABLE_SEED_ATTR), len(row.seed_values))
+    runs = _trial_runs(design, trial.user_attrs.get(TABLE_SEED_ATTR), len(row.seed_values), plan.settings.seed)
     seeds = [run.seed for run in runs]
     values = [_table_test_accuracy(run, plan.fidelity.epochs) for run in runs]
     if not values or any(v is None for v in values):
@@ -94,12 +94,12 @@ def _from_table(plan: SearchPlan, study: optuna.Study, row: TrialRow) -> HeldOut
     return HeldOutFigures(seeds=seeds, accuracy=[v for v in values if v is not None], source="table")
 
 
-def _trial_runs(design: TableDesign, drawn_seed: object, n_seeds: int) -> list[TableRun]:
-    """The table runs a replayed trial was answered with (`replay.Replaying.start`): seed index s is the
-    table's s-th seed; a one-seed trial's run was drawn, and its seed recorded on the trial."""
+def _trial_runs(design: TableDesign, drawn_seed: object, n_seeds: int, seed: int) -> list[TableRun]:
+    """The table runs a replayed trial was answered with (`replay.Replaying.start`): seed index s is
+    `replay.paired_runs`'s; a one-seed trial's run was drawn, and its seed recorded on the trial."""
     if n_seeds == 1 and drawn_seed is not None:
         return [run for run in design.runs if run.seed == drawn_seed][:1]
-    return sorted(design.runs, key=lambda run: run.seed)[:n_seeds]
+    return list(paired_runs(design, seed, range(n_seeds)))
 
 
 def _table_test_accuracy(run: TableRun, epochs: int) -> float | None:

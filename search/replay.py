@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -345,6 +345,15 @@ def _space_designs(space: Space) -> list[Arch]:
 # -- the trial ------------------------------------------------------------------------------
 
 
+def paired_runs(design: TableDesign, seed: int, indices: Iterable[int]) -> tuple[TableRun, ...]:
+    """The runs of `design` that answer paired seed indices `indices` in a replay with `--seed seed`: index s
+    is the run of the seed a trained search would train it with (`measures.seed_of(seed, s)`), wrapped around
+    the table's seeds, the same for every design. So replays with other `--seed` values (the efficiency
+    study's repeats) draw other paired seeds, as trained searches would; `--seed 0` reads the first ones."""
+    ordered = sorted(design.runs, key=lambda r: r.seed)
+    return tuple(ordered[measure.seed_of(seed, i) % len(ordered)] for i in indices)
+
+
 @dataclass(frozen=True)
 class Replaying:
     """Trials answered from the table: each trial draws one of its design's runs (`Replay.draw`),
@@ -357,7 +366,7 @@ class Replaying:
         design = self.replay.design(arch)
         if plan.max_seeds == 1:
             runs: tuple[TableRun, ...] = (self.replay.draw(design, plan.settings.seed, trial.number),)
-        else:  # paired: seed index s is the table's s-th seed for every design
+        else:  # paired: seed index s is the run of the seed a trained search trains it with, for every design
             n, indices = plan.max_seeds, seed_indices(trial, plan)
             if len(design.runs) < n:
                 flag = "--max-seeds" if n > plan.fidelity.seeds else "--seeds"
@@ -365,8 +374,7 @@ class Replaying:
                     f"{flag} {n}: the table {self.replay.source} has {len(design.runs)} runs of "
                     f"{layout_text(arch)}", hint=f"{flag} {len(design.runs)} at most with this table",
                 )  # fmt: skip
-            ordered = sorted(design.runs, key=lambda r: r.seed)
-            runs = tuple(ordered[i] for i in indices)
+            runs = paired_runs(design, plan.settings.seed, indices)
         trial.set_user_attr(TABLE_SEED_ATTR, runs[0].seed)
         return _ReplayedDesign(runs, plan.fidelity.epochs, _Clock(trial))
 

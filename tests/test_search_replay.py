@@ -554,6 +554,25 @@ def test_paired_seeds_answer_every_design_from_the_same_seeds_and_record_each(tm
     assert "accuracy_seeds,accuracy_stderr" in csv_header
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_replays_seed_picks_the_table_runs_a_trained_search_would_train(tmp_path, table_file, seed):
+    # A trained search's seed index s trains with seed --seed + s (measures.seed_of); its replay answers from the
+    # table's runs of those seeds (wrapping around the table's), so replays with other --seed values draw other
+    # paired seeds. With the table's first seeds for every --seed, every replay of a study made the same choice.
+    from archdsl.search.measures import seed_of
+
+    out = tmp_path / "runs"
+    args = search_args(table_file, out, "shifted", "--strategy", "random", "--n-trials", "3", "--pruner", "none")
+    assert main([*args, "--seeds", "2", "--seed", str(seed)]) == 0
+    table = load_replay(f"table:{table_file}")
+    study = optuna.load_study(study_name="shifted", storage=_journal(out / "shifted" / "study.journal"))
+    for t in (t for t in study.trials if t.state == TrialState.COMPLETE):
+        ordered = sorted(table.by_digest[t.user_attrs[DIGEST_ATTR]].runs, key=lambda r: r.seed)
+        runs = [ordered[seed_of(seed, i) % len(ordered)] for i in range(2)]
+        assert t.user_attrs["metrics"]["accuracy_seeds"] == [r.accuracy for r in runs]
+        assert t.user_attrs[TABLE_SEED_ATTR] == runs[0].seed
+
+
 def test_more_paired_seeds_than_the_table_holds_is_one_line(tmp_path, table_file, capsys):
     args = search_args(table_file, tmp_path / "runs", "many", "--strategy", "random", "--n-trials", "2")
     assert main([*args, "--seeds", "9"]) != 0
