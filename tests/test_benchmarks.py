@@ -208,3 +208,38 @@ def test_the_long_run_reference_correlates_the_rankings_of_designs_with_every_lo
     assert summary["designs"] == 4 and summary["cpu_seconds"] == 90.0
     assert summary["short_val_vs_long_val"] == {"kendall": 1.0, "spearman": 1.0}
     assert summary["short_val_vs_long_test"]["kendall"] == pytest.approx(-1.0)
+
+
+def test_the_more_seeds_script_ranks_the_designs_by_disjoint_groups_of_seeds(tmp_path: Path, monkeypatch):
+    # benchmarks/more_seeds.py on a generated noiseless table (seeds 0-2) and extra runs of seeds 3-5 that rank
+    # the designs in reverse: two 3-seed answers disagree completely (Spearman -1), two seeds of the table agree.
+    import importlib.util
+
+    import _replay_support as support
+
+    table = support.make_table(support.the_space())
+    table_path = support.write_table(tmp_path / "table.json", table)
+    work = tmp_path / "more"
+    work.mkdir()
+    with (work / "runs-0.jsonl").open("w") as f:
+        for d in table.designs:
+            for seed in (3, 4, 5):
+                f.write(
+                    json.dumps({"digest": d.digest, "run": {"seed": seed, "val_acc": 0.9 - d.runs[0].val_acc / 2}})
+                    + "\n"
+                )
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    loader = importlib.util.spec_from_file_location("more_seeds", ROOT / "benchmarks" / "more_seeds.py")
+    script = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(script)  # type: ignore[union-attr]
+    out = tmp_path / "summary.json"
+    monkeypatch.setattr(
+        sys, "argv", ["more_seeds.py", "--table", str(table_path), "--work", str(work), "--json", str(out)]
+    )
+    script.main()
+    summary = json.loads(out.read_text())
+    assert summary["seeds"] == [0, 1, 2, 3, 4, 5]
+    by_size = {r["seeds_per_group"]: r for r in summary["by_seeds_per_group"]}
+    assert sorted(by_size) == [1, 2, 3]
+    assert by_size[3]["groups"] == 2 and by_size[3]["spearman"] == [pytest.approx(-1.0)]
+    assert by_size[1]["spearman"][0] == pytest.approx(1.0)  # seeds 0 and 1 of a noiseless table
