@@ -20,7 +20,7 @@ from archdsl.search.held_out import NOT_USED, HeldOutFigures, read_held_out
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.optuna_private import retried_trial
 from archdsl.search.replay import SIM_SECONDS_ATTR
-from archdsl.search.runner import COMMAND_ATTR
+from archdsl.search.runner import COMMAND_ATTR, WALK_END_ATTR
 from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
 from archdsl.search.seeds import is_extra_seed, seed_values_by_design
 from archdsl.search.space import layout_text, msa_per_stage
@@ -177,10 +177,15 @@ def _pooled(rows: tuple[TrialRow, ...], trials: list[FrozenTrial]) -> tuple[Tria
 def _best_trials(
     study: optuna.Study, objectives: tuple[Objective, ...], rows: tuple[TrialRow, ...], extra: set[int]
 ) -> list[FrozenTrial]:
-    """The best trial (one objective) or the Pareto front, never a race's extra seed. An accuracy is
+    """The best trial (one objective) or the Pareto front, never a race's extra seed. A build-up walk's
+    best is the design it kept last (it keeps an MSA only beyond the noise); otherwise an accuracy is
     judged on the design's mean over every seed it was measured on, not on the seeds of its first trial."""
     if len(objectives) > 1:
         return [t for t in study.best_trials if t.number not in extra]
+    walk_end = study.user_attrs.get(WALK_END_ATTR)
+    ended = [r for r in rows if r.state == "COMPLETE" and r.number not in extra and r.design_key == walk_end]
+    if ended:
+        return [t for t in study.get_trials(deepcopy=False) if t.number == ended[0].number]
     if objectives[0].name == "accuracy":
         pooled = [r for r in rows if r.pooled_seeds]
         if pooled:

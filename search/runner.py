@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 COMMAND_ATTR = "command"  # study user attr: the command line that reproduces the study
+# study user attr: the digest of the design the build-up walk kept last, the search's answer (the report's best)
+WALK_END_ATTR = "buildup_end"
 FIDELITY_ATTR = "fidelity"  # study user attr: `train`, or the `table:...` its trials are replayed from
 REDRAW_FALLBACK = 10  # copies in a row after which a random undrawn design is queued
 REDRAW_TRIES = 1000  # random points tried to find an undrawn design
@@ -227,6 +229,9 @@ def run_search(
             gc_after_trial=plan.replay is None,
         )
     steps = walker.walk(study).steps if walker is not None else None
+    kept = [step for step in steps or () if step.accepted]
+    if kept:  # the walk's answer, where the report reads it (the design of the best mean may be one it rejected)
+        study.set_user_attr(WALK_END_ATTR, space.arch_from_params(kept[-1].params).digest())
     exhausted = space.n_designs() if _finished(study) < settings.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
         study=study, new_trials=_finished(study) - before, buildup=steps, stale_failed=stale, exhausted=exhausted
