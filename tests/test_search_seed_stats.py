@@ -157,3 +157,13 @@ def test_the_plots_carry_the_seeds_error_bars():
     one_seed = summarize_study(_seeded_study([(0.6,), (0.8,)]))
     history = make_figures(_seeded_study([(0.6,), (0.8,)]), one_seed)["history"].axes[0]
     assert not [c for c in history.containers if isinstance(c, ErrorbarContainer)]
+
+
+@pytest.mark.parametrize("value", [0.1, 0.7, 1 / 3])
+def test_equal_seeds_have_no_spread_at_all(value):
+    # Three seeds at 0.1 gave "0.1 ± 4.2e-17" in the report: the float mean of equal values is not the value,
+    # and the deviations from it were not 0.
+    from archdsl.search.measures import mean_and_stderr
+
+    assert mean_and_stderr((value, value, value)) == (value, 0.0)
+    assert estimate((value, value, value)).half_width == 0.0
