@@ -111,7 +111,8 @@ class PerTrialSeed(optuna.samplers.BaseSampler):
 # chosen on the earlier fashion-mnist-k-init table (6 epochs), where Hyperband saved 48% of a TPE or random
 # search's simulated time at the unpruned regret and the median pruner 27% of the build-up walk's. On
 # today's fashion-mnist-k table (the default fidelity) the pruners end at the unpruned regret too, saving
-# 21-33% (median, halving, Hyperband) of TPE's and random search's time and 1% of the walk's.
+# 21-33% (median, halving, Hyperband) of TPE's and random search's time with one seed, 26-47% with two, and
+# 0-1% of the walk's; on the 32-design k x heads table 53-54% of a sampler's for 0.17-0.33 points of regret.
 AUTO_PRUNER = "auto"
 # Pruning rungs at epochs 1, 3, 9, ...: the halving pruners keep a third of the trials at each.
 REDUCTION_FACTOR = 3
