@@ -571,6 +571,13 @@ def test_a_replays_seed_picks_the_table_runs_a_trained_search_would_train(tmp_pa
         runs = [ordered[seed_of(seed, i) % len(ordered)] for i in range(2)]
         assert t.user_attrs["metrics"]["accuracy_seeds"] == [r.accuracy for r in runs]
         assert t.user_attrs[TABLE_SEED_ATTR] == runs[0].seed
+    from archdsl.search.held_out import read_held_out
+
+    held_out = read_held_out(study)
+    assert held_out, "the final test read the table for the best design"
+    expected = sorted(r.seed for r in load_replay(f"table:{table_file}").table.designs[0].runs)
+    for figures in held_out.values():  # the final test reads the runs that answered the trial
+        assert figures.seeds == [expected[seed_of(seed, i) % len(expected)] for i in range(2)]
 
 
 def test_more_paired_seeds_than_the_table_holds_is_one_line(tmp_path, table_file, capsys):
