@@ -15,6 +15,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def load_script(name: str, monkeypatch):
+    """benchmarks/NAME.py as a module, its folder on sys.path (the scripts import each other) and the module in
+    sys.modules (dataclasses look their module up), both undone after the test."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    loader = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    script = importlib.util.module_from_spec(loader)
+    monkeypatch.setitem(sys.modules, name, script)
+    loader.loader.exec_module(script)  # type: ignore[union-attr]
+    return script
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bash") is None, reason="gpu.sh is a bash script")
 def test_gpu_script_runs_its_cpu_fallback_end_to_end(tmp_path: Path) -> None:
@@ -52,7 +65,6 @@ def test_the_table_script_trains_a_run_and_assembles_a_table_the_replay_reads(tm
     # benchmarks/buildup_table.py on a small Fashion-MNIST in the real IDX format (random images):
     # one run (the first design, seed 0), then the table assembled from it and read by the replay's model.
     import dataclasses
-    import importlib.util
 
     from _mnist_files import write_idx
 
@@ -62,9 +74,7 @@ def test_the_table_script_trains_a_run_and_assembles_a_table_the_replay_reads(tm
     write_idx(tmp_path / "data" / "FashionMNIST" / "raw", n_train=600, n_test=60)
     spec = mnist_module.SPECS["fashion-mnist"]
     monkeypatch.setitem(mnist_module.SPECS, "fashion-mnist", dataclasses.replace(spec, system_folder=tmp_path / "none"))
-    loader = importlib.util.spec_from_file_location("buildup_table", ROOT / "benchmarks" / "buildup_table.py")
-    script = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(script)  # type: ignore[union-attr]
+    script = load_script("buildup_table", monkeypatch)
     work, out, md = tmp_path / "work", tmp_path / "table.json", tmp_path / "table.md"
     common = ["buildup_table.py", "--work", str(work), "--data-root", str(tmp_path / "data")]
     run = ["--epochs", "2", "--subset", "0.5", "--shard", "0/96", "--limit", "1"]
@@ -117,12 +127,8 @@ def test_the_search_efficiency_script_reports_every_strategy(tmp_path: Path) -> 
 
 def test_the_search_efficiency_script_draws_into_a_scratch_folder_by_default(monkeypatch) -> None:
     # A --quick run from the checkout must not overwrite the shipped figures: the docs' command names docs/figures.
-    import importlib.util
 
-    loader = importlib.util.spec_from_file_location("search_efficiency", ROOT / "benchmarks" / "search_efficiency.py")
-    script = importlib.util.module_from_spec(loader)
-    monkeypatch.setitem(sys.modules, "search_efficiency", script)  # its dataclasses look their module up
-    loader.loader.exec_module(script)  # type: ignore[union-attr]
+    script = load_script("search_efficiency", monkeypatch)
     monkeypatch.setattr(sys, "argv", ["search_efficiency.py", "--quick"])
     assert "docs" not in Path(script.parse_args().figures).parts
 
@@ -178,7 +184,6 @@ def test_the_long_run_reference_correlates_the_rankings_of_designs_with_every_lo
     # benchmarks/long_run_reference.py --report on a generated table and long runs: the long validation
     # ranking follows the table's (tau 1), the long test ranking is its reverse (tau -1), and a design
     # with one long seed of two is left out.
-    import importlib.util
 
     import _replay_support as support
 
@@ -193,10 +198,7 @@ def test_the_long_run_reference_correlates_the_rankings_of_designs_with_every_lo
                 row = {"digest": d.digest, "layout": d.layout, "seed": seed, "val_acc": 0.5 + rank / 10 + seed / 100,
                        "test_acc": 0.9 - rank / 10, "cpu_seconds": 10.0}  # fmt: skip
                 f.write(json.dumps(row) + "\n")
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    loader = importlib.util.spec_from_file_location("long_run_reference", ROOT / "benchmarks" / "long_run_reference.py")
-    script = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(script)  # type: ignore[union-attr]
+    script = load_script("long_run_reference", monkeypatch)
     out = tmp_path / "summary.json"
     monkeypatch.setattr(
         sys,
@@ -213,7 +215,6 @@ def test_the_long_run_reference_correlates_the_rankings_of_designs_with_every_lo
 def test_the_more_seeds_script_ranks_the_designs_by_disjoint_groups_of_seeds(tmp_path: Path, monkeypatch):
     # benchmarks/more_seeds.py on a generated noiseless table (seeds 0-2) and extra runs of seeds 3-5 that rank
     # the designs in reverse: two 3-seed answers disagree completely (Spearman -1), two seeds of the table agree.
-    import importlib.util
 
     import _replay_support as support
 
@@ -228,10 +229,7 @@ def test_the_more_seeds_script_ranks_the_designs_by_disjoint_groups_of_seeds(tmp
                     json.dumps({"digest": d.digest, "run": {"seed": seed, "val_acc": 0.9 - d.runs[0].val_acc / 2}})
                     + "\n"
                 )
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    loader = importlib.util.spec_from_file_location("more_seeds", ROOT / "benchmarks" / "more_seeds.py")
-    script = importlib.util.module_from_spec(loader)
-    loader.loader.exec_module(script)  # type: ignore[union-attr]
+    script = load_script("more_seeds", monkeypatch)
     out = tmp_path / "summary.json"
     monkeypatch.setattr(
         sys, "argv", ["more_seeds.py", "--table", str(table_path), "--work", str(work), "--json", str(out)]
