@@ -250,8 +250,8 @@ def _finished(study: optuna.Study) -> int:
     """What counts towards --n-trials: the distinct designs with a verdict.
 
     A trial interrupted (Ctrl-C) or lost with its worker does not count: its design is run
-    again. A copy does not count, nor does a design measured twice (two workers that drew it
-    in the same moment).
+    again. A copy does not count, nor does a design measured twice (a worker killed in the middle
+    of its look for a twin: `trial.twin_decision`).
     """
     return _distinct(t for t in study.get_trials(deepcopy=False, states=FINISHED) if is_verdict(t))
 

@@ -52,10 +52,12 @@ MAX_CONNECT_TIMEOUT_S = 86400  # a gRPC proxy's ?connect_timeout: a day is longe
 STATEMENT_TIMEOUT_S = 60  # the server cancels a statement that runs longer (Optuna's take milliseconds)
 FAIL_REASON_ATTR = "fail_reason"  # a user attr: shown by the report and optuna-dashboard
 COPY_ATTR = "copy_of"  # a user attr: the trial drew the design of this (earlier) trial
+# A user attr: the trial looked, found no twin and measures its design (`archdsl.search.trial.twin_decision`).
+CLAIM_ATTR = "claimed"
 WORKER_STOPPED = "worker stopped"
 SEARCH_STOPPED = "stopped the search"  # an error that is not the design's (a bug): the trial is no verdict
 # User attrs that describe one run of a trial, not its design: a retry starts without them.
-RUN_ATTRS = (FAIL_REASON_ATTR, "pruned_reason", "metrics", COPY_ATTR, "dir")
+RUN_ATTRS = (FAIL_REASON_ATTR, "pruned_reason", "metrics", COPY_ATTR, CLAIM_ATTR, "dir")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ and its design is queued again for the next run.
 from __future__ import annotations
 
 import dataclasses
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from archdsl.search.objectives import Cost, dominates
 from archdsl.search.optuna_private import storage_of, trial_id
 from archdsl.search.space import layout_text
 from archdsl.search.storage import (
+    CLAIM_ATTR,
     COPY_ATTR,
     FAIL_REASON_ATTR,
     SEARCH_STOPPED,
@@ -62,6 +64,7 @@ STDERR_KEY = "accuracy_stderr"  # ... and the standard error of their mean (the 
 # An extra-seed trial (racing, --max-seeds): the paired seed indices it trained its design on; the design's
 # first trial (without the attr) trained indices 0..--seeds-1. Pooled by `archdsl.search.seeds`.
 SEED_INDICES_ATTR = "seed_indices"
+CLAIM_PATIENCE_S = 10.0  # the longest a trial waits for a twin's look (milliseconds, unless its worker died)
 LAYOUT_ATTR = "layout"  # `c1:CC c2:CM ...`: where the MSAs are (space.layout_text), for reports and the dashboard
 
 
@@ -196,6 +199,7 @@ class TrialObjective:
         if twin is not None:
             trial.set_user_attr(COPY_ATTR, twin.number)
             raise DesignCopy(f"copy of trial {twin.number}'s design")
+        trial.set_user_attr(CLAIM_ATTR, True)
         trial.set_user_attr("short_id", arch.short_id)
         trial.set_user_attr("n_msa", arch.n_msa)
         trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
@@ -347,30 +351,57 @@ class TrialObjective:
         write_json(path / "metrics.json", record, within=root)
 
 
-def earlier_twin(study: optuna.Study, number: int, digest: str, indices: list[int] | None = None) -> FrozenTrial | None:
+def earlier_twin(
+    study: optuna.Study,
+    number: int,
+    digest: str,
+    indices: list[int] | None = None,
+    patience_s: float = CLAIM_PATIENCE_S,
+) -> FrozenTrial | None:
     """The trial that has trial `number`'s design (on the same seed indices: `indices`, an extra-seed
-    trial's) already, if any: one with a verdict on it, one that is measuring it, or one with a lower
-    number that is waiting to (a retry).
+    trial's) already, if any, after waiting (up to `patience_s`) for the twins that are deciding
+    (`twin_decision`); None: trial `number` measures the design."""
+    give_up = time.monotonic() + patience_s
+    while True:
+        decision, twin = twin_decision(study.get_trials(deepcopy=False), number, digest, indices)
+        if decision == "copy":
+            return twin
+        if decision == "measure" or time.monotonic() > give_up:  # a twin's worker died mid-look: measure it too
+            return None
+        time.sleep(0.02)
 
-    Every trial writes its digest, then looks, then (if it is no copy) writes its `short_id`.
-    A running twin counts if it has a lower number or has passed its own look (`short_id`):
-    of two workers that draw one design at once, exactly one measures it, unless the second
-    writes its digest between the other's look and its `short_id` (milliseconds); then both
-    measure it and it still counts once (`runner` counts distinct designs).
+
+def twin_decision(
+    trials: list[FrozenTrial], number: int, digest: str, indices: list[int] | None = None
+) -> tuple[str, FrozenTrial | None]:
+    """What trial `number`, which has written `digest`, does with its design on seeing `trials`:
+    ("copy", twin) when `twin` has it, ("wait", twin) while `twin` is deciding, or ("measure", None).
+
+    Every trial writes its digest, looks, then writes either `copy_of` or its claim (`CLAIM_ATTR`).
+    A twin has the design when it has a verdict on it, is running and has claimed it, is running with a
+    lower number (it measures it or finds the one that does), or is waiting to (a retry) with a lower
+    number. A running twin with a higher number that has written its digest but not the verdict of its
+    look is deciding: its look may have missed this trial's digest, so this trial waits for it (it
+    becomes a copy or claims) rather than claim as well. A trial only waits for higher numbers, so the
+    waits end; of the workers that draw one design at once, exactly one measures it, whatever the order
+    of their writes and looks (tests/test_search_workers.py tries every order).
     """
-    for t in study.get_trials(deepcopy=False):
+    deciding = None
+    for t in trials:
         if t.number == number or t.user_attrs.get(DIGEST_ATTR) != digest or is_copy(t):
             continue
         if t.user_attrs.get(SEED_INDICES_ATTR) != indices:
             continue  # the design on other seeds: a race measures it again there
         if is_verdict(t):
-            return t
+            return "copy", t
         earlier = t.number < number
-        if (t.state == TrialState.RUNNING and (earlier or "short_id" in t.user_attrs)) or (
+        if (t.state == TrialState.RUNNING and (earlier or CLAIM_ATTR in t.user_attrs)) or (
             t.state == TrialState.WAITING and earlier
         ):
-            return t
-    return None
+            return "copy", t
+        if t.state == TrialState.RUNNING:
+            deciding = t
+    return ("wait", deciding) if deciding is not None else ("measure", None)
 
 
 def prune_reason(pruner: optuna.pruners.BasePruner) -> str:

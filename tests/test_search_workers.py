@@ -11,7 +11,8 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.search.space import make_space
-from archdsl.search.storage import is_verdict
+from archdsl.search.storage import CLAIM_ATTR, COPY_ATTR, is_verdict
+from archdsl.search.trial import DIGEST_ATTR, twin_decision
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -67,3 +68,76 @@ def support_base():
     from archdsl.lang.spec import parse_spec
 
     return parse_spec(support.TINY_BASE)
+
+
+class _Claimer:
+    """One worker's steps on a trial that drew `digest`, as `TrialObjective` takes them: write the digest,
+    look (`twin_decision`; looks again after "wait" once another worker has written something), then write
+    the verdict of the look (a copy, or the claim to measure). Each write or look is one step."""
+
+    def __init__(self, storage, study_id: int, trial_id: int, number: int, digest: str) -> None:
+        self.storage, self.study_id, self.trial_id, self.number, self.digest = (
+            storage,
+            study_id,
+            trial_id,
+            number,
+            digest,
+        )
+        self.steps = self._steps()
+        self.outcome: str | None = None  # "copy" or "measure" once done
+        self.blocked = False  # its last look said "wait" and nothing was written since
+
+    def _steps(self):
+        self.storage.set_trial_user_attr(self.trial_id, DIGEST_ATTR, self.digest)
+        yield "write"
+        while True:
+            decision, twin = twin_decision(
+                self.storage.get_all_trials(self.study_id, deepcopy=False), self.number, self.digest
+            )
+            if decision != "wait":
+                break
+            self.blocked = True
+            yield "look"
+        yield "look"
+        if decision == "copy":
+            self.storage.set_trial_user_attr(self.trial_id, COPY_ATTR, twin.number)
+        else:
+            self.storage.set_trial_user_attr(self.trial_id, CLAIM_ATTR, "x")
+        self.outcome = decision
+        yield "write"
+
+
+def _outcomes(schedule: list[int], workers: int) -> tuple[list[str | None], list[int]]:
+    """Runs `workers` claimers of one design, trial numbers 0.., stepping worker schedule[i] at step i while it
+    can; returns their outcomes and the workers that may take the next step."""
+    storage = optuna.storages.InMemoryStorage()
+    study_id = storage.create_new_study([optuna.study.StudyDirection.MAXIMIZE], "race")
+    claimers = []
+    for number in range(workers):
+        trial_id = storage.create_new_trial(study_id)
+        claimers.append(_Claimer(storage, study_id, trial_id, number, "design"))
+    for index in schedule:
+        step = next(claimers[index].steps, None)
+        if step == "write":
+            for other in claimers:
+                other.blocked = False
+    ready = [i for i, c in enumerate(claimers) if c.outcome is None and not c.blocked]
+    return [c.outcome for c in claimers], ready
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_workers_that_draw_one_design_at_once_measure_it_exactly_once_whatever_the_interleaving(workers):
+    """Every order in which the workers' writes and looks can interleave: exactly one measures the design,
+    the others are copies, and no worker waits for ever (a look that says "wait" sees a write before the next)."""
+    ended = 0
+    pending = [[]]
+    while pending:
+        schedule = pending.pop()
+        outcomes, ready = _outcomes(schedule, workers)
+        if None in outcomes:
+            assert ready, f"schedule {schedule}: every worker waits, {outcomes}"
+            pending.extend(schedule + [i] for i in ready)
+            continue
+        ended += 1
+        assert outcomes.count("measure") == 1, f"schedule {schedule}: {outcomes}"
+    assert ended > 10
