@@ -295,7 +295,8 @@ def main() -> None:
         fit_to_data(load_base(args.base), info.image_shape, info.num_classes), parse_searched(args.search)
     )
     replay = load_replay(f"table:{args.table}")
-    check_replay(replay, space, args.dataset, parse_objectives("accuracy,robustness,params"))
+    measured = parse_objectives("accuracy,robustness,params")
+    check_replay(replay, space, args.dataset, measured, args.seeds, args.max_seeds or args.seeds)
     truth = truth_of(replay)
     started = time.perf_counter()
 

@@ -278,8 +278,11 @@ def json_place(loc: tuple[int | str, ...]) -> str:
     return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
 
 
-def check_replay(replay: Replay, space: Space, dataset: str, objectives: tuple[Objective, ...]) -> None:
-    """A UserError unless the table answers this search: its dataset, base, knobs, designs and objectives."""
+def check_replay(
+    replay: Replay, space: Space, dataset: str, objectives: tuple[Objective, ...], seeds: int = 1, max_seeds: int = 1
+) -> None:
+    """A UserError unless the table answers this search: its dataset, base, knobs, designs, objectives, and
+    runs enough for `max_seeds` paired seeds (`--seeds`, `--max-seeds`) of every design."""
     from archdsl.lang.spec import parse_spec
 
     table = replay.table
@@ -317,6 +320,13 @@ def check_replay(replay: Replay, space: Space, dataset: str, objectives: tuple[O
             f"the table {replay.source} has no run of {len(missing)} of the space's {space.n_designs()} designs "
             f"(first: {missing[0]})",
             hint="a partial table: assemble it again when every design has a run",
+        )
+    fewest = min((replay.by_digest[a.digest()] for a in _space_designs(space)), key=lambda d: len(d.runs))
+    if max_seeds > 1 and len(fewest.runs) < max_seeds:
+        flag, n = ("--max-seeds", max_seeds) if max_seeds > seeds else ("--seeds", seeds)
+        raise UserError(
+            f"{flag} {n}: the table {replay.source} has {len(fewest.runs)} runs of {fewest.layout}",
+            hint=f"{flag} {len(fewest.runs)} at most with this table",
         )
     for o in objectives:
         if o.cost == Cost.STATIC:
@@ -367,14 +377,8 @@ class Replaying:
         if plan.max_seeds == 1:
             runs: tuple[TableRun, ...] = (self.replay.draw(design, plan.settings.seed, trial.number),)
         else:  # paired: seed index s is the run of the seed a trained search trains it with, for every design
-            n, indices = plan.max_seeds, seed_indices(trial, plan)
-            if len(design.runs) < n:
-                flag = "--max-seeds" if n > plan.fidelity.seeds else "--seeds"
-                raise UserError(
-                    f"{flag} {n}: the table {self.replay.source} has {len(design.runs)} runs of "
-                    f"{layout_text(arch)}", hint=f"{flag} {len(design.runs)} at most with this table",
-                )  # fmt: skip
-            runs = paired_runs(design, plan.settings.seed, indices)
+            # check_replay made sure every design has runs for plan.max_seeds paired seeds
+            runs = paired_runs(design, plan.settings.seed, seed_indices(trial, plan))
         trial.set_user_attr(TABLE_SEED_ATTR, runs[0].seed)
         return _ReplayedDesign(runs, plan.fidelity.epochs, _Clock(trial))
 

@@ -408,7 +408,7 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
     from archdsl.search.runner import check_same_space, open_study
 
     settings, fidelity = plan.settings, plan.fidelity
-    replay = replay_table(settings.fidelity_source, plan.space, settings.dataset, plan.objectives)  # None: trained
+    replay = replay_table(plan)  # None: trained
     data = None
     if replay is None:
         data = measure.load_data(
@@ -447,15 +447,16 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
     return dataclasses.replace(plan, study=study, ranks=ranks)
 
 
-def replay_table(source: str, space: Space, dataset: str, objectives: tuple[Objective, ...]) -> Replay | None:
+def replay_table(plan: SearchPlan) -> Replay | None:
     """The table of `fidelity_source="table:..."` (SearchSettings checked it is one), checked against the search
     (None for `train`)."""
     from archdsl.search.replay import check_replay, load_replay
 
+    source = plan.settings.fidelity_source
     if source == "train":
         return None
     replay = load_replay(source)
-    check_replay(replay, space, dataset, objectives)
+    check_replay(replay, plan.space, plan.settings.dataset, plan.objectives, plan.fidelity.seeds, plan.max_seeds)
     return replay
 
 

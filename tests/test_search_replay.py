@@ -356,6 +356,8 @@ def _drop_runs(data):
         (lambda d: d.update(searched=["k"]), (), "searched k, not k,init"),
         (_drop_runs, (), "has no run of 1 of the space's 16 designs"),
         (_drop_robustness, ("--objectives", "accuracy,robustness"), "records no robustness"),
+        (None, ("--seeds", "4"), "--seeds 4: the table"),
+        (None, ("--seeds", "2", "--max-seeds", "5"), "--max-seeds 5: the table"),
     ],
 )
 def test_bad_tables_and_mismatched_searches_are_user_errors(tmp_path, table_file, capsys, edit, extra, message):
@@ -364,6 +366,7 @@ def test_bad_tables_and_mismatched_searches_are_user_errors(tmp_path, table_file
     err = capsys.readouterr().err
     assert code != 0 and message in err, err
     assert "Traceback" not in err
+    assert not (tmp_path / "runs").exists()  # refused before the study is made: nothing half-written
 
 
 @pytest.mark.parametrize("dry_run", [(), ("--dry-run",)])
