@@ -10,7 +10,8 @@ Each design is trained once per seed as a search trial trains it, at the search'
 fidelity (`session.fidelity_for` on a real dataset: `fast`, 2 epochs, a tenth of the training
 split less the validation images), with the search's code (`archdsl.search.measures.train_candidate`),
 and is measured as a trial measures it: validation top-1 and NLL after every epoch (the curve a
-pruner sees), then the test top-1 and NLL on the whole test set (for reporting only), robustness
+pruner sees), the test top-1 and NLL on the whole test set after every epoch too (for reporting only;
+`--test-curves` adds them to runs recorded with the last epoch's alone), robustness
 on the corrupted validation images, Hessian NEP/APE, params, FLOPs, latency, and the wall and CPU
 time of training and of measuring.
 
@@ -74,6 +75,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--shard", default="0/1", help="I/N: this process runs every N-th run from the I-th")
     parser.add_argument("--limit", type=int, help="stop after this many runs (a smoke test)")
     parser.add_argument("--assemble", action="store_true", help="write --out from the finished runs and stop")
+    parser.add_argument(
+        "--test-curves",
+        action="store_true",
+        help="add the test figures after every epoch but the last to the finished runs recorded without them (the "
+        "first tables): each run is trained again to its last-but-one epoch, its validation figures must equal its "
+        "line's, and its test figures go to --work/test-curves-*.jsonl, which --assemble merges (resumes and shards "
+        "as the runs do)",
+    )
     parser.add_argument("--markdown", help="with --assemble: also write the per-design table (docs/search.md's) here")
     return parser.parse_args()
 
@@ -117,11 +126,11 @@ def cpu_seconds() -> float:
 
 
 class TrainedRun(NamedTuple):
-    """A design trained as a search trial trains it, then read once on the test set."""
+    """A design trained as a search trial trains it, and read on the test set after every epoch."""
 
     model: torch.nn.Module
     val_acc: float
-    curve: list[dict]  # per epoch: val_acc, val_nll (the validation images), train_loss, seconds
+    curve: list[dict]  # per epoch: val_acc, val_nll (the validation images), test_acc, test_nll, train_loss, seconds
     test_acc: float
     test_nll: float
     train_seconds: float
@@ -129,34 +138,95 @@ class TrainedRun(NamedTuple):
     test_cpu_seconds: float
 
 
+class _Enough(Exception):
+    """Stops a run after the epochs `test_curve` needs."""
+
+
 def train_and_test(arch, data, test_set, fid, seed: int) -> TrainedRun:
     """One training of `arch` as a search trial trains it (on the training split less the validation
-    images, scored on those after every epoch), then its test top-1 and NLL (never seen by a search's
-    choice: the table's reporting values)."""
+    images, scored on those after every epoch), read on the test split after every epoch too: the
+    reporting values, never seen by a search's choice."""
+    from archdsl.run.evaluate import evaluate
+
+    tested: dict[int, tuple[float, float]] = {}
+    wall0, cpu0 = time.perf_counter(), cpu_seconds()
+    trained, _, (test_cpu, test_wall) = _tested_training(arch, data, test_set, fid, seed, tested, stop_after=None)
+    assert trained is not None
+    train_wall, train_cpu = time.perf_counter() - wall0 - test_wall, cpu_seconds() - cpu0 - test_cpu
+    cpu1 = cpu_seconds()
+    test = evaluate(trained.model, test_set)
+    tested[fid.epochs] = (test.top1, test.nll)
+    test_cpu += cpu_seconds() - cpu1
+    return TrainedRun(
+        trained.model, trained.accuracy, _curve(trained.history, tested), test.top1, test.nll, train_wall,
+        train_cpu, test_cpu,
+    )  # fmt: skip
+
+
+def test_curve(arch, data, test_set, fid, seed: int, epochs: int) -> list[dict]:
+    """The first `epochs` points of `train_and_test`'s curve (the run stopped after them): what a run
+    recorded without test figures per epoch lacks, for `--test-curves`."""
+    tested: dict[int, tuple[float, float]] = {}
+    _, history, _ = _tested_training(arch, data, test_set, fid, seed, tested, stop_after=epochs)
+    return _curve(history, tested)
+
+
+def _tested_training(arch, data, test_set, fid, seed: int, tested: dict, stop_after: int | None):
+    """(the trained design or None when stopped after epoch `stop_after`, its per-epoch metrics, the CPU and
+    wall seconds of the test reads): trained by `measures.train_candidate`, the model after each epoch but the last
+    read on `test_set` into `tested[epoch]`. That model is the run's checkpoint (`last.safetensors`,
+    written before the epoch's callback), so the reads change nothing in training."""
+    import tempfile
+
+    from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.evaluate import evaluate
     from archdsl.search import measures as measure
 
-    wall0, cpu0 = time.perf_counter(), cpu_seconds()
-    trained = measure.train_candidate(
-        arch, data, fid, device="cpu", seed=seed, run_dir=None, on_epoch=lambda e, a: None, progress=False
-    )
-    train_wall, train_cpu = time.perf_counter() - wall0, cpu_seconds() - cpu0
-    # train's "test" set is the search's validation images (measures.train_candidate)
-    curve = [
+    cost = [0.0, 0.0]  # the test reads' CPU and wall seconds
+    with tempfile.TemporaryDirectory(prefix="table-run-") as scratch:
+        run_dir = Path(scratch) / "run"
+
+        def on_epoch(epoch: int, top1: float) -> None:
+            if epoch < fid.epochs:  # the last epoch's model is the trained one: the caller reads it
+                cpu, wall = cpu_seconds(), time.perf_counter()
+                test = evaluate(load_checkpoint(run_dir / "last.safetensors").model, test_set)
+                tested[epoch] = (test.top1, test.nll)
+                cost[0] += cpu_seconds() - cpu
+                cost[1] += time.perf_counter() - wall
+            if stop_after is not None and epoch >= stop_after:
+                raise _Enough
+
+        try:
+            trained = measure.train_candidate(
+                arch, data, fid, device="cpu", seed=seed, run_dir=run_dir, on_epoch=on_epoch, progress=False
+            )
+        except _Enough:
+            return None, _epoch_rows(run_dir), (cost[0], cost[1])
+    return trained, trained.history, (cost[0], cost[1])
+
+
+def _epoch_rows(run_dir: Path) -> list[dict]:
+    """The run's per-epoch metrics so far (its metrics.jsonl)."""
+    from archdsl.run._run_dir import METRICS_JSONL
+
+    return [json.loads(line) for line in (run_dir / METRICS_JSONL).read_text().splitlines() if line.strip()]
+
+
+def _curve(history: list[dict], tested: dict[int, tuple[float, float]]) -> list[dict]:
+    """The table's curve from train's per-epoch metrics (its "test" set is the search's validation images,
+    measures.train_candidate) and the test figures read after each epoch."""
+    return [
         {
             "epoch": int(m["epoch"]),
             "val_acc": m["test_acc"],
             "val_nll": m["test_loss"],
+            "test_acc": tested.get(int(m["epoch"]), (None, None))[0],
+            "test_nll": tested.get(int(m["epoch"]), (None, None))[1],
             "train_loss": m["train_loss"],
             "seconds": m["seconds"],
         }
-        for m in trained.history
+        for m in history
     ]
-    cpu1 = cpu_seconds()
-    test = evaluate(trained.model, test_set)
-    return TrainedRun(
-        trained.model, trained.accuracy, curve, test.top1, test.nll, train_wall, train_cpu, cpu_seconds() - cpu1
-    )
 
 
 def run_one(arch, data, test_set, fid, seed: int) -> dict:
@@ -215,13 +285,54 @@ def machine() -> str:
 
 
 def finished(work: Path) -> dict[tuple[str, int], dict]:
-    done = {}
-    for path in sorted(work.glob("runs-*.jsonl")):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                row = json.loads(line)
-                done[row["digest"], row["run"]["seed"]] = row
+    """The finished runs' lines by (digest, seed), their curves completed by `--test-curves`' lines: the test
+    figures after each epoch, the last epoch's being the run's own."""
+    done = {(row["digest"], row["run"]["seed"]): row for row in _lines(work, "runs-*.jsonl")}
+    added = {(row["digest"], row["seed"]): row["curve"] for row in _lines(work, "test-curves-*.jsonl")}
+    for key, row in done.items():
+        run = row["run"]
+        tests = {p["epoch"]: (p["test_acc"], p["test_nll"]) for p in added.get(key, [])}
+        tests[len(run["curve"])] = (run["test_acc"], run["test_nll"])
+        for point in run["curve"]:
+            if point.get("test_acc") is None and point["epoch"] in tests:
+                point["test_acc"], point["test_nll"] = tests[point["epoch"]]
     return done
+
+
+def _lines(work: Path, pattern: str) -> list[dict]:
+    return [json.loads(line) for path in sorted(work.glob(pattern)) for line in path.read_text().splitlines() if line]
+
+
+def add_test_curves(work: Path, shard: tuple[int, int], all_designs, data, test_set, fid) -> None:
+    """`--test-curves`: each finished run of this shard whose curve lacks test figures, trained again to its
+    last-but-one epoch (`test_curve`); it must repeat the line's validation figures exactly (the same code,
+    seed and data: the same model), else the script stops, naming the run."""
+    from archdsl.search.space import layout_text
+
+    index, count = shard
+    arch_of = {digest: arch for digest, _, arch in all_designs}
+    todo = [
+        row
+        for row in finished(work).values()
+        if any(p.get("test_acc") is None for p in row["run"]["curve"]) and row["digest"] in arch_of
+    ][index::count]
+    print(f"{len(todo)} runs to complete with test figures in this shard", flush=True)
+    for n, row in enumerate(todo):
+        started, run = time.perf_counter(), row["run"]
+        arch, epochs = arch_of[row["digest"]], len(run["curve"]) - 1
+        curve = test_curve(arch, data, test_set, fid, run["seed"], epochs)
+        for again, recorded in zip(curve, run["curve"], strict=False):
+            if (again["val_acc"], again["val_nll"]) != (recorded["val_acc"], recorded["val_nll"]):
+                sys.exit(
+                    f"seed {run['seed']} of {layout_text(arch)} does not repeat: epoch {again['epoch']} gave val "
+                    f"{again['val_acc']}/{again['val_nll']}, its line {recorded['val_acc']}/{recorded['val_nll']}"
+                )
+        points = [{"epoch": p["epoch"], "test_acc": p["test_acc"], "test_nll": p["test_nll"]} for p in curve]
+        with (work / f"test-curves-{index}.jsonl").open("a") as f:
+            f.write(json.dumps({"digest": row["digest"], "seed": run["seed"], "curve": points}) + "\n")
+        shown = ", ".join(f"epoch {p['epoch']} test {p['test_acc']:.4f}" for p in points)
+        print(f"[{n + 1}/{len(todo)}] seed {run['seed']} {layout_text(arch)}: {shown} "
+              f"({time.perf_counter() - started:.0f} s)", flush=True)  # fmt: skip
 
 
 def assemble(args: argparse.Namespace, space, all_designs) -> Table:
@@ -255,8 +366,8 @@ def assemble(args: argparse.Namespace, space, all_designs) -> Table:
             "description": (
                 f"Every design of {BASE}'s {' x '.join(space.searched)} build-up space on Fashion-MNIST, trained "
                 "once per paired seed at the search's default fidelity by benchmarks/buildup_table.py: validation "
-                "top-1/NLL after every epoch (what a search chooses on), test top-1/NLL after training "
-                "(for reporting only)"
+                "top-1/NLL after every epoch (what a search chooses on), test top-1/NLL after every epoch "
+                "(for reporting only; runs made before they were recorded per epoch completed by --test-curves)"
             ),
             "command": meta.get("command", ""),
             "versions": meta.get("versions", {}),
@@ -341,7 +452,7 @@ def main() -> None:
             **fid.model_dump(exclude={"train_settings"}),
             "train_settings": dict(fid.train_settings),
             # measures.load_data: trials train on the training split less the validation images and are scored
-            # on those; the test split is read once per run, after training, for the table's test values
+            # on those; the test split is read after every epoch, for the table's test values
             "scored_on": "the validation images held out of the training split (archdsl.data.split_validation's "
             "default, shrunk to test_subset; robustness: their corrupted copies); test_acc/test_nll: the whole "
             "test split",
@@ -354,6 +465,9 @@ def main() -> None:
     from archdsl.data import load_split
 
     test_set = load_split(DATASET, "test", Path(args.data_root))
+    if args.test_curves:
+        add_test_curves(work, (index, count), all_designs, data, test_set, fid)
+        return
     print(f"{len(all_designs)} designs, {len(todo)} runs to do in this shard", flush=True)
     for n, (seed, (digest, params, arch)) in enumerate(todo[: args.limit]):
         started = time.perf_counter()

@@ -77,8 +77,8 @@ def test_the_table_script_trains_a_run_and_assembles_a_table_the_replay_reads(tm
     script = load_script("buildup_table", monkeypatch)
     work, out, md = tmp_path / "work", tmp_path / "table.json", tmp_path / "table.md"
     common = ["buildup_table.py", "--work", str(work), "--data-root", str(tmp_path / "data")]
-    run = ["--epochs", "2", "--subset", "0.5", "--shard", "0/96", "--limit", "1"]
-    monkeypatch.setattr(sys, "argv", [*common, *run])
+    fidelity = ["--epochs", "2", "--subset", "0.5"]
+    monkeypatch.setattr(sys, "argv", [*common, *fidelity, "--shard", "0/96", "--limit", "1"])
     script.main()
     monkeypatch.setattr(sys, "argv", [*common, "--assemble", "--out", str(out), "--markdown", str(md)])
     script.main()
@@ -89,10 +89,37 @@ def test_the_table_script_trains_a_run_and_assembles_a_table_the_replay_reads(tm
     assert len(measured) == 1 and table.statistics is None  # one run: no seed statistics yet
     (one,) = measured[0].runs
     assert one.seed == 0 and [p.epoch for p in one.curve] == [1, 2] and one.val_acc == one.curve[-1].val_acc
-    assert 0 <= one.test_acc <= 1 and one.test_nll is not None  # read once, after training
+    assert 0 <= one.test_acc <= 1 and one.test_nll is not None
+    # the test split after every epoch too (for reporting; the last is the run's own test figure)
+    assert all(p.test_acc is not None and p.test_nll is not None for p in one.curve)
+    assert (one.curve[-1].test_acc, one.curve[-1].test_nll) == (one.test_acc, one.test_nll)
     assert one.train_cpu_seconds is not None and 0 <= one.robustness <= 1 and 0 <= one.nep <= 1
     assert table.fidelity["epochs"] == 2 and table.fidelity["recipe"] == "fast" and "torch" in table.versions
     assert f"`{measured[0].layout}` |" in md.read_text()
+
+    # A run recorded without them (the first tables) gets them from --test-curves: the run trained again to its
+    # last-but-one epoch, its validation figures checked against the line's, its test figures added on assembly.
+    (runs_file,) = work.glob("runs-*.jsonl")
+    row = json.loads(runs_file.read_text())
+    for point in row["run"]["curve"]:
+        point["test_acc"] = point["test_nll"] = None
+    runs_file.write_text(json.dumps(row) + "\n")
+    monkeypatch.setattr(sys, "argv", [*common, *fidelity, "--test-curves"])
+    script.main()
+    monkeypatch.setattr(sys, "argv", [*common, "--assemble", "--out", str(out)])
+    script.main()
+    (again,) = [d for d in Table.model_validate_json(out.read_text()).designs if d.runs][0].runs
+    assert [(p.test_acc, p.test_nll) for p in again.curve] == [(p.test_acc, p.test_nll) for p in one.curve]
+    assert again.model_dump(exclude={"curve"}) == one.model_dump(exclude={"curve"})
+    # a run that does not repeat its line (another fidelity, code or machine) gets no test figures: the script stops
+    for path in work.glob("test-curves-*.jsonl"):
+        path.unlink()
+    row["run"]["curve"][0]["val_acc"] = 0.125
+    runs_file.write_text(json.dumps(row) + "\n")
+    monkeypatch.setattr(sys, "argv", [*common, *fidelity, "--test-curves"])
+    with pytest.raises(SystemExit, match=r"seed 0 of .* does not repeat: epoch 1 gave val .*, its line 0.125/"):
+        script.main()
+    assert not list(work.glob("test-curves-*.jsonl"))
 
 
 @pytest.mark.slow
