@@ -285,9 +285,13 @@ def machine() -> str:
 
 
 def finished(work: Path) -> dict[tuple[str, int], dict]:
-    """The finished runs' lines by (digest, seed), their curves completed by `--test-curves`' lines: the test
-    figures after each epoch, the last epoch's being the run's own."""
-    done = {(row["digest"], row["run"]["seed"]): row for row in _lines(work, "runs-*.jsonl")}
+    """The finished runs' lines by (digest, seed), as written."""
+    return {(row["digest"], row["run"]["seed"]): row for row in _lines(work, "runs-*.jsonl")}
+
+
+def with_test_curves(done: dict[tuple[str, int], dict], work: Path) -> dict[tuple[str, int], dict]:
+    """`done` (from `finished`) with the runs' curves completed by `--test-curves`' lines: the test figures
+    after each epoch, the last epoch's being the run's own."""
     added = {(row["digest"], row["seed"]): row["curve"] for row in _lines(work, "test-curves-*.jsonl")}
     for key, row in done.items():
         run = row["run"]
@@ -313,7 +317,7 @@ def add_test_curves(work: Path, shard: tuple[int, int], all_designs, data, test_
     arch_of = {digest: arch for digest, _, arch in all_designs}
     todo = [
         row
-        for row in finished(work).values()
+        for row in with_test_curves(finished(work), work).values()
         if any(p.get("test_acc") is None for p in row["run"]["curve"]) and row["digest"] in arch_of
     ][index::count]
     print(f"{len(todo)} runs to complete with test figures in this shard", flush=True)
@@ -340,7 +344,7 @@ def assemble(args: argparse.Namespace, space, all_designs) -> Table:
     from archdsl.search.measures import static_costs
     from archdsl.search.space import layout_text
 
-    done = finished(Path(args.work))
+    done = with_test_curves(finished(Path(args.work)), Path(args.work))
     meta = next(iter(done.values()))["meta"] if done else {}
     rows = []
     for digest, params, arch in all_designs:
