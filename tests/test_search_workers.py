@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 import _search_support as support
 import optuna
@@ -12,7 +13,7 @@ from optuna.trial import TrialState
 from archdsl.cli import main
 from archdsl.search.space import make_space
 from archdsl.search.storage import CLAIM_ATTR, COPY_ATTR, is_verdict
-from archdsl.search.trial import DIGEST_ATTR, twin_decision
+from archdsl.search.trial import DIGEST_ATTR, earlier_twin, twin_decision
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -141,3 +142,15 @@ def test_workers_that_draw_one_design_at_once_measure_it_exactly_once_whatever_t
         ended += 1
         assert outcomes.count("measure") == 1, f"schedule {schedule}: {outcomes}"
     assert ended > 10
+
+
+def test_a_trial_stops_waiting_for_a_twin_whose_worker_died_mid_look_and_measures_the_design():
+    # trial 1 wrote the digest and never looked (its worker was killed): trial 0 waits `patience_s`, then measures
+    study = optuna.create_study(storage=optuna.storages.InMemoryStorage())
+    lower, higher = study.ask(), study.ask()
+    for trial in (lower, higher):
+        trial.set_user_attr(DIGEST_ATTR, "design")
+    started = time.monotonic()
+    assert earlier_twin(study, lower.number, "design", patience_s=0.2) is None
+    assert time.monotonic() - started >= 0.2
+    assert earlier_twin(study, higher.number, "design", patience_s=0.2).number == lower.number  # 1 defers to 0
