@@ -322,7 +322,7 @@ def check_replay(
             hint="a partial table: assemble it again when every design has a run",
         )
     fewest = min((replay.by_digest[a.digest()] for a in _space_designs(space)), key=lambda d: len(d.runs))
-    if max_seeds > 1 and len(fewest.runs) < max_seeds:
+    if len(fewest.runs) < max_seeds:  # paired seed index s reads a design's s-th run: each needs max_seeds
         flag, n = ("--max-seeds", max_seeds) if max_seeds > seeds else ("--seeds", seeds)
         raise UserError(
             f"{flag} {n}: the table {replay.source} has {len(fewest.runs)} runs of {fewest.layout}",
