@@ -75,7 +75,7 @@ def evaluate(
 
 def _evaluate(path: str, settings: EvalSettings) -> TestEvaluation | CorruptedEvaluation:
     from archdsl.data import is_corrupted
-    from archdsl.data.image_size import dataset_for_input
+    from archdsl.data.image_size import corrupted_for_input, dataset_for_input
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.device import select_device
     from archdsl.run.evaluate import predict_logits
@@ -98,7 +98,9 @@ def _evaluate(path: str, settings: EvalSettings) -> TestEvaluation | CorruptedEv
     # The clean dataset a released folder is read as: --dataset beside --corrupted, else the checkpoint's.
     if settings.corrupted:
         clean: str | None = dataset
-        dataset = settings.corrupted
+        dataset = corrupted_for_input(
+            settings.corrupted, checkpoint.arch.input, settings.image_size, settings.data_root
+        )
     else:
         clean = trained_on and dataset_for_input(
             trained_on, checkpoint.arch.input, settings.image_size, settings.data_root

@@ -54,6 +54,7 @@ def load_data(dataset: str, sources: AnalysisSources, measures: Sequence[str], a
     """The splits `measures` read, checked against the design's input shape and classes."""
     from archdsl.analysis.pipeline import AnalysisData, needed_splits
     from archdsl.data import corrupted_name, load_corrupted, load_split
+    from archdsl.data.image_size import corrupted_for_input
     from archdsl.run.train import check_compatible
 
     splits = needed_splits(measures)
@@ -63,7 +64,11 @@ def load_data(dataset: str, sources: AnalysisSources, measures: Sequence[str], a
             loaded[split] = load_split(dataset, split, root=sources.data_root, download=sources.download)
             check_compatible(arch, loaded[split])
     if "corrupted" in splits:
-        corrupted = sources.corrupted or corrupted_name(dataset)
+        # --corrupted folder:CLEAN (copies generated from it) at the design's size, as the dataset is read
+        given = sources.corrupted and corrupted_for_input(
+            sources.corrupted, arch.input, sources.image_size, sources.data_root
+        )
+        corrupted = given or corrupted_name(dataset)
         sets = load_corrupted(
             corrupted, root=sources.data_root, corruptions=sources.corruptions, severities=sources.severities,
             clean=dataset,

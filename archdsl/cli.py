@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 
 from archdsl.commands.config_file import settings_from_config
 from archdsl.commands.recording_parser import RecordingParser
-from archdsl.errors import ArchdslWarning, UserError, did_you_mean, visible_lines
+from archdsl.errors import ArchdslWarning, UserError, did_you_mean, from_worker, visible_lines
 
 # The order is the order of `archdsl --help`.
 COMMAND_MODULES = (
@@ -161,7 +161,8 @@ def _run(argv: list[str] | None) -> int:
             warnings.simplefilter("always", ArchdslWarning)
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
-    except UserError as err:
+    except UserError as raised:
+        err = from_worker(raised)
         # Messages quote names and keys read from files: printed with their control characters escaped.
         message = f"archdsl: error: {err}" if not getattr(err, "diagnostics", None) else str(err)
         print(visible_lines(message), file=sys.stderr)

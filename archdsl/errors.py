@@ -31,6 +31,20 @@ class UserError(Exception):
         return self.message
 
 
+def from_worker(err: UserError) -> UserError:
+    """`err`, or the error it wraps when torch's DataLoader re-raised a worker's UserError: torch builds a new one
+    whose message is "Caught UserError in DataLoader worker process N." and the worker's whole traceback, which
+    ends with the original error's own message (and hint). Images decoded by worker processes (a folder's
+    files) fail that way: the terminal gets the original line, not the traceback."""
+    text = err.message
+    marker = f"\n{type(err).__module__}.{type(err).__qualname__}: "
+    if not text.startswith(f"Caught {type(err).__name__} in DataLoader worker") or marker not in text:
+        return err
+    original = text[text.rindex(marker) + len(marker) :].rstrip("\n")
+    message, _, hint = original.partition("\n  hint: ")
+    return type(err)(message, hint=hint or None)
+
+
 class UsageError(UserError):
     """A bad command line (unknown flag value, conflicting options): exit status 2."""
 

@@ -122,3 +122,40 @@ def test_imagenet_c_is_read_as_imagenets_validation_split_without_a_second_crop(
     assert (fog.images.mean, fog.images.std) == (val.mean, val.std)
     decoded = np.asarray(fog.images.images)
     assert decoded[0, 100, 100, 1] > 150 and decoded[0, 124, 100, 1] < 50  # the band ends at row 112, not moved
+
+
+def _trained_micro(tmp_path: Path, root: Path) -> str:
+    """A 16x16 design trained one epoch on the folder `root`: its checkpoint."""
+    spec = tmp_path / "micro.arch"
+    spec.write_text(micro_arch("c1(width=8) { conv }", size=16, classes=3))
+    run = tmp_path / "run"
+    flags = ["--epochs", "1", "--batch-size", "4", "--no-progress", "--device", "cpu"]
+    assert main(["train", str(spec), "--dataset", f"folder:{root}", *flags, "--out", str(run)]) == 0
+    return str(run / "final.safetensors")
+
+
+def test_a_damaged_image_in_a_released_set_is_one_line_naming_the_file(tmp_path, capsys):
+    # released sets are decoded by the loader's worker processes: their error reaches the terminal as its own line
+    checkpoint = _trained_micro(tmp_path, write_tree(tmp_path / "pets", {"train": 4, "test": 2}))
+    released = write_released(tmp_path / "pets-c", {"fog": (1,)})
+    (released / "fog" / "1" / "bee" / "1.png").write_bytes(b"not a png")
+    capsys.readouterr()
+    picked = ["--corruptions", "fog", "--severities", "1", "--no-progress", "--device", "cpu"]
+    assert main(["eval", checkpoint, "--corrupted", f"folder:{released}", *picked]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "DataLoader" not in err, err
+    assert err.startswith("archdsl: error: ") and "fog/1/bee/1.png: not an image" in err.splitlines()[0]
+
+
+def test_generated_copies_of_a_clean_folder_are_made_at_the_designs_size(tmp_path, capsys, monkeypatch):
+    # --corrupted folder:CLEAN (copies generated from its test split) is fitted to the checkpoint as --dataset is
+    monkeypatch.setenv("ARCHDSL_CACHE", str(tmp_path / "cache"))
+    root = write_tree(tmp_path / "pets", {"train": 4, "test": 2})
+    checkpoint = _trained_micro(tmp_path, root)
+    picked = ["--corruptions", "fog", "--severities", "1", "--no-progress", "--device", "cpu", "--json"]
+    capsys.readouterr()
+    assert main(["eval", checkpoint, "--corrupted", f"folder:{root}", *picked]) == 0, capsys.readouterr().err
+    [fog] = json.loads(capsys.readouterr().out)["sets"]
+    assert (fog["corruption"], fog["severity"]) == ("fog", 1)
+    argv = ["analyze", checkpoint, "--metrics", "robustness", "--corrupted", f"folder:{root}", *picked[:-1]]
+    assert main([*argv, "--out", str(tmp_path / "analysis")]) == 0, capsys.readouterr().err

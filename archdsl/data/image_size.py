@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from archdsl.data import folder, hf, imagenet
-from archdsl.data.registry import describe
+from archdsl.data.registry import describe, is_corrupted
 from archdsl.errors import UsageError
 from archdsl.ir import InputShape
 
@@ -78,3 +78,12 @@ def dataset_for_input(
     if is_resizable(name) and not size_given(name) and design_input.height == design_input.width:
         return sized_name(name, design_input.height, root)
     return name
+
+
+def corrupted_for_input(
+    name: str, design_input: InputShape, image_size: int | None, root: str | os.PathLike | None = None
+) -> str:
+    """`--corrupted NAME` as a command with a design reads it: released sets (a -c name, a folder in
+    ImageNet-C's layout) as named (they are read at their clean dataset's size); a clean dataset whose
+    corrupted copies are generated (`folder:CLEAN`, `hf:...`) fitted as `dataset_for_input` fits it."""
+    return name if is_corrupted(name) else dataset_for_input(name, design_input, image_size, root)
