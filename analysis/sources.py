@@ -96,10 +96,16 @@ class EvalSettings(DataSettings, DeviceSettings, OptimizeSettings, ProgressSetti
         default_text="none",
     )
     corruptions: Names | None = _flag(
-        _CORRUPTIONS[0], f"-c sets only: {_CORRUPTIONS[1]}", metavar="A,B", default_text="all"
+        _CORRUPTIONS[0],
+        f"corrupted sets (a -c dataset, --corrupted): {_CORRUPTIONS[1]}",
+        metavar="A,B",
+        default_text="all",
     )
     severities: tuple[Severity, ...] | None = _flag(
-        _SEVERITIES[0], f"-c sets only: {_SEVERITIES[1]}", metavar="S,S", default_text="all"
+        _SEVERITIES[0],
+        f"corrupted sets (a -c dataset, --corrupted): {_SEVERITIES[1]}",
+        metavar="S,S",
+        default_text="all",
     )
     batch_size: PositiveInt = Field(
         default=256, description="evaluation batch size", json_schema_extra={"flag": "--batch-size", "metavar": "N"}

@@ -118,7 +118,8 @@ class DataSettings(_Shared):
         json_schema_extra={
             "flag": "--image-size",
             "metavar": "N",
-            "default_text": "the spec's input size; search, data: the dataset's size=",
+            "default_text": "the spec's input size (eval, analyze: the checkpoint's); search, data: the dataset's "
+            "size=",
         },
     )
 

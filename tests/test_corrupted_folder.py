@@ -105,6 +105,8 @@ def test_data_info_describes_a_released_folder(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "released corrupted sets, 3 in 2 corruption folders (images counted in the first, contrast/1)" in out
     assert "splits:   test 6 per corruption and severity" in out and "corruptions: contrast, fog" in out
+    assert main(["data", "info", "--dataset", f"folder:{released}", "--download"]) == 0  # nothing to fetch: there
+    assert capsys.readouterr().out == out
 
 
 def test_imagenet_c_is_read_as_imagenets_validation_split_without_a_second_crop(tmp_path):

@@ -109,3 +109,9 @@ def test_a_size_option_that_does_not_fit_the_spec_says_how_to_fit_it(tmp_path, c
     assert main(["train", str(spec), "--dataset", f"folder:{root},size=16", *FLAGS, "--out", str(tmp_path / "r")]) == 1
     err = capsys.readouterr().err
     assert "takes 3x32x32 inputs" in err and "leave out size=" in err and "--image-size" in err
+
+
+def test_data_info_of_imagenet_not_on_disk_shows_the_size_it_would_be_read_at(tmp_path, capsys):
+    assert main(["data", "info", "--dataset", "imagenet", "--image-size", "64", "--data-root", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "dataset:  imagenet:size=64" in out and "images:   3x64x64" in out and "(not found)" in out

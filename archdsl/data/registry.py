@@ -161,7 +161,10 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
         try:
             layout = imagenet.folder_name(parsed, data_root, _canonical(parsed))
         except UserError:  # `data info` reports it as missing, with why_missing's message
-            return DatasetInfo(_canonical(parsed), imagenet.DESCRIPTION, 1000, (3, 224, 224), {}, str(data_root), False)
+            size = parsed.int_param("size", imagenet.DEFAULT_SIZE)
+            return DatasetInfo(
+                _canonical(parsed), imagenet.DESCRIPTION, 1000, (3, size, size), {}, str(data_root), False
+            )
         return _describe_folder(layout, imagenet.DESCRIPTION)
     if base in mnist.SPECS or base in _GREY_CORRUPTED:
         grey = mnist.SPECS[_GREY_CORRUPTED.get(base, base)]
@@ -377,7 +380,7 @@ def load_corrupted(
         if clean is None:
             raise UserError(
                 f"{name} holds released corrupted sets: name the dataset they corrupt",
-                hint="in Python: load_corrupted(..., clean='imagenet'); a command uses the checkpoint's dataset",
+                hint="pass --dataset CLEAN beside --corrupted (in Python: load_corrupted(..., clean='imagenet'))",
             )
         return read_corrupted_folder(name, load_split(clean, "test", root, download), corruptions, severities)
     if image_folder.is_folder_name(name):
@@ -546,7 +549,9 @@ def _generated_corrupted(clean_name: str, root: str, label: str, corruption: str
 def fetch_dataset(name: str, root: str | os.PathLike | None = None, *, download: bool = True) -> None:
     """Load one small piece of dataset `name` (with `download`: fetch it first if it is missing),
     so that it is there; raises the UserError that says what is missing and how to get it."""
-    if name.split(":")[0].endswith("-c"):
+    if is_corrupted_folder(name):
+        return  # released sets in a folder: its layout was recognised, and there is nothing to fetch
+    if is_corrupted(name):
         load_corrupted(name, root=root, corruptions=["gaussian_noise"], severities=[1], download=download)
     else:
         load_split(name, "test", root=root, download=download)
