@@ -18,6 +18,7 @@ from archdsl.data import corrupted_cache, load_corrupted, load_split, registry
 from archdsl.data import hf as hf_module
 from archdsl.data import mnist as mnist_module
 from archdsl.data.stats_cache import cache_dir
+from archdsl.errors import UserError
 
 PICKED = {"corruptions": ["gaussian_noise", "contrast"], "severities": [1, 3]}
 
@@ -170,3 +171,25 @@ def test_an_hf_dataset_is_kept_until_it_is_saved_again(tmp_path, generated):
     write_hf(path, labels=[2, 1, 0, 2, 1, 0])  # saved again in the same folder
     again = load(f"hf:{path},size=16")
     assert len(generated) == 8 and again[0].shape == first[0].shape
+
+
+def test_the_kept_copies_stay_within_the_cache_budget(tmp_path, monkeypatch, generated):
+    # ARCHDSL_CORRUPTED_CACHE_GIB bounds the bytes under corrupted/: a copy that would pass it is not kept
+    name = f"folder:{write_tree(tmp_path / 'pets', {'train': 2, 'test': 2})},size=16"
+    first = load(name)
+    entry = kept_files()[0].stat().st_size
+    for path in kept_files():
+        path.unlink()
+    monkeypatch.setenv("ARCHDSL_CORRUPTED_CACHE_GIB", str(2.5 * entry / 2**30))
+    again = load(name)
+    assert len(kept_files()) == 2 and len(generated) == 8
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("value", ["lots", "-1", "nan"])
+def test_a_bad_cache_budget_is_one_line(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("ARCHDSL_CORRUPTED_CACHE_GIB", value)
+    name = f"folder:{write_tree(tmp_path / 'pets', {'train': 2, 'test': 2})},size=16"
+    with pytest.raises(UserError, match=f"ARCHDSL_CORRUPTED_CACHE_GIB={value}: not a size in GiB"):
+        load(name)

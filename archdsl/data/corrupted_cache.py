@@ -18,6 +18,8 @@ import contextlib
 import functools
 import hashlib
 import inspect
+import math
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -25,12 +27,16 @@ from pathlib import Path
 import numpy as np
 
 from archdsl.data.stats_cache import cache_dir
+from archdsl.errors import UserError, visible
 from archdsl.files import atomic_writer
 
 FOLDER = "corrupted"  # under cache_dir(): delete it to clear every kept copy
-# A copy is kept only if its disk keeps this much free after it: ImageNet's 50,000 validation images
-# make 75 copies of 7.5 GB, which must not fill the disk of a home folder (each process makes them then).
+# A copy is kept only if its disk keeps this much free after it, and the copies kept stay within the budget
+# (GiB, $ARCHDSL_CORRUPTED_CACHE_GIB): ImageNet's 50,000 validation images make 75 copies of 7.5 GB, which
+# must not fill the disk of a home folder; past the budget, a process makes the copies it lacks again.
 FREE_RESERVE_BYTES = 2 * 2**30
+BUDGET_ENV = "ARCHDSL_CORRUPTED_CACHE_GIB"
+DEFAULT_BUDGET_GIB = 32.0
 
 
 @functools.cache
@@ -68,6 +74,7 @@ def kept_copy(path: Path, shape: tuple[int, ...], make: Callable[[], np.ndarray]
     """The uint8 images of `shape` kept at `path` (memory-mapped, read-only), or `make()`'s, kept
     there for the next process. An entry of another shape or type, or one that does not read (a
     truncated file, a damaged header), is made again and replaced."""
+    budget = budget_bytes()  # a bad $ARCHDSL_CORRUPTED_CACHE_GIB is refused before any work
     try:
         kept = np.load(path, mmap_mode="r", allow_pickle=False)
         if kept.shape == tuple(shape) and kept.dtype == np.uint8:
@@ -77,14 +84,31 @@ def kept_copy(path: Path, shape: tuple[int, ...], make: Callable[[], np.ndarray]
     images = make()
     # A cache only: if it cannot be written (or would fill the disk), the next process makes the copy again.
     with contextlib.suppress(OSError):
-        if _room_for(path, images.nbytes):
+        if _room_for(path, images.nbytes, budget):
             with atomic_writer(path, binary=True) as stream:
                 np.save(stream, images, allow_pickle=False)
     images.setflags(write=False)
     return images
 
 
-def _room_for(path: Path, size: int) -> bool:
-    """Whether the disk that holds the cache keeps `FREE_RESERVE_BYTES` free after `size` more bytes."""
+def budget_bytes() -> int:
+    """The most bytes of copies kept under `cache_dir()/corrupted`: $ARCHDSL_CORRUPTED_CACHE_GIB, else 32 GiB."""
+    text = os.environ.get(BUDGET_ENV, "").strip()
+    if not text:
+        return int(DEFAULT_BUDGET_GIB * 2**30)
+    try:
+        gib = float(text)
+    except ValueError:
+        gib = math.nan
+    if not math.isfinite(gib) or gib < 0:
+        raise UserError(f"{BUDGET_ENV}={visible(text)}: not a size in GiB", hint="e.g. 32, or 0 to keep no copy")
+    return int(gib * 2**30)
+
+
+def _room_for(path: Path, size: int, budget: int) -> bool:
+    """Whether `size` more bytes keep the copies within `budget` and the cache's disk `FREE_RESERVE_BYTES` free."""
+    kept = sum(entry.stat().st_size for entry in (cache_dir() / FOLDER).glob("*/*.npy"))
+    if kept + size > budget:
+        return False
     folder = next(parent for parent in (path, *path.parents) if parent.exists())
     return shutil.disk_usage(folder).free - size >= FREE_RESERVE_BYTES
