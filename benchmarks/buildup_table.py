@@ -315,11 +315,11 @@ def add_test_curves(work: Path, shard: tuple[int, int], all_designs, data, test_
 
     index, count = shard
     arch_of = {digest: arch for digest, _, arch in all_designs}
+    rows = with_test_curves(finished(work), work)
+    mine = [rows[key] for key in sorted(rows)][index::count]  # a fixed share of all runs, whatever is done already
     todo = [
-        row
-        for row in with_test_curves(finished(work), work).values()
-        if any(p.get("test_acc") is None for p in row["run"]["curve"]) and row["digest"] in arch_of
-    ][index::count]
+        row for row in mine if any(p.get("test_acc") is None for p in row["run"]["curve"]) and row["digest"] in arch_of
+    ]
     print(f"{len(todo)} runs to complete with test figures in this shard", flush=True)
     for n, row in enumerate(todo):
         started, run = time.perf_counter(), row["run"]

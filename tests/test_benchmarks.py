@@ -268,3 +268,36 @@ def test_the_more_seeds_script_ranks_the_designs_by_disjoint_groups_of_seeds(tmp
     assert sorted(by_size) == [1, 2, 3]
     assert by_size[3]["groups"] == 2 and by_size[3]["spearman"] == [pytest.approx(-1.0)]
     assert by_size[1]["spearman"][0] == pytest.approx(1.0)  # seeds 0 and 1 of a noiseless table
+
+
+def test_test_curves_shards_keep_their_share_when_one_resumes(tmp_path: Path, monkeypatch) -> None:
+    # shard 1 stops after one run, shard 0 finishes, shard 1 resumes: every run gets its test figures, once
+    from archdsl.search import space as space_module
+
+    script = load_script("buildup_table", monkeypatch)
+    work = tmp_path / "work"
+    work.mkdir()
+    curve = [{"epoch": 1, "val_acc": 0.5, "val_nll": 1.0, "test_acc": None, "test_nll": None, "train_loss": 1.0,
+              "seconds": 1.0}, {"epoch": 2, "val_acc": 0.6, "val_nll": 0.9, "test_acc": None, "test_nll": None,
+              "train_loss": 0.9, "seconds": 1.0}]  # fmt: skip
+    rows = [{"digest": f"d{i}", "run": {"seed": 0, "curve": curve, "test_acc": 0.6, "test_nll": 0.9}} for i in range(6)]
+    (work / "runs-0.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    designs = [(f"d{i}", {}, f"arch{i}") for i in range(6)]
+    trained: list[str] = []
+
+    def test_curve(arch, data, test_set, fid, seed, epochs, stop_after=None):
+        if stop_after is not None and len(trained) == stop_after:
+            raise KeyboardInterrupt
+        trained.append(arch)
+        return [{**curve[0], "test_acc": 0.55, "test_nll": 1.1}]
+
+    monkeypatch.setattr(space_module, "layout_text", str)
+    monkeypatch.setattr(script, "test_curve", lambda *a: test_curve(*a, stop_after=1))
+    with pytest.raises(KeyboardInterrupt):
+        script.add_test_curves(work, (1, 2), designs, None, None, None)
+    monkeypatch.setattr(script, "test_curve", test_curve)
+    script.add_test_curves(work, (0, 2), designs, None, None, None)
+    script.add_test_curves(work, (1, 2), designs, None, None, None)
+    assert sorted(trained) == [f"arch{i}" for i in range(6)]  # each run once
+    done = script.with_test_curves(script.finished(work), work)
+    assert all(p["test_acc"] is not None for row in done.values() for p in row["run"]["curve"])
