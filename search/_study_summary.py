@@ -182,7 +182,8 @@ def _best_trials(
     judged on the design's mean over every seed it was measured on, not on the seeds of its first trial."""
     if len(objectives) > 1:
         return [t for t in study.best_trials if t.number not in extra]
-    walk_end = study.user_attrs.get(WALK_END_ATTR)
+    # (the walk's answer only while the study is a walk's: one resumed by a sampler is judged by its means)
+    walk_end = study.user_attrs.get(WALK_END_ATTR) if study.user_attrs.get("strategy") == "buildup" else None
     ended = [r for r in rows if r.state == "COMPLETE" and r.number not in extra and r.design_key == walk_end]
     if ended:
         return [t for t in study.get_trials(deepcopy=False) if t.number == ended[0].number]

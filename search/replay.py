@@ -314,14 +314,24 @@ def check_replay(
             f"the table {replay.source} searched {','.join(table.searched)}, not {','.join(space.searched)}",
             hint=f"--search {','.join(table.searched)}",
         )
-    missing = [layout_text(a) for a in _space_designs(space) if not replay.by_digest.get(a.digest(), _EMPTY).runs]
+    archs = _space_designs(space)
+    missing = [layout_text(a) for a in archs if not replay.by_digest.get(a.digest(), _EMPTY).runs]
     if missing:
         raise UserError(
             f"the table {replay.source} has no run of {len(missing)} of the space's {space.n_designs()} designs "
             f"(first: {missing[0]})",
             hint="a partial table: assemble it again when every design has a run",
         )
-    fewest = min((replay.by_digest[a.digest()] for a in _space_designs(space)), key=lambda d: len(d.runs))
+    designs = [replay.by_digest[a.digest()] for a in archs]
+    fewest = min(designs, key=lambda d: len(d.runs))
+    seed_sets = {tuple(sorted(r.seed for r in d.runs)): d for d in designs}
+    if max_seeds > 1 and len(seed_sets) > 1:  # paired index s reads each design's run of the same seed
+        (first, one), (other, another) = list(seed_sets.items())[:2]
+        raise UserError(
+            f"--seeds {seeds}: the table {replay.source} cannot pair seeds: its designs were measured on different "
+            f"seeds ({one.layout}: {', '.join(map(str, first))}; {another.layout}: {', '.join(map(str, other))})",
+            hint="--seeds 1 draws one run per trial; or re-make the table with the same seeds for every design",
+        )
     if len(fewest.runs) < max_seeds:  # paired seed index s reads a design's s-th run: each needs max_seeds
         flag, n = ("--max-seeds", max_seeds) if max_seeds > seeds else ("--seeds", seeds)
         raise UserError(
@@ -357,8 +367,9 @@ def _space_designs(space: Space) -> list[Arch]:
 
 def paired_runs(design: TableDesign, seed: int, indices: Iterable[int]) -> tuple[TableRun, ...]:
     """The runs of `design` that answer paired seed indices `indices` in a replay with `--seed seed`: index s
-    is the run of the seed a trained search would train it with (`measures.seed_of(seed, s)`), wrapped around
-    the table's seeds, the same for every design. So replays with other `--seed` values (the efficiency
+    is the run at position `measures.seed_of(seed, s)` (the seed a trained search would train it with) of the
+    design's runs sorted by seed, wrapped around: the same seed for every design, as `check_replay` makes sure
+    every design has the same seeds when seeds are paired. So replays with other `--seed` values (the efficiency
     study's repeats) draw other paired seeds, as trained searches would; `--seed 0` reads the first ones."""
     ordered = sorted(design.runs, key=lambda r: r.seed)
     return tuple(ordered[measure.seed_of(seed, i) % len(ordered)] for i in indices)

@@ -38,7 +38,7 @@ from archdsl.search.strategies import (
     make_pruner,
     make_sampler,
 )
-from archdsl.search.trial import DIGEST_ATTR, SEED_INDICES_ATTR, TrialFailed
+from archdsl.search.trial import DIGEST_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY, TrialFailed
 
 if TYPE_CHECKING:
     from archdsl.search.session import SearchPlan
@@ -47,6 +47,7 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 COMMAND_ATTR = "command"  # study user attr: the command line that reproduces the study
 # study user attr: the digest of the design the build-up walk kept last, the search's answer (the report's best)
 WALK_END_ATTR = "buildup_end"
+SEEDS_ATTR = "seeds"  # study user attr: the paired seeds (--seeds) each design is measured on
 FIDELITY_ATTR = "fidelity"  # study user attr: `train`, or the `table:...` its trials are replayed from
 REDRAW_FALLBACK = 10  # copies in a row after which a random undrawn design is queued
 REDRAW_TRIES = 1000  # random points tried to find an undrawn design
@@ -119,6 +120,7 @@ def open_study(plan: SearchPlan) -> optuna.Study:
         )
     study.set_user_attr("objectives", names)
     _check_same_fidelity(study, plan.settings.fidelity_source)
+    _check_same_seeds(study, plan.fidelity.seeds)
     study.set_user_attr("strategy", plan.settings.strategy)
     study.set_user_attr(COMMAND_ATTR, plan.command)
     if study.metric_names != [o.name for o in plan.objectives]:
@@ -146,6 +148,28 @@ def _check_same_fidelity(study: optuna.Study, fidelity: str) -> None:
         )
     if recorded is None:
         study.set_user_attr(FIDELITY_ATTR, fidelity)
+
+
+def _check_same_seeds(study: optuna.Study, seeds: int) -> None:
+    """A study measures every design on one number of paired seeds (`--seeds`): a trial's value is their mean, and
+    means over other numbers of seeds are not compared (a resumed study that had 2 under the old default would mix
+    them). A study from before the attribute: the seeds of its first measured design."""
+    recorded = study.user_attrs.get(SEEDS_ATTR) or _seeds_of_first_design(study)
+    if recorded is not None and recorded != seeds:
+        raise UserError(
+            f"study {study.study_name!r} measures each design on {recorded} paired seeds, not {seeds} as this "
+            "command asks",
+            hint=f"give the study's --seeds {recorded} (--max-seeds races more), or a new --study-name",
+        )
+    if study.user_attrs.get(SEEDS_ATTR) is None:
+        study.set_user_attr(SEEDS_ATTR, seeds)
+
+
+def _seeds_of_first_design(study: optuna.Study) -> int | None:
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if SEED_INDICES_ATTR not in t.user_attrs and METRICS_ATTR in t.user_attrs:
+            return max(1, len(t.user_attrs[METRICS_ATTR].get(SEED_VALUES_KEY, ())))
+    return None
 
 
 def check_same_space(study: optuna.Study, space: Space) -> None:

@@ -194,18 +194,20 @@ class TrialObjective:
         except UserError as err:  # cannot happen for a valid space; recorded, not raised
             return self._fail(trial, f"invalid design: {err}")
         digest = arch.digest()
-        trial.set_user_attr(DIGEST_ATTR, digest)
-        twin = earlier_twin(study, trial.number, digest, trial.user_attrs.get(SEED_INDICES_ATTR))
-        if twin is not None:
-            trial.set_user_attr(COPY_ATTR, twin.number)
-            raise DesignCopy(f"copy of trial {twin.number}'s design")
-        trial.set_user_attr(CLAIM_ATTR, True)
-        trial.set_user_attr("short_id", arch.short_id)
-        trial.set_user_attr("n_msa", arch.n_msa)
-        trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
-        trial.set_user_attr(SPEC_ATTR, format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
         beat = self.plan.storage.heartbeat_interval
+        # The heartbeat starts before the digest is written: a worker killed while its trial looks for a twin (or
+        # waits on one) leaves a trial that `fail_stale_trials` fails and retries, not one that twins defer to for ever.
         with WorkerHeartbeat(storage_of(study), trial_id(trial), beat, keep_beating=self.plan.replay is None):
+            trial.set_user_attr(DIGEST_ATTR, digest)
+            twin = earlier_twin(study, trial.number, digest, trial.user_attrs.get(SEED_INDICES_ATTR))
+            if twin is not None:
+                trial.set_user_attr(COPY_ATTR, twin.number)
+                raise DesignCopy(f"copy of trial {twin.number}'s design")
+            trial.set_user_attr(CLAIM_ATTR, True)
+            trial.set_user_attr("short_id", arch.short_id)
+            trial.set_user_attr("n_msa", arch.n_msa)
+            trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
+            trial.set_user_attr(SPEC_ATTR, format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
             return self._measure(trial, arch)
 
     def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:

@@ -336,6 +336,11 @@ def _drop_robustness(data):
             run["robustness"] = None
 
 
+def _uneven_seeds(data):
+    # one design with a run of another seed: paired seed index s would read seed 7 for it, seed 0 for the others
+    data["designs"][0]["runs"].append(dict(data["designs"][0]["runs"][0], seed=7))
+
+
 def _drop_runs(data):
     data["designs"][3]["runs"] = []
 
@@ -357,6 +362,7 @@ def _drop_runs(data):
         (_drop_runs, (), "has no run of 1 of the space's 16 designs"),
         (_drop_robustness, ("--objectives", "accuracy,robustness"), "records no robustness"),
         (None, ("--seeds", "4"), "--seeds 4: the table"),
+        (_uneven_seeds, ("--seeds", "2"), "its designs were measured on different seeds (c1:"),
         (None, ("--seeds", "2", "--max-seeds", "5"), "--max-seeds 5: the table"),
     ],
 )
@@ -769,3 +775,52 @@ def test_the_recorded_command_names_max_seeds_only_when_racing():
     assert "--seeds 2 --max-seeds 4" in racing
     plain = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=2), {"seeds": 2}))
     assert "--max-seeds" not in plain
+
+
+def test_a_trial_has_a_heartbeat_before_it_looks_for_a_twin(tmp_path, table_file, space, monkeypatch):
+    """A worker killed while its trial looks for (or waits on) a twin leaves a trial the next worker can fail as
+    stale and retry: on a journal its heartbeat starts before the look, not after it (else it stays RUNNING and
+    every later trial of its design defers to it for ever)."""
+    from archdsl.search import trial as trial_module
+    from archdsl.search._worker_attrs import BEAT_ATTR
+
+    looks = []
+    original = trial_module.twin_decision
+
+    def spying(trials, number, digest, indices=None):
+        looks.append(BEAT_ATTR in next(t for t in trials if t.number == number).system_attrs)
+        return original(trials, number, digest, indices)
+
+    monkeypatch.setattr(trial_module, "twin_decision", spying)
+    replayed(load_replay(f"table:{table_file}"), space, "random", n_trials=3, storage=f"journal:{tmp_path / 's.j'}")
+    assert len(looks) >= 3 and all(looks)
+
+
+def test_a_study_is_resumed_on_the_seeds_it_was_measured_on(tmp_path, table_file, capsys):
+    """A trial's value is the mean over its paired seeds: a study made with --seeds 2 and resumed with another
+    --seeds (the new default of 3, when none is given) would compare 2-seed means with 3-seed means."""
+    out = tmp_path / "runs"
+    assert main([*search_args(table_file, out, "paired", "--seeds", "2", "--n-trials", "2")]) == 0
+    capsys.readouterr()
+    assert main([*search_args(table_file, out, "paired", "--seeds", "3", "--n-trials", "3")]) == 1
+    err = capsys.readouterr().err
+    assert "study 'paired' measures each design on 2 paired seeds, not 3" in err and "--seeds 2" in err, err
+    study = optuna.load_study(study_name="paired", storage=_journal(out / "paired" / "study.journal"))
+    study.set_user_attr("seeds", None)  # a study made before the attr: its trials say how many seeds
+    assert main([*search_args(table_file, out, "paired", "--seeds", "3", "--n-trials", "3")]) == 1
+    assert main([*search_args(table_file, out, "paired", "--seeds", "2", "--n-trials", "3")]) == 0
+
+
+def test_a_walk_resumed_by_a_sampler_reports_the_samplers_best(tmp_path, table_file):
+    """The walk's answer (its last kept design) names the best of a build-up study only: resumed with a sampler,
+    the study's best is the design of the best mean again."""
+    from archdsl.search._study_summary import summarize_study
+
+    out = tmp_path / "runs"
+    base = ["--seeds", "2", "--pruner", "none"]
+    assert main([*search_args(table_file, out, "mixed", *base, "--strategy", "buildup")]) == 0
+    assert main([*search_args(table_file, out, "mixed", *base, "--strategy", "random", "--n-trials", "16")]) == 0
+    study = optuna.load_study(study_name="mixed", storage=_journal(out / "mixed" / "study.journal"))
+    summary = summarize_study(study)
+    means = {t.number: t.value for t in study.trials if t.state == TrialState.COMPLETE}
+    assert summary.best[0].number == max(means, key=lambda n: (means[n], -n))
