@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from statistics import fmean
 from typing import Any
 
 import optuna
@@ -320,5 +321,6 @@ def ties_text(summary: StudySummary) -> str | None:
         return None
     if len(summary.best[0].seed_values) < 2:
         return "tied within the noise: not told with 1 seed (--seeds 2 or more)"
-    tied = ", ".join(f"trial {row.number} ({row.values[0]:.4g})" for row in summary.ties if row.values)
+    # each tie's mean over every seed it was measured on (pooled over its race's trials), as the best's is
+    tied = ", ".join(f"trial {row.number} ({fmean(row.seed_values):.4g})" for row in summary.ties if row.seed_values)
     return f"tied within the noise: {tied or 'none'}"

@@ -23,7 +23,7 @@ from archdsl.search._study_summary import summarize_study
 from archdsl.search.objectives import OBJECTIVES
 from archdsl.search.seed_stats import estimate, tied_with
 from archdsl.search.strategies import improves_beyond_noise
-from archdsl.search.trial import DIGEST_ATTR, LAYOUT_ATTR, METRICS_ATTR, SEED_VALUES_KEY
+from archdsl.search.trial import DIGEST_ATTR, LAYOUT_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY
 
 ACCURACY = OBJECTIVES["accuracy"]
 
@@ -167,3 +167,22 @@ def test_equal_seeds_have_no_spread_at_all(value):
 
     assert mean_and_stderr((value, value, value)) == (value, 0.0)
     assert estimate((value, value, value)).half_width == 0.0
+
+
+def test_a_tie_is_shown_with_its_mean_over_every_seed_it_was_measured_on():
+    # the best and trial 2's design raced to a third seed (extra-seed trials): the ties line shows the pooled
+    # mean, as the best's interval is pooled, not the first trial's two seeds
+    study = _seeded_study(SEEDED)
+    for digest, value in (("d1", 0.82), ("d2", 0.70)):
+        study.add_trial(
+            optuna.create_trial(
+                state=TrialState.COMPLETE,
+                value=value,
+                params={"k_c1": 0},
+                distributions={"k_c1": IntDistribution(0, 1)},
+                user_attrs={DIGEST_ATTR: digest, SEED_INDICES_ATTR: [2], METRICS_ATTR: {"accuracy": value}},
+            )
+        )
+    summary = summarize_study(study)
+    assert [r.number for r in summary.ties] == [2]
+    assert f"tied within the noise: trial 2 ({(0.78 + 0.84 + 0.70) / 3:.4g})" in summary_text(summary)
