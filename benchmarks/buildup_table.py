@@ -71,6 +71,23 @@ def parse_args() -> argparse.Namespace:
         help="knobs of a sub-space whose designs are trained first (k: the 8 designs with the default heads), so "
         "that a table of that sub-space is complete soonest (`--assemble --search k`)",
     )
+    parser.add_argument("--dataset", default=DATASET, help="the dataset (default: %(default)s)")
+    parser.add_argument("--base", default=BASE, help="the base network (default: %(default)s)")
+    parser.add_argument(
+        "--val-subset", type=float,
+        help="class-stratified fraction of the validation images that score each run (default: the search's, the "
+        "--subset fraction; 1: all of them, as the end-of-training reference reads them)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--accuracy-only", action="store_true",
+        help="train and read validation and test after every epoch, skip robustness, NEP/APE and latency (a reference "
+        "that ranks by accuracy needs no analyses)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--seed-major", action="store_true",
+        help="run every design on the first seed, then every design on the next (a table cut short holds whole "
+        "seeds: every design on as many paired seeds), instead of whole designs first",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--shard", default="0/1", help="I/N: this process runs every N-th run from the I-th")
     parser.add_argument("--limit", type=int, help="stop after this many runs (a smoke test)")
@@ -84,17 +101,21 @@ def parse_args() -> argparse.Namespace:
         "as the runs do)",
     )
     parser.add_argument("--markdown", help="with --assemble: also write the per-design table (docs/search.md's) here")
+    parser.add_argument(
+        "--fidelity-words", default="the search's default fidelity",
+        help="with --assemble: the table description's words for how its runs were trained",
+    )  # fmt: skip
     return parser.parse_args()
 
 
-def the_space(searched: tuple[str, ...] = SEARCHED):
-    """The searched space, fitted to Fashion-MNIST exactly as `archdsl search` fits it."""
+def the_space(searched: tuple[str, ...] = SEARCHED, dataset: str = DATASET, base_name: str = BASE):
+    """The searched space, fitted to the dataset exactly as `archdsl search` fits it."""
     from archdsl.data import describe
     from archdsl.search.measures import fit_to_data, load_base
     from archdsl.search.space import make_space
 
-    info = describe(DATASET)
-    base = fit_to_data(load_base(BASE), info.image_shape, info.num_classes)
+    info = describe(dataset)
+    base = fit_to_data(load_base(base_name), info.image_shape, info.num_classes)
     return make_space(base, searched)
 
 
@@ -110,11 +131,13 @@ def designs(space) -> list[tuple[str, dict, object]]:
 
 
 def fidelity(args: argparse.Namespace):
-    """The search's default fidelity on a real dataset, with the settings given on the command line."""
+    """The search's default fidelity on the dataset, with the settings given on the command line."""
     from archdsl.search.session import SearchSettings, fidelity_for
 
     given = {"recipe": args.recipe, "epochs": args.epochs, "subset": args.subset, "hessian_batches": 2}
-    fid = fidelity_for(SearchSettings(dataset=DATASET), {k: v for k, v in given.items() if v is not None})
+    given["test_subset"] = getattr(args, "val_subset", None)
+    dataset = getattr(args, "dataset", DATASET)
+    fid = fidelity_for(SearchSettings(dataset=dataset), {k: v for k, v in given.items() if v is not None})
     # A table run trains one seed (its --seeds are separate runs): its recorded fidelity says so, whatever the
     # search's --seeds default (the extra seeds 3-5 were made when it was 2, and their lines say 2).
     return fid.model_copy(update={"seeds": 1})
@@ -229,15 +252,29 @@ def _curve(history: list[dict], tested: dict[int, tuple[float, float]]) -> list[
     ]
 
 
-def run_one(arch, data, test_set, fid, seed: int) -> dict:
-    """One table run: `train_and_test`, then the other measures a trial takes."""
+def run_one(arch, data, test_set, fid, seed: int, accuracy_only: bool = False) -> dict:
+    """One table run: `train_and_test`, then the other measures a trial takes (none with `accuracy_only`)."""
     from archdsl.search import measures as measure
 
     run = train_and_test(arch, data, test_set, fid, seed)
     wall2, cpu2 = time.perf_counter(), cpu_seconds()
+    if accuracy_only:
+        return {**_trained_fields(run, seed), "measure_seconds": 0.0, "measure_cpu_seconds": 0.0}
     robustness = measure.robustness(run.model, data, fid, seed=seed, device="cpu")
     nep, ape = measure.hessian(run.model, data, fid, seed=seed, device="cpu")
     latency = measure.latency_ms(arch, data, fid, "cpu", seed)
+    return {
+        **_trained_fields(run, seed),
+        "robustness": robustness,
+        "nep": nep,
+        "ape": ape,
+        "latency": latency,
+        "measure_seconds": time.perf_counter() - wall2,
+        "measure_cpu_seconds": cpu_seconds() - cpu2,
+    }
+
+
+def _trained_fields(run: TrainedRun, seed: int) -> dict:
     return {
         "seed": seed,
         "val_acc": run.val_acc,
@@ -245,15 +282,9 @@ def run_one(arch, data, test_set, fid, seed: int) -> dict:
         "test_acc": run.test_acc,
         "test_nll": run.test_nll,
         "test_cpu_seconds": run.test_cpu_seconds,
-        "robustness": robustness,
-        "nep": nep,
-        "ape": ape,
-        "latency": latency,
         "curve": run.curve,
         "train_seconds": run.train_seconds,
         "train_cpu_seconds": run.train_cpu_seconds,
-        "measure_seconds": time.perf_counter() - wall2,
-        "measure_cpu_seconds": cpu_seconds() - cpu2,
     }
 
 
@@ -368,15 +399,15 @@ def assemble(args: argparse.Namespace, space, all_designs) -> Table:
         {
             "schema": TABLE_SCHEMA,
             "description": (
-                f"Every design of {BASE}'s {' x '.join(space.searched)} build-up space on Fashion-MNIST, trained "
-                "once per paired seed at the search's default fidelity by benchmarks/buildup_table.py: validation "
+                f"Every design of {args.base}'s {' x '.join(space.searched)} build-up space on {args.dataset}, trained "
+                f"once per paired seed at {args.fidelity_words} by benchmarks/buildup_table.py: validation "
                 "top-1/NLL after every epoch (what a search chooses on), test top-1/NLL after every epoch "
                 "(for reporting only; runs made before they were recorded per epoch completed by --test-curves)"
             ),
             "command": meta.get("command", ""),
             "versions": meta.get("versions", {}),
             "machine": meta.get("machine", ""),
-            "dataset": DATASET,
+            "dataset": args.dataset,
             "base": format_arch(space.base),
             "searched": list(space.searched),
             "fidelity": meta.get("fidelity", {}),
@@ -419,7 +450,7 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     searched = tuple(args.search.split(","))
-    space = the_space(searched)
+    space = the_space(searched, args.dataset, args.base)
     all_designs = designs(space)
     work = Path(args.work)
     if args.assemble:
@@ -443,9 +474,14 @@ def main() -> None:
     # so its seed statistics can be computed) spread over the space rather than the grid's first corner.
     import random
 
-    first = {digest for digest, _, _ in designs(the_space(tuple(args.first.split(","))))} if args.first else set()
+    first = set()
+    if args.first:
+        first = {digest for digest, _, _ in designs(the_space(tuple(args.first.split(",")), args.dataset, args.base))}
     shuffled = sorted(random.Random(0).sample(all_designs, len(all_designs)), key=lambda d: d[0] not in first)
-    todo = [(seed, d) for d in shuffled for seed in args.seeds][index::count]
+    if args.seed_major:
+        todo = [(seed, d) for seed in args.seeds for d in shuffled][index::count]
+    else:
+        todo = [(seed, d) for d in shuffled for seed in args.seeds][index::count]
     todo = [(seed, d) for seed, d in todo if (d[0], seed) not in done]
     fid = fidelity(args)
     meta = {
@@ -464,27 +500,29 @@ def main() -> None:
         },
     }
     data = measure.load_data(
-        DATASET, Path(args.data_root), seed=0, test_subset=fid.test_subset, val_split=fid.val_split
+        args.dataset, Path(args.data_root), seed=0, test_subset=fid.test_subset, val_split=fid.val_split
     )
     from archdsl.data import load_split
 
-    test_set = load_split(DATASET, "test", Path(args.data_root))
+    test_set = load_split(args.dataset, "test", Path(args.data_root))
     if args.test_curves:
         add_test_curves(work, (index, count), all_designs, data, test_set, fid)
         return
     print(f"{len(all_designs)} designs, {len(todo)} runs to do in this shard", flush=True)
     for n, (seed, (digest, params, arch)) in enumerate(todo[: args.limit]):
         started = time.perf_counter()
-        run = run_one(arch, data, test_set, fid, seed)
+        run = run_one(arch, data, test_set, fid, seed, accuracy_only=args.accuracy_only)
         row = {"digest": digest, "params": params, "run": run, "meta": meta}
         with (work / f"runs-{index}.jsonl").open("a") as f:
             f.write(json.dumps(row) + "\n")
         from archdsl.search.space import layout_text
 
+        analyses = "" if args.accuracy_only else (
+            f" rob {run['robustness']:.4f} nep {run['nep']:.3f} ape {run['ape']:.1f}"
+        )  # fmt: skip
         print(
             f"[{n + 1}/{len(todo)}] seed {seed} {layout_text(arch)} {params}: "
-            f"val {run['val_acc']:.4f} test {run['test_acc']:.4f} "
-            f"rob {run['robustness']:.4f} nep {run['nep']:.3f} ape {run['ape']:.1f} "
+            f"val {run['val_acc']:.4f} test {run['test_acc']:.4f}{analyses} "
             f"({time.perf_counter() - started:.0f} s)",
             flush=True,
         )
