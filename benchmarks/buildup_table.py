@@ -88,6 +88,10 @@ def parse_args() -> argparse.Namespace:
         help="run every design on the first seed, then every design on the next (a table cut short holds whole "
         "seeds: every design on as many paired seeds), instead of whole designs first",
     )  # fmt: skip
+    parser.add_argument(
+        "--test-once", action="store_true",
+        help="read the test split after the last epoch only (a rung table, whose runs only choose, needs no curve)",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--shard", default="0/1", help="I/N: this process runs every N-th run from the I-th")
     parser.add_argument("--limit", type=int, help="stop after this many runs (a smoke test)")
@@ -165,15 +169,17 @@ class _Enough(Exception):
     """Stops a run after the epochs `test_curve` needs."""
 
 
-def train_and_test(arch, data, test_set, fid, seed: int) -> TrainedRun:
+def train_and_test(arch, data, test_set, fid, seed: int, every_epoch: bool = True) -> TrainedRun:
     """One training of `arch` as a search trial trains it (on the training split less the validation
     images, scored on those after every epoch), read on the test split after every epoch too: the
-    reporting values, never seen by a search's choice."""
+    reporting values, never seen by a search's choice (after the last epoch alone without `every_epoch`)."""
     from archdsl.run.evaluate import evaluate
 
     tested: dict[int, tuple[float, float]] = {}
     wall0, cpu0 = time.perf_counter(), cpu_seconds()
-    trained, _, (test_cpu, test_wall) = _tested_training(arch, data, test_set, fid, seed, tested, stop_after=None)
+    trained, _, (test_cpu, test_wall) = _tested_training(
+        arch, data, test_set, fid, seed, tested, stop_after=None, every_epoch=every_epoch
+    )
     assert trained is not None
     train_wall, train_cpu = time.perf_counter() - wall0 - test_wall, cpu_seconds() - cpu0 - test_cpu
     cpu1 = cpu_seconds()
@@ -194,7 +200,9 @@ def test_curve(arch, data, test_set, fid, seed: int, epochs: int) -> list[dict]:
     return _curve(history, tested)
 
 
-def _tested_training(arch, data, test_set, fid, seed: int, tested: dict, stop_after: int | None):
+def _tested_training(
+    arch, data, test_set, fid, seed: int, tested: dict, stop_after: int | None, every_epoch: bool = True
+):
     """(the trained design or None when stopped after epoch `stop_after`, its per-epoch metrics, the CPU and
     wall seconds of the test reads): trained by `measures.train_candidate`, the model after each epoch but the last
     read on `test_set` into `tested[epoch]`. That model is the run's checkpoint (`last.safetensors`,
@@ -210,7 +218,7 @@ def _tested_training(arch, data, test_set, fid, seed: int, tested: dict, stop_af
         run_dir = Path(scratch) / "run"
 
         def on_epoch(epoch: int, top1: float) -> None:
-            if epoch < fid.epochs:  # the last epoch's model is the trained one: the caller reads it
+            if every_epoch and epoch < fid.epochs:  # the last epoch's model is the trained one: the caller reads it
                 cpu, wall = cpu_seconds(), time.perf_counter()
                 test = evaluate(load_checkpoint(run_dir / "last.safetensors").model, test_set)
                 tested[epoch] = (test.top1, test.nll)
@@ -252,11 +260,11 @@ def _curve(history: list[dict], tested: dict[int, tuple[float, float]]) -> list[
     ]
 
 
-def run_one(arch, data, test_set, fid, seed: int, accuracy_only: bool = False) -> dict:
+def run_one(arch, data, test_set, fid, seed: int, accuracy_only: bool = False, test_once: bool = False) -> dict:
     """One table run: `train_and_test`, then the other measures a trial takes (none with `accuracy_only`)."""
     from archdsl.search import measures as measure
 
-    run = train_and_test(arch, data, test_set, fid, seed)
+    run = train_and_test(arch, data, test_set, fid, seed, every_epoch=not test_once)
     wall2, cpu2 = time.perf_counter(), cpu_seconds()
     if accuracy_only:
         return {**_trained_fields(run, seed), "measure_seconds": 0.0, "measure_cpu_seconds": 0.0}
@@ -511,7 +519,7 @@ def main() -> None:
     print(f"{len(all_designs)} designs, {len(todo)} runs to do in this shard", flush=True)
     for n, (seed, (digest, params, arch)) in enumerate(todo[: args.limit]):
         started = time.perf_counter()
-        run = run_one(arch, data, test_set, fid, seed, accuracy_only=args.accuracy_only)
+        run = run_one(arch, data, test_set, fid, seed, accuracy_only=args.accuracy_only, test_once=args.test_once)
         row = {"digest": digest, "params": params, "run": run, "meta": meta}
         with (work / f"runs-{index}.jsonl").open("a") as f:
             f.write(json.dumps(row) + "\n")
