@@ -135,7 +135,7 @@ def fidelity(args: argparse.Namespace):
     from archdsl.search.session import SearchSettings, fidelity_for
 
     given = {"recipe": args.recipe, "epochs": args.epochs, "subset": args.subset, "hessian_batches": 2}
-    given["test_subset"] = getattr(args, "val_subset", None)
+    given["val_subset"] = getattr(args, "val_subset", None)
     dataset = getattr(args, "dataset", DATASET)
     fid = fidelity_for(SearchSettings(dataset=dataset), {k: v for k, v in given.items() if v is not None})
     # A table run trains one seed (its --seeds are separate runs): its recorded fidelity says so, whatever the
@@ -393,7 +393,7 @@ def assemble(args: argparse.Namespace, space, all_designs) -> Table:
             }
         )
     from archdsl.search.replay import TABLE_SCHEMA, Table
-    from archdsl.search.table_statistics import seed_statistics
+    from archdsl.search.seed_stats import seed_statistics
 
     table = Table.model_validate(
         {
@@ -500,7 +500,7 @@ def main() -> None:
         },
     }
     data = measure.load_data(
-        args.dataset, Path(args.data_root), seed=0, test_subset=fid.test_subset, val_split=fid.val_split
+        args.dataset, Path(args.data_root), seed=0, val_subset=fid.val_subset, val_split=fid.val_split
     )
     from archdsl.data import load_split
 

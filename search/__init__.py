@@ -4,22 +4,22 @@
 - `objectives`: what can be optimised, with its direction and cost;
 - `strategies`: Optuna samplers and the paper's build-up walk;
 - `trial`: one trial, measured in stages, deduplicated by design digest;
+- `record`: a trial's record in its study: every attr's name, the one scan of a study's trials, and the
+  rules that tell which trials count, are copies, extra seeds or a design's first;
 - `measures`: a design's measures, the one search module that builds, trains, analyses and loads
   data (the others import only archdsl's torch-free core and the run's set-up: tests/test_layering.py);
 - `storage`: journal file, RDB (PostgreSQL) or gRPC proxy storage, heartbeats, retries;
 - `storage_proxy`: Optuna's gRPC proxy in front of a storage (`start_proxy`: `archdsl study serve`);
 - `replay`: trials answered from a fully measured table (`--fidelity table:PATH`), chosen on its
   validation values (its test values are for reporting only);
-- `table_statistics`: whether a table tells its designs apart (seed std against the designs' spread,
-  rank correlation between seeds, validation against test);
 - `runner`: a whole search on one worker;
 - `saved_study`: a study a search left behind, opened by name (`load_saved_study`) and
   reported (`report_study`: `archdsl report`);
 - `journal_check`: damaged journal lines found, and repaired (`repair_journal`: `archdsl study repair`);
 - `report`: what a study found (`_study_summary`), rendered by `_report_lines` (terminal),
   `_report_csv`, `_report_figures` and `_report_markdown`, and written (`write_report`);
-  `seed_stats`: a design's mean with its 95 % interval over the paired seeds, and the designs tied with
-  the best within the noise;
+  `seed_stats`: the arithmetic on paired seeds: a design's mean with its 95 % interval, the paired test
+  of the walk and of the ties, and whether a measured table tells its designs apart;
 - `final_test`: the test set read once, when the search has ended, for the chosen designs (their figures,
   `held_out`, stored on the study, labelled as not used for selection);
 - `session`: a whole study from its settings, read once into one `SearchPlan` that the runner and every
@@ -66,7 +66,7 @@ _EXPORTS = {
     "journal_path": "archdsl.search.storage",
     "JOURNAL_SCHEME": "archdsl.search.storage",
     "proxy_answering": "archdsl.search.storage",
-    "is_copy": "archdsl.search.storage",
+    "is_copy": "archdsl.search.record",
     # what `archdsl report` and `archdsl study` do
     "load_saved_study": "archdsl.search.saved_study",
     "report_study": "archdsl.search.saved_study",

@@ -15,21 +15,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import optuna
-from optuna.trial import TrialState
 
 from archdsl.search import measures as measure
 from archdsl.search._study_summary import TrialRow, summarize_study
 from archdsl.search.held_out import NO_TABLE_FIGURES, HeldOutFigures, final_test_attr
-from archdsl.search.replay import TABLE_SEED_ATTR, TableDesign, TableRun, paired_runs
+from archdsl.search.record import TABLE_SEED_ATTR, search_ended, trial_numbered, trials
+from archdsl.search.replay import TableDesign, TableRun, paired_runs
 
 if TYPE_CHECKING:
     from archdsl.search.session import SearchPlan
-
-
-def still_running(study: optuna.Study) -> bool:
-    """Whether another worker is measuring (or will measure) a trial of the study: then the search has
-    not ended, and the last worker out runs the final test."""
-    return any(t.state in (TrialState.RUNNING, TrialState.WAITING) for t in study.get_trials(deepcopy=False))
 
 
 def designs_to_test(study: optuna.Study) -> tuple[TrialRow, ...]:
@@ -44,7 +38,7 @@ def run_final_test(
 ) -> dict[int, HeldOutFigures]:
     """Measure the test figures of the designs `designs_to_test` names, once the search has ended, and store
     them on `study`; `on_start(rows)` before the first. Returns what it stored (trial number -> figures)."""
-    if still_running(study):
+    if not search_ended(trials(study)):  # the last worker out runs the final test
         return {}
     rows = designs_to_test(study)
     if not rows:
@@ -85,7 +79,7 @@ def _from_table(plan: SearchPlan, study: optuna.Study, row: TrialRow) -> HeldOut
     """The test figures the table recorded for the runs that answered the design's trial."""
     assert plan.replay is not None, "a replayed study has its table"
     design = plan.replay.design(plan.space.arch_from_params(row.params))
-    trial = next(t for t in study.get_trials(deepcopy=False) if t.number == row.number)
+    trial = trial_numbered(study, row.number)
     runs = _trial_runs(design, trial.user_attrs.get(TABLE_SEED_ATTR), len(row.seed_values), plan.settings.seed)
     seeds = [run.seed for run in runs]
     values = [_table_test_accuracy(run, plan.fidelity.epochs) for run in runs]

@@ -13,7 +13,8 @@ from typing import Literal
 import optuna
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-TEST_ATTR_PREFIX = "test:"
+from archdsl.search.record import TEST_ATTR_PREFIX, numbered_attrs
+
 NOT_USED = "not used for selection"  # how every rendering labels the figures
 NO_TABLE_FIGURES = "no test figures in this table"
 
@@ -40,11 +41,9 @@ def read_held_out(study: optuna.Study) -> dict[int, HeldOutFigures]:
     """Trial number -> its design's test figures, as stored on `study` (a record that does not read is
     left out: the storage may be another version's)."""
     found: dict[int, HeldOutFigures] = {}
-    for key, value in study.user_attrs.items():
-        number = key[len(TEST_ATTR_PREFIX) :]
-        if key.startswith(TEST_ATTR_PREFIX) and number.isdigit():
-            try:
-                found[int(number)] = HeldOutFigures.model_validate(value)
-            except ValidationError:
-                continue
+    for number, value in numbered_attrs(study, TEST_ATTR_PREFIX).items():
+        try:
+            found[number] = HeldOutFigures.model_validate(value)
+        except ValidationError:
+            continue
     return found

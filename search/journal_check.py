@@ -44,9 +44,9 @@ from optuna.trial import TrialState
 from archdsl import json_text
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
-from archdsl.search._worker_attrs import BEAT_ATTR
 from archdsl.search.journal_lock import JournalLock
 from archdsl.search.optuna_private import JournalOperation
+from archdsl.search.record import BEAT_ATTR, REPAIRED_ATTR
 
 CREATE_STUDY, CREATE_TRIAL = 0, 4
 OP_NAMES = {
@@ -63,7 +63,6 @@ OP_NAMES = {
     10: "a discard of trials",
 }
 REPAIR_WORKER = "archdsl-study-repair"
-REPAIRED_ATTR = "archdsl:repaired"  # system attr of a trial whose creation record was rebuilt
 _RECORD_START = re.compile(rb'\{\s*"op_code"\s*:\s*(\d+)')
 _NUMBER_FIELD = r'"{}"\s*:\s*(\d+)'
 _STRING_FIELD = r'"{}"\s*:\s*("(?:[^"\\]|\\.)*")'

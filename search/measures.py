@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,8 +72,8 @@ class Fidelity(OptimizeSettings):
         "and scored on these (no trial reads the test set)", default=None, metavar="FRACTION|N",
         default_text="a tenth of the training split, at most 5,000",
     )  # fmt: skip
-    test_subset: float = _flag(
-        "--test-subset", "class-stratified fraction of the validation images (and their corrupted copies) "
+    val_subset: float = _flag(
+        "--val-subset", "class-stratified fraction of the validation images (and their corrupted copies) "
         "that score each candidate", default=1.0, gt=0, le=1, metavar="FRACTION", default_text="the --subset fraction",
     )  # fmt: skip
     # `fast` learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds.
@@ -142,36 +141,25 @@ def seed_of(seed: int, index: int) -> int:
     return seed + index
 
 
-def mean_and_stderr(values: tuple[float, ...]) -> tuple[float, float]:
-    """The mean of `values` and its standard error (sample standard deviation / sqrt(n); 0 for one value).
-    `statistics` sums the floats exactly: equal values have their own value as mean and no spread at all
-    (a float sum made three seeds at 0.1 "0.1 ± 4.2e-17")."""
-    n = len(values)
-    mean = statistics.mean(values)
-    if n < 2:
-        return mean, 0.0
-    return mean, statistics.stdev(values, mean) / math.sqrt(n)
-
-
 def load_data(
     name: str,
     root: Path | None,
     *,
     seed: int,
-    test_subset: float = 1.0,
+    val_subset: float = 1.0,
     val_split: str | None = None,
     download: bool = False,
 ) -> DataContext:
     """The training split of `name` (downloaded if missing and asked), split into the images trials train
     on and the fixed, class-stratified validation images (`val_split`: a fraction or a count; None: the
     search's default, `archdsl.data.default_val_size`) that score them, shrunk to a class-stratified
-    `test_subset`. Each trial's training shrinks the rest further (`Fidelity.subset`)."""
+    `val_subset`. Each trial's training shrinks the rest further (`Fidelity.subset`)."""
     from archdsl.data import load_split, parse_val_split, split_validation
 
     train_set = load_split(name, "train", root, download=download)
     rest, validation = split_validation(train_set, None if val_split is None else parse_val_split(val_split))
-    if test_subset < 1:
-        validation = validation.subset(test_subset, seed=seed)
+    if val_subset < 1:
+        validation = validation.subset(val_subset, seed=seed)
     return DataContext(name=name, root=root, train_set=rest, validation=validation, train_split=train_set)
 
 
@@ -256,7 +244,7 @@ def check_fidelity(arch: Arch, data: DataContext, fidelity: Fidelity, *, device:
     from archdsl.nn.build import check_registered_blocks
     from archdsl.run.train import check_trainable
 
-    check_trainable(arch, data.train_set, data.validation, train_config(fidelity, device=device, seed=seed))
+    check_trainable(arch, data.train_set, None, train_config(fidelity, device=device, seed=seed), data.validation)
     check_registered_blocks(arch)  # a plug-in block that breaks its shape rule fails every trial
 
 
@@ -284,19 +272,20 @@ def train_candidate(
         from_leader(format_arch(arch))
 
     def report(metrics: EpochMetrics) -> None:
-        on_epoch(int(metrics.epoch), float(metrics.test_acc))
+        assert metrics.val_acc is not None, "a trial is scored on its validation images"
+        on_epoch(int(metrics.epoch), metrics.val_acc)
 
-    try:
-        # train's "test" set is the search's validation images: its test_acc is their top-1
+    try:  # scored on the validation images alone: a trial has no test set
         result = train(
-            arch, data.train_set, data.validation, config, run_dir=run_dir, on_epoch=report, progress=progress
-        )
+            arch, data.train_set, None, config, val_set=data.validation, run_dir=run_dir, on_epoch=report,
+            progress=progress,
+        )  # fmt: skip
     except TrainingDiverged as err:
         raise Diverged(err.message) from err
-    accuracy = float(result.test_acc)
+    accuracy = float(result.val_acc)
     if not math.isfinite(accuracy):
         raise Diverged("the validation accuracy is not a number")
-    history = [{k: _plain(v) for k, v in _fields(m).items()} for m in result.history]
+    history = [{k: _plain(v) for k, v in _fields(m).items() if v is not None} for m in result.history]
     return Trained(model=result.model, accuracy=accuracy, history=history, rank_digests=result.rank_digests)
 
 

@@ -362,8 +362,8 @@ def fidelity_for(settings: SearchSettings, fidelity: Fidelity | Mapping[str, obj
     synthetic = settings.dataset.split(":")[0] == "synthetic"
     if given.get("subset") is None:
         given["subset"] = SYNTHETIC_SUBSET if synthetic else REAL_SUBSET
-    if given.get("test_subset") is None:
-        given["test_subset"] = given["subset"]
+    if given.get("val_subset") is None:
+        given["val_subset"] = given["subset"]
     return Fidelity.model_validate(given)
 
 
@@ -415,7 +415,7 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
             settings.dataset,
             Path(settings.data_root) if settings.data_root else None,
             seed=settings.seed,
-            test_subset=fidelity.test_subset,
+            val_subset=fidelity.val_subset,
             val_split=fidelity.val_split,
             download=settings.download,
         )
@@ -512,9 +512,10 @@ def run_planned(
         remarks.append(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}")
     simulated = None
     if plan.replay is not None:
+        from archdsl.search.record import trials
         from archdsl.search.replay import simulated_seconds
 
-        simulated = simulated_seconds(outcome.study.trials)
+        simulated = simulated_seconds(trials(outcome.study))
     return SearchResult(
         study=outcome.study, best=best_designs(outcome.study), outcome=outcome, remarks=tuple(remarks),
         simulated_seconds=simulated,
@@ -601,7 +602,7 @@ def reproduce_command(plan: SearchPlan) -> str:
         parts += ["--max-seeds", str(plan.max_seeds)]
     if fidelity.val_split is not None:
         parts += ["--val-split", fidelity.val_split]
-    parts += ["--test-subset", _number(fidelity.test_subset)]
+    parts += ["--val-subset", _number(fidelity.val_subset)]
     given = dict(fidelity.train_settings)
     in_flag_order = {name: given[name] for name in recipe_flags() if name in given}
     parts += ["--recipe", fidelity.recipe, *recipe_command_words(in_flag_order)]

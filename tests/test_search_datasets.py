@@ -81,30 +81,73 @@ def test_a_search_piped_to_a_log_says_each_epoch_each_trial_and_why_it_ended(tmp
     assert "\r" not in err
     trials = [line for line in err.splitlines() if re.match(r"trial \d+ COMPLETE", line)]
     searched = err.split("final test: ")[0]  # then the chosen designs train again, as verbosely
-    epochs = [line.split("  ")[0] for line in searched.splitlines() if line.startswith("epoch ")]
-    assert trials and epochs == ["epoch 1/1"] * len(trials)  # one epoch per trial, one line each
+    lines = [line for line in searched.splitlines() if line.startswith("epoch ")]
+    assert trials and [line.split("  ")[0] for line in lines] == ["epoch 1/1"] * len(trials)  # one line an epoch
+    # a trial is scored on validation images: its lines say so, and name no test figure
+    assert all("val_acc=" in line and "test_acc" not in line for line in lines), lines
     # the build-up walk measured fewer designs than --n-trials: the last line says why
     assert f"search ended: the build-up walk is done after {len(trials)} designs" in err
     assert "--n-trials 20 is an upper bound" in err
 
 
-def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp_path):
+def test_a_trials_files_hold_validation_figures_under_their_own_names(tmp_path):
+    """A trial's metrics.csv, metrics.jsonl, checkpoint and metrics.json say `val_` for its validation figures:
+    no `test_` name holds one (issue 38)."""
+    import csv
+    import json
+
+    import _search_support as support
+
+    from archdsl.run import load_checkpoint
+
+    assert main(support.search_args(tmp_path, "names", "--strategy", "random", "--n-trials", "1")) == 0
+    [trial] = (tmp_path / "runs" / "names" / "trials").iterdir()
+    record = json.loads((trial / "metrics.json").read_text())
+    [epoch] = record["metrics"]["history"]
+    assert epoch["val_acc"] == record["metrics"]["accuracy"] and not [k for k in epoch if k.startswith("test_")]
+    [row] = csv.DictReader((trial / "metrics.csv").open())
+    assert float(row["val_acc"]) == epoch["val_acc"] and row["test_acc"] == row["test_loss"] == ""
+    assert "test_acc" not in load_checkpoint(trial / "final.safetensors").meta
+
+
+def test_subset_shrinks_the_training_set_and_val_subset_the_sets_that_score(tmp_path):
     import _search_support as support
 
     from archdsl.search import measures as measure
     from archdsl.search.session import SearchSettings, plan_space, reproduce_command
 
     # 96 training images: 16 held out for validation (a quarter of them score), 80 to train on
-    data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25, val_split="16")
+    data = measure.load_data(support.DATASET, None, seed=0, val_subset=0.25, val_split="16")
     assert (len(data.train_set), len(data.validation)) == (80, 4)  # the training set is shrunk by each trial
     default = measure.load_data(support.DATASET, None, seed=0)
     assert (len(default.train_set), len(default.validation)) == (86, 10)  # a tenth by default
-    config = measure.train_config(measure.Fidelity(subset=0.5, test_subset=0.25), device="cpu", seed=0)
+    config = measure.train_config(measure.Fidelity(subset=0.5, val_subset=0.25), device="cpu", seed=0)
     assert config.subset == 0.5
     settings = SearchSettings(study_name="s")
-    fidelity = {"subset": 0.5, "test_subset": 0.25, "val_split": "0.2"}
+    fidelity = {"subset": 0.5, "val_subset": 0.25, "val_split": "0.2"}
     line = reproduce_command(plan_space(settings, fidelity))
-    assert "--val-split 0.2 --test-subset 0.25" in line
+    assert "--val-split 0.2 --val-subset 0.25" in line
+
+
+@pytest.mark.parametrize("where", ["flag", "config"])
+def test_the_old_test_subset_is_refused_naming_val_subset(tmp_path, capsys, where):
+    """--test-subset shrank validation images, never the test set: its old name is refused in one line that
+    names --val-subset (and its --config key), before anything is made."""
+    import _search_support as support
+
+    args = support.search_args(tmp_path, "renamed")
+    if where == "flag":
+        args += ["--test-subset", "0.5"]
+    else:
+        (tmp_path / "c.yaml").write_text("test_subset: 0.5\n")
+        args += ["--config", str(tmp_path / "c.yaml")]
+    try:
+        code = main(args)
+    except SystemExit as exit:  # argparse's own refusal of a flag
+        code = exit.code
+    err = capsys.readouterr().err
+    assert code == 2 and "give --val-subset 0.5" in err and "val_subset:" in err, err
+    assert "Traceback" not in err and not (tmp_path / "runs").exists()
 
 
 def test_validation_images_are_held_out_of_training_and_fixed():

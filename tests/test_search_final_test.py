@@ -19,8 +19,8 @@ from archdsl.cli import main
 from archdsl.search import measures as measure
 from archdsl.search._study_summary import summarize_study
 from archdsl.search.held_out import NO_TABLE_FIGURES, NOT_USED, final_test_attr, read_held_out
+from archdsl.search.record import DIGEST_ATTR
 from archdsl.search.replay import TableRun, load_replay
-from archdsl.search.trial import DIGEST_ATTR
 
 LABEL = f"test ({NOT_USED})"
 

@@ -17,8 +17,8 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.errors import UserError
-from archdsl.search._worker_attrs import BEAT_ATTR
-from archdsl.search.storage import FAIL_REASON_ATTR, StorageOptions, open_storage
+from archdsl.search.record import BEAT_ATTR, FAIL_REASON_ATTR
+from archdsl.search.storage import StorageOptions, open_storage
 
 POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
 
@@ -300,7 +300,7 @@ def test_a_second_retry_keeps_the_original_failed_trial_as_optuna_does(tmp_path)
 
     from optuna.storages import RetryHeartbeatStaleTrialCallback as Retry
 
-    from archdsl.search._worker_attrs import HOST_ATTR, PID_ATTR
+    from archdsl.search.record import HOST_ATTR, PID_ATTR
     from archdsl.search.storage import fail_stale_trials
 
     study = optuna.create_study(storage=open_storage(StorageOptions(url=None), tmp_path, "retry"), study_name="retry")

@@ -214,7 +214,7 @@ COMMAND_ONLY = {
     ("train",): {"--help", "--config"},
     ("analyze",): {"--help", "--config", "--out", "--force", "--subset"},  # --subset: --test-subset's old name
     ("eval",): {"--help", "--config", "--json"},
-    ("search",): {"--help", "--config", "--dry-run"},
+    ("search",): {"--help", "--config", "--dry-run", "--test-subset"},  # --test-subset: --val-subset's old name
     ("data", "info"): {"--help", "--dataset", "--checksums"},
     ("data", "corrupt"): {"--help", "--dataset", "--out", "--corruptions", "--seed", "--force"},
 }

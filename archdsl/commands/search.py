@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from archdsl.commands._args import renamed
 from archdsl.commands._say import say
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
@@ -49,6 +50,11 @@ def register(subparsers) -> None:
     # The fidelity's settings (Fidelity declares each: default, bounds, help, flag), then the recipe's.
     add_settings_arguments(parser, Fidelity, into=fid)
     add_recipe_arguments(parser, exclude=SEARCH_OWN_FIELDS)
+    # The old name of --val-subset, which scores on validation images, never on the test set: refused.
+    fid.add_argument(
+        "--test-subset", type=renamed("--val-subset", "it shrinks the validation images, not the test set"),
+        help=argparse.SUPPRESS,
+    )  # fmt: skip
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
     add_config_argument(parser)
     parser.set_defaults(func=run)
