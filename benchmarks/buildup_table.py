@@ -132,7 +132,8 @@ def designs(space) -> list[tuple[str, dict, object]]:
 
 def fidelity(args: argparse.Namespace):
     """The search's default fidelity on the dataset, with the settings given on the command line."""
-    from archdsl.search.session import SearchSettings, fidelity_for
+    from archdsl.search.session import fidelity_for
+    from archdsl.search.settings import SearchSettings
 
     given = {"recipe": args.recipe, "epochs": args.epochs, "subset": args.subset, "hessian_batches": 2}
     given["val_subset"] = getattr(args, "val_subset", None)

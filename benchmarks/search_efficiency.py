@@ -134,7 +134,8 @@ def replay_once(
     from archdsl.search.record import DIGEST_ATTR, SIM_SECONDS_ATTR, is_copy, is_extra_seed, is_verdict, trials
     from archdsl.search.replay import TABLE_PREFIX
     from archdsl.search.runner import run_search
-    from archdsl.search.session import SearchPlan, SearchSettings
+    from archdsl.search.session import SearchPlan
+    from archdsl.search.settings import SearchSettings
 
     objs = parse_objectives(objectives)
     name = f"{strategy}-{pruner}-{seed}"

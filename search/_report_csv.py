@@ -6,8 +6,7 @@ import csv
 import io
 
 from archdsl.search._study_summary import StudySummary, TrialRow
-from archdsl.search.held_out import NOT_USED
-from archdsl.search.record import SEED_VALUES_KEY, STDERR_KEY
+from archdsl.search.record import NOT_USED, SEED_VALUES_KEY, STDERR_KEY
 from archdsl.search.seed_stats import mean_and_stderr
 
 INTERVAL_COLUMNS = ("accuracy_ci95_low", "accuracy_ci95_high")  # the accuracy's 95 % t-interval (seed_stats)

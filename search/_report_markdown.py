@@ -16,7 +16,7 @@ from archdsl.search._study_summary import (
     objective_values_text,
     ties_text,
 )
-from archdsl.search.held_out import NOT_USED
+from archdsl.search.record import NOT_USED
 from archdsl.search.seed_stats import INTERVAL_LEVEL, KEEP_LEVEL
 
 

@@ -17,7 +17,6 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from archdsl.search.held_out import NOT_USED, HeldOutFigures, read_held_out
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.optuna_private import retried_trial
 from archdsl.search.record import (
@@ -28,6 +27,7 @@ from archdsl.search.record import (
     LAYOUT_ATTR,
     METRICS_ATTR,
     N_MSA_ATTR,
+    NOT_USED,
     OBJECTIVES_ATTR,
     PRUNED_REASON_ATTR,
     SHORT_ID_ATTR,
@@ -35,10 +35,12 @@ from archdsl.search.record import (
     SPEC_ATTR,
     STRATEGY_ATTR,
     WALK_END_ATTR,
+    HeldOutFigures,
     design_key,
     first_trials,
     is_copy,
     pareto_front,
+    read_held_out,
     seed_values,
     seed_values_by_design,
     trials,

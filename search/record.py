@@ -15,15 +15,22 @@ a twin, the report and the final test agree on which trials count. A trial is
   report shows with the design's values on every seed index measured (`seed_values_by_design`).
 
 A design is its `Arch.digest()` (`digest`): two trials of one digest measure one design.
+
+The test figures a trial measures (each seed's model scored once on the test split, or a replayed trial's
+table runs' test figures) are sealed on the study (`seal_test`: a study attr keyed by the trial, never the
+trial's own attrs or metrics), where nothing that chooses reads them: Optuna's samplers and best trial,
+the build-up walk, the ties and the report's choice read a trial's values and attrs only. The final test
+alone opens them, for the chosen designs once the search has ended (`open_test`, `archdsl.search.final_test`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Literal
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 # -- a trial's user attrs ------------------------------------------------------------------------
 DIGEST_ATTR = "digest"  # the design's Arch.digest(): one design, one digest
@@ -69,7 +76,10 @@ FIDELITY_ATTR = "fidelity"  # `train`, or the `table:...` its trials are replaye
 SEEDS_ATTR = "seeds"  # the paired seeds (--seeds) each design is measured on
 COMMAND_ATTR = "command"  # the command line that reproduces the study
 WALK_END_ATTR = "buildup_end"  # the digest of the design the build-up walk kept last: the search's answer
-TEST_ATTR_PREFIX = "test:"  # + a chosen trial's number: its design's test figures (archdsl.search.final_test)
+TEST_ATTR_PREFIX = "test:"  # + a chosen trial's number: its design's test figures, opened by the final test
+SEALED_ATTR_PREFIX = "sealed:"  # + a trial's number: the test figures it measured, sealed until the final test
+NOT_USED = "not used for selection"  # how every rendering labels the test figures
+NO_TABLE_FIGURES = "no test figures in this table"
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
@@ -275,10 +285,67 @@ def search_ended(found: Iterable[FrozenTrial]) -> bool:
     return not any(is_active(t) for t in found)
 
 
-def numbered_attrs(study: optuna.Study, prefix: str) -> dict[int, Any]:
-    """Trial number -> the value of each study attr `<prefix><number>` (`TEST_ATTR_PREFIX`)."""
-    return {
-        int(key[len(prefix) :]): value
-        for key, value in study.user_attrs.items()
-        if key.startswith(prefix) and key[len(prefix) :].isdigit() and value is not None
-    }
+class HeldOutFigures(BaseModel):
+    """Test top-1 on paired seeds, held out of every choice: what one trial sealed (`seal_test`), or a chosen
+    design's figures over every seed it was measured on, opened by the final test (`open_test`)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    seeds: list[int]  # the training seeds (a replayed design's: the table runs' seeds)
+    accuracy: list[float]  # test top-1 per seed, a fraction; empty when there is none (`note` says why)
+    indices: list[int] = []  # the paired seed index of each seed
+    source: Literal["trained", "table"] = "trained"
+    note: str = ""
+
+
+def seal_test(study: optuna.Study, number: int, figures: HeldOutFigures) -> None:
+    """Seal the test figures trial `number` measured on the study, where nothing that chooses reads them."""
+    study.set_user_attr(f"{SEALED_ATTR_PREFIX}{number}", figures.model_dump())
+
+
+def open_test(study: optuna.Study, number: int, design_trials: Iterable[FrozenTrial]) -> HeldOutFigures:
+    """Open the seals of a chosen design's complete trials (`number`: its first trial) and store its test figures
+    on every seed index measured, pooled as its validation values are (`seed_values_by_design`: the first trial
+    of an index counts), on the study: the figures the report shows, labelled `NOT_USED`."""
+    sealed = _figures(study, SEALED_ATTR_PREFIX)
+    seeds: dict[int, int] = {}
+    values: dict[int, float] = {}
+    source: Literal["trained", "table"] = "trained"
+    notes: list[str] = []
+    for t in sorted(design_trials, key=lambda t: t.number):
+        seal = sealed.get(t.number)
+        if t.state != TrialState.COMPLETE or seal is None:
+            continue
+        source, notes = seal.source, [*notes, *([seal.note] if seal.note else [])]
+        for position, index in enumerate(seal.indices):
+            seeds.setdefault(index, seal.seeds[position])
+            if position < len(seal.accuracy):
+                values.setdefault(index, seal.accuracy[position])
+    indices = sorted(seeds)
+    whole = indices and not notes and all(i in values for i in indices)
+    note = "" if whole else (notes or ["no sealed test figures (its trials ran before trials sealed them)"])[0]
+    figures = HeldOutFigures(
+        seeds=[seeds[i] for i in indices], accuracy=[values[i] for i in indices] if whole else [], indices=indices,
+        source=source, note=note,
+    )  # fmt: skip
+    study.set_user_attr(f"{TEST_ATTR_PREFIX}{number}", figures.model_dump())
+    return figures
+
+
+def read_held_out(study: optuna.Study) -> dict[int, HeldOutFigures]:
+    """Trial number -> its design's test figures, as the final test opened them on `study`."""
+    return _figures(study, TEST_ATTR_PREFIX)
+
+
+def _figures(study: optuna.Study, prefix: str) -> dict[int, HeldOutFigures]:
+    """Trial number -> the figures of each study attr `<prefix><number>` (a record that does not read is left
+    out: the storage may be another version's)."""
+    found: dict[int, HeldOutFigures] = {}
+    for key, value in study.user_attrs.items():
+        number = key[len(prefix) :]
+        if key.startswith(prefix) and number.isdigit():
+            try:
+                found[int(number)] = HeldOutFigures.model_validate(value)
+            except ValidationError:
+                continue
+    return found

@@ -41,7 +41,7 @@ from archdsl.errors import UserError, visible
 from archdsl.ir import Arch
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, Objective
-from archdsl.search.record import SIM_SECONDS_ATTR, TABLE_SEED_ATTR, seed_indices
+from archdsl.search.record import NO_TABLE_FIGURES, SIM_SECONDS_ATTR, TABLE_SEED_ATTR, HeldOutFigures, seed_indices
 from archdsl.search.seed_stats import SeedStatistics, mean_and_stderr
 from archdsl.search.space import ParamValue, Space, layout_text
 from archdsl.search.trial import Training, TrialObjective
@@ -384,18 +384,20 @@ class Replaying:
 
     def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> _ReplayedDesign:
         design = self.replay.design(arch)
+        indices = seed_indices(trial, plan.fidelity.seeds)
         if plan.max_seeds == 1:
             runs: tuple[TableRun, ...] = (self.replay.draw(design, plan.settings.seed, trial.number),)
         else:  # paired: seed index s is the run of the seed a trained search trains it with, for every design
             # check_replay made sure every design has runs for plan.max_seeds paired seeds
-            runs = paired_runs(design, plan.settings.seed, seed_indices(trial, plan.fidelity.seeds))
+            runs = paired_runs(design, plan.settings.seed, indices)
         trial.set_user_attr(TABLE_SEED_ATTR, runs[0].seed)
-        return _ReplayedDesign(runs, plan.fidelity.epochs, _Clock(trial))
+        return _ReplayedDesign(runs, indices, plan.fidelity.epochs, _Clock(trial))
 
 
 @dataclass(frozen=True)
 class _ReplayedDesign:
     runs: tuple[TableRun, ...]  # one per paired seed; the first answers the pruner and the analyses
+    indices: tuple[int, ...]  # their paired seed indices
     epochs: int  # the fidelity's
     clock: _Clock
 
@@ -421,7 +423,7 @@ class _ReplayedDesign:
             self.clock.add(run.train_time * share)
             on_epoch(n, point.val_acc)
         history = [_validation_only(p) for p in curve]
-        first = measure.Trained(model=None, accuracy=_accuracy(run, epochs), history=history)
+        first = measure.Trained(model=None, accuracy=_accuracy(run, epochs), history=history, sealed=self._tested())
         if len(self.runs) == 1:
             return first
         for other in self.runs[1:]:  # trained one after another on a worker
@@ -429,12 +431,29 @@ class _ReplayedDesign:
         per_seed = tuple(_accuracy(r, min(self.epochs, len(r.curve))) for r in self.runs)
         return dataclasses.replace(first, accuracy=mean_and_stderr(per_seed)[0], seed_accuracies=per_seed)
 
+    def _tested(self) -> HeldOutFigures:
+        """The test figures the table recorded for the runs that answer the trial, after the fidelity's epochs."""
+        seeds, indices = [run.seed for run in self.runs], list(self.indices[: len(self.runs)])
+        values = [_test_accuracy(run, self.epochs) for run in self.runs]
+        if any(v is None for v in values):
+            return HeldOutFigures(seeds=seeds, accuracy=[], indices=indices, source="table", note=NO_TABLE_FIGURES)
+        return HeldOutFigures(
+            seeds=seeds, accuracy=[v for v in values if v is not None], indices=indices, source="table"
+        )
+
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
         self.clock.add(self.run.measure_time)
         return {name: getattr(self.run, name) for name in names}
 
     def close(self) -> None:
         self.clock.stop()
+
+
+def _test_accuracy(run: TableRun, epochs: int) -> float | None:
+    """A run's test top-1 after `epochs` (its final one when they are all), where the table recorded one."""
+    if epochs < len(run.curve):
+        return run.curve[epochs - 1].test_acc
+    return run.test_acc
 
 
 def _validation_only(point: CurvePoint) -> dict[str, Any]:

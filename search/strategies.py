@@ -18,7 +18,6 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UsageError
-from archdsl.search import PRUNERS, STRATEGIES
 from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of, trial_id
 from archdsl.search.record import (
@@ -33,6 +32,7 @@ from archdsl.search.record import (
     trials,
 )
 from archdsl.search.seed_stats import KEEP_LEVEL, improves_beyond_noise
+from archdsl.search.settings import PRUNERS, REDUCTION_FACTOR, STRATEGIES
 from archdsl.search.space import ParamValue, Space
 
 GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
@@ -114,32 +114,6 @@ class PerTrialSeed(optuna.samplers.BaseSampler):
 
     def reseed_rng(self) -> None:
         pass  # the streams are fixed by (seed, trial number)
-
-
-# `--pruner auto`, from the replayed efficiency study (docs/search.md, "Is the search worth running?"):
-# chosen on the earlier fashion-mnist-k-init table (6 epochs), where Hyperband saved 48% of a TPE or random
-# search's simulated time at the unpruned regret and the median pruner 27% of the build-up walk's. On
-# today's fashion-mnist-k table (the default fidelity) the pruners end at the unpruned regret too, saving
-# 21-33% (median, halving, Hyperband) of TPE's and random search's time with one seed, 26-47% with two, and
-# 0-1% of the walk's; on the 32-design k x heads table 53-54% of a sampler's for 0.17-0.33 points of regret.
-AUTO_PRUNER = "auto"
-# Pruning rungs at epochs 1, 3, 9, ...: the halving pruners keep a third of the trials at each.
-REDUCTION_FACTOR = 3
-
-
-def default_pruner(strategy: str, epochs: int) -> str:
-    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: median for the build-up
-    walk; Hyperband for the samplers where it has two brackets or more (at least 3 epochs, as on the
-    table's 6), else median: with one bracket Hyperband is successive halving, the pruner the study
-    rejected for its regret."""
-    if strategy == "buildup" or epochs < REDUCTION_FACTOR:
-        return "median"
-    return "hyperband"
-
-
-def chosen_pruner(kind: str, strategy: str, epochs: int) -> str:
-    """The pruner a study runs with: `kind`, or `default_pruner(strategy, epochs)` for `auto`."""
-    return default_pruner(strategy, epochs) if kind == AUTO_PRUNER else kind
 
 
 def make_pruner(objectives: tuple[Objective, ...], epochs: int, kind: str = "median") -> optuna.pruners.BasePruner:

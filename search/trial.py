@@ -6,7 +6,9 @@ The order of work keeps a search cheap and honest:
    the trial with the design), does not count towards --n-trials, and the search draws
    again (`archdsl.search.runner`);
 2. the constraints (`max_params`, `max_flops`) from the IR, before any training;
-3. the cheap measures (params, FLOPs, latency), then training (accuracy);
+3. the cheap measures (params, FLOPs, latency), then training (accuracy on validation images; each
+   seed's model scored once on the test split too, figures the trial seals on the study for the final
+   test alone: `record.seal_test`);
 4. the expensive analyses (Hessian NEP/APE, robustness) only for candidates that no
    finished trial dominates on the cheap objectives.
 Only what a design can cause fails a trial (its reason in the `fail_reason` user attr)
@@ -55,6 +57,8 @@ from archdsl.search.record import (
     SHORT_ID_ATTR,
     SPEC_ATTR,
     STDERR_KEY,
+    HeldOutFigures,
+    seal_test,
     seed_indices,
     trials,
     twin_decision,
@@ -136,24 +140,25 @@ class _TrainedDesign:
 
     def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
         """Trained on each of its paired seeds in turn; the first seed's curve goes to the pruner and its model
-        to the analyses, the accuracy is the seeds' mean."""
+        to the analyses, the accuracy is the seeds' mean. Each seed's model, once trained (not pruned), is scored
+        once on the test split, for the trial to seal."""
         s, fidelity = self.plan.settings, self.plan.fidelity
-        first = measure.train_candidate(
-            self.arch, self.data, fidelity, device=s.device, seed=measure.seed_of(s.seed, self.indices[0]),
-            run_dir=run_dir(), on_epoch=on_epoch, progress=s.progress,
-        )  # fmt: skip
-        if len(self.indices) == 1:
-            return first
-        others = [
-            measure.train_candidate(
-                self.arch, self.data, fidelity, device=s.device, seed=measure.seed_of(s.seed, index), run_dir=None,
-                on_epoch=lambda epoch, top1: None, progress=s.progress,
-            ).accuracy
-            for index in self.indices[1:]
-        ]  # fmt: skip
-        per_seed = (first.accuracy, *others)
+        seeds = [measure.seed_of(s.seed, index) for index in self.indices]
+        trained, tests = [], []
+        for n, seed in enumerate(seeds):
+            one = measure.train_candidate(
+                self.arch, self.data, fidelity, device=s.device, seed=seed, run_dir=run_dir() if n == 0 else None,
+                on_epoch=on_epoch if n == 0 else lambda epoch, top1: None, progress=s.progress,
+            )  # fmt: skip
+            assert one.model is not None, "a trained design has its model"
+            tests.append(measure.test_accuracy(one.model, self.data, fidelity, device=s.device))
+            trained.append(one if n == 0 else dataclasses.replace(one, model=None))  # the first seed's model is kept
+        sealed = HeldOutFigures(seeds=seeds, accuracy=tests, indices=list(self.indices))
+        if len(trained) == 1:
+            return dataclasses.replace(trained[0], sealed=sealed)
+        per_seed = tuple(t.accuracy for t in trained)
         mean, _ = mean_and_stderr(per_seed)
-        return dataclasses.replace(first, accuracy=mean, seed_accuracies=per_seed)
+        return dataclasses.replace(trained[0], accuracy=mean, seed_accuracies=per_seed, sealed=sealed)
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
         s, fidelity, values = self.plan.settings, self.plan.fidelity, {}
@@ -221,6 +226,7 @@ class TrialObjective:
                 trial.set_user_attr(METRICS_ATTR, metrics)
                 return self._prune(trial, f"{name} {metrics[name]:.4g} > --max-{name} {limit:.4g}")
         trial.set_user_attr(METRICS_ATTR, metrics)
+        sealed: HeldOutFigures | None = None  # the test figures training measures, for the study's seal
         try:
             answers.fits()  # a design that cannot be built is no result, whatever the objectives
             if "latency" in wanted:
@@ -234,6 +240,7 @@ class TrialObjective:
                 if trained.rank_digests:  # trained by a torchrun group: what each rank built
                     trial.set_user_attr(RANK_DIGESTS_ATTR, list(trained.rank_digests))
                 metrics["accuracy"] = trained.accuracy
+                sealed = trained.sealed  # not a metric: nothing that chooses reads it
                 if trained.seed_accuracies:  # --seeds N: each paired seed's value and the mean's standard error
                     metrics[SEED_VALUES_KEY] = list(trained.seed_accuracies)
                     metrics[STDERR_KEY] = mean_and_stderr(trained.seed_accuracies)[1]
@@ -267,15 +274,19 @@ class TrialObjective:
             trial.set_user_attr(FAIL_REASON_ATTR, f"{SEARCH_STOPPED}: {type(err).__name__}: {err} ({where})")
             requeue(trial.study, storage_of(trial.study).get_trial(trial_id(trial)), self.plan.storage.max_retry)
             raise
-        return self._finish(trial, arch, metrics)
+        return self._finish(trial, arch, metrics, sealed)
 
     # -- outcomes ----------------------------------------------------------------------------
-    def _finish(self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any]) -> float | tuple[float, ...]:
+    def _finish(
+        self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any], sealed: HeldOutFigures | None
+    ) -> float | tuple[float, ...]:
         missing = [o.name for o in self.plan.objectives if o.name not in metrics]
         if missing:
             return self._fail(trial, f"no value for {', '.join(missing)}")
         trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
         self._write_trial_files(trial, arch, metrics)
+        if sealed is not None:  # a complete trial's test figures, on the study: the final test alone opens them
+            seal_test(trial.study, trial.number, sealed)
         values = tuple(float(metrics[o.name]) for o in self.plan.objectives)
         return values[0] if len(values) == 1 else values
 

@@ -580,10 +580,10 @@ def test_a_replays_seed_picks_the_table_runs_a_trained_search_would_train(tmp_pa
         runs = [ordered[seed_of(seed, i) % len(ordered)] for i in range(2)]
         assert t.user_attrs["metrics"]["accuracy_seeds"] == [r.accuracy for r in runs]
         assert t.user_attrs[TABLE_SEED_ATTR] == runs[0].seed
-    from archdsl.search.held_out import read_held_out
+    from archdsl.search.record import read_held_out
 
     held_out = read_held_out(study)
-    assert held_out, "the final test read the table for the best design"
+    assert held_out, "the final test opened the table figures its best design's trial sealed"
     expected = sorted(r.seed for r in load_replay(f"table:{table_file}").table.designs[0].runs)
     for figures in held_out.values():  # the final test reads the runs that answered the trial
         assert figures.seeds == [expected[seed_of(seed, i) % len(expected)] for i in range(2)]
@@ -769,10 +769,11 @@ def test_the_grid_remeasures_its_leaders_after_its_last_grid_point(tmp_path, noi
 
 
 def test_the_recorded_command_names_max_seeds_only_when_racing():
-    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
+    from archdsl.search.session import plan_space
+    from archdsl.search.settings import SearchSettings, reproduce_command
 
     racing = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=4), {"seeds": 2}))
-    assert "--seeds 2 --max-seeds 4" in racing
+    assert " --max-seeds 4 " in racing and " --seeds 2 " in racing
     plain = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=2), {"seeds": 2}))
     assert "--max-seeds" not in plain
 

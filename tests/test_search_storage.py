@@ -55,7 +55,8 @@ def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
     ],
 )
 def test_the_study_command_leaves_the_password_out(url, shown):
-    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
+    from archdsl.search.session import plan_space
+    from archdsl.search.settings import SearchSettings, reproduce_command
 
     line = reproduce_command(plan_space(SearchSettings(study_name="s", storage=url)))
     assert "secret" not in line

@@ -30,7 +30,7 @@ from archdsl.common_settings import DataSettings, ProgressSettings
 from archdsl.run.recipe import TrainConfig, recipe_flags
 from archdsl.run.session import TrainSettings
 from archdsl.search.measures import Fidelity
-from archdsl.search.session import SearchSettings
+from archdsl.search.settings import SearchSettings
 
 TRAIN_WORDS = ["alter-small-base", "--dataset", "synthetic"]
 # Fields of TrainConfig without a flag: what a run records besides its settings, or decides itself.

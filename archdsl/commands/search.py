@@ -119,6 +119,7 @@ def _search(args: argparse.Namespace) -> int:
         return 130
     if result.follower:  # a rank after the first trained rank 0's designs; the study and its report are rank 0's
         return 0
+    assert result.outcome is not None and result.study is not None, "rank 0 (or a worker alone) has its study"
     for remark in result.remarks:
         say(remark, err=True)
     if result.outcome.buildup is not None:
@@ -140,13 +141,13 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _final_test_printer(rows) -> None:
-    """The line before the final test: which designs meet the test set, and that it chooses nothing."""
+    """The line before the final test: whose test figures are opened, and that they choose nothing."""
     from archdsl.search import NOT_USED
 
     numbers = ", ".join(str(row.number) for row in rows)
     say(
-        f"final test: trial{'s' if len(rows) > 1 else ''} {numbers} (the best and any tied with it) on the test "
-        f"set, read once now that the search has ended ({NOT_USED})",
+        f"final test: trial{'s' if len(rows) > 1 else ''} {numbers} (the best and any tied with it): the test "
+        f"figures their trials sealed, opened now that the search has ended ({NOT_USED})",
         err=True,
         flush=True,
     )
