@@ -1,32 +1,9 @@
 """Search where the MSAs go (imported as `archdsl.search`).
 
-- `space`: the build-up space of a base network (k MSAs per stage, heads, windows);
-- `objectives`: what can be optimised, with its direction and cost;
-- `strategies`: Optuna samplers and the paper's build-up walk;
-- `trial`: one trial, measured in stages, deduplicated by design digest;
-- `record`: a trial's record in its study: every attr's name, the one scan of a study's trials, and the
-  rules that tell which trials count, are copies, extra seeds or a design's first;
-- `measures`: a design's measures, the one search module that builds, trains, analyses and loads
-  data (the others import only archdsl's torch-free core and the run's set-up: tests/test_layering.py);
-- `storage`: journal file, RDB (PostgreSQL) or gRPC proxy storage, heartbeats, retries;
-- `storage_proxy`: Optuna's gRPC proxy in front of a storage (`start_proxy`: `archdsl study serve`);
-- `replay`: trials answered from a fully measured table (`--fidelity table:PATH`), chosen on its
-  validation values (its test values are for reporting only);
-- `runner`: a whole search on one worker;
-- `saved_study`: a study a search left behind, opened by name (`load_saved_study`) and
-  reported (`report_study`: `archdsl report`);
-- `journal_check`: damaged journal lines found, and repaired (`repair_journal`: `archdsl study repair`);
-- `report`: what a study found (`_study_summary`), rendered by `_report_lines` (terminal),
-  `_report_csv`, `_report_figures` and `_report_markdown`, and written (`write_report`);
-  `seed_stats`: the arithmetic on paired seeds: a design's mean with its 95 % interval, the paired test
-  of the walk and of the ties, and whether a measured table tells its designs apart;
-- `final_test`: the chosen designs' test figures, which their trials sealed, opened once the search has ended
-  (stored on the study, labelled as not used for selection);
-- `settings`: a study's settings (`SearchSettings`, each field a flag of `archdsl search`), the default base
-  and pruner they resolve to, and the command line that runs a study again (`reproduce_command`);
-- `session`: a whole study from its settings, read once into one `SearchPlan` that the runner and every
-  trial read, and run (`archdsl search`, and `archdsl.search(...)`);
-- `distributed`: a torchrun group as one worker (rank 0 samples, every rank trains).
+Its modules, each with one job, and the path of one trial through them are docs/architecture.md's
+("The map", "Search"): `settings` and `session` plan a study, `runner` runs it through Optuna, `trial`
+measures one design (`measures` trains it, `replay` answers it from a table), `record` reads the
+study's trials, `final_test` opens the chosen designs' test figures, and `report` writes what it found.
 
 The package is also the function: `archdsl.search(n_trials=4)` runs `session.search` (a package
 and a function cannot share the name `archdsl.search` otherwise). The exports below are

@@ -46,7 +46,7 @@ from archdsl.search.record import (
     trials,
 )
 from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
-from archdsl.search.space import layout_text, msa_per_stage
+from archdsl.search.space import msa_per_stage
 
 PRUNED_MARK = "✂"  # beside a pruned trial's value: the last one it reported, not a final one
 
@@ -228,7 +228,7 @@ def trial_row(t: FrozenTrial, pooled: dict[int, float] | None = None) -> TrialRo
         short_id=attrs.get(SHORT_ID_ATTR),
         spec=spec,
         note=note,
-        layout=attrs.get(LAYOUT_ATTR) or layout_of(spec),
+        layout=attrs.get(LAYOUT_ATTR),
         seconds=seconds,
         step=attrs.get(BUILDUP_STEP_ATTR),
         simulated=simulated,
@@ -236,19 +236,6 @@ def trial_row(t: FrozenTrial, pooled: dict[int, float] | None = None) -> TrialRo
         pooled_seeds=None if pooled is None else tuple(v for _, v in sorted(pooled.items())),
         own_seeds=tuple(seed_values(t).values()),
     )
-
-
-def layout_of(spec: str | None) -> str | None:
-    """The layout of a trial recorded before trials kept one (from its .arch text)."""
-    if not spec:
-        return None
-    from archdsl.errors import UserError
-    from archdsl.lang.spec import parse_spec
-
-    try:
-        return layout_text(parse_spec(spec))
-    except UserError:
-        return None
 
 
 def design_text(row: TrialRow) -> str:

@@ -148,12 +148,6 @@ def record_problem(record: Any) -> str | None:
     return None
 
 
-def check_record(record: Any) -> tuple[str | None, int | None]:
-    """(what is wrong with a decoded record, or None; its op code if it has a valid one)."""
-    op = record.get("op_code") if isinstance(record, dict) else None
-    return record_problem(record), (op if type(op) is int and op in _RECORD_FIELDS else None)
-
-
 def read_lines(path: Path) -> list[bytes]:
     """The journal's complete lines. A last line without its newline is a write in progress (or
     cut short): Optuna's reader skips it, and so does this."""
@@ -177,9 +171,10 @@ def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
             else "not UTF-8 text"
         )
         return None, Damage(0, f"not a complete JSON record ({reason})", op if op in _RECORD_FIELDS else None)
-    problem, op = check_record(record)
+    problem = record_problem(record)
     if problem is not None:
-        return None, Damage(0, problem, op)
+        op = record.get("op_code") if isinstance(record, dict) else None
+        return None, Damage(0, problem, op if type(op) is int and op in _RECORD_FIELDS else None)
     return record, None
 
 

@@ -10,6 +10,7 @@ and what sets a run up (`data.describe`, `run.device`, `run.distributed`, `run.r
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -249,7 +250,7 @@ def check_fidelity(arch: Arch, data: DataContext, fidelity: Fidelity, *, device:
     from archdsl.nn.build import check_registered_blocks
     from archdsl.run.train import check_trainable
 
-    check_trainable(arch, data.train_set, None, train_config(fidelity, device=device, seed=seed), data.validation)
+    check_trainable(arch, data.train_set, data.test, train_config(fidelity, device=device, seed=seed), data.validation)
     check_registered_blocks(arch)  # a plug-in block that breaks its shape rule fails every trial
 
 
@@ -290,7 +291,7 @@ def train_candidate(
     accuracy = float(result.val_acc)
     if not math.isfinite(accuracy):
         raise Diverged("the validation accuracy is not a number")
-    history = [{k: _plain(v) for k, v in _fields(m).items() if v is not None} for m in result.history]
+    history = [{k: v for k, v in dataclasses.asdict(m).items() if v is not None} for m in result.history]
     return Trained(model=result.model, accuracy=accuracy, history=history, rank_digests=result.rank_digests)
 
 
@@ -412,18 +413,3 @@ def load_base(name_or_path: str) -> Arch:
     base = load_spec(name_or_path)
     ensure_alternet_base(base)
     return base
-
-
-# -- small helpers ---------------------------------------------------------------------------
-
-
-def _fields(obj: Any) -> dict[str, Any]:
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump()
-    if hasattr(obj, "__dataclass_fields__"):
-        return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
-    return dict(vars(obj))
-
-
-def _plain(value: Any) -> Any:
-    return float(value) if isinstance(value, (int, float)) else value

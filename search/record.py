@@ -90,11 +90,6 @@ def trials(study: optuna.Study, states: Sequence[TrialState] | None = None) -> l
     return study.get_trials(deepcopy=False, states=states)
 
 
-def trial_numbered(study: optuna.Study, number: int) -> FrozenTrial:
-    """The study's trial `number`."""
-    return next(t for t in trials(study) if t.number == number)
-
-
 def pareto_front(study: optuna.Study) -> list[FrozenTrial]:
     """The Pareto front of a multi-objective study (Optuna's), without a race's extra seeds."""
     return [t for t in study.best_trials if not is_extra_seed(t)]

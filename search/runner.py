@@ -42,6 +42,7 @@ from archdsl.search.record import (
     WALK_END_ATTR,
     claimed_seed_indices,
     design_seed_values,
+    digest_of,
     first_trials,
     is_copy,
     is_verdict,
@@ -246,8 +247,9 @@ def run_search(
     before = _finished(study)
 
     if settings.seed_endpoints:
+        taken = {digest_of(t) for t in trials(study)}
         for endpoint in space.endpoints():
-            if not _has_design(study, space, endpoint.params):
+            if space.arch_from_params(endpoint.params).digest() not in taken:
                 study.enqueue_trial(endpoint.params, user_attrs={ENDPOINT_ATTR: endpoint.name}, skip_if_exists=True)
 
     leaders = None
@@ -274,11 +276,6 @@ def run_search(
     return SearchOutcome(
         study=study, new_trials=_finished(study) - before, buildup=steps, stale_failed=stale, exhausted=exhausted
     )
-
-
-def _has_design(study: optuna.Study, space: Space, params: dict[str, ParamValue]) -> bool:
-    digest = space.arch_from_params(params).digest()
-    return any(t.user_attrs.get(DIGEST_ATTR) == digest for t in trials(study))
 
 
 def _finished(study: optuna.Study) -> int:

@@ -1,19 +1,9 @@
-"""Seed statistics, the one home of the search's arithmetic on paired seeds: a design's mean with its
-standard error and 95 % t-interval, whether one design beats another beyond the noise (the build-up
-walk's paired test, and the report's ties), and whether a measured table tells its designs apart.
-
-A trial trained on `--seeds N` keeps each seed's value (`record.SEED_VALUES_KEY`), and a design's
-values are pooled by seed index over its trials (`record.seed_values_by_design`). The interval is
-Student's: mean +- t(0.975, N - 1) x the standard error of the mean, clipped to the objective's range
-where it has one (an accuracy stays in [0, 1]); one seed gives no interval. A design is *tied* with the
-best when the best does not beat it beyond the noise by the walk's own rule (`improves_beyond_noise`, a
-one-sided paired t-test at its level), so the report calls noise what the walk calls noise.
-
-A table is worth replaying only if a design's seed-to-seed spread is small against the spread between
-the designs' means (the aim: at most a third) and two seeds rank the designs alike (the aim: Spearman
->= 0.8); both on the validation top-1, what a search chooses on, and the agreement of validation and
-test says whether that choice carries to the test set (`seed_statistics`: `benchmarks/buildup_table.py
---assemble` stores them in the table, and a test recomputes them).
+"""Seed statistics, the search's one home of arithmetic on paired seeds (`record.seed_values_by_design` pools a
+design's values by seed index): a mean with its standard error and 95 % t-interval (Student's, clipped to the
+objective's range; one seed gives none), the build-up walk's paired test (`improves_beyond_noise`), which the
+report's ties use too, so the report calls noise what the walk calls noise (`tied_with`), and whether a
+measured table tells its designs apart (`seed_statistics`: seed std against the spread of the designs' means,
+rank agreement between seeds, validation against test; `benchmarks/buildup_table.py --assemble` stores them).
 """
 
 from __future__ import annotations

@@ -19,7 +19,14 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.search.optuna_private import fixed_params
-from archdsl.search.record import DIGEST_ATTR, SIM_SECONDS_ATTR, TABLE_SEED_ATTR, is_copy, is_verdict
+from archdsl.search.record import (
+    DIGEST_ATTR,
+    SEALED_ATTR_PREFIX,
+    SIM_SECONDS_ATTR,
+    TABLE_SEED_ATTR,
+    is_copy,
+    is_verdict,
+)
 from archdsl.search.replay import TABLE_PREFIX, Replay, load_replay
 from archdsl.search.runner import run_search
 from archdsl.search.strategies import PlannedSampler
@@ -281,6 +288,9 @@ def test_pruners_stop_poor_designs_early_and_save_simulated_time(table_file, spa
         assert max(t.intermediate_values) < replay.epochs  # never at the last epoch
         assert t.user_attrs[SIM_SECONDS_ATTR] < run.train_time
         assert pruner.replace("halving", "successive halving") in t.user_attrs["pruned_reason"]
+    # only a trial that completes seals test figures for the final test
+    sealed = {int(k.split(":")[1]) for k in study.user_attrs if k.startswith(SEALED_ATTR_PREFIX)}
+    assert sealed == {t.number for t in trials if t.state == TrialState.COMPLETE}
     best = max(replay.table.designs, key=lambda d: min(r.accuracy for r in d.runs))
     assert all(t.state == TrialState.COMPLETE for t in trials if t.user_attrs[DIGEST_ATTR] == best.digest)
     unpruned = replayed(replay, space, "random", n_trials=space.n_designs(), pruner="none")
