@@ -237,13 +237,13 @@ def _epoch_rows(run_dir: Path) -> list[dict]:
 
 
 def _curve(history: list[dict], tested: dict[int, tuple[float, float]]) -> list[dict]:
-    """The table's curve from train's per-epoch metrics (its "test" set is the search's validation images,
+    """The table's curve from train's per-epoch metrics (scored on the search's validation images,
     measures.train_candidate) and the test figures read after each epoch."""
     return [
         {
             "epoch": int(m["epoch"]),
-            "val_acc": m["test_acc"],
-            "val_nll": m["test_loss"],
+            "val_acc": m["val_acc"],
+            "val_nll": m["val_loss"],
             "test_acc": tested.get(int(m["epoch"]), (None, None))[0],
             "test_nll": tested.get(int(m["epoch"]), (None, None))[1],
             "train_loss": m["train_loss"],
@@ -495,7 +495,7 @@ def main() -> None:
             # measures.load_data: trials train on the training split less the validation images and are scored
             # on those; the test split is read after every epoch, for the table's test values
             "scored_on": "the validation images held out of the training split (archdsl.data.split_validation's "
-            "default, shrunk to test_subset; robustness: their corrupted copies); test_acc/test_nll: the whole "
+            "default, shrunk to val_subset; robustness: their corrupted copies); test_acc/test_nll: the whole "
             "test split",
             "threads": args.threads,
         },
