@@ -12,27 +12,28 @@ exports below are imported on first use.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from archdsl.exports import lazy_exports
 
-_EXPORTS = {
-    "DEFAULT_MEASURES": "archdsl.analysis.pipeline",
-    "MEASURES": "archdsl.analysis.pipeline",
-    "AnalysisData": "archdsl.analysis.pipeline",
-    "analyze": "archdsl.analysis.pipeline",
-    "AnalysisSettings": "archdsl.analysis.settings",
-    "HessianSettings": "archdsl.analysis.settings",
-    "hessian_operator": "archdsl.analysis._hessian_operator",
-    "training_batches": "archdsl.analysis._hessian_batches",
-    "AnalysisReport": "archdsl.analysis.report",
-    "EvalSettings": "archdsl.analysis.sources",
-    "TestEvaluation": "archdsl.analysis.evaluation",
-    "CorruptedEvaluation": "archdsl.analysis.evaluation",
-    "evaluate": "archdsl.analysis.evaluation",
-    "render_text": "archdsl.analysis.report",
-    "render_markdown": "archdsl.analysis.report",
-    "AnalysisSources": "archdsl.analysis.sources",
-    "analyze_checkpoint": "archdsl.analysis.session",
-    "default_out": "archdsl.analysis.session",
-}
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+    from archdsl.analysis._hessian_batches import training_batches as training_batches
+    from archdsl.analysis._hessian_operator import hessian_operator as hessian_operator
+    from archdsl.analysis.evaluation import CorruptedEvaluation as CorruptedEvaluation
+    from archdsl.analysis.evaluation import TestEvaluation as TestEvaluation
+    from archdsl.analysis.evaluation import evaluate as evaluate
+    from archdsl.analysis.pipeline import DEFAULT_MEASURES as DEFAULT_MEASURES
+    from archdsl.analysis.pipeline import MEASURES as MEASURES
+    from archdsl.analysis.pipeline import AnalysisData as AnalysisData
+    from archdsl.analysis.pipeline import analyze as analyze
+    from archdsl.analysis.report import AnalysisReport as AnalysisReport
+    from archdsl.analysis.report import render_markdown as render_markdown
+    from archdsl.analysis.report import render_text as render_text
+    from archdsl.analysis.session import analyze_checkpoint as analyze_checkpoint
+    from archdsl.analysis.session import default_out as default_out
+    from archdsl.analysis.settings import AnalysisSettings as AnalysisSettings
+    from archdsl.analysis.settings import HessianSettings as HessianSettings
+    from archdsl.analysis.sources import AnalysisSources as AnalysisSources
+    from archdsl.analysis.sources import EvalSettings as EvalSettings
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__, __all__ = lazy_exports(__name__)

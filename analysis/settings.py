@@ -10,24 +10,8 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
+from archdsl.common_settings import flag_field
 from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
-
-
-def _flag(
-    flag: str,
-    help: str,
-    *,
-    default: Any,
-    metavar: str | None = None,
-    group: str | None = None,
-    default_text: str | None = None,
-    **bounds: Any,
-) -> Any:
-    """A setting with its command-line flag (`archdsl analyze`'s, made by archdsl.commands.settings_flags)."""
-    extra = {"flag": flag, "metavar": metavar, "group": group, "default_text": default_text}
-    return Field(
-        default=default, description=help, json_schema_extra={k: v for k, v in extra.items() if v is not None}, **bounds
-    )
 
 
 class HessianSettings(BaseModel):
@@ -36,22 +20,22 @@ class HessianSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    batches: PositiveInt = _flag("--batches", "training batches to pool", default=10)
-    batch_size: PositiveInt = _flag("--hessian-batch-size", "images per batch", default=16)
-    k: PositiveInt = _flag("--k", "top eigenvalues per batch", default=5)
-    tol: float = _flag("--tol", "relative tolerance", default=1e-3, gt=0)
-    max_iter: PositiveInt = _flag(
+    batches: PositiveInt = flag_field("--batches", "training batches to pool", default=10)
+    batch_size: PositiveInt = flag_field("--hessian-batch-size", "images per batch", default=16)
+    k: PositiveInt = flag_field("--k", "top eigenvalues per batch", default=5)
+    tol: float = flag_field("--tol", "relative tolerance", default=1e-3, gt=0)
+    max_iter: PositiveInt = flag_field(
         "--max-iter",
         "most Hessian-vector products: Lanczos steps per batch, or power iterations per eigenvalue",
         default=100,
     )
-    method: Literal["auto", "lanczos", "power"] = _flag(
+    method: Literal["auto", "lanczos", "power"] = flag_field(
         "--method",
         "eigensolver: lanczos (the top-k within --tol, in fewer products than power iteration), power, or auto "
         "(lanczos unless its vectors would take over a quarter of the memory: hessian.choose_method)",
         default="auto",
     )
-    hvp: Literal["autograd", "func"] = _flag("--hvp", "Hessian-vector products", default="autograd")
+    hvp: Literal["autograd", "func"] = flag_field("--hvp", "Hessian-vector products", default="autograd")
 
 
 class LandscapeSettings(BaseModel):
@@ -60,13 +44,13 @@ class LandscapeSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    dims: Literal[1, 2] = _flag("--landscape-dims", "1-D curve or 2-D contour", default=1)
-    points: PositiveInt = _flag("--landscape-points", "grid points per axis, odd", default=21)
-    span: float = _flag(
+    dims: Literal[1, 2] = flag_field("--landscape-dims", "1-D curve or 2-D contour", default=1)
+    points: PositiveInt = flag_field("--landscape-points", "grid points per axis, odd", default=21)
+    span: float = flag_field(
         "--landscape-span", "the grid covers [-X, X] times each direction", default=1.0, gt=0, metavar="X"
     )
-    batches: PositiveInt = _flag("--landscape-batches", "augmented training batches per loss value", default=4)
-    batch_size: PositiveInt = _flag("--landscape-batch-size", "images per batch", default=64)
+    batches: PositiveInt = flag_field("--landscape-batches", "augmented training batches per loss value", default=4)
+    batch_size: PositiveInt = flag_field("--landscape-batch-size", "images per batch", default=64)
 
     @model_validator(mode="after")
     def _odd(self) -> LandscapeSettings:
@@ -80,8 +64,8 @@ class CKASettings(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    images: PositiveInt = _flag("--cka-images", "test images", default=512)
-    batch_size: int = _flag("--cka-batch-size", "images per mini-batch, at least 4", default=64, ge=4)
+    images: PositiveInt = flag_field("--cka-images", "test images", default=512)
+    batch_size: int = flag_field("--cka-batch-size", "images per mini-batch, at least 4", default=64, ge=4)
 
 
 class AnalysisSettings(BaseModel):
@@ -96,7 +80,7 @@ class AnalysisSettings(BaseModel):
     recipe: TrainConfig = TrainConfig()
     # L2 term of the loss. Left out (or None), the given recipe's: filled in on construction, so it is
     # always a number; the default below is the default recipe's.
-    weight_decay: float = _flag(
+    weight_decay: float = flag_field(
         "--weight-decay",
         "L2 term 0.5*wd*||w||^2 of the loss (hessian, landscape)",
         default=RECIPE_DEFAULTS[DEFAULT_RECIPE]["weight_decay"],
@@ -105,10 +89,10 @@ class AnalysisSettings(BaseModel):
         default_text=f"the checkpoint's training weight decay, else the {DEFAULT_RECIPE} recipe's, "
         f"{RECIPE_DEFAULTS[DEFAULT_RECIPE]['weight_decay']:g}",
     )
-    seed: int = _flag("--seed", "seed of the training batches, start vectors, directions and subsets", default=0)
-    batch_size: PositiveInt = _flag("--batch-size", "evaluation batch size", default=256)  # changes no number
+    seed: int = flag_field("--seed", "seed of the training batches, start vectors, directions and subsets", default=0)
+    batch_size: PositiveInt = flag_field("--batch-size", "evaluation batch size", default=256)  # changes no number
     # A metrics.json written before the name said which sets it shrinks records it as `subset`, and still reads.
-    test_subset: float = _flag(
+    test_subset: float = flag_field(
         "--test-subset",
         "class-stratified fraction of the test and corrupted sets",
         default=1.0,
@@ -118,8 +102,10 @@ class AnalysisSettings(BaseModel):
         metavar="FRACTION",
     )
     hessian: HessianSettings = Field(default=HessianSettings(), json_schema_extra={"group": "hessian"})
-    images: PositiveInt = _flag("--images", "test images for feature maps", default=256, group="fourier / variance")
-    train_images: PositiveInt = _flag(
+    images: PositiveInt = flag_field(
+        "--images", "test images for feature maps", default=256, group="fourier / variance"
+    )
+    train_images: PositiveInt = flag_field(
         "--train-images",
         "augmented training images",
         default=10000,

@@ -13,19 +13,23 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, ConfigDict, Field, PositiveInt
 
 from archdsl.analysis.pipeline import DEFAULT_MEASURES, MEASURES, check_measures
-from archdsl.common_settings import DataSettings, DeviceSettings, OptimizeSettings, ProgressSettings, Severity
+from archdsl.common_settings import (
+    DataSettings,
+    DeviceSettings,
+    OptimizeSettings,
+    ProgressSettings,
+    Severity,
+    flag_field,
+)
 
 __all__ = ["AnalysisSources", "EvalSettings"]
 
 ROBUSTNESS = "robustness"  # analyze's --help section of the corrupted sets
 
 
-def _flag(flag: str, help: str, *, metavar: str, default_text: str, group: str | None = None, **kwargs: Any) -> Any:
-    """A field of the data or the device with its flag (archdsl.commands.settings_flags makes it), default None."""
-    extra: dict[str, Any] = {"flag": flag, "metavar": metavar, "default_text": default_text}
-    if group is not None:
-        extra["group"] = group
-    return Field(default=None, description=help, json_schema_extra=extra, **kwargs)
+def _flag(flag: str, help: str, **options: Any) -> Any:
+    """A field of the data or the device with its flag (`common_settings.flag_field`), default None."""
+    return flag_field(flag, help, default=None, **options)
 
 
 def _distinct(names: tuple[str, ...]) -> tuple[str, ...]:

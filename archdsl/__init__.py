@@ -21,55 +21,47 @@ Every built-in spec is also a timm model, `archdsl_<name>`, from the moment timm
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from archdsl.exports import lazy_exports
 from archdsl.nn import timm_models as _timm_models
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
-    # front end (pure Python)
-    "parse_spec": "archdsl.lang.spec",
-    "load_spec": "archdsl.lang.spec",
-    "resolve_spec": "archdsl.lang.spec",
-    "format_arch": "archdsl.lang.printer",
-    "SpecError": "archdsl.lang.diagnostics",
-    "UserError": "archdsl.errors",
-    "Arch": "archdsl.ir",
-    # block kinds from outside the package (docs/language.md, "Your own block kinds")
-    "register_block": "archdsl.kinds",
-    "unregister_block": "archdsl.kinds",
-    "BlockKind": "archdsl.kinds",
-    # build-up transforms
-    # (`buildup` and `build` are also module names, so they are not exported as functions:
-    # use archdsl.buildup.buildup and archdsl.nn.build.build.)
-    "layout": "archdsl.buildup",
-    "ratio": "archdsl.buildup",
-    # compiler (imports torch)
-    "create_model": "archdsl.nn.build",
-    "summarize": "archdsl.nn.summary",
-    "register_timm": "archdsl.nn.timm_models",
-    # checkpoints (safetensors + IR; `archdsl train` and `archdsl import` write them)
-    "load_checkpoint": "archdsl.run.checkpoint",
-    "save_checkpoint": "archdsl.run.checkpoint",
-    "import_checkpoint": "archdsl.run.importer",
-    # running models
-    "optimize_model": "archdsl.run.optimize",
-    # what the commands do, as functions (the CLI only parses, calls these and prints)
-    "train": "archdsl.run.session",
-    "TrainSettings": "archdsl.run.session",
-    "TrainConfig": "archdsl.run.recipe",
-    "analyze": "archdsl.analysis.session:analyze_checkpoint",
-    "AnalysisReport": "archdsl.analysis.report",
-    "AnalysisSettings": "archdsl.analysis.settings",
-    "AnalysisSources": "archdsl.analysis.sources",
-    "evaluate": "archdsl.analysis.evaluation",
-    "search": "archdsl.search",  # the package, callable: archdsl.search(...) runs a study
-    "SearchSettings": "archdsl.search.session",
-    "Fidelity": "archdsl.search.measures",
-    "EvalSettings": "archdsl.analysis.sources",
-}
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+    from archdsl import search as search
+    from archdsl.analysis.evaluation import evaluate as evaluate
+    from archdsl.analysis.report import AnalysisReport as AnalysisReport
+    from archdsl.analysis.session import analyze_checkpoint as analyze  # noqa: F401 (exported as another name)
+    from archdsl.analysis.settings import AnalysisSettings as AnalysisSettings
+    from archdsl.analysis.sources import AnalysisSources as AnalysisSources
+    from archdsl.analysis.sources import EvalSettings as EvalSettings
+    from archdsl.buildup import layout as layout
+    from archdsl.buildup import ratio as ratio
+    from archdsl.errors import UserError as UserError
+    from archdsl.ir import Arch as Arch
+    from archdsl.kinds import BlockKind as BlockKind
+    from archdsl.kinds import register_block as register_block
+    from archdsl.kinds import unregister_block as unregister_block
+    from archdsl.lang.diagnostics import SpecError as SpecError
+    from archdsl.lang.printer import format_arch as format_arch
+    from archdsl.lang.spec import load_spec as load_spec
+    from archdsl.lang.spec import parse_spec as parse_spec
+    from archdsl.lang.spec import resolve_spec as resolve_spec
+    from archdsl.nn.build import create_model as create_model
+    from archdsl.nn.summary import summarize as summarize
+    from archdsl.nn.timm_models import register_timm as register_timm
+    from archdsl.run.checkpoint import load_checkpoint as load_checkpoint
+    from archdsl.run.checkpoint import save_checkpoint as save_checkpoint
+    from archdsl.run.importer import import_checkpoint as import_checkpoint
+    from archdsl.run.optimize import optimize_model as optimize_model
+    from archdsl.run.recipe import TrainConfig as TrainConfig
+    from archdsl.run.session import TrainSettings as TrainSettings
+    from archdsl.run.session import train as train
+    from archdsl.search.measures import Fidelity as Fidelity
+    from archdsl.search.settings import SearchSettings as SearchSettings
 
 # dir(): the curated API only, not the submodules and helpers that importing leaves behind.
-__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, own=("__version__",))
+__getattr__, __dir__, __all__ = lazy_exports(__name__, own=("__version__",))
 
 _timm_models.install_timm_hook()

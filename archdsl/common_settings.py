@@ -42,6 +42,7 @@ __all__ = [
     "ProgressSettings",
     "Severity",
     "check_device",
+    "flag_field",
     "validated",
 ]
 
@@ -61,6 +62,19 @@ def check_device(name: str) -> str:
 
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+# What `flag_field` hands pydantic's Field; every other keyword describes the flag.
+_FIELD_ARGUMENTS = ("default", "default_factory", "gt", "ge", "lt", "le", "validation_alias")
+
+
+def flag_field(flag: str, help: str, **options: Any) -> Any:
+    """A settings field that declares its command-line flag (archdsl.commands.settings_flags makes the flag):
+    its default and bounds (`default`, `ge`, `le`, ...) go to pydantic's `Field`, every other option to the
+    flag (`group`, `metavar`, `default_text`, `choices`, `comma_list`, `dest`, `objectives`; None: left out)."""
+    field = {key: options.pop(key) for key in _FIELD_ARGUMENTS if key in options}
+    extra = {key: list(value) if key == "choices" else value for key, value in options.items() if value is not None}
+    return Field(description=help, json_schema_extra={"flag": flag, **extra}, **field)
 
 
 def validated(

@@ -136,10 +136,11 @@ def designs(space) -> list[tuple[str, dict, object]]:
 
 def fidelity(args: argparse.Namespace):
     """The search's default fidelity on the dataset, with the settings given on the command line."""
-    from archdsl.search.session import SearchSettings, fidelity_for
+    from archdsl.search.session import fidelity_for
+    from archdsl.search.settings import SearchSettings
 
     given = {"recipe": args.recipe, "epochs": args.epochs, "subset": args.subset, "hessian_batches": 2}
-    given["test_subset"] = getattr(args, "val_subset", None)
+    given["val_subset"] = getattr(args, "val_subset", None)
     dataset = getattr(args, "dataset", DATASET)
     fid = fidelity_for(SearchSettings(dataset=dataset), {k: v for k, v in given.items() if v is not None})
     # A table run trains one seed (its --seeds are separate runs): its recorded fidelity says so, whatever the
@@ -244,13 +245,13 @@ def _epoch_rows(run_dir: Path) -> list[dict]:
 
 
 def _curve(history: list[dict], tested: dict[int, tuple[float, float]]) -> list[dict]:
-    """The table's curve from train's per-epoch metrics (its "test" set is the search's validation images,
+    """The table's curve from train's per-epoch metrics (scored on the search's validation images,
     measures.train_candidate) and the test figures read after each epoch."""
     return [
         {
             "epoch": int(m["epoch"]),
-            "val_acc": m["test_acc"],
-            "val_nll": m["test_loss"],
+            "val_acc": m["val_acc"],
+            "val_nll": m["val_loss"],
             "test_acc": tested.get(int(m["epoch"]), (None, None))[0],
             "test_nll": tested.get(int(m["epoch"]), (None, None))[1],
             "train_loss": m["train_loss"],
@@ -401,7 +402,7 @@ def assemble(args: argparse.Namespace, space, all_designs) -> Table:
             }
         )
     from archdsl.search.replay import TABLE_SCHEMA, Table
-    from archdsl.search.table_statistics import seed_statistics
+    from archdsl.search.seed_stats import seed_statistics
 
     table = Table.model_validate(
         {
@@ -502,13 +503,13 @@ def main() -> None:
             # measures.load_data: trials train on the training split less the validation images and are scored
             # on those; the test split is read after every epoch, for the table's test values
             "scored_on": "the validation images held out of the training split (archdsl.data.split_validation's "
-            "default, shrunk to test_subset; robustness: their corrupted copies); test_acc/test_nll: the whole "
+            "default, shrunk to val_subset; robustness: their corrupted copies); test_acc/test_nll: the whole "
             "test split",
             "threads": args.threads,
         },
     }
     data = measure.load_data(
-        args.dataset, Path(args.data_root), seed=0, test_subset=fid.test_subset, val_split=fid.val_split
+        args.dataset, Path(args.data_root), seed=0, val_subset=fid.val_subset, val_split=fid.val_split
     )
     from archdsl.data import load_split
 

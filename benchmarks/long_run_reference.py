@@ -154,9 +154,7 @@ def main() -> None:
     done = finished(work)
     # Seed-major: a run cut short holds every design on the first seed.
     todo = [(seed, d) for seed in args.seeds for d in table.designs if (d.digest, seed) not in done]
-    data = measure.load_data(
-        DATASET, Path(args.data_root), seed=0, test_subset=fid.test_subset, val_split=fid.val_split
-    )
+    data = measure.load_data(DATASET, Path(args.data_root), seed=0, val_subset=fid.val_subset, val_split=fid.val_split)
     test_set = load_split(DATASET, "test", Path(args.data_root))
     meta = {
         "command": "python benchmarks/long_run_reference.py " + " ".join(sys.argv[1:]),

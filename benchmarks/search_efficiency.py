@@ -131,12 +131,11 @@ def replay_once(
     from archdsl.search._study_summary import summarize_study
     from archdsl.search.measures import Fidelity
     from archdsl.search.objectives import parse_objectives
+    from archdsl.search.record import DIGEST_ATTR, SIM_SECONDS_ATTR, is_copy, is_extra_seed, is_verdict, trials
     from archdsl.search.replay import TABLE_PREFIX
     from archdsl.search.runner import run_search
-    from archdsl.search.seeds import is_extra_seed
-    from archdsl.search.session import SearchPlan, SearchSettings
-    from archdsl.search.storage import is_copy, is_verdict
-    from archdsl.search.trial import DIGEST_ATTR
+    from archdsl.search.session import SearchPlan
+    from archdsl.search.settings import SearchSettings
 
     objs = parse_objectives(objectives)
     name = f"{strategy}-{pruner}-{seed}"
@@ -159,13 +158,13 @@ def replay_once(
     summary = summarize_study(outcome.study)
     best = summary.best[0].number if len(summary.best) == 1 else None
     seen = []
-    for t in sorted(outcome.study.get_trials(deepcopy=False), key=lambda t: t.number):
+    for t in trials(outcome.study):
         if not is_verdict(t) or is_copy(t):
             continue
         digest = t.user_attrs[DIGEST_ATTR]
         values = tuple(t.values) if t.values is not None else None
         state = "EXTRA" if is_extra_seed(t) else t.state.name
-        sim = float(t.user_attrs.get("sim_seconds", 0.0))
+        sim = float(t.user_attrs.get(SIM_SECONDS_ATTR, 0.0))
         seen.append(Seen(digest, state, None if state == "EXTRA" else values, sim, kept.get(digest), t.number == best))
     return seen
 

@@ -37,7 +37,7 @@ def main() -> None:
         for recipe in args.recipes:
             accuracies, seconds = [], []
             for seed in args.seeds:
-                data = measures.load_data(args.dataset, None, seed=seed, test_subset=args.subset)
+                data = measures.load_data(args.dataset, None, seed=seed, val_subset=args.subset)
                 arch = measures.fit_to_data(load_spec(spec), data.train_set.image_shape, data.train_set.num_classes)
                 fidelity = measures.Fidelity(epochs=args.epochs, subset=args.subset, recipe=recipe)
                 start = time.perf_counter()

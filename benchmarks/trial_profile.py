@@ -219,14 +219,14 @@ def main() -> None:
     parser.add_argument("--no-measures", action="store_true", help="the default trial only (no analysis measures)")
     parser.add_argument("--quick", action="store_true", help="synthetic data, 1 epoch, subset 0.06, 1 Hessian batch")
     args = parser.parse_args()
-    fidelity_fields: dict[str, Any] = {"epochs": args.epochs, "subset": args.subset, "test_subset": args.subset}
+    fidelity_fields: dict[str, Any] = {"epochs": args.epochs, "subset": args.subset, "val_subset": args.subset}
     if args.quick:
         args.dataset = "synthetic:train=2900,test=500"  # 2,610 to train after the validation tenth: 2 steps
-        fidelity_fields.update(epochs=1, subset=0.1, test_subset=0.1, hessian_batches=1, hessian_max_iter=5)
+        fidelity_fields.update(epochs=1, subset=0.1, val_subset=0.1, hessian_batches=1, hessian_max_iter=5)
     if args.threads:
         torch.set_num_threads(args.threads)
     fidelity = Fidelity(**fidelity_fields)
-    data = measures.load_data(args.dataset, args.data_root, seed=args.seed, test_subset=fidelity.test_subset)
+    data = measures.load_data(args.dataset, args.data_root, seed=args.seed, val_subset=fidelity.val_subset)
     load = os.getloadavg()
     print(
         f"{args.dataset}: {fidelity.epochs} epochs on {fidelity.subset:g} of {len(data.train_set)} training images, "

@@ -6,9 +6,8 @@ import csv
 import io
 
 from archdsl.search._study_summary import StudySummary, TrialRow
-from archdsl.search.held_out import NOT_USED
-from archdsl.search.measures import mean_and_stderr
-from archdsl.search.trial import SEED_VALUES_KEY, STDERR_KEY
+from archdsl.search.record import NOT_USED, SEED_VALUES_KEY, STDERR_KEY
+from archdsl.search.seed_stats import mean_and_stderr
 
 INTERVAL_COLUMNS = ("accuracy_ci95_low", "accuracy_ci95_high")  # the accuracy's 95 % t-interval (seed_stats)
 CHOSEN_COLUMN = "chosen"  # `best`, or `tied` with it within the noise (seed_stats.tied_with)

@@ -17,14 +17,14 @@ from archdsl.search._study_summary import (
     ties_text,
     trial_row,
 )
+from archdsl.search.record import COPY_ATTR, is_copy
 from archdsl.search.runner import StudyProgress
-from archdsl.search.storage import is_copy
 
 
 def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
     """`trial 3 COMPLETE accuracy=0.52  c1:CC c2:CM c3:CCCC  (14 s)`, with the reason of a failure."""
     if is_copy(trial):
-        return f"trial {trial.number} drew trial {trial.user_attrs['copy_of']}'s design: not counted, drawing again"
+        return f"trial {trial.number} drew trial {trial.user_attrs[COPY_ATTR]}'s design: not counted, drawing again"
     row = trial_row(trial)
     names = [o.name for o in study_objectives(study)]
     values = ""

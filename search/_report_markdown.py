@@ -16,9 +16,8 @@ from archdsl.search._study_summary import (
     objective_values_text,
     ties_text,
 )
-from archdsl.search.held_out import NOT_USED
-from archdsl.search.seed_stats import INTERVAL_LEVEL
-from archdsl.search.strategies import KEEP_LEVEL
+from archdsl.search.record import NOT_USED
+from archdsl.search.seed_stats import INTERVAL_LEVEL, KEEP_LEVEL
 
 
 def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: dict[int, str]) -> str:

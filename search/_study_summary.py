@@ -17,24 +17,36 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from archdsl.search.held_out import NOT_USED, HeldOutFigures, read_held_out
 from archdsl.search.objectives import OBJECTIVES, Objective
 from archdsl.search.optuna_private import retried_trial
-from archdsl.search.replay import SIM_SECONDS_ATTR
-from archdsl.search.runner import COMMAND_ATTR, WALK_END_ATTR
-from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
-from archdsl.search.seeds import is_extra_seed, seed_values_by_design
-from archdsl.search.space import layout_text, msa_per_stage
-from archdsl.search.storage import FAIL_REASON_ATTR, is_copy
-from archdsl.search.strategies import BUILDUP_STEP_ATTR
-from archdsl.search.trial import (
+from archdsl.search.record import (
+    BUILDUP_STEP_ATTR,
+    COMMAND_ATTR,
     DIGEST_ATTR,
+    FAIL_REASON_ATTR,
     LAYOUT_ATTR,
     METRICS_ATTR,
+    N_MSA_ATTR,
+    NOT_USED,
+    OBJECTIVES_ATTR,
     PRUNED_REASON_ATTR,
-    SEED_VALUES_KEY,
+    SHORT_ID_ATTR,
+    SIM_SECONDS_ATTR,
     SPEC_ATTR,
+    STRATEGY_ATTR,
+    WALK_END_ATTR,
+    HeldOutFigures,
+    design_key,
+    first_trials,
+    is_copy,
+    pareto_front,
+    read_held_out,
+    seed_values,
+    seed_values_by_design,
+    trials,
 )
+from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
+from archdsl.search.space import msa_per_stage
 
 PRUNED_MARK = "✂"  # beside a pruned trial's value: the last one it reported, not a final one
 
@@ -58,7 +70,7 @@ class TrialRow:
     step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
     digest: str | None = None  # the design's (Arch.digest)
     # A design's first trial: its values on every seed index measured, its own and a race's extra-seed
-    # trials' (archdsl.search.seeds), by index; None: the trial's own values.
+    # trials' (record.seed_values_by_design), by index; None: the trial's own values.
     pooled_seeds: tuple[float, ...] | None = None
 
     @property
@@ -70,14 +82,13 @@ class TrialRow:
         """One key per design: its digest (a trial recorded without one is a design of its own)."""
         return self.digest or f"trial {self.number}"
 
+    own_seeds: tuple[float, ...] = ()  # the trial's own values by seed index (a complete trial's)
+
     @property
     def seed_values(self) -> tuple[float, ...]:
         """The accuracy on each paired seed (one value with --seeds 1), pooled over the design's trials for
         its first one; () without an accuracy."""
-        if self.pooled_seeds is not None:
-            return self.pooled_seeds
-        values = self.metrics.get(SEED_VALUES_KEY) or ([self.metrics["accuracy"]] if "accuracy" in self.metrics else [])
-        return tuple(float(v) for v in values)
+        return self.own_seeds if self.pooled_seeds is None else self.pooled_seeds
 
 
 @dataclass(frozen=True)
@@ -115,7 +126,7 @@ class StudySummary:
 
 def study_objectives(study: optuna.Study) -> tuple[Objective, ...]:
     """The objectives a study records (its `objectives` attr), or `value0`, `value1`, ... for a study made elsewhere."""
-    names = str(study.user_attrs.get("objectives", "")).split(",")
+    names = str(study.user_attrs.get(OBJECTIVES_ATTR, "")).split(",")
     if len(names) == len(study.directions) and all(n in OBJECTIVES for n in names):
         return tuple(OBJECTIVES[n] for n in names)
     # A study made outside archdsl: name the values by position.
@@ -128,72 +139,52 @@ def study_objectives(study: optuna.Study) -> tuple[Objective, ...]:
 def summarize_study(study: optuna.Study) -> StudySummary:
     """Every trial of a study as a `TrialRow`, and the winners: one row per design."""
     objectives = study_objectives(study)
-    trials = study.get_trials(deepcopy=False)
-    rows = _pooled(tuple(trial_row(t) for t in trials if not is_copy(t)), trials)
-    extra = {t.number for t in trials if is_extra_seed(t)}
-    complete = [t for t in trials if t.state == TrialState.COMPLETE and t.number not in extra]
-    best_numbers: list[int] = []
-    if complete:
-        best_trials = _best_trials(study, objectives, rows, extra)
-        # One row per design (two workers may have measured one design at the same moment).
-        seen: set[str] = set()
-        for t in sorted(best_trials, key=lambda t: t.number):
-            digest = t.user_attrs.get(DIGEST_ATTR, str(t.number))
-            if digest not in seen:
-                seen.add(digest)
-                best_numbers.append(t.number)
+    found = trials(study)
+    firsts = first_trials(found)
+    pooled = seed_values_by_design(found)
+    rows = tuple(
+        trial_row(t, pooled.get(design_key(t)) if firsts.get(design_key(t)) is t else None)
+        for t in found
+        if not is_copy(t)
+    )
     by_number = {r.number: r for r in rows}
+    best: list[TrialRow] = []
+    if firsts:
+        # One row per design (two workers may have measured one design at the same moment).
+        for number in sorted(_best_numbers(study, objectives, rows, firsts)):
+            if by_number[number].design_key not in {r.design_key for r in best}:
+                best.append(by_number[number])
     summary = StudySummary(
         name=study.study_name,
         objectives=objectives,
-        strategy=str(study.user_attrs.get("strategy", "?")),
+        strategy=str(study.user_attrs.get(STRATEGY_ATTR, "?")),
         rows=rows,
-        best=tuple(by_number[n] for n in best_numbers),
+        best=tuple(best),
         command=study.user_attrs.get(COMMAND_ATTR),
-        copies=len(trials) - len(rows),
+        copies=len(found) - len(rows),
         held_out=read_held_out(study),
     )
     return dataclasses.replace(summary, ties=_ties(summary))
 
 
-def _pooled(rows: tuple[TrialRow, ...], trials: list[FrozenTrial]) -> tuple[TrialRow, ...]:
-    """The rows with each design's first complete trial holding the design's values on every seed index
-    measured (a race adds extra-seed trials of the design: `archdsl.search.seeds`)."""
-    by_design = seed_values_by_design(trials)
-    firsts: set[int] = set()
-    seen: set[str] = set()
-    for t in sorted(trials, key=lambda t: t.number):
-        digest = t.user_attrs.get(DIGEST_ATTR)
-        if t.state == TrialState.COMPLETE and digest is not None and not is_extra_seed(t) and digest not in seen:
-            seen.add(digest)
-            firsts.add(t.number)
-    return tuple(
-        dataclasses.replace(r, pooled_seeds=tuple(v for _, v in sorted(by_design[r.digest].items())))
-        if r.number in firsts and r.digest in by_design
-        else r
-        for r in rows
-    )
-
-
-def _best_trials(
-    study: optuna.Study, objectives: tuple[Objective, ...], rows: tuple[TrialRow, ...], extra: set[int]
-) -> list[FrozenTrial]:
-    """The best trial (one objective) or the Pareto front, never a race's extra seed. A build-up walk's
-    best is the design it kept last (it keeps an MSA only beyond the noise); otherwise an accuracy is
-    judged on the design's mean over every seed it was measured on, not on the seeds of its first trial."""
+def _best_numbers(
+    study: optuna.Study, objectives: tuple[Objective, ...], rows: tuple[TrialRow, ...], firsts: dict[str, FrozenTrial]
+) -> list[int]:
+    """The best trial (one objective) or the Pareto front, never a race's extra seed, by number. A build-up
+    walk's best is the design it kept last (it keeps an MSA only beyond the noise); otherwise an accuracy is
+    judged on the design's mean over every seed it was measured on, not on the seeds of its first trial; any
+    other objective on the value of the design's first trial."""
     if len(objectives) > 1:
-        return [t for t in study.best_trials if t.number not in extra]
+        return [t.number for t in pareto_front(study)]
     # (the walk's answer only while the study is a walk's: one resumed by a sampler is judged by its means)
-    walk_end = study.user_attrs.get(WALK_END_ATTR) if study.user_attrs.get("strategy") == "buildup" else None
-    ended = [r for r in rows if r.state == "COMPLETE" and r.number not in extra and r.design_key == walk_end]
-    if ended:
-        return [t for t in study.get_trials(deepcopy=False) if t.number == ended[0].number]
-    if objectives[0].name == "accuracy":
-        pooled = [r for r in rows if r.pooled_seeds]
-        if pooled:
-            best = max(pooled, key=lambda r: (sum(r.seed_values) / len(r.seed_values), -r.number))
-            return [t for t in study.get_trials(deepcopy=False) if t.number == best.number]
-    return [study.best_trial]
+    walk_end = study.user_attrs.get(WALK_END_ATTR) if study.user_attrs.get(STRATEGY_ATTR) == "buildup" else None
+    if walk_end in firsts:
+        return [firsts[walk_end].number]
+    candidates = [r for r in rows if r.number in {t.number for t in firsts.values()} and r.values]
+    if objectives[0].name == "accuracy" and any(r.pooled_seeds for r in candidates):
+        return [max((r for r in candidates if r.pooled_seeds), key=lambda r: (fmean(r.seed_values), -r.number)).number]
+    sign = 1.0 if objectives[0].direction == "maximize" else -1.0
+    return [max(candidates, key=lambda r: (sign * (r.values or (0.0,))[0], -r.number)).number] if candidates else []
 
 
 def _ties(summary: StudySummary) -> tuple[TrialRow, ...]:
@@ -201,17 +192,14 @@ def _ties(summary: StudySummary) -> tuple[TrialRow, ...]:
     if not summary.ties_apply:
         return ()
     best = summary.best[0]
-    first_of_design: dict[str, TrialRow] = {}
-    for row in summary.rows:  # in trial order; copies are no rows
-        if row.state == "COMPLETE":
-            first_of_design.setdefault(row.design_key, row)
-    others = {row.number: row.seed_values for row in first_of_design.values() if row.design_key != best.design_key}
-    by_number = {row.number: row for row in first_of_design.values()}
-    return tuple(by_number[n] for n in tied_with(best.seed_values, others, summary.objectives[0]))
+    firsts = {row.number: row for row in summary.rows if row.pooled_seeds is not None}
+    others = {n: row.seed_values for n, row in firsts.items() if row.design_key != best.design_key}
+    return tuple(firsts[n] for n in tied_with(best.seed_values, others, summary.objectives[0]))
 
 
-def trial_row(t: FrozenTrial) -> TrialRow:
-    """One trial as a `TrialRow`: its note says why it failed, was pruned or was retried."""
+def trial_row(t: FrozenTrial, pooled: dict[int, float] | None = None) -> TrialRow:
+    """One trial as a `TrialRow`: its note says why it failed, was pruned or was retried; `pooled`, its
+    design's values by seed index when it is the design's first trial."""
     attrs = t.user_attrs
     note = ""
     if FAIL_REASON_ATTR in attrs:
@@ -236,29 +224,18 @@ def trial_row(t: FrozenTrial) -> TrialRow:
         params=dict(t.params),
         values=tuple(t.values) if t.values is not None else None,
         metrics=dict(attrs.get(METRICS_ATTR, {})),
-        n_msa=attrs.get("n_msa"),
-        short_id=attrs.get("short_id"),
+        n_msa=attrs.get(N_MSA_ATTR),
+        short_id=attrs.get(SHORT_ID_ATTR),
         spec=spec,
         note=note,
-        layout=attrs.get(LAYOUT_ATTR) or layout_of(spec),
+        layout=attrs.get(LAYOUT_ATTR),
         seconds=seconds,
         step=attrs.get(BUILDUP_STEP_ATTR),
         simulated=simulated,
         digest=attrs.get(DIGEST_ATTR),
+        pooled_seeds=None if pooled is None else tuple(v for _, v in sorted(pooled.items())),
+        own_seeds=tuple(seed_values(t).values()),
     )
-
-
-def layout_of(spec: str | None) -> str | None:
-    """The layout of a trial recorded before trials kept one (from its .arch text)."""
-    if not spec:
-        return None
-    from archdsl.errors import UserError
-    from archdsl.lang.spec import parse_spec
-
-    try:
-        return layout_text(parse_spec(spec))
-    except UserError:
-        return None
 
 
 def design_text(row: TrialRow) -> str:

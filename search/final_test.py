@@ -1,35 +1,23 @@
-"""The test set, read once, at the end of a search: the chosen designs' final figures.
+"""The test set's figures of the chosen designs, opened once, at the end of a search.
 
-A search chooses on validation images only. When it has ended (the worker that finds no other trial of
-the study running or waiting: the last one out), the report's best designs and the designs tied with
-them within the noise are trained again exactly as their trials trained them (the same training images,
-fidelity and paired seeds: `measures.held_out_accuracy`) and scored once on the test split. A replayed
-study (`--fidelity table:...`) reads the test figures its table recorded for the same runs, or says the
-table has none. The figures go on the study (`held_out`), never on a trial, so nothing that chooses
-can read them; a design that has them is not measured again (a resumed study tests only a new winner).
+A search chooses on validation images only. Each trial that completes scores each of its seeds' models
+once on the test split as it trains them (a replayed trial reads its table runs' test figures) and seals
+the figures on the study (`record.seal_test`), where nothing that chooses reads them. When the search has
+ended (the worker that finds no other trial of the study running or waiting: the last one out), the
+report's best designs and the designs tied with them within the noise have their seals opened
+(`record.open_test`): their test figures on every seed they were measured on, stored on the study
+(`test:<trial>`) and labelled as not used for selection. No design is trained again; a design that has its
+figures is not opened again (a resumed study opens only a new winner's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import optuna
-from optuna.trial import TrialState
 
-from archdsl.search import measures as measure
 from archdsl.search._study_summary import TrialRow, summarize_study
-from archdsl.search.held_out import NO_TABLE_FIGURES, HeldOutFigures, final_test_attr
-from archdsl.search.replay import TABLE_SEED_ATTR, TableDesign, TableRun, paired_runs
-
-if TYPE_CHECKING:
-    from archdsl.search.session import SearchPlan
-
-
-def still_running(study: optuna.Study) -> bool:
-    """Whether another worker is measuring (or will measure) a trial of the study: then the search has
-    not ended, and the last worker out runs the final test."""
-    return any(t.state in (TrialState.RUNNING, TrialState.WAITING) for t in study.get_trials(deepcopy=False))
+from archdsl.search.record import HeldOutFigures, digest_of, open_test, search_ended, trials
 
 
 def designs_to_test(study: optuna.Study) -> tuple[TrialRow, ...]:
@@ -40,74 +28,19 @@ def designs_to_test(study: optuna.Study) -> tuple[TrialRow, ...]:
 
 
 def run_final_test(
-    plan: SearchPlan, study: optuna.Study, *, on_start: Callable[[tuple[TrialRow, ...]], None] | None = None
+    study: optuna.Study, *, on_start: Callable[[tuple[TrialRow, ...]], None] | None = None
 ) -> dict[int, HeldOutFigures]:
-    """Measure the test figures of the designs `designs_to_test` names, once the search has ended, and store
-    them on `study`; `on_start(rows)` before the first. Returns what it stored (trial number -> figures)."""
-    if still_running(study):
+    """Open the sealed test figures of the designs `designs_to_test` names, once the search has ended, and store
+    them on `study`; `on_start(rows)` before. Returns what it stored (trial number -> figures)."""
+    if not search_ended(trials(study)):  # the last worker out runs the final test
         return {}
     rows = designs_to_test(study)
     if not rows:
         return {}
     if on_start is not None:
         on_start(rows)
-    if plan.replay is not None:
-        found = {row.number: _from_table(plan, study, row) for row in rows}
-    else:
-        found = _trained(plan, rows)
-    for number, figures in found.items():
-        study.set_user_attr(final_test_attr(number), figures.model_dump())
-    return found
-
-
-def _trained(plan: SearchPlan, rows: tuple[TrialRow, ...]) -> dict[int, HeldOutFigures]:
-    """Each design trained again on its trial's paired seeds, each model scored once on the test split."""
-    assert plan.data is not None, "a trained search has its data"
-    s = plan.settings
-    test_set = measure.load_test_split(plan.data, download=s.download)
-    found = {}
-    for row in rows:
-        arch = plan.space.arch_from_params(row.params)  # the trial's design, as its trial built it
-        seeds = [measure.seed_of(s.seed, index) for index in range(len(row.seed_values))]
-        pairs = [
-            measure.held_out_accuracy(
-                arch, plan.data, test_set, plan.fidelity, device=s.device, seed=seed, progress=s.progress
-            )
-            for seed in seeds
-        ]
-        found[row.number] = HeldOutFigures(
-            seeds=seeds, accuracy=[test for _, test in pairs], validation=[val for val, _ in pairs], source="trained"
-        )
-    return found
-
-
-def _from_table(plan: SearchPlan, study: optuna.Study, row: TrialRow) -> HeldOutFigures:
-    """The test figures the table recorded for the runs that answered the design's trial."""
-    assert plan.replay is not None, "a replayed study has its table"
-    design = plan.replay.design(plan.space.arch_from_params(row.params))
-    trial = next(t for t in study.get_trials(deepcopy=False) if t.number == row.number)
-    runs = _trial_runs(design, trial.user_attrs.get(TABLE_SEED_ATTR), len(row.seed_values), plan.settings.seed)
-    seeds = [run.seed for run in runs]
-    values = [_table_test_accuracy(run, plan.fidelity.epochs) for run in runs]
-    if not values or any(v is None for v in values):
-        return HeldOutFigures(seeds=seeds, accuracy=[], source="table", note=NO_TABLE_FIGURES)
-    return HeldOutFigures(seeds=seeds, accuracy=[v for v in values if v is not None], source="table")
-
-
-def _trial_runs(design: TableDesign, drawn_seed: object, n_seeds: int, seed: int) -> list[TableRun]:
-    """The table runs a replayed trial was answered with (`replay.Replaying.start`): seed index s is
-    `replay.paired_runs`'s; a one-seed trial's run was drawn, and its seed recorded on the trial."""
-    if n_seeds == 1 and drawn_seed is not None:
-        return [run for run in design.runs if run.seed == drawn_seed][:1]
-    return list(paired_runs(design, seed, range(n_seeds)))
-
-
-def _table_test_accuracy(run: TableRun, epochs: int) -> float | None:
-    """A run's test top-1 after `epochs` (its final one when they are all), where the table recorded one
-    (a run-level `test_acc`, schema /2); None where it did not."""
-    final = getattr(run, "test_acc", None)
-    if final is None:
-        return None
-    if epochs < len(run.curve):
-        return getattr(run.curve[epochs - 1], "test_acc", None)
-    return float(final)
+    found = trials(study)
+    return {
+        row.number: open_test(study, row.number, [t for t in found if row.digest and digest_of(t) == row.digest])
+        for row in rows
+    }

@@ -44,9 +44,9 @@ from optuna.trial import TrialState
 from archdsl import json_text
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
-from archdsl.search._worker_attrs import BEAT_ATTR
 from archdsl.search.journal_lock import JournalLock
 from archdsl.search.optuna_private import JournalOperation
+from archdsl.search.record import BEAT_ATTR, REPAIRED_ATTR
 
 CREATE_STUDY, CREATE_TRIAL = 0, 4
 OP_NAMES = {
@@ -63,7 +63,6 @@ OP_NAMES = {
     10: "a discard of trials",
 }
 REPAIR_WORKER = "archdsl-study-repair"
-REPAIRED_ATTR = "archdsl:repaired"  # system attr of a trial whose creation record was rebuilt
 _RECORD_START = re.compile(rb'\{\s*"op_code"\s*:\s*(\d+)')
 _NUMBER_FIELD = r'"{}"\s*:\s*(\d+)'
 _STRING_FIELD = r'"{}"\s*:\s*("(?:[^"\\]|\\.)*")'
@@ -149,12 +148,6 @@ def record_problem(record: Any) -> str | None:
     return None
 
 
-def check_record(record: Any) -> tuple[str | None, int | None]:
-    """(what is wrong with a decoded record, or None; its op code if it has a valid one)."""
-    op = record.get("op_code") if isinstance(record, dict) else None
-    return record_problem(record), (op if type(op) is int and op in _RECORD_FIELDS else None)
-
-
 def read_lines(path: Path) -> list[bytes]:
     """The journal's complete lines. A last line without its newline is a write in progress (or
     cut short): Optuna's reader skips it, and so does this."""
@@ -178,9 +171,10 @@ def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
             else "not UTF-8 text"
         )
         return None, Damage(0, f"not a complete JSON record ({reason})", op if op in _RECORD_FIELDS else None)
-    problem, op = check_record(record)
+    problem = record_problem(record)
     if problem is not None:
-        return None, Damage(0, problem, op)
+        op = record.get("op_code") if isinstance(record, dict) else None
+        return None, Damage(0, problem, op if type(op) is int and op in _RECORD_FIELDS else None)
     return record, None
 
 

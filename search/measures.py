@@ -10,9 +10,9 @@ and what sets a run up (`data.describe`, `run.device`, `run.distributed`, `run.r
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, PositiveInt, field_validator
 
-from archdsl.common_settings import OptimizeSettings
+from archdsl.common_settings import OptimizeSettings, flag_field
 from archdsl.errors import UserError
 from archdsl.ir import Arch
 from archdsl.run.recipe import RecipeName  # torch-free
@@ -33,18 +33,13 @@ if TYPE_CHECKING:
     from archdsl.data import CorruptedSet, ImageSet
     from archdsl.run import EpochMetrics
     from archdsl.run.recipe import TrainConfig
+    from archdsl.search.record import HeldOutFigures
 
 # The training subset a study takes unless told (archdsl.search.session.fidelity_for): the synthetic
 # set's 2,000 of 5,000 training images for 2 epochs trains a small-base candidate in seconds on a
 # laptop CPU; real datasets start from a tenth.
 SYNTHETIC_SUBSET = 0.4
 REAL_SUBSET = 0.1
-
-
-def _flag(flag: str, help: str, *, default: Any, **extra: Any) -> Any:
-    """A fidelity setting with its `archdsl search` flag (made by archdsl.commands.settings_flags)."""
-    bounds = {k: extra.pop(k) for k in ("gt", "ge", "le", "lt") if k in extra}
-    return Field(default=default, description=help, json_schema_extra={"flag": flag, **extra}, **bounds)
 
 
 class Fidelity(OptimizeSettings):
@@ -57,41 +52,46 @@ class Fidelity(OptimizeSettings):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    epochs: PositiveInt = _flag("--epochs", "training epochs per candidate", default=2)
-    subset: float = _flag(
+    epochs: PositiveInt = flag_field("--epochs", "training epochs per candidate", default=2)
+    subset: float = flag_field(
         "--subset", "class-stratified fraction of the training set", default=1.0, gt=0, le=1, metavar="FRACTION",
         default_text=f"{SYNTHETIC_SUBSET:g} on synthetic, {REAL_SUBSET:g} otherwise",
     )  # fmt: skip
-    seeds: PositiveInt = _flag(
+    seeds: PositiveInt = flag_field(
         "--seeds", "paired seeds each candidate is trained on: its accuracy is their mean (seed index s is "
         "--seed + s for every design: the same training subset, batch order and augmentation draws; 3: the "
         "fewest whose answers agree, docs/search.md)", default=3,
     )  # fmt: skip
     # A fraction or a count, kept as written (`0.1`, `5000`): archdsl.data.parse_val_split reads it.
-    val_split: str | None = _flag(
+    val_split: str | None = flag_field(
         "--val-split", "validation images held out of the training split: each candidate is trained on the rest "
-        "and scored on these (no trial reads the test set)", default=None, metavar="FRACTION|N",
+        "and scored on these (the test set chooses nothing)", default=None, metavar="FRACTION|N",
         default_text="a tenth of the training split, at most 5,000",
     )  # fmt: skip
-    test_subset: float = _flag(
-        "--test-subset", "class-stratified fraction of the validation images (and their corrupted copies) "
+    val_subset: float = flag_field(
+        "--val-subset", "class-stratified fraction of the validation images (and their corrupted copies) "
         "that score each candidate", default=1.0, gt=0, le=1, metavar="FRACTION", default_text="the --subset fraction",
     )  # fmt: skip
     # `fast` learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds.
-    recipe: RecipeName = _flag(
+    recipe: RecipeName = flag_field(
         "--recipe", "training recipe (fast learns fastest in few epochs: docs/search.md)", default="fast"
     )
     # TrainConfig fields set over the recipe's (`search --opt adamw --lr 0.01`): (field, value) pairs.
     train_settings: tuple[tuple[str, Any], ...] = ()
-    hessian_batches: PositiveInt = _flag("--hessian-batches", "batches of 16 for nep/ape", default=2)
+    # `objectives`: the command line that reproduces a study names the flag only when an objective reads it.
+    hessian_batches: PositiveInt = flag_field(
+        "--hessian-batches", "batches of 16 for nep/ape", default=2, objectives=("nep", "ape")
+    )
     # Lanczos converges in ~15-45 products where power iteration needs hundreds.
-    hessian_max_iter: PositiveInt = _flag("--hessian-iters", "Lanczos steps per batch for nep/ape", default=40)
+    hessian_max_iter: PositiveInt = flag_field(
+        "--hessian-iters", "Lanczos steps per batch for nep/ape", default=40, objectives=("nep", "ape")
+    )
     hessian_tol: float = 1e-3
     # See benchmarks/hessian.py: Lanczos is 2.0-6.7x faster than PyHessian, and accurate.
     hessian_method: Literal["power", "lanczos"] = "lanczos"
     latency_batch: int = 16
-    severities: tuple[Annotated[int, Field(ge=1, le=5)], ...] = _flag(
-        "--severities", "corruption severities for robustness", default=(3,), metavar="S,S"
+    severities: tuple[Annotated[int, Field(ge=1, le=5)], ...] = flag_field(
+        "--severities", "corruption severities for robustness", default=(3,), metavar="S,S", objectives=("robustness",)
     )
 
     @field_validator("val_split")
@@ -107,14 +107,16 @@ class Fidelity(OptimizeSettings):
 
 @dataclass
 class DataContext:
-    """The data of a search, loaded once per worker: the training split less its validation part, and
-    the validation part that scores, prunes and compares the candidates. The test split is not here:
-    a search never reads it (designs chosen on test images would be scored on what chose them)."""
+    """The data of a search, loaded once per worker: the training split less its validation part, the
+    validation part that scores, prunes and compares the candidates, and the test split, which scores each
+    trained model once for the trial to seal (`test_accuracy`): nothing that chooses reads it (designs chosen
+    on test images would be scored on what chose them)."""
 
     name: str
     root: Path | None
     train_set: ImageSet  # the training split less `validation`: what each trial trains on (its --subset of it)
     validation: ImageSet
+    test: ImageSet | None = None  # the whole test split (None: a caller that measures no test figures)
     # The whole training split, validation part included: the Hessian's batches (NEP/APE) are drawn from
     # it as `archdsl analyze` draws them from a checkpoint's dataset, so both report the same spectrum.
     train_split: ImageSet | None = None
@@ -129,6 +131,8 @@ class Trained:
     accuracy: float  # validation top-1, a fraction (a replayed one: the table's)
     history: list[dict[str, float]]
     seed_accuracies: tuple[float, ...] = ()  # with --seeds N > 1: each paired seed's; `accuracy` is their mean
+    # Each seed's test top-1, for the trial to seal on the study (record.seal_test): never a value, never chosen on.
+    sealed: HeldOutFigures | None = None
     rank_digests: tuple[str, ...] = ()  # under torchrun: the design's digest on each rank (archdsl.search.distributed)
 
 
@@ -142,37 +146,27 @@ def seed_of(seed: int, index: int) -> int:
     return seed + index
 
 
-def mean_and_stderr(values: tuple[float, ...]) -> tuple[float, float]:
-    """The mean of `values` and its standard error (sample standard deviation / sqrt(n); 0 for one value).
-    `statistics` sums the floats exactly: equal values have their own value as mean and no spread at all
-    (a float sum made three seeds at 0.1 "0.1 ± 4.2e-17")."""
-    n = len(values)
-    mean = statistics.mean(values)
-    if n < 2:
-        return mean, 0.0
-    return mean, statistics.stdev(values, mean) / math.sqrt(n)
-
-
 def load_data(
     name: str,
     root: Path | None,
     *,
     seed: int,
-    test_subset: float = 1.0,
+    val_subset: float = 1.0,
     val_split: str | None = None,
     download: bool = False,
 ) -> DataContext:
     """The training split of `name` (downloaded if missing and asked), split into the images trials train
     on and the fixed, class-stratified validation images (`val_split`: a fraction or a count; None: the
     search's default, `archdsl.data.default_val_size`) that score them, shrunk to a class-stratified
-    `test_subset`. Each trial's training shrinks the rest further (`Fidelity.subset`)."""
+    `val_subset`, and the whole test split. Each trial's training shrinks the rest further (`Fidelity.subset`)."""
     from archdsl.data import load_split, parse_val_split, split_validation
 
     train_set = load_split(name, "train", root, download=download)
     rest, validation = split_validation(train_set, None if val_split is None else parse_val_split(val_split))
-    if test_subset < 1:
-        validation = validation.subset(test_subset, seed=seed)
-    return DataContext(name=name, root=root, train_set=rest, validation=validation, train_split=train_set)
+    if val_subset < 1:
+        validation = validation.subset(val_subset, seed=seed)
+    test = load_split(name, "test", root, download=download)
+    return DataContext(name=name, root=root, train_set=rest, validation=validation, test=test, train_split=train_set)
 
 
 def fit_to_data(base: Arch, image_shape: tuple[int, int, int], num_classes: int) -> Arch:
@@ -256,7 +250,7 @@ def check_fidelity(arch: Arch, data: DataContext, fidelity: Fidelity, *, device:
     from archdsl.nn.build import check_registered_blocks
     from archdsl.run.train import check_trainable
 
-    check_trainable(arch, data.train_set, data.validation, train_config(fidelity, device=device, seed=seed))
+    check_trainable(arch, data.train_set, data.test, train_config(fidelity, device=device, seed=seed), data.validation)
     check_registered_blocks(arch)  # a plug-in block that breaks its shape rule fails every trial
 
 
@@ -284,46 +278,30 @@ def train_candidate(
         from_leader(format_arch(arch))
 
     def report(metrics: EpochMetrics) -> None:
-        on_epoch(int(metrics.epoch), float(metrics.test_acc))
+        assert metrics.val_acc is not None, "a trial is scored on its validation images"
+        on_epoch(int(metrics.epoch), metrics.val_acc)
 
-    try:
-        # train's "test" set is the search's validation images: its test_acc is their top-1
+    try:  # scored on the validation images alone: a trial has no test set
         result = train(
-            arch, data.train_set, data.validation, config, run_dir=run_dir, on_epoch=report, progress=progress
-        )
+            arch, data.train_set, None, config, val_set=data.validation, run_dir=run_dir, on_epoch=report,
+            progress=progress,
+        )  # fmt: skip
     except TrainingDiverged as err:
         raise Diverged(err.message) from err
-    accuracy = float(result.test_acc)
+    accuracy = float(result.val_acc)
     if not math.isfinite(accuracy):
         raise Diverged("the validation accuracy is not a number")
-    history = [{k: _plain(v) for k, v in _fields(m).items()} for m in result.history]
+    history = [{k: v for k, v in dataclasses.asdict(m).items() if v is not None} for m in result.history]
     return Trained(model=result.model, accuracy=accuracy, history=history, rank_digests=result.rank_digests)
 
 
-def load_test_split(data: DataContext, *, download: bool = False) -> ImageSet:
-    """The dataset's test split, whole: read once, after a search, for its chosen designs' test figures
-    (`archdsl.search.final_test`); no trial ever reads it."""
-    from archdsl.data import load_split
-
-    return load_split(data.name, "test", data.root, download=download)
-
-
-def held_out_accuracy(
-    arch: Arch, data: DataContext, test_set: ImageSet, fidelity: Fidelity, *, device: str, seed: int, progress: bool
-) -> tuple[float, float]:
-    """(validation top-1, test top-1) of `arch` trained as a trial trains it on seed `seed`
-    (`train_candidate`: the same training images, fidelity and per-epoch validation), then scored once
-    on `test_set`. The validation top-1 is the trial's own again where training repeats exactly."""
+def test_accuracy(model: nn.Module, data: DataContext, fidelity: Fidelity, *, device: str) -> float:
+    """A trained model's top-1 on the whole test split, scored once for its trial to seal (`record.seal_test`)."""
     from archdsl.run.device import select_device
     from archdsl.run.evaluate import evaluate
 
-    trained = train_candidate(
-        arch, data, fidelity, device=device, seed=seed, run_dir=None, on_epoch=lambda epoch, top1: None,
-        progress=progress,
-    )  # fmt: skip
-    assert trained.model is not None, "a trained design has its model"
-    test = evaluate(trained.model, test_set, device=select_device(device), optimize=fidelity.optimize)
-    return trained.accuracy, float(test.top1)
+    assert data.test is not None, "a trained search loads its test split"
+    return float(evaluate(model, data.test, device=select_device(device), optimize=fidelity.optimize).top1)
 
 
 def analysis_settings(fidelity: Fidelity, *, seed: int) -> AnalysisSettings:
@@ -435,18 +413,3 @@ def load_base(name_or_path: str) -> Arch:
     base = load_spec(name_or_path)
     ensure_alternet_base(base)
     return base
-
-
-# -- small helpers ---------------------------------------------------------------------------
-
-
-def _fields(obj: Any) -> dict[str, Any]:
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump()
-    if hasattr(obj, "__dataclass_fields__"):
-        return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
-    return dict(vars(obj))
-
-
-def _plain(value: Any) -> Any:
-    return float(value) if isinstance(value, (int, float)) else value

@@ -41,9 +41,10 @@ from archdsl.errors import UserError, visible
 from archdsl.ir import Arch
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, Objective
+from archdsl.search.record import NO_TABLE_FIGURES, SIM_SECONDS_ATTR, TABLE_SEED_ATTR, HeldOutFigures, seed_indices
+from archdsl.search.seed_stats import SeedStatistics, mean_and_stderr
 from archdsl.search.space import ParamValue, Space, layout_text
-from archdsl.search.table_statistics import SeedStatistics
-from archdsl.search.trial import Training, TrialObjective, seed_indices
+from archdsl.search.trial import Training, TrialObjective
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -54,8 +55,6 @@ TABLE_SCHEMA = "archdsl.search-table/2"
 # The earlier schema scored every run on the test set: replaying it would choose on test images.
 OLD_TABLE_SCHEMAS = ("archdsl.search-table/1",)
 TABLE_PREFIX = "table:"  # --fidelity table:PATH or table:NAME (a built-in table)
-SIM_SECONDS_ATTR = "sim_seconds"  # a trial's simulated time (replayed trials only)
-TABLE_SEED_ATTR = "table_seed"  # the seed of the run a replayed trial was answered with
 # The measures a run records, by objective name (params and FLOPs come from the IR).
 RECORDED = ("accuracy", "robustness", "nep", "ape", "latency")
 
@@ -150,7 +149,7 @@ class Table(BaseModel):
     searched: list[str]
     fidelity: dict[str, Any] = {}
     seeds: list[Count] = []
-    # The seed statistics of its designs (archdsl.search.table_statistics), as --assemble computed them.
+    # The seed statistics of its designs (archdsl.search.seed_stats), as --assemble computed them.
     statistics: SeedStatistics | None = None
     designs: list[TableDesign]
 
@@ -385,18 +384,20 @@ class Replaying:
 
     def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> _ReplayedDesign:
         design = self.replay.design(arch)
+        indices = seed_indices(trial, plan.fidelity.seeds)
         if plan.max_seeds == 1:
             runs: tuple[TableRun, ...] = (self.replay.draw(design, plan.settings.seed, trial.number),)
         else:  # paired: seed index s is the run of the seed a trained search trains it with, for every design
             # check_replay made sure every design has runs for plan.max_seeds paired seeds
-            runs = paired_runs(design, plan.settings.seed, seed_indices(trial, plan))
+            runs = paired_runs(design, plan.settings.seed, indices)
         trial.set_user_attr(TABLE_SEED_ATTR, runs[0].seed)
-        return _ReplayedDesign(runs, plan.fidelity.epochs, _Clock(trial))
+        return _ReplayedDesign(runs, indices, plan.fidelity.epochs, _Clock(trial))
 
 
 @dataclass(frozen=True)
 class _ReplayedDesign:
     runs: tuple[TableRun, ...]  # one per paired seed; the first answers the pruner and the analyses
+    indices: tuple[int, ...]  # their paired seed indices
     epochs: int  # the fidelity's
     clock: _Clock
 
@@ -421,13 +422,24 @@ class _ReplayedDesign:
             share = point.seconds / total if total > 0 else 1 / len(run.curve)
             self.clock.add(run.train_time * share)
             on_epoch(n, point.val_acc)
-        first = measure.Trained(model=None, accuracy=_accuracy(run, epochs), history=[p.model_dump() for p in curve])
+        history = [_validation_only(p) for p in curve]
+        first = measure.Trained(model=None, accuracy=_accuracy(run, epochs), history=history, sealed=self._tested())
         if len(self.runs) == 1:
             return first
         for other in self.runs[1:]:  # trained one after another on a worker
             self.clock.add(other.train_time * min(1.0, epochs / len(other.curve)))
         per_seed = tuple(_accuracy(r, min(self.epochs, len(r.curve))) for r in self.runs)
-        return dataclasses.replace(first, accuracy=measure.mean_and_stderr(per_seed)[0], seed_accuracies=per_seed)
+        return dataclasses.replace(first, accuracy=mean_and_stderr(per_seed)[0], seed_accuracies=per_seed)
+
+    def _tested(self) -> HeldOutFigures:
+        """The test figures the table recorded for the runs that answer the trial, after the fidelity's epochs."""
+        seeds, indices = [run.seed for run in self.runs], list(self.indices[: len(self.runs)])
+        values = [_test_accuracy(run, self.epochs) for run in self.runs]
+        if any(v is None for v in values):
+            return HeldOutFigures(seeds=seeds, accuracy=[], indices=indices, source="table", note=NO_TABLE_FIGURES)
+        return HeldOutFigures(
+            seeds=seeds, accuracy=[v for v in values if v is not None], indices=indices, source="table"
+        )
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
         self.clock.add(self.run.measure_time)
@@ -435,6 +447,18 @@ class _ReplayedDesign:
 
     def close(self) -> None:
         self.clock.stop()
+
+
+def _test_accuracy(run: TableRun, epochs: int) -> float | None:
+    """A run's test top-1 after `epochs` (its final one when they are all), where the table recorded one."""
+    if epochs < len(run.curve):
+        return run.curve[epochs - 1].test_acc
+    return run.test_acc
+
+
+def _validation_only(point: CurvePoint) -> dict[str, Any]:
+    """An epoch of a run as a replayed trial's history keeps it: its test figures left out."""
+    return point.model_dump(exclude={"test_acc", "test_nll"})
 
 
 def _accuracy(run: TableRun, epochs: int) -> float:

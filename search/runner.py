@@ -16,20 +16,45 @@ from __future__ import annotations
 import random
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from archdsl.errors import UserError
 from archdsl.search.naming import REPLAY_SUFFIX
 from archdsl.search.optuna_private import storage_of
+from archdsl.search.record import (
+    BASE_ATTR,
+    BASE_DIGEST_ATTR,
+    COMMAND_ATTR,
+    DIGEST_ATTR,
+    ENDPOINT_ATTR,
+    FIDELITY_ATTR,
+    FINISHED,
+    OBJECTIVES_ATTR,
+    SEARCHED_ATTR,
+    SEED_INDICES_ATTR,
+    SEEDS_ATTR,
+    STRATEGY_ATTR,
+    WALK_END_ATTR,
+    claimed_seed_indices,
+    design_seed_values,
+    digest_of,
+    first_trials,
+    is_copy,
+    is_verdict,
+    measured_designs,
+    seed_values,
+    taken_designs,
+    trials,
+    workers_at_work,
+)
 from archdsl.search.replay import is_replay, make_objective
-from archdsl.search.seeds import design_seed_values, is_extra_seed
 from archdsl.search.space import ParamValue, Space
-from archdsl.search.storage import fail_stale_trials, is_copy, is_verdict, open_storage
+from archdsl.search.storage import fail_stale_trials, open_storage
 from archdsl.search.strategies import (
     BuildupStep,
     PlannedSampler,
@@ -38,17 +63,11 @@ from archdsl.search.strategies import (
     make_pruner,
     make_sampler,
 )
-from archdsl.search.trial import DIGEST_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY, TrialFailed
+from archdsl.search.trial import TrialFailed
 
 if TYPE_CHECKING:
     from archdsl.search.session import SearchPlan
 
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
-COMMAND_ATTR = "command"  # study user attr: the command line that reproduces the study
-# study user attr: the digest of the design the build-up walk kept last, the search's answer (the report's best)
-WALK_END_ATTR = "buildup_end"
-SEEDS_ATTR = "seeds"  # study user attr: the paired seeds (--seeds) each design is measured on
-FIDELITY_ATTR = "fidelity"  # study user attr: `train`, or the `table:...` its trials are replayed from
 REDRAW_FALLBACK = 10  # copies in a row after which a random undrawn design is queued
 REDRAW_TRIES = 1000  # random points tried to find an undrawn design
 
@@ -85,15 +104,13 @@ def target_trials(plan: SearchPlan) -> int:
 def study_progress(study: optuna.Study, total: int) -> StudyProgress:
     """`done/total` and an ETA: the mean time of the study's measured trials times the designs left,
     shared among the workers at work now (the trials running elsewhere, plus this worker)."""
-    trials = study.get_trials(deepcopy=False)
-    verdicts = [t for t in trials if t.state in FINISHED and is_verdict(t)]
-    done = _distinct(verdicts)
-    seconds = [t.duration.total_seconds() for t in verdicts if t.duration is not None]
+    found = trials(study)
+    done = measured_designs(found)
+    seconds = [t.duration.total_seconds() for t in found if t.state in FINISHED and is_verdict(t) and t.duration]
     left = max(0, total - done)
     eta = None
     if left and seconds and sum(seconds) > 0:
-        workers = 1 + sum(t.state == TrialState.RUNNING and not is_copy(t) for t in trials)
-        eta = sum(seconds) / len(seconds) * left / workers
+        eta = sum(seconds) / len(seconds) * left / (1 + workers_at_work(found))
     return StudyProgress(done=done, total=max(total, done), eta_seconds=eta)
 
 
@@ -111,17 +128,17 @@ def open_study(plan: SearchPlan) -> optuna.Study:
     except ValueError as err:  # e.g. an invalid name
         raise UserError(f"cannot open study {plan.study_name!r}: {err}") from err
     names = ",".join(o.name for o in plan.objectives)
-    recorded = study.user_attrs.get("objectives")
+    recorded = study.user_attrs.get(OBJECTIVES_ATTR)
     if [d.name.lower() for d in study.directions] != directions or recorded not in (None, names):
         raise UserError(
             f"study {plan.study_name!r} optimises {len(study.directions)} objective(s) "
             f"({recorded or '?'}), not {names}",
             hint="use the study's --objectives, or a new --study-name",
         )
-    study.set_user_attr("objectives", names)
+    study.set_user_attr(OBJECTIVES_ATTR, names)
     _check_same_fidelity(study, plan.settings.fidelity_source)
     _check_same_seeds(study, plan.fidelity.seeds)
-    study.set_user_attr("strategy", plan.settings.strategy)
+    study.set_user_attr(STRATEGY_ATTR, plan.settings.strategy)
     study.set_user_attr(COMMAND_ATTR, plan.command)
     if study.metric_names != [o.name for o in plan.objectives]:
         # optuna-dashboard (and Optuna's plots) then say "accuracy", not "Objective 0".
@@ -166,29 +183,27 @@ def _check_same_seeds(study: optuna.Study, seeds: int) -> None:
 
 
 def _seeds_of_first_design(study: optuna.Study) -> int | None:
-    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if SEED_INDICES_ATTR not in t.user_attrs and METRICS_ATTR in t.user_attrs:
-            return max(1, len(t.user_attrs[METRICS_ATTR].get(SEED_VALUES_KEY, ())))
-    return None
+    firsts = first_trials(trials(study))
+    return len(seed_values(next(iter(firsts.values())))) or None if firsts else None
 
 
 def check_same_space(study: optuna.Study, space: Space) -> None:
     """A study searches one space: the same base design and the same knobs on every worker."""
-    identity = {"base_digest": space.base.digest(), "searched": ",".join(space.searched)}
+    identity = {BASE_DIGEST_ATTR: space.base.digest(), SEARCHED_ATTR: ",".join(space.searched)}
     recorded = {k: study.user_attrs.get(k) for k in identity}
     # Compare key by key: workers started together write these one at a time, so another
     # worker may see some keys set and others not yet. Writing the same value twice is harmless.
     if any(value is not None and value != identity[key] for key, value in recorded.items()):
         raise UserError(
-            f"study {study.study_name!r} searches another space (base {study.user_attrs.get('base')!r}, "
-            f"knobs {recorded['searched']}) than this command ({space.base.name!r}, knobs {identity['searched']})",
+            f"study {study.study_name!r} searches another space (base {study.user_attrs.get(BASE_ATTR)!r}, knobs "
+            f"{recorded[SEARCHED_ATTR]}) than this command ({space.base.name!r}, knobs {identity[SEARCHED_ATTR]})",
             hint="give the study's --base, --dataset and --search, or a new --study-name",
         )
     for key, value in identity.items():
         if recorded[key] is None:
             study.set_user_attr(key, value)
-    if study.user_attrs.get("base") is None:
-        study.set_user_attr("base", space.base.name)
+    if study.user_attrs.get(BASE_ATTR) is None:
+        study.set_user_attr(BASE_ATTR, space.base.name)
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:
@@ -232,9 +247,10 @@ def run_search(
     before = _finished(study)
 
     if settings.seed_endpoints:
+        taken = {digest_of(t) for t in trials(study)}
         for endpoint in space.endpoints():
-            if not _has_design(study, space, endpoint.params):
-                study.enqueue_trial(endpoint.params, user_attrs={"endpoint": endpoint.name}, skip_if_exists=True)
+            if space.arch_from_params(endpoint.params).digest() not in taken:
+                study.enqueue_trial(endpoint.params, user_attrs={ENDPOINT_ATTR: endpoint.name}, skip_if_exists=True)
 
     leaders = None
     if walker is None and plan.max_seeds > plan.fidelity.seeds and [o.name for o in plan.objectives] == ["accuracy"]:
@@ -262,42 +278,13 @@ def run_search(
     )
 
 
-def _trials_of(study: optuna.Study, digest: str) -> list[FrozenTrial]:
-    return [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(DIGEST_ATTR) == digest]
-
-
-def _has_design(study: optuna.Study, space: Space, params: dict[str, ParamValue]) -> bool:
-    return bool(_trials_of(study, space.arch_from_params(params).digest()))
-
-
 def _finished(study: optuna.Study) -> int:
-    """What counts towards --n-trials: the distinct designs with a verdict.
-
-    A trial interrupted (Ctrl-C) or lost with its worker does not count: its design is run
-    again. A copy does not count, nor does a design measured twice (a worker killed in the middle
-    of its look for a twin: `trial.twin_decision`).
-    """
-    return _distinct(t for t in study.get_trials(deepcopy=False, states=FINISHED) if is_verdict(t))
-
-
-def _distinct(trials: Iterable[FrozenTrial]) -> int:
-    """The number of distinct designs among `trials` (by digest; a trial without one is its own)."""
-    return len({t.user_attrs.get(DIGEST_ATTR, f"trial {t.number}") for t in trials})
-
-
-def _taken(study: optuna.Study) -> set[str]:
-    """The designs that have a verdict or are being (or waiting to be) measured."""
-    return {
-        t.user_attrs[DIGEST_ATTR]
-        for t in study.get_trials(deepcopy=False)
-        if DIGEST_ATTR in t.user_attrs
-        and not is_copy(t)
-        and (is_verdict(t) or t.state in (TrialState.RUNNING, TrialState.WAITING))
-    }
+    """What counts towards --n-trials (`record.measured_designs`)."""
+    return measured_designs(trials(study))
 
 
 def _exhausted(study: optuna.Study, space: Space) -> bool:
-    return len(_taken(study)) >= space.n_designs()
+    return len(taken_designs(trials(study))) >= space.n_designs()
 
 
 class _StopAt:
@@ -333,7 +320,7 @@ class _StopAt:
             self.copies_in_a_row = 0
             return
         self.copies_in_a_row += 1
-        taken = _taken(study)
+        taken = taken_designs(trials(study))
         if len(taken) >= self.space.n_designs() and self.done(study):
             study.stop()
         elif self.copies_in_a_row % REDRAW_FALLBACK == 0:
@@ -341,7 +328,7 @@ class _StopAt:
 
             params = self._undrawn(taken, random.Random(derive_seed(self.seed, trial.number)))
             if params is not None:
-                study.enqueue_trial(params, user_attrs={"strategy": "redraw"})
+                study.enqueue_trial(params, user_attrs={STRATEGY_ATTR: "redraw"})
 
     def _undrawn(self, taken: set[str], rng: random.Random) -> dict[str, ParamValue] | None:
         for _ in range(REDRAW_TRIES):
@@ -365,35 +352,19 @@ class _Leaders:
 
     def remeasure(self, study: optuna.Study) -> bool:
         """Queue the leaders' missing seeds; whether any are queued or being measured."""
-        trials = study.get_trials(deepcopy=False)
-        firsts = {
-            t.user_attrs[DIGEST_ATTR]: t
-            for t in trials
-            if t.state == TrialState.COMPLETE and DIGEST_ATTR in t.user_attrs and not is_extra_seed(t)
-        }
-        pooled = {digest: design_seed_values(trials, digest) for digest in firsts}
+        found = trials(study)
+        firsts = {digest: t for digest, t in first_trials(found).items() if DIGEST_ATTR in t.user_attrs}
+        pooled = {digest: design_seed_values(found, digest) for digest in firsts}
         sign = 1.0 if self.maximize else -1.0
         ranked = sorted(pooled, key=lambda d: -sign * sum(pooled[d].values()) / max(1, len(pooled[d])))
         pending = False
         for digest in ranked[:LEADERS]:
-            claimed = {
-                int(i)
-                for t in trials
-                if t.user_attrs.get(DIGEST_ATTR) == digest
-                and is_extra_seed(t)
-                and (is_verdict(t) or t.state in (TrialState.RUNNING, TrialState.WAITING))
-                for i in t.user_attrs[SEED_INDICES_ATTR]
-            }
-            # a copy (FAIL, no verdict) is no pending measurement: counting it kept the study going for ever
-            pending |= any(
-                t.user_attrs.get(DIGEST_ATTR) == digest and is_extra_seed(t)
-                and t.state in (TrialState.RUNNING, TrialState.WAITING)
-                for t in trials
-            )  # fmt: skip
+            claimed, active = claimed_seed_indices(found, digest)
+            pending |= active
             for index in range(self.max_seeds):
                 if index not in pooled[digest] and index not in claimed:
                     # the digest now: a waiting trial gets it only when it runs, and unclaimed it was queued again
-                    attrs = {"strategy": "leaders", SEED_INDICES_ATTR: [index], DIGEST_ATTR: digest}
+                    attrs = {STRATEGY_ATTR: "leaders", SEED_INDICES_ATTR: [index], DIGEST_ATTR: digest}
                     study.enqueue_trial(firsts[digest].params, user_attrs=attrs)
                     pending = True
         return pending

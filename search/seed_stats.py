@@ -1,27 +1,45 @@
-"""What a design's paired seeds say in a report: its mean with a 95 % t-interval, and the designs tied
-with the best within the noise.
-
-A trial trained on `--seeds N` keeps each seed's value (`trial.SEED_VALUES_KEY`). The interval is
-Student's: mean +- t(0.975, N - 1) x the standard error of the mean (`measures.mean_and_stderr`),
-clipped to the objective's range where it has one (an accuracy stays in [0, 1]); one seed gives no
-interval. A design is *tied* with the best when the best does not beat it beyond the noise by the
-build-up walk's own rule (`strategies.improves_beyond_noise`, a one-sided paired t-test at its
-level), so the report calls noise what the walk calls noise.
+"""Seed statistics, the search's one home of arithmetic on paired seeds (`record.seed_values_by_design` pools a
+design's values by seed index): a mean with its standard error and 95 % t-interval (Student's, clipped to the
+objective's range; one seed gives none), the build-up walk's paired test (`improves_beyond_noise`), which the
+report's ties use too, so the report calls noise what the walk calls noise (`tied_with`), and whether a
+measured table tells its designs apart (`seed_statistics`: seed std against the spread of the designs' means,
+rank agreement between seeds, validation against test; `benchmarks/buildup_table.py --assemble` stores them).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from archdsl.search.measures import mean_and_stderr
+from pydantic import BaseModel, ConfigDict
+
 from archdsl.search.objectives import Objective
-from archdsl.search.strategies import KEEP_LEVEL, improves_beyond_noise
+
+if TYPE_CHECKING:
+    from archdsl.search.replay import TableDesign
 
 INTERVAL_LEVEL = 0.95  # two-sided coverage of the report's intervals and error bars
+KEEP_LEVEL = 0.05  # one-sided level of the walk's paired test: how often it keeps an MSA that does not help
+# The aims of issue 28 (docs/search.md): a table whose noise is below these separates designs.
+SEED_STD_AIM = 1 / 3  # seed std / std of the designs' means, at most
+SPEARMAN_AIM = 0.8  # between two seeds' rankings, at least
 
 Key = TypeVar("Key")
+
+
+def mean_and_stderr(values: tuple[float, ...]) -> tuple[float, float]:
+    """The mean of `values` and its standard error (sample standard deviation / sqrt(n); 0 for one value).
+    `statistics` sums the floats exactly: equal values have their own value as mean and no spread at all
+    (a float sum made three seeds at 0.1 "0.1 ± 4.2e-17")."""
+    n = len(values)
+    mean = statistics.mean(values)
+    if n < 2:
+        return mean, 0.0
+    return mean, statistics.stdev(values, mean) / math.sqrt(n)
 
 
 @dataclass(frozen=True)
@@ -55,6 +73,22 @@ def estimate(
     return SeedEstimate(values=values, mean=mean, half_width=half, low=low, high=high)
 
 
+def improves_beyond_noise(
+    candidate: tuple[float, ...], incumbent: tuple[float, ...], lead: Objective, level: float = KEEP_LEVEL
+) -> bool:
+    """Whether `candidate` beats `incumbent` on paired seeds (index s of each: the same seed) beyond
+    their noise: a one-sided paired t-test at `level` on the per-seed differences (mean difference >
+    t(1 - level, n - 1) x its standard error). A null improvement is kept at rate `level`; two seeds
+    or more are needed (with one, the plain comparison of values decides)."""
+    from scipy.stats import t as student_t
+
+    sign = 1.0 if lead.direction == "maximize" else -1.0
+    mean, stderr = mean_and_stderr(tuple(sign * (c - i) for c, i in zip(candidate, incumbent, strict=True)))
+    if stderr == 0:
+        return mean > 0
+    return bool(mean > student_t.ppf(1 - level, len(candidate) - 1) * stderr)
+
+
 def tied_with(
     best: tuple[float, ...], others: Mapping[Key, tuple[float, ...]], lead: Objective, level: float = KEEP_LEVEL
 ) -> list[Key]:
@@ -67,3 +101,53 @@ def tied_with(
         for key, values in others.items()
         if len(values) == len(best) and not improves_beyond_noise(best, values, lead, level)
     ]
+
+
+class SeedStatistics(BaseModel):
+    """The statistics over the designs that have a run of every seed (accuracies are fractions)."""
+
+    model_config = ConfigDict(frozen=True)
+    designs_with_every_seed: int
+    seeds: list[int]
+    seed_std: float  # a design's std of val top-1 over the seeds, averaged over the designs
+    seed_std_max: float
+    design_mean_std: float  # the std of the designs' mean val top-1
+    seed_std_ratio: float  # seed_std / design_mean_std: the aim is at most SEED_STD_AIM
+    spearman_between_seeds: list[float]  # one per pair of seeds, in seed order
+    kendall_between_seeds: list[float]
+    val_test_spearman: float  # between the designs' mean val and mean test top-1
+    val_test_mean_gap: float  # mean over designs of (mean val - mean test) top-1
+    best_on_val: str  # the layout of the design with the best mean val top-1
+    best_on_val_test_regret: float  # the best mean test top-1 less the val-best design's
+
+
+def seed_statistics(designs: list[TableDesign]) -> SeedStatistics | None:
+    """The table's seed statistics, or None with fewer than 3 designs or 2 seeds measured throughout."""
+    from scipy.stats import kendalltau, spearmanr
+
+    seeds = sorted({r.seed for d in designs for r in d.runs})
+    complete = [d for d in designs if {r.seed for r in d.runs} == set(seeds)]
+    if len(complete) < 3 or len(seeds) < 2:
+        return None
+    val = [[r.val_acc for r in sorted(d.runs, key=lambda r: r.seed)] for d in complete]
+    test = [statistics.fmean(r.test_acc for r in d.runs) for d in complete]
+    means = [statistics.fmean(v) for v in val]
+    stds = [statistics.stdev(v) for v in val]
+    pairs = list(itertools.combinations(range(len(seeds)), 2))
+    by_seed = [[v[i] for v in val] for i in range(len(seeds))]
+    best = max(range(len(complete)), key=means.__getitem__)
+    seed_std, design_std = statistics.fmean(stds), statistics.stdev(means)
+    return SeedStatistics(
+        designs_with_every_seed=len(complete),
+        seeds=seeds,
+        seed_std=seed_std,
+        seed_std_max=max(stds),
+        design_mean_std=design_std,
+        seed_std_ratio=seed_std / design_std if design_std > 0 else float("inf"),
+        spearman_between_seeds=[float(spearmanr(by_seed[a], by_seed[b]).statistic) for a, b in pairs],
+        kendall_between_seeds=[float(kendalltau(by_seed[a], by_seed[b]).statistic) for a, b in pairs],
+        val_test_spearman=float(spearmanr(means, test).statistic),
+        val_test_mean_gap=statistics.fmean(m - t for m, t in zip(means, test, strict=True)),
+        best_on_val=complete[best].layout,
+        best_on_val_test_regret=max(test) - test[best],
+    )

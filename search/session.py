@@ -22,22 +22,16 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING
 
-from pydantic import AfterValidator, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, field_validator
-
-from archdsl.common_settings import DataSettings, DeviceSettings, DistSettings, ProgressSettings
 from archdsl.errors import ArchdslWarning, UsageError
 from archdsl.ir import Arch
-from archdsl.outputs import RUNS_DIR
-from archdsl.search import PRUNERS, STRATEGIES
-from archdsl.search.objectives import OBJECTIVES
+from archdsl.search.settings import SearchSettings, default_base, reproduce_command
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from archdsl.data import DatasetInfo
     from archdsl.run.distributed import Ranks
     from archdsl.search._study_summary import TrialRow
     from archdsl.search.measures import DataContext, Fidelity
@@ -50,182 +44,13 @@ if TYPE_CHECKING:
 __all__ = [
     "SearchPlan",
     "SearchResult",
-    "SearchSettings",
-    "default_base",
     "describe_space",
     "fidelity_for",
     "plan_search",
     "plan_space",
-    "reproduce_command",
     "run_planned",
     "search",
 ]
-
-SMALL_BASE = "alter-small-base"  # the default base on the synthetic data, and on CIFAR without an accelerator
-GREY_BASE = "resnet-fmnist"  # the default base on 28x28 grey images (Fashion-MNIST, MNIST)
-PAPER_BASE = "alter50-base"  # the default base on CIFAR with a GPU: the paper's Alter-ResNet-50 (hours per
-# candidate on a CPU)
-
-
-def _flag(
-    flag: str,
-    help: str,
-    group: str,
-    metavar: str | None = None,
-    default_text: str | None = None,
-    *,
-    choices: tuple[str, ...] | None = None,
-    comma_list: bool = False,
-    dest: str | None = None,
-    **kwargs: Any,
-) -> Any:
-    """A field that is `archdsl search`'s flag (archdsl.commands.settings_flags makes it)."""
-    extra: dict[str, Any] = {"flag": flag, "group": group}
-    for key, value in (("metavar", metavar), ("default_text", default_text), ("choices", choices), ("dest", dest)):
-        if value is not None:
-            extra[key] = list(value) if key == "choices" else value
-    if comma_list:
-        extra["comma_list"] = True
-    return Field(description=help, json_schema_extra=extra, **kwargs)
-
-
-FIDELITY_HINT = "train, or table:PATH (table:NAME for a built-in)"  # what --fidelity takes
-
-
-def check_fidelity_source(value: str) -> str:
-    """`train` or `table:...` (the table itself is checked when it loads); a ValueError otherwise."""
-    from archdsl.search.replay import is_replay
-
-    if value != "train" and not is_replay(value):
-        raise ValueError(f"unknown --fidelity {value!r}; give {FIDELITY_HINT}")
-    return value
-
-
-class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSettings):
-    """A study besides its fidelity (`archdsl.search.measures.Fidelity`): the data and base, the strategy and
-    objectives, the storage and output (and the settings shared with other commands: where the data
-    lives, the device, progress bars, the torchrun timeout). Each field is `archdsl search`'s flag."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    dataset: str = _flag(
-        "--dataset", "dataset name", "data and base", "NAME", "synthetic, built in", default="synthetic"
-    )
-    base: str | None = _flag(
-        "--base", "base network, a spec path or built-in name", "data and base", "SPEC",
-        f"one that fits the data and the machine: {SMALL_BASE} on synthetic, {GREY_BASE} on 28x28 grey sets, "
-        f"{PAPER_BASE} on CIFAR with a GPU, {SMALL_BASE} on CIFAR without one; fitted to the data's input shape "
-        "and classes (default_base)",
-        default=None,
-    )  # fmt: skip
-    search: str = _flag(
-        "--search", "what to search, comma-separated from k,heads,window,dim_head,init", "data and base", "KNOBS",
-        default="k", comma_list=True,
-    )  # fmt: skip
-    strategy: str = _flag(
-        "--strategy", "how the designs are chosen", "strategy and objectives", None, "buildup, the paper's rule",
-        default="buildup", choices=STRATEGIES,
-    )  # fmt: skip
-    pruner: str = _flag(
-        "--pruner",
-        "stop poor candidates early on their per-epoch validation accuracy (accuracy-only studies): median, "
-        "successive halving, Hyperband, or none",
-        "strategy and objectives", None,
-        "auto, which is median for buildup and hyperband for the samplers (median below 3 epochs, where "
-        "Hyperband is successive halving), as the replayed efficiency study found best: docs/search.md",
-        default="auto", choices=("auto", *PRUNERS),
-    )  # fmt: skip
-    fidelity_source: Annotated[str, AfterValidator(check_fidelity_source)] = _flag(
-        "--fidelity",
-        "train each candidate, or answer it from a fully measured table (a path, or a built-in: "
-        "table:fashion-mnist-k) in seconds, with simulated time (docs/search.md, Replay)",
-        "fidelity", "train|table:TABLE", default="train", dest="fidelity_source",
-    )  # fmt: skip
-    objectives: str = _flag(
-        "--objectives", f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front",
-        "strategy and objectives", "LIST", default="accuracy", comma_list=True,
-    )  # fmt: skip
-    n_trials: PositiveInt = _flag(
-        "--n-trials", "distinct designs the study should measure, a total over all workers and runs",
-        "strategy and objectives", "N", default=8,
-    )  # fmt: skip
-    timeout: PositiveFloat | None = _flag(
-        "--timeout", "stop starting trials after this many seconds", "strategy and objectives", "SECONDS", default=None
-    )
-    seed_endpoints: bool = _flag(
-        "--seed-endpoints", "measure the ResNet, AlterNet and Swin-like ends of the space first",
-        "strategy and objectives", default=False,
-    )  # fmt: skip
-    max_params: PositiveFloat | None = _flag(
-        "--max-params", "skip designs with more parameters (before training)", "strategy and objectives", "N",
-        default=None,
-    )  # fmt: skip
-    max_flops: PositiveFloat | None = _flag(
-        "--max-flops", "skip designs with more FLOPs per image", "strategy and objectives", "N", default=None
-    )
-    seed: int = _flag("--seed", "sampler and training seed", "strategy and objectives", "N", default=0)
-    max_seeds: PositiveInt | None = _flag(
-        "--max-seeds", "racing: where the build-up walk's paired test cannot tell a candidate from the incumbent, "
-        "measure both on one more seed, up to this many (and the samplers re-measure their leading designs up to it)",
-        "strategy and objectives", "M", "--seeds (no racing)", default=None,
-    )  # fmt: skip
-    study_name: str | None = _flag(
-        "--study-name",
-        "the study's name",
-        "storage and output",
-        "NAME",
-        "BASE-DATASET-STRATEGY, and -replay after it for --fidelity table:...",
-        default=None,
-    )
-    storage: str | None = _flag(
-        "--storage", "sqlite:///PATH, postgresql://USER:PASS@HOST/DB, journal:PATH, or grpc://HOST:PORT (a proxy "
-        "started by `archdsl study serve`)", "storage and output", "URL",
-        "the journal file OUT/STUDY/study.journal", default=None,
-    )  # fmt: skip
-    heartbeat: PositiveInt = _flag(
-        "--heartbeat", "worker heartbeat interval", "storage and output", "SECONDS", default=30
-    )
-    grace_period: PositiveInt | None = _flag(
-        "--grace-period", "a worker silent this long is dead; its trial is failed and retried",
-        "storage and output", "SECONDS", "3 x heartbeat", default=None,
-    )  # fmt: skip
-    max_retry: NonNegativeInt = _flag(
-        "--max-retry", "retries of a trial whose worker died", "storage and output", "N", default=2
-    )
-    out: str = _flag("--out", "runs folder", "storage and output", "DIR", default=RUNS_DIR)
-
-    @field_validator("strategy")
-    @classmethod
-    def _known_strategy(cls, value: str) -> str:
-        if value not in STRATEGIES:
-            raise ValueError(f"unknown strategy {value!r}; choose from {', '.join(STRATEGIES)}")
-        return value
-
-    @field_validator("pruner")
-    @classmethod
-    def _known_pruner(cls, value: str) -> str:
-        if value != "auto" and value not in PRUNERS:
-            raise ValueError(f"unknown pruner {value!r}; choose from auto, {', '.join(PRUNERS)}")
-        return value
-
-    def chosen_pruner(self, epochs: int) -> str:
-        """The pruner the study runs with at a fidelity of `epochs`: `auto` resolved by the strategy and
-        the epochs (strategies.default_pruner)."""
-        from archdsl.search.strategies import chosen_pruner
-
-        return chosen_pruner(self.pruner, self.strategy, epochs)
-
-
-def default_base(info: DatasetInfo, synthetic: bool, accelerator: bool) -> tuple[str, str]:
-    """The base a search takes when none is given, and why: one that trains a candidate in
-    minutes on the data and the machine at hand (the paper's base only on CIFAR with a GPU)."""
-    if synthetic:
-        return SMALL_BASE, "default on synthetic data"
-    if info.image_shape == (1, 28, 28):
-        return GREY_BASE, "default for 28x28 grey images"
-    if accelerator:
-        return PAPER_BASE, "default with a GPU: the paper's Alter-ResNet-50"
-    return SMALL_BASE, f"default without a GPU; --base {PAPER_BASE} for the paper's, hours per candidate on a CPU"
 
 
 @dataclass(frozen=True)
@@ -362,8 +187,8 @@ def fidelity_for(settings: SearchSettings, fidelity: Fidelity | Mapping[str, obj
     synthetic = settings.dataset.split(":")[0] == "synthetic"
     if given.get("subset") is None:
         given["subset"] = SYNTHETIC_SUBSET if synthetic else REAL_SUBSET
-    if given.get("test_subset") is None:
-        given["test_subset"] = given["subset"]
+    if given.get("val_subset") is None:
+        given["val_subset"] = given["subset"]
     return Fidelity.model_validate(given)
 
 
@@ -415,7 +240,7 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
             settings.dataset,
             Path(settings.data_root) if settings.data_root else None,
             seed=settings.seed,
-            test_subset=fidelity.test_subset,
+            val_subset=fidelity.val_subset,
             val_split=fidelity.val_split,
             download=settings.download,
         )
@@ -481,7 +306,7 @@ def run_planned(
     on_final_test: Callable[[tuple[TrialRow, ...]], None] | None = None,
 ) -> SearchResult:
     """Run this worker's share of the planned study (`plan_search`'s); `on_trial(study, trial)` after each
-    finished trial. The worker that ends the study then measures its chosen designs on the test set
+    finished trial. The worker that ends the study then opens its chosen designs' sealed test figures
     (`final_test.run_final_test`; `on_final_test(designs)` before it starts)."""
     from archdsl.search.distributed import follow_leader, leading
     from archdsl.search.final_test import run_final_test
@@ -496,7 +321,7 @@ def run_planned(
     started = time.monotonic()
     with leading(plan.ranks):
         outcome = run_search(plan, on_trial=on_trial)
-        run_final_test(plan, outcome.study, on_start=on_final_test)  # after every trial: chosen on validation
+        run_final_test(outcome.study, on_start=on_final_test)  # after every trial: chosen on validation
     remarks = []
     if outcome.exhausted is not None:
         remarks.append(
@@ -512,9 +337,10 @@ def run_planned(
         remarks.append(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}")
     simulated = None
     if plan.replay is not None:
+        from archdsl.search.record import trials
         from archdsl.search.replay import simulated_seconds
 
-        simulated = simulated_seconds(outcome.study.trials)
+        simulated = simulated_seconds(trials(outcome.study))
     return SearchResult(
         study=outcome.study, best=best_designs(outcome.study), outcome=outcome, remarks=tuple(remarks),
         simulated_seconds=simulated,
@@ -556,8 +382,7 @@ def _why_short(
         return None
     if timed_out:
         return (
-            f"search stopped: --timeout {_number(settings.timeout or 0)} s passed; "
-            f"{measured} of {settings.n_trials} designs"
+            f"search stopped: --timeout {settings.timeout or 0:g} s passed; {measured} of {settings.n_trials} designs"
         )
     if outcome.buildup is not None:
         if measured < total:
@@ -569,60 +394,3 @@ def _why_short(
             f"--n-trials {settings.n_trials} is an upper bound, or use --strategy tpe to measure more"
         )
     return None
-
-
-def reproduce_command(plan: SearchPlan) -> str:
-    """The `archdsl search` line that runs this study again, kept in the study for its report.
-
-    Every setting that shapes the results is spelled out, defaults included (a later change of
-    a default must not change what the line does); the Hessian and robustness settings only when
-    an objective uses them. A database URL's password is left out.
-    """
-    import shlex
-
-    from archdsl.run.recipe import recipe_command_words, recipe_flags
-
-    s, fidelity = plan.settings, plan.fidelity
-    parts = ["archdsl", "search", "--dataset", s.dataset]
-    if s.data_root:
-        parts += ["--data-root", s.data_root]
-    parts += ["--base", plan.base_name, "--search", s.search, "--strategy", s.strategy]
-    parts += ["--objectives", ",".join(o.name for o in plan.objectives), "--n-trials", str(s.n_trials)]
-    if s.timeout is not None:
-        parts += ["--timeout", _number(s.timeout)]
-    if s.seed_endpoints:
-        parts.append("--seed-endpoints")
-    for flag, value in (("--max-params", s.max_params), ("--max-flops", s.max_flops)):
-        if value is not None:
-            parts += [flag, _number(value)]
-    parts += ["--seed", str(s.seed), "--epochs", str(fidelity.epochs), "--subset", _number(fidelity.subset)]
-    parts += ["--seeds", str(fidelity.seeds)]
-    if plan.max_seeds > fidelity.seeds:
-        parts += ["--max-seeds", str(plan.max_seeds)]
-    if fidelity.val_split is not None:
-        parts += ["--val-split", fidelity.val_split]
-    parts += ["--test-subset", _number(fidelity.test_subset)]
-    given = dict(fidelity.train_settings)
-    in_flag_order = {name: given[name] for name in recipe_flags() if name in given}
-    parts += ["--recipe", fidelity.recipe, *recipe_command_words(in_flag_order)]
-    parts += ["--pruner", plan.pruner]
-    if s.fidelity_source != "train":
-        parts += ["--fidelity", s.fidelity_source]
-    names = {o.name for o in plan.objectives}
-    if names & {"nep", "ape"}:
-        parts += ["--hessian-batches", str(fidelity.hessian_batches), "--hessian-iters", str(fidelity.hessian_max_iter)]
-    if "robustness" in names:
-        parts += ["--severities", ",".join(map(str, fidelity.severities))]
-    parts += ["--study-name", plan.study_name, "--out", str(s.out)]
-    if s.storage:
-        from archdsl.search.storage import without_password
-
-        parts += ["--storage", without_password(s.storage)]
-    if s.device != "auto":
-        parts += ["--device", s.device]
-    return shlex.join(parts)
-
-
-def _number(value: float) -> str:
-    """A number as a flag takes it back exactly: `323000`, `0.4`, `1e-05`."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))

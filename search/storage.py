@@ -34,7 +34,6 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import ArchdslWarning, UserError, install_extra
 from archdsl.files import ensure_dir
-from archdsl.search._worker_attrs import BEAT_ATTR, HOST_ATTR, PID_ATTR
 from archdsl.search.journal_check import check_holds_records, damage_error, record_problem
 from archdsl.search.journal_lock import JournalLock
 from archdsl.search.optuna_private import (
@@ -44,20 +43,13 @@ from archdsl.search.optuna_private import (
     storage_of,
     trial_id,
 )
+from archdsl.search.record import BEAT_ATTR, FAIL_REASON_ATTR, HOST_ATTR, PID_ATTR, RUN_ATTRS, WORKER_STOPPED, trials
 
 JOURNAL_SCHEME = "journal:"  # a journal file elsewhere than the study's folder: --storage journal:PATH
 GRPC_SCHEME = "grpc://"  # an Optuna gRPC storage proxy (`archdsl study serve`): --storage grpc://HOST:PORT
 CONNECT_TIMEOUT_S = 10  # a database server that answers nothing fails after this
 MAX_CONNECT_TIMEOUT_S = 86400  # a gRPC proxy's ?connect_timeout: a day is longer than any network needs
 STATEMENT_TIMEOUT_S = 60  # the server cancels a statement that runs longer (Optuna's take milliseconds)
-FAIL_REASON_ATTR = "fail_reason"  # a user attr: shown by the report and optuna-dashboard
-COPY_ATTR = "copy_of"  # a user attr: the trial drew the design of this (earlier) trial
-# A user attr: the trial looked, found no twin and measures its design (`archdsl.search.trial.twin_decision`).
-CLAIM_ATTR = "claimed"
-WORKER_STOPPED = "worker stopped"
-SEARCH_STOPPED = "stopped the search"  # an error that is not the design's (a bug): the trial is no verdict
-# User attrs that describe one run of a trial, not its design: a retry starts without them.
-RUN_ATTRS = (FAIL_REASON_ATTR, "pruned_reason", "metrics", COPY_ATTR, CLAIM_ATTR, "dir")
 
 
 @dataclass(frozen=True)
@@ -506,7 +498,7 @@ def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]
     now = time.time()
     host = socket.gethostname()
     failed = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+    for trial in trials(study, states=(TrialState.RUNNING,)):
         attrs = trial.system_attrs
         beat = attrs.get(BEAT_ATTR)
         if beat is None:
@@ -543,28 +535,6 @@ def requeue(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> None:
             system_attrs=system_attrs,
         )
     )
-
-
-def is_verdict(trial: FrozenTrial) -> bool:
-    """Whether a finished trial says something about its design (not an interrupted run).
-
-    COMPLETE and PRUNED do; FAIL does when the design itself failed (diverged, out of
-    memory), not when its worker was interrupted or killed or an error in archdsl stopped
-    the search, and not for a copy.
-    """
-    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
-        return True
-    reason = trial.user_attrs.get(FAIL_REASON_ATTR)
-    return (
-        trial.state == TrialState.FAIL
-        and reason is not None
-        and not str(reason).startswith((WORKER_STOPPED, SEARCH_STOPPED))
-    )
-
-
-def is_copy(trial: FrozenTrial) -> bool:
-    """A trial that drew a design the study had already (never measured, never counted)."""
-    return COPY_ATTR in trial.user_attrs
 
 
 def _pid_alive(pid: int) -> bool:

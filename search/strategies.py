@@ -18,13 +18,22 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UsageError
-from archdsl.search import PRUNERS, STRATEGIES
 from archdsl.search.objectives import Objective
 from archdsl.search.optuna_private import fixed_params, storage_of, trial_id
-from archdsl.search.seeds import design_seed_values, is_extra_seed
+from archdsl.search.record import (
+    BUILDUP_STEP_ATTR,
+    SEED_INDICES_ATTR,
+    STRATEGY_ATTR,
+    design_seed_values,
+    design_verdicts,
+    is_measuring,
+    lost_seeds,
+    seed_values,
+    trials,
+)
+from archdsl.search.seed_stats import KEEP_LEVEL, improves_beyond_noise
+from archdsl.search.settings import PRUNERS, REDUCTION_FACTOR, STRATEGIES
 from archdsl.search.space import ParamValue, Space
-from archdsl.search.storage import is_verdict
-from archdsl.search.trial import DIGEST_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY
 
 GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
 
@@ -107,32 +116,6 @@ class PerTrialSeed(optuna.samplers.BaseSampler):
         pass  # the streams are fixed by (seed, trial number)
 
 
-# `--pruner auto`, from the replayed efficiency study (docs/search.md, "Is the search worth running?"):
-# chosen on the earlier fashion-mnist-k-init table (6 epochs), where Hyperband saved 48% of a TPE or random
-# search's simulated time at the unpruned regret and the median pruner 27% of the build-up walk's. On
-# today's fashion-mnist-k table (the default fidelity) the pruners end at the unpruned regret too, saving
-# 21-33% (median, halving, Hyperband) of TPE's and random search's time with one seed, 26-47% with two, and
-# 0-1% of the walk's; on the 32-design k x heads table 53-54% of a sampler's for 0.17-0.33 points of regret.
-AUTO_PRUNER = "auto"
-# Pruning rungs at epochs 1, 3, 9, ...: the halving pruners keep a third of the trials at each.
-REDUCTION_FACTOR = 3
-
-
-def default_pruner(strategy: str, epochs: int) -> str:
-    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: median for the build-up
-    walk; Hyperband for the samplers where it has two brackets or more (at least 3 epochs, as on the
-    table's 6), else median: with one bracket Hyperband is successive halving, the pruner the study
-    rejected for its regret."""
-    if strategy == "buildup" or epochs < REDUCTION_FACTOR:
-        return "median"
-    return "hyperband"
-
-
-def chosen_pruner(kind: str, strategy: str, epochs: int) -> str:
-    """The pruner a study runs with: `kind`, or `default_pruner(strategy, epochs)` for `auto`."""
-    return default_pruner(strategy, epochs) if kind == AUTO_PRUNER else kind
-
-
 def make_pruner(objectives: tuple[Objective, ...], epochs: int, kind: str = "median") -> optuna.pruners.BasePruner:
     """Optuna's pruner `kind` (one of `PRUNERS`) on the per-epoch validation accuracy, for single-objective
     accuracy studies: median, successive halving or Hyperband (rungs at epochs 1, 3, 9, ... up to `epochs`).
@@ -163,9 +146,6 @@ class BuildupStep:
     @property
     def label(self) -> str:
         return step_label(self.stage)
-
-
-BUILDUP_STEP_ATTR = "buildup_step"  # a build-up trial's step_label, for reports and the dashboard
 
 
 def step_label(stage: str | None) -> str:
@@ -228,18 +208,8 @@ def walk_buildup(
     the walk that has a verdict is a step taken; the first one without, or the extra seed a race needs
     (`racing`), is the next. A pure function of the study's history, so a resumed study, or another
     worker, walks the same way."""
-    trials = sorted(trials, key=lambda t: t.number)
-    verdicts: dict[str, FrozenTrial] = {}
-    lost: set[tuple[str, int]] = set()  # (design, seed index) of a race's trial that failed or was pruned
-    for t in trials:
-        digest = t.user_attrs.get(DIGEST_ATTR)
-        if digest is None or not is_verdict(t):
-            continue
-        if is_extra_seed(t):
-            if t.state != TrialState.COMPLETE:
-                lost.update((digest, int(i)) for i in t.user_attrs[SEED_INDICES_ATTR])
-        elif digest not in verdicts or verdicts[digest].state != TrialState.COMPLETE:
-            verdicts[digest] = t  # a completed measurement over a failed or pruned one; else the last
+    trials = list(trials)
+    verdicts, lost = design_verdicts(trials), lost_seeds(trials)
 
     def verdict(params: dict[str, ParamValue]) -> FrozenTrial | None:
         return verdicts.get(space.arch_from_params(params).digest())
@@ -355,7 +325,7 @@ class PlannedSampler(optuna.samplers.BaseSampler):
 
     def walk(self, study: optuna.Study) -> Walk:
         """Where the walk stands on `study`'s trials now."""
-        return walk_buildup(self._space, self._lead, self._lead_index, study.get_trials(deepcopy=False), self._racing)
+        return walk_buildup(self._space, self._lead, self._lead_index, trials(study), self._racing)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if fixed_params(trial) is not None:
@@ -367,9 +337,9 @@ class PlannedSampler(optuna.samplers.BaseSampler):
             return
         self._planned[trial.number] = step.params
         if step.seed_index is None:
-            attrs: dict[str, object] = {"strategy": "buildup", BUILDUP_STEP_ATTR: step.label}
+            attrs: dict[str, object] = {STRATEGY_ATTR: "buildup", BUILDUP_STEP_ATTR: step.label}
         else:  # a race's extra seed of a design measured already (not counted towards --n-trials)
-            attrs = {"strategy": "race", SEED_INDICES_ATTR: [step.seed_index]}
+            attrs = {STRATEGY_ATTR: "race", SEED_INDICES_ATTR: [step.seed_index]}
         for key, value in attrs.items():
             storage_of(study).set_trial_user_attr(trial_id(trial), key, value)
             # `trial` is the running trial's own copy, which its optuna.Trial reads user attrs from.
@@ -383,13 +353,8 @@ class PlannedSampler(optuna.samplers.BaseSampler):
                 return None
             digest = self._space.arch_from_params(step.params).digest()
             indices = None if step.seed_index is None else [step.seed_index]
-            busy = any(
-                t.state == TrialState.RUNNING
-                and t.user_attrs.get(DIGEST_ATTR) == digest
-                and t.user_attrs.get(SEED_INDICES_ATTR) == indices
-                for t in study.get_trials(deepcopy=False)
-            )
-            if not busy or (self._deadline is not None and time.monotonic() > self._deadline):
+            late = self._deadline is not None and time.monotonic() > self._deadline
+            if late or not is_measuring(trials(study), digest, indices):
                 return step
             self._wait(study)
             time.sleep(1.0)  # another worker is measuring it: its verdict decides the walk's next step
@@ -409,35 +374,10 @@ class PlannedSampler(optuna.samplers.BaseSampler):
         self._planned.pop(trial.number, None)
 
 
-# One-sided level of the walk's paired test: how often it keeps an MSA that does not help.
-KEEP_LEVEL = 0.05
-
-
-def improves_beyond_noise(
-    candidate: tuple[float, ...], incumbent: tuple[float, ...], lead: Objective, level: float = KEEP_LEVEL
-) -> bool:
-    """Whether `candidate` beats `incumbent` on paired seeds (index s of each: the same seed) beyond
-    their noise: a one-sided paired t-test at `level` on the per-seed differences (mean difference >
-    t(1 - level, n - 1) x its standard error). A null improvement is kept at rate `level`; two seeds
-    or more are needed (with one, the plain comparison of values decides)."""
-    from scipy.stats import t as student_t
-
-    sign = 1.0 if lead.direction == "maximize" else -1.0
-    diffs = [sign * (c - i) for c, i in zip(candidate, incumbent, strict=True)]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    spread = (sum((d - mean) ** 2 for d in diffs) / (n - 1)) ** 0.5
-    if spread == 0:
-        return mean > 0
-    return bool(mean > student_t.ppf(1 - level, n - 1) * spread / n**0.5)
-
-
 def _seed_values(trial: FrozenTrial, lead: Objective) -> tuple[float, ...]:
     """The lead objective's value on each paired seed (`--seeds N`, N > 1), or () without them."""
-    if lead.name != "accuracy" or trial.state != TrialState.COMPLETE:
-        return ()
-    values = trial.user_attrs.get(METRICS_ATTR, {}).get(SEED_VALUES_KEY, ())
-    return tuple(float(v) for v in values) if len(values) > 1 else ()
+    values = tuple(seed_values(trial).values()) if lead.name == "accuracy" else ()
+    return values if len(values) > 1 else ()
 
 
 def _value(trial: FrozenTrial, index: int) -> float | None:

@@ -6,7 +6,9 @@ The order of work keeps a search cheap and honest:
    the trial with the design), does not count towards --n-trials, and the search draws
    again (`archdsl.search.runner`);
 2. the constraints (`max_params`, `max_flops`) from the IR, before any training;
-3. the cheap measures (params, FLOPs, latency), then training (accuracy);
+3. the cheap measures (params, FLOPs, latency), then training (accuracy on validation images; each
+   seed's model scored once on the test split too, figures the trial seals on the study for the final
+   test alone: `record.seal_test`);
 4. the expensive analyses (Hessian NEP/APE, robustness) only for candidates that no
    finished trial dominates on the cheap objectives.
 Only what a design can cause fails a trial (its reason in the `fail_reason` user attr)
@@ -38,34 +40,37 @@ from archdsl.nn.summary import DesignTooLarge, ensure_fits  # torch-free: the me
 from archdsl.search import measures as measure
 from archdsl.search.objectives import Cost, dominates
 from archdsl.search.optuna_private import storage_of, trial_id
-from archdsl.search.space import layout_text
-from archdsl.search.storage import (
+from archdsl.search.record import (
     CLAIM_ATTR,
     COPY_ATTR,
+    DIGEST_ATTR,
+    DIR_ATTR,
     FAIL_REASON_ATTR,
+    LAYOUT_ATTR,
+    METRICS_ATTR,
+    N_MSA_ATTR,
+    PRUNED_REASON_ATTR,
+    RANK_DIGESTS_ATTR,
     SEARCH_STOPPED,
-    WorkerHeartbeat,
-    fail_stale_trials,
-    is_copy,
-    is_verdict,
-    requeue,
+    SEED_INDICES_ATTR,
+    SEED_VALUES_KEY,
+    SHORT_ID_ATTR,
+    SPEC_ATTR,
+    STDERR_KEY,
+    HeldOutFigures,
+    seal_test,
+    seed_indices,
+    trials,
+    twin_decision,
 )
+from archdsl.search.seed_stats import mean_and_stderr
+from archdsl.search.space import layout_text
+from archdsl.search.storage import WorkerHeartbeat, fail_stale_trials, requeue
 
 if TYPE_CHECKING:
     from archdsl.search.session import SearchPlan
 
-DIGEST_ATTR = "digest"
-SPEC_ATTR = "spec"  # the canonical .arch text, so that any machine can report the design
-METRICS_ATTR = "metrics"
-PRUNED_REASON_ATTR = "pruned_reason"
-RANK_DIGESTS_ATTR = "rank_digests"  # under torchrun: the digest of the design each rank of the group trained
-SEED_VALUES_KEY = "accuracy_seeds"  # in `metrics` with --seeds N > 1: the accuracy on each paired seed
-STDERR_KEY = "accuracy_stderr"  # ... and the standard error of their mean (the trial's accuracy)
-# An extra-seed trial (racing, --max-seeds): the paired seed indices it trained its design on; the design's
-# first trial (without the attr) trained indices 0..--seeds-1. Pooled by `archdsl.search.seeds`.
-SEED_INDICES_ATTR = "seed_indices"
 CLAIM_PATIENCE_S = 10.0  # the longest a trial waits for a twin's look (milliseconds, unless its worker died)
-LAYOUT_ATTR = "layout"  # `c1:CC c2:CM ...`: where the MSAs are (space.layout_text), for reports and the dashboard
 
 
 class TrialFailed(Exception):
@@ -116,14 +121,7 @@ class Training:
     data: measure.DataContext
 
     def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> DesignAnswers:
-        return _TrainedDesign(self.data, plan, arch, seed_indices(trial, plan))
-
-
-def seed_indices(trial: optuna.Trial | FrozenTrial, plan: SearchPlan) -> tuple[int, ...]:
-    """The paired seed indices trial `trial` trains its design on: an extra-seed trial's `seed_indices`,
-    else 0..--seeds-1."""
-    given = trial.user_attrs.get(SEED_INDICES_ATTR)
-    return tuple(int(i) for i in given) if given else tuple(range(plan.fidelity.seeds))
+        return _TrainedDesign(self.data, plan, arch, seed_indices(trial, plan.fidelity.seeds))
 
 
 @dataclass(frozen=True)
@@ -142,24 +140,25 @@ class _TrainedDesign:
 
     def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
         """Trained on each of its paired seeds in turn; the first seed's curve goes to the pruner and its model
-        to the analyses, the accuracy is the seeds' mean."""
+        to the analyses, the accuracy is the seeds' mean. Each seed's model, once trained (not pruned), is scored
+        once on the test split, for the trial to seal."""
         s, fidelity = self.plan.settings, self.plan.fidelity
-        first = measure.train_candidate(
-            self.arch, self.data, fidelity, device=s.device, seed=measure.seed_of(s.seed, self.indices[0]),
-            run_dir=run_dir(), on_epoch=on_epoch, progress=s.progress,
-        )  # fmt: skip
-        if len(self.indices) == 1:
-            return first
-        others = [
-            measure.train_candidate(
-                self.arch, self.data, fidelity, device=s.device, seed=measure.seed_of(s.seed, index), run_dir=None,
-                on_epoch=lambda epoch, top1: None, progress=s.progress,
-            ).accuracy
-            for index in self.indices[1:]
-        ]  # fmt: skip
-        per_seed = (first.accuracy, *others)
-        mean, _ = measure.mean_and_stderr(per_seed)
-        return dataclasses.replace(first, accuracy=mean, seed_accuracies=per_seed)
+        seeds = [measure.seed_of(s.seed, index) for index in self.indices]
+        trained, tests = [], []
+        for n, seed in enumerate(seeds):
+            one = measure.train_candidate(
+                self.arch, self.data, fidelity, device=s.device, seed=seed, run_dir=run_dir() if n == 0 else None,
+                on_epoch=on_epoch if n == 0 else lambda epoch, top1: None, progress=s.progress,
+            )  # fmt: skip
+            assert one.model is not None, "a trained design has its model"
+            tests.append(measure.test_accuracy(one.model, self.data, fidelity, device=s.device))
+            trained.append(one if n == 0 else dataclasses.replace(one, model=None))  # the first seed's model is kept
+        sealed = HeldOutFigures(seeds=seeds, accuracy=tests, indices=list(self.indices))
+        if len(trained) == 1:
+            return dataclasses.replace(trained[0], sealed=sealed)
+        per_seed = tuple(t.accuracy for t in trained)
+        mean, _ = mean_and_stderr(per_seed)
+        return dataclasses.replace(trained[0], accuracy=mean, seed_accuracies=per_seed, sealed=sealed)
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
         s, fidelity, values = self.plan.settings, self.plan.fidelity, {}
@@ -204,8 +203,8 @@ class TrialObjective:
                 trial.set_user_attr(COPY_ATTR, twin.number)
                 raise DesignCopy(f"copy of trial {twin.number}'s design")
             trial.set_user_attr(CLAIM_ATTR, True)
-            trial.set_user_attr("short_id", arch.short_id)
-            trial.set_user_attr("n_msa", arch.n_msa)
+            trial.set_user_attr(SHORT_ID_ATTR, arch.short_id)
+            trial.set_user_attr(N_MSA_ATTR, arch.n_msa)
             trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
             trial.set_user_attr(SPEC_ATTR, format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
             return self._measure(trial, arch)
@@ -227,6 +226,7 @@ class TrialObjective:
                 trial.set_user_attr(METRICS_ATTR, metrics)
                 return self._prune(trial, f"{name} {metrics[name]:.4g} > --max-{name} {limit:.4g}")
         trial.set_user_attr(METRICS_ATTR, metrics)
+        sealed: HeldOutFigures | None = None  # the test figures training measures, for the study's seal
         try:
             answers.fits()  # a design that cannot be built is no result, whatever the objectives
             if "latency" in wanted:
@@ -240,9 +240,10 @@ class TrialObjective:
                 if trained.rank_digests:  # trained by a torchrun group: what each rank built
                     trial.set_user_attr(RANK_DIGESTS_ATTR, list(trained.rank_digests))
                 metrics["accuracy"] = trained.accuracy
+                sealed = trained.sealed  # not a metric: nothing that chooses reads it
                 if trained.seed_accuracies:  # --seeds N: each paired seed's value and the mean's standard error
                     metrics[SEED_VALUES_KEY] = list(trained.seed_accuracies)
-                    metrics[STDERR_KEY] = measure.mean_and_stderr(trained.seed_accuracies)[1]
+                    metrics[STDERR_KEY] = mean_and_stderr(trained.seed_accuracies)[1]
                 metrics["history"] = trained.history
                 trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
                 better = None if cheap_before_training else self._dominated_on_cheap(trial, metrics)
@@ -273,15 +274,19 @@ class TrialObjective:
             trial.set_user_attr(FAIL_REASON_ATTR, f"{SEARCH_STOPPED}: {type(err).__name__}: {err} ({where})")
             requeue(trial.study, storage_of(trial.study).get_trial(trial_id(trial)), self.plan.storage.max_retry)
             raise
-        return self._finish(trial, arch, metrics)
+        return self._finish(trial, arch, metrics, sealed)
 
     # -- outcomes ----------------------------------------------------------------------------
-    def _finish(self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any]) -> float | tuple[float, ...]:
+    def _finish(
+        self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any], sealed: HeldOutFigures | None
+    ) -> float | tuple[float, ...]:
         missing = [o.name for o in self.plan.objectives if o.name not in metrics]
         if missing:
             return self._fail(trial, f"no value for {', '.join(missing)}")
         trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
         self._write_trial_files(trial, arch, metrics)
+        if sealed is not None:  # a complete trial's test figures, on the study: the final test alone opens them
+            seal_test(trial.study, trial.number, sealed)
         values = tuple(float(metrics[o.name]) for o in self.plan.objectives)
         return values[0] if len(values) == 1 else values
 
@@ -323,7 +328,7 @@ class TrialObjective:
         cheap = tuple(o for o in self.plan.objectives if o.cost <= Cost.TRAINED)
         if not cheap or len(cheap) == len(self.plan.objectives):
             return None
-        for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        for t in trials(trial.study, states=(TrialState.COMPLETE,)):
             other = t.user_attrs.get(METRICS_ATTR, {})
             if all(o.name in other for o in cheap) and dominates(other, metrics, cheap):
                 return t.number
@@ -335,7 +340,7 @@ class TrialObjective:
         if root is None:
             return None
         path = ensure_dir(trial_dir(root, trial.number, arch.short_id), within=root)
-        trial.set_user_attr("dir", str(path))
+        trial.set_user_attr(DIR_ATTR, str(path))
         return path
 
     def _write_trial_files(self, trial: optuna.Trial, arch: Arch, metrics: dict[str, Any]) -> None:
@@ -362,48 +367,15 @@ def earlier_twin(
 ) -> FrozenTrial | None:
     """The trial that has trial `number`'s design (on the same seed indices: `indices`, an extra-seed
     trial's) already, if any, after waiting (up to `patience_s`) for the twins that are deciding
-    (`twin_decision`); None: trial `number` measures the design."""
+    (`record.twin_decision`); None: trial `number` measures the design."""
     give_up = time.monotonic() + patience_s
     while True:
-        decision, twin = twin_decision(study.get_trials(deepcopy=False), number, digest, indices)
+        decision, twin = twin_decision(trials(study), number, digest, indices)
         if decision == "copy":
             return twin
         if decision == "measure" or time.monotonic() > give_up:  # a twin's worker died mid-look: measure it too
             return None
         time.sleep(0.02)
-
-
-def twin_decision(
-    trials: list[FrozenTrial], number: int, digest: str, indices: list[int] | None = None
-) -> tuple[str, FrozenTrial | None]:
-    """What trial `number`, which has written `digest`, does with its design on seeing `trials`:
-    ("copy", twin) when `twin` has it, ("wait", twin) while `twin` is deciding, or ("measure", None).
-
-    Every trial writes its digest, looks, then writes either `copy_of` or its claim (`CLAIM_ATTR`).
-    A twin has the design when it has a verdict on it, is running and has claimed it, is running with a
-    lower number (it measures it or finds the one that does), or is waiting to (a retry) with a lower
-    number. A running twin with a higher number that has written its digest but not the verdict of its
-    look is deciding: its look may have missed this trial's digest, so this trial waits for it (it
-    becomes a copy or claims) rather than claim as well. A trial only waits for higher numbers, so the
-    waits end; of the workers that draw one design at once, exactly one measures it, whatever the order
-    of their writes and looks (tests/test_search_workers.py tries every order).
-    """
-    deciding = None
-    for t in trials:
-        if t.number == number or t.user_attrs.get(DIGEST_ATTR) != digest or is_copy(t):
-            continue
-        if t.user_attrs.get(SEED_INDICES_ATTR) != indices:
-            continue  # the design on other seeds: a race measures it again there
-        if is_verdict(t):
-            return "copy", t
-        earlier = t.number < number
-        if (t.state == TrialState.RUNNING and (earlier or CLAIM_ATTR in t.user_attrs)) or (
-            t.state == TrialState.WAITING and earlier
-        ):
-            return "copy", t
-        if t.state == TrialState.RUNNING:
-            deciding = t
-    return ("wait", deciding) if deciding is not None else ("measure", None)
 
 
 def prune_reason(pruner: optuna.pruners.BasePruner) -> str:

@@ -82,7 +82,8 @@ def plan_for(
     from archdsl.lang.spec import parse_spec
     from archdsl.search.measures import Fidelity
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.session import SearchPlan, SearchSettings
+    from archdsl.search.session import SearchPlan
+    from archdsl.search.settings import SearchSettings
     from archdsl.search.space import make_space
 
     space = space if space is not None else make_space(parse_spec(TINY_BASE))

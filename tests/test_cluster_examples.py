@@ -39,7 +39,7 @@ def _tiny_flags(tmp_path: Path, n_trials: int) -> list[str]:
     return [
         *("--dataset", support.DATASET, "--data-root", str(tmp_path / "data"), "--base", str(base)),
         *("--search", "k", "--strategy", "random", "--n-trials", str(n_trials), "--epochs", "1", "--subset", "1"),
-        *("--test-subset", "1", "--batch-size", "32", "--device", "cpu", "--heartbeat", "1", "--grace-period", "30"),
+        *("--val-subset", "1", "--batch-size", "32", "--device", "cpu", "--heartbeat", "1", "--grace-period", "30"),
     ]
 
 

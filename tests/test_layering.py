@@ -4,7 +4,9 @@ the light modules stay light.
 Every `import` counts, at module level or inside a function (a lazy import is still a
 dependency), so a cycle cannot hide behind "it only happens at run time". An import under
 `if TYPE_CHECKING:` names a type for the checker and never runs: it must respect the layers
-like any other, but it closes no cycle.
+like any other, but it closes no cycle. A package's exports (archdsl.exports.lazy_exports: its
+`TYPE_CHECKING` imports, imported on first use) run when a module imports them from the package:
+`from archdsl.search import summarize_study` depends on `archdsl.search._study_summary`.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ LIGHT_AT_IMPORT = (
     "archdsl.commands",
     "archdsl.run.recipe",
     "archdsl.search.measures",
+    "archdsl.search.settings",  # the search's flags are made from its fields; STRATEGIES is listed from it
     "archdsl.analysis.sources",  # analyze's and eval's flags are made from its models
     "archdsl.search.storage_proxy",  # its defaults are read by `archdsl study serve --help`
     "archdsl.nn.timm_models",  # imported by `import archdsl`: it only installs the hook
@@ -86,13 +89,32 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _names(nodes) -> set[str]:
+def _lazy_exports(path: Path) -> dict[str, str]:
+    """A package's exports -> the module each is imported from on first use (its `TYPE_CHECKING` imports)."""
+    found = {}
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING" and path.name == "__init__.py":
+            for statement in node.body:
+                if isinstance(statement, ast.ImportFrom) and statement.module:
+                    found.update({a.asname or a.name: statement.module for a in statement.names})
+    return found
+
+
+EXPORTS = {name: _lazy_exports(path) for name, path in MODULES.items() if path.name == "__init__.py"}
+
+
+def _names(nodes, *, exports: bool = False) -> set[str]:
+    """The modules `nodes` import; with `exports`, also the module each export imported from a package comes
+    from (what runs on its first use)."""
     names = set()
     for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 full = f"{node.module}.{alias.name}"
+                lazy = EXPORTS.get(node.module, {}).get(alias.name)
                 names.add(full if full in MODULES else node.module)
+                if exports and lazy is not None and lazy != node.module:  # an export: its module runs on first use
+                    names.add(f"{lazy}.{alias.name}" if f"{lazy}.{alias.name}" in MODULES else lazy)
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
     return names
@@ -118,7 +140,7 @@ def _imported(path: Path, *, in_functions: bool) -> set[str]:
             visit(ast.iter_child_nodes(node))
 
     visit(ast.parse(path.read_text(encoding="utf-8")).body)
-    return _names(found)
+    return _names(found, exports=True)
 
 
 def _import_time(path: Path) -> set[str]:
@@ -193,6 +215,40 @@ def test_no_import_cycles():
         if node not in index:
             visit(node)
     assert cycles == []
+
+
+def test_an_export_imported_from_its_package_depends_on_the_module_that_defines_it():
+    # commands/search.py imports `write_report` from the package: report.py runs on first use
+    assert "archdsl.search.report" in RUNTIME_GRAPH["archdsl.commands.search"]
+    assert EXPORTS["archdsl.search"]["summarize_study"] == "archdsl.search._study_summary"
+    # the package itself imports its exports for the type checker only: they are no edge of its own
+    assert "archdsl.search.session" not in RUNTIME_GRAPH["archdsl.search"]
+
+
+def _distribution(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def test_every_imported_distribution_is_declared():
+    """Every third-party module archdsl imports (anywhere: module level, functions, TYPE_CHECKING) comes from a
+    distribution pyproject.toml declares, as a dependency or in an extra (`pydantic_core` was imported and
+    not declared: it arrived only with pydantic)."""
+    import importlib.metadata
+    import re
+    import sys
+
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"].values()
+    requirements = [*project["dependencies"], *(r for extra in extras for r in extra)]
+    declared = {_distribution(re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0]) for r in requirements}
+    top = {name.split(".")[0] for path in MODULES.values() for name in _imports(path)}
+    third_party = sorted(top - set(sys.stdlib_module_names) - {"archdsl"})
+    providers = importlib.metadata.packages_distributions()
+    undeclared = [
+        module for module in third_party if not {_distribution(d) for d in providers.get(module, [module])} & declared
+    ]
+    assert undeclared == [], f"imported, but no declared distribution provides them: {undeclared}"
 
 
 def test_a_type_only_import_is_held_to_the_layers_but_closes_no_cycle():

@@ -80,31 +80,103 @@ def test_a_search_piped_to_a_log_says_each_epoch_each_trial_and_why_it_ended(tmp
     err = capsys.readouterr().err  # not a terminal, as a log file is not
     assert "\r" not in err
     trials = [line for line in err.splitlines() if re.match(r"trial \d+ COMPLETE", line)]
-    searched = err.split("final test: ")[0]  # then the chosen designs train again, as verbosely
-    epochs = [line.split("  ")[0] for line in searched.splitlines() if line.startswith("epoch ")]
-    assert trials and epochs == ["epoch 1/1"] * len(trials)  # one epoch per trial, one line each
+    lines = [line for line in err.splitlines() if line.startswith("epoch ")]
+    assert trials and [line.split("  ")[0] for line in lines] == ["epoch 1/1"] * len(trials)  # one line an epoch
+    # a trial is scored on validation images: its lines say so, and name no test figure
+    assert all("val_acc=" in line and "test_acc" not in line for line in lines), lines
     # the build-up walk measured fewer designs than --n-trials: the last line says why
     assert f"search ended: the build-up walk is done after {len(trials)} designs" in err
     assert "--n-trials 20 is an upper bound" in err
 
 
-def test_subset_shrinks_the_training_set_and_test_subset_the_sets_that_score(tmp_path):
+def test_a_trials_files_hold_validation_figures_under_their_own_names(tmp_path):
+    """A trial's metrics.csv, metrics.jsonl, checkpoint and metrics.json say `val_` for its validation figures:
+    no `test_` name holds one (issue 38)."""
+    import csv
+    import json
+
+    import _search_support as support
+
+    from archdsl.run import load_checkpoint
+
+    assert main(support.search_args(tmp_path, "names", "--strategy", "random", "--n-trials", "1")) == 0
+    [trial] = (tmp_path / "runs" / "names" / "trials").iterdir()
+    record = json.loads((trial / "metrics.json").read_text())
+    [epoch] = record["metrics"]["history"]
+    assert epoch["val_acc"] == record["metrics"]["accuracy"] and not [k for k in epoch if k.startswith("test_")]
+    [row] = csv.DictReader((trial / "metrics.csv").open())
+    assert float(row["val_acc"]) == epoch["val_acc"] and row["test_acc"] == row["test_loss"] == ""
+    assert "test_acc" not in load_checkpoint(trial / "final.safetensors").meta
+
+
+def test_subset_shrinks_the_training_set_and_val_subset_the_sets_that_score(tmp_path):
     import _search_support as support
 
     from archdsl.search import measures as measure
-    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
+    from archdsl.search.session import plan_space
+    from archdsl.search.settings import SearchSettings, reproduce_command
 
     # 96 training images: 16 held out for validation (a quarter of them score), 80 to train on
-    data = measure.load_data(support.DATASET, None, seed=0, test_subset=0.25, val_split="16")
+    data = measure.load_data(support.DATASET, None, seed=0, val_subset=0.25, val_split="16")
     assert (len(data.train_set), len(data.validation)) == (80, 4)  # the training set is shrunk by each trial
     default = measure.load_data(support.DATASET, None, seed=0)
     assert (len(default.train_set), len(default.validation)) == (86, 10)  # a tenth by default
-    config = measure.train_config(measure.Fidelity(subset=0.5, test_subset=0.25), device="cpu", seed=0)
+    config = measure.train_config(measure.Fidelity(subset=0.5, val_subset=0.25), device="cpu", seed=0)
     assert config.subset == 0.5
     settings = SearchSettings(study_name="s")
-    fidelity = {"subset": 0.5, "test_subset": 0.25, "val_split": "0.2"}
+    fidelity = {"subset": 0.5, "val_subset": 0.25, "val_split": "0.2"}
     line = reproduce_command(plan_space(settings, fidelity))
-    assert "--val-split 0.2 --test-subset 0.25" in line
+    assert "--val-split 0.2 --val-subset 0.25" in line
+
+
+@pytest.mark.parametrize("where", ["flag", "config"])
+def test_the_old_test_subset_is_refused_naming_val_subset(tmp_path, capsys, where):
+    """--test-subset shrank validation images, never the test set: its old name is refused in one line that
+    names --val-subset (and its --config key), before anything is made."""
+    import _search_support as support
+
+    args = support.search_args(tmp_path, "renamed")
+    if where == "flag":
+        args += ["--test-subset", "0.5"]
+    else:
+        (tmp_path / "c.yaml").write_text("test_subset: 0.5\n")
+        args += ["--config", str(tmp_path / "c.yaml")]
+    try:
+        code = main(args)
+    except SystemExit as exit:  # argparse's own refusal of a flag
+        code = exit.code
+    err = capsys.readouterr().err
+    assert code == 2 and "give --val-subset 0.5" in err and "val_subset:" in err, err
+    assert "Traceback" not in err and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(
+    "settings, fidelity",
+    [
+        ({}, {}),
+        ({"objectives": "accuracy,nep,robustness", "max_seeds": 4, "seed_endpoints": True, "timeout": 90.5},
+         {"seeds": 2, "severities": (2, 4), "val_split": "0.2", "train_settings": {"lr": 0.01, "optimizer": "adamw"}}),
+    ],
+)  # fmt: skip
+def test_the_recorded_command_runs_the_same_study(settings, fidelity):
+    """The command a study keeps is spelled from its settings' own flags: read back by `archdsl search`, it
+    plans the same study (every setting that shapes the results, resolved defaults included)."""
+    import shlex
+
+    from archdsl.cli import build_parser
+    from archdsl.commands.search import settings_from_args
+    from archdsl.search.session import plan_space
+    from archdsl.search.settings import NOT_RECORDED, SearchSettings, reproduce_command
+
+    plan = plan_space(SearchSettings(study_name="s", **settings), fidelity)
+    words = shlex.split(reproduce_command(plan))
+    again = plan_space(*settings_from_args(build_parser().parse_args(words[1:])))
+    recorded = {k: v for k, v in plan.settings.model_dump().items() if k not in NOT_RECORDED}
+    assert {k: v for k, v in again.settings.model_dump().items() if k in recorded} == {
+        **recorded, "base": plan.base_name, "pruner": plan.pruner, "study_name": "s",
+        "max_seeds": plan.settings.max_seeds,
+    }  # fmt: skip
+    assert again.fidelity == plan.fidelity and again.objectives == plan.objectives
 
 
 def test_validation_images_are_held_out_of_training_and_fixed():
@@ -129,9 +201,11 @@ def test_a_bad_val_split_is_one_line(tmp_path, capsys, value):
     assert "--val-split" in err and "Traceback" not in err, err
 
 
-def test_a_search_never_reads_the_test_set(tmp_path, monkeypatch):
-    """Trials train on the training split less its validation part and are scored on validation
-    images: the test split is not loaded for them, nor are corrupted copies of it (item 8 of issue 28)."""
+def test_a_search_loads_the_test_split_once_and_never_its_corrupted_copies(tmp_path, monkeypatch):
+    """Trials train on the training split less its validation part and are scored on validation images,
+    robustness on their corrupted copies: the test split is loaded once, with the training split, only to
+    score each trained model for its trial to seal (tests/test_search_final_test.py), and no corrupted
+    test set is loaded (item 8 of issue 28)."""
     import _search_support as support
 
     import archdsl.data as data_module
@@ -151,7 +225,6 @@ def test_a_search_never_reads_the_test_set(tmp_path, monkeypatch):
     monkeypatch.setattr(data_module, "load_corrupted", counting_corrupted)
     args = support.search_args(tmp_path, "novisit", "--objectives", "accuracy,robustness", "--n-trials", "2")
     assert main([*args, "--strategy", "random"]) == 0
-    # the test split once, after the trials, for the chosen designs' final figures (tests/test_search_final_test.py)
     assert reads == ["train", "test"], reads
 
 
@@ -184,7 +257,8 @@ def test_the_default_pruner_follows_the_strategy_and_the_epochs_and_the_study_li
     # `auto` is the efficiency study's finding (docs/search.md): median for the walk, Hyperband for the samplers.
     import shlex
 
-    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
+    from archdsl.search.session import plan_space
+    from archdsl.search.settings import SearchSettings, reproduce_command
 
     settings = SearchSettings(study_name="s", strategy=strategy, pruner=given)
     assert settings.chosen_pruner(epochs) == runs_with
@@ -195,7 +269,7 @@ def test_the_default_pruner_follows_the_strategy_and_the_epochs_and_the_study_li
 def test_an_unknown_pruner_is_refused_by_the_settings():
     from pydantic import ValidationError
 
-    from archdsl.search.session import SearchSettings
+    from archdsl.search.settings import SearchSettings
 
     with pytest.raises(ValidationError, match="unknown pruner 'sometimes'"):
         SearchSettings(pruner="sometimes")
@@ -219,8 +293,8 @@ def test_paired_seeds_train_every_design_on_the_same_seeds(tmp_path, monkeypatch
     monkeypatch.setattr(measure, "train_candidate", recording)
     args = support.search_args(tmp_path, "paired", "--strategy", "random", "--n-trials", "2", "--seed", "5")
     assert main([*args, "--seeds", "2", "--pruner", "none"]) == 0
-    # a chosen design trains again on the same seeds for its final test (tests/test_search_final_test.py)
-    assert len(seeds_by_design) == 2 and all(s in ([5, 6], [5, 6, 5, 6]) for s in seeds_by_design.values())
+    # each design once on each seed (the final test trains nothing: tests/test_search_final_test.py)
+    assert len(seeds_by_design) == 2 and all(s == [5, 6] for s in seeds_by_design.values())
     study = support.load(tmp_path, "paired")
     for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
         values = t.user_attrs["metrics"]["accuracy_seeds"]

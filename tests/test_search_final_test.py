@@ -1,16 +1,19 @@
-"""The test set is read once, at the end of a search, for the report's chosen designs only: trained
-again as their trials were (or read from a replayed study's table), stored on the study, labelled as
-not used for selection, and read by nothing that chooses. And `--seeds` is 2 unless told."""
+"""The test set's figures choose nothing: each trial that completes scores each of its seeds' models once on
+the test split as it trains them and seals the figures on the study; when the search has ended, the report's
+chosen designs have their seals opened (no design trained twice), stored on the study, labelled as not used
+for selection. A replayed trial seals its table runs' test figures. And `--seeds` is 3 unless told."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import shlex
 from pathlib import Path
 
 import _replay_support as replay_support
 import _search_support as support
+import numpy as np
 import pytest
 from optuna.trial import TrialState
 
@@ -18,18 +21,27 @@ import archdsl.data as data_module
 from archdsl.cli import main
 from archdsl.search import measures as measure
 from archdsl.search._study_summary import summarize_study
-from archdsl.search.held_out import NO_TABLE_FIGURES, NOT_USED, final_test_attr, read_held_out
+from archdsl.search.record import (
+    DIGEST_ATTR,
+    METRICS_ATTR,
+    NO_TABLE_FIGURES,
+    NOT_USED,
+    SEALED_ATTR_PREFIX,
+    TEST_ATTR_PREFIX,
+    read_held_out,
+    trials,
+)
 from archdsl.search.replay import TableRun, load_replay
-from archdsl.search.trial import DIGEST_ATTR
 
 LABEL = f"test ({NOT_USED})"
 
 
 @pytest.fixture
 def events(monkeypatch) -> list[tuple]:
-    """What a search does, in order: each split it loads, each trial's training and each final test."""
+    """What a search does, in order: each split it loads, each seed it trains and each model it scores on the test
+    split."""
     found: list[tuple] = []
-    load_split, train_candidate, held_out = data_module.load_split, measure.train_candidate, measure.held_out_accuracy
+    load_split, train_candidate, test_accuracy = data_module.load_split, measure.train_candidate, measure.test_accuracy
 
     def loading(name, split, *args, **kwargs):
         found.append(("load", split))
@@ -39,38 +51,43 @@ def events(monkeypatch) -> list[tuple]:
         found.append(("train", arch.digest(), seed))
         return train_candidate(arch, *args, seed=seed, **kwargs)
 
-    def testing(arch, *args, seed, **kwargs):
-        found.append(("final test", arch.digest(), seed))
-        return held_out(arch, *args, seed=seed, **kwargs)
+    def testing(model, *args, **kwargs):
+        found.append(("test",))
+        return test_accuracy(model, *args, **kwargs)
 
     monkeypatch.setattr(data_module, "load_split", loading)
     monkeypatch.setattr(measure, "train_candidate", training)
-    monkeypatch.setattr(measure, "held_out_accuracy", testing)
+    monkeypatch.setattr(measure, "test_accuracy", testing)
     return found
 
 
-def test_the_test_set_is_read_once_after_every_trial_for_the_best_and_its_ties(tmp_path, events, capsys):
+def _sealed(study) -> dict[int, dict]:
+    return {
+        int(k[len(SEALED_ATTR_PREFIX) :]): v for k, v in study.user_attrs.items() if k.startswith(SEALED_ATTR_PREFIX)
+    }
+
+
+def test_no_design_is_trained_twice_and_the_chosen_designs_open_what_their_trials_sealed(tmp_path, events, capsys):
     args = support.search_args(tmp_path, "final", "--strategy", "random", "--n-trials", "3", "--seeds", "2")
     assert main([*args, "--pruner", "none", "--seed", "4"]) == 0
-    loads = [e for e in events if e[0] == "load"]
-    assert loads == [("load", "train"), ("load", "test")]
-    first_test = events.index(("load", "test"))
-    trials = [e for e in events[:first_test] if e[0] == "train"]
-    tests = [e for e in events[first_test:] if e[0] == "final test"]
+    assert [e for e in events if e[0] == "load"] == [("load", "train"), ("load", "test")]  # before any training
+    trained = [e for e in events if e[0] == "train"]
+    assert len(trained) == len(set(trained)) == 3 * 2  # three designs on two seeds, each once
+    assert events.count(("test",)) == len(trained)  # each seed's model scored once on the test split
     study = support.load(tmp_path, "final")
     summary = summarize_study(study)
     chosen = [*summary.best, *summary.ties]
-    assert len(trials) == 3 * 2  # three designs on two seeds, then only the final test's own trainings:
-    assert not [e for e in events[first_test:] if e[0] == "train" and e not in _retrains(tests)]
-    # each chosen design once, on its trial's two paired seeds, after the last trial
-    assert sorted(tests) == sorted(("final test", row.digest, seed) for row in chosen for seed in (4, 5))
+    complete = [t for t in trials(study) if t.state == TrialState.COMPLETE]
+    sealed = _sealed(study)
+    assert set(sealed) == {t.number for t in complete}  # every complete trial sealed its figures
+    # ... on the study: no trial's attrs or metrics, which the samplers, the walk and the report read, hold one
+    assert not [key for t in complete for key in (*t.user_attrs, *t.user_attrs[METRICS_ATTR]) if "test" in key]
     held_out = read_held_out(study)
     assert set(held_out) == {row.number for row in chosen}
-    for row in chosen:
+    for row in chosen:  # opened as sealed: the trial's two paired seeds
         figures = held_out[row.number]
-        assert figures.seeds == [4, 5] and len(figures.accuracy) == 2 and figures.source == "trained"
-        # trained again as its trial was: the same validation accuracy on each seed
-        assert figures.validation == pytest.approx(list(row.seed_values))
+        assert figures.seeds == [4, 5] and figures.indices == [0, 1] and figures.source == "trained"
+        assert figures.accuracy == sealed[row.number]["accuracy"] and len(figures.accuracy) == 2
     printed = capsys.readouterr()
     assert "final test: trial" in printed.err and LABEL in printed.out
     best = summary.best[0]
@@ -84,29 +101,49 @@ def test_the_test_set_is_read_once_after_every_trial_for_the_best_and_its_ties(t
 
     events.clear()  # the same command again: the study is done, its chosen designs have their figures
     assert main([*args, "--pruner", "none", "--seed", "4"]) == 0
-    assert ("load", "test") not in events and not [e for e in events if e[0] == "final test"]
+    assert not [e for e in events if e[0] in ("train", "test")] and read_held_out(study) == held_out
 
 
-def _retrains(tests: list[tuple]) -> list[tuple]:
-    """The trainings a final test does itself (one per design and seed)."""
-    return [("train", digest, seed) for _, digest, seed in tests]
+def test_the_search_chooses_the_same_whatever_the_test_labels_say(tmp_path, monkeypatch):
+    """Trials score their models on the test split: a search on the same data with the test split's labels
+    changed takes the same trials, values, best design and ties; only the sealed test figures differ."""
+    load_split = data_module.load_split
+
+    def relabelled(name, split, *args, **kwargs):
+        found = load_split(name, split, *args, **kwargs)
+        if split != "test":
+            return found
+        labels = (np.asarray(found.labels) + 1) % found.num_classes  # every test image another class
+        return dataclasses.replace(found, labels=labels.astype(np.int64))
+
+    outcomes, figures = [], []
+    for run in ("plain", "relabelled"):
+        if run == "relabelled":
+            monkeypatch.setattr(data_module, "load_split", relabelled)
+        (tmp_path / run).mkdir()
+        args = support.search_args(tmp_path / run, "same", "--strategy", "tpe", "--n-trials", "4", "--seeds", "2")
+        assert main([*args, "--seed", "1"]) == 0
+        study = support.load(tmp_path / run, "same")
+        summary = summarize_study(study)
+        found = [(t.number, t.state, t.user_attrs.get(DIGEST_ATTR), t.values, t.params) for t in trials(study)]
+        outcomes.append((found, [r.number for r in summary.best], [r.number for r in summary.ties]))
+        figures.append({n: f.accuracy for n, f in read_held_out(study).items()})
+    assert outcomes[0] == outcomes[1]
+    assert figures[0].keys() == figures[1].keys() and figures[0] != figures[1]
 
 
-def test_a_worker_that_is_not_the_last_one_out_leaves_the_final_test_to_it(tmp_path, events):
-    """A trial of the study still running elsewhere: the search has not ended, and nothing reads the test set."""
+def test_a_worker_that_is_not_the_last_one_out_leaves_the_final_test_to_it(tmp_path):
+    """A trial of the study still running elsewhere: the search has not ended, and no seal is opened."""
     from archdsl.search.final_test import run_final_test
 
     args = support.search_args(tmp_path, "early", "--strategy", "random", "--n-trials", "2", "--pruner", "none")
     assert main([*args, "--seeds", "2"]) == 0
     study = support.load(tmp_path, "early")
     for key in list(study.user_attrs):
-        if key.startswith("test:"):
+        if key.startswith(TEST_ATTR_PREFIX):
             study.set_user_attr(key, None)  # as if this study had not had its final test
     study.enqueue_trial({})  # another worker's trial, waiting to run
-    events.clear()
-    plan = support.plan_for(tmp_path, "early")
-    assert run_final_test(plan, study) == {}
-    assert not events
+    assert run_final_test(study) == {} and not read_held_out(study)
 
 
 def test_the_chosen_designs_are_the_same_whatever_the_test_figures_say(tmp_path, space):
@@ -155,7 +192,7 @@ def test_the_chosen_designs_are_the_same_whatever_the_test_figures_say(tmp_path,
             # a field of schema /2, an extra key of /1 (where the type checker does not know it)
             assert figures.accuracy == [getattr(run, "test_acc") for run in runs[:2]]  # noqa: B009
     assert all(outcome == outcomes[0] for outcome in outcomes[1:])
-    assert read_held_out(study) and final_test_attr(summary.best[0].number) in study.user_attrs
+    assert read_held_out(study) and f"{TEST_ATTR_PREFIX}{summary.best[0].number}" in study.user_attrs
 
 
 @pytest.fixture(scope="module")
@@ -170,7 +207,7 @@ def test_the_summary_chooses_the_same_with_or_without_test_figures(tmp_path):
     with_figures = summarize_study(study)
     assert with_figures.held_out
     for key in list(study.user_attrs):
-        if key.startswith("test:"):
+        if key.startswith((TEST_ATTR_PREFIX, SEALED_ATTR_PREFIX)):
             study.set_user_attr(key, None)  # a record that does not read is left out
     without = summarize_study(study)
     assert not without.held_out
@@ -181,7 +218,8 @@ def test_the_summary_chooses_the_same_with_or_without_test_figures(tmp_path):
 
 
 def test_seeds_is_3_unless_told_and_the_command_line_always_says_how_many():
-    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
+    from archdsl.search.session import plan_space
+    from archdsl.search.settings import SearchSettings, reproduce_command
 
     assert measure.Fidelity().seeds == 3
     settings = SearchSettings(study_name="s")

@@ -11,7 +11,8 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.errors import UserError
-from archdsl.search.journal_check import REPAIRED_ATTR, repair_records
+from archdsl.search.journal_check import repair_records
+from archdsl.search.record import REPAIRED_ATTR
 from archdsl.search.runner import load_study
 from archdsl.search.storage import StorageOptions, open_storage
 

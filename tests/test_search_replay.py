@@ -19,11 +19,17 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.search.optuna_private import fixed_params
-from archdsl.search.replay import SIM_SECONDS_ATTR, TABLE_PREFIX, TABLE_SEED_ATTR, Replay, load_replay
+from archdsl.search.record import (
+    DIGEST_ATTR,
+    SEALED_ATTR_PREFIX,
+    SIM_SECONDS_ATTR,
+    TABLE_SEED_ATTR,
+    is_copy,
+    is_verdict,
+)
+from archdsl.search.replay import TABLE_PREFIX, Replay, load_replay
 from archdsl.search.runner import run_search
-from archdsl.search.storage import is_copy, is_verdict
 from archdsl.search.strategies import PlannedSampler
-from archdsl.search.trial import DIGEST_ATTR
 
 
 @pytest.fixture(scope="module")
@@ -282,6 +288,9 @@ def test_pruners_stop_poor_designs_early_and_save_simulated_time(table_file, spa
         assert max(t.intermediate_values) < replay.epochs  # never at the last epoch
         assert t.user_attrs[SIM_SECONDS_ATTR] < run.train_time
         assert pruner.replace("halving", "successive halving") in t.user_attrs["pruned_reason"]
+    # only a trial that completes seals test figures for the final test
+    sealed = {int(k.split(":")[1]) for k in study.user_attrs if k.startswith(SEALED_ATTR_PREFIX)}
+    assert sealed == {t.number for t in trials if t.state == TrialState.COMPLETE}
     best = max(replay.table.designs, key=lambda d: min(r.accuracy for r in d.runs))
     assert all(t.state == TrialState.COMPLETE for t in trials if t.user_attrs[DIGEST_ATTR] == best.digest)
     unpruned = replayed(replay, space, "random", n_trials=space.n_designs(), pruner="none")
@@ -449,7 +458,8 @@ def test_a_replayed_search_gets_its_own_default_study_name(tmp_path, table_file,
 def test_a_study_refuses_a_worker_of_the_other_fidelity(tmp_path, table_file):
     """A replayed worker joining a trained study (or back) would count simulated trials as measured."""
     from archdsl.errors import UserError
-    from archdsl.search.runner import FIDELITY_ATTR, open_study
+    from archdsl.search.record import FIDELITY_ATTR
+    from archdsl.search.runner import open_study
 
     def config(fidelity: str, journal: str):
         return search_support.plan_for(
@@ -580,10 +590,10 @@ def test_a_replays_seed_picks_the_table_runs_a_trained_search_would_train(tmp_pa
         runs = [ordered[seed_of(seed, i) % len(ordered)] for i in range(2)]
         assert t.user_attrs["metrics"]["accuracy_seeds"] == [r.accuracy for r in runs]
         assert t.user_attrs[TABLE_SEED_ATTR] == runs[0].seed
-    from archdsl.search.held_out import read_held_out
+    from archdsl.search.record import read_held_out
 
     held_out = read_held_out(study)
-    assert held_out, "the final test read the table for the best design"
+    assert held_out, "the final test opened the table figures its best design's trial sealed"
     expected = sorted(r.seed for r in load_replay(f"table:{table_file}").table.designs[0].runs)
     for figures in held_out.values():  # the final test reads the runs that answered the trial
         assert figures.seeds == [expected[seed_of(seed, i) % len(expected)] for i in range(2)]
@@ -679,7 +689,7 @@ def test_the_report_pools_a_raced_design_over_all_its_seeds(tmp_path, noisy_tabl
     """After a race the report's best design is a design, not one lucky extra seed: its row holds the
     design's values on every seed index measured (its own trial's and the race's), its mean is theirs."""
     from archdsl.search._study_summary import summarize_study
-    from archdsl.search.seeds import design_seed_values, is_extra_seed
+    from archdsl.search.record import design_seed_values, is_extra_seed
 
     study = _raced(noisy_table, tmp_path / "runs", "pooled", "--seeds", "2", "--max-seeds", "5")
     summary = summarize_study(study)
@@ -706,8 +716,8 @@ def test_max_seeds_below_seeds_is_one_line(tmp_path, table_file, capsys):
 @pytest.mark.parametrize("strategy", ["random", "tpe"])
 def test_the_samplers_remeasure_their_leading_designs_up_to_max_seeds(tmp_path, noisy_table, strategy):
     from archdsl.search._study_summary import summarize_study
+    from archdsl.search.record import design_seed_values, is_extra_seed
     from archdsl.search.runner import LEADERS
-    from archdsl.search.seeds import design_seed_values, is_extra_seed
 
     out = tmp_path / "runs"
     name = f"leaders-{strategy}"
@@ -754,8 +764,8 @@ def test_a_sampler_that_draws_the_whole_space_with_max_seeds_ends_and_measures_e
 def test_the_grid_remeasures_its_leaders_after_its_last_grid_point(tmp_path, noisy_table, space):
     # Optuna's GridSampler stops the study when its grid is spent, which ended the search before the leaders'
     # extra seeds were measured: a grid search with --max-seeds chose on one draw of --seeds.
+    from archdsl.search.record import design_seed_values
     from archdsl.search.runner import LEADERS
-    from archdsl.search.seeds import design_seed_values
 
     out, name = tmp_path / "runs", "grid-leaders"
     args = search_args(noisy_table, out, name, "--strategy", "grid", "--pruner", "none")
@@ -769,10 +779,11 @@ def test_the_grid_remeasures_its_leaders_after_its_last_grid_point(tmp_path, noi
 
 
 def test_the_recorded_command_names_max_seeds_only_when_racing():
-    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
+    from archdsl.search.session import plan_space
+    from archdsl.search.settings import SearchSettings, reproduce_command
 
     racing = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=4), {"seeds": 2}))
-    assert "--seeds 2 --max-seeds 4" in racing
+    assert " --max-seeds 4 " in racing and " --seeds 2 " in racing
     plain = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=2), {"seeds": 2}))
     assert "--max-seeds" not in plain
 
@@ -782,7 +793,7 @@ def test_a_trial_has_a_heartbeat_before_it_looks_for_a_twin(tmp_path, table_file
     stale and retry: on a journal its heartbeat starts before the look, not after it (else it stays RUNNING and
     every later trial of its design defers to it for ever)."""
     from archdsl.search import trial as trial_module
-    from archdsl.search._worker_attrs import BEAT_ATTR
+    from archdsl.search.record import BEAT_ATTR
 
     looks = []
     original = trial_module.twin_decision

@@ -22,9 +22,9 @@ from archdsl.search import summarize_study, trials_csv
 from archdsl.search._report_figures import MIN_TRIALS_FOR_IMPORTANCE, make_figures
 from archdsl.search._report_markdown import markdown
 from archdsl.search._study_summary import PRUNED_MARK
+from archdsl.search.record import DIGEST_ATTR, LAYOUT_ATTR, SPEC_ATTR
 from archdsl.search.report import REPORT_LOCK, write_report
 from archdsl.search.runner import open_study
-from archdsl.search.trial import DIGEST_ATTR, LAYOUT_ATTR, SPEC_ATTR
 
 
 def _study(values: list[float], short_ids: dict[int, str] | None = None) -> optuna.Study:
@@ -274,7 +274,7 @@ def test_a_study_name_is_checked_in_full(tmp_path, capsys, name):
 
 def test_one_copy_is_one_copy_and_running_trials_are_counted_in_the_summary():
     from archdsl.search._report_lines import summary_text
-    from archdsl.search.storage import COPY_ATTR
+    from archdsl.search.record import COPY_ATTR
 
     study = _study([0.5, 0.6])
     study.add_trial(optuna.create_trial(state=TrialState.FAIL, user_attrs={COPY_ATTR: 0}))

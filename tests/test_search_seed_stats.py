@@ -21,9 +21,8 @@ from archdsl.search._report_lines import summary_text
 from archdsl.search._report_markdown import markdown
 from archdsl.search._study_summary import summarize_study
 from archdsl.search.objectives import OBJECTIVES
-from archdsl.search.seed_stats import estimate, tied_with
-from archdsl.search.strategies import improves_beyond_noise
-from archdsl.search.trial import DIGEST_ATTR, LAYOUT_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY
+from archdsl.search.record import DIGEST_ATTR, LAYOUT_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY
+from archdsl.search.seed_stats import estimate, improves_beyond_noise, tied_with
 
 ACCURACY = OBJECTIVES["accuracy"]
 
@@ -163,7 +162,7 @@ def test_the_plots_carry_the_seeds_error_bars():
 def test_equal_seeds_have_no_spread_at_all(value):
     # Three seeds at 0.1 gave "0.1 ± 4.2e-17" in the report: the float mean of equal values is not the value,
     # and the deviations from it were not 0.
-    from archdsl.search.measures import mean_and_stderr
+    from archdsl.search.seed_stats import mean_and_stderr
 
     assert mean_and_stderr((value, value, value)) == (value, 0.0)
     assert estimate((value, value, value)).half_width == 0.0

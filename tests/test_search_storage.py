@@ -17,8 +17,8 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.errors import UserError
-from archdsl.search._worker_attrs import BEAT_ATTR
-from archdsl.search.storage import FAIL_REASON_ATTR, StorageOptions, open_storage
+from archdsl.search.record import BEAT_ATTR, FAIL_REASON_ATTR
+from archdsl.search.storage import StorageOptions, open_storage
 
 POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
 
@@ -55,7 +55,8 @@ def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
     ],
 )
 def test_the_study_command_leaves_the_password_out(url, shown):
-    from archdsl.search.session import SearchSettings, plan_space, reproduce_command
+    from archdsl.search.session import plan_space
+    from archdsl.search.settings import SearchSettings, reproduce_command
 
     line = reproduce_command(plan_space(SearchSettings(study_name="s", storage=url)))
     assert "secret" not in line
@@ -300,7 +301,7 @@ def test_a_second_retry_keeps_the_original_failed_trial_as_optuna_does(tmp_path)
 
     from optuna.storages import RetryHeartbeatStaleTrialCallback as Retry
 
-    from archdsl.search._worker_attrs import HOST_ATTR, PID_ATTR
+    from archdsl.search.record import HOST_ATTR, PID_ATTR
     from archdsl.search.storage import fail_stale_trials
 
     study = optuna.create_study(storage=open_storage(StorageOptions(url=None), tmp_path, "retry"), study_name="retry")

@@ -15,10 +15,9 @@ from optuna.trial import TrialState
 from archdsl.cli import main
 from archdsl.lang.spec import load_spec, parse_spec
 from archdsl.search.objectives import OBJECTIVES
+from archdsl.search.record import DIGEST_ATTR, FAIL_REASON_ATTR
 from archdsl.search.space import make_space
-from archdsl.search.storage import FAIL_REASON_ATTR
 from archdsl.search.strategies import walk_buildup
-from archdsl.search.trial import DIGEST_ATTR
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -198,7 +197,7 @@ def _paired_walk_decisions(true_gain: float, runs: int, seeds: int = 5, noise: f
     import numpy as np
 
     from archdsl.search.objectives import OBJECTIVES
-    from archdsl.search.strategies import improves_beyond_noise
+    from archdsl.search.seed_stats import improves_beyond_noise
 
     rng = np.random.default_rng(0)
     kept = 0
@@ -216,7 +215,7 @@ def test_the_walk_keeps_a_true_improvement_beyond_the_noise():
 
 
 def test_the_walk_keeps_a_null_improvement_at_its_stated_rate():
-    from archdsl.search.strategies import KEEP_LEVEL
+    from archdsl.search.seed_stats import KEEP_LEVEL
 
     rate = _paired_walk_decisions(true_gain=0.0, runs=4000)
     # binomial: 4000 draws at 5 % have a standard deviation of 0.35 %
@@ -225,7 +224,7 @@ def test_the_walk_keeps_a_null_improvement_at_its_stated_rate():
 
 def test_the_walk_compares_on_the_objectives_direction():
     from archdsl.search.objectives import OBJECTIVES
-    from archdsl.search.strategies import improves_beyond_noise
+    from archdsl.search.seed_stats import improves_beyond_noise
 
     lower = (0.10, 0.11, 0.09)
     higher = (0.20, 0.22, 0.19)
@@ -234,7 +233,7 @@ def test_the_walk_compares_on_the_objectives_direction():
 
 
 def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
-    from archdsl.search.trial import METRICS_ATTR, SEED_VALUES_KEY
+    from archdsl.search.record import METRICS_ATTR, SEED_VALUES_KEY
 
     space = make_space(load_spec("alter50-base"))
 

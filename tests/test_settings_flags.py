@@ -30,7 +30,7 @@ from archdsl.common_settings import DataSettings, ProgressSettings
 from archdsl.run.recipe import TrainConfig, recipe_flags
 from archdsl.run.session import TrainSettings
 from archdsl.search.measures import Fidelity
-from archdsl.search.session import SearchSettings
+from archdsl.search.settings import SearchSettings
 
 TRAIN_WORDS = ["alter-small-base", "--dataset", "synthetic"]
 # Fields of TrainConfig without a flag: what a run records besides its settings, or decides itself.
@@ -214,7 +214,7 @@ COMMAND_ONLY = {
     ("train",): {"--help", "--config"},
     ("analyze",): {"--help", "--config", "--out", "--force", "--subset"},  # --subset: --test-subset's old name
     ("eval",): {"--help", "--config", "--json"},
-    ("search",): {"--help", "--config", "--dry-run"},
+    ("search",): {"--help", "--config", "--dry-run", "--test-subset"},  # --test-subset: --val-subset's old name
     ("data", "info"): {"--help", "--dataset", "--checksums"},
     ("data", "corrupt"): {"--help", "--dataset", "--out", "--corruptions", "--seed", "--force"},
 }

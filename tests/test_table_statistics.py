@@ -1,4 +1,4 @@
-"""A search table's seed statistics (`archdsl.search.table_statistics`): what they say on a table
+"""A search table's seed statistics (`archdsl.search.seed_stats`): what they say on a table
 made from a known rule, and that the shipped table's stored statistics are its runs' own."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import _replay_support as support
 import pytest
 
 from archdsl.search.replay import builtin_tables, load_replay
-from archdsl.search.table_statistics import seed_statistics
+from archdsl.search.seed_stats import seed_statistics
 
 
 def test_statistics_of_a_table_with_a_known_seed_shift():

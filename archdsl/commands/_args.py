@@ -8,6 +8,8 @@ with argparse's `argument --flag: ...` prefix. Light: no torch, nothing heavy im
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import NoReturn
 
 
 def positive_int(text: str) -> int:
@@ -18,6 +20,17 @@ def positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def renamed(new: str, why: str) -> Callable[[str], NoReturn]:
+    """The type of a flag's old name: any value is refused, naming the flag to give instead (and in a
+    --config file the key), with `why` it was renamed."""
+
+    def refuse(text: str) -> NoReturn:
+        key = new.removeprefix("--").replace("-", "_")
+        raise argparse.ArgumentTypeError(f"renamed {new} ({why}): give {new} {text}, or `{key}:` in a --config file")
+
+    return refuse
 
 
 def name_list(text: str) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from archdsl.commands._args import renamed
 from archdsl.commands._say import say
 from archdsl.commands.config_file import add_config_argument
 from archdsl.commands.recipe_flags import add_recipe_arguments, recipe_settings
@@ -49,6 +50,11 @@ def register(subparsers) -> None:
     # The fidelity's settings (Fidelity declares each: default, bounds, help, flag), then the recipe's.
     add_settings_arguments(parser, Fidelity, into=fid)
     add_recipe_arguments(parser, exclude=SEARCH_OWN_FIELDS)
+    # The old name of --val-subset, which scores on validation images, never on the test set: refused.
+    fid.add_argument(
+        "--test-subset", type=renamed("--val-subset", "it shrinks the validation images, not the test set"),
+        help=argparse.SUPPRESS,
+    )  # fmt: skip
     where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
     add_config_argument(parser)
     parser.set_defaults(func=run)
@@ -113,6 +119,7 @@ def _search(args: argparse.Namespace) -> int:
         return 130
     if result.follower:  # a rank after the first trained rank 0's designs; the study and its report are rank 0's
         return 0
+    assert result.outcome is not None and result.study is not None, "rank 0 (or a worker alone) has its study"
     for remark in result.remarks:
         say(remark, err=True)
     if result.outcome.buildup is not None:
@@ -134,13 +141,13 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _final_test_printer(rows) -> None:
-    """The line before the final test: which designs meet the test set, and that it chooses nothing."""
+    """The line before the final test: whose test figures are opened, and that they choose nothing."""
     from archdsl.search import NOT_USED
 
     numbers = ", ".join(str(row.number) for row in rows)
     say(
-        f"final test: trial{'s' if len(rows) > 1 else ''} {numbers} (the best and any tied with it) on the test "
-        f"set, read once now that the search has ended ({NOT_USED})",
+        f"final test: trial{'s' if len(rows) > 1 else ''} {numbers} (the best and any tied with it): the test "
+        f"figures their trials sealed, opened now that the search has ended ({NOT_USED})",
         err=True,
         flush=True,
     )

@@ -102,23 +102,24 @@ def saved_epochs(run_dir: str | Path) -> list[tuple[int, Path]]:
 
 @dataclass(frozen=True)
 class EpochMetrics:
-    """One finished epoch: losses and top-1 (fractions) on train and test, the learning rate, speed and time."""
+    """One finished epoch: losses and top-1 (fractions) on train, test and validation images, the learning
+    rate, speed and time. A run scored on validation images alone (a search's trial) has no test figures."""
 
     epoch: int  # 1-based: the number of epochs finished
     train_loss: float  # the training objective (with Mixup/label smoothing if the recipe has them)
     train_acc: float  # top-1 against the un-mixed labels
-    test_loss: float  # plain cross-entropy (NLL)
-    test_acc: float
+    test_loss: float | None  # plain cross-entropy (NLL); None: no test set
+    test_acc: float | None
     lr: float  # at the end of the epoch
     img_per_s: float  # training images per second (evaluation excluded)
     seconds: float  # wall time of the whole epoch
     # The test loss rose above the divergence limit (archdsl.run.divergence): recorded and
-    # warned about, not a reason to stop (only the training loss judges divergence).
-    test_loss_spike: bool = False
-    # With --val-split: the held-out validation images' loss (NLL) and top-1, and the same spike flag.
+    # warned about, not a reason to stop (only the training loss judges divergence). None: no test set.
+    test_loss_spike: bool | None = None
+    # With --val-split (or `train(val_set=)`): the validation images' loss (NLL) and top-1, and the same spike flag.
     val_loss: float | None = None
     val_acc: float | None = None
-    val_loss_spike: bool = False
+    val_loss_spike: bool | None = None
 
 
 def check_run_files(run_dir: Path) -> None:
@@ -151,12 +152,10 @@ def write_metrics(run_dir: Path, history: list[EpochMetrics]) -> None:
         writer.writerows(asdict(row) for row in history)
 
 
-def data_record(train_set: ImageSet, test_set: ImageSet) -> dict[str, dict[str, str]]:
+def data_record(train_set: ImageSet, test_set: ImageSet | None) -> dict[str, dict[str, str]]:
     """What a run was trained and tested on, for the resume check: names and fingerprints."""
-    return {
-        "train": {"name": train_set.name, "fingerprint": train_set.fingerprint()},
-        "test": {"name": test_set.name, "fingerprint": test_set.fingerprint()},
-    }
+    sets = {"train": train_set, "test": test_set}
+    return {split: {"name": s.name, "fingerprint": s.fingerprint()} for split, s in sets.items() if s is not None}
 
 
 def check_same_data(run_dir: Path, saved: dict, given: dict) -> None:

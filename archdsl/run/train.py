@@ -1,8 +1,9 @@
 """Training an IR on an ImageSet with one of the recipes (archdsl.run.recipe), resumably.
 
 `train(arch, train_set, test_set, config)` builds the model, runs the epochs and returns
-a `TrainResult`. With a `run_dir` it also keeps a run directory (its files and the resume
-policy are archdsl.run._run_dir's).
+a `TrainResult`; each epoch is scored on the test set and on validation images (`--val-split`, or
+`val_set=`: a search's trials are scored on validation images alone, with no test set). With a
+`run_dir` it also keeps a run directory (its files and the resume policy are archdsl.run._run_dir's).
 
 Exact resumption: every epoch reseeds all generators from (seed, epoch) before drawing
 anything, and checkpoints are written only between epochs. So a run resumed from
@@ -81,8 +82,15 @@ class TrainResult:
 
     @property
     def test_acc(self) -> float:
-        """Final test top-1 (fraction); NaN if no epoch ran."""
-        return self.history[-1].test_acc if self.history else math.nan
+        """Final test top-1 (fraction); NaN if no epoch ran, or the run has no test set."""
+        last = self.history[-1].test_acc if self.history else None
+        return math.nan if last is None else last
+
+    @property
+    def val_acc(self) -> float:
+        """Final validation top-1 (fraction); NaN if no epoch ran, or the run has no validation images."""
+        last = self.history[-1].val_acc if self.history else None
+        return math.nan if last is None else last
 
 
 def check_compatible(arch: Arch, image_set: ImageSet) -> None:
@@ -104,12 +112,15 @@ def check_compatible(arch: Arch, image_set: ImageSet) -> None:
         )
 
 
-def check_trainable(arch: Arch, train_set: ImageSet, test_set: ImageSet, config: TrainConfig) -> None:
+def check_trainable(
+    arch: Arch, train_set: ImageSet, test_set: ImageSet | None, config: TrainConfig, val_set: ImageSet | None = None
+) -> None:
     """The `UserError` that `train` would raise before its first step, from the inputs alone: data
     that does not fit the design, a device this machine lacks, a batch larger than the (subset)
     training set, an odd batch for Mixup. Cheap: commands call it before they print anything."""
-    check_compatible(arch, train_set)
-    check_compatible(arch, test_set)
+    for given in (train_set, test_set, val_set):
+        if given is not None:
+            check_compatible(arch, given)
     if config.val_split is not None:  # a bad --val-split for this dataset, before anything is trained
         train_set, _ = split_validation(train_set, config.val_split)
     distributed.check_rank_device(config.device)
@@ -136,9 +147,10 @@ def check_trainable(arch: Arch, train_set: ImageSet, test_set: ImageSet, config:
 def train(
     arch: Arch,
     train_set: ImageSet,
-    test_set: ImageSet,
+    test_set: ImageSet | None,
     config: TrainConfig,
     *,
+    val_set: ImageSet | None = None,
     run_dir: str | Path | None = None,
     resume: bool = False,
     on_epoch: Callable[[EpochMetrics], None] | None = None,
@@ -154,9 +166,12 @@ def train(
     saved, so `last.safetensors` keeps the last good epoch. With `save_every` N, the weights
     after every N-th epoch are also kept in the run directory (`epoch-NNNN.safetensors`).
     `on_step(StepRecord)` is called after every optimizer step (it reads the loss back: a GPU sync).
-    A fresh run starts from `config.initial_checkpoint`'s weights when it names a file.
+    A fresh run starts from `config.initial_checkpoint`'s weights when it names a file. `val_set`: the
+    validation images scored after every epoch (else `config.val_split`'s); `test_set` None: no test set.
     """
-    check_trainable(arch, train_set, test_set, config)
+    if val_set is not None and config.val_split is not None:
+        raise ValueError("give val_set or config.val_split, not both")
+    check_trainable(arch, train_set, test_set, config, val_set)
     run_dir = Path(run_dir) if run_dir is not None else None
     if resume and run_dir is None:
         raise UserError("resume needs the run directory of the run to continue")
@@ -165,7 +180,9 @@ def train(
     if run_dir is not None:
         check_run_files(run_dir)
 
-    trainer = _prepare(arch, train_set, test_set, config, run_dir=run_dir, resume=resume, on_step=on_step)
+    trainer = _prepare(
+        arch, train_set, test_set, config, val_set=val_set, run_dir=run_dir, resume=resume, on_step=on_step
+    )
     config, history, ranks = trainer.config, trainer.history, trainer.ranks
     leader = ranks is None or ranks.leader
     progress = progress and leader  # under torchrun, rank 0 alone draws and writes
@@ -235,8 +252,8 @@ class _Trainer:
     arch: Arch
     model: nn.Module
     train_set: ImageSet  # after --val-split and --subset
-    test_set: ImageSet
-    val_set: ImageSet | None  # with --val-split
+    test_set: ImageSet | None
+    val_set: ImageSet | None  # with --val-split, or given
     config: TrainConfig  # as resumed or extended
     optimizer: torch.optim.Optimizer
     schedule: LrSchedule
@@ -261,9 +278,10 @@ class _Trainer:
 def _prepare(
     arch: Arch,
     train_set: ImageSet,
-    test_set: ImageSet,
+    test_set: ImageSet | None,
     config: TrainConfig,
     *,
+    val_set: ImageSet | None,
     run_dir: Path | None,
     resume: bool,
     on_step: Callable[[StepRecord], None] | None,
@@ -276,7 +294,6 @@ def _prepare(
     amp = device.type == "cuda" and config.model_dtype == "float32" if config.amp is None else config.amp
 
     data = data_record(train_set, test_set) if run_dir is not None else {}  # the whole sets, before --subset
-    val_set = None
     if config.val_split is not None:  # held out before --subset: no subset holds a validation image
         train_set, val_set = split_validation(train_set, config.val_split)
     if config.subset < 1:
@@ -396,9 +413,15 @@ def epoch_line(metrics: EpochMetrics, epochs: int) -> str:
     """One finished epoch as a plain line, with the names the bar shows them by."""
     return (
         f"epoch {metrics.epoch}/{epochs}  loss={metrics.train_loss:.3f} acc={metrics.train_acc:.3f} "
-        + (f"val_acc={metrics.val_acc:.3f} " if metrics.val_acc is not None else "")
-        + f"test_acc={metrics.test_acc:.3f}  ({metrics.seconds:.1f} s, {metrics.img_per_s:.0f} img/s)"
+        + "".join(f"{name}={value:.3f} " for name, value in _scored(metrics).items())
+        + f" ({metrics.seconds:.1f} s, {metrics.img_per_s:.0f} img/s)"
     )
+
+
+def _scored(metrics: EpochMetrics) -> dict[str, float]:
+    """The epoch's top-1 on the images it was scored on: `val_acc` (validation), `test_acc` (test)."""
+    found = {"val_acc": metrics.val_acc, "test_acc": metrics.test_acc}
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def _world_size(ranks: distributed.Ranks | None) -> int:
@@ -412,8 +435,7 @@ def _meta(trainer: _Trainer, metrics: EpochMetrics) -> dict:
         "world_size": _world_size(trainer.ranks),
         "dataset": train_set.name.split("[")[0],
         "epoch": metrics.epoch,
-        "test_acc": metrics.test_acc,
-        "test_loss": metrics.test_loss,
+        **{name: getattr(metrics, name) for name in ("test_acc", "test_loss") if getattr(metrics, name) is not None},
         "mean": list(train_set.mean),
         "std": list(train_set.std),
         "config": trainer.config.model_dump(mode="json"),
@@ -525,23 +547,16 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
     if ranks is not None:  # BatchNorm's running statistics as rank 0 has them, so that all ranks evaluate alike
         distributed.same_buffers(trainer.model)
 
-    test = _evaluate(trainer, trainer.test_set)
     # Checked before the epoch is saved: a diverged epoch never replaces the last good checkpoint.
-    test_loss_spike = guard.check_evaluated_loss("the test loss", test.nll, epoch)
-    guard.check_metric("the test accuracy", test.top1, epoch)
-    val = _evaluate(trainer, trainer.val_set) if trainer.val_set is not None else None
-    val_loss_spike = False
-    if val is not None:
-        val_loss_spike = guard.check_evaluated_loss("the validation loss", val.nll, epoch)
-        guard.check_metric("the validation accuracy", val.top1, epoch)
+    test, test_loss_spike = _scored_on(trainer, trainer.test_set, "test", epoch)
+    val, val_loss_spike = _scored_on(trainer, trainer.val_set, "validation", epoch)
     train_acc = total_correct / max(total_seen, 1)
-    bar.set_postfix(loss=f"{train_loss:.3f}", acc=f"{train_acc:.3f}", test_acc=f"{test.top1:.3f}")
-    return EpochMetrics(
+    metrics = EpochMetrics(
         epoch=epoch + 1,
         train_loss=train_loss,
         train_acc=train_acc,
-        test_loss=test.nll,
-        test_acc=test.top1,
+        test_loss=test.nll if test is not None else None,
+        test_acc=test.top1 if test is not None else None,
         test_loss_spike=test_loss_spike,
         val_loss=val.nll if val is not None else None,
         val_acc=val.top1 if val is not None else None,
@@ -550,6 +565,23 @@ def _run_epoch(trainer: _Trainer, epoch: int) -> EpochMetrics:
         img_per_s=total_seen / train_seconds if train_seconds > 0 else 0.0,
         seconds=time.perf_counter() - started,
     )
+    bar.set_postfix(
+        loss=f"{train_loss:.3f}", acc=f"{train_acc:.3f}", **{k: f"{v:.3f}" for k, v in _scored(metrics).items()}
+    )
+    return metrics
+
+
+def _scored_on(
+    trainer: _Trainer, images: ImageSet | None, what: str, epoch: int
+) -> tuple[Evaluation | None, bool | None]:
+    """The model's loss and top-1 on `images` (the `what` set: test, validation), checked by the divergence
+    guard, and whether its loss spiked; (None, None) without the set."""
+    if images is None:
+        return None, None
+    scored = _evaluate(trainer, images)
+    spiked = trainer.guard.check_evaluated_loss(f"the {what} loss", scored.nll, epoch)
+    trainer.guard.check_metric(f"the {what} accuracy", scored.top1, epoch)
+    return scored, spiked
 
 
 def _evaluate(trainer: _Trainer, images: ImageSet) -> Evaluation:

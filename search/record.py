@@ -1,0 +1,346 @@
+"""A trial's record in its study: the name of every attribute a search writes on a trial or on the
+study, and the rules by which every reading of the study's trials tells what a trial is.
+
+`trials(study)` is the one scan of a study's trials (tests/test_search_record.py finds no other), and
+every question about them is answered by the rules here, so the runner, the build-up walk, the look for
+a twin, the report and the final test agree on which trials count. A trial is
+
+- a *copy* (`copy_of`): it drew a design the study has; never measured, never counted;
+- a *verdict*: finished with something to say about its design: COMPLETE, PRUNED, or a FAIL of the
+  design's own doing (not an interrupted or stopped run, not a copy);
+- an *extra seed* (`seed_indices`): a race's trial of a design measured already, on more paired seeds;
+  its values pool with the design's other trials by seed index, and it is no design of its own;
+- *active*: RUNNING, or WAITING to run (a queued design, a retry);
+- its design's *first* trial: the design's first COMPLETE trial that is no extra seed, the one the
+  report shows with the design's values on every seed index measured (`seed_values_by_design`).
+
+A design is its `Arch.digest()` (`digest`): two trials of one digest measure one design.
+
+The test figures a trial measures (each seed's model scored once on the test split, or a replayed trial's
+table runs' test figures) are sealed on the study (`seal_test`: a study attr keyed by the trial, never the
+trial's own attrs or metrics), where nothing that chooses reads them: Optuna's samplers and best trial,
+the build-up walk, the ties and the report's choice read a trial's values and attrs only. The final test
+alone opens them, for the chosen designs once the search has ended (`open_test`, `archdsl.search.final_test`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+# -- a trial's user attrs ------------------------------------------------------------------------
+DIGEST_ATTR = "digest"  # the design's Arch.digest(): one design, one digest
+SPEC_ATTR = "spec"  # the canonical .arch text, so that any machine can report the design
+SHORT_ID_ATTR = "short_id"
+N_MSA_ATTR = "n_msa"
+LAYOUT_ATTR = "layout"  # `c1:CC c2:CM ...`: where the MSAs are (space.layout_text)
+METRICS_ATTR = "metrics"  # every value measured (the objectives' and more), on validation images
+SEED_VALUES_KEY = "accuracy_seeds"  # in `metrics` with --seeds N > 1: the accuracy on each paired seed
+STDERR_KEY = "accuracy_stderr"  # ... and the standard error of their mean (the trial's accuracy)
+STRATEGY_ATTR = "strategy"  # what queued the trial: buildup, race, leaders, redraw (also a study attr)
+BUILDUP_STEP_ATTR = "buildup_step"  # a build-up trial's step: `base`, `+1 MSA in c3`
+ENDPOINT_ATTR = "endpoint"  # a --seed-endpoints trial: resnet, alternet, swin-like
+# An extra-seed trial (racing, --max-seeds): the paired seed indices it trained its design on; a design's
+# other trials (without the attr) trained indices 0..--seeds-1.
+SEED_INDICES_ATTR = "seed_indices"
+COPY_ATTR = "copy_of"  # the trial drew the design of this (earlier) trial
+CLAIM_ATTR = "claimed"  # the trial looked, found no twin and measures its design (`twin_decision`)
+FAIL_REASON_ATTR = "fail_reason"
+PRUNED_REASON_ATTR = "pruned_reason"
+DIR_ATTR = "dir"  # the trial's folder of files
+RANK_DIGESTS_ATTR = "rank_digests"  # under torchrun: the digest of the design each rank of the group trained
+SIM_SECONDS_ATTR = "sim_seconds"  # a replayed trial's simulated time
+TABLE_SEED_ATTR = "table_seed"  # the seed of the table run that answered a replayed trial
+# The first words of a FAIL that says nothing about the design: its worker died, or a bug stopped the search.
+WORKER_STOPPED = "worker stopped"
+SEARCH_STOPPED = "stopped the search"
+# User attrs that describe one run of a trial, not its design: a retry starts without them.
+RUN_ATTRS = (FAIL_REASON_ATTR, PRUNED_REASON_ATTR, METRICS_ATTR, COPY_ATTR, CLAIM_ATTR, DIR_ATTR)
+
+# -- a trial's system attrs: the worker of a running journal trial (storage.WorkerHeartbeat) --------
+HOST_ATTR = "archdsl:host"
+PID_ATTR = "archdsl:pid"
+BEAT_ATTR = "archdsl:heartbeat"  # time.time() of the worker's last beat
+REPAIRED_ATTR = "archdsl:repaired"  # a trial whose creation record `archdsl study repair` rebuilt
+
+# -- the study's user attrs ----------------------------------------------------------------------
+OBJECTIVES_ATTR = "objectives"  # the objectives' names, comma-separated (the study's metric names too)
+BASE_ATTR = "base"  # the base design's name
+BASE_DIGEST_ATTR = "base_digest"  # ... and digest, with `searched`: the space a study searches
+SEARCHED_ATTR = "searched"
+FIDELITY_ATTR = "fidelity"  # `train`, or the `table:...` its trials are replayed from
+SEEDS_ATTR = "seeds"  # the paired seeds (--seeds) each design is measured on
+COMMAND_ATTR = "command"  # the command line that reproduces the study
+WALK_END_ATTR = "buildup_end"  # the digest of the design the build-up walk kept last: the search's answer
+TEST_ATTR_PREFIX = "test:"  # + a chosen trial's number: its design's test figures, opened by the final test
+SEALED_ATTR_PREFIX = "sealed:"  # + a trial's number: the test figures it measured, sealed until the final test
+NOT_USED = "not used for selection"  # how every rendering labels the test figures
+NO_TABLE_FIGURES = "no test figures in this table"
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
+
+
+def trials(study: optuna.Study, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:
+    """The study's trials (in `states`), in number order: the one scan of a study's trials."""
+    return study.get_trials(deepcopy=False, states=states)
+
+
+def pareto_front(study: optuna.Study) -> list[FrozenTrial]:
+    """The Pareto front of a multi-objective study (Optuna's), without a race's extra seeds."""
+    return [t for t in study.best_trials if not is_extra_seed(t)]
+
+
+def is_copy(trial: FrozenTrial) -> bool:
+    """A trial that drew a design the study had already (never measured, never counted)."""
+    return COPY_ATTR in trial.user_attrs
+
+
+def is_verdict(trial: FrozenTrial) -> bool:
+    """Whether a finished trial says something about its design (not an interrupted run): COMPLETE and
+    PRUNED do; FAIL does when the design itself failed (diverged, out of memory), not when its worker
+    was interrupted or killed or an error in archdsl stopped the search, and not for a copy."""
+    if trial.state in (TrialState.COMPLETE, TrialState.PRUNED):
+        return True
+    reason = trial.user_attrs.get(FAIL_REASON_ATTR)
+    return (
+        trial.state == TrialState.FAIL
+        and reason is not None
+        and not str(reason).startswith((WORKER_STOPPED, SEARCH_STOPPED))
+    )
+
+
+def is_extra_seed(trial: FrozenTrial) -> bool:
+    """A race's trial of a design already measured: more seeds of it, not another design."""
+    return SEED_INDICES_ATTR in trial.user_attrs
+
+
+def is_active(trial: FrozenTrial) -> bool:
+    """Running, or waiting to run: a worker measures it now or will."""
+    return trial.state in ACTIVE
+
+
+def digest_of(trial: FrozenTrial) -> str | None:
+    return trial.user_attrs.get(DIGEST_ATTR)
+
+
+def design_key(trial: FrozenTrial) -> str:
+    """One key per design: its digest (a trial recorded without one is a design of its own)."""
+    return trial.user_attrs.get(DIGEST_ATTR, f"trial {trial.number}")
+
+
+def seed_indices(trial: optuna.Trial | FrozenTrial, seeds: int) -> tuple[int, ...]:
+    """The paired seed indices a trial trains its design on: an extra-seed trial's `seed_indices`,
+    else 0..seeds-1 (`--seeds`)."""
+    given = trial.user_attrs.get(SEED_INDICES_ATTR)
+    return tuple(int(i) for i in given) if given else tuple(range(seeds))
+
+
+def seed_values(trial: FrozenTrial) -> dict[int, float]:
+    """Seed index -> a complete trial's accuracy there (its one accuracy with --seeds 1); {} without one."""
+    if trial.state != TrialState.COMPLETE:
+        return {}
+    metrics = trial.user_attrs.get(METRICS_ATTR, {})
+    per_seed = metrics.get(SEED_VALUES_KEY) or ([metrics["accuracy"]] if "accuracy" in metrics else [])
+    indices = trial.user_attrs.get(SEED_INDICES_ATTR) or range(len(per_seed))
+    return {int(index): float(value) for index, value in zip(indices, per_seed, strict=False)}
+
+
+def seed_values_by_design(found: Iterable[FrozenTrial]) -> dict[str, dict[int, float]]:
+    """Digest -> seed index -> the design's accuracy there, pooled over the design's complete trials (the
+    first trial of an index counts: a design is measured once per index)."""
+    values: dict[str, dict[int, float]] = {}
+    for t in sorted(found, key=lambda t: t.number):
+        digest = digest_of(t)
+        if digest is not None:
+            for index, value in seed_values(t).items():
+                values.setdefault(digest, {}).setdefault(index, value)
+    return values
+
+
+def design_seed_values(found: Iterable[FrozenTrial], digest: str) -> dict[int, float]:
+    """Seed index -> design `digest`'s accuracy there (`seed_values_by_design` of that one design)."""
+    return seed_values_by_design(t for t in found if digest_of(t) == digest).get(digest, {})
+
+
+def first_trials(found: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
+    """Each design's first trial: its first COMPLETE trial that is no extra seed (in number order)."""
+    firsts: dict[str, FrozenTrial] = {}
+    for t in sorted(found, key=lambda t: t.number):
+        if t.state == TrialState.COMPLETE and not is_extra_seed(t):
+            firsts.setdefault(design_key(t), t)
+    return firsts
+
+
+def measured_designs(found: Iterable[FrozenTrial]) -> int:
+    """What --n-trials counts: the distinct designs with a verdict. A trial interrupted or lost with its
+    worker does not count (its design runs again), nor a copy, nor a design measured twice (a worker
+    killed in the middle of its look for a twin: `twin_decision`)."""
+    return len({design_key(t) for t in found if t.state in FINISHED and is_verdict(t)})
+
+
+def taken_designs(found: Iterable[FrozenTrial]) -> set[str]:
+    """The designs that have a verdict or are being (or waiting to be) measured."""
+    return {
+        digest
+        for t in found
+        if (digest := digest_of(t)) is not None and not is_copy(t) and (is_verdict(t) or is_active(t))
+    }
+
+
+def design_verdicts(found: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
+    """Digest -> the trial whose verdict stands for the design: a COMPLETE one over a failed or pruned one,
+    else the last (extra seeds and trials without a verdict left out)."""
+    verdicts: dict[str, FrozenTrial] = {}
+    for t in sorted(found, key=lambda t: t.number):
+        digest = digest_of(t)
+        if digest is None or not is_verdict(t) or is_extra_seed(t):
+            continue
+        if digest not in verdicts or verdicts[digest].state != TrialState.COMPLETE:
+            verdicts[digest] = t
+    return verdicts
+
+
+def lost_seeds(found: Iterable[FrozenTrial]) -> set[tuple[str, int]]:
+    """(digest, seed index) of each race's extra seed that failed or was pruned: a seed a race could not measure."""
+    return {
+        (str(digest_of(t)), int(i))
+        for t in found
+        if is_extra_seed(t) and is_verdict(t) and t.state != TrialState.COMPLETE
+        for i in t.user_attrs[SEED_INDICES_ATTR]
+    }
+
+
+def claimed_seed_indices(found: Iterable[FrozenTrial], digest: str) -> tuple[set[int], bool]:
+    """The seed indices of design `digest` that its extra-seed trials have measured or are measuring, and
+    whether any of them is still active (a copy, with no verdict, is no pending measurement)."""
+    claimed: set[int] = set()
+    pending = False
+    for t in found:
+        if digest_of(t) == digest and is_extra_seed(t) and (is_verdict(t) or is_active(t)):
+            claimed.update(int(i) for i in t.user_attrs[SEED_INDICES_ATTR])
+            pending |= is_active(t)
+    return claimed, pending
+
+
+def is_measuring(found: Iterable[FrozenTrial], digest: str, indices: list[int] | None) -> bool:
+    """Whether a running trial measures design `digest` on seed indices `indices` (None: a design's own)."""
+    return any(
+        t.state == TrialState.RUNNING and digest_of(t) == digest and t.user_attrs.get(SEED_INDICES_ATTR) == indices
+        for t in found
+    )
+
+
+def twin_decision(
+    found: Iterable[FrozenTrial], number: int, digest: str, indices: list[int] | None = None
+) -> tuple[str, FrozenTrial | None]:
+    """What trial `number`, which has written `digest`, does with its design on seeing `found`:
+    ("copy", twin) when `twin` has it, ("wait", twin) while `twin` is deciding, or ("measure", None).
+
+    Every trial writes its digest, looks, then writes either `copy_of` or its claim (`CLAIM_ATTR`).
+    A twin has the design when it has a verdict on it, is running and has claimed it, is running with a
+    lower number (it measures it or finds the one that does), or is waiting to (a retry) with a lower
+    number. A running twin with a higher number that has written its digest but not the verdict of its
+    look is deciding: its look may have missed this trial's digest, so this trial waits for it (it
+    becomes a copy or claims) rather than claim as well. A trial only waits for higher numbers, so the
+    waits end; of the workers that draw one design at once, exactly one measures it, whatever the order
+    of their writes and looks (tests/test_search_workers.py tries every order). An extra-seed trial's
+    twins are those on the same seed indices (`indices`): a race measures the design again elsewhere.
+    """
+    deciding = None
+    for t in found:
+        if t.number == number or digest_of(t) != digest or is_copy(t):
+            continue
+        if t.user_attrs.get(SEED_INDICES_ATTR) != indices:
+            continue
+        if is_verdict(t):
+            return "copy", t
+        earlier = t.number < number
+        if (t.state == TrialState.RUNNING and (earlier or CLAIM_ATTR in t.user_attrs)) or (
+            t.state == TrialState.WAITING and earlier
+        ):
+            return "copy", t
+        if t.state == TrialState.RUNNING:
+            deciding = t
+    return ("wait", deciding) if deciding is not None else ("measure", None)
+
+
+def workers_at_work(found: Iterable[FrozenTrial]) -> int:
+    """The trials running now that measure something (not copies): the workers at work."""
+    return sum(t.state == TrialState.RUNNING and not is_copy(t) for t in found)
+
+
+def search_ended(found: Iterable[FrozenTrial]) -> bool:
+    """Whether no trial of the study is active: every worker is done, and the last one out may open
+    the chosen designs' test figures."""
+    return not any(is_active(t) for t in found)
+
+
+class HeldOutFigures(BaseModel):
+    """Test top-1 on paired seeds, held out of every choice: what one trial sealed (`seal_test`), or a chosen
+    design's figures over every seed it was measured on, opened by the final test (`open_test`)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    seeds: list[int]  # the training seeds (a replayed design's: the table runs' seeds)
+    accuracy: list[float]  # test top-1 per seed, a fraction; empty when there is none (`note` says why)
+    indices: list[int] = []  # the paired seed index of each seed
+    source: Literal["trained", "table"] = "trained"
+    note: str = ""
+
+
+def seal_test(study: optuna.Study, number: int, figures: HeldOutFigures) -> None:
+    """Seal the test figures trial `number` measured on the study, where nothing that chooses reads them."""
+    study.set_user_attr(f"{SEALED_ATTR_PREFIX}{number}", figures.model_dump())
+
+
+def open_test(study: optuna.Study, number: int, design_trials: Iterable[FrozenTrial]) -> HeldOutFigures:
+    """Open the seals of a chosen design's complete trials (`number`: its first trial) and store its test figures
+    on every seed index measured, pooled as its validation values are (`seed_values_by_design`: the first trial
+    of an index counts), on the study: the figures the report shows, labelled `NOT_USED`."""
+    sealed = _figures(study, SEALED_ATTR_PREFIX)
+    seeds: dict[int, int] = {}
+    values: dict[int, float] = {}
+    source: Literal["trained", "table"] = "trained"
+    notes: list[str] = []
+    for t in sorted(design_trials, key=lambda t: t.number):
+        seal = sealed.get(t.number)
+        if t.state != TrialState.COMPLETE or seal is None:
+            continue
+        source, notes = seal.source, [*notes, *([seal.note] if seal.note else [])]
+        for position, index in enumerate(seal.indices):
+            seeds.setdefault(index, seal.seeds[position])
+            if position < len(seal.accuracy):
+                values.setdefault(index, seal.accuracy[position])
+    indices = sorted(seeds)
+    whole = indices and not notes and all(i in values for i in indices)
+    note = "" if whole else (notes or ["no sealed test figures (its trials ran before trials sealed them)"])[0]
+    figures = HeldOutFigures(
+        seeds=[seeds[i] for i in indices], accuracy=[values[i] for i in indices] if whole else [], indices=indices,
+        source=source, note=note,
+    )  # fmt: skip
+    study.set_user_attr(f"{TEST_ATTR_PREFIX}{number}", figures.model_dump())
+    return figures
+
+
+def read_held_out(study: optuna.Study) -> dict[int, HeldOutFigures]:
+    """Trial number -> its design's test figures, as the final test opened them on `study`."""
+    return _figures(study, TEST_ATTR_PREFIX)
+
+
+def _figures(study: optuna.Study, prefix: str) -> dict[int, HeldOutFigures]:
+    """Trial number -> the figures of each study attr `<prefix><number>` (a record that does not read is left
+    out: the storage may be another version's)."""
+    found: dict[int, HeldOutFigures] = {}
+    for key, value in study.user_attrs.items():
+        number = key[len(prefix) :]
+        if key.startswith(prefix) and number.isdigit():
+            try:
+                found[int(number)] = HeldOutFigures.model_validate(value)
+            except ValidationError:
+                continue
+    return found

@@ -1,0 +1,253 @@
+"""A study's settings besides its fidelity (`SearchSettings`, each field `archdsl search`'s flag), what they
+resolve to (the default base, the pruner `auto` runs), and the command line that runs a study again,
+spelled from the same fields' flags (`reproduce_command`).
+
+Light at import (pydantic): the command line lists STRATEGIES and PRUNERS, and builds its flags from
+these fields, without importing Optuna.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    field_validator,
+)
+
+from archdsl.common_settings import DataSettings, DeviceSettings, DistSettings, ProgressSettings, flag_field
+from archdsl.outputs import RUNS_DIR
+from archdsl.search.objectives import OBJECTIVES
+
+if TYPE_CHECKING:
+    from archdsl.data import DatasetInfo
+    from archdsl.search.session import SearchPlan
+
+STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
+PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
+
+SMALL_BASE = "alter-small-base"  # the default base on the synthetic data, and on CIFAR without an accelerator
+GREY_BASE = "resnet-fmnist"  # the default base on 28x28 grey images (Fashion-MNIST, MNIST)
+PAPER_BASE = "alter50-base"  # the default base on CIFAR with a GPU: the paper's Alter-ResNet-50 (hours per
+# candidate on a CPU)
+
+
+# The --help sections of `archdsl search` (commands/search.py lays them out in this order).
+DATA, CHOICE, FIDELITY, STORE = "data and base", "strategy and objectives", "fidelity", "storage and output"
+FIDELITY_HINT = "train, or table:PATH (table:NAME for a built-in)"  # what --fidelity takes
+
+
+def check_fidelity_source(value: str) -> str:
+    """`train` or `table:...` (the table itself is checked when it loads); a ValueError otherwise."""
+    from archdsl.search.replay import is_replay
+
+    if value != "train" and not is_replay(value):
+        raise ValueError(f"unknown --fidelity {value!r}; give {FIDELITY_HINT}")
+    return value
+
+
+class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSettings):
+    """A study besides its fidelity (`archdsl.search.measures.Fidelity`): the data and base, the strategy and
+    objectives, the storage and output (and the settings shared with other commands: where the data
+    lives, the device, progress bars, the torchrun timeout). Each field is `archdsl search`'s flag."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dataset: str = flag_field(
+        "--dataset", "dataset name", group=DATA, metavar="NAME", default_text="synthetic, built in", default="synthetic"
+    )
+    base: str | None = flag_field(
+        "--base", "base network, a spec path or built-in name", group=DATA, metavar="SPEC",
+        default_text=f"one that fits the data and the machine: {SMALL_BASE} on synthetic, {GREY_BASE} on 28x28 grey "
+        f"sets, {PAPER_BASE} on CIFAR with a GPU, {SMALL_BASE} on CIFAR without one; fitted to the data's input shape "
+        "and classes (default_base)",
+        default=None,
+    )  # fmt: skip
+    search: str = flag_field(
+        "--search", "what to search, comma-separated from k,heads,window,dim_head,init", group=DATA, metavar="KNOBS",
+        default="k", comma_list=True,
+    )  # fmt: skip
+    strategy: str = flag_field(
+        "--strategy", "how the designs are chosen", group=CHOICE, default_text="buildup, the paper's rule",
+        default="buildup", choices=STRATEGIES,
+    )  # fmt: skip
+    pruner: str = flag_field(
+        "--pruner",
+        "stop poor candidates early on their per-epoch validation accuracy (accuracy-only studies): median, "
+        "successive halving, Hyperband, or none",
+        group=CHOICE,
+        default_text="auto, which is median for buildup and hyperband for the samplers (median below 3 epochs, where "
+        "Hyperband is successive halving), as the replayed efficiency study found best: docs/search.md",
+        default="auto", choices=("auto", *PRUNERS),
+    )  # fmt: skip
+    fidelity_source: Annotated[str, AfterValidator(check_fidelity_source)] = flag_field(
+        "--fidelity",
+        "train each candidate, or answer it from a fully measured table (a path, or a built-in: "
+        "table:fashion-mnist-k) in seconds, with simulated time (docs/search.md, Replay)",
+        group=FIDELITY, metavar="train|table:TABLE", default="train", dest="fidelity_source",
+    )  # fmt: skip
+    objectives: str = flag_field(
+        "--objectives", f"comma-separated from {', '.join(OBJECTIVES)}; several give a Pareto front",
+        group=CHOICE, metavar="LIST", default="accuracy", comma_list=True,
+    )  # fmt: skip
+    n_trials: PositiveInt = flag_field(
+        "--n-trials", "distinct designs the study should measure, a total over all workers and runs",
+        group=CHOICE, metavar="N", default=8,
+    )  # fmt: skip
+    timeout: PositiveFloat | None = flag_field(
+        "--timeout", "stop starting trials after this many seconds", group=CHOICE, metavar="SECONDS", default=None
+    )
+    seed_endpoints: bool = flag_field(
+        "--seed-endpoints", "measure the ResNet, AlterNet and Swin-like ends of the space first",
+        group=CHOICE, default=False,
+    )  # fmt: skip
+    max_params: PositiveFloat | None = flag_field(
+        "--max-params", "skip designs with more parameters (before training)", group=CHOICE, metavar="N", default=None
+    )
+    max_flops: PositiveFloat | None = flag_field(
+        "--max-flops", "skip designs with more FLOPs per image", group=CHOICE, metavar="N", default=None
+    )
+    seed: int = flag_field("--seed", "sampler and training seed", group=CHOICE, metavar="N", default=0)
+    max_seeds: PositiveInt | None = flag_field(
+        "--max-seeds", "racing: where the build-up walk's paired test cannot tell a candidate from the incumbent, "
+        "measure both on one more seed, up to this many (and the samplers re-measure their leading designs up to it)",
+        group=CHOICE, metavar="M", default_text="--seeds (no racing)", default=None,
+    )  # fmt: skip
+    study_name: str | None = flag_field(
+        "--study-name", "the study's name", group=STORE, metavar="NAME",
+        default_text="BASE-DATASET-STRATEGY, and -replay after it for --fidelity table:...", default=None,
+    )  # fmt: skip
+    storage: str | None = flag_field(
+        "--storage", "sqlite:///PATH, postgresql://USER:PASS@HOST/DB, journal:PATH, or grpc://HOST:PORT (a proxy "
+        "started by `archdsl study serve`)", group=STORE, metavar="URL",
+        default_text="the journal file OUT/STUDY/study.journal", default=None,
+    )  # fmt: skip
+    heartbeat: PositiveInt = flag_field(
+        "--heartbeat", "worker heartbeat interval", group=STORE, metavar="SECONDS", default=30
+    )
+    grace_period: PositiveInt | None = flag_field(
+        "--grace-period", "a worker silent this long is dead; its trial is failed and retried",
+        group=STORE, metavar="SECONDS", default_text="3 x heartbeat", default=None,
+    )  # fmt: skip
+    max_retry: NonNegativeInt = flag_field(
+        "--max-retry", "retries of a trial whose worker died", group=STORE, metavar="N", default=2
+    )
+    out: str = flag_field("--out", "runs folder", group=STORE, metavar="DIR", default=RUNS_DIR)
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, value: str) -> str:
+        if value not in STRATEGIES:
+            raise ValueError(f"unknown strategy {value!r}; choose from {', '.join(STRATEGIES)}")
+        return value
+
+    @field_validator("pruner")
+    @classmethod
+    def _known_pruner(cls, value: str) -> str:
+        if value != "auto" and value not in PRUNERS:
+            raise ValueError(f"unknown pruner {value!r}; choose from auto, {', '.join(PRUNERS)}")
+        return value
+
+    def chosen_pruner(self, epochs: int) -> str:
+        """The pruner the study runs with at a fidelity of `epochs`: `auto` resolved by the strategy and
+        the epochs (`default_pruner`)."""
+        return chosen_pruner(self.pruner, self.strategy, epochs)
+
+
+def default_base(info: DatasetInfo, synthetic: bool, accelerator: bool) -> tuple[str, str]:
+    """The base a search takes when none is given, and why: one that trains a candidate in
+    minutes on the data and the machine at hand (the paper's base only on CIFAR with a GPU)."""
+    if synthetic:
+        return SMALL_BASE, "default on synthetic data"
+    if info.image_shape == (1, 28, 28):
+        return GREY_BASE, "default for 28x28 grey images"
+    if accelerator:
+        return PAPER_BASE, "default with a GPU: the paper's Alter-ResNet-50"
+    return SMALL_BASE, f"default without a GPU; --base {PAPER_BASE} for the paper's, hours per candidate on a CPU"
+
+
+# `--pruner auto`, from the replayed efficiency study (docs/search.md, "Is the search worth running?"):
+# chosen on the earlier fashion-mnist-k-init table (6 epochs), where Hyperband saved 48% of a TPE or random
+# search's simulated time at the unpruned regret and the median pruner 27% of the build-up walk's. On
+# today's fashion-mnist-k table (the default fidelity) the pruners end at the unpruned regret too, saving
+# 21-33% (median, halving, Hyperband) of TPE's and random search's time with one seed, 26-47% with two, and
+# 0-1% of the walk's; on the 32-design k x heads table 53-54% of a sampler's for 0.17-0.33 points of regret.
+AUTO_PRUNER = "auto"
+# Pruning rungs at epochs 1, 3, 9, ...: the halving pruners keep a third of the trials at each.
+REDUCTION_FACTOR = 3
+
+
+def default_pruner(strategy: str, epochs: int) -> str:
+    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: median for the build-up
+    walk; Hyperband for the samplers where it has two brackets or more (at least 3 epochs, as on the
+    table's 6), else median: with one bracket Hyperband is successive halving, the pruner the study
+    rejected for its regret."""
+    if strategy == "buildup" or epochs < REDUCTION_FACTOR:
+        return "median"
+    return "hyperband"
+
+
+def chosen_pruner(kind: str, strategy: str, epochs: int) -> str:
+    """The pruner a study runs with: `kind`, or `default_pruner(strategy, epochs)` for `auto`."""
+    return default_pruner(strategy, epochs) if kind == AUTO_PRUNER else kind
+
+
+# Settings that do not change what a study measures, left out of its command line: how the data is fetched,
+# how workers report, wait for each other and find the dead ones, and the fast copy of each model (which
+# computes the same numbers).
+NOT_RECORDED = ("download", "progress", "dist_timeout", "heartbeat", "grace_period", "max_retry", "optimize")
+
+
+def reproduce_command(plan: SearchPlan) -> str:
+    """The `archdsl search` line that runs this study again, kept in the study for its report: every flag of
+    `SearchSettings` and `measures.Fidelity` (`NOT_RECORDED` aside) with the value the study runs with,
+    defaults included (a later change of a default must not change what the line does), the recipe's given
+    settings after `--recipe`; the Hessian's and robustness's flags only when an objective reads them
+    (`json_schema_extra["objectives"]`). A database URL's password is left out."""
+    import shlex
+
+    from archdsl.run.recipe import recipe_command_words, recipe_flags
+    from archdsl.search.storage import without_password
+
+    s, fidelity = plan.settings, plan.fidelity
+    resolved = {
+        "base": plan.base_name,
+        "objectives": ",".join(o.name for o in plan.objectives),
+        "pruner": plan.pruner,
+        "max_seeds": plan.max_seeds if plan.max_seeds > fidelity.seeds else None,
+        "study_name": plan.study_name,
+        "storage": None if s.storage is None else without_password(s.storage),
+    }
+    names = {o.name for o in plan.objectives}
+    words = ["archdsl", "search"]
+    for settings in (s, fidelity):
+        for field, info in type(settings).model_fields.items():
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            read_by = extra.get("objectives")  # the objectives that read it, where only some do
+            if "flag" not in extra or field in NOT_RECORDED or (isinstance(read_by, tuple) and not names & {*read_by}):
+                continue
+            words += _flag_words(str(extra["flag"]), resolved.get(field, getattr(settings, field)))
+            if field == "recipe":
+                given = dict(fidelity.train_settings)
+                words += recipe_command_words({name: given[name] for name in recipe_flags() if name in given})
+    return shlex.join(words)
+
+
+def _flag_words(flag: str, value: Any) -> list[str]:
+    """A flag with its value as the command line takes it back: a switch on or off, a list comma-separated."""
+    if value is None:
+        return []
+    if isinstance(value, bool):
+        return [flag if value else f"--no-{flag[2:]}"]
+    if isinstance(value, tuple):
+        return [flag, ",".join(map(str, value))]
+    return [flag, _number(value) if isinstance(value, float) else str(value)]
+
+
+def _number(value: float) -> str:
+    """A number as a flag takes it back exactly: `323000`, `0.4`, `1e-05`."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
