@@ -341,14 +341,32 @@ def proxy_answering(url: str | None) -> Iterator[None]:
 
     try:
         yield
-    except grpc.RpcError as err:
-        code = err.code() if isinstance(err, grpc.Call) else None
+    except Exception as err:
+        # Optuna's call may meet the dead proxy inside its own error handling and fail there (its
+        # `_run_trial` then raises an UnboundLocalError whose context is gRPC's error): any error that
+        # gRPC's caused is the proxy's.
+        rpc = _rpc_error_in(err, grpc.RpcError)
+        if rpc is None:
+            raise
+        code = rpc.code() if isinstance(rpc, grpc.Call) else None
         raise UserError(
             f"the gRPC proxy {url} stopped answering ({code.name.lower() if code else 'no answer'}); "
             "the finished trials are kept in the storage behind it",
             hint="start the proxy again (`archdsl study serve`) and run the same command: the search goes on "
             "where it stopped",
         ) from None
+
+
+def _rpc_error_in(err: BaseException, rpc_error: type[Exception]) -> Exception | None:
+    """The first `rpc_error` in `err`'s chain of causes (as a traceback shows them: not past `from None`)."""
+    seen: set[int] = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        if isinstance(link, rpc_error):
+            return link
+        seen.add(id(link))
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return None
 
 
 def _check_listening(address: GrpcAddress) -> None:

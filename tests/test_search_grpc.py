@@ -299,3 +299,43 @@ def test_a_proxy_killed_while_report_reads_is_named_not_a_traceback(tmp_path, ca
         server.kill()
     err = capsys.readouterr().err
     assert status == 1 and f"the gRPC proxy {url} stopped answering" in err and "Traceback" not in err, err
+
+
+@needs_grpc
+def test_a_proxy_killed_while_a_trial_is_told_is_named_not_optunas_unbound_local(tmp_path, capsys, monkeypatch):
+    """The proxy dies between a trial's objective and Optuna's `tell`: Optuna's clean-up asks the dead proxy
+    again and its `finally` then fails on a variable it never set (UnboundLocalError, the RpcError only its
+    context). It is still the dead proxy's one line, and the finished trials stay in the journal."""
+    import archdsl.search.runner as runner
+
+    journal = tmp_path / "shared.journal"
+    server, url = _serve(f"journal:{journal}")
+    make_objective = runner.make_objective
+    trials = []
+
+    def proxy_dies_after_the_second_objective(plan):
+        objective = make_objective(plan)
+
+        def measured(trial):
+            value = objective(trial)
+            trials.append(trial.number)
+            if len(trials) == 2:  # the first trial is told and kept; the proxy goes before the second's tell
+                server.kill()
+                server.communicate()
+            return value
+
+        return measured
+
+    monkeypatch.setattr(runner, "make_objective", proxy_dies_after_the_second_objective)
+    args = support.search_args(
+        tmp_path, "s", "--strategy", "random", "--objectives", "params", "--n-trials", "5", "--storage", url
+    )
+    try:
+        status = main(args)
+    finally:
+        server.kill()
+    err = capsys.readouterr().err
+    assert status == 1 and f"the gRPC proxy {url} stopped answering" in err, err
+    assert "Traceback" not in err and "UnboundLocalError" not in err and "updated_state" not in err, err
+    study = optuna.load_study(study_name="s", storage=JournalStorage(JournalFileBackend(str(journal))))
+    assert [t.state for t in study.trials if t.number == trials[0]] == [TrialState.COMPLETE]
