@@ -25,7 +25,7 @@ import reprlib
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from typing import Any, Literal, TypeVar
 
 from archdsl.errors import UserError
@@ -231,11 +231,16 @@ def call_hook(kind: BlockKind, hook: str, function: Callable[..., _T], *args: An
     the kind, the hook, the module that declared it and the error. A broken plug-in is its author's
     mistake, not archdsl's: the user gets a message and an exit status, not a traceback. A `UserError`
     it raises itself passes as it is; so does Ctrl-C (KeyboardInterrupt), the one way to stop a hook
-    that hangs. `sys.exit` in a hook is a failure too: it would end archdsl with no word and status 0."""
+    that hangs, which then names the hook and the kind ("interrupted in the count of block kind ...": the
+    one that hangs). `sys.exit` in a hook is a failure too: it would end archdsl with no word and status 0."""
     try:
         return function(*args)
-    except (UserError, KeyboardInterrupt):
+    except UserError:
         raise
+    except KeyboardInterrupt as err:
+        if err.args:  # already says where (a hook called from another's)
+            raise
+        raise KeyboardInterrupt(f"in the {hook} of {kind.title}") from None
     except BaseException as err:
         raise UserError(f"{kind.title}: its {hook} failed: {failure(err)}", hint=PLUGIN_BUG_HINT) from err
 
@@ -414,17 +419,20 @@ def _read_entry_points() -> None:
             for kind in declared:
                 if kind.name not in _REGISTRY:
                     register_block(kind)
-        except KeyboardInterrupt:
-            raise
+        except KeyboardInterrupt:  # a plug-in that hangs as it loads: say which
+            raise KeyboardInterrupt(f"while loading {_entry_point_title(point)}") from None
         # A broken plug-in is its author's to fix: say which one, not a traceback. `sys.exit` while
         # loading too: it would end archdsl with no word and status 0.
         except BaseException as err:
-            dist = getattr(getattr(point, "dist", None), "name", None)  # None: not from an installed distribution
-            source = f" of the distribution {dist}" if dist else ""
-            _entry_point_failures.append(
-                f"the {ENTRY_POINT_GROUP} entry point `{point.name}` ({point.value}){source} could not be loaded:"
-                f" {failure(err)}"
-            )
+            _entry_point_failures.append(f"{_entry_point_title(point)} could not be loaded: {failure(err)}")
+
+
+def _entry_point_title(point: EntryPoint) -> str:
+    """How messages name an entry point: "the archdsl.blocks entry point `timm` (pkg:kinds) of the distribution
+    pkg"."""
+    dist = getattr(getattr(point, "dist", None), "name", None)  # None: not from an installed distribution
+    source = f" of the distribution {dist}" if dist else ""
+    return f"the {ENTRY_POINT_GROUP} entry point `{point.name}` ({point.value}){source}"
 
 
 def _declared_kinds(loaded: object) -> list[BlockKind]:

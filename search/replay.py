@@ -57,6 +57,9 @@ OLD_TABLE_SCHEMAS = ("archdsl.search-table/1",)
 TABLE_PREFIX = "table:"  # --fidelity table:PATH or table:NAME (a built-in table)
 # The measures a run records, by objective name (params and FLOPs come from the IR).
 RECORDED = ("accuracy", "robustness", "nep", "ape", "latency")
+# A table file is read whole and parsed into objects that take 7-13 times its size in memory: one past this is
+# refused by its size before it is read (the shipped ones are ~100 KB; 1,000 designs x 5 seeds x 50 epochs: ~47 MB).
+MAX_TABLE_BYTES = 64 * 1024 * 1024
 
 
 # What a table's numbers may be: every one finite, fractions in [0, 1], times non-negative and below
@@ -238,6 +241,12 @@ def load_replay(fidelity: str) -> Replay:
     if not ref:
         raise UserError("--fidelity table: names no table", hint="--fidelity table:PATH or table:NAME")
     path = table_path(ref)
+    size = path.stat().st_size
+    if size > MAX_TABLE_BYTES:
+        raise UserError(
+            f"{ref} is {size:,} bytes; a search table holds at most {MAX_TABLE_BYTES:,} bytes",
+            hint="a table holds the designs of one space (the shipped ones are ~100 KB): is it a search table?",
+        )
     try:
         data = json_text.parse(path.read_text(encoding="utf-8"))
     except json_text.TooDeepJSON as err:
@@ -293,11 +302,13 @@ def check_replay(
     if base.digest() != space.base.digest() and base.name == space.base.name:
         from archdsl.lang.printer import format_arch
 
-        theirs, ours = format_arch(base).splitlines(), format_arch(space.base).splitlines()
+        # Compared with their spaces collapsed: the printer pads a block's lines to its widest, so one wider
+        # line moves its neighbours' columns without changing them.
+        theirs, ours = ([" ".join(line.split()) for line in format_arch(a).splitlines()] for a in (base, space.base))
         line = next(
             (i for i, (a, b) in enumerate(zip(theirs, ours, strict=False)) if a != b), min(len(theirs), len(ours))
         )
-        differs = [" ".join((lines[line:] or ["(nothing)"])[0].split()) for lines in (theirs, ours)]
+        differs = [(lines[line:] or ["(nothing)"])[0] for lines in (theirs, ours)]
         raise UserError(
             f"the table {replay.source} measured another version of the base {base.name!r}: "
             f"its `{differs[0]}` is `{differs[1]}` in this search's",

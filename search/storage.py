@@ -306,12 +306,15 @@ def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
         )
     except ConnectionError:
         proxy.close()
-        raise UserError(
-            f"cannot open storage grpc://{address}: no answer from {address} within {address.connect_timeout:g} s",
-            hint="start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check "
-            "the host and port; a slow network can wait longer with ?connect_timeout=SECONDS",
-        ) from None
+        raise _no_answer(address) from None
     return proxy
+
+
+def _no_answer(address: GrpcAddress) -> UserError:
+    return UserError(
+        f"cannot open storage grpc://{address}: no answer from {address} within {address.connect_timeout:g} s",
+        hint=f"{_START_THE_PROXY}; a slow network can wait longer with ?connect_timeout=SECONDS",
+    )
 
 
 T = TypeVar("T")
@@ -333,8 +336,14 @@ def proxy_answering(url: str | None) -> Iterator[None]:
 
     try:
         yield
-    except grpc.RpcError as err:
-        code = err.code() if isinstance(err, grpc.Call) else None
+    except Exception as err:
+        # Optuna's call may meet the dead proxy inside its own error handling and fail there (its
+        # `_run_trial` then raises an UnboundLocalError whose context is gRPC's error): any error that
+        # gRPC's caused is the proxy's.
+        rpc = _rpc_error_in(err, grpc.RpcError)
+        if rpc is None:
+            raise
+        code = rpc.code() if isinstance(rpc, grpc.Call) else None
         raise UserError(
             f"the gRPC proxy {url} stopped answering ({code.name.lower() if code else 'no answer'}); "
             "the finished trials are kept in the storage behind it",
@@ -343,23 +352,45 @@ def proxy_answering(url: str | None) -> Iterator[None]:
         ) from None
 
 
+def _rpc_error_in(err: BaseException, rpc_error: type[Exception]) -> Exception | None:
+    """The first `rpc_error` in `err`'s chain of causes (as a traceback shows them: not past `from None`)."""
+    seen: set[int] = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        if isinstance(link, rpc_error):
+            return link
+        seen.add(id(link))
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return None
+
+
+_START_THE_PROXY = (
+    "start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check the host and port"
+)
+
+
 def _check_listening(address: GrpcAddress) -> None:
-    """A UserError at once when the proxy's machine refuses the connection (nothing listens on the port): gRPC
+    """A UserError at once when no gRPC proxy answers at `address`: the connection refused (nothing listens on
+    the port), closed at once, answered by an HTTP server or by something else, or not answered in time. gRPC
     itself would retry until the timeout and then say only that there was no answer."""
-    host = address.host.strip("[]")
+    from archdsl.search.grpc_probe import Answer, probe
+
     try:
-        _while_interruptible(
-            lambda: socket.create_connection((host, address.port), timeout=address.connect_timeout).close(),
+        found = _while_interruptible(
+            lambda: probe(address.host.strip("[]"), address.port, address.connect_timeout),
             f"while connecting to {address}",
         )
     except ConnectionRefusedError:
         raise UserError(
             f"cannot open storage grpc://{address}: {address} refused the connection (nothing listens there)",
-            hint="start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check "
-            "the host and port",
+            hint=_START_THE_PROXY,
         ) from None
-    except OSError:  # no answer, no route, a name that does not resolve: gRPC's own wait says it
-        pass
+    except OSError:  # no connection in time, no route, a name that does not resolve: gRPC's own wait says it
+        return
+    if found.answer is Answer.SILENT:
+        raise _no_answer(address)
+    if found.answer is not Answer.HTTP2:
+        raise UserError(f"cannot open storage grpc://{address}: {found.describe(str(address))}", hint=_START_THE_PROXY)
 
 
 def _while_interruptible(work: Callable[[], T], doing: str) -> T:

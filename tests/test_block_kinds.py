@@ -655,7 +655,78 @@ def test_ctrl_c_stops_a_hook_that_hangs(registry, tmp_path, capsys):
 
     archdsl.register_block(_ghost(count=_failing(KeyboardInterrupt())))
     assert main(["check", str(_ghost_spec(tmp_path))]) == 130
-    assert capsys.readouterr().err == "archdsl: interrupted\n"
+    said = "archdsl: interrupted in the count of block kind `ghost` (declared in test_block_kinds)"
+    assert capsys.readouterr().err == f"{said}\n"  # which plug-in hangs
+
+
+SLEEPY_PLUGIN = """\
+import os
+import pathlib
+import time
+
+from archdsl.kinds import BlockKind
+
+
+def count(place):
+    pathlib.Path(os.environ["SLEEPY_MARK"]).write_text("counting")  # the test's cue to press Ctrl-C
+    time.sleep(600)
+    return (0, 0)
+
+
+def kinds():
+    return BlockKind(name="sleepy", args=(), count=count, build=lambda place, drop_path: None, channels="keep")
+"""
+
+
+def test_ctrl_c_stops_an_installed_plugin_whose_count_hangs_and_names_it(tmp_path):
+    """`archdsl check` as a user runs it, its plug-in found through an installed package's entry point (a
+    dist-info folder on PYTHONPATH), its `count` asleep: SIGINT (Ctrl-C) ends it at once with one line that
+    names the hook and the kind, exit status 130."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "sleepy_blocks.py").write_text(SLEEPY_PLUGIN)
+    info = tmp_path / "sleepy_blocks-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sleepy-blocks\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[archdsl.blocks]\nsleepy = sleepy_blocks:kinds\n")
+    spec = _ghost_spec(tmp_path, "conv sleepy")
+    mark = tmp_path / "counting"
+    env = os.environ | {"PYTHONPATH": str(tmp_path), "SLEEPY_MARK": str(mark), "PYTHONWARNINGS": "ignore"}
+    checking = subprocess.Popen(
+        [sys.executable, "-m", "archdsl", "check", str(spec)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # A shell's background job ignores SIGINT, and a child inherits that: this one gets Ctrl-C as a terminal's.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not mark.exists() and checking.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert mark.exists(), checking.communicate(timeout=60)[0] if checking.poll() is not None else "no count"
+        checking.send_signal(signal.SIGINT)
+        output, _ = checking.communicate(timeout=60)
+    finally:
+        checking.kill()
+    assert checking.returncode == 130, output
+    assert output == "archdsl: interrupted in the count of block kind `sleepy` (declared in sleepy_blocks)\n"
+    assert output in (ROOT / "docs" / "language.md").read_text(encoding="utf-8")  # the line the doc shows
+
+
+def test_ctrl_c_while_an_entry_point_loads_names_it(registry, monkeypatch, tmp_path, capsys):
+    # A plug-in module that hangs as it is imported: Ctrl-C says which entry point was loading.
+    from archdsl.cli import main
+
+    _fresh_entry_points(monkeypatch, registry, _Point("slow", KeyboardInterrupt()))
+    assert main(["check", str(_ghost_spec(tmp_path))]) == 130
+    said = "archdsl: interrupted while loading the archdsl.blocks entry point `slow` (pkg_slow:kinds)"
+    said += " of the distribution pkg-slow"
+    assert capsys.readouterr().err == f"{said}\n"
 
 
 class _Exiting(BaseException):

@@ -9,7 +9,11 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import _search_support as support
 import optuna
@@ -144,6 +148,94 @@ def test_a_listener_that_never_answers_fails_within_the_urls_timeout(tmp_path, c
     err = capsys.readouterr().err
     assert f"no answer from 127.0.0.1:{port} within 1 s" in err and "archdsl study serve" in err
     assert "Traceback" not in err and not (tmp_path / "runs").exists()
+
+
+@contextmanager
+def _listener(answer: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A listener on 127.0.0.1 (its port) that treats each connection with `answer`, until the block ends."""
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.1)  # accept wakes up to see `stop`
+
+        def serve() -> None:
+            while not stop.is_set():
+                try:
+                    connection, _ = server.accept()
+                except TimeoutError:
+                    continue
+                with connection:
+                    connection.settimeout(5)
+                    answer(connection)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield server.getsockname()[1]
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+
+
+@contextmanager
+def _http_server() -> Iterator[int]:
+    """Python's own HTTP server: to the HTTP/2 preface it answers a bare HTML error page, with no status line."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    server.RequestHandlerClass.log_message = lambda *args: None  # type: ignore[method-assign]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def _reads_then(reply: bytes) -> Callable[[socket.socket], None]:
+    def answer(connection: socket.socket) -> None:
+        connection.recv(1024)
+        connection.sendall(reply)
+
+    return answer
+
+
+def _closes_at_once(connection: socket.socket) -> None:
+    pass
+
+
+@pytest.mark.parametrize(
+    "listener, said",
+    [
+        (_http_server, "an HTTP server answers at {address}, not a gRPC proxy"),
+        (
+            lambda: _listener(_reads_then(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")),
+            "an HTTP server answers at {address}, not a gRPC proxy",
+        ),
+        (
+            lambda: _listener(_reads_then(b"\x00\xffgarbage\x1b[31m")),
+            "something that is not a gRPC proxy answers at {address} (its first bytes: "
+            + repr(b"\x00\xffgarbage\x1b[31m")
+            + ")",
+        ),
+        (
+            lambda: _listener(_closes_at_once),
+            "{address} closed the connection at once (what listens there is not a gRPC proxy)",
+        ),
+    ],
+    ids=["http-server", "http-status-line", "garbage", "closes-at-once"],
+)
+@needs_grpc
+def test_a_listener_that_is_no_grpc_proxy_is_named_at_once(tmp_path, capsys, listener, said):
+    """Not "no answer" after the timeout: what answered, as soon as it has (the timeout is long enough that
+    a wait for it would be the old behaviour, short enough that a failing test ends)."""
+    with listener() as port:
+        address = f"127.0.0.1:{port}"
+        url = f"grpc://{address}?connect_timeout=5"
+        assert main(support.search_args(tmp_path, "s", "--storage", url)) == 1
+    err = capsys.readouterr().err
+    assert f"cannot open storage grpc://{address}: {said.format(address=address)}" in err, err
+    assert "no answer" not in err and "Traceback" not in err and "\x1b" not in err, err
+    assert not (tmp_path / "runs").exists()
 
 
 @pytest.mark.parametrize("timeout", ["1e12", "1e400", "nan"])
@@ -299,3 +391,62 @@ def test_a_proxy_killed_while_report_reads_is_named_not_a_traceback(tmp_path, ca
         server.kill()
     err = capsys.readouterr().err
     assert status == 1 and f"the gRPC proxy {url} stopped answering" in err and "Traceback" not in err, err
+
+
+@needs_grpc
+def test_a_proxy_killed_while_a_trial_is_told_is_named_not_optunas_unbound_local(tmp_path, capsys, monkeypatch):
+    """The proxy dies between a trial's objective and Optuna's `tell`: Optuna's clean-up asks the dead proxy
+    again and its `finally` then fails on a variable it never set (UnboundLocalError, the RpcError only its
+    context). It is still the dead proxy's one line, and the finished trials stay in the journal."""
+    import archdsl.search.runner as runner
+
+    journal = tmp_path / "shared.journal"
+    server, url = _serve(f"journal:{journal}")
+    make_objective = runner.make_objective
+    trials = []
+
+    def proxy_dies_after_the_second_objective(plan):
+        objective = make_objective(plan)
+
+        def measured(trial):
+            value = objective(trial)
+            trials.append(trial.number)
+            if len(trials) == 2:  # the first trial is told and kept; the proxy goes before the second's tell
+                server.kill()
+                server.communicate()
+            return value
+
+        return measured
+
+    monkeypatch.setattr(runner, "make_objective", proxy_dies_after_the_second_objective)
+    args = support.search_args(
+        tmp_path, "s", "--strategy", "random", "--objectives", "params", "--n-trials", "5", "--storage", url
+    )
+    try:
+        status = main(args)
+    finally:
+        server.kill()
+    err = capsys.readouterr().err
+    assert status == 1 and f"the gRPC proxy {url} stopped answering" in err, err
+    assert "Traceback" not in err and "UnboundLocalError" not in err and "updated_state" not in err, err
+    study = optuna.load_study(study_name="s", storage=JournalStorage(JournalFileBackend(str(journal))))
+    assert [t.state for t in study.trials if t.number == trials[0]] == [TrialState.COMPLETE]
+    assert [t.state for t in study.trials if t.number == trials[1]] == [TrialState.RUNNING]  # never told
+
+    # As docs/search.md says: the proxy started again, the same command goes on. The untold trial's worker is
+    # gone (here: its process, as a worker's that ended), so it is failed and its design measured again.
+    import archdsl.search.storage as storage
+
+    monkeypatch.setattr(runner, "make_objective", make_objective)
+    monkeypatch.setattr(storage, "_pid_alive", lambda pid: False)
+    server, url = _serve(f"journal:{journal}")
+    try:
+        assert main([url if arg.startswith("grpc://") else arg for arg in args]) == 0
+    finally:
+        _stop(server)
+    study = optuna.load_study(study_name="s", storage=JournalStorage(JournalFileBackend(str(journal))))
+    assert [t.state for t in study.trials if t.number == trials[0]] == [TrialState.COMPLETE]
+    assert [t.state for t in study.trials if t.number == trials[1]] == [TrialState.FAIL]
+    retried = study.trials[trials[1]].params
+    assert [t.state for t in study.trials if t.number > trials[1] and t.params == retried][:1] == [TrialState.COMPLETE]
+    assert not [t.number for t in study.trials if t.state == TrialState.RUNNING]

@@ -393,6 +393,20 @@ def test_an_unknown_fidelity_is_a_usage_error_also_in_a_dry_run(tmp_path, table_
     assert "Traceback" not in err and not (tmp_path / "runs").exists()
 
 
+def test_a_table_larger_than_the_bound_is_refused_before_it_is_read(tmp_path, capsys):
+    """A million designs parsed would take gigabytes: a file past the bound is refused by its size (a sparse
+    file here: nothing is written, and nothing of it may be read)."""
+    from archdsl.search.replay import MAX_TABLE_BYTES
+
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(MAX_TABLE_BYTES + 1)
+    assert main(search_args(huge, tmp_path / "runs", "bad")) == 1
+    err = capsys.readouterr().err
+    assert f"{huge} is {MAX_TABLE_BYTES + 1:,} bytes; a search table holds at most {MAX_TABLE_BYTES:,} bytes" in err
+    assert "Traceback" not in err and not (tmp_path / "runs").exists(), err
+
+
 def test_a_file_that_is_not_json_and_another_base_are_user_errors(tmp_path, table_file, capsys):
     (tmp_path / "t.json").write_text("not json")
     assert main(search_args(tmp_path / "t.json", tmp_path / "runs", "bad")) == 1
@@ -549,6 +563,21 @@ def test_a_table_made_on_another_version_of_the_same_base_names_what_differs(tmp
     err = capsys.readouterr().err
     assert "another version of the base 'resnet-fmnist'" in err, err
     assert "width=24" in err and "width=16" in err and "not this search's 'resnet-fmnist'" not in err, err
+
+
+def test_a_base_that_differs_in_a_line_of_its_own_width_names_that_line_not_a_realigned_one(
+    tmp_path, table_file, capsys
+):
+    """c3 one digit wider: the printer pads every stage line to the widest, so c1's line changes only in its
+    spaces. The difference quoted is c3's, not c1's twice."""
+
+    def wider_c3(data):
+        data["base"] = data["base"].replace("stage c3(width=64,", "stage c3(width=640,", 1)
+
+    assert main(search_args(_edited(tmp_path, table_file, wider_c3), tmp_path / "runs", "bad")) == 1
+    err = capsys.readouterr().err
+    assert "its `stage c3(width=640, stride=2) { conv*2 }` is `stage c3(width=64, stride=2) { conv*2 }`" in err, err
+    assert "c1" not in err and "Traceback" not in err, err
 
 
 # -- paired seeds (--seeds N) -----------------------------------------------------------------------

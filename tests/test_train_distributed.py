@@ -255,3 +255,23 @@ def test_a_rank_that_torchrun_stops_says_so_even_with_its_output_quieted(tmp_pat
     assert process.returncode == 128 + signal.SIGTERM
     assert err.startswith("archdsl: rank 1 of 2: stopped by torchrun (SIGTERM)"), err
     assert "another rank ended" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_torchrun_reports_a_failed_rank_with_its_own_traceback_after_archdsls_line(tmp_path: Path) -> None:
+    """What docs/training.md says a user sees when a rank ends with a status other than 0: archdsl's line
+    first, then torchrun's own report (its ChildFailedError traceback, none of whose frames is archdsl's, and
+    the rank that ended first under `Root Cause`), exit status 1. Here every rank meets a user's mistake."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m", "archdsl"]
+    command += ["train", "tiny", "--dataset", DATASET, "--device", "cpu", "--out", str(tmp_path / "run")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    said = output.index("archdsl: error: design 'tiny' has 10 classes")
+    traceback = output.index("Traceback (most recent call last):")
+    assert said < traceback, output
+    frames = re.findall(r'^  File "([^"]+)"', output[traceback:], re.M)
+    ours = Path(__file__).resolve().parents[1]
+    assert frames and not [f for f in frames if Path(f).is_absolute() and Path(f).resolve().is_relative_to(ours)]
+    assert "torch.distributed.elastic.multiprocessing.errors.ChildFailedError" in output
+    assert "Root Cause (first observed failure)" in output and "exitcode  : 1" in output, output
