@@ -3,12 +3,14 @@
 
 timm's test file is not copied into this repository: it comes from the sdist of the installed
 timm version on PyPI (`pip download --no-binary :all: timm==<version>`), which ships `tests/`,
-and is cached in `$ARCHDSL_TIMM_TESTS_DIR` (default `~/.cache/archdsl/timm-tests`). Two
-lines are added to timm's `conftest.py` and two to `test_models.py`, nothing else changes:
+and is cached in `$ARCHDSL_TIMM_TESTS_DIR` (default `~/.cache/archdsl/timm-tests`). Lines
+are added to timm's `conftest.py` and two to `test_models.py`, nothing else changes:
 
-- `conftest.py` imports archdsl (which registers the `archdsl_*` models) and keeps only the
+- `conftest.py` imports archdsl (which registers the `archdsl_*` models), keeps only the
   tests of the models named in `ARCHDSL_TIMM_MODELS` (exact names: pytest's `-k` matches
-  substrings, and `archdsl_alter50` is a substring of `archdsl_alter50_base`);
+  substrings, and `archdsl_alter50` is a substring of `archdsl_alter50_base`), and gives each
+  pytest-xdist worker one torch thread (the tests run on a worker per core, `-n auto`, as
+  archdsl's own suite: two-thread workers on shared cores spin waiting for each other);
 - `test_models.py`'s `NON_STD_FILTERS` (timm's list of models whose `forward_features` returns
   tokens, not an NCHW map: ViT, PiT, ...) gets the archdsl models whose head reads tokens, the
   way timm lists its own ViT and PiT there, and its `FEAT_INTER_FILTERS` (the model modules
@@ -19,6 +21,7 @@ Usage:
     .venv/bin/python .ci/timm_contract.py --native              # and timm's models of each family
     .venv/bin/python .ci/timm_contract.py --table docs/compiler.md   # rewrite the table there
     .venv/bin/python .ci/timm_contract.py --models archdsl_tiny -- -x   # after --: pytest's args
+    .venv/bin/python .ci/timm_contract.py -- -n 0               # in this process, torch's own threads
 Exit status: pytest's (0 when every selected test passed or was skipped).
 """
 
@@ -45,6 +48,12 @@ CONFTEST_ADDITION = """
 
 # -- added by archdsl's .ci/timm_contract.py ------------------------------------------------
 import archdsl  # noqa: E402,F401  (registers the archdsl_* models with timm)
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one torch thread per worker, as archdsl's tests/conftest.py
+    import torch as _torch
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    _torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -198,7 +207,7 @@ def main() -> int:
     tests = prepare(timm_tests(version), non_std)
     junit = tests.parent / "junit.xml"
     command = [sys.executable, "-m", "pytest", str(tests / "test_models.py"), "-q", "-p", "no:cacheprovider"]
-    command += ["--rootdir", str(tests.parent), "-c", os.devnull, f"--junitxml={junit}", "-n", "0", "-rfE"]
+    command += ["--rootdir", str(tests.parent), "-c", os.devnull, f"--junitxml={junit}", "-n", "auto", "-rfE"]
     env = {**os.environ, "ARCHDSL_TIMM_MODELS": ",".join(models)}
     code = subprocess.run([*command, *args.pytest_args], env=env, cwd=tests.parent).returncode
     if junit.exists():

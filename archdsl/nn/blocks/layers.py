@@ -34,6 +34,10 @@ class ConvNormStem(nn.Module):
         self.act = nn.ReLU(inplace=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv_norm_act(x)
+
+    def conv_norm_act(self, x: torch.Tensor) -> torch.Tensor:
+        # A method of its own so that ImageNetNormStem reuses it: TorchScript cannot compile `super().forward`.
         return self.act(self.norm(self.conv(x)))
 
     def conv_norm_pairs(self) -> list[tuple[str, str]]:
@@ -92,7 +96,8 @@ class ImageNetStem(nn.Conv2d):
         super().__init__(in_channels, channels, 7, stride=2, padding=3, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.max_pool2d(super().forward(x), 3, stride=2, padding=1)
+        # Conv2d.forward's own body: TorchScript cannot compile `super().forward`.
+        return F.max_pool2d(self._conv_forward(x, self.weight, self.bias), 3, stride=2, padding=1)
 
 
 class ImageNetNormStem(ConvNormStem):
@@ -106,7 +111,7 @@ class ImageNetNormStem(ConvNormStem):
         self.conv = nn.Conv2d(in_channels, channels, 7, stride=2, padding=3, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.max_pool2d(super().forward(x), 3, stride=2, padding=1)
+        return F.max_pool2d(self.conv_norm_act(x), 3, stride=2, padding=1)
 
 
 def stem(arch: Arch) -> nn.Module:
