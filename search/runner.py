@@ -268,13 +268,16 @@ def run_search(
             # A trained trial leaves a model's memory behind; a replayed one nothing (and a collection takes ~0.1-1 s).
             gc_after_trial=plan.replay is None,
         )
-    steps = walker.walk(study).steps if walker is not None else None
-    kept = [step for step in steps or () if step.accepted]
-    if kept:  # the walk's answer, where the report reads it (the design of the best mean may be one it rejected)
-        study.set_user_attr(WALK_END_ATTR, space.arch_from_params(kept[-1].params).digest())
+    walk = walker.walk(study) if walker is not None else None
+    if walk is not None and walk.answer is not None:  # where the report reads it
+        study.set_user_attr(WALK_END_ATTR, space.arch_from_params(walk.answer).digest())
     exhausted = space.n_designs() if _finished(study) < settings.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
-        study=study, new_trials=_finished(study) - before, buildup=steps, stale_failed=stale, exhausted=exhausted
+        study=study,
+        new_trials=_finished(study) - before,
+        buildup=walk.steps if walk is not None else None,
+        stale_failed=stale,
+        exhausted=exhausted,
     )
 
 
