@@ -1,10 +1,5 @@
-"""What a study found, written to files: report/report.md, its plots, report/trials.csv and the
-best designs' .arch files, under the study's folder that the caller names (`archdsl search`
-and `archdsl report` do).
-
-The parts are modules of their own: `_study_summary` (the trials as typed rows, the winners),
-`_report_lines` (the terminal), `_report_csv`, `_report_figures`, `_report_markdown`; `archdsl.search`
-exports what a caller needs of them (`summarize_study`, `trial_line`, `progress_text`, `trials_csv`).
+"""What a study found, written to files under the study's folder: report/report.md, its plots,
+report/trials.csv and the best designs' .arch files (the parts: `_study_summary` and `_report_*`).
 """
 
 from __future__ import annotations
