@@ -43,10 +43,8 @@ class ReportPaths:
 
 def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
     """Write report/report.md, its PNGs, report/trials.csv and best/*.arch for `study` under `study_dir`.
-
-    Workers of one study that share `study_dir` and finish together each write the report: they
-    take turns (`REPORT_LOCK`), each reading the study in its turn: the files are one writer's whole
-    report, the last one's, of the study as it then was."""
+    Workers that finish together take turns (`REPORT_LOCK`), each reading the study in its turn: the files
+    are the last writer's whole report."""
     with held_lock(study_dir / REPORT_LOCK, within=study_dir):
         summary = summarize_study(study)  # read in its turn: one that read before would report an older study
         report_dir = ensure_dir(study_dir / "report", within=study_dir)  # no link: nothing outside is removed
