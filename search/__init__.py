@@ -1,13 +1,8 @@
 """Search where the MSAs go (imported as `archdsl.search`).
 
-Its modules, each with one job, and the path of one trial through them are docs/architecture.md's
-("The map", "Search"): `settings` and `session` plan a study, `runner` runs it through Optuna, `trial`
-measures one design (`measures` trains it, `replay` answers it from a table), `record` reads the
-study's trials, `final_test` opens the chosen designs' test figures, and `report` writes what it found.
-
-The package is also the function: `archdsl.search(n_trials=4)` runs `session.search` (a package
-and a function cannot share the name `archdsl.search` otherwise). The exports below are
-imported on first use, so that the command line can list STRATEGIES without importing Optuna.
+Its modules and the path of one trial through them: docs/architecture.md ("The map", "Search").
+The package is also the function: `archdsl.search(n_trials=4)` runs `session.search`. The exports
+below are imported on first use, so that the command line can list STRATEGIES without importing Optuna.
 """
 
 from __future__ import annotations

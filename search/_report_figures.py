@@ -22,11 +22,8 @@ MIN_TRIALS_FOR_IMPORTANCE = 10
 
 
 def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
-    """name -> matplotlib Figure; a plot that does not apply (too few trials) is left out.
-
-    Optuna draws through pyplot; its figures are closed in pyplot before returning, so the caller
-    gets plain Figure objects and pyplot's list of open figures (global state) is left as it was.
-    """
+    """name -> matplotlib Figure; a plot that does not apply (too few trials) is left out. Optuna draws
+    through pyplot: its figures are closed there, so pyplot's open figures are left as they were."""
     import matplotlib
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
@@ -138,12 +135,8 @@ def _label_front(ax: Any, summary: StudySummary) -> None:
 
 
 def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
-    """Where each trial put its MSAs (a cell per stage: how many), under the lead objective.
-
-    The point of a build-up search: which stage each added MSA went to, and what it did to the
-    objective. Pruned trials are drawn (their last reported value, crossed, and a hatched column).
-    Trials are placed side by side in the order of their numbers.
-    """
+    """Where each trial put its MSAs (a cell per stage: how many) under the lead objective, trials side by side
+    by number; a pruned trial at its last reported value, crossed, over a hatched column."""
     from matplotlib.colors import ListedColormap
     from matplotlib.figure import Figure
 

@@ -1,10 +1,5 @@
-"""A study read back: its trials as typed rows and the winners (the best trial, or the Pareto
-front), and the few words every rendering of them shares (a design in one line, a duration).
-
-Everything here reads the study's storage only (designs are stored as `.arch` text in each
-trial), so any machine that reaches the storage can report on a study that ran elsewhere.
-The renderings are beside it: `_report_lines` (the terminal), `_report_csv`, `_report_figures`,
-`_report_markdown`; `report.write_report` writes them all.
+"""A study read back from its storage alone (designs are stored as `.arch` text): its trials as typed rows,
+the winners (the best trial, or the Pareto front), and the words every rendering shares (`_report_*`).
 """
 
 from __future__ import annotations

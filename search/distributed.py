@@ -1,15 +1,8 @@
 """A torchrun group as one search worker: rank 0 samples and reports, every rank trains the design.
 
-    torchrun --standalone --nproc-per-node 4 -m archdsl search ... --storage URL
-
-starts one worker of the study whose candidates each train on 4 ranks (archdsl.run.distributed).
-Rank 0 alone talks to the study: it runs the search as a worker on its own would (sampling,
-copies, constraints, pruning, the analyses, the report). When a trial comes to training,
-rank 0 sends the design's canonical text to the other ranks (`measures.train_candidate`), which build it
-and train it with rank 0 (`follow_leader`); the ranks' digests of what they trained are
-gathered and kept on the trial (`rank_digests`). Rank 0's pruning decision after each epoch is
-shared, so the ranks stop together. Several groups, each started by its own torchrun, are
-several workers of one study, as several single processes are.
+Rank 0 alone talks to the study; when a trial comes to training it sends the design's canonical text to the
+other ranks (`measures.train_candidate`), which build and train it with it (`follow_leader`); their digests
+are kept on the trial (`rank_digests`). docs/search.md, "Distributed candidates", shows how to start one.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """The test set's figures of the chosen designs, opened once, at the end of a search.
 
-A search chooses on validation images only. Each trial that completes scores each of its seeds' models
-once on the test split as it trains them (a replayed trial reads its table runs' test figures) and seals
-the figures on the study (`record.seal_test`), where nothing that chooses reads them. When the search has
-ended (the worker that finds no other trial of the study running or waiting: the last one out), the
-report's best designs and the designs tied with them within the noise have their seals opened
-(`record.open_test`): their test figures on every seed they were measured on, stored on the study
-(`test:<trial>`) and labelled as not used for selection. No design is trained again; a design that has its
-figures is not opened again (a resumed study opens only a new winner's).
+A search chooses on validation images only; each trial seals its test figures on the study (`record.seal_test`).
+The last worker out opens the seals of the report's best designs and those tied with them (`record.open_test`),
+labelled as not used for selection; no design is trained again (docs/search.md: "sealed until the search ends").
 """
 
 from __future__ import annotations

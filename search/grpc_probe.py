@@ -1,10 +1,6 @@
-"""What answers at a `--storage grpc://HOST:PORT`, found before gRPC's client is asked.
-
-gRPC's client, given a listener that is no gRPC server (an HTTP server, another service, one
-that closes each connection), retries quietly until its timeout and then says only that there
-was no answer. One connection that opens as an HTTP/2 client does (the connection preface and an
-empty SETTINGS frame, RFC 9113 section 3.4) tells at once: a gRPC server answers with its own
-SETTINGS frame, an HTTP/1 server with an error page, anything else with other bytes or nothing.
+"""What answers at a `--storage grpc://HOST:PORT`, found before gRPC's client is asked (it would retry
+quietly until its timeout): one connection opened as an HTTP/2 client (the preface and an empty SETTINGS
+frame, RFC 9113 section 3.4), which a gRPC server answers with its own SETTINGS frame.
 """
 
 from __future__ import annotations

@@ -1,31 +1,15 @@
 """A study journal read line by line: which records are damaged, and a repaired journal that keeps every trial's id.
 
-Optuna's journal (`JournalFileBackend`) is one JSON record per line, replayed in order.
-Studies and trials have no id in their creation records: a study's id is the number of
-study creations before it, a trial's the number of trial creations before it, and every
-later record names its trial by that id. One unreadable line (a partial write on a shared
-disk, two writers interleaved) stops Optuna's reader at that line, and every trial of the
-file with it. What can be done about the line depends on what it was:
-
-- a record that changes a trial or a study (a parameter, a value, an attribute, a state):
-  dropping it loses that change only; every id stays;
-- a trial's creation (`op_code` 4): dropping it would give every later trial the id of the
-  one before and hand it that trial's records. Its place is kept by a new creation record
-  (RUNNING, with a heartbeat long stale), so the trial's own later records (parameters,
-  state, values) restore it; if none finished it, the next `archdsl search` fails and
-  retries it as a stopped worker's trial;
-- a study's creation: rebuilt from its name and directions if those are readable, else the
-  journal cannot be repaired (its trials would land in another study).
-
-A line cut short starts with its `op_code`, which says what it was. A line whose start is
-unreadable too (zeros from a lost write) is dropped unless a later record names a trial
-that no readable record created: then it was that trial's creation. A complete record glued
-behind a torn one on the same line is kept; a damaged piece of a line of several pieces is no
-trial's creation unless a later record needs it there (so fragments glued together invent no trials).
+Optuna's journal is one JSON record per line, replayed in order; a trial's id is the number of trial
+creations before it, and every later record names its trial by that id. So a damaged change is
+dropped, a damaged creation is rebuilt in its place, and an unreadable line is dropped unless a later
+record names a trial that only it could have created (docs/search.md, "A damaged journal", says
+what is done to each kind of line).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -48,7 +32,7 @@ from archdsl.search.journal_lock import JournalLock
 from archdsl.search.optuna_private import JournalOperation
 from archdsl.search.record import BEAT_ATTR, REPAIRED_ATTR
 
-CREATE_STUDY, CREATE_TRIAL = 0, 4
+CREATE_STUDY, CREATE_TRIAL = JournalOperation.CREATE_STUDY, JournalOperation.CREATE_TRIAL
 OP_NAMES = {
     0: "a study's creation",
     1: "a study's deletion",
@@ -178,16 +162,13 @@ def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
     return record, None
 
 
-def find_damage(path: Path, *, first_only: bool = False) -> list[Damage]:
-    """The damaged lines of the journal at `path` (all of them, or the first)."""
-    found = []
+def first_damage(path: Path) -> Damage | None:
+    """The first damaged line of the journal at `path`, or None."""
     for number, line in enumerate(read_lines(path), start=1):
         damage = decode(line)[1]
         if damage is not None:
-            found.append(Damage(number, damage.problem, damage.op_code))
-            if first_only:
-                break
-    return found
+            return dataclasses.replace(damage, line=number)
+    return None
 
 
 def check_holds_records(path: Path, *, hint: str) -> None:
@@ -213,16 +194,16 @@ def check_holds_records(path: Path, *, hint: str) -> None:
 def damage_error(path: Path, err: Exception) -> UserError | None:
     """The UserError for a journal Optuna could not read (`err`): the first damaged line named.
     None if every line is a sound record (then `err` is not the file's fault)."""
-    damage = find_damage(path, first_only=True)
-    if not damage:
+    damage = first_damage(path)
+    if damage is None:
         return None
     if not any(decode(line)[0] is not None for line in read_lines(path)):
         return UserError(
-            f"{path} is not an Optuna journal file ({damage[0].describe()})",
+            f"{path} is not an Optuna journal file ({damage.describe()})",
             hint="give --storage journal:PATH of a study.journal written by `archdsl search`",
         )
     return UserError(
-        f"the study journal {path} is damaged at {damage[0].describe()}",
+        f"the study journal {path} is damaged at {damage.describe()}",
         hint=f"stop its workers, then `archdsl study repair {path}` recovers every trial it can "
         "(the original is kept beside it)",
     )
@@ -300,7 +281,8 @@ def _replace(number: int, piece: bytes, damage: Damage, entries: list[Entry]) ->
     if damage.op_code == CREATE_TRIAL:
         study = _number(text, "study_id")
         if study is None:
-            study = _only_study(len(_study_names(entries)), number)
+            names = {r["study_name"] for _, r in entries if isinstance(r, dict) and r["op_code"] == CREATE_STUDY}
+            study = _only_study(len(names), number)
         entries.append((number, _trial_creation(study, number, _string(text, "datetime_start"))))
         return "a trial's creation, rebuilt: the trial keeps its number, and its later records restore it"
     if damage.op_code == CREATE_STUDY:
@@ -395,10 +377,6 @@ def _string(text: str, key: str) -> str | None:
     except ValueError:
         return None
     return value if isinstance(value, str) else None
-
-
-def _study_names(entries: list[Entry]) -> set[str]:
-    return {r["study_name"] for _, r in entries if isinstance(r, dict) and r["op_code"] == CREATE_STUDY}
 
 
 def _only_study(studies: int, number: int) -> int:

@@ -1,12 +1,9 @@
 """The lock a study journal's writers take turns with: Optuna's symbolic link `PATH.lock`, without its endless spin.
 
-Optuna's `JournalFileSymlinkLock` judges an existing lock by the modification time of the file the link points
-at (`os.stat` follows the link). A link whose target is gone (the study folder moved or renamed while a worker
-held the lock; a worker that named the journal by a relative path) has no such time: its `os.stat` fails, and
-Optuna retries at once, forever, at 100 % CPU. This lock judges the link itself (`os.lstat`): a link that has
-not changed while a worker waited for the grace period, and is older than it, is stale, and the worker stops
-with a UserError naming the link and how to clear it. It is not removed here: a worker on another machine may
-still hold it through another path (a shared disk mounted elsewhere), which only the user can rule out.
+Optuna judges a lock by the modification time of the file its link points at: a dangling link (the study folder
+moved while a worker held it) fails `os.stat`, and Optuna retries forever at 100 % CPU. This lock judges the link
+itself (`os.lstat`) and stops on a stale one with a UserError; it never removes it (docs/search.md, "A lock left
+behind", says why).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Study names: the rule every command checks, and the default name `archdsl search` gives.
+"""Study names: the rule every command checks (a name is a folder, `OUT/STUDY/`), and the default name.
 
-A study name is also a folder name (`OUT/STUDY/`), so it is kept to a safe alphabet.
 Light on purpose (no Optuna), so that command-line checks stay fast.
 """
 

@@ -1,10 +1,5 @@
-"""Every use of Optuna's private API, in one place.
-
-archdsl keeps a killed worker's trial alive on storages without Optuna's heartbeat (the
-journal file) by doing what Optuna does for RDB storages, which needs a few things Optuna
-does not export. They are all here, each named after what it is for, so that an Optuna
-upgrade has one file to check; `tests/test_optuna_private.py` fails loudly (naming the
-attribute) when the installed Optuna changes any of them. Checked against Optuna 4.9-5.0
+"""Every use of Optuna's private API, in one place, each named after what it is for: an Optuna upgrade has
+one file to check, and `tests/test_optuna_private.py` names what changed. Checked against Optuna 4.9-5.0
 (pyproject allows `optuna>=4.9,<6`).
 """
 

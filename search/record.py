@@ -16,11 +16,8 @@ a twin, the report and the final test agree on which trials count. A trial is
 
 A design is its `Arch.digest()` (`digest`): two trials of one digest measure one design.
 
-The test figures a trial measures (each seed's model scored once on the test split, or a replayed trial's
-table runs' test figures) are sealed on the study (`seal_test`: a study attr keyed by the trial, never the
-trial's own attrs or metrics), where nothing that chooses reads them: Optuna's samplers and best trial,
-the build-up walk, the ties and the report's choice read a trial's values and attrs only. The final test
-alone opens them, for the chosen designs once the search has ended (`open_test`, `archdsl.search.final_test`).
+The test figures a trial measures are sealed on the study (`seal_test`), never on the trial, where nothing
+that chooses reads them; the final test alone opens them (`open_test`, `archdsl.search.final_test`).
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
-"""Replay: answer a search's trials from a fully measured table instead of training.
+"""Replay: answer a search's trials from a fully measured table instead of training (`--fidelity table:PATH`).
 
-A table (`archdsl.search-table/2`, written by `benchmarks/buildup_table.py`) holds every
-design of a space trained over several seeds: per run the validation top-1 and NLL after every
-epoch (the curve), the test top-1 and NLL, the final measures (robustness, NEP/APE, latency)
-and the wall and CPU time of training and of measuring. A replayed search scores, prunes and
-chooses on the validation values, as a trained one does; the test values are for reporting
-only (`TableRun.test_acc`), never for a choice. `archdsl search --fidelity table:PATH` runs the real
-search (strategies, pruners, storages, workers, report) with a trial answered from the
-table the way NAS-Bench answers it:
-
-- the run is drawn per trial among the design's seeds, from (--seed, trial number), so a
-  study is reproducible and two trials of one design may see different seeds;
-- the curve is reported to the pruner epoch by epoch, so a pruned trial stops where a
-  trained one would;
-- the trial's simulated time (`sim_seconds`) is the recorded training time up to the epoch
-  it reached (its share of the run's training time by the epochs' own times), plus the
-  recorded measuring time when an analysis objective (robustness, NEP, APE) is asked for.
-
-Params and FLOPs come from the IR (as in a trained search); latency from the table (the
-machine that made it). The table must be of this search's dataset, base and knobs.
+A table (`archdsl.search-table/2`, written by `benchmarks/buildup_table.py`) holds every design of a space
+trained over several seeds: per run the validation curve (what a replayed search scores, prunes and chooses
+on), the test figures (for reporting only, never for a choice), the final measures and the times of training
+and measuring. The real search (strategies, pruners, storages, workers, report) runs with each trial answered
+from the table, as NAS-Bench answers it: docs/search.md, "Replay", says how a trial draws its run, reports its
+curve and keeps its simulated time. The table must be of this search's dataset, base and knobs.
 """
 
 from __future__ import annotations
@@ -325,7 +312,7 @@ def check_replay(
             hint=f"--search {','.join(table.searched)}",
         )
     archs = _space_designs(space)
-    missing = [layout_text(a) for a in archs if not replay.by_digest.get(a.digest(), _EMPTY).runs]
+    missing = [layout_text(a) for a in archs if not getattr(replay.by_digest.get(a.digest()), "runs", None)]
     if missing:
         raise UserError(
             f"the table {replay.source} has no run of {len(missing)} of the space's {space.n_designs()} designs "
@@ -357,9 +344,6 @@ def check_replay(
                 f"the table {replay.source} records no {o.name} for every run",
                 hint=f"it records {', '.join(recorded)}; params and flops come from the design",
             )
-
-
-_EMPTY = TableDesign(digest="", layout="", n_msa=0, params={}, n_params=0, flops=0.0, runs=[])
 
 
 def _space_designs(space: Space) -> list[Arch]:
@@ -462,9 +446,7 @@ class _ReplayedDesign:
 
 def _test_accuracy(run: TableRun, epochs: int) -> float | None:
     """A run's test top-1 after `epochs` (its final one when they are all), where the table recorded one."""
-    if epochs < len(run.curve):
-        return run.curve[epochs - 1].test_acc
-    return run.test_acc
+    return run.curve[epochs - 1].test_acc if epochs < len(run.curve) else run.test_acc
 
 
 def _validation_only(point: CurvePoint) -> dict[str, Any]:

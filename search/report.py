@@ -1,10 +1,5 @@
-"""What a study found, written to files: report/report.md, its plots, report/trials.csv and the
-best designs' .arch files, under the study's folder that the caller names (`archdsl search`
-and `archdsl report` do).
-
-The parts are modules of their own: `_study_summary` (the trials as typed rows, the winners),
-`_report_lines` (the terminal), `_report_csv`, `_report_figures`, `_report_markdown`; `archdsl.search`
-exports what a caller needs of them (`summarize_study`, `trial_line`, `progress_text`, `trials_csv`).
+"""What a study found, written to files under the study's folder: report/report.md, its plots,
+report/trials.csv and the best designs' .arch files (the parts: `_study_summary` and `_report_*`).
 """
 
 from __future__ import annotations
@@ -48,10 +43,8 @@ class ReportPaths:
 
 def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
     """Write report/report.md, its PNGs, report/trials.csv and best/*.arch for `study` under `study_dir`.
-
-    Workers of one study that share `study_dir` and finish together each write the report: they
-    take turns (`REPORT_LOCK`), each reading the study in its turn: the files are one writer's whole
-    report, the last one's, of the study as it then was."""
+    Workers that finish together take turns (`REPORT_LOCK`), each reading the study in its turn: the files
+    are the last writer's whole report."""
     with held_lock(study_dir / REPORT_LOCK, within=study_dir):
         summary = summarize_study(study)  # read in its turn: one that read before would report an older study
         report_dir = ensure_dir(study_dir / "report", within=study_dir)  # no link: nothing outside is removed

@@ -1,14 +1,10 @@
 """A search from start to end on one worker: open the study, run trials, return the outcome.
 
-Every worker of a study runs the same `run_search` with the same study name and storage
-(`load_if_exists`), so a study is resumed by running its command again and spread over
-machines by running it on each. `n_trials` is a study total of distinct designs measured
-(completed, pruned, or failed on their own; not interrupted runs, not copies), not a
-per-worker count, so rerunning a finished command does no new work. A trial that draws a
-design the study has measured or is measuring is a copy (`archdsl.search.trial`): it does
-not count, and the sampler draws again; after `REDRAW_FALLBACK` copies in a row a random
-design nobody has drawn is queued, and when every design of the space is taken the search
-stops (`SearchOutcome.exhausted`).
+Every worker of a study runs the same `run_search` on the same study (`load_if_exists`): running the command
+again resumes it, running it on more machines spreads it. `n_trials` counts the study's distinct designs
+measured (`record.measured_designs`), not a worker's trials; a copy does not count, and after
+`REDRAW_FALLBACK` copies in a row an undrawn design is queued (docs/search.md, "Storage, resuming and several
+workers").
 """
 
 from __future__ import annotations
@@ -168,9 +164,8 @@ def _check_same_fidelity(study: optuna.Study, fidelity: str) -> None:
 
 
 def _check_same_seeds(study: optuna.Study, seeds: int) -> None:
-    """A study measures every design on one number of paired seeds (`--seeds`): a trial's value is their mean, and
-    means over other numbers of seeds are not compared (a resumed study that had 2 under the old default would mix
-    them). A study from before the attribute: the seeds of its first measured design."""
+    """A study measures every design on one number of paired seeds (`--seeds`): means over other numbers are not
+    compared. A study from before the attribute: the seeds of its first measured design."""
     recorded = study.user_attrs.get(SEEDS_ATTR) or _seeds_of_first_design(study)
     if recorded is not None and recorded != seeds:
         raise UserError(
@@ -291,10 +286,9 @@ def _exhausted(study: optuna.Study, space: Space) -> bool:
 
 
 class _StopAt:
-    """After each trial: stop once the study holds `n` measured designs (all workers together),
-    every design is taken, or the build-up walk (`walker`) is done; for a sampler, after
-    `REDRAW_FALLBACK` copies in a row, queue an undrawn design, and before it stops, re-measure
-    its leading designs (`leaders`)."""
+    """After each trial: stop once the study holds `n` measured designs, every design is taken, or the walk is
+    done; for a sampler, queue an undrawn design after `REDRAW_FALLBACK` copies in a row, and re-measure its
+    leading designs (`leaders`) before it stops."""
 
     def __init__(
         self, n: int, space: Space, seed: int, walker: PlannedSampler | None = None, leaders: _Leaders | None = None

@@ -1,10 +1,4 @@
-"""A study that a search left behind, opened by name to read it: what `archdsl report` does.
-
-`load_saved_study` finds the study (its journal under the runs folder, or the storage URL it
-lives in) and `report_study` writes its report beside it; `archdsl report` calls them and
-prints. Reading never creates a study: a name that is not there is a UserError naming the
-known ones.
-"""
+"""A study that a search left behind, opened by name to read it (`archdsl report`); never created."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Seed statistics, the search's one home of arithmetic on paired seeds (`record.seed_values_by_design` pools a
-design's values by seed index): a mean with its standard error and 95 % t-interval (Student's, clipped to the
-objective's range; one seed gives none), the build-up walk's paired test (`improves_beyond_noise`), which the
-report's ties use too, so the report calls noise what the walk calls noise (`tied_with`), and whether a
-measured table tells its designs apart (`seed_statistics`: seed std against the spread of the designs' means,
-rank agreement between seeds, validation against test; `benchmarks/buildup_table.py --assemble` stores them).
+"""Seed statistics, the search's one home of arithmetic on paired seeds: a mean with its standard error and
+95 % t-interval, the build-up walk's paired test (`improves_beyond_noise`), which the report's ties use too
+(`tied_with`), and whether a measured table tells its designs apart (`seed_statistics`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """The search space: where the MSAs go in a base network, under the build-up rule.
 
-A design is one number per stage, k_s in 0..max_msa(stage), placed the way the paper
-places them: `C * (n - 2k) [C M] * k` (`archdsl.buildup.layout`). Optionally the heads,
-the window and the head width of each stage's MSAs are searched too, and the design's `init`
-scheme (one parameter for the whole design).
-
-Only valid designs can come out of the space:
-- every choice set is fixed and holds only valid values (windows that tile the stage's
-  map, or `global`; k up to `max_msa(stage)`);
-- rule 3 ("more heads in late stages") is kept by a deterministic repair rather than by
-  conditional choice sets (which Optuna's samplers, the grid one above all, cannot take):
-  the effective heads of a stage with MSAs is the largest sampled heads of it and of every
-  earlier stage with MSAs. Several parameter sets can therefore name the same design;
-  the search recognises designs by `Arch.digest()` and never trains one twice.
-Parameters are named after the stages: `k_c3`, `heads_c3`, `window_c3`, `dim_head_c3`; and `init`.
+A design is one number per stage, k_s in 0..max_msa(stage), placed as the paper places them (`archdsl.buildup.layout`),
+and optionally each stage's heads, window and head width, and the design's `init`. Every choice set is fixed and valid
+(the samplers, the grid above all, need that); rule 3 ("more heads in late stages") is kept by a deterministic repair,
+so several parameter sets can name one design, which the search knows by `Arch.digest()` (docs/search.md, "The
+space"). Parameters are named after the stages: `k_c3`, `heads_c3`, `window_c3`, `dim_head_c3`; and `init`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Where a study lives: a journal file on one machine, an RDB (PostgreSQL) for many, and
-Optuna's gRPC proxy (`grpc://HOST:PORT`, started by `archdsl study serve`) in front of
-either for many workers.
-
-Both back ends survive a killed worker:
-- RDB storages run Optuna's own heartbeat: a trial whose worker stopped beating for
-  `grace_period` seconds is marked FAIL by the next worker and re-queued
-  (`RetryHeartbeatStaleTrialCallback`).
-- Optuna's JournalStorage and its gRPC proxy have no heartbeat, so archdsl keeps one: each running trial
-  carries its worker's host, pid and a heartbeat time (system attrs, refreshed by a thread).
-  Before each trial a worker fails the RUNNING trials whose worker is gone (same host and
-  pid dead, or heartbeat older than the grace period) and re-queues them the same way.
-  Workers on an RDB keep archdsl's heartbeat too: proxy workers of the same study see only it.
+"""Where a study lives: a journal file on one machine, an RDB (PostgreSQL) for many, and Optuna's gRPC
+proxy (`grpc://HOST:PORT`, `archdsl study serve`) in front of either; and archdsl's heartbeat, which
+finds a killed worker's trial where Optuna keeps none (the journal, the proxy): docs/search.md, "Storage,
+resuming and several workers".
 """
 
 from __future__ import annotations
@@ -128,15 +119,9 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
 
 
 class JournalFile(JournalFileBackend):
-    """Optuna's journal file that never writes after a torn record.
-
-    A write cut short (power loss, a full disk, a killed process) leaves a last line without
-    its newline. Optuna's reader skips such a line while it is the last, but its next append
-    would glue a record onto it, and from then on every read fails (JSONDecodeError): every
-    finished trial would be unreadable. So before each append, under the journal's lock, a
-    torn tail is moved to PATH.torn and cut off, with a warning. (The append is Optuna's,
-    done here because it must happen under the same hold of the lock.)
-    """
+    """Optuna's journal file that never writes after a torn record: Optuna's reader skips a last line cut
+    short, but its next append would glue a record onto it and make every later read fail. So each append
+    (Optuna's, done here under the same hold of the lock) first moves a torn tail to PATH.torn."""
 
     def __init__(self, file_path: str) -> None:
         self._path = file_path  # our own copy: Optuna's attribute for it is private
@@ -212,12 +197,9 @@ def set_aside_torn_tail(path: Path) -> int:
 
 
 def _connect_args(url: str) -> dict[str, Any]:
-    """The PostgreSQL connection's time limits, unless the URL sets its own (`?connect_timeout=30`).
-
-    A server (or a firewall) that accepts the connection and never answers would otherwise hold
-    every worker forever: libpq's `connect_timeout` bounds the connection, the server's
-    `statement_timeout` each statement (a lock held by a stuck worker, say).
-    """
+    """The PostgreSQL connection's time limits, unless the URL sets its own (`?connect_timeout=30`): libpq's
+    `connect_timeout` bounds the connection, the server's `statement_timeout` each statement, so that a server
+    that accepts and never answers (or a lock held by a stuck worker) holds no worker forever."""
     from sqlalchemy.engine import make_url
 
     if make_url(url).get_backend_name() != "postgresql":
@@ -286,14 +268,7 @@ def grpc_address(url: str) -> GrpcAddress:
 
 def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
     """A client of the proxy at `address`, once the proxy answers (a UserError if it does not in time)."""
-    try:
-        import grpc  # noqa: F401 (Optuna imports it lazily: a missing one would fail at the first call)
-        from google import protobuf  # noqa: F401
-    except ImportError as err:
-        raise UserError(
-            f"storage grpc://{address}: the gRPC client ({getattr(err, 'name', None) or 'grpcio'!r}) is not installed",
-            hint=install_extra("distributed"),
-        ) from None
+    require_grpc(f"storage grpc://{address}: the gRPC client")
     from optuna.storages import GrpcStorageProxy
 
     _check_listening(address)
@@ -308,6 +283,17 @@ def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
         proxy.close()
         raise _no_answer(address) from None
     return proxy
+
+
+def require_grpc(what: str) -> None:
+    """A UserError, `WHAT (the missing module) is not installed`, unless gRPC and the protobuf its messages
+    need import (Optuna imports them lazily: a missing one would fail at the first call)."""
+    try:
+        import grpc  # noqa: F401
+        from google import protobuf  # noqa: F401
+    except ImportError as err:
+        name = getattr(err, "name", None) or "grpcio"
+        raise UserError(f"{what} ({name!r}) is not installed", hint=install_extra("distributed")) from None
 
 
 def _no_answer(address: GrpcAddress) -> UserError:

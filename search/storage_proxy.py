@@ -1,12 +1,6 @@
-"""Optuna's gRPC storage proxy in front of a study's storage (`archdsl study serve`).
-
-Hundreds of workers that each hold database connections (and poll the study) load the
-database more than the trials do; the proxy holds the connections, caches finished trials,
-and the workers talk to it over gRPC (`--storage grpc://HOST:PORT`). It is Optuna's own
-server (`optuna.storages.run_grpc_proxy_server` does the same with Optuna's defaults); what
-archdsl adds is the checks: a backend that cannot be opened, a port that is taken (gRPC
-would otherwise share it silently with another server through SO_REUSEPORT), a host that
-does not resolve, each a UserError.
+"""Optuna's gRPC storage proxy in front of a study's storage (`archdsl study serve`): Optuna's own server
+(as `optuna.storages.run_grpc_proxy_server`), with a backend that cannot be opened, a port that is taken
+(gRPC would share it silently through SO_REUSEPORT) or a host that does not resolve each a UserError.
 """
 
 from __future__ import annotations
@@ -19,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from archdsl.errors import UserError, install_extra
+from archdsl.errors import UserError
 
 if TYPE_CHECKING:
     import grpc
@@ -67,7 +61,7 @@ def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_T
     """Open `backend_url` (journal:PATH or a database URL) and serve it on HOST:PORT (0: a free port)."""
     import optuna
 
-    from archdsl.search.storage import GRPC_SCHEME, StorageOptions, open_storage, without_password
+    from archdsl.search.storage import GRPC_SCHEME, StorageOptions, open_storage, require_grpc, without_password
 
     if backend_url.startswith(GRPC_SCHEME):
         raise UserError(
@@ -75,14 +69,9 @@ def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_T
             hint="give the storage the proxy stands in front of: postgresql://... or journal:PATH",
         )
     os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # gRPC's C core logs bind failures too: ours say it once
-    try:
-        import grpc
-        from google import protobuf  # noqa: F401 (the generated messages need it)
-    except ImportError as err:
-        raise UserError(
-            f"cannot serve a storage: the gRPC server ({getattr(err, 'name', None) or 'grpcio'!r}) is not installed",
-            hint=install_extra("distributed"),
-        ) from None
+    require_grpc("cannot serve a storage: the gRPC server")
+    import grpc
+
     _check_bindable(host, port)
     # Optuna's client caches; its server wants the same for RDB storages (get_storage wraps them).
     storage = optuna.storages.get_storage(open_storage(StorageOptions(url=backend_url), Path("."), "unused"))
