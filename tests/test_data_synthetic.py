@@ -175,8 +175,9 @@ def test_the_normalisation_of_a_large_split_makes_no_float_copy(monkeypatch):
     """The train split's per-channel statistics are counted, not computed on a float64 copy: with
     100,000 images that copy was 2.5 GB (twice, with the division), 5.9 GB at the peak of analyze."""
     import tracemalloc
+    from dataclasses import replace
 
-    from archdsl.data import synthetic
+    from archdsl.data import registry
 
     count = 20_000  # 61 MB of uint8 images; as float64, 491 MB
     rng = np.random.default_rng(0)
@@ -184,7 +185,8 @@ def test_the_normalisation_of_a_large_split_makes_no_float_copy(monkeypatch):
     images[:, :, :, 2] //= 3  # channels that differ
     labels = np.arange(count) % 10
     # The split's images without rendering them (slow): only the statistics are measured here.
-    monkeypatch.setattr(synthetic, "generate", lambda config, split: (images, labels))
+    made = replace(registry.GENERATED["synthetic"], generate=lambda config, split: (images, labels))
+    monkeypatch.setitem(registry.GENERATED, "synthetic", made)
     tracemalloc.start()
     try:
         test = load_split(f"synthetic:train={count},test=10,seed=987654", "test")

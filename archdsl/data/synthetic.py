@@ -42,9 +42,14 @@ CHUNK = 5000  # images rendered at once: the working set stays near 0.5 GB whate
 class GeneratorConfig:
     """A generated dataset's options (integers, each checked against LIMITS when the config is made:
     a ValueError, which the registry reports as the user's mistake). Its fields are the options of
-    its dataset name, their defaults the name's."""
+    its dataset name, their defaults the name's: every generator has these four (the registry reads
+    them), and a subclass gives their defaults and may add more."""
 
     LIMITS: ClassVar[Mapping[str, tuple[int, int]]] = {}
+    classes: int
+    train: int
+    test: int
+    seed: int = 0  # every generator's first stream
 
     def __post_init__(self) -> None:
         for key, (low, high) in self.LIMITS.items():
@@ -60,11 +65,12 @@ class GeneratorConfig:
 
 @dataclass(frozen=True)
 class SyntheticConfig(GeneratorConfig):
+    """The options of `synthetic:classes=C,train=N,test=N,seed=S`."""
+
     LIMITS: ClassVar[Mapping[str, tuple[int, int]]] = LIMITS
     classes: int = 10
     train: int = 5000
     test: int = 1000
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,11 @@ def class_cues(classes: int) -> tuple[ClassCues, ...]:
         frequency = (k // len(TEXTURES) + k) % len(FREQUENCIES)
         cues.append(ClassCues(SHAPES[k % len(SHAPES)], TEXTURES[texture], FREQUENCIES[frequency], k / classes))
     return tuple(cues)
+
+
+def class_names(classes: int) -> tuple[str, ...]:
+    """The class names: each class's silhouette and texture (`disk-stripes1`)."""
+    return tuple(cue.name for cue in class_cues(classes))
 
 
 def signed_distance(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
