@@ -23,6 +23,7 @@ from archdsl.data.registry import (
     is_corrupted,
     load_corrupted,
     load_split,
+    training_defaults,
     why_missing,
 )
 from archdsl.data.validation import (
@@ -54,6 +55,7 @@ __all__ = [
     "resolve_data_root",
     "sized_name",
     "split_validation",
+    "training_defaults",
     "VALIDATION_SEED",
     "why_missing",
     "write_corrupted",

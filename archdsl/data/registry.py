@@ -64,7 +64,7 @@ GENERATED: dict[str, GeneratedDataset] = {
     ),
     "odd-one-out": GeneratedDataset(
         "built-in generated relation: 16x16 RGB, three objects, two of one colour; the class is the odd one's "
-        "colour, so MSA placement matters; no download",
+        "colour; no download",
         "the odd-one-out test set under the corruption generator (made in memory)",
         odd_one_out.OddOneOutConfig,
         odd_one_out.generate,
