@@ -1,4 +1,5 @@
-"""Datasets: CIFAR-10/100, CIFAR-10-C/100-C, the built-in synthetic set and its corruptions.
+"""Datasets: CIFAR-10/100, CIFAR-10-C/100-C, the built-in generated sets (synthetic, odd-one-out) and their corruptions,
+Fashion-MNIST, MNIST, ImageNet, your own folders and Hugging Face datasets.
 
 from archdsl.data import load_split, load_corrupted
 train = load_split("synthetic", "train")

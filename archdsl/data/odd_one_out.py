@@ -142,7 +142,8 @@ def render(labels: np.ndarray, classes: int, rng: np.random.Generator) -> np.nda
 def generate(config: OddOneOutConfig, split: str) -> tuple[np.ndarray, np.ndarray]:
     """(images uint8 (N, 16, 16, 3), labels int64) of one split; cached, read-only."""
     count = config.train if split == "train" else config.test
-    rng = np.random.default_rng([config.seed, 0 if split == "train" else 1])  # the test set is the train size's
+    # One independent stream per split (as synthetic's), so the test set does not change with the train size.
+    rng = np.random.default_rng([config.seed, 0 if split == "train" else 1])
     labels = balanced_labels(count, config.classes, rng)
     images = rendered_in_chunks(labels, (IMAGE_SIZE, IMAGE_SIZE, 3), lambda part: render(part, config.classes, rng))
     return images, labels
