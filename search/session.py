@@ -175,7 +175,9 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
 def fidelity_for(settings: SearchSettings, fidelity: Fidelity | Mapping[str, object] | None = None) -> Fidelity:
     """The `Fidelity` a study trains and measures with: `fidelity` whole when it is one; otherwise
     its fields (a mapping), with the training subset the dataset's default (SYNTHETIC_SUBSET on the
-    synthetic set, REAL_SUBSET on a real one) and the test subset the training one, unless given."""
+    synthetic set, REAL_SUBSET on a real one), the test subset the training one, and the dataset's
+    training defaults (archdsl.data.training_defaults) under the train_settings, unless given."""
+    from archdsl.data import training_defaults
     from archdsl.search.measures import REAL_SUBSET, SYNTHETIC_SUBSET, Fidelity
 
     if isinstance(fidelity, Fidelity):
@@ -189,7 +191,9 @@ def fidelity_for(settings: SearchSettings, fidelity: Fidelity | Mapping[str, obj
         given["subset"] = SYNTHETIC_SUBSET if synthetic else REAL_SUBSET
     if given.get("val_subset") is None:
         given["val_subset"] = given["subset"]
-    return Fidelity.model_validate(given)
+    resolved = Fidelity.model_validate(given)  # its train_settings over the dataset's (odd-one-out: no crop)
+    chosen = {**training_defaults(settings.dataset), **dict(resolved.train_settings)}
+    return resolved.model_copy(update={"train_settings": tuple(sorted(chosen.items()))})
 
 
 def describe_space(plan: SearchPlan) -> str:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -301,3 +302,15 @@ def test_test_curves_shards_keep_their_share_when_one_resumes(tmp_path: Path, mo
     assert sorted(trained) == [f"arch{i}" for i in range(6)]  # each run once
     done = script.with_test_curves(script.finished(work), work)
     assert all(p["test_acc"] is not None for row in done.values() for p in row["run"]["curve"])
+
+
+def test_the_dataset_samples_script_draws_a_row_per_class(tmp_path: Path, monkeypatch, capsys) -> None:
+    script = load_script("dataset_samples", monkeypatch)
+    monkeypatch.setattr(sys, "argv", ["dataset_samples.py", "--dataset", "odd-one-out:classes=3,train=30,test=3"])
+    assert "docs" not in Path(script.parse_args().figures).parts  # a trial run leaves the shipped figure alone
+    monkeypatch.setattr(sys, "argv", [*sys.argv, "--per-class", "4", "--figures", str(tmp_path)])
+    script.main()
+    assert "3 classes x 4 images" in capsys.readouterr().out
+    assert [p.name for p in tmp_path.iterdir()] == ["odd-one-out-samples.png"]
+    labels = np.array([0, 1, 0, 2, 1, 2, 0])
+    assert script.samples(labels, 3, 2).tolist() == [[0, 2], [1, 4], [3, 5]]

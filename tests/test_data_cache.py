@@ -28,7 +28,7 @@ def test_the_least_recently_used_go_first_once_the_budget_is_spent():
 
 
 def test_the_corrupted_sets_cache_stays_within_its_bytes(monkeypatch):
-    cache = registry._synthetic_corrupted.cache
+    cache = registry._generated_corrupted_set.cache
     cache.clear()
     monkeypatch.setattr(cache, "max_bytes", 700_000)  # two sets of 100 images (about 0.31 MB each)
     sets = load_corrupted("synthetic-c:test=100", corruptions=["contrast", "brightness"], severities=[1, 2, 3])

@@ -127,7 +127,7 @@ def test_synthetic_c_is_generated_deterministic_and_cached():
     assert again is fog1  # cached in memory
     from archdsl.data import registry
 
-    registry._synthetic_corrupted.cache_clear()
+    registry._generated_corrupted_set.cache_clear()
     regenerated = load_corrupted("synthetic-c:test=40", corruptions=["fog"], severities=[1])[0].images
     assert np.array_equal(regenerated.images, fog1.images)
 

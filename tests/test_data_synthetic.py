@@ -1,4 +1,5 @@
-"""The built-in synthetic dataset: deterministic, balanced, learnable, configurable."""
+"""The built-in synthetic dataset: deterministic, balanced, learnable, configurable (the first two for
+every generated dataset: odd-one-out's own tests are in tests/test_data_odd_one_out.py)."""
 
 from __future__ import annotations
 
@@ -6,23 +7,26 @@ import numpy as np
 import pytest
 
 from archdsl.data import describe, load_split
-from archdsl.data.synthetic import SHAPES, class_cues, generate
+from archdsl.data.registry import GENERATED
+from archdsl.data.synthetic import SHAPES, class_cues
 from archdsl.errors import UserError
 
 
-def test_same_seed_same_images_other_seed_other_images():
-    a = load_split("synthetic:train=300,test=50,seed=4", "train")
-    generate.cache_clear()  # really regenerate, not hit the cache
-    b = load_split("synthetic:train=300,test=50,seed=4", "train")
-    c = load_split("synthetic:train=300,test=50,seed=5", "train")
+@pytest.mark.parametrize("base", list(GENERATED))
+def test_same_seed_same_images_other_seed_other_images(base):
+    a = load_split(f"{base}:train=300,test=50,seed=4", "train")
+    GENERATED[base].generate.cache_clear()  # really regenerate, not hit the cache
+    b = load_split(f"{base}:train=300,test=50,seed=4", "train")
+    c = load_split(f"{base}:train=300,test=50,seed=5", "train")
     assert np.array_equal(a.images, b.images) and np.array_equal(a.labels, b.labels)
     assert not np.array_equal(a.images, c.images)
 
 
-def test_splits_are_balanced_typed_and_disjoint():
-    train = load_split("synthetic:classes=7,train=700,test=71", "train")
-    test = load_split("synthetic:classes=7,train=700,test=71", "test")
-    assert train.images.shape == (700, 32, 32, 3) and train.images.dtype == np.uint8
+@pytest.mark.parametrize("base", list(GENERATED))
+def test_splits_are_balanced_typed_and_disjoint(base):
+    train = load_split(f"{base}:classes=7,train=700,test=71", "train")
+    test = load_split(f"{base}:classes=7,train=700,test=71", "test")
+    assert train.images.shape == (700, *GENERATED[base].image_shape[1:], 3) and train.images.dtype == np.uint8
     assert train.labels.dtype == np.int64 and train.num_classes == 7 and len(train.class_names) == 7
     assert np.bincount(train.labels, minlength=7).tolist() == [100] * 7
     counts = np.bincount(test.labels, minlength=7)
@@ -31,10 +35,12 @@ def test_splits_are_balanced_typed_and_disjoint():
     assert not any(image.tobytes() in flat_train for image in test.images)
 
 
-def test_test_split_does_not_depend_on_train_size():
-    a = load_split("synthetic:train=100,test=40", "test")
-    b = load_split("synthetic:train=200,test=40", "test")
+@pytest.mark.parametrize("base", list(GENERATED))
+def test_test_split_does_not_depend_on_train_size(base):
+    a = load_split(f"{base}:train=100,test=40", "test")
+    b = load_split(f"{base}:train=200,test=40", "test")
     assert np.array_equal(a.images, b.images)
+    assert not a.images.flags.writeable and not a.labels.flags.writeable  # cached, shared
 
 
 def test_normalisation_comes_from_the_train_split():
@@ -175,8 +181,9 @@ def test_the_normalisation_of_a_large_split_makes_no_float_copy(monkeypatch):
     """The train split's per-channel statistics are counted, not computed on a float64 copy: with
     100,000 images that copy was 2.5 GB (twice, with the division), 5.9 GB at the peak of analyze."""
     import tracemalloc
+    from dataclasses import replace
 
-    from archdsl.data import synthetic
+    from archdsl.data import registry
 
     count = 20_000  # 61 MB of uint8 images; as float64, 491 MB
     rng = np.random.default_rng(0)
@@ -184,7 +191,8 @@ def test_the_normalisation_of_a_large_split_makes_no_float_copy(monkeypatch):
     images[:, :, :, 2] //= 3  # channels that differ
     labels = np.arange(count) % 10
     # The split's images without rendering them (slow): only the statistics are measured here.
-    monkeypatch.setattr(synthetic, "generate", lambda config, split: (images, labels))
+    made = replace(registry.GENERATED["synthetic"], generate=lambda config, split: (images, labels))
+    monkeypatch.setitem(registry.GENERATED, "synthetic", made)
     tracemalloc.start()
     try:
         test = load_split(f"synthetic:train={count},test=10,seed=987654", "test")

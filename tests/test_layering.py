@@ -278,8 +278,8 @@ def test_command_line_modules_import_nothing_heavy_at_import_time(name):
 SEARCH_GATE = "archdsl.search.measures"
 HEAVY_AREAS = ("archdsl.nn", "archdsl.run", "archdsl.analysis", "archdsl.data")
 SEARCH_SET_UP: dict[str, frozenset[str] | None] = {
-    # the dataset's shape and classes, without loading it; its name at --image-size
-    "archdsl.data": frozenset({"describe", "DatasetInfo", "sized_name"}),
+    # the dataset's shape, classes and training defaults, without loading it; its name at --image-size
+    "archdsl.data": frozenset({"describe", "DatasetInfo", "sized_name", "training_defaults"}),
     "archdsl.run": frozenset({"distributed"}),
     "archdsl.run.device": None,
     "archdsl.run.distributed": None,

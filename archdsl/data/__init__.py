@@ -1,4 +1,5 @@
-"""Datasets: CIFAR-10/100, CIFAR-10-C/100-C, the built-in synthetic set and its corruptions.
+"""Datasets: CIFAR-10/100, CIFAR-10-C/100-C, the built-in generated sets (synthetic, odd-one-out) and their corruptions,
+Fashion-MNIST, MNIST, ImageNet, your own folders and Hugging Face datasets.
 
 from archdsl.data import load_split, load_corrupted
 train = load_split("synthetic", "train")
@@ -23,6 +24,7 @@ from archdsl.data.registry import (
     is_corrupted,
     load_corrupted,
     load_split,
+    training_defaults,
     why_missing,
 )
 from archdsl.data.validation import (
@@ -54,6 +56,7 @@ __all__ = [
     "resolve_data_root",
     "sized_name",
     "split_validation",
+    "training_defaults",
     "VALIDATION_SEED",
     "why_missing",
     "write_corrupted",

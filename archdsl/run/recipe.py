@@ -248,7 +248,9 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
     )
     randaugment: str | None = _recipe_field("--aa", "timm RandAugment string (e.g. rand-m9-n2-mstd1.0), or none")
     crop_padding: NonNegativeInt | None = _recipe_field(
-        "--crop-padding", "random crop of the image size from the image zero-padded by this much; 0: no crop"
+        "--crop-padding",
+        "random crop of the image size from the image zero-padded by this much; 0: no crop (the default on "
+        "odd-one-out, whose objects a crop would cut)",
     )
     hflip: float | None = _recipe_field("--hflip", "probability of a horizontal flip", ge=0, le=1)
     drop_path: float | None = _recipe_field(

@@ -131,7 +131,8 @@ def train(
 
     `settings` (or keyword arguments naming `TrainSettings` fields: `dataset="synthetic"`) say
     where; `config` is a `TrainConfig` or the `TrainConfig` fields to set (`{"recipe": "fast",
-    "epochs": 2}`; the rest are the recipe's, or on resume the run's own).
+    "epochs": 2}`; the rest are the dataset's (`archdsl.data.training_defaults`: no crop on odd-one-out),
+    else the recipe's, or on resume the run's own).
 
         >>> result = archdsl.train("tiny", dataset="synthetic", config={"recipe": "fast", "epochs": 1})
     """
@@ -161,6 +162,7 @@ def plan_training(
 ) -> TrainPlan:
     """Everything a run needs, checked (nothing is trained): the design, the config (with the
     resume policy applied), the run directory and the data."""
+    from archdsl.data import training_defaults
     from archdsl.data.image_size import dataset_for_input
     from archdsl.lang.spec import load_spec, with_classes, with_input_size
     from archdsl.nn.build import check_registered_blocks
@@ -197,7 +199,7 @@ def plan_training(
         chosen = {**saved, **given}
     else:
         _refuse_existing_run(run_dir)
-        chosen = given
+        chosen = {**training_defaults(settings.dataset), **given}  # the dataset's (odd-one-out: no crop)
     recipe = chosen.get("recipe", DEFAULT_RECIPE)
     randaugment = chosen["randaugment"] if "randaugment" in chosen else RECIPE_DEFAULTS[recipe]["randaugment"]
     if chosen.get("resident") and randaugment not in (None, "", "none"):
