@@ -183,8 +183,7 @@ class Walk:
 
     @property
     def answer(self) -> dict[str, ParamValue] | None:
-        """The design the walk kept last (its answer so far; None before a step is kept). The design of the
-        best mean may be one it rejected: a step is kept only when it helps beyond the noise."""
+        """The design the walk kept last: its answer (the best mean may be a design it rejected as noise)."""
         kept = [step for step in self.steps if step.accepted]
         return kept[-1].params if kept else None
 

@@ -1,22 +1,11 @@
 """One trial: a design from the space, measured in stages, recorded in the study.
 
-The order of work keeps a search cheap and honest:
-1. the design (IR) and its digest; a design the study already measured, or another
-   worker is measuring, makes this trial a copy: it ends at once (FAIL, `copy_of` names
-   the trial with the design), does not count towards --n-trials, and the search draws
-   again (`archdsl.search.runner`);
-2. the constraints (`max_params`, `max_flops`) from the IR, before any training;
-3. the cheap measures (params, FLOPs, latency), then training (accuracy on validation images; each
-   seed's model scored once on the test split too, figures the trial seals on the study for the final
-   test alone: `record.seal_test`);
-4. the expensive analyses (Hessian NEP/APE, robustness) only for candidates that no
-   finished trial dominates on the cheap objectives.
-Only what a design can cause fails a trial (its reason in the `fail_reason` user attr)
-and lets the study go on: training that diverges (`archdsl.run.divergence`), running out
-of memory (on the device or the host), and a design whose estimated memory is over the
-limit (`archdsl.nn.summary`), refused before it is built. A mistake in the settings
-(`UserError`) stops the search; so does any other exception, a bug, after the trial says so (`SEARCH_STOPPED`)
-and its design is queued again for the next run.
+In order, cheapest first: the design and its digest (a design the study already has makes the trial a copy),
+the constraints from the IR, the cheap measures, training on the paired seeds (validation chooses; each seed's
+test figures are sealed for the final test alone, `record.seal_test`), then the analyses for the candidates no
+finished trial dominates. docs/architecture.md ("The path of one trial") follows these steps through the code;
+docs/search.md ("Fidelity") says which failures a design can cause (they fail its trial alone) and which stop
+the search.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def test_search_and_analyze_report_the_same_nep_and_ape(tmp_path, one_thread):
 
     arch = parse_spec(TINY_BASE)
     fidelity = measures.Fidelity(epochs=1, train_settings=(("batch_size", 32),), hessian_batches=2, hessian_max_iter=12)
-    data = measures.load_data(DATASET, None, seed=0, test_subset=1.0)
+    data = measures.load_data(DATASET, None, seed=0, val_subset=1.0)
     run_dir = tmp_path / "trial"
     trained = measures.train_candidate(
         arch, data, fidelity, device="cpu", seed=0, run_dir=run_dir, on_epoch=lambda *_: None, progress=False
