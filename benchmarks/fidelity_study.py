@@ -463,12 +463,18 @@ def figures(summary: dict, folder: Path, name: str) -> list[Path]:
                       xytext=(4, 2), textcoords="offset points")  # fmt: skip
     left.set_xlabel("cheap fidelity: mean validation top-1 %")
     left.set_ylabel("end of training: mean validation top-1 % (95 % interval)")
-    left.set_title("the two rankings")
+    left.set_title("the two rankings (each design's mean over its seeds)")
     order = sorted(designs, key=lambda d: d["gap"])
     right.barh([d["layout"] for d in order], [100 * d["gap"] for d in order],
                color=[colours(d["n_msa"] / most) for d in order])  # fmt: skip
     right.set_xlabel("gain from the cheap fidelity to the end of training (points)")
-    right.set_title("the bias: who learns slower gains more")
+    right.set_title("the bias: each design's gain (colour: its MSAs)")
+    from matplotlib.patches import Patch
+
+    counts = sorted({d["n_msa"] for d in designs})
+    right.legend(
+        [Patch(color=colours(n / most)) for n in counts], [f"{n} MSA" for n in counts], loc="lower right", fontsize=7
+    )
     right.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
     path = folder / f"{name}fidelity-bias.png"
