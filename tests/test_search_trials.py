@@ -74,7 +74,8 @@ def test_constraints_prune_designs_before_any_training(tmp_path):
     assert f"`{command}`" in (tmp_path / "runs" / "cons" / "report" / "report.md").read_text()
     argv = shlex.split(command)
     assert argv[:2] == ["archdsl", "search"] and "--max-params" in argv
-    assert " --recipe fast --batch-size 32 --opt momentum --no-sched-on-updates " in f"{command} "  # the last flag may end the line
+    # The recipe's flags, in order (the last may end the line).
+    assert " --recipe fast --batch-size 32 --opt momentum --no-sched-on-updates " in f"{command} "
     assert main(argv[1:]) == 0
     assert len(support.load(tmp_path, "cons").trials) == 8
 
