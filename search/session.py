@@ -136,6 +136,7 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     """The study `settings` (and `fidelity`, see `fidelity_for`) describe, without loading any data: the base
     fitted to the dataset's description and the space (a bad dataset name fails here)."""
     from archdsl.data import describe, sized_name
+    from archdsl.data.registry import GENERATED_SOURCE
     from archdsl.run.device import select_device
     from archdsl.search import measures as measure
     from archdsl.search.naming import check_study_name, default_study_name
@@ -150,8 +151,8 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     searched = parse_searched(settings.search)
     device = select_device(settings.device)  # a device this machine lacks: refused now, not by the first trial
     info = describe(settings.dataset, settings.data_root)  # a bad dataset name fails now, before anything loads
-    synthetic = settings.dataset.split(":")[0] == "synthetic"
-    base_name, why = (settings.base, None) if settings.base else default_base(info, synthetic, device.type != "cpu")
+    generated = info.source == GENERATED_SOURCE
+    base_name, why = (settings.base, None) if settings.base else default_base(info, generated, device.type != "cpu")
     study_name = check_study_name(
         settings.study_name
         or default_study_name(
@@ -174,11 +175,11 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
 
 def fidelity_for(settings: SearchSettings, fidelity: Fidelity | Mapping[str, object] | None = None) -> Fidelity:
     """The `Fidelity` a study trains and measures with: `fidelity` whole when it is one; otherwise
-    its fields (a mapping), with the training subset the dataset's default (SYNTHETIC_SUBSET on the
-    synthetic set, REAL_SUBSET on a real one), the test subset the training one, and the dataset's
+    its fields (a mapping) over the dataset's (measures.dataset_fidelity: its subset, and on odd-one-out
+    its epochs and validation images), the validation subset the training one, and the dataset's
     training defaults (archdsl.data.training_defaults) under the train_settings, unless given."""
     from archdsl.data import training_defaults
-    from archdsl.search.measures import REAL_SUBSET, SYNTHETIC_SUBSET, Fidelity
+    from archdsl.search.measures import Fidelity, dataset_fidelity
 
     if isinstance(fidelity, Fidelity):
         return fidelity
@@ -186,9 +187,7 @@ def fidelity_for(settings: SearchSettings, fidelity: Fidelity | Mapping[str, obj
     train_settings = given.get("train_settings")
     if isinstance(train_settings, Mapping):  # TrainConfig fields, as a Python caller gives them
         given["train_settings"] = tuple(sorted(train_settings.items()))
-    synthetic = settings.dataset.split(":")[0] == "synthetic"
-    if given.get("subset") is None:
-        given["subset"] = SYNTHETIC_SUBSET if synthetic else REAL_SUBSET
+    given = {**dataset_fidelity(settings.dataset), **{k: v for k, v in given.items() if v is not None}}
     if given.get("val_subset") is None:
         given["val_subset"] = given["subset"]
     resolved = Fidelity.model_validate(given)  # its train_settings over the dataset's (odd-one-out: no crop)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
 PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
 
-SMALL_BASE = "alter-small-base"  # the default base on the synthetic data, and on CIFAR without an accelerator
+SMALL_BASE = "alter-small-base"  # the default base on the built-in data, and on CIFAR without an accelerator
 GREY_BASE = "resnet-fmnist"  # the default base on 28x28 grey images (Fashion-MNIST, MNIST)
 PAPER_BASE = "alter50-base"  # the default base on CIFAR with a GPU: the paper's Alter-ResNet-50 (hours per
 # candidate on a CPU)
@@ -58,13 +58,14 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     dataset: str = flag_field(
-        "--dataset", "dataset name", group=DATA, metavar="NAME", default_text="synthetic, built in", default="synthetic"
-    )
+        "--dataset", "dataset name", group=DATA, metavar="NAME", default_text="odd-one-out, built in",
+        default="odd-one-out",
+    )  # fmt: skip
     base: str | None = flag_field(
         "--base", "base network, a spec path or built-in name", group=DATA, metavar="SPEC",
-        default_text=f"one that fits the data and the machine: {SMALL_BASE} on synthetic, {GREY_BASE} on 28x28 grey "
-        f"sets, {PAPER_BASE} on CIFAR with a GPU, {SMALL_BASE} on CIFAR without one; fitted to the data's input shape "
-        "and classes (default_base)",
+        default_text=f"one that fits the data and the machine: {SMALL_BASE} on built-in data, {GREY_BASE} on 28x28 "
+        f"grey sets, {PAPER_BASE} on CIFAR with a GPU, {SMALL_BASE} on CIFAR without one; fitted to the data's input "
+        "shape and classes (default_base)",
         default=None,
     )  # fmt: skip
     search: str = flag_field(
@@ -158,11 +159,11 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         return chosen_pruner(self.pruner, self.strategy, epochs)
 
 
-def default_base(info: DatasetInfo, synthetic: bool, accelerator: bool) -> tuple[str, str]:
+def default_base(info: DatasetInfo, generated: bool, accelerator: bool) -> tuple[str, str]:
     """The base a search takes when none is given, and why: one that trains a candidate in
     minutes on the data and the machine at hand (the paper's base only on CIFAR with a GPU)."""
-    if synthetic:
-        return SMALL_BASE, "default on synthetic data"
+    if generated:
+        return SMALL_BASE, "default on built-in data"
     if info.image_shape == (1, 28, 28):
         return GREY_BASE, "default for 28x28 grey images"
     if accelerator:

@@ -23,7 +23,7 @@ from archdsl.data import (
     load_split,
     training_defaults,
 )
-from archdsl.data.odd_one_out import OBJECTS, OddOneOutConfig, generate
+from archdsl.data.odd_one_out import OBJECTS, TRAINING_DEFAULTS, OddOneOutConfig, generate
 from archdsl.data.registry import GENERATED
 from archdsl.errors import UserError
 
@@ -91,13 +91,14 @@ def test_a_misspelt_option_is_named():
 def test_the_registry_describes_counts_and_loads_it_as_it_does_synthetic():
     assert "odd-one-out" in dataset_descriptions() and "odd-one-out-c" in dataset_descriptions()
     info = describe("odd-one-out")
-    assert (info.num_classes, info.image_shape, info.split_sizes) == (6, (3, 16, 16), {"train": 8000, "test": 2000})
+    assert (info.num_classes, info.image_shape, info.split_sizes) == (12, (3, 16, 16), {"train": 2000, "test": 1000})
     assert info.available and info.source == "generated in memory" and info.corruptions == ()
     assert describe("odd-one-out:classes=5,test=30").num_classes == 5
     assert count_images(NAME) == {"train": 240, "test": 60}
     test = load_split(NAME, "test")
     assert test.name == "odd-one-out:test=60,train=240-test"
-    assert test.class_names == ("red", "yellow", "green", "cyan", "blue", "magenta")
+    assert test.class_names[::2] == ("red", "yellow", "green", "cyan", "blue", "magenta")  # 12 hues 30 degrees apart
+    assert load_split("odd-one-out:classes=6,train=8,test=6", "test").class_names == test.class_names[::2]
     assert load_split("odd-one-out:classes=4,train=8,test=4", "train").class_names == ("hue0", "hue1", "hue2", "hue3")
     train = load_split(NAME, "train")
     assert test.mean == train.mean and test.std == train.std  # normalised by the training split
@@ -134,7 +135,8 @@ def test_training_on_it_leaves_out_random_crops_unless_told(tmp_path: Path):
     from archdsl.run.recipe import RECIPE_DEFAULTS, TrainConfig
     from archdsl.run.session import TrainSettings, plan_training
 
-    assert training_defaults("odd-one-out:classes=4") == {"crop_padding": 0}
+    defaults = training_defaults("odd-one-out:classes=4")
+    assert defaults == dict(TRAINING_DEFAULTS) and defaults["crop_padding"] == 0 and defaults["optimizer"] == "adamw"
     assert training_defaults("synthetic") == {} and training_defaults("folder:odd-one-out") == {}
     spec = tmp_path / "micro.arch"
     spec.write_text(MICRO)
@@ -144,8 +146,8 @@ def test_training_on_it_leaves_out_random_crops_unless_told(tmp_path: Path):
         settings = TrainSettings(dataset=dataset, out=str(tmp_path / run), progress=False)
         return plan_training(spec, settings, {**recipe, **given}).config.crop_padding
 
-    assert crop("odd-one-out:train=24,test=12", "a") == 0
-    assert crop("odd-one-out:train=24,test=12", "b", crop_padding=2) == 2
+    assert crop("odd-one-out:classes=6,train=24,test=12", "a") == 0
+    assert crop("odd-one-out:classes=6,train=24,test=12", "b", crop_padding=2) == 2
     assert RECIPE_DEFAULTS["fast"]["crop_padding"] == 4  # what the default replaces
     (tmp_path / "c.arch").write_text(micro_arch("c1(width=8) { conv }"))
     settings = TrainSettings(dataset="synthetic:train=20,test=10", out=str(tmp_path / "c"), progress=False)
@@ -160,10 +162,27 @@ def test_the_search_trains_it_without_random_crops_unless_told():
     from archdsl.search.settings import SearchSettings
 
     odd = SearchSettings(dataset="odd-one-out")
-    assert dict(fidelity_for(odd).train_settings) == {"crop_padding": 0}
+    assert dict(fidelity_for(odd).train_settings) == dict(TRAINING_DEFAULTS)
     given = fidelity_for(odd, {"train_settings": {"crop_padding": 2, "hflip": 0.0}})
-    assert dict(given.train_settings) == {"crop_padding": 2, "hflip": 0.0}
+    assert dict(given.train_settings) == {**TRAINING_DEFAULTS, "crop_padding": 2, "hflip": 0.0}
     assert fidelity_for(SearchSettings(dataset="synthetic")).train_settings == ()
+
+
+def test_the_search_trains_each_dataset_at_its_own_fidelity_unless_told():
+    from archdsl.search.measures import REAL_SUBSET
+    from archdsl.search.session import fidelity_for
+    from archdsl.search.settings import SearchSettings
+
+    def fields(dataset: str, **given: object) -> tuple[object, ...]:
+        f = fidelity_for(SearchSettings(dataset=dataset), given)
+        return f.subset, f.val_subset, f.epochs, f.val_split
+
+    # odd-one-out to the end of training (its curves flatten by epoch 12) on all its images
+    assert fields("odd-one-out") == fields("odd-one-out:classes=6") == (1.0, 1.0, 12, "500")
+    assert fields("odd-one-out", epochs=3, val_split="0.2", subset=0.5) == (0.5, 0.5, 3, "0.2")
+    assert fields("synthetic:train=100") == (0.4, 0.4, 2, None)
+    assert fields("fashion-mnist") == (REAL_SUBSET, REAL_SUBSET, 2, None)
+    assert SearchSettings().dataset == "odd-one-out"  # the main job's
 
 
 def _linear_margin(colours: int) -> float:

@@ -55,7 +55,8 @@ def test_the_dry_run_and_the_run_search_the_same_space(tmp_path, capsys, fashion
 @pytest.mark.parametrize(
     ("dataset", "base", "why"),
     [
-        ("synthetic", "alter-small-base", "default on synthetic data"),
+        ("synthetic", "alter-small-base", "default on built-in data"),
+        ("odd-one-out", "alter-small-base", "default on built-in data"),
         ("fashion-mnist", "resnet-fmnist", "default for 28x28 grey images"),
         ("cifar100", "alter-small-base", "--base alter50-base"),  # the paper's base takes hours per candidate on a CPU
     ],

@@ -50,10 +50,10 @@ from archdsl.data.synthetic import (
 IMAGE_SIZE = 16
 OBJECTS = 3  # two of one colour, one of another
 SHAPES = ("disk", "square", "diamond", "cross")
-RADIUS = (0.13, 0.17)  # of the image side: about 2-3 pixels
-MIN_DISTANCE = 0.4  # between two objects' centres, of the image side (6.4 pixels)
-MARGIN = 0.2  # of the image side between a centre and the border: every object whole in the frame
-POOL = 128  # layouts drawn per image still missing one (_centres): about 1.2 fit
+RADIUS = (0.17, 0.20)  # of the image side: about 3 pixels
+MIN_DISTANCE = 0.43  # between two objects' centres, of the image side (6.9 pixels)
+MARGIN = 0.215  # of the image side between a centre and the border: every object whole in the frame
+POOL = 128  # layouts drawn per image still missing one (_centres): about a sixth fit, so a few dozen rounds
 HUE_JITTER = 0.01  # a tenth of the spacing of 10 colours: colours stay apart
 
 # The options' limits: colours (classes) from 3 (with 2 the odd colour is the one seen less, which a
@@ -62,8 +62,12 @@ HUE_JITTER = 0.01  # a tenth of the spacing of 10 colours: colours stay apart
 LIMITS = {**synthetic.LIMITS, "classes": (3, 12)}
 
 
-# TrainConfig fields that training on this set takes unless the user sets them (archdsl.data.training_defaults).
-TRAINING_DEFAULTS: Mapping[str, Any] = MappingProxyType({"crop_padding": 0})
+# TrainConfig fields that training on this set takes unless the user sets them (archdsl.data.training_defaults):
+# no crop (above), and AdamW with a warm-up epoch over the recipe's optimiser: seeds that stall with colours
+# merged (2/3 accuracy) were seen with the `fast` recipe's Nesterov SGD, and fewer with AdamW (docs/data.md).
+TRAINING_DEFAULTS: Mapping[str, Any] = MappingProxyType(
+    {"crop_padding": 0, "optimizer": "adamw", "lr": 2e-3, "weight_decay": 0.05, "warmup_epochs": 1, "batch_size": 64}
+)
 
 
 @dataclass(frozen=True)
@@ -71,13 +75,17 @@ class OddOneOutConfig(GeneratorConfig):
     """The options of `odd-one-out:classes=C,train=N,test=N,seed=S`: colours (= classes) and images per split."""
 
     LIMITS: ClassVar[Mapping[str, tuple[int, int]]] = LIMITS
-    classes: int = 6  # colours: COLOUR_NAMES[6]
-    train: int = 8000
-    test: int = 2000
+    # 12 colours and 2,000 training images by default: a task on which the search's designs differ at the end
+    # of training (docs/data.md); with 6 colours the ResNet learns the relation too.
+    classes: int = 12  # colours: COLOUR_NAMES[12]
+    train: int = 2000
+    test: int = 1000
 
 
-COLOUR_NAMES = {  # the hue of colour k is k / classes: names for the default 6 (others are numbered)
+COLOUR_NAMES = {  # the hue of colour k is k / classes: names for 6 and the default 12 (others are numbered)
     6: ("red", "yellow", "green", "cyan", "blue", "magenta"),
+    12: ("red", "orange", "yellow", "chartreuse", "green", "spring green", "cyan", "azure", "blue", "violet")
+    + ("magenta", "rose"),
 }
 
 
@@ -88,9 +96,9 @@ def class_names(classes: int) -> tuple[str, ...]:
 
 def _centres(n: int, rng: np.random.Generator) -> np.ndarray:
     """(n, OBJECTS, 2) object centres (row, column) in pixels, uniform over the layouts whose centres are
-    all MIN_DISTANCE apart. About 1 draw in 110 is such a layout (the objects end near three of the four
+    all MIN_DISTANCE apart. About 1 draw in 800 is such a layout (the objects end near three of the four
     corners of the square the centres may take), so they are drawn in pools of POOL per image still
-    missing one, and the first layouts that fit are kept: a few rounds, from one random stream."""
+    missing one, and the first layouts that fit are kept: a few dozen rounds, from one random stream."""
     low, high = MARGIN * IMAGE_SIZE, (1 - MARGIN) * IMAGE_SIZE - 1
     kept: list[np.ndarray] = []
     missing = n

@@ -76,6 +76,7 @@ GENERATED: dict[str, GeneratedDataset] = {
 _GENERATED_OF = {**{name: name for name in GENERATED}, **{f"{name}-c": name for name in GENERATED}}
 
 SPLITS = ("train", "test")
+GENERATED_SOURCE = "generated in memory"  # DatasetInfo.source of a generated set
 _PICK_PARAMS = ("corruption", "severity")
 _MNIST_PARAMS = ("train", "test")  # keep the first N images of a split
 _PARAMS = {
@@ -140,7 +141,7 @@ class DatasetInfo:
     num_classes: int
     image_shape: tuple[int, int, int]  # (C, H, W)
     split_sizes: dict[str, int]  # images per split (for -C sets: per corruption and severity)
-    source: str  # a directory, or "generated in memory"
+    source: str  # a directory, or GENERATED_SOURCE
     available: bool  # the files are there (always true for generated sets)
     parameters: dict[str, str] = field(default_factory=dict)
     corruptions: tuple[str, ...] = ()
@@ -162,8 +163,9 @@ def _generated_config(parsed: DatasetName) -> GeneratorConfig:
 
 def training_defaults(name: str) -> dict[str, Any]:
     """The `TrainConfig` fields that training on dataset `name` takes unless the user sets them (`archdsl
-    train`, and the trials of `archdsl search`): `crop_padding=0` on odd-one-out, whose objects a random
-    crop would cut; nothing on the others. Reads the base name alone (a bad name fails where it loads)."""
+    train`, and the trials of `archdsl search`): on odd-one-out no random crop, which would cut its
+    objects, and AdamW with a warm-up epoch (archdsl.data.odd_one_out.TRAINING_DEFAULTS); nothing on the
+    others. Reads the base name alone (a bad name fails where it loads)."""
     generated = GENERATED.get(name.partition(":")[0].strip().lower())
     return dict(generated.training_defaults) if generated else {}
 
@@ -201,7 +203,7 @@ def describe(name: str, root: str | os.PathLike | None = None) -> DatasetInfo:
             config.classes,
             GENERATED[_GENERATED_OF[base]].image_shape,
             {"test": config.test} if corrupted else {"train": config.train, "test": config.test},
-            "generated in memory",
+            GENERATED_SOURCE,
             True,
             dict(parsed.params),
             CORRUPTIONS if corrupted else (),
