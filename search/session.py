@@ -136,7 +136,6 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     """The study `settings` (and `fidelity`, see `fidelity_for`) describe, without loading any data: the base
     fitted to the dataset's description and the space (a bad dataset name fails here)."""
     from archdsl.data import describe, sized_name
-    from archdsl.data.registry import GENERATED_SOURCE
     from archdsl.run.device import select_device
     from archdsl.search import measures as measure
     from archdsl.search.naming import check_study_name, default_study_name
@@ -151,8 +150,7 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     searched = parse_searched(settings.search)
     device = select_device(settings.device)  # a device this machine lacks: refused now, not by the first trial
     info = describe(settings.dataset, settings.data_root)  # a bad dataset name fails now, before anything loads
-    generated = info.source == GENERATED_SOURCE
-    base_name, why = (settings.base, None) if settings.base else default_base(info, generated, device.type != "cpu")
+    base_name, why = (settings.base, None) if settings.base else default_base(info, device.type != "cpu")
     study_name = check_study_name(
         settings.study_name
         or default_study_name(

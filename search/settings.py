@@ -159,10 +159,10 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         return chosen_pruner(self.pruner, self.strategy, epochs)
 
 
-def default_base(info: DatasetInfo, generated: bool, accelerator: bool) -> tuple[str, str]:
+def default_base(info: DatasetInfo, accelerator: bool) -> tuple[str, str]:
     """The base a search takes when none is given, and why: one that trains a candidate in
     minutes on the data and the machine at hand (the paper's base only on CIFAR with a GPU)."""
-    if generated:
+    if info.generated:
         return SMALL_BASE, "default on built-in data"
     if info.image_shape == (1, 28, 28):
         return GREY_BASE, "default for 28x28 grey images"

@@ -146,6 +146,11 @@ class DatasetInfo:
     parameters: dict[str, str] = field(default_factory=dict)
     corruptions: tuple[str, ...] = ()
 
+    @property
+    def generated(self) -> bool:
+        """A built-in set made in memory (synthetic, odd-one-out, their -c sets), not read from files."""
+        return self.source == GENERATED_SOURCE
+
 
 def _parse(name: str) -> DatasetName:
     return parse_dataset_name(name, dataset_names(), _PARAMS)
