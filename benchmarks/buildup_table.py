@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import resource
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -494,7 +495,7 @@ def main() -> None:
     todo = [(seed, d) for seed, d in todo if (d[0], seed) not in done]
     fid = fidelity(args)
     meta = {
-        "command": "python benchmarks/buildup_table.py " + " ".join(sys.argv[1:]),
+        "command": shlex.join(["python", "benchmarks/buildup_table.py", *sys.argv[1:]]),
         "versions": versions(),
         "machine": machine(),
         "fidelity": {

@@ -56,8 +56,9 @@ def dataset_fidelity(dataset: str) -> dict[str, Any]:
 class Fidelity(OptimizeSettings):
     """How hard each candidate is looked at: cheap settings make a search fast, not exact.
 
-    The defaults are `archdsl search`'s (its --help shows them from here), but for the subsets,
-    whose default depends on the dataset (archdsl.search.session.fidelity_for). `optimize`: train
+    The defaults are `archdsl search`'s (its --help shows them from here), but for those that depend
+    on the dataset (DATASET_FIDELITY: the subsets; on odd-one-out the epochs and validation images too),
+    which archdsl.search.session.fidelity_for sets; a `Fidelity` made directly takes the plain ones. `optimize`: train
     and measure the fast version of each model (archdsl.optimize_model).
     """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -79,12 +80,15 @@ def test_the_table_script_trains_a_run_and_assembles_a_table_the_replay_reads(tm
     work, out, md = tmp_path / "work", tmp_path / "table.json", tmp_path / "table.md"
     common = ["buildup_table.py", "--work", str(work), "--data-root", str(tmp_path / "data")]
     fidelity = ["--epochs", "2", "--subset", "0.5"]
-    monkeypatch.setattr(sys, "argv", [*common, *fidelity, "--shard", "0/96", "--limit", "1"])
+    trained = [*common, *fidelity, "--first", "", "--shard", "0/96", "--limit", "1"]
+    monkeypatch.setattr(sys, "argv", trained)
     script.main()
     monkeypatch.setattr(sys, "argv", [*common, "--assemble", "--out", str(out), "--markdown", str(md)])
     script.main()
 
     table = Table.model_validate_json(out.read_text())
+    # the command the table records runs its runs again as written: an empty argument (`--first ''`) stays one
+    assert shlex.split(table.command) == ["python", "benchmarks/buildup_table.py", *trained[1:]]
     assert len(table.designs) == 32 and table.searched == ["k", "heads"] and table.dataset == "fashion-mnist"
     measured = [d for d in table.designs if d.runs]
     assert len(measured) == 1 and table.statistics is None  # one run: no seed statistics yet

@@ -213,3 +213,14 @@ def test_no_linear_classifier_of_colour_counts_names_the_odd_colour():
     assert _linear_margin(2) > 0.5
     for colours in (3, 6):
         assert _linear_margin(colours) < 1e-9
+
+
+def test_a_search_on_a_set_smaller_than_its_default_validation_images_ends_in_one_line(tmp_path: Path, capsys):
+    from archdsl.cli import main
+
+    # odd-one-out's search holds out 500 validation images unless told: 300 training images leave none to train on
+    out = tmp_path / "runs"
+    assert main(["search", "--dataset", "odd-one-out:train=300,test=60", "--out", str(out), "--no-progress"]) != 0
+    err = capsys.readouterr().err
+    assert "--val-split 500 leaves no training images" in err and "Traceback" not in err
+    assert not any(out.rglob("*.journal"))  # refused before a study was made
