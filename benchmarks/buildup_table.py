@@ -80,6 +80,18 @@ def parse_args() -> argparse.Namespace:
         "--subset fraction; 1: all of them, as the end-of-training reference reads them)",
     )  # fmt: skip
     parser.add_argument(
+        "--val-split",
+        help="validation images held out of the training split (default: the search's on the dataset); a reference "
+        "on generated data can hold out many (`--dataset odd-one-out:train=6500 --val-split 5000`: the search's 1,500 "
+        "training images, scored on 5,000)",
+    )
+    parser.add_argument(
+        "--val-curve",
+        type=int,
+        help="score the per-epoch validation curve on a class-stratified N of the validation images and only the "
+        "last epoch on all of them (a reference scored on many images at the cost of one pass, not one per epoch)",
+    )
+    parser.add_argument(
         "--accuracy-only", action="store_true",
         help="train and read validation and test after every epoch, skip robustness, NEP/APE and latency (a reference "
         "that ranks by accuracy needs no analyses)",
@@ -142,6 +154,7 @@ def fidelity(args: argparse.Namespace):
 
     given = {"recipe": args.recipe, "epochs": args.epochs, "subset": args.subset, "hessian_batches": 2}
     given["val_subset"] = getattr(args, "val_subset", None)
+    given["val_split"] = getattr(args, "val_split", None)
     dataset = getattr(args, "dataset", DATASET)
     fid = fidelity_for(SearchSettings(dataset=dataset), {k: v for k, v in given.items() if v is not None})
     # A table run trains one seed (its --seeds are separate runs): its recorded fidelity says so, whatever the
@@ -171,10 +184,12 @@ class _Enough(Exception):
     """Stops a run after the epochs `test_curve` needs."""
 
 
-def train_and_test(arch, data, test_set, fid, seed: int, every_epoch: bool = True) -> TrainedRun:
+def train_and_test(arch, data, test_set, fid, seed: int, every_epoch: bool = True, whole_validation=None) -> TrainedRun:
     """One training of `arch` as a search trial trains it (on the training split less the validation
     images, scored on those after every epoch), read on the test split after every epoch too: the
-    reporting values, never seen by a search's choice (after the last epoch alone without `every_epoch`)."""
+    reporting values, never seen by a search's choice (after the last epoch alone without `every_epoch`).
+    `whole_validation` (`--val-curve`): `data.validation` is a part of it, which scores the curve; the
+    run's own validation figures are the last epoch's model scored on the whole of it."""
     from archdsl.run.evaluate import evaluate
 
     tested: dict[int, tuple[float, float]] = {}
@@ -188,10 +203,12 @@ def train_and_test(arch, data, test_set, fid, seed: int, every_epoch: bool = Tru
     test = evaluate(trained.model, test_set)
     tested[fid.epochs] = (test.top1, test.nll)
     test_cpu += cpu_seconds() - cpu1
-    return TrainedRun(
-        trained.model, trained.accuracy, _curve(trained.history, tested), test.top1, test.nll, train_wall,
-        train_cpu, test_cpu,
-    )  # fmt: skip
+    curve, val_acc = _curve(trained.history, tested), trained.accuracy
+    if whole_validation is not None:  # the last epoch on every validation image (--val-curve)
+        whole = evaluate(trained.model, whole_validation)
+        val_acc = whole.top1
+        curve[-1] = {**curve[-1], "val_acc": whole.top1, "val_nll": whole.nll}
+    return TrainedRun(trained.model, val_acc, curve, test.top1, test.nll, train_wall, train_cpu, test_cpu)
 
 
 def test_curve(arch, data, test_set, fid, seed: int, epochs: int) -> list[dict]:
@@ -262,11 +279,13 @@ def _curve(history: list[dict], tested: dict[int, tuple[float, float]]) -> list[
     ]
 
 
-def run_one(arch, data, test_set, fid, seed: int, accuracy_only: bool = False, test_once: bool = False) -> dict:
+def run_one(
+    arch, data, test_set, fid, seed: int, accuracy_only: bool = False, test_once: bool = False, whole_validation=None
+) -> dict:
     """One table run: `train_and_test`, then the other measures a trial takes (none with `accuracy_only`)."""
     from archdsl.search import measures as measure
 
-    run = train_and_test(arch, data, test_set, fid, seed, every_epoch=not test_once)
+    run = train_and_test(arch, data, test_set, fid, seed, every_epoch=not test_once, whole_validation=whole_validation)
     wall2, cpu2 = time.perf_counter(), cpu_seconds()
     if accuracy_only:
         return {**_trained_fields(run, seed), "measure_seconds": 0.0, "measure_cpu_seconds": 0.0}
@@ -515,13 +534,27 @@ def main() -> None:
     from archdsl.data import load_split
 
     test_set = load_split(args.dataset, "test", Path(args.data_root))
+    whole_validation = None
+    if args.val_curve is not None:  # the curve on a part of the validation images, the last epoch on all
+        import dataclasses
+
+        whole_validation = data.validation
+        part = whole_validation.subset(min(1.0, args.val_curve / len(whole_validation)), seed=0)
+        data = dataclasses.replace(data, validation=part)
+        meta["fidelity"]["scored_on"] += (
+            f"; the curve's val_acc/val_nll on a class-stratified {len(part)} of the {len(whole_validation)} "
+            "validation images, the last epoch's (and the run's) on all of them (--val-curve)"
+        )
     if args.test_curves:
         add_test_curves(work, (index, count), all_designs, data, test_set, fid)
         return
     print(f"{len(all_designs)} designs, {len(todo)} runs to do in this shard", flush=True)
     for n, (seed, (digest, params, arch)) in enumerate(todo[: args.limit]):
         started = time.perf_counter()
-        run = run_one(arch, data, test_set, fid, seed, accuracy_only=args.accuracy_only, test_once=args.test_once)
+        run = run_one(
+            arch, data, test_set, fid, seed, accuracy_only=args.accuracy_only, test_once=args.test_once,
+            whole_validation=whole_validation,
+        )  # fmt: skip
         row = {"digest": digest, "params": params, "run": run, "meta": meta}
         with (work / f"runs-{index}.jsonl").open("a") as f:
             f.write(json.dumps(row) + "\n")
