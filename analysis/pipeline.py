@@ -1,6 +1,6 @@
 """One analysis pipeline: `analyze(model, data, measures, settings) -> AnalysisReport`.
 
-`archdsl analyze` and the search (`search/measures.py`) both call `analyze`, so a measure
+`archdsl analyze` and the search (`search/fidelity/measures.py`) both call `analyze`, so a measure
 means the same thing everywhere: the same loss (NLL + 0.5 * weight decay * ||w||^2, with the
 weight decay of the recipe the model was trained with unless told otherwise), the same
 augmented training batches, the same solver settings. The settings are concrete values

@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.run.recipe import TrainConfig as TrainConfig
     from archdsl.run.session import TrainSettings as TrainSettings
     from archdsl.run.session import train as train
-    from archdsl.search.measures import Fidelity as Fidelity
+    from archdsl.search.fidelity.measures import Fidelity as Fidelity
     from archdsl.search.settings import SearchSettings as SearchSettings
 
 # dir(): the curated API only, not the submodules and helpers that importing leaves behind.

@@ -6,7 +6,7 @@ the package's API. `import archdsl.search` then costs nothing (no torch, no Optu
 and `dir()` shows the curated API only.
 
     if TYPE_CHECKING:
-        from archdsl.search.session import SearchPlan, search
+        from archdsl.search.planning import SearchPlan, search
 
     __getattr__, __dir__, __all__ = lazy_exports(__name__)
 """

@@ -8,7 +8,7 @@ The space is what `archdsl search --dataset fashion-mnist --base resnet-fmnist -
 searches (32 designs; `--search k` gives its 8 with the default heads, trained first: `--first`).
 Each design is trained once per seed as a search trial trains it, at the search's own default
 fidelity (`session.fidelity_for` on a real dataset: `fast`, 2 epochs, a tenth of the training
-split less the validation images), with the search's code (`archdsl.search.measures.train_candidate`),
+split less the validation images), with the search's code (`archdsl.search.fidelity.measures.train_candidate`),
 and is measured as a trial measures it: validation top-1 and NLL after every epoch (the curve a
 pruner sees), the test top-1 and NLL on the whole test set after every epoch too (for reporting only;
 `--test-curves` adds them to runs recorded with the last epoch's alone), robustness
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, NamedTuple
 if TYPE_CHECKING:
     import torch
 
-    from archdsl.search.replay import Table
+    from archdsl.search.fidelity.replay import Table
 
 BASE = "resnet-fmnist"
 SEARCHED = ("k", "heads")
@@ -128,7 +128,7 @@ def parse_args() -> argparse.Namespace:
 def the_space(searched: tuple[str, ...] = SEARCHED, dataset: str = DATASET, base_name: str = BASE):
     """The searched space, fitted to the dataset exactly as `archdsl search` fits it."""
     from archdsl.data import describe
-    from archdsl.search.measures import fit_to_data, load_base
+    from archdsl.search.fidelity.measures import fit_to_data, load_base
     from archdsl.search.space import make_space
 
     info = describe(dataset)
@@ -149,7 +149,7 @@ def designs(space) -> list[tuple[str, dict, object]]:
 
 def fidelity(args: argparse.Namespace):
     """The search's default fidelity on the dataset, with the settings given on the command line."""
-    from archdsl.search.session import fidelity_for
+    from archdsl.search.planning import fidelity_for
     from archdsl.search.settings import SearchSettings
 
     given = {"recipe": args.recipe, "epochs": args.epochs, "subset": args.subset, "hessian_batches": 2}
@@ -230,7 +230,7 @@ def _tested_training(
 
     from archdsl.run.checkpoint import load_checkpoint
     from archdsl.run.evaluate import evaluate
-    from archdsl.search import measures as measure
+    from archdsl.search.fidelity import measures as measure
 
     cost = [0.0, 0.0]  # the test reads' CPU and wall seconds
     with tempfile.TemporaryDirectory(prefix="table-run-") as scratch:
@@ -283,7 +283,7 @@ def run_one(
     arch, data, test_set, fid, seed: int, accuracy_only: bool = False, test_once: bool = False, whole_validation=None
 ) -> dict:
     """One table run: `train_and_test`, then the other measures a trial takes (none with `accuracy_only`)."""
-    from archdsl.search import measures as measure
+    from archdsl.search.fidelity import measures as measure
 
     run = train_and_test(arch, data, test_set, fid, seed, every_epoch=not test_once, whole_validation=whole_validation)
     wall2, cpu2 = time.perf_counter(), cpu_seconds()
@@ -401,7 +401,7 @@ def add_test_curves(work: Path, shard: tuple[int, int], all_designs, data, test_
 
 def assemble(args: argparse.Namespace, space, all_designs) -> Table:
     from archdsl.lang.printer import format_arch
-    from archdsl.search.measures import static_costs
+    from archdsl.search.fidelity.measures import static_costs
     from archdsl.search.space import layout_text
 
     done = with_test_curves(finished(Path(args.work)), Path(args.work))
@@ -421,7 +421,7 @@ def assemble(args: argparse.Namespace, space, all_designs) -> Table:
                 "runs": runs,
             }
         )
-    from archdsl.search.replay import TABLE_SCHEMA, Table
+    from archdsl.search.fidelity.replay import TABLE_SCHEMA, Table
     from archdsl.search.seed_stats import seed_statistics
 
     table = Table.model_validate(
@@ -494,7 +494,7 @@ def main() -> None:
             Path(args.markdown).write_text(markdown(table))
         return
 
-    from archdsl.search import measures as measure
+    from archdsl.search.fidelity import measures as measure
 
     index, count = (int(p) for p in args.shard.split("/"))
     work.mkdir(parents=True, exist_ok=True)

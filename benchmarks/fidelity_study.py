@@ -15,7 +15,7 @@ and answers, on validation figures only (the test figures are reported beside th
 2. The bias: each design's gap between the cheap fidelity and the reference, beside where its MSAs are.
 3. The estimators (`ESTIMATORS`: the cheap runs' last validation value, learning-curve extrapolation, the sum
    of training losses, and the rung for the walk's short list), each replayed: the build-up walk
-   (`archdsl.search.strategies`' own, on each paired-seed draw of `--seeds` of the cheap table's seeds) is
+   (`archdsl.search.walk.strategies`' own, on each paired-seed draw of `--seeds` of the cheap table's seeds) is
    answered by the estimator's per-seed scores; its answer is right when the reference names it best or ties
    it with the best. Reported per estimator: the share of right answers, the CPU it took against training
    every design to the end on as many seeds, and Kendall's tau between its design scores (all seeds) and the
@@ -54,7 +54,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def load_table(path: str):
-    from archdsl.search.replay import Table
+    from archdsl.search.fidelity.replay import Table
 
     return Table.model_validate_json(Path(path).read_text())
 
@@ -199,14 +199,14 @@ ESTIMATORS: dict[str, Estimator] = {
 
 
 def walk_answer(table, scores: dict[str, tuple[float, ...]]) -> tuple[str, list[str]]:
-    """The build-up walk (archdsl.search.strategies' own) answered by `scores` (digest -> per-seed values,
+    """The build-up walk (archdsl.search.walk.strategies' own) answered by `scores` (digest -> per-seed values,
     paired): the digest of the design it keeps last, and the digests it measured."""
     from optuna.distributions import CategoricalDistribution
     from optuna.trial import TrialState, create_trial
 
     from archdsl.search.objectives import OBJECTIVES
-    from archdsl.search.record import METRICS_ATTR, SEED_VALUES_KEY
-    from archdsl.search.strategies import _walk
+    from archdsl.search.studies.record import METRICS_ATTR, SEED_VALUES_KEY
+    from archdsl.search.walk.strategies import _walk
 
     space = space_of(table)
     measured: list[str] = []

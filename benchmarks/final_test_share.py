@@ -1,6 +1,6 @@
 """What the final test adds to the main job: one paired seed's training at `archdsl search`'s default fidelity
 against scoring the trained model once on the test split (the figure each completed trial seals for the final
-test; `archdsl.search.measures.test_accuracy`), as a ratio. The final test itself opens the seals and trains
+test; `archdsl.search.fidelity.measures.test_accuracy`), as a ratio. The final test itself opens the seals and trains
 nothing, so this ratio is its whole share of the search's time.
 
     python benchmarks/final_test_share.py            # the main job's dataset, one MSA ending c3
@@ -22,8 +22,8 @@ def main() -> None:
     import torch
 
     from archdsl.data import describe
-    from archdsl.search import measures
-    from archdsl.search.session import fidelity_for
+    from archdsl.search.fidelity import measures
+    from archdsl.search.planning import fidelity_for
     from archdsl.search.settings import SMALL_BASE, SearchSettings
     from archdsl.search.space import make_space
 

@@ -46,7 +46,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def load_table(path: str):
-    from archdsl.search.replay import Table
+    from archdsl.search.fidelity.replay import Table
 
     return Table.model_validate_json(Path(path).read_text())
 
@@ -145,7 +145,7 @@ def main() -> None:
 
     from archdsl.data import load_split
     from archdsl.lang.spec import parse_spec
-    from archdsl.search import measures as measure
+    from archdsl.search.fidelity import measures as measure
 
     table = load_table(args.table)
     fid, short = long_fidelity(table.fidelity)

@@ -39,7 +39,7 @@ def parse_args() -> argparse.Namespace:
 def pooled_values(table_path: str, work: Path) -> tuple[list[str], list[int], list[list[float]]]:
     """(layouts, seeds, values): each design's validation top-1 per seed, for the designs and seeds that
     every design has (the table's runs and the extra runs of `work`)."""
-    from archdsl.search.replay import Table
+    from archdsl.search.fidelity.replay import Table
 
     table = Table.model_validate_json(Path(table_path).read_text())
     extra = finished(work) if work.is_dir() else {}

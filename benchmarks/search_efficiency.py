@@ -1,7 +1,7 @@
 """Is the search worth running? Every strategy and pruner replayed against a fully measured table.
 
 Each search is run through archdsl's own search code (`run_search`, the strategies, Optuna's
-pruners, an in-memory study) with every trial answered from the table (`archdsl.search.replay`:
+pruners, an in-memory study) with every trial answered from the table (`archdsl.search.fidelity.replay`:
 a seed drawn per trial, the curve reported to the pruner, the recorded time on a simulated
 clock), `--repeats` times with different seeds. Reported as NAS-Bench reports it:
 
@@ -128,14 +128,14 @@ def replay_once(
     """One search, replayed in memory through `run_search`; its measured trials in order."""
     import optuna
 
-    from archdsl.search._study_summary import summarize_study
-    from archdsl.search.measures import Fidelity
+    from archdsl.search.fidelity.measures import Fidelity
+    from archdsl.search.fidelity.replay import TABLE_PREFIX
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.record import DIGEST_ATTR, SIM_SECONDS_ATTR, is_copy, is_extra_seed, is_verdict, trials
-    from archdsl.search.replay import TABLE_PREFIX
+    from archdsl.search.planning import SearchPlan
+    from archdsl.search.report import summarize_study
     from archdsl.search.runner import run_search
-    from archdsl.search.session import SearchPlan
     from archdsl.search.settings import SearchSettings
+    from archdsl.search.studies.record import DIGEST_ATTR, SIM_SECONDS_ATTR, is_copy, is_extra_seed, is_verdict, trials
 
     objs = parse_objectives(objectives)
     name = f"{strategy}-{pruner}-{seed}"
@@ -228,7 +228,7 @@ def on_grid(curve: list[float], times: list[float], grid: np.ndarray, start: flo
 
 def front_hypervolume(seen: list[Seen], truth: Truth, names: tuple[str, str]) -> list[float]:
     """After each trial: the hypervolume of the true values of the complete trials so far, over the table's."""
-    from archdsl.search.optuna_private import hypervolume
+    from archdsl.search._optuna_private import hypervolume
 
     points = _scaled_points(truth, names)
     reference = [1.1, 1.1]
@@ -284,9 +284,9 @@ def main() -> None:
 
     from archdsl.data import describe
     from archdsl.files import save_figure
-    from archdsl.search.measures import fit_to_data, load_base
+    from archdsl.search.fidelity.measures import fit_to_data, load_base
+    from archdsl.search.fidelity.replay import check_replay, load_replay
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.replay import check_replay, load_replay
     from archdsl.search.space import make_space, parse_searched
 
     info = describe(args.dataset)

@@ -3,7 +3,7 @@ with `fast`, `weak` and `deit` (docs/search.md quotes the table).
 
 Each recipe trains each spec with every seed at the search's default fidelity (synthetic data,
 the validation tenth held out, subset 0.4 of the rest and of the validation images, 2 epochs,
-the recipe's batch and learning rate), through the same `archdsl.search.measures.train_candidate`
+the recipe's batch and learning rate), through the same `archdsl.search.fidelity.measures.train_candidate`
 a search trial calls, and is scored, as a trial is, on the validation images.
 
     python benchmarks/short_recipes.py                              # tiny + alter-small-base, seeds 0 1
@@ -18,7 +18,7 @@ import time
 
 from archdsl.lang.spec import load_spec
 from archdsl.run.recipe import RECIPES
-from archdsl.search import measures
+from archdsl.search.fidelity import measures
 
 
 def main() -> None:

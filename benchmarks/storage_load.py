@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 import optuna
 
-from archdsl.search.storage import StorageOptions, open_storage
+from archdsl.search.studies.storage import StorageOptions, open_storage
 
 BACKENDS = ("journal", "postgresql", "grpc-postgresql", "grpc-journal")
 STUDY = "load"

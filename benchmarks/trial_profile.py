@@ -1,7 +1,7 @@
 """Where one search trial's time goes: wall and CPU seconds per part, for the ResNet and an AlterNet.
 
 A trial is measured as `archdsl search` measures it, through the search's own functions
-(`archdsl.search.measures`: the IR's costs, `train_candidate` at the search's fidelity, then the
+(`archdsl.search.fidelity.measures`: the IR's costs, `train_candidate` at the search's fidelity, then the
 analysis measures), at the search's defaults on Fashion-MNIST (as README's example; found in
 /usr/share/datasets/fashion-mnist or --data-root): recipe `fast`, 2 epochs on a class-stratified
 tenth of the training set (6,000 images), scored on a tenth of the test set (1,000), the model
@@ -46,8 +46,8 @@ from archdsl.buildup import layout
 from archdsl.lang.spec import load_spec
 from archdsl.nn.summary import ensure_fits
 from archdsl.run import train as train_module
-from archdsl.search import measures
-from archdsl.search.measures import REAL_SUBSET, Fidelity
+from archdsl.search.fidelity import measures
+from archdsl.search.fidelity.measures import REAL_SUBSET, Fidelity
 
 BASE = "resnet-fmnist"
 TRAINING_PARTS = ("data", "forward", "backward", "optimizer", "evaluation", "setup and the rest")

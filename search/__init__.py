@@ -16,41 +16,41 @@ from archdsl.search.settings import PRUNERS as PRUNERS  # light: the CLI lists t
 from archdsl.search.settings import STRATEGIES as STRATEGIES
 
 if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
-    from archdsl.search._report_csv import trials_csv as trials_csv
-    from archdsl.search._report_lines import progress_text as progress_text
-    from archdsl.search._report_lines import trial_line as trial_line
-    from archdsl.search._study_summary import summarize_study as summarize_study
-    from archdsl.search.journal_check import JournalRepair as JournalRepair
-    from archdsl.search.journal_check import repair_journal as repair_journal
-    from archdsl.search.measures import Fidelity as Fidelity
+    from archdsl.search.fidelity.measures import Fidelity as Fidelity
     from archdsl.search.objectives import OBJECTIVES as OBJECTIVES
-    from archdsl.search.record import NOT_USED as NOT_USED
-    from archdsl.search.record import is_copy as is_copy
-    from archdsl.search.report import ReportPaths as ReportPaths
-    from archdsl.search.report import write_report as write_report
+    from archdsl.search.planning import SearchPlan as SearchPlan
+    from archdsl.search.planning import SearchResult as SearchResult
+    from archdsl.search.planning import describe_space as describe_space
+    from archdsl.search.planning import plan_search as plan_search
+    from archdsl.search.planning import plan_space as plan_space
+    from archdsl.search.planning import run_planned as run_planned
+    from archdsl.search.planning import search as search
+    from archdsl.search.report import progress_text as progress_text
+    from archdsl.search.report import summarize_study as summarize_study
+    from archdsl.search.report import trial_line as trial_line
+    from archdsl.search.report import trials_csv as trials_csv
+    from archdsl.search.report.saved import load_saved_study as load_saved_study
+    from archdsl.search.report.saved import report_study as report_study
+    from archdsl.search.report.write import ReportPaths as ReportPaths
+    from archdsl.search.report.write import write_report as write_report
     from archdsl.search.runner import study_progress as study_progress
     from archdsl.search.runner import target_trials as target_trials
-    from archdsl.search.saved_study import load_saved_study as load_saved_study
-    from archdsl.search.saved_study import report_study as report_study
-    from archdsl.search.session import SearchPlan as SearchPlan
-    from archdsl.search.session import SearchResult as SearchResult
-    from archdsl.search.session import describe_space as describe_space
-    from archdsl.search.session import plan_search as plan_search
-    from archdsl.search.session import plan_space as plan_space
-    from archdsl.search.session import run_planned as run_planned
-    from archdsl.search.session import search as search
     from archdsl.search.settings import GREY_BASE as GREY_BASE
     from archdsl.search.settings import PAPER_BASE as PAPER_BASE
     from archdsl.search.settings import SMALL_BASE as SMALL_BASE
     from archdsl.search.settings import SearchSettings as SearchSettings
-    from archdsl.search.storage import JOURNAL_SCHEME as JOURNAL_SCHEME
-    from archdsl.search.storage import journal_path as journal_path
-    from archdsl.search.storage import proxy_answering as proxy_answering
-    from archdsl.search.storage_proxy import DEFAULT_HOST as DEFAULT_PROXY_HOST  # noqa: F401 (exported as another name)
-    from archdsl.search.storage_proxy import DEFAULT_PORT as DEFAULT_PROXY_PORT  # noqa: F401 (exported as another name)
-    from archdsl.search.storage_proxy import DEFAULT_THREADS as DEFAULT_PROXY_THREADS  # noqa: F401 (exported as another name)
-    from archdsl.search.storage_proxy import RunningProxy as RunningProxy
-    from archdsl.search.storage_proxy import start_proxy as start_proxy
+    from archdsl.search.studies import JournalRepair as JournalRepair
+    from archdsl.search.studies import repair_journal as repair_journal
+    from archdsl.search.studies.proxy import DEFAULT_HOST as DEFAULT_PROXY_HOST  # noqa: F401 (exported as another name)
+    from archdsl.search.studies.proxy import DEFAULT_PORT as DEFAULT_PROXY_PORT  # noqa: F401 (exported as another name)
+    from archdsl.search.studies.proxy import DEFAULT_THREADS as DEFAULT_PROXY_THREADS  # noqa: F401 (exported as another name)
+    from archdsl.search.studies.proxy import RunningProxy as RunningProxy
+    from archdsl.search.studies.proxy import start_proxy as start_proxy
+    from archdsl.search.studies.record import NOT_USED as NOT_USED
+    from archdsl.search.studies.record import is_copy as is_copy
+    from archdsl.search.studies.storage import JOURNAL_SCHEME as JOURNAL_SCHEME
+    from archdsl.search.studies.storage import journal_path as journal_path
+    from archdsl.search.studies.storage import proxy_answering as proxy_answering
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, own=("PRUNERS", "STRATEGIES"))
 

@@ -20,9 +20,12 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from archdsl.errors import UserError
-from archdsl.search.naming import REPLAY_SUFFIX
-from archdsl.search.optuna_private import storage_of
-from archdsl.search.record import (
+from archdsl.search._optuna_private import storage_of
+from archdsl.search.fidelity.replay import is_replay, make_objective
+from archdsl.search.fidelity.trial import TrialFailed
+from archdsl.search.space import ParamValue, Space
+from archdsl.search.studies.naming import REPLAY_SUFFIX
+from archdsl.search.studies.record import (
     BASE_ATTR,
     BASE_DIGEST_ATTR,
     COMMAND_ATTR,
@@ -48,10 +51,8 @@ from archdsl.search.record import (
     trials,
     workers_at_work,
 )
-from archdsl.search.replay import is_replay, make_objective
-from archdsl.search.space import ParamValue, Space
-from archdsl.search.storage import fail_stale_trials, open_storage
-from archdsl.search.strategies import (
+from archdsl.search.studies.storage import fail_stale_trials, open_storage
+from archdsl.search.walk.strategies import (
     BuildupStep,
     PlannedSampler,
     Racing,
@@ -59,10 +60,9 @@ from archdsl.search.strategies import (
     make_pruner,
     make_sampler,
 )
-from archdsl.search.trial import TrialFailed
 
 if TYPE_CHECKING:
-    from archdsl.search.session import SearchPlan
+    from archdsl.search.planning import SearchPlan
 
 REDRAW_FALLBACK = 10  # copies in a row after which a random undrawn design is queued
 REDRAW_TRIES = 1000  # random points tried to find an undrawn design

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from archdsl.search.objectives import Objective
 
 if TYPE_CHECKING:
-    from archdsl.search.replay import TableDesign
+    from archdsl.search.fidelity.replay import TableDesign
 
 INTERVAL_LEVEL = 0.95  # two-sided coverage of the report's intervals and error bars
 KEEP_LEVEL = 0.05  # one-sided level of the walk's paired test: how often it keeps an MSA that does not help

@@ -25,7 +25,7 @@ from archdsl.search.objectives import OBJECTIVES
 
 if TYPE_CHECKING:
     from archdsl.data import DatasetInfo
-    from archdsl.search.session import SearchPlan
+    from archdsl.search.planning import SearchPlan
 
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
 PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
@@ -43,7 +43,7 @@ FIDELITY_HINT = "train, or table:PATH (table:NAME for a built-in)"  # what --fid
 
 def check_fidelity_source(value: str) -> str:
     """`train` or `table:...` (the table itself is checked when it loads); a ValueError otherwise."""
-    from archdsl.search.replay import is_replay
+    from archdsl.search.fidelity.replay import is_replay
 
     if value != "train" and not is_replay(value):
         raise ValueError(f"unknown --fidelity {value!r}; give {FIDELITY_HINT}")
@@ -51,7 +51,7 @@ def check_fidelity_source(value: str) -> str:
 
 
 class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSettings):
-    """A study besides its fidelity (`archdsl.search.measures.Fidelity`): the data and base, the strategy and
+    """A study besides its fidelity (`archdsl.search.fidelity.measures.Fidelity`): the data and base, the strategy and
     objectives, the storage and output (and the settings shared with other commands: where the data
     lives, the device, progress bars, the torchrun timeout). Each field is `archdsl search`'s flag."""
 
@@ -212,7 +212,7 @@ def reproduce_command(plan: SearchPlan) -> str:
     import shlex
 
     from archdsl.run.recipe import recipe_command_words, recipe_flags
-    from archdsl.search.storage import without_password
+    from archdsl.search.studies.storage import without_password
 
     s, fidelity = plan.settings, plan.fidelity
     resolved = {

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable
 from pathlib import Path
 
-from archdsl.search.replay import TABLE_SCHEMA, CurvePoint, Table, TableDesign, TableRun
+from archdsl.search.fidelity.replay import TABLE_SCHEMA, CurvePoint, Table, TableDesign, TableRun
 
 DATASET = "fashion-mnist"
 BASE = "resnet-fmnist"
@@ -27,7 +27,7 @@ INIT_GAIN = {"timm": 0.004}
 
 def the_space(searched: tuple[str, ...] = SEARCHED):
     from archdsl.data import describe
-    from archdsl.search.measures import fit_to_data, load_base
+    from archdsl.search.fidelity.measures import fit_to_data, load_base
     from archdsl.search.space import make_space
 
     info = describe(DATASET)
@@ -50,7 +50,7 @@ def make_table(
     test_gain: Callable[[dict], float] = lambda params: 0.0,
 ) -> Table:
     from archdsl.lang.printer import format_arch
-    from archdsl.search.measures import static_costs
+    from archdsl.search.fidelity.measures import static_costs
     from archdsl.search.space import layout_text
 
     choices = space.choices()

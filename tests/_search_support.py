@@ -10,7 +10,7 @@ from pathlib import Path
 
 import optuna
 
-from archdsl.search.storage import StorageOptions, open_storage
+from archdsl.search.studies.storage import StorageOptions, open_storage
 
 # Three stages of two basic blocks, 8-16 channels: one epoch on 96 images takes well under a second.
 TINY_BASE = """\
@@ -80,9 +80,9 @@ def plan_for(
     `settings` (SearchSettings fields) over the defaults, trials trained for `epochs` on `seeds` paired
     seeds. What `plan_space` makes, for a test of the runner, the trial or the study's storage."""
     from archdsl.lang.spec import parse_spec
-    from archdsl.search.measures import Fidelity
+    from archdsl.search.fidelity.measures import Fidelity
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.session import SearchPlan
+    from archdsl.search.planning import SearchPlan
     from archdsl.search.settings import SearchSettings
     from archdsl.search.space import make_space
 

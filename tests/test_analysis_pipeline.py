@@ -44,7 +44,7 @@ def test_search_and_analyze_report_the_same_nep_and_ape(tmp_path, one_thread):
     from _search_support import DATASET, TINY_BASE
 
     from archdsl.lang.spec import parse_spec
-    from archdsl.search import measures
+    from archdsl.search.fidelity import measures
 
     arch = parse_spec(TINY_BASE)
     fidelity = measures.Fidelity(epochs=1, train_settings=(("batch_size", 32),), hessian_batches=2, hessian_max_iter=12)

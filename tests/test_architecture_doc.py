@@ -17,7 +17,11 @@ DOC = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
 START, END = "The path of one trial", "no setting is copied"
 PATH = DOC[DOC.index(START) : DOC.index(END, DOC.index(START))]
 NAMES = sorted(set(re.findall(r"`([^`]+)`", PATH)) - {"archdsl search"})
-SEARCH_MODULES = sorted(p.stem for p in (ROOT / "search").glob("*.py") if p.stem != "__init__")
+SEARCH_MODULES = sorted(
+    ".".join(p.relative_to(ROOT / "search").with_suffix("").parts)
+    for p in (ROOT / "search").rglob("*.py")
+    if p.stem != "__init__"
+)
 
 
 def _module(dotted: str):
@@ -69,4 +73,6 @@ def test_each_name_of_the_trial_path_is_the_codes(name, tmp_path):
 
 def test_the_path_names_the_steps():
     assert len(re.findall(r"^\d\. ", PATH, flags=re.MULTILINE)) in (5, 6)
-    assert {"session.plan_space", "runner.run_search(plan)", "trial.TrialObjective(plan, measurer)"} <= set(NAMES)
+    assert {"planning.plan_space", "runner.run_search(plan)", "fidelity.trial.TrialObjective(plan, measurer)"} <= set(
+        NAMES
+    )

@@ -71,7 +71,7 @@ def test_the_table_script_trains_a_run_and_assembles_a_table_the_replay_reads(tm
     from _mnist_files import write_idx
 
     from archdsl.data import mnist as mnist_module
-    from archdsl.search.replay import Table
+    from archdsl.search.fidelity.replay import Table
 
     write_idx(tmp_path / "data" / "FashionMNIST" / "raw", n_train=600, n_test=60)
     spec = mnist_module.SPECS["fashion-mnist"]

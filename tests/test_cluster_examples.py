@@ -6,7 +6,7 @@ both run, as written, on this machine with tiny settings appended (the last flag
 
 The stand-ins: `srun` runs its command here; `torchrun` is either torch's own launcher
 (`python -m torch.distributed.run`, 2 CPU ranks) or, for one process, drops its options and runs
-the module. A torchrun group is one worker of the study (archdsl.search.distributed): rank 0
+the module. A torchrun group is one worker of the study (archdsl.search.fidelity.distributed): rank 0
 samples and reports, and every rank trains the design rank 0 sends. What is checked here (the
 command starts, every design is measured once, nothing is left running) holds for both launchers.
 """

@@ -158,7 +158,7 @@ def test_training_on_it_leaves_out_random_crops_unless_told(tmp_path: Path):
 
 
 def test_the_search_trains_it_without_random_crops_unless_told():
-    from archdsl.search.session import fidelity_for
+    from archdsl.search.planning import fidelity_for
     from archdsl.search.settings import SearchSettings
 
     odd = SearchSettings(dataset="odd-one-out")
@@ -169,8 +169,8 @@ def test_the_search_trains_it_without_random_crops_unless_told():
 
 
 def test_the_search_trains_each_dataset_at_its_own_fidelity_unless_told():
-    from archdsl.search.measures import REAL_SUBSET
-    from archdsl.search.session import fidelity_for
+    from archdsl.search.fidelity.measures import REAL_SUBSET
+    from archdsl.search.planning import fidelity_for
     from archdsl.search.settings import SearchSettings
 
     def fields(dataset: str, **given: object) -> tuple[object, ...]:

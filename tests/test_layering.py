@@ -6,7 +6,7 @@ dependency), so a cycle cannot hide behind "it only happens at run time". An imp
 `if TYPE_CHECKING:` names a type for the checker and never runs: it must respect the layers
 like any other, but it closes no cycle. A package's exports (archdsl.exports.lazy_exports: its
 `TYPE_CHECKING` imports, imported on first use) run when a module imports them from the package:
-`from archdsl.search import summarize_study` depends on `archdsl.search._study_summary`.
+`from archdsl.search import summarize_study` depends on `archdsl.search.report._summary`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ TORCH_FREE = (
     "archdsl.buildup",
     "archdsl.nn.summary",
     "archdsl.nn.timm_cfg",
-    "archdsl.search.naming",
+    "archdsl.search.studies.naming",
     "archdsl.commands._args",
     "archdsl.commands.config_file",
     "archdsl.commands.settings_flags",
@@ -66,10 +66,10 @@ LIGHT_AT_IMPORT = (
     "archdsl.cli",
     "archdsl.commands",
     "archdsl.run.recipe",
-    "archdsl.search.measures",
+    "archdsl.search.fidelity.measures",
     "archdsl.search.settings",  # the search's flags are made from its fields; STRATEGIES is listed from it
     "archdsl.analysis.sources",  # analyze's and eval's flags are made from its models
-    "archdsl.search.storage_proxy",  # its defaults are read by `archdsl study serve --help`
+    "archdsl.search.studies.proxy",  # its defaults are read by `archdsl study serve --help`
     "archdsl.nn.timm_models",  # imported by `import archdsl`: it only installs the hook
 )
 HEAVY = ("torch", "torchvision", "timm", "optuna", "matplotlib")
@@ -219,10 +219,11 @@ def test_no_import_cycles():
 
 def test_an_export_imported_from_its_package_depends_on_the_module_that_defines_it():
     # commands/search.py imports `write_report` from the package: report.py runs on first use
-    assert "archdsl.search.report" in RUNTIME_GRAPH["archdsl.commands.search"]
-    assert EXPORTS["archdsl.search"]["summarize_study"] == "archdsl.search._study_summary"
+    assert "archdsl.search.report.write" in RUNTIME_GRAPH["archdsl.commands.search"]
+    assert EXPORTS["archdsl.search"]["summarize_study"] == "archdsl.search.report"
+    assert EXPORTS["archdsl.search.report"]["summarize_study"] == "archdsl.search.report._summary"
     # the package itself imports its exports for the type checker only: they are no edge of its own
-    assert "archdsl.search.session" not in RUNTIME_GRAPH["archdsl.search"]
+    assert "archdsl.search.planning" not in RUNTIME_GRAPH["archdsl.search"]
 
 
 # Import name -> the distributions that provide it, for the extras' modules whose distribution has another name.
@@ -259,9 +260,9 @@ def test_every_imported_distribution_is_declared():
 
 def test_a_type_only_import_is_held_to_the_layers_but_closes_no_cycle():
     # trial names the study's plan for the checker only (the session imports the runner, which imports trial)
-    assert "archdsl.search.session" in GRAPH["archdsl.search.trial"]
-    assert "archdsl.search.session" not in RUNTIME_GRAPH["archdsl.search.trial"]
-    assert "archdsl.search.runner" in RUNTIME_GRAPH["archdsl.search.session"]  # a lazy import runs: it counts
+    assert "archdsl.search.planning" in GRAPH["archdsl.search.fidelity.trial"]
+    assert "archdsl.search.planning" not in RUNTIME_GRAPH["archdsl.search.fidelity.trial"]
+    assert "archdsl.search.runner" in RUNTIME_GRAPH["archdsl.search.planning"]  # a lazy import runs: it counts
 
 
 def _heavy(names: set[str]) -> list[str]:
@@ -281,7 +282,7 @@ def test_command_line_modules_import_nothing_heavy_at_import_time(name):
 # docs/architecture.md: within the search, only `measures` builds, trains and analyses a design (and
 # loads its data); the other search modules may reach only these outside the torch-free core:
 # module -> the names they may import from it (None: any).
-SEARCH_GATE = "archdsl.search.measures"
+SEARCH_GATE = "archdsl.search.fidelity.measures"
 HEAVY_AREAS = ("archdsl.nn", "archdsl.run", "archdsl.analysis", "archdsl.data")
 SEARCH_SET_UP: dict[str, frozenset[str] | None] = {
     # the dataset's shape, classes and training defaults, without loading it; its name at --image-size
@@ -511,7 +512,7 @@ def forwarded(source: str, on_purpose: frozenset[str] = frozenset()) -> list[str
 
 # The one forwarder on purpose: optuna_private is where every private Optuna name is reached (so that an
 # Optuna upgrade has one file to check); journal_check takes JournalOperation from it, not from Optuna's module.
-FORWARDS_ON_PURPOSE = {"archdsl.search.optuna_private": frozenset({"JournalOperation"})}
+FORWARDS_ON_PURPOSE = {"archdsl.search._optuna_private": frozenset({"JournalOperation"})}
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES if MODULES[n].name != "__init__.py"))

@@ -1,4 +1,4 @@
-"""The Optuna internals archdsl relies on (all in archdsl.search.optuna_private) still behave as
+"""The Optuna internals archdsl relies on (all in archdsl.search._optuna_private) still behave as
 that module says. A failure here means the installed Optuna changed them: update the module,
 and the version range in pyproject.toml, together."""
 
@@ -13,7 +13,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 from packaging.requirements import Requirement
 
-from archdsl.search import optuna_private as private
+from archdsl.search import _optuna_private as private
 
 
 def _journal_study(tmp_path) -> optuna.Study:
@@ -29,7 +29,7 @@ def _rdb(tmp_path, **heartbeat) -> RDBStorage:
 def test_the_installed_optuna_is_in_the_range_archdsl_declares():
     [declared] = [Requirement(r) for r in requires("archdsl") or () if Requirement(r).name == "optuna"]
     assert declared.specifier.contains(optuna.__version__), (
-        f"Optuna {optuna.__version__} is outside {declared.specifier}, the range archdsl.search.optuna_private "
+        f"Optuna {optuna.__version__} is outside {declared.specifier}, the range archdsl.search._optuna_private "
         "was checked against"
     )
 

@@ -91,7 +91,7 @@ def test_the_folder_itself_may_be_a_link(tmp_path: Path) -> None:
 def test_a_study_report_refuses_a_linked_report_file(tmp_path: Path) -> None:
     import optuna
 
-    from archdsl.search.report import write_report
+    from archdsl.search.report.write import write_report
 
     study = optuna.create_study(study_name="s", directions=["maximize"])
     study_dir = tmp_path / "s"

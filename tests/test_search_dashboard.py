@@ -15,9 +15,9 @@ import optuna
 import pytest
 from optuna.distributions import IntDistribution
 
-from archdsl.search.record import BUILDUP_STEP_ATTR, LAYOUT_ATTR
 from archdsl.search.runner import open_study
-from archdsl.search.storage import journal_path
+from archdsl.search.studies.record import BUILDUP_STEP_ATTR, LAYOUT_ATTR
+from archdsl.search.studies.storage import journal_path
 
 pytest.importorskip("optuna_dashboard")  # the `distributed` extra
 # Marked so .ci/run's second step (`-m "distributed or postgres"`, with the extra) runs it: the

@@ -113,8 +113,8 @@ def test_a_trials_files_hold_validation_figures_under_their_own_names(tmp_path):
 def test_subset_shrinks_the_training_set_and_val_subset_the_sets_that_score(tmp_path):
     import _search_support as support
 
-    from archdsl.search import measures as measure
-    from archdsl.search.session import plan_space
+    from archdsl.search.fidelity import measures as measure
+    from archdsl.search.planning import plan_space
     from archdsl.search.settings import SearchSettings, reproduce_command
 
     # 96 training images: 16 held out for validation (a quarter of them score), 80 to train on
@@ -166,7 +166,7 @@ def test_the_recorded_command_runs_the_same_study(settings, fidelity):
 
     from archdsl.cli import build_parser
     from archdsl.commands.search import settings_from_args
-    from archdsl.search.session import plan_space
+    from archdsl.search.planning import plan_space
     from archdsl.search.settings import NOT_RECORDED, SearchSettings, reproduce_command
 
     plan = plan_space(SearchSettings(study_name="s", **settings), fidelity)
@@ -184,7 +184,7 @@ def test_validation_images_are_held_out_of_training_and_fixed():
     import _search_support as support
     import numpy as np
 
-    from archdsl.search import measures as measure
+    from archdsl.search.fidelity import measures as measure
 
     one = measure.load_data(support.DATASET, None, seed=0, val_split="0.25")
     other = measure.load_data(support.DATASET, None, seed=7, val_split="0.25")
@@ -258,7 +258,7 @@ def test_the_default_pruner_follows_the_strategy_and_the_epochs_and_the_study_li
     # `auto` is the efficiency study's finding (docs/search.md): median for the walk, Hyperband for the samplers.
     import shlex
 
-    from archdsl.search.session import plan_space
+    from archdsl.search.planning import plan_space
     from archdsl.search.settings import SearchSettings, reproduce_command
 
     settings = SearchSettings(study_name="s", strategy=strategy, pruner=given)
@@ -282,7 +282,7 @@ def test_paired_seeds_train_every_design_on_the_same_seeds(tmp_path, monkeypatch
     import _search_support as support
     import optuna
 
-    from archdsl.search import measures as measure
+    from archdsl.search.fidelity import measures as measure
 
     seeds_by_design: dict[str, list[int]] = {}
     train_candidate = measure.train_candidate

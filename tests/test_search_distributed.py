@@ -1,4 +1,4 @@
-"""A torchrun group as one search worker (archdsl.search.distributed): two groups of two CPU ranks
+"""A torchrun group as one search worker (archdsl.search.fidelity.distributed): two groups of two CPU ranks
 (gloo) share one study; each design is measured once, and every rank of a group trained it."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def test_two_torchrun_groups_share_a_study_and_every_rank_trains_the_trials_desi
             assert trial.user_attrs["rank_digests"] == [trial.user_attrs["digest"]] * 2
     finally:
         if url:
-            from archdsl.search.storage import StorageOptions, open_storage
+            from archdsl.search.studies.storage import StorageOptions, open_storage
 
             opened = open_storage(StorageOptions(url=url), tmp_path, study_name)
             optuna.delete_study(study_name=study_name, storage=opened)

@@ -19,9 +19,10 @@ from optuna.trial import TrialState
 
 import archdsl.data as data_module
 from archdsl.cli import main
-from archdsl.search import measures as measure
-from archdsl.search._study_summary import summarize_study
-from archdsl.search.record import (
+from archdsl.search.fidelity import measures as measure
+from archdsl.search.fidelity.replay import TableRun, load_replay
+from archdsl.search.report._summary import summarize_study
+from archdsl.search.studies.record import (
     DIGEST_ATTR,
     METRICS_ATTR,
     NO_TABLE_FIGURES,
@@ -31,7 +32,6 @@ from archdsl.search.record import (
     read_held_out,
     trials,
 )
-from archdsl.search.replay import TableRun, load_replay
 
 LABEL = f"test ({NOT_USED})"
 
@@ -134,7 +134,7 @@ def test_the_search_chooses_the_same_whatever_the_test_labels_say(tmp_path, monk
 
 def test_a_worker_that_is_not_the_last_one_out_leaves_the_final_test_to_it(tmp_path):
     """A trial of the study still running elsewhere: the search has not ended, and no seal is opened."""
-    from archdsl.search.final_test import run_final_test
+    from archdsl.search.report.final_test import run_final_test
 
     args = support.search_args(tmp_path, "early", "--strategy", "random", "--n-trials", "2", "--pruner", "none")
     assert main([*args, "--seeds", "2"]) == 0
@@ -218,7 +218,7 @@ def test_the_summary_chooses_the_same_with_or_without_test_figures(tmp_path):
 
 
 def test_seeds_is_3_unless_told_and_the_command_line_always_says_how_many():
-    from archdsl.search.session import plan_space
+    from archdsl.search.planning import plan_space
     from archdsl.search.settings import SearchSettings, reproduce_command
 
     assert measure.Fidelity().seeds == 3

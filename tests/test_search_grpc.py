@@ -61,7 +61,7 @@ def test_a_grpc_storage_without_grpcio_asks_for_the_extra(tmp_path, capsys, monk
 
 def test_an_ipv6_proxy_address_keeps_its_brackets():
     """`[::1]:13000` is the address a gRPC channel takes; `::1:13000` is not one."""
-    from archdsl.search.storage import grpc_address
+    from archdsl.search.studies.storage import grpc_address
 
     address = grpc_address("grpc://[::1]:13000")
     assert (address.host, address.port, str(address)) == ("[::1]", 13000, "[::1]:13000")
@@ -342,7 +342,7 @@ def test_serve_refuses_a_host_that_does_not_resolve(capsys, tmp_path, monkeypatc
 def test_two_workers_share_a_postgresql_study_through_the_proxy(tmp_path):
     from test_search_storage import _check_shared_study, _run_two_workers
 
-    from archdsl.search.storage import StorageOptions, open_storage
+    from archdsl.search.studies.storage import StorageOptions, open_storage
 
     study_name = f"grpc-{uuid.uuid4().hex[:10]}"
     server, url = _serve(POSTGRES_URL)
@@ -435,7 +435,7 @@ def test_a_proxy_killed_while_a_trial_is_told_is_named_not_optunas_unbound_local
 
     # As docs/search.md says: the proxy started again, the same command goes on. The untold trial's worker is
     # gone (here: its process, as a worker's that ended), so it is failed and its design measured again.
-    import archdsl.search.storage as storage
+    import archdsl.search.studies.storage as storage
 
     monkeypatch.setattr(runner, "make_objective", make_objective)
     monkeypatch.setattr(storage, "_pid_alive", lambda pid: False)

@@ -14,8 +14,8 @@ import pytest
 from _search_support import search_args
 
 from archdsl.errors import UserError
-from archdsl.search.journal_lock import JournalLock
-from archdsl.search.storage import StorageOptions, open_storage
+from archdsl.search.studies._journal_lock import JournalLock
+from archdsl.search.studies.storage import StorageOptions, open_storage
 
 HOUR = 3600
 

@@ -11,10 +11,10 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.errors import UserError
-from archdsl.search.journal_check import repair_records
-from archdsl.search.record import REPAIRED_ATTR
 from archdsl.search.runner import load_study
-from archdsl.search.storage import StorageOptions, open_storage
+from archdsl.search.studies._journal_check import repair_records
+from archdsl.search.studies.record import REPAIRED_ATTR
+from archdsl.search.studies.storage import StorageOptions, open_storage
 
 TRIALS = 6
 DAMAGED_TRIAL = 3
@@ -104,7 +104,7 @@ def test_a_damaged_journal_line_is_named_and_repair_recovers_every_trial_around_
 
 
 def test_a_rebuilt_creation_whose_trial_never_finished_is_failed_and_retried_by_the_next_search(tmp_path):
-    from archdsl.search.storage import fail_stale_trials
+    from archdsl.search.studies.storage import fail_stale_trials
 
     path = _journal(tmp_path)
     lines = path.read_bytes().split(b"\n")[:-1]

@@ -1,4 +1,4 @@
-"""A trial's record has one home (`archdsl.search.record`): the one scan of a study's trials, every attr
+"""A trial's record has one home (`archdsl.search.studies.record`): the one scan of a study's trials, every attr
 name a search writes, and the rules that tell what a trial is. Checked on the source: no other module
 of archdsl scans a study's trials or spells an attr's name."""
 
@@ -10,13 +10,13 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from archdsl.search import record
+from archdsl.search.studies import record
 
 ROOT = Path(__file__).resolve().parent.parent
-RECORD = ROOT / "search" / "record.py"
+RECORD = ROOT / "search" / "studies" / "record.py"
 SOURCES = sorted(p for folder in ("archdsl", "search", "analysis") for p in (ROOT / folder).rglob("*.py"))
 # Optuna's own system attrs (retries, enqueued parameters), reached where every private Optuna use is.
-OPTUNA_PRIVATE = ROOT / "search" / "optuna_private.py"
+OPTUNA_PRIVATE = ROOT / "search" / "_optuna_private.py"
 # Reading a study's trials: Optuna's scans (`best_trial(s)` and `trials` scan them too).
 SCANS = {"get_trials", "best_trial", "best_trials"}
 # Writing or reading a trial's or a study's attrs by name.
@@ -67,11 +67,11 @@ def _offenders(check, skipped: tuple[Path, ...]) -> dict[str, list[str]]:
 
 
 def test_no_module_but_the_record_scans_a_studys_trials():
-    assert _offenders(scans, (RECORD,)) == {}, "scan a study's trials with archdsl.search.record.trials"
+    assert _offenders(scans, (RECORD,)) == {}, "scan a study's trials with archdsl.search.studies.record.trials"
 
 
 def test_no_module_but_the_record_spells_an_attr():
-    assert _offenders(spelled_attrs, (RECORD, OPTUNA_PRIVATE)) == {}, "name the attr from archdsl.search.record"
+    assert _offenders(spelled_attrs, (RECORD, OPTUNA_PRIVATE)) == {}, "name the attr from archdsl.search.studies.record"
 
 
 def test_the_checks_see_a_scan_and_an_attr_spelled_out():

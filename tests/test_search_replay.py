@@ -18,8 +18,10 @@ import pytest
 from optuna.trial import TrialState
 
 from archdsl.cli import main
-from archdsl.search.optuna_private import fixed_params
-from archdsl.search.record import (
+from archdsl.search._optuna_private import fixed_params
+from archdsl.search.fidelity.replay import TABLE_PREFIX, Replay, load_replay
+from archdsl.search.runner import run_search
+from archdsl.search.studies.record import (
     DIGEST_ATTR,
     SEALED_ATTR_PREFIX,
     SIM_SECONDS_ATTR,
@@ -27,9 +29,7 @@ from archdsl.search.record import (
     is_copy,
     is_verdict,
 )
-from archdsl.search.replay import TABLE_PREFIX, Replay, load_replay
-from archdsl.search.runner import run_search
-from archdsl.search.strategies import PlannedSampler
+from archdsl.search.walk.strategies import PlannedSampler
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +139,7 @@ def test_an_epochs_flag_a_replay_cannot_honour_is_a_warning_not_silence(tmp_path
 
 
 def _journal(path: Path):
-    from archdsl.search.storage import StorageOptions, open_storage
+    from archdsl.search.studies.storage import StorageOptions, open_storage
 
     return open_storage(StorageOptions(url=f"journal:{path}"), path.parent, "x")
 
@@ -396,7 +396,7 @@ def test_an_unknown_fidelity_is_a_usage_error_also_in_a_dry_run(tmp_path, table_
 def test_a_table_larger_than_the_bound_is_refused_before_it_is_read(tmp_path, capsys):
     """A million designs parsed would take gigabytes: a file past the bound is refused by its size (a sparse
     file here: nothing is written, and nothing of it may be read)."""
-    from archdsl.search.replay import MAX_TABLE_BYTES
+    from archdsl.search.fidelity.replay import MAX_TABLE_BYTES
 
     huge = tmp_path / "huge.json"
     with huge.open("wb") as f:
@@ -442,7 +442,7 @@ def test_the_docs_replay_example_runs_on_the_shipped_table(tmp_path, monkeypatch
 
 def test_the_clock_takes_a_runs_cpu_time_when_the_table_has_it():
     # A table made beside other work has wall times that hold that work too; its CPU times do not.
-    from archdsl.search.replay import TableRun
+    from archdsl.search.fidelity.replay import TableRun
 
     curve = [{"epoch": 1, "val_acc": 0.5, "seconds": 9.0}]
     wall_only = TableRun(seed=0, val_acc=0.5, test_acc=0.5, curve=curve, train_seconds=9.0, measure_seconds=4.0)
@@ -456,7 +456,7 @@ def test_the_clock_takes_a_runs_cpu_time_when_the_table_has_it():
 
 def test_a_replayed_search_gets_its_own_default_study_name(tmp_path, table_file, capsys):
     """Without --study-name a replay must not write into the trained study of the same command."""
-    from archdsl.search.naming import default_study_name
+    from archdsl.search.studies.naming import default_study_name
 
     args = search_args(table_file, tmp_path / "runs", "unused", "--strategy", "random", "--n-trials", "2")
     named = args.index("--study-name")
@@ -472,8 +472,8 @@ def test_a_replayed_search_gets_its_own_default_study_name(tmp_path, table_file,
 def test_a_study_refuses_a_worker_of_the_other_fidelity(tmp_path, table_file):
     """A replayed worker joining a trained study (or back) would count simulated trials as measured."""
     from archdsl.errors import UserError
-    from archdsl.search.record import FIDELITY_ATTR
     from archdsl.search.runner import open_study
+    from archdsl.search.studies.record import FIDELITY_ATTR
 
     def config(fidelity: str, journal: str):
         return search_support.plan_for(
@@ -500,7 +500,7 @@ def test_a_table_nested_too_deep_is_refused_with_its_depth(tmp_path):
     path = tmp_path / "deep.json"
     path.write_text('{"schema": ' + "[" * 50_000 + "]" * 50_000 + "}")
     from archdsl.errors import UserError
-    from archdsl.search.replay import load_replay
+    from archdsl.search.fidelity.replay import load_replay
 
     with pytest.raises(UserError, match="not a search table: its JSON nested 50,001 levels deep"):
         load_replay(f"table:{path}")
@@ -607,7 +607,7 @@ def test_a_replays_seed_picks_the_table_runs_a_trained_search_would_train(tmp_pa
     # A trained search's seed index s trains with seed --seed + s (measures.seed_of); its replay answers from the
     # table's runs of those seeds (wrapping around the table's), so replays with other --seed values draw other
     # paired seeds. With the table's first seeds for every --seed, every replay of a study made the same choice.
-    from archdsl.search.measures import seed_of
+    from archdsl.search.fidelity.measures import seed_of
 
     out = tmp_path / "runs"
     args = search_args(table_file, out, "shifted", "--strategy", "random", "--n-trials", "3", "--pruner", "none")
@@ -619,7 +619,7 @@ def test_a_replays_seed_picks_the_table_runs_a_trained_search_would_train(tmp_pa
         runs = [ordered[seed_of(seed, i) % len(ordered)] for i in range(2)]
         assert t.user_attrs["metrics"]["accuracy_seeds"] == [r.accuracy for r in runs]
         assert t.user_attrs[TABLE_SEED_ATTR] == runs[0].seed
-    from archdsl.search.record import read_held_out
+    from archdsl.search.studies.record import read_held_out
 
     held_out = read_held_out(study)
     assert held_out, "the final test opened the table figures its best design's trial sealed"
@@ -717,8 +717,8 @@ def test_a_replayed_race_measures_more_seeds_only_up_to_max_seeds_and_counts_des
 def test_the_report_pools_a_raced_design_over_all_its_seeds(tmp_path, noisy_table):
     """After a race the report's best design is a design, not one lucky extra seed: its row holds the
     design's values on every seed index measured (its own trial's and the race's), its mean is theirs."""
-    from archdsl.search._study_summary import summarize_study
-    from archdsl.search.record import design_seed_values, is_extra_seed
+    from archdsl.search.report._summary import summarize_study
+    from archdsl.search.studies.record import design_seed_values, is_extra_seed
 
     study = _raced(noisy_table, tmp_path / "runs", "pooled", "--seeds", "2", "--max-seeds", "5")
     summary = summarize_study(study)
@@ -744,9 +744,9 @@ def test_max_seeds_below_seeds_is_one_line(tmp_path, table_file, capsys):
 
 @pytest.mark.parametrize("strategy", ["random", "tpe"])
 def test_the_samplers_remeasure_their_leading_designs_up_to_max_seeds(tmp_path, noisy_table, strategy):
-    from archdsl.search._study_summary import summarize_study
-    from archdsl.search.record import design_seed_values, is_extra_seed
+    from archdsl.search.report._summary import summarize_study
     from archdsl.search.runner import LEADERS
+    from archdsl.search.studies.record import design_seed_values, is_extra_seed
 
     out = tmp_path / "runs"
     name = f"leaders-{strategy}"
@@ -793,8 +793,8 @@ def test_a_sampler_that_draws_the_whole_space_with_max_seeds_ends_and_measures_e
 def test_the_grid_remeasures_its_leaders_after_its_last_grid_point(tmp_path, noisy_table, space):
     # Optuna's GridSampler stops the study when its grid is spent, which ended the search before the leaders'
     # extra seeds were measured: a grid search with --max-seeds chose on one draw of --seeds.
-    from archdsl.search.record import design_seed_values
     from archdsl.search.runner import LEADERS
+    from archdsl.search.studies.record import design_seed_values
 
     out, name = tmp_path / "runs", "grid-leaders"
     args = search_args(noisy_table, out, name, "--strategy", "grid", "--pruner", "none")
@@ -808,7 +808,7 @@ def test_the_grid_remeasures_its_leaders_after_its_last_grid_point(tmp_path, noi
 
 
 def test_the_recorded_command_names_max_seeds_only_when_racing():
-    from archdsl.search.session import plan_space
+    from archdsl.search.planning import plan_space
     from archdsl.search.settings import SearchSettings, reproduce_command
 
     racing = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=4), {"seeds": 2}))
@@ -821,8 +821,8 @@ def test_a_trial_has_a_heartbeat_before_it_looks_for_a_twin(tmp_path, table_file
     """A worker killed while its trial looks for (or waits on) a twin leaves a trial the next worker can fail as
     stale and retry: on a journal its heartbeat starts before the look, not after it (else it stays RUNNING and
     every later trial of its design defers to it for ever)."""
-    from archdsl.search import trial as trial_module
-    from archdsl.search.record import BEAT_ATTR
+    from archdsl.search.fidelity import trial as trial_module
+    from archdsl.search.studies.record import BEAT_ATTR
 
     looks = []
     original = trial_module.twin_decision
@@ -854,7 +854,7 @@ def test_a_study_is_resumed_on_the_seeds_it_was_measured_on(tmp_path, table_file
 def test_a_walk_resumed_by_a_sampler_reports_the_samplers_best(tmp_path, table_file):
     """The walk's answer (its last kept design) names the best of a build-up study only: resumed with a sampler,
     the study's best is the design of the best mean again."""
-    from archdsl.search._study_summary import summarize_study
+    from archdsl.search.report._summary import summarize_study
 
     out = tmp_path / "runs"
     base = ["--seeds", "2", "--pruner", "none"]

@@ -19,12 +19,12 @@ from optuna.trial import TrialState
 from archdsl.cli import main
 from archdsl.files import held_lock
 from archdsl.search import summarize_study, trials_csv
-from archdsl.search._report_figures import MIN_TRIALS_FOR_IMPORTANCE, make_figures
-from archdsl.search._report_markdown import markdown
-from archdsl.search._study_summary import PRUNED_MARK
-from archdsl.search.record import DIGEST_ATTR, LAYOUT_ATTR, SPEC_ATTR
-from archdsl.search.report import REPORT_LOCK, write_report
+from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE, make_figures
+from archdsl.search.report._markdown import markdown
+from archdsl.search.report._summary import PRUNED_MARK
+from archdsl.search.report.write import REPORT_LOCK, write_report
 from archdsl.search.runner import open_study
+from archdsl.search.studies.record import DIGEST_ATTR, LAYOUT_ATTR, SPEC_ATTR
 
 
 def _study(values: list[float], short_ids: dict[int, str] | None = None) -> optuna.Study:
@@ -273,8 +273,8 @@ def test_a_study_name_is_checked_in_full(tmp_path, capsys, name):
 
 
 def test_one_copy_is_one_copy_and_running_trials_are_counted_in_the_summary():
-    from archdsl.search._report_lines import summary_text
-    from archdsl.search.record import COPY_ATTR
+    from archdsl.search.report._lines import summary_text
+    from archdsl.search.studies.record import COPY_ATTR
 
     study = _study([0.5, 0.6])
     study.add_trial(optuna.create_trial(state=TrialState.FAIL, user_attrs={COPY_ATTR: 0}))
@@ -289,7 +289,7 @@ def test_one_copy_is_one_copy_and_running_trials_are_counted_in_the_summary():
 
 def test_a_retried_design_is_marked_as_a_retry_of_the_trial_it_repeats():
     from archdsl.search import trial_line
-    from archdsl.search.optuna_private import retry_system_attrs
+    from archdsl.search._optuna_private import retry_system_attrs
 
     study = _study([0.5])
     killed = optuna.create_trial(

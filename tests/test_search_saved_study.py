@@ -10,8 +10,8 @@ from optuna.trial import TrialState
 
 from archdsl.errors import UsageError, UserError
 from archdsl.search import load_saved_study, report_study, summarize_study, trials_csv
-from archdsl.search.record import DIGEST_ATTR, SPEC_ATTR
 from archdsl.search.runner import open_study
+from archdsl.search.studies.record import DIGEST_ATTR, SPEC_ATTR
 
 
 def _saved(out, name: str = "saved", values=(0.4, 0.8, 0.6)) -> optuna.Study:

@@ -15,14 +15,14 @@ from matplotlib.container import ErrorbarContainer
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
 
-from archdsl.search._report_csv import CHOSEN_COLUMN, INTERVAL_COLUMNS, trials_csv
-from archdsl.search._report_figures import make_figures
-from archdsl.search._report_lines import summary_text
-from archdsl.search._report_markdown import markdown
-from archdsl.search._study_summary import summarize_study
 from archdsl.search.objectives import OBJECTIVES
-from archdsl.search.record import DIGEST_ATTR, LAYOUT_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY
+from archdsl.search.report._csv import CHOSEN_COLUMN, INTERVAL_COLUMNS, trials_csv
+from archdsl.search.report._figures import make_figures
+from archdsl.search.report._lines import summary_text
+from archdsl.search.report._markdown import markdown
+from archdsl.search.report._summary import summarize_study
 from archdsl.search.seed_stats import estimate, improves_beyond_noise, tied_with
+from archdsl.search.studies.record import DIGEST_ATTR, LAYOUT_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY
 
 ACCURACY = OBJECTIVES["accuracy"]
 

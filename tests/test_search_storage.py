@@ -17,8 +17,8 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.errors import UserError
-from archdsl.search.record import BEAT_ATTR, FAIL_REASON_ATTR
-from archdsl.search.storage import StorageOptions, open_storage
+from archdsl.search.studies.record import BEAT_ATTR, FAIL_REASON_ATTR
+from archdsl.search.studies.storage import StorageOptions, open_storage
 
 POSTGRES_URL = os.environ.get("ARCHDSL_TEST_POSTGRES_URL")
 
@@ -55,7 +55,7 @@ def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
     ],
 )
 def test_the_study_command_leaves_the_password_out(url, shown):
-    from archdsl.search.session import plan_space
+    from archdsl.search.planning import plan_space
     from archdsl.search.settings import SearchSettings, reproduce_command
 
     line = reproduce_command(plan_space(SearchSettings(study_name="s", storage=url)))
@@ -301,8 +301,8 @@ def test_a_second_retry_keeps_the_original_failed_trial_as_optuna_does(tmp_path)
 
     from optuna.storages import RetryHeartbeatStaleTrialCallback as Retry
 
-    from archdsl.search.record import HOST_ATTR, PID_ATTR
-    from archdsl.search.storage import fail_stale_trials
+    from archdsl.search.studies.record import HOST_ATTR, PID_ATTR
+    from archdsl.search.studies.storage import fail_stale_trials
 
     study = optuna.create_study(storage=open_storage(StorageOptions(url=None), tmp_path, "retry"), study_name="retry")
     options = StorageOptions(url=None, grace_period=5, max_retry=3)
@@ -425,7 +425,7 @@ def test_postgresql_statements_have_a_time_limit(tmp_path):
     # The server cancels a statement after STATEMENT_TIMEOUT_S (a lock held by a stuck worker, say).
     import sqlalchemy
 
-    from archdsl.search.storage import STATEMENT_TIMEOUT_S
+    from archdsl.search.studies.storage import STATEMENT_TIMEOUT_S
 
     storage = open_storage(StorageOptions(url=POSTGRES_URL), tmp_path, "unused")
     with storage.engine.connect() as connection:
@@ -449,7 +449,7 @@ def test_postgresql_statements_have_a_time_limit(tmp_path):
     ],
 )
 def test_a_journal_record_optuna_cannot_replay_is_named_by_its_line(tmp_path, capsys, record, problem):
-    from archdsl.search.storage import JournalFile
+    from archdsl.search.studies.storage import JournalFile
 
     journal = tmp_path / "study.journal"
     optuna.create_study(storage=optuna.storages.JournalStorage(JournalFile(str(journal))), study_name="s")
@@ -494,8 +494,8 @@ def test_a_worker_with_optunas_heartbeat_keeps_archdsls_fresh_too(tmp_path):
     """Workers on the database itself (Optuna's heartbeat) and workers through the gRPC proxy (no
     heartbeat: they judge a running trial by archdsl's beat) may share a study: a direct worker that
     beat once at its trial's start would have its live trial failed by a proxy worker after the grace period."""
-    from archdsl.search.optuna_private import heartbeat_enabled, storage_of, trial_id
-    from archdsl.search.storage import WorkerHeartbeat
+    from archdsl.search._optuna_private import heartbeat_enabled, storage_of, trial_id
+    from archdsl.search.studies.storage import WorkerHeartbeat
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
     study = optuna.create_study(storage=open_storage(StorageOptions(url=url), tmp_path, "both"), study_name="both")

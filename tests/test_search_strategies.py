@@ -15,9 +15,9 @@ from optuna.trial import TrialState
 from archdsl.cli import main
 from archdsl.lang.spec import load_spec, parse_spec
 from archdsl.search.objectives import OBJECTIVES
-from archdsl.search.record import DIGEST_ATTR, FAIL_REASON_ATTR
 from archdsl.search.space import make_space
-from archdsl.search.strategies import walk_buildup
+from archdsl.search.studies.record import DIGEST_ATTR, FAIL_REASON_ATTR
+from archdsl.search.walk.strategies import walk_buildup
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -172,8 +172,8 @@ def test_a_trial_is_never_pruned_at_its_last_epoch():
     from optuna.distributions import IntDistribution
     from optuna.trial import TrialState
 
-    from archdsl.search.strategies import make_pruner
-    from archdsl.search.trial import TrialObjective
+    from archdsl.search.fidelity.trial import TrialObjective
+    from archdsl.search.walk.strategies import make_pruner
 
     plan = support.plan_for(Path("unused"), "s", space=make_space(load_spec("alter50-base")), epochs=2)
     study = optuna.create_study(direction="maximize", pruner=make_pruner(plan.objectives, 2))
@@ -233,7 +233,7 @@ def test_the_walk_compares_on_the_objectives_direction():
 
 
 def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
-    from archdsl.search.record import METRICS_ATTR, SEED_VALUES_KEY
+    from archdsl.search.studies.record import METRICS_ATTR, SEED_VALUES_KEY
 
     space = make_space(load_spec("alter50-base"))
 
@@ -259,7 +259,7 @@ def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
 
 
 def test_a_race_asks_for_more_seeds_only_while_its_test_cannot_decide_and_stops_at_max_seeds():
-    from archdsl.search.strategies import Racing, race_decision
+    from archdsl.search.walk.strategies import Racing, race_decision
 
     lead, racing = OBJECTIVES["accuracy"], Racing(seeds=2, max_seeds=4)
     assert racing.level == pytest.approx(0.05 / 3)  # Bonferroni over the looks at 2, 3 and 4 seeds

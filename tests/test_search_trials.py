@@ -13,7 +13,7 @@ from optuna.trial import TrialState
 
 from archdsl.cli import main
 from archdsl.errors import UserError
-from archdsl.search import measures as measure
+from archdsl.search.fidelity import measures as measure
 from archdsl.search.objectives import OBJECTIVES, dominates, parse_objectives
 
 pytestmark = pytest.mark.usefixtures("one_thread")

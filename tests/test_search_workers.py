@@ -11,9 +11,9 @@ import pytest
 from optuna.trial import TrialState
 
 from archdsl.cli import main
-from archdsl.search.record import CLAIM_ATTR, COPY_ATTR, DIGEST_ATTR, is_verdict, twin_decision
+from archdsl.search.fidelity.trial import earlier_twin
 from archdsl.search.space import make_space
-from archdsl.search.trial import earlier_twin
+from archdsl.search.studies.record import CLAIM_ATTR, COPY_ATTR, DIGEST_ATTR, is_verdict, twin_decision
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

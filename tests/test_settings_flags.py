@@ -29,7 +29,7 @@ from archdsl.commands.settings_flags import (
 from archdsl.common_settings import DataSettings, ProgressSettings
 from archdsl.run.recipe import TrainConfig, recipe_flags
 from archdsl.run.session import TrainSettings
-from archdsl.search.measures import Fidelity
+from archdsl.search.fidelity.measures import Fidelity
 from archdsl.search.settings import SearchSettings
 
 TRAIN_WORDS = ["alter-small-base", "--dataset", "synthetic"]

@@ -8,7 +8,7 @@ import statistics
 import _replay_support as support
 import pytest
 
-from archdsl.search.replay import builtin_tables, load_replay
+from archdsl.search.fidelity.replay import builtin_tables, load_replay
 from archdsl.search.seed_stats import seed_statistics
 
 

@@ -73,7 +73,7 @@ def settings_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from archdsl.run import command_scope
 
-    with command_scope():  # under torchrun: one worker per group, rank 0 speaks (archdsl.search.distributed)
+    with command_scope():  # under torchrun: one worker per group, rank 0 speaks (archdsl.search.fidelity.distributed)
         return _search(args)
 
 

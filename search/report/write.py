@@ -11,18 +11,18 @@ from pathlib import Path
 import optuna
 
 from archdsl.files import ensure_dir, held_lock, is_in_progress, save_figure, write_text
-from archdsl.search._report_csv import trials_csv
-from archdsl.search._report_figures import make_figures
-from archdsl.search._report_lines import summary_text
-from archdsl.search._report_markdown import markdown
-from archdsl.search._study_summary import (
+from archdsl.search.report._csv import trials_csv
+from archdsl.search.report._figures import make_figures
+from archdsl.search.report._lines import summary_text
+from archdsl.search.report._markdown import markdown
+from archdsl.search.report._summary import (
     StudySummary,
     TrialRow,
     held_out_text,
     objective_values_text,
     summarize_study,
 )
-from archdsl.search.naming import path_part
+from archdsl.search.studies.naming import path_part
 
 __all__ = ["REPORT_LOCK", "ReportPaths", "write_report"]
 

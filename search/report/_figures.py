@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import optuna
 
-from archdsl.search._study_summary import StudySummary, TrialRow
 from archdsl.search.objectives import Objective
+from archdsl.search.report._summary import StudySummary, TrialRow
 from archdsl.search.seed_stats import INTERVAL_LEVEL
 
 # fANOVA importances from a handful of trials mostly measure noise: below this many complete

@@ -25,16 +25,24 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import ArchdslWarning, UserError, install_extra
 from archdsl.files import ensure_dir
-from archdsl.search.journal_check import check_holds_records, damage_error, record_problem
-from archdsl.search.journal_lock import JournalLock
-from archdsl.search.optuna_private import (
+from archdsl.search._optuna_private import (
     RETRY_HISTORY_ATTR,
     heartbeat_enabled,
     retry_system_attrs,
     storage_of,
     trial_id,
 )
-from archdsl.search.record import BEAT_ATTR, FAIL_REASON_ATTR, HOST_ATTR, PID_ATTR, RUN_ATTRS, WORKER_STOPPED, trials
+from archdsl.search.studies._journal_check import check_holds_records, damage_error, record_problem
+from archdsl.search.studies._journal_lock import JournalLock
+from archdsl.search.studies.record import (
+    BEAT_ATTR,
+    FAIL_REASON_ATTR,
+    HOST_ATTR,
+    PID_ATTR,
+    RUN_ATTRS,
+    WORKER_STOPPED,
+    trials,
+)
 
 JOURNAL_SCHEME = "journal:"  # a journal file elsewhere than the study's folder: --storage journal:PATH
 GRPC_SCHEME = "grpc://"  # an Optuna gRPC storage proxy (`archdsl study serve`): --storage grpc://HOST:PORT
@@ -359,7 +367,7 @@ def _check_listening(address: GrpcAddress) -> None:
     """A UserError at once when no gRPC proxy answers at `address`: the connection refused (nothing listens on
     the port), closed at once, answered by an HTTP server or by something else, or not answered in time. gRPC
     itself would retry until the timeout and then say only that there was no answer."""
-    from archdsl.search.grpc_probe import Answer, probe
+    from archdsl.search.studies._grpc_probe import Answer, probe
 
     try:
         found = _while_interruptible(

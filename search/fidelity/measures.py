@@ -34,9 +34,9 @@ if TYPE_CHECKING:
     from archdsl.data import CorruptedSet, ImageSet
     from archdsl.run import EpochMetrics
     from archdsl.run.recipe import TrainConfig
-    from archdsl.search.record import HeldOutFigures
+    from archdsl.search.studies.record import HeldOutFigures
 
-# The fidelity a study takes unless told (archdsl.search.session.fidelity_for), per built-in dataset: on
+# The fidelity a study takes unless told (archdsl.search.planning.fidelity_for), per built-in dataset: on
 # synthetic 1,800 of its 4,500 training images for 2 epochs trains a small-base candidate in seconds on a
 # laptop CPU; on odd-one-out all its 1,500 (2,000 less 500 validation images) for 12 epochs, long enough
 # that it ranks the designs as training twice as long does (docs/search.md, the built-in data's reference).
@@ -58,7 +58,7 @@ class Fidelity(OptimizeSettings):
 
     The defaults are `archdsl search`'s (its --help shows them from here), but for those that depend
     on the dataset (DATASET_FIDELITY: the subsets; on odd-one-out the epochs and validation images too),
-    which archdsl.search.session.fidelity_for sets; a `Fidelity` made directly takes the plain ones. `optimize`: train
+    which archdsl.search.planning.fidelity_for sets; a `Fidelity` made directly takes the plain ones. `optimize`: train
     and measure the fast version of each model (archdsl.optimize_model).
     """
 
@@ -147,7 +147,9 @@ class Trained:
     seed_accuracies: tuple[float, ...] = ()  # with --seeds N > 1: each paired seed's; `accuracy` is their mean
     # Each seed's test top-1, for the trial to seal on the study (record.seal_test): never a value, never chosen on.
     sealed: HeldOutFigures | None = None
-    rank_digests: tuple[str, ...] = ()  # under torchrun: the design's digest on each rank (archdsl.search.distributed)
+    rank_digests: tuple[
+        str, ...
+    ] = ()  # under torchrun: the design's digest on each rank (archdsl.search.fidelity.distributed)
 
 
 class Diverged(Exception):
@@ -288,7 +290,9 @@ def train_candidate(
 
     config = train_config(fidelity, device=device, seed=seed)
     ranks = current()
-    if ranks is not None and ranks.leader:  # the design, to the other ranks of the group (archdsl.search.distributed)
+    if (
+        ranks is not None and ranks.leader
+    ):  # the design, to the other ranks of the group (archdsl.search.fidelity.distributed)
         from_leader(format_arch(arch))
 
     def report(metrics: EpochMetrics) -> None:

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import optuna
 
-from archdsl.search._study_summary import TrialRow, summarize_study
-from archdsl.search.record import HeldOutFigures, digest_of, open_test, search_ended, trials
+from archdsl.search.report._summary import TrialRow, summarize_study
+from archdsl.search.studies.record import HeldOutFigures, digest_of, open_test, search_ended, trials
 
 
 def designs_to_test(study: optuna.Study) -> tuple[TrialRow, ...]:

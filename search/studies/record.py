@@ -17,7 +17,7 @@ a twin, the report and the final test agree on which trials count. A trial is
 A design is its `Arch.digest()` (`digest`): two trials of one digest measure one design.
 
 The test figures a trial measures are sealed on the study (`seal_test`), never on the trial, where nothing
-that chooses reads them; the final test alone opens them (`open_test`, `archdsl.search.final_test`).
+that chooses reads them; the final test alone opens them (`open_test`, `archdsl.search.report.final_test`).
 """
 
 from __future__ import annotations

@@ -28,9 +28,9 @@ from optuna.trial import TrialState
 from archdsl import json_text
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
-from archdsl.search.journal_lock import JournalLock
-from archdsl.search.optuna_private import JournalOperation
-from archdsl.search.record import BEAT_ATTR, REPAIRED_ATTR
+from archdsl.search._optuna_private import JournalOperation
+from archdsl.search.studies._journal_lock import JournalLock
+from archdsl.search.studies.record import BEAT_ATTR, REPAIRED_ATTR
 
 CREATE_STUDY, CREATE_TRIAL = JournalOperation.CREATE_STUDY, JournalOperation.CREATE_TRIAL
 OP_NAMES = {

@@ -8,7 +8,7 @@ otherwise fail on; `run_planned` runs this worker's share of the study (`runner.
 trials read their settings from the same plan). `search` does all three. Every refusal is a
 `UserError`, raised before the first trial.
 
-Under torchrun, the group is one worker of the study (`archdsl.search.distributed`): `plan_search`
+Under torchrun, the group is one worker of the study (`archdsl.search.fidelity.distributed`): `plan_search`
 joins the process group; rank 0 opens the study and runs the search, and `run_planned` on the
 other ranks trains each design rank 0 sends (their `SearchResult` says `follower`). The group
 stays open for the caller (`archdsl search` closes it).
@@ -33,13 +33,13 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from archdsl.run.distributed import Ranks
-    from archdsl.search._study_summary import TrialRow
-    from archdsl.search.measures import DataContext, Fidelity
+    from archdsl.search.fidelity.measures import DataContext, Fidelity
+    from archdsl.search.fidelity.replay import Replay
     from archdsl.search.objectives import Objective
-    from archdsl.search.replay import Replay
+    from archdsl.search.report import TrialRow
     from archdsl.search.runner import SearchOutcome
     from archdsl.search.space import Space
-    from archdsl.search.storage import StorageOptions
+    from archdsl.search.studies.storage import StorageOptions
 
 __all__ = [
     "SearchPlan",
@@ -94,7 +94,7 @@ class SearchPlan:
     def storage(self) -> StorageOptions:
         """Where the study lives and how its dead workers are found (--storage, --heartbeat, --grace-period,
         --max-retry)."""
-        from archdsl.search.storage import StorageOptions
+        from archdsl.search.studies.storage import StorageOptions
 
         s = self.settings
         return StorageOptions(
@@ -137,11 +137,11 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     fitted to the dataset's description and the space (a bad dataset name fails here)."""
     from archdsl.data import describe, sized_name
     from archdsl.run.device import select_device
-    from archdsl.search import measures as measure
-    from archdsl.search.naming import check_study_name, default_study_name
+    from archdsl.search.fidelity import measures as measure
+    from archdsl.search.fidelity.replay import is_replay
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.replay import is_replay
     from archdsl.search.space import make_space, parse_searched
+    from archdsl.search.studies.naming import check_study_name, default_study_name
 
     if settings.image_size is not None:  # the dataset read at that size: the base is fitted to it below
         dataset = sized_name(settings.dataset, settings.image_size, settings.data_root)
@@ -177,7 +177,7 @@ def fidelity_for(settings: SearchSettings, fidelity: Fidelity | Mapping[str, obj
     its epochs and validation images), the validation subset the training one, and the dataset's
     training defaults (archdsl.data.training_defaults) under the train_settings, unless given."""
     from archdsl.data import training_defaults
-    from archdsl.search.measures import Fidelity, dataset_fidelity
+    from archdsl.search.fidelity.measures import Fidelity, dataset_fidelity
 
     if isinstance(fidelity, Fidelity):
         return fidelity
@@ -230,7 +230,7 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
 
     from archdsl.outputs import output_dir
     from archdsl.run.distributed import join_if_launched
-    from archdsl.search import measures as measure
+    from archdsl.search.fidelity import measures as measure
     from archdsl.search.runner import check_same_space, open_study
 
     settings, fidelity = plan.settings, plan.fidelity
@@ -276,7 +276,7 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
 def replay_table(plan: SearchPlan) -> Replay | None:
     """The table of `fidelity_source="table:..."` (SearchSettings checked it is one), checked against the search
     (None for `train`)."""
-    from archdsl.search.replay import check_replay, load_replay
+    from archdsl.search.fidelity.replay import check_replay, load_replay
 
     source = plan.settings.fidelity_source
     if source == "train":
@@ -309,8 +309,8 @@ def run_planned(
     """Run this worker's share of the planned study (`plan_search`'s); `on_trial(study, trial)` after each
     finished trial. The worker that ends the study then opens its chosen designs' sealed test figures
     (`final_test.run_final_test`; `on_final_test(designs)` before it starts)."""
-    from archdsl.search.distributed import follow_leader, leading
-    from archdsl.search.final_test import run_final_test
+    from archdsl.search.fidelity.distributed import follow_leader, leading
+    from archdsl.search.report.final_test import run_final_test
     from archdsl.search.runner import run_search, study_progress, target_trials
 
     settings = plan.settings
@@ -338,8 +338,8 @@ def run_planned(
         remarks.append(f"failed and re-queued trials of stopped workers: {outcome.stale_failed}")
     simulated = None
     if plan.replay is not None:
-        from archdsl.search.record import trials
-        from archdsl.search.replay import simulated_seconds
+        from archdsl.search.fidelity.replay import simulated_seconds
+        from archdsl.search.studies.record import trials
 
         simulated = simulated_seconds(trials(outcome.study))
     return SearchResult(
@@ -370,7 +370,7 @@ def search(
 def best_designs(study: optuna.Study) -> tuple[Arch, ...]:
     """The designs of a study's best trials (one per design), as the report lists them."""
     from archdsl.lang.spec import parse_spec
-    from archdsl.search._study_summary import summarize_study
+    from archdsl.search.report import summarize_study
 
     return tuple(parse_spec(row.spec) for row in summarize_study(study).best if row.spec)
 

@@ -9,10 +9,10 @@ import optuna
 
 from archdsl.errors import UserError
 from archdsl.outputs import RUNS_DIR
-from archdsl.search.naming import check_study_name
-from archdsl.search.report import ReportPaths, write_report
+from archdsl.search.report.write import ReportPaths, write_report
 from archdsl.search.runner import load_study
-from archdsl.search.storage import JOURNAL_SCHEME, StorageOptions, journal_path, open_storage
+from archdsl.search.studies.naming import check_study_name
+from archdsl.search.studies.storage import JOURNAL_SCHEME, StorageOptions, journal_path, open_storage
 
 
 def load_saved_study(name: str, *, storage: str | None = None, out: str | os.PathLike[str] = RUNS_DIR) -> optuna.Study:

@@ -18,9 +18,12 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UsageError
+from archdsl.search._optuna_private import fixed_params, storage_of, trial_id
 from archdsl.search.objectives import Objective
-from archdsl.search.optuna_private import fixed_params, storage_of, trial_id
-from archdsl.search.record import (
+from archdsl.search.seed_stats import KEEP_LEVEL, improves_beyond_noise
+from archdsl.search.settings import PRUNERS, REDUCTION_FACTOR, STRATEGIES
+from archdsl.search.space import ParamValue, Space
+from archdsl.search.studies.record import (
     BUILDUP_STEP_ATTR,
     SEED_INDICES_ATTR,
     STRATEGY_ATTR,
@@ -31,9 +34,6 @@ from archdsl.search.record import (
     seed_values,
     trials,
 )
-from archdsl.search.seed_stats import KEEP_LEVEL, improves_beyond_noise
-from archdsl.search.settings import PRUNERS, REDUCTION_FACTOR, STRATEGIES
-from archdsl.search.space import ParamValue, Space
 
 GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 from archdsl.run import distributed
-from archdsl.search import measures as measure
+from archdsl.search.fidelity import measures as measure
 
 _STOP = None  # the message that ends the followers' loop
 

@@ -26,10 +26,12 @@ from archdsl.files import ensure_dir, write_json, write_text
 from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
 from archdsl.nn.summary import DesignTooLarge, ensure_fits  # torch-free: the memory estimate, before any build
-from archdsl.search import measures as measure
+from archdsl.search._optuna_private import storage_of, trial_id
+from archdsl.search.fidelity import measures as measure
 from archdsl.search.objectives import Cost, dominates
-from archdsl.search.optuna_private import storage_of, trial_id
-from archdsl.search.record import (
+from archdsl.search.seed_stats import mean_and_stderr
+from archdsl.search.space import layout_text
+from archdsl.search.studies.record import (
     CLAIM_ATTR,
     COPY_ATTR,
     DIGEST_ATTR,
@@ -52,12 +54,10 @@ from archdsl.search.record import (
     trials,
     twin_decision,
 )
-from archdsl.search.seed_stats import mean_and_stderr
-from archdsl.search.space import layout_text
-from archdsl.search.storage import WorkerHeartbeat, fail_stale_trials, requeue
+from archdsl.search.studies.storage import WorkerHeartbeat, fail_stale_trials, requeue
 
 if TYPE_CHECKING:
-    from archdsl.search.session import SearchPlan
+    from archdsl.search.planning import SearchPlan
 
 CLAIM_PATIENCE_S = 10.0  # the longest a trial waits for a twin's look (milliseconds, unless its worker died)
 
@@ -72,7 +72,7 @@ class DesignCopy(TrialFailed):
 
 class DesignAnswers(Protocol):
     """What one trial's design measures to, stage by stage: `Training` trains it, a replay table
-    (`archdsl.search.replay.Replaying`) looks its run up. `TrialObjective` stages, constrains,
+    (`archdsl.search.fidelity.replay.Replaying`) looks its run up. `TrialObjective` stages, constrains,
     prunes and records alike for both."""
 
     def fits(self) -> None:
@@ -96,7 +96,7 @@ class DesignAnswers(Protocol):
 
 
 class Measurer(Protocol):
-    """Where a search's trials get their answers (`Training`, or `archdsl.search.replay.Replaying`)."""
+    """Where a search's trials get their answers (`Training`, or `archdsl.search.fidelity.replay.Replaying`)."""
 
     def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> DesignAnswers:
         """The answers of trial `trial`'s design, measured as `plan` says."""
@@ -105,7 +105,7 @@ class Measurer(Protocol):
 
 @dataclass(frozen=True)
 class Training:
-    """Trials answered by training each design on the search's data (`archdsl.search.measures`)."""
+    """Trials answered by training each design on the search's data (`archdsl.search.fidelity.measures`)."""
 
     data: measure.DataContext
 

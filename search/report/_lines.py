@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial
 
-from archdsl.search._study_summary import (
+from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
     copies_text,
@@ -17,8 +17,8 @@ from archdsl.search._study_summary import (
     ties_text,
     trial_row,
 )
-from archdsl.search.record import COPY_ATTR, is_copy
 from archdsl.search.runner import StudyProgress
+from archdsl.search.studies.record import COPY_ATTR, is_copy
 
 
 def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import csv
 import io
 
-from archdsl.search._study_summary import StudySummary, TrialRow
-from archdsl.search.record import NOT_USED, SEED_VALUES_KEY, STDERR_KEY
+from archdsl.search.report._summary import StudySummary, TrialRow
 from archdsl.search.seed_stats import mean_and_stderr
+from archdsl.search.studies.record import NOT_USED, SEED_VALUES_KEY, STDERR_KEY
 
 INTERVAL_COLUMNS = ("accuracy_ci95_low", "accuracy_ci95_high")  # the accuracy's 95 % t-interval (seed_stats)
 CHOSEN_COLUMN = "chosen"  # `best`, or `tied` with it within the noise (seed_stats.tied_with)

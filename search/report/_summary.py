@@ -12,9 +12,11 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from archdsl.search._optuna_private import retried_trial
 from archdsl.search.objectives import OBJECTIVES, Objective
-from archdsl.search.optuna_private import retried_trial
-from archdsl.search.record import (
+from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
+from archdsl.search.space import msa_per_stage
+from archdsl.search.studies.record import (
     BUILDUP_STEP_ATTR,
     COMMAND_ATTR,
     DIGEST_ATTR,
@@ -40,8 +42,6 @@ from archdsl.search.record import (
     seed_values_by_design,
     trials,
 )
-from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
-from archdsl.search.space import msa_per_stage
 
 PRUNED_MARK = "✂"  # beside a pruned trial's value: the last one it reported, not a final one
 
@@ -61,7 +61,7 @@ class TrialRow:
     note: str  # why it failed or was pruned
     layout: str | None = None  # `c1:CC c2:CM ...` (space.layout_text)
     seconds: float | None = None  # from start to finish (None while it runs); simulated for a replayed trial
-    simulated: bool = False  # `seconds` is a replayed trial's simulated time (archdsl.search.replay)
+    simulated: bool = False  # `seconds` is a replayed trial's simulated time (archdsl.search.fidelity.replay)
     step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
     digest: str | None = None  # the design's (Arch.digest)
     # A design's first trial: its values on every seed index measured, its own and a race's extra-seed
@@ -100,7 +100,7 @@ class StudySummary:
     # Designs the best does not beat beyond the noise (seed_stats.tied_with; a single-objective accuracy
     # study with paired seeds), one row per design, by trial number.
     ties: tuple[TrialRow, ...] = ()
-    # Trial number -> its design's test figures, measured after the search (archdsl.search.final_test):
+    # Trial number -> its design's test figures, measured after the search (archdsl.search.report.final_test):
     # for the report only; nothing above was chosen with them.
     held_out: dict[int, HeldOutFigures] = field(default_factory=dict)
 

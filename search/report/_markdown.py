@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from archdsl.search._report_figures import MIN_TRIALS_FOR_IMPORTANCE
-from archdsl.search._study_summary import (
+from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE
+from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
     TrialRow,
@@ -16,8 +16,8 @@ from archdsl.search._study_summary import (
     objective_values_text,
     ties_text,
 )
-from archdsl.search.record import NOT_USED
 from archdsl.search.seed_stats import INTERVAL_LEVEL, KEEP_LEVEL
+from archdsl.search.studies.record import NOT_USED
 
 
 def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: dict[int, str]) -> str:

@@ -26,17 +26,23 @@ from pydantic_core import PydanticCustomError
 from archdsl import json_text
 from archdsl.errors import UserError, visible
 from archdsl.ir import Arch
-from archdsl.search import measures as measure
+from archdsl.search.fidelity import measures as measure
+from archdsl.search.fidelity.trial import Training, TrialObjective
 from archdsl.search.objectives import Cost, Objective
-from archdsl.search.record import NO_TABLE_FIGURES, SIM_SECONDS_ATTR, TABLE_SEED_ATTR, HeldOutFigures, seed_indices
 from archdsl.search.seed_stats import SeedStatistics, mean_and_stderr
 from archdsl.search.space import ParamValue, Space, layout_text
-from archdsl.search.trial import Training, TrialObjective
+from archdsl.search.studies.record import (
+    NO_TABLE_FIGURES,
+    SIM_SECONDS_ATTR,
+    TABLE_SEED_ATTR,
+    HeldOutFigures,
+    seed_indices,
+)
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
-    from archdsl.search.session import SearchPlan
+    from archdsl.search.planning import SearchPlan
 
 TABLE_SCHEMA = "archdsl.search-table/2"
 # The earlier schema scored every run on the test set: replaying it would choose on test images.

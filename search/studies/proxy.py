@@ -51,7 +51,7 @@ class RunningProxy:
         """grpc://HOST:PORT for the workers. A worker on another machine cannot connect to 0.0.0.0:
         on every interface HOST is this machine's name (gethostname: no DNS lookup, which could
         hang on a machine without a resolver)."""
-        from archdsl.search.storage import GRPC_SCHEME
+        from archdsl.search.studies.storage import GRPC_SCHEME
 
         reachable = socket.gethostname() if self.every_interface else self.host
         return f"{GRPC_SCHEME}{_bracketed(reachable)}:{self.port}"
@@ -61,7 +61,7 @@ def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_T
     """Open `backend_url` (journal:PATH or a database URL) and serve it on HOST:PORT (0: a free port)."""
     import optuna
 
-    from archdsl.search.storage import GRPC_SCHEME, StorageOptions, open_storage, require_grpc, without_password
+    from archdsl.search.studies.storage import GRPC_SCHEME, StorageOptions, open_storage, require_grpc, without_password
 
     if backend_url.startswith(GRPC_SCHEME):
         raise UserError(
@@ -75,7 +75,7 @@ def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_T
     _check_bindable(host, port)
     # Optuna's client caches; its server wants the same for RDB storages (get_storage wraps them).
     storage = optuna.storages.get_storage(open_storage(StorageOptions(url=backend_url), Path("."), "unused"))
-    from archdsl.search.optuna_private import add_grpc_storage_service
+    from archdsl.search._optuna_private import add_grpc_storage_service
 
     server = grpc.server(ThreadPoolExecutor(max_workers=threads), options=[("grpc.so_reuseport", 0)])
     add_grpc_storage_service(server, storage)
