@@ -67,7 +67,9 @@ class SettingFlag:
 
     @property
     def default(self) -> Any:
-        return self.model.model_fields[self.field].default
+        """The field's default; None for one the model fills in itself (TrainConfig's recipe fields)."""
+        info = self.model.model_fields[self.field]
+        return None if info.is_required() else info.default
 
 
 def setting_flags(model: type[BaseModel], *, group: str | None = None, path: tuple[str, ...] = ()) -> list[SettingFlag]:

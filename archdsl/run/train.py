@@ -53,7 +53,7 @@ from archdsl.run.divergence import DivergenceGuard
 from archdsl.run.evaluate import Evaluation, predict_logits, score_logits
 from archdsl.run.loader import ResidentLoader, derive_seed, make_loader, seed_everything
 from archdsl.run.optimize import applied_plan, optimize_model
-from archdsl.run.recipe import TrainConfig, filled, make_loss, make_mixup, make_optimizer
+from archdsl.run.recipe import TrainConfig, make_loss, make_mixup, make_optimizer
 from archdsl.run.schedule import LrSchedule, milestones_beyond
 
 __all__ = ["StepRecord", "TrainResult", "train"]
@@ -125,7 +125,7 @@ def check_trainable(
         train_set, _ = split_validation(train_set, config.val_split)
     distributed.check_rank_device(config.device)
     select_device(config.device)
-    batch_size = filled(config.batch_size)
+    batch_size = config.batch_size
     images = train_set.subset_size(config.subset)
     if images < batch_size:
         raise UserError(
@@ -298,13 +298,13 @@ def _prepare(
         train_set, val_set = split_validation(train_set, config.val_split)
     if config.subset < 1:
         train_set = train_set.subset(config.subset, seed=config.seed)
-    batch_size = filled(config.batch_size)  # the global batch, under torchrun shared by the ranks
+    batch_size = config.batch_size  # the global batch, under torchrun shared by the ranks
     steps_per_epoch = len(train_set) // batch_size
     ranks = distributed.current()
 
     dtype = getattr(torch, config.model_dtype)
     # In the run's dtype before any weights are loaded (float64 ones must not pass through float32).
-    model = build(arch, drop_path=filled(config.drop_path), seed=config.seed).to(dtype)
+    model = build(arch, drop_path=config.drop_path, seed=config.seed).to(dtype)
     if config.initial_checkpoint is not None and not resume:
         from archdsl.run.initial import initial_weights
 
@@ -342,8 +342,8 @@ def _prepare(
             train_set,
             batch_size,
             device=device,
-            padding=filled(config.crop_padding),
-            hflip=filled(config.hflip),
+            padding=config.crop_padding,
+            hflip=config.hflip,
             dtype=dtype,
         )
     _warn_unreached_milestones(config)
@@ -477,7 +477,7 @@ def _batches(trainer: _Trainer, seed: int) -> Iterable[tuple[torch.Tensor, torch
     config, ranks = trainer.config, trainer.ranks
     if trainer.resident is not None:
         return trainer.resident.reseed(seed)
-    batch_size = filled(config.batch_size)
+    batch_size = config.batch_size
     sampler = None
     if ranks is not None:  # this rank's share of each global batch
         sampler = distributed.ShardSampler(len(trainer.train_set), ranks, batch_size, seed)
