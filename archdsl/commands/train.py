@@ -103,15 +103,15 @@ def _train(args: argparse.Namespace) -> int:
         return 130
 
     arch, history = plan.arch, result.history
-    best = max(history, key=lambda m: m.test_acc)
     total = sum(m.seconds for m in history)
     mean_speed = sum(m.img_per_s for m in history) / len(history)
     epochs = f"{len(history)} epoch{'s' if len(history) != 1 else ''}"
     say(f"{arch.name} on {plan.settings.dataset}: {epochs} in {total:.1f} s")
     say(f"  final test top-1 {history[-1].test_acc:.2%}  NLL {history[-1].test_loss:.4f}")
-    say(f"  best  test top-1 {best.test_acc:.2%} (epoch {best.epoch})")
-    if history[-1].val_acc is not None:  # --val-split: the held-out training images
+    best = result.best_on_validation()  # --val-split: the held-out training images (no epoch is chosen on test)
+    if best is not None:
         say(f"  final val  top-1 {history[-1].val_acc:.2%}  NLL {history[-1].val_loss:.4f}")
+        say(f"  best  val  top-1 {best.val_acc:.2%} (epoch {best.epoch}; its test top-1 {best.test_acc:.2%})")
     say(f"  training speed   {mean_speed:.0f} img/s")
     say(f"  run directory    {run_dir} ({FINAL_CHECKPOINT}, metrics.csv)")
     return 0

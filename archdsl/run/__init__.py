@@ -15,7 +15,6 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.run._run_dir import FINAL_CHECKPOINT as FINAL_CHECKPOINT
     from archdsl.run._run_dir import LAST_CHECKPOINT as LAST_CHECKPOINT
     from archdsl.run._run_dir import TENSORBOARD_DIR as TENSORBOARD_DIR
-    from archdsl.run._run_dir import EpochMetrics as EpochMetrics
     from archdsl.run._run_dir import saved_epochs as saved_epochs
     from archdsl.run.checkpoint import load_checkpoint as load_checkpoint
     from archdsl.run.checkpoint import save_checkpoint as save_checkpoint
@@ -24,6 +23,7 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.run.distributed import command_scope as command_scope
     from archdsl.run.distributed import quiet_followers as quiet_followers
     from archdsl.run.divergence import TrainingDiverged as TrainingDiverged
+    from archdsl.run.epoch_metrics import EpochMetrics as EpochMetrics
     from archdsl.run.importer import ImportedCheckpoint as ImportedCheckpoint
     from archdsl.run.importer import import_checkpoint as import_checkpoint
     from archdsl.run.optimize import optimize_model as optimize_model
