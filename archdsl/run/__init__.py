@@ -32,7 +32,9 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.run.recipe import RECIPE_FIELDS as RECIPE_FIELDS
     from archdsl.run.recipe import RECIPES as RECIPES
     from archdsl.run.recipe import TrainConfig as TrainConfig
+    from archdsl.run.recipe import per_recipe as per_recipe
     from archdsl.run.recipe import recipe_flags as recipe_flags
+    from archdsl.run.recipe import recipe_table as recipe_table
     from archdsl.run.session import TrainPlan as TrainPlan
     from archdsl.run.session import TrainSettings as TrainSettings
     from archdsl.run.session import plan_training as plan_training

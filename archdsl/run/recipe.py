@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BeforeValidator, ConfigDict, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
-from archdsl.common_settings import TORCHRUN_GROUP, DeviceSettings, OptimizeSettings, flag_field
+from archdsl.common_settings import TORCHRUN_GROUP, DeviceSettings, OptimizeSettings, flag_field, setting_flags, show
 
 if TYPE_CHECKING:
     import torch
@@ -358,12 +358,34 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
 
 def recipe_flags() -> dict[str, tuple[str, str]]:
     """TrainConfig field -> (its command-line flag, its help) for every field of the recipe (the RECIPE_GROUP)."""
-    flags = {}
-    for name, info in TrainConfig.model_fields.items():
-        extra = info.json_schema_extra
-        if isinstance(extra, dict) and extra.get("group") == RECIPE_GROUP:
-            flags[name] = (str(extra["flag"]), info.description or "")
-    return flags
+    return {flag.field: (flag.flag, flag.help) for flag in setting_flags(TrainConfig) if flag.group == RECIPE_GROUP}
+
+
+def recipe_values(field: str) -> list[str]:
+    """A field of the RECIPE_GROUP as each recipe sets it (in RECIPES' order), as --help and the docs show it."""
+    if field == "lr":
+        return [f"{show(RECIPE_DEFAULTS[r]['base_lr'])} x batch/{RECIPE_DEFAULTS[r]['lr_batch']}" for r in RECIPES]
+    if field not in RECIPE_FIELDS:  # one default for every recipe (model_dtype)
+        return [show(TrainConfig.model_fields[field].default)] * len(RECIPES)
+    return [show(RECIPE_DEFAULTS[r][field]) for r in RECIPES]
+
+
+def per_recipe(field: str) -> str:
+    """`96 deit, 128 weak, 128 fast`: a field's default in each recipe (one value when they agree), for --help."""
+    values = recipe_values(field)
+    if len(set(values)) == 1:
+        return values[0]
+    return ", ".join(f"{value} {recipe}" for value, recipe in zip(values, RECIPES, strict=True))
+
+
+def recipe_table() -> str:
+    """docs/training.md's table of every recipe field's flag and value per recipe (a test holds the
+    page to this text)."""
+    lines = [f"| flag | {' | '.join(f'`{r}`' for r in RECIPES)} | meaning |", "|---" * (len(RECIPES) + 2) + "|"]
+    for field, (flag, help_text) in recipe_flags().items():
+        meaning = help_text.replace("|", "\\|")
+        lines.append(f"| `{flag}` | {' | '.join(recipe_values(field))} | {meaning} |")
+    return "\n".join(lines) + "\n"
 
 
 def recipe_command_words(settings: dict[str, Any]) -> list[str]:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from archdsl.data import ImageSet
     from archdsl.run.distributed import Ranks
     from archdsl.run.recipe import TrainConfig
+    from archdsl.run.train import TrainResult
 
 __all__ = ["TrainPlan", "TrainSettings", "default_run_dir", "plan_training", "run_training", "train"]
 
@@ -108,6 +109,29 @@ class TrainPlan:
             f"{config.epochs} epoch(s), batch {config.batch_size}{self._shared()}, lr {config.lr:g} -> {self.run_dir}"
         )
         return lines
+
+    def summary(self, result: TrainResult) -> list[str]:
+        """What the run trained, one line each (the command prints them): the last epoch's test figures and,
+        with validation images, theirs and the best epoch on them (no epoch is ever picked on the test set)."""
+        from archdsl.run._run_dir import FINAL_CHECKPOINT, METRICS_CSV
+
+        history, last = result.history, result.history[-1]
+        epochs = f"{len(history)} epoch{'s' if len(history) != 1 else ''}"
+        lines = [
+            f"{self.arch.name} on {self.settings.dataset}: {epochs} in {sum(m.seconds for m in history):.1f} s",
+            f"  final test top-1 {last.test_acc:.2%}  NLL {last.test_loss:.4f}",
+        ]
+        best = result.best_on_validation()  # --val-split: the held-out training images
+        if best is not None:
+            lines.append(f"  final val  top-1 {last.val_acc:.2%}  NLL {last.val_loss:.4f}")
+            lines.append(
+                f"  best  val  top-1 {best.val_acc:.2%} (epoch {best.epoch}; its test top-1 {best.test_acc:.2%})"
+            )
+        return [
+            *lines,
+            f"  training speed   {sum(m.img_per_s for m in history) / len(history):.0f} img/s",
+            f"  run directory    {self.run_dir} ({FINAL_CHECKPOINT}, {METRICS_CSV})",
+        ]
 
     def _shared(self) -> str:
         """How the global batch is shared under torchrun, for the header line."""
