@@ -306,64 +306,56 @@ class _Shared(BaseModel):
 class DataSettings(_Shared):
     """Where datasets live, and whether a missing one is downloaded."""
 
-    data_root: str | None = Field(
-        default=None,
-        description="where datasets live",
-        json_schema_extra={"flag": "--data-root", "metavar": "DIR", "default_text": "$ARCHDSL_DATA or ./data"},
+    data_root: str | None = flag_field(
+        "--data-root", "where datasets live", default=None, metavar="DIR", default_text="$ARCHDSL_DATA or ./data"
     )
-    download: bool = Field(
-        default=False, description="download the dataset if it is missing", json_schema_extra={"flag": "--download"}
-    )
-    image_size: PositiveInt | None = Field(
+    download: bool = flag_field("--download", "download the dataset if it is missing", default=False)
+    image_size: PositiveInt | None = flag_field(
+        "--image-size",
+        "read a folder:, hf: or imagenet dataset's images at NxN (its size=), and give the spec NxN inputs where "
+        "it can take them",
         default=None,
-        description="read a folder:, hf: or imagenet dataset's images at NxN (its size=), and give the spec "
-        "NxN inputs where it can take them",
-        json_schema_extra={
-            "flag": "--image-size",
-            "metavar": "N",
-            "default_text": "the spec's input size (eval, analyze: the checkpoint's); search, data: the dataset's "
-            "size=",
-        },
+        metavar="N",
+        default_text="the spec's input size (eval, analyze: the checkpoint's); search, data: the dataset's size=",
     )
 
 
 class DeviceSettings(_Shared):
     """The device a command computes on."""
 
-    device: Annotated[str, AfterValidator(check_device)] = Field(
-        default="auto",
-        description="auto (CUDA, else MPS, else the CPU), cpu, cuda, cuda:N or mps",
-        json_schema_extra={"flag": "--device", "metavar": "DEVICE"},
+    device: Annotated[str, AfterValidator(check_device)] = flag_field(
+        "--device", "auto (CUDA, else MPS, else the CPU), cpu, cuda, cuda:N or mps", default="auto", metavar="DEVICE"
     )
 
 
 class OptimizeSettings(_Shared):
     """Whether the model runs as `archdsl.optimize_model`'s fast copy."""
 
-    optimize: bool = Field(
+    optimize: bool = flag_field(
+        "--optimize",
+        "run archdsl.optimize_model's fast copy of the model (channels_last, folded BatchNorm, micro-batches, "
+        "torch.compile) where it computes the same numbers; --no-optimize: the model as built",
         default=True,
-        description="run archdsl.optimize_model's fast copy of the model (channels_last, folded BatchNorm, "
-        "micro-batches, torch.compile) where it computes the same numbers; --no-optimize: the model as built",
-        json_schema_extra={"flag": "--optimize"},
     )
 
 
 class ProgressSettings(_Shared):
     """Progress: a bar on a terminal; in a log, one plain line per training epoch (archdsl.progress)."""
 
-    progress: bool = Field(
+    progress: bool = flag_field(
+        "--progress",
+        "progress on stderr: a bar on a terminal; elsewhere (a log file, a pipe) one plain line per training epoch",
         default=True,
-        description="progress on stderr: a bar on a terminal; elsewhere (a log file, a pipe) "
-        "one plain line per training epoch",
-        json_schema_extra={"flag": "--progress"},
     )
 
 
 class DistSettings(_Shared):
     """How a torchrun group waits for its ranks."""
 
-    dist_timeout: PositiveFloat = Field(
+    dist_timeout: PositiveFloat = flag_field(
+        "--dist-timeout",
+        "how long a rank waits for the others before the run fails with an error",
         default=DEFAULT_TIMEOUT_S,
-        description="how long a rank waits for the others before the run fails with an error",
-        json_schema_extra={"flag": "--dist-timeout", "metavar": "SECONDS", "group": TORCHRUN_GROUP},
+        metavar="SECONDS",
+        group=TORCHRUN_GROUP,
     )
