@@ -6,6 +6,8 @@ resuming and several workers".
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import socket
@@ -25,13 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import ArchdslWarning, UserError, install_extra
 from archdsl.files import ensure_dir
-from archdsl.search._optuna_private import (
-    RETRY_HISTORY_ATTR,
-    heartbeat_enabled,
-    retry_system_attrs,
-    storage_of,
-    trial_id,
-)
+from archdsl.search._optuna_private import FIXED_PARAMS_ATTR, heartbeat_enabled, storage_of, trial_id
 from archdsl.search.studies._journal_check import check_holds_records, damage_error, record_problem
 from archdsl.search.studies._journal_lock import JournalLock
 from archdsl.search.studies.record import (
@@ -430,7 +426,7 @@ def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:
                     engine_kwargs={"connect_args": _connect_args(url), "pool_pre_ping": True},
                     heartbeat_interval=options.heartbeat_interval,
                     grace_period=options.grace_period,
-                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=options.max_retry),
+                    heartbeat_stale_trial_callback=functools.partial(requeue, max_retry=options.max_retry),
                 )
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
             # Workers started together on an empty database race to create Optuna's tables:
@@ -544,22 +540,18 @@ def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> None:
-    """Queue a fresh copy of a trial whose worker died (what Optuna's retry callback does for
-    RDB storages), without the dead run's heartbeat and outcome attrs."""
-    retry = retry_system_attrs(trial)
-    if len(retry[RETRY_HISTORY_ATTR]) > max_retry:
-        return
-    system_attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith("archdsl:")}
-    system_attrs.update(retry)
-    study.add_trial(
-        optuna.create_trial(
-            state=TrialState.WAITING,
-            params=trial.params,
-            distributions=trial.distributions,
-            user_attrs={k: v for k, v in trial.user_attrs.items() if k not in RUN_ATTRS},
-            system_attrs=system_attrs,
-        )
-    )
+    """Queue a fresh copy of a trial whose worker died (or that stopped the search) by Optuna's own retry callback
+    (`failed_trial`, `retry_history`, at most `max_retry` retries), given the trial without the dead run's heartbeat
+    and outcome attrs and with its parameters as `fixed_params` (the walk plans no other design for it). RDB
+    storages call it from Optuna's heartbeat, so that a retry starts as clean there as on the journal."""
+    fresh = copy.deepcopy(trial)  # Optuna's callback appends to the trial's own retry_history
+    fresh.system_attrs = {k: v for k, v in fresh.system_attrs.items() if not k.startswith("archdsl:")} | {
+        FIXED_PARAMS_ATTR: dict(trial.params)
+    }
+    fresh.user_attrs = {k: v for k, v in fresh.user_attrs.items() if k not in RUN_ATTRS}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the callback experimental
+        RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, fresh)
 
 
 def _pid_alive(pid: int) -> bool:
