@@ -474,7 +474,9 @@ class WorkerHeartbeat:
 def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]:
     """Fail (and re-queue) RUNNING trials whose worker is gone; returns their numbers.
 
-    RDB storages do this themselves through Optuna's heartbeat; this covers the journal.
+    Optuna's `optuna.storages.fail_stale_trials` does this for RDB storages only (its heartbeat is RDBStorage's), by
+    the beat's age alone; this covers the journal and the gRPC proxy, and a trial whose process is gone from this
+    host is failed at once.
     """
     storage = storage_of(study)
     if heartbeat_enabled(storage):
