@@ -42,16 +42,6 @@ def fixed_params(trial: FrozenTrial) -> dict[str, Any] | None:
     return trial.system_attrs.get(FIXED_PARAMS_ATTR)
 
 
-def retry_system_attrs(trial: FrozenTrial) -> dict[str, Any]:
-    """The system attrs of a fresh copy of a failed trial, as Optuna's retry callback writes them:
-    the original trial's number, the run history, and the parameters to run again."""
-    return {
-        FAILED_TRIAL_ATTR: trial.system_attrs.get(FAILED_TRIAL_ATTR, trial.number),
-        RETRY_HISTORY_ATTR: [*retry_history(trial), trial.number],
-        FIXED_PARAMS_ATTR: dict(trial.params),
-    }
-
-
 def retried_trial(trial: FrozenTrial) -> int | None:
     """The number of the trial a retry runs again (the first of its series), or None for no retry."""
     number = trial.system_attrs.get(FAILED_TRIAL_ATTR)

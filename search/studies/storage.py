@@ -6,7 +6,8 @@ resuming and several workers".
 
 from __future__ import annotations
 
-import json
+import copy
+import functools
 import os
 import socket
 import threading
@@ -23,16 +24,15 @@ from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrial
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
-from archdsl.errors import ArchdslWarning, UserError, install_extra
+from archdsl.errors import UserError, install_extra
 from archdsl.files import ensure_dir
-from archdsl.search._optuna_private import (
-    RETRY_HISTORY_ATTR,
-    heartbeat_enabled,
-    retry_system_attrs,
-    storage_of,
-    trial_id,
+from archdsl.search._optuna_private import FIXED_PARAMS_ATTR, heartbeat_enabled, storage_of, trial_id
+from archdsl.search.studies._journal_check import (
+    check_holds_records,
+    damage_error,
+    record_problem,
+    set_aside_torn_tail,
 )
-from archdsl.search.studies._journal_check import check_holds_records, damage_error, record_problem
 from archdsl.search.studies._journal_lock import JournalLock
 from archdsl.search.studies.record import (
     BEAT_ATTR,
@@ -127,81 +127,40 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
 
 
 class JournalFile(JournalFileBackend):
-    """Optuna's journal file that never writes after a torn record: Optuna's reader skips a last line cut
-    short, but its next append would glue a record onto it and make every later read fail. So each append
-    (Optuna's, done here under the same hold of the lock) first moves a torn tail to PATH.torn."""
+    """Optuna's journal file, with what it lacks: a record Optuna cannot replay is named by its line (Optuna trusts
+    each record's fields: an AssertionError for an unknown op code, a KeyError for a missing name), and nothing is
+    appended to a torn record (Optuna's reader skips a last line cut short, but its next append would glue a record
+    onto it and make every later read fail)."""
 
     def __init__(self, file_path: str) -> None:
-        self._path = file_path  # our own copy: Optuna's attribute for it is private
-        self._write_lock = JournalLock(file_path)  # Optuna's default lock, a stale one refused; kept at hand
-        super().__init__(file_path, lock_obj=self._write_lock)
-
-    def append_logs(self, logs: list[dict[str, Any]]) -> None:
-        self._write_lock.acquire()
-        try:
-            set_aside_torn_tail(Path(self._path))
-            text = "\n".join(json.dumps(log, separators=(",", ":")) for log in logs) + "\n"
-            with open(self._path, "ab") as f:
-                f.write(text.encode("utf-8"))
-                f.flush()
-                os.fsync(f.fileno())
-        finally:
-            self._write_lock.release()
+        self._path = Path(file_path)  # our own copy: Optuna's attribute for it is private
+        super().__init__(file_path, lock_obj=_TornTailLock(file_path))
 
     def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
-        # Optuna replays each record trusting its fields (an AssertionError for an unknown op
-        # code, a KeyError for a missing name): each is checked first, and named by its line.
         try:
-            yield from self._checked_logs(log_number_from)
-        except RecursionError as err:  # Optuna's json.loads met a record nested too deep
-            raise damage_error(Path(self._path), err) or UserError(
-                f"{self._path}: a record nests deeper than a JSON reader follows"
+            for record in super().read_logs(log_number_from):
+                problem = record_problem(record)
+                if problem is not None:
+                    raise ValueError(problem)
+                yield record
+        except (ValueError, RecursionError) as err:  # a damaged line, or one nested deeper than json.loads follows
+            raise damage_error(self._path, err) or UserError(
+                f"{self._path}: a record Optuna cannot read ({err})"
             ) from None
 
-    def _checked_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
-        for number, record in enumerate(super().read_logs(log_number_from), start=log_number_from):
-            problem = record_problem(record)
-            if problem is not None:  # named as every damaged line is, with the way to repair it
-                raise damage_error(Path(self._path), ValueError(problem)) or UserError(
-                    f"{self._path}: record {number + 1}: not a record Optuna can read: {problem}"
-                )
-            yield record
 
+class _TornTailLock(JournalLock):
+    """The journal's lock, which once held (no other writer is in the middle of a line then) moves a torn last
+    record to PATH.torn, so that Optuna's append that follows starts on a line of its own."""
 
-def set_aside_torn_tail(path: Path) -> int:
-    """Cut a last line that lacks its newline off `path` (appended to PATH.torn); its length.
-
-    Call it with the journal's lock held: then no other writer is in the middle of a line.
-    """
-    with open(path, "r+b") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return 0
-        start = size
-        while start > 0:  # back to the newline that ends the last whole record
-            step = min(65536, start)
-            f.seek(start - step)
-            chunk = f.read(step)
-            cut = chunk.rfind(b"\n")
-            if cut >= 0:
-                start = start - step + cut + 1
-                break
-            start -= step
-        f.seek(start)
-        torn = f.read()
-        with open(f"{path}.torn", "ab") as aside:
-            aside.write(torn)
-        f.truncate(start)
-    warnings.warn(
-        f"the last record of {path} was cut short (an interrupted write, {len(torn)} bytes): "
-        f"it is ignored and kept in {path}.torn; every complete record is read as before",
-        ArchdslWarning,
-        stacklevel=2,
-    )
-    return len(torn)
+    def acquire(self) -> bool:
+        super().acquire()
+        try:
+            set_aside_torn_tail(Path(self._target))
+        except BaseException:
+            self.release()
+            raise
+        return True
 
 
 def _connect_args(url: str) -> dict[str, Any]:
@@ -430,7 +389,7 @@ def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:
                     engine_kwargs={"connect_args": _connect_args(url), "pool_pre_ping": True},
                     heartbeat_interval=options.heartbeat_interval,
                     grace_period=options.grace_period,
-                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=options.max_retry),
+                    heartbeat_stale_trial_callback=functools.partial(requeue, max_retry=options.max_retry),
                 )
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
             # Workers started together on an empty database race to create Optuna's tables:
@@ -515,7 +474,9 @@ class WorkerHeartbeat:
 def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]:
     """Fail (and re-queue) RUNNING trials whose worker is gone; returns their numbers.
 
-    RDB storages do this themselves through Optuna's heartbeat; this covers the journal.
+    Optuna's `optuna.storages.fail_stale_trials` does this for RDB storages only (its heartbeat is RDBStorage's), by
+    the beat's age alone; this covers the journal and the gRPC proxy, and a trial whose process is gone from this
+    host is failed at once.
     """
     storage = storage_of(study)
     if heartbeat_enabled(storage):
@@ -544,22 +505,18 @@ def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> None:
-    """Queue a fresh copy of a trial whose worker died (what Optuna's retry callback does for
-    RDB storages), without the dead run's heartbeat and outcome attrs."""
-    retry = retry_system_attrs(trial)
-    if len(retry[RETRY_HISTORY_ATTR]) > max_retry:
-        return
-    system_attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith("archdsl:")}
-    system_attrs.update(retry)
-    study.add_trial(
-        optuna.create_trial(
-            state=TrialState.WAITING,
-            params=trial.params,
-            distributions=trial.distributions,
-            user_attrs={k: v for k, v in trial.user_attrs.items() if k not in RUN_ATTRS},
-            system_attrs=system_attrs,
-        )
-    )
+    """Queue a fresh copy of a trial whose worker died (or that stopped the search) by Optuna's own retry callback
+    (`failed_trial`, `retry_history`, at most `max_retry` retries), given the trial without the dead run's heartbeat
+    and outcome attrs and with its parameters as `fixed_params` (the walk plans no other design for it). RDB
+    storages call it from Optuna's heartbeat, so that a retry starts as clean there as on the journal."""
+    fresh = copy.deepcopy(trial)  # Optuna's callback appends to the trial's own retry_history
+    fresh.system_attrs = {k: v for k, v in fresh.system_attrs.items() if not k.startswith("archdsl:")} | {
+        FIXED_PARAMS_ATTR: dict(trial.params)
+    }
+    fresh.user_attrs = {k: v for k, v in fresh.user_attrs.items() if k not in RUN_ATTRS}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the callback experimental
+        RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, fresh)
 
 
 def _pid_alive(pid: int) -> bool:
