@@ -137,11 +137,15 @@ def program() -> NoReturn:
     """The `archdsl` program (its script and `python -m archdsl`): `main()`'s status as the exit status.
     A rank that torchrun started ends without the interpreter's teardown
     (`archdsl.run.distributed.exit_rank`: torch's gloo threads outlive the command)."""
-    status = main()
-    from archdsl.run import distributed  # after the command: `archdsl check` stays quick
+    try:
+        status = main()
+        from archdsl.run import distributed  # after the command: `archdsl check` stays quick
 
-    if distributed.launched():
-        distributed.exit_rank(status)
+        if distributed.launched():
+            distributed.exit_rank(status)
+    except KeyboardInterrupt:  # Ctrl-C after the command's own handling (`_run`), or while it printed its line
+        print("archdsl: interrupted", file=sys.stderr)
+        status = 130
     sys.exit(status)
 
 
@@ -151,8 +155,8 @@ SIGPIPE = getattr(signal, "SIGPIPE", 13)  # 13 on every POSIX system; Windows ha
 def _run(argv: list[str] | None) -> int:
     # The commands draw figures into files only: no GUI backend (and no display) is needed.
     os.environ.setdefault("MPLBACKEND", "Agg")
-    parser = build_parser()
     try:
+        parser = build_parser()  # inside: Ctrl-C while the commands' modules load is an interruption too
         args = parser.parse_args(argv)  # a bad --config file is a UsageError, a bad flag argparse's exit 2
         if not getattr(args, "func", None):
             parser.print_help()

@@ -110,3 +110,49 @@ def test_a_missing_dataset_names_flags_that_exist_and_leaves_no_folder(command, 
     assert "CIFAR-10 not found" in err and "--download" in err
     assert not (tmp_path / "runs").exists()
     assert build_parser().parse_args([*argv, "--download"]).download is True
+
+
+# Ctrl-C lands while a module is being imported (`TARGET`): a finder placed first raises it there, as Python's
+# signal handler would (torch alone takes 1.5 s to import on an idle machine, 8 s on a loaded one).
+INTERRUPTED_AT_IMPORT = """
+import sys
+
+TARGET = sys.argv[1]
+
+
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == TARGET:
+            sys.meta_path.remove(self)
+            raise KeyboardInterrupt
+        return None
+
+
+from archdsl.cli import program
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["archdsl", *sys.argv[2:]]
+program()
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "archdsl.commands.search",  # while the parser is built (every command registers)
+        "torch",  # the command's first heavy import starts
+        "torch.masked",  # deep in torch's import, torch.distributed loaded already: the clean-up must not re-import
+        "optuna",
+    ],
+)
+def test_ctrl_c_at_any_moment_of_start_up_is_one_line_and_130(tmp_path, module):
+    import subprocess
+
+    import _search_support as support
+
+    args = support.search_args(tmp_path, "s", "--n-trials", "1")
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_AT_IMPORT, module, *args],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "archdsl: interrupted\n"), done.stderr
