@@ -150,6 +150,7 @@ def program() -> NoReturn:
 
 
 SIGPIPE = getattr(signal, "SIGPIPE", 13)  # 13 on every POSIX system; Windows has no SIGPIPE
+DDP_GRAD_STRIDES = "Grad strides do not match bucket view strides"  # torch's warning, from its start
 
 
 def _run(argv: list[str] | None) -> int:
@@ -163,6 +164,11 @@ def _run(argv: list[str] | None) -> int:
             return 2
         with warnings.catch_warnings():
             warnings.simplefilter("always", ArchdslWarning)
+            # DDP's, at the first step of every data-parallel run of a channels_last model: its gradients and its
+            # buckets differ in strides only where a dimension has size 1 (a 1x1 kernel; autograd's layout
+            # contract allows no other difference), so they hold the same bytes in the same order
+            # (docs/training.md, "Data-parallel training").
+            warnings.filterwarnings("ignore", message=DDP_GRAD_STRIDES, category=UserWarning)
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except UserError as raised:
