@@ -62,6 +62,24 @@ def add_grpc_storage_service(server: Any, storage: optuna.storages.BaseStorage) 
     add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
 
 
+def ask_grpc_storage(host: str, port: int, timeout: float) -> None:
+    """One call to the Optuna storage proxy at HOST:PORT (an IPv6 HOST in brackets), answered within `timeout`
+    seconds (connecting included), or a grpc.RpcError: Optuna's client makes its calls without a deadline. The
+    call asks the id of a study name no study has (""), which a proxy answers at once with NOT_FOUND."""
+    import grpc
+    from optuna.storages._grpc.auto_generated import api_pb2, api_pb2_grpc
+
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        stub = api_pb2_grpc.StorageServiceStub(channel)
+        try:
+            stub.GetStudyIdFromName(
+                api_pb2.GetStudyIdFromNameRequest(study_name=""), timeout=timeout, wait_for_ready=True
+            )
+        except grpc.RpcError as err:
+            if not isinstance(err, grpc.Call) or err.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+
+
 def hypervolume(points: Any, reference: Any) -> float:
     """The hypervolume dominated by `points` (each row to be minimised) up to `reference`, by Optuna's
     own algorithm (its public API only draws it: `optuna.visualization.plot_hypervolume_history`)."""

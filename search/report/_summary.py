@@ -157,7 +157,7 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         best=tuple(best),
         command=study.user_attrs.get(COMMAND_ATTR),
         copies=len(found) - len(rows),
-        held_out=read_held_out(study),
+        held_out=read_held_out(study, found),
     )
     return dataclasses.replace(summary, ties=_ties(summary))
 

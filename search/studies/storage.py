@@ -27,6 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.errors import UserError, install_extra
 from archdsl.files import ensure_dir
 from archdsl.search._optuna_private import FIXED_PARAMS_ATTR, heartbeat_enabled, storage_of, trial_id
+from archdsl.search.studies._grpc_probe import Probe
 from archdsl.search.studies._journal_check import (
     check_holds_records,
     damage_error,
@@ -234,27 +235,36 @@ def grpc_address(url: str) -> GrpcAddress:
 
 
 def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
-    """A client of the proxy at `address`, once the proxy answers (a UserError if it does not in time)."""
+    """A client of the proxy at `address`, once the proxy has answered a call (a UserError naming what answered
+    if it does not within the URL's connect timeout, the probe and the call together)."""
     require_grpc(f"storage grpc://{address}: the gRPC client")
+    import grpc
     from optuna.storages import GrpcStorageProxy
 
-    _check_listening(address)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the proxy experimental
-        proxy = GrpcStorageProxy(host=address.host, port=address.port)
+    from archdsl.search._optuna_private import ask_grpc_storage
+
+    deadline = time.monotonic() + address.connect_timeout
+    found = _check_listening(address)
+    # Optuna's own calls wait as long as it takes: a listener that completes the HTTP/2 handshake and then
+    # holds every call would hold the worker for ever. One call first, within what is left of the timeout.
     try:
         _while_interruptible(
-            lambda: proxy.wait_server_ready(timeout=address.connect_timeout), f"while connecting to {address}"
+            lambda: ask_grpc_storage(address.host, address.port, max(deadline - time.monotonic(), 0.1)),
+            f"while connecting to {address}",
         )
-    except ConnectionError:
-        proxy.close()
-        raise _no_answer(address) from None
-    return proxy
+    except grpc.RpcError as err:
+        raise _no_call_answer(address, found, err) from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the proxy experimental
+        return GrpcStorageProxy(host=address.host, port=address.port)
 
 
 def require_grpc(what: str) -> None:
     """A UserError, `WHAT (the missing module) is not installed`, unless gRPC and the protobuf its messages
     need import (Optuna imports them lazily: a missing one would fail at the first call)."""
+    # gRPC's C core logs what it meets (a GOAWAY, a failed bind) on stderr, raw: archdsl's messages say it
+    # once. Read when gRPC starts, so set before its first import.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         import grpc  # noqa: F401
         from google import protobuf  # noqa: F401
@@ -268,6 +278,27 @@ def _no_answer(address: GrpcAddress) -> UserError:
         f"cannot open storage grpc://{address}: no answer from {address} within {address.connect_timeout:g} s",
         hint=f"{_START_THE_PROXY}; a slow network can wait longer with ?connect_timeout=SECONDS",
     )
+
+
+def _no_call_answer(address: GrpcAddress, found: Probe | None, err: Exception) -> UserError:
+    """What the first call's failure (`err`, a grpc.RpcError) says of what listens at `address` (`found`: what the
+    probe saw, None when it could not connect)."""
+    import grpc
+
+    code = err.code() if isinstance(err, grpc.Call) else None
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED and found is not None:  # it connected: something holds the calls
+        said = (
+            f"{found.describe(str(address))}, but no gRPC call within {address.connect_timeout:g} s "
+            "(not a gRPC proxy, or a stuck one)"
+        )
+    elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return _no_answer(address)
+    elif code == grpc.StatusCode.UNIMPLEMENTED:
+        said = f"a gRPC server answers at {address}, but not Optuna's storage proxy (it does not know its calls)"
+    else:
+        details = err.details() if isinstance(err, grpc.Call) else None
+        said = f"the first gRPC call to {address} failed ({code.name if code else 'no status'}: {details or '?'})"
+    return UserError(f"cannot open storage grpc://{address}: {said}", hint=_START_THE_PROXY)
 
 
 T = TypeVar("T")
@@ -289,6 +320,8 @@ def proxy_answering(url: str | None) -> Iterator[None]:
 
     try:
         yield
+    except UserError:  # it says what is wrong already (a study the proxy does not hold: its NOT_FOUND in the chain)
+        raise
     except Exception as err:
         # Optuna's call may meet the dead proxy inside its own error handling and fail there (its
         # `_run_trial` then raises an UnboundLocalError whose context is gRPC's error): any error that
@@ -322,10 +355,12 @@ _START_THE_PROXY = (
 )
 
 
-def _check_listening(address: GrpcAddress) -> None:
+def _check_listening(address: GrpcAddress) -> Probe | None:
     """A UserError at once when no gRPC proxy answers at `address`: the connection refused (nothing listens on
-    the port), closed at once, answered by an HTTP server or by something else, or not answered in time. gRPC
-    itself would retry until the timeout and then say only that there was no answer."""
+    the port), closed at once, turned away (an HTTP/2 GOAWAY), answered by an HTTP server or by something else,
+    or not answered in time. gRPC itself would retry until the timeout and then say only that there was no
+    answer. What answered (an HTTP/2 server, which the first call tells further), or None when no connection
+    was made (no route, a name that does not resolve, no connection in time: the first call's wait says it)."""
     from archdsl.search.studies._grpc_probe import Answer, probe
 
     try:
@@ -338,12 +373,13 @@ def _check_listening(address: GrpcAddress) -> None:
             f"cannot open storage grpc://{address}: {address} refused the connection (nothing listens there)",
             hint=_START_THE_PROXY,
         ) from None
-    except OSError:  # no connection in time, no route, a name that does not resolve: gRPC's own wait says it
-        return
+    except OSError:
+        return None
     if found.answer is Answer.SILENT:
         raise _no_answer(address)
     if found.answer is not Answer.HTTP2:
         raise UserError(f"cannot open storage grpc://{address}: {found.describe(str(address))}", hint=_START_THE_PROXY)
+    return found
 
 
 def _while_interruptible(work: Callable[[], T], doing: str) -> T:
