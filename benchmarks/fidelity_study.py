@@ -15,7 +15,8 @@ and answers, on validation figures only (the test figures are reported beside th
 2. The bias: each design's gap between the cheap fidelity and the reference, beside where its MSAs are.
 3. The estimators (`ESTIMATORS`: the cheap runs' last validation value, learning-curve extrapolation, the sum
    of training losses, and the rung for the walk's short list), each replayed: the build-up walk
-   (`archdsl.search.walk.strategies`' own, on each paired-seed draw of `--seeds` of the cheap table's seeds) is
+   (`archdsl.search.walk.buildup.walk`, the search's own, on each paired-seed draw of `--seeds` of the cheap
+   table's seeds) is
    answered by the estimator's per-seed scores; its answer is right when the reference names it best or ties
    it with the best. Reported per estimator: the share of right answers, the CPU it took against training
    every design to the end on as many seeds, and Kendall's tau between its design scores (all seeds) and the
@@ -199,33 +200,21 @@ ESTIMATORS: dict[str, Estimator] = {
 
 
 def walk_answer(table, scores: dict[str, tuple[float, ...]]) -> tuple[str, list[str]]:
-    """The build-up walk (archdsl.search.walk.strategies' own) answered by `scores` (digest -> per-seed values,
-    paired): the digest of the design it keeps last, and the digests it measured."""
-    from optuna.distributions import CategoricalDistribution
-    from optuna.trial import TrialState, create_trial
-
+    """The build-up walk (`archdsl.search.walk.buildup.walk`, the search's own) answered by `scores` (digest ->
+    per-seed values, paired): the digest of the design it keeps last, and the digests it measured."""
     from archdsl.search.objectives import OBJECTIVES
-    from archdsl.search.studies.record import METRICS_ATTR, SEED_VALUES_KEY
-    from archdsl.search.walk.strategies import _walk
+    from archdsl.search.studies.record import Measured
+    from archdsl.search.walk.buildup import walk
 
     space = space_of(table)
-    measured: list[str] = []
-
-    def verdict(params):
-        digest = space.arch_from_params(params).digest()
-        measured.append(digest)
+    measured: dict[tuple[str, int], Measured] = {}
+    while (ask := walk(space, measured, OBJECTIVES["accuracy"]).next) is not None:
+        digest = space.arch_from_params(ask.params).digest()
         values = scores[digest]
-        return create_trial(
-            state=TrialState.COMPLETE,
-            values=[statistics.fmean(values)],
-            params={"x": 0},
-            distributions={"x": CategoricalDistribution([0])},
-            user_attrs={METRICS_ATTR: {SEED_VALUES_KEY: list(values)}},
-        )
-
-    walk = _walk(space, OBJECTIVES["accuracy"], 0, verdict)
-    end = space.arch_from_params(walk.answer).digest() if walk.answer is not None else None
-    return end, list(dict.fromkeys(measured))
+        measured[(digest, ask.rung)] = Measured("COMPLETE", statistics.fmean(values), dict(enumerate(values)))
+    answer = walk(space, measured, OBJECTIVES["accuracy"]).answer
+    end = space.arch_from_params(answer).digest() if answer is not None else None
+    return end, [digest for digest, _ in measured]
 
 
 def space_of(table):

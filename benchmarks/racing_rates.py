@@ -2,7 +2,7 @@
 null one, on generated paired seeds with known noise.
 
 Each race compares a candidate with the incumbent through the walk's own rule
-(`archdsl.search.walk.strategies.race_decision`): seed index s gives both designs a shared effect (common
+(`archdsl.search.seed_stats.race_decision`): seed index s gives both designs a shared effect (common
 random numbers, cancelled by the pairing) plus each design's own noise; the race looks at --seeds seeds
 first and measures one more on both (up to --max-seeds) while the paired test cannot decide, each look
 at 5 % / (number of looks) (Bonferroni). Reported per (seeds, max-seeds): the share of races that keep
@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass
 
 from archdsl.search.objectives import OBJECTIVES
-from archdsl.search.walk.strategies import Racing, race_decision
+from archdsl.search.seed_stats import Racing, race_decision
 
 CELLS = ((2, 2), (2, 4), (2, 6), (3, 6))  # (--seeds, --max-seeds)
 GAIN = 0.03  # a true improvement

@@ -153,7 +153,7 @@ def replay_once(
     outcome = run_search(plan)
     kept = {}
     if outcome.buildup is not None:
-        for step in outcome.buildup:
+        for step in outcome.buildup.steps:
             kept[space.arch_from_params(step.params).digest()] = step.accepted
     summary = summarize_study(outcome.study)
     best = summary.best[0].number if len(summary.best) == 1 else None

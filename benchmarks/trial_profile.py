@@ -44,12 +44,13 @@ from typing import Any
 import torch
 
 from archdsl.buildup import layout
+from archdsl.data.cards import OTHER
 from archdsl.lang.spec import load_spec
 from archdsl.nn.summary import ensure_fits
 from archdsl.run import epoch as epoch_module
 from archdsl.run import epoch_metrics as metrics_module
 from archdsl.search.fidelity import measures
-from archdsl.search.fidelity.measures import REAL_SUBSET, Fidelity
+from archdsl.search.fidelity.measures import Fidelity
 
 BASE = "resnet-fmnist"
 TRAINING_PARTS = ("data", "forward", "backward", "optimizer", "evaluation", "setup and the rest")
@@ -216,7 +217,7 @@ def main() -> None:
     parser.add_argument("--data-root", type=Path, default=None)
     parser.add_argument("--designs", nargs="+", default=["0,0,0", "1,1,1"], help="MSAs per stage of resnet-fmnist")
     parser.add_argument("--epochs", type=int, default=Fidelity().epochs)
-    parser.add_argument("--subset", type=float, default=REAL_SUBSET, help="training and test subset")
+    parser.add_argument("--subset", type=float, default=OTHER.search.subset, help="training and test subset")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: torch's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-measures", action="store_true", help="the default trial only (no analysis measures)")

@@ -21,11 +21,13 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.search.planning import SearchPlan as SearchPlan
     from archdsl.search.planning import SearchResult as SearchResult
     from archdsl.search.planning import describe_space as describe_space
+    from archdsl.search.planning import estimate_time as estimate_time
     from archdsl.search.planning import plan_search as plan_search
     from archdsl.search.planning import plan_space as plan_space
     from archdsl.search.planning import run_planned as run_planned
     from archdsl.search.planning import search as search
     from archdsl.search.report import progress_text as progress_text
+    from archdsl.search.report import step_text as step_text
     from archdsl.search.report import summarize_study as summarize_study
     from archdsl.search.report import trial_line as trial_line
     from archdsl.search.report import trials_csv as trials_csv

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
+    from archdsl.data import DatasetInfo
     from archdsl.run.distributed import Ranks
+    from archdsl.search.fidelity.budget import Budget
     from archdsl.search.fidelity.measures import DataContext, Fidelity
     from archdsl.search.fidelity.replay import Replay
     from archdsl.search.objectives import Objective
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from archdsl.search.runner import SearchOutcome
     from archdsl.search.space import Space
     from archdsl.search.studies.storage import StorageOptions
+    from archdsl.search.walk.buildup import Rules
 
 __all__ = [
     "SearchPlan",
@@ -75,6 +78,10 @@ class SearchPlan:
     study: optuna.Study | None = None  # once planned; None on a follower rank (the study is rank 0's)
     ranks: Ranks | None = None  # under torchrun: this process's place in the group
     keep_files: bool = True  # each trial's folder under OUT/STUDY/trials (False: an in-memory study, e.g. a benchmark)
+    # The ladder the build-up walk climbs (fidelity.budget; its first rung is `fidelity`'s epochs and subset); one
+    # rung where the budget was measured, for a replayed study, and for the samplers.
+    budgets: tuple[Budget, ...] = ()
+    train_images: int | None = None  # the training images left once the validation ones are held out (described)
 
     @property
     def base_text(self) -> str:
@@ -109,8 +116,31 @@ class SearchPlan:
 
     @property
     def pruner(self) -> str:
-        """The pruner the study runs with: --pruner, `auto` resolved for the strategy and the epochs."""
-        return self.settings.chosen_pruner(self.fidelity.epochs)
+        """The pruner the study runs with: --pruner, `auto` resolved for the strategy, the epochs and the budgets."""
+        return self.settings.chosen_pruner(self.fidelity.epochs, len(self.rungs) > 1)
+
+    @property
+    def rungs(self) -> tuple[Budget, ...]:
+        """The budgets a trial may train at (`budgets`; the fidelity's alone when there is no ladder)."""
+        from archdsl.search.fidelity.budget import Budget
+
+        return self.budgets or (Budget(self.fidelity.epochs, self.fidelity.subset),)
+
+    def fidelity_at(self, rung: int) -> Fidelity:
+        """The fidelity of budget rung `rung`: the study's, with that rung's epochs and training subset."""
+        if rung == 0:
+            return self.fidelity
+        budget = self.rungs[rung]
+        return self.fidelity.model_copy(update={"epochs": budget.epochs, "subset": budget.subset})
+
+    @property
+    def walk_rules(self) -> Rules:
+        """How the build-up walk decides: the paired seeds and racing, and the ladder of budgets."""
+        from archdsl.search.seed_stats import Racing
+        from archdsl.search.walk.buildup import Rules
+
+        racing = Racing(self.fidelity.seeds, self.max_seeds)
+        return Rules(racing=racing, rungs=len(self.rungs), budgeting=self.fidelity.budgeting)
 
     @property
     def command(self) -> str:
@@ -138,6 +168,7 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     from archdsl.data import describe, sized_name
     from archdsl.run.device import select_device
     from archdsl.search.fidelity import measures as measure
+    from archdsl.search.fidelity.budget import ladder
     from archdsl.search.fidelity.replay import is_replay
     from archdsl.search.objectives import parse_objectives
     from archdsl.search.space import make_space, parse_searched
@@ -157,7 +188,7 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
             base_name, settings.dataset, settings.strategy, replayed=is_replay(settings.fidelity_source)
         )
     )
-    resolved = fidelity_for(settings, fidelity)
+    resolved = fidelity_for(settings, fidelity, info)
     if settings.max_seeds is not None and settings.max_seeds < resolved.seeds:
         raise UsageError(
             f"--max-seeds {settings.max_seeds} is below --seeds {resolved.seeds}",
@@ -165,32 +196,58 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
         )
     # the same for a dry run and a run
     fitted = measure.fit_to_data(measure.load_base(base_name), info.image_shape, info.num_classes)
+    images = train_images(info, resolved.val_split)
+    walked = settings.strategy == "buildup" and not is_replay(settings.fidelity_source)
     return SearchPlan(
         settings=settings, fidelity=resolved, space=make_space(fitted, searched),
         objectives=objectives, study_name=study_name, base_name=base_name, why=why,
+        budgets=ladder(resolved, images, info.num_classes) if walked else (), train_images=images,
     )  # fmt: skip
 
 
-def fidelity_for(settings: SearchSettings, fidelity: Fidelity | Mapping[str, object] | None = None) -> Fidelity:
-    """The `Fidelity` a study trains and measures with: `fidelity` whole when it is one; otherwise
-    its fields (a mapping) over the dataset's (measures.dataset_fidelity: its subset, and on odd-one-out
-    its epochs and validation images), the validation subset the training one, and the dataset's
-    training defaults (archdsl.data.training_defaults) under the train_settings, unless given."""
-    from archdsl.data import training_defaults
-    from archdsl.search.fidelity.measures import Fidelity, dataset_fidelity
+def train_images(info: DatasetInfo, val_split: str | None) -> int:
+    """The training images a study's trials draw their subsets from: the training split less the validation
+    images (as described; 0 where the description has no count)."""
+    from archdsl.data.validation import held_out_count, parse_val_split
+
+    total = int(info.split_sizes.get("train", 0))
+    if total <= 0:
+        return 0
+    size = None if val_split is None else parse_val_split(val_split)
+    return max(0, total - held_out_count(total, info.num_classes, size))
+
+
+def fidelity_for(
+    settings: SearchSettings, fidelity: Fidelity | Mapping[str, object] | None = None, info: DatasetInfo | None = None
+) -> Fidelity:
+    """The `Fidelity` a study trains and measures with: `fidelity` whole when it is one; otherwise its fields (a
+    mapping) over the dataset's card (archdsl.data.cards: epochs, subset, validation images, budget steps; the
+    subset no lower than trains, `budget.floored_subset`, where `info` describes the data), the validation subset
+    the training one, and the card's training defaults under the train_settings, unless given."""
+    from archdsl.data.cards import card_for
+    from archdsl.search.fidelity.budget import floored_subset
+    from archdsl.search.fidelity.measures import Fidelity
 
     if isinstance(fidelity, Fidelity):
         return fidelity
+    card = card_for(settings.dataset)
     given = dict(fidelity or {})
     train_settings = given.get("train_settings")
     if isinstance(train_settings, Mapping):  # TrainConfig fields, as a Python caller gives them
         given["train_settings"] = tuple(sorted(train_settings.items()))
-    given = {**dataset_fidelity(settings.dataset), **{k: v for k, v in given.items() if v is not None}}
-    if given.get("val_subset") is None:
-        given["val_subset"] = given["subset"]
-    resolved = Fidelity.model_validate(given)  # its train_settings over the dataset's (odd-one-out: no crop)
-    chosen = {**training_defaults(settings.dataset), **dict(resolved.train_settings)}
-    return resolved.model_copy(update={"train_settings": tuple(sorted(chosen.items()))})
+    defaults = card.search
+    chosen = {
+        "epochs": defaults.epochs, "subset": defaults.subset, "val_split": defaults.val_split,
+        "budget_steps": defaults.budget_steps, **{k: v for k, v in given.items() if v is not None},
+    }  # fmt: skip
+    if info is not None and given.get("subset") is None:
+        images = train_images(info, chosen["val_split"])  # type: ignore[arg-type]
+        chosen["subset"] = floored_subset(float(chosen["subset"]), images, info.num_classes)  # type: ignore[arg-type]
+    if chosen.get("val_subset") is None:
+        chosen["val_subset"] = chosen["subset"]
+    resolved = Fidelity.model_validate(chosen)
+    training = {**card.training, **dict(resolved.train_settings)}  # the card's (odd-one-out: no crop), unless given
+    return resolved.model_copy(update={"train_settings": tuple(sorted(training.items()))})
 
 
 def describe_space(plan: SearchPlan) -> str:
@@ -211,6 +268,7 @@ def describe_space(plan: SearchPlan) -> str:
     if "init" in space.searched:
         lines.append(f"  init: {', '.join(map(str, space.choices()['init']))} (base: {space.base.init})")
     lines.append(f"size: {space.size()} points, {space.n_designs()} distinct designs")
+    lines.append(budget_text(plan))
     lines.append("endpoints:")
     for e in space.endpoints():
         arch = space.arch_from_params(e.params)
@@ -218,6 +276,84 @@ def describe_space(plan: SearchPlan) -> str:
         ks = ",".join(str(e.params.get(f"k_{s.name}", 0)) for s in space.stages)
         lines.append(f"  {e.name:<10} k=({ks})  {layout}  {arch.n_msa} MSA")
     return "\n".join(lines)
+
+
+def budget_text(plan: SearchPlan) -> str:
+    """The budget rule in one line: the budget each candidate trains at, and where the build-up walk raises it
+    (the ladder), as `--dry-run` and the report say it."""
+    from archdsl.data.cards import card_for
+
+    rungs, images, fidelity = plan.rungs, plan.train_images, plan.fidelity
+    first = rungs[0].text(images)
+    seeds = f"{fidelity.seeds} paired seed{'s' if fidelity.seeds > 1 else ''}"
+    if len(rungs) > 1:
+        if all(rung.subset == rungs[0].subset for rung in rungs):
+            up = ", ".join(str(rung.epochs) for rung in rungs[1:]) + " epochs on the same images"
+        else:
+            up = ", ".join(rung.text(images) for rung in rungs[1:])
+        how = "each verdict on its own" if fidelity.budgeting == "per-verdict" else "the first verdict's for the rest"
+        return (
+            f"budget: {first} first, on {seeds}; a verdict still moving goes up to {up} (at most "
+            f"{len(rungs) - 1} steps, {how}; docs/search.md, 'The budget the search finds')"
+        )
+    measured = card_for(plan.settings.dataset).search.measured
+    if plan.replay is not None or plan.settings.fidelity_source != "train":
+        where = "replayed from its table"
+    elif plan.settings.strategy != "buildup":
+        where = "the samplers train at one budget (--strategy buildup raises it where no budget is measured)"
+    elif measured and fidelity.budget_steps == 0:
+        where = f"measured for this data ({measured})"
+    else:
+        where = "one budget (--budget-steps 0)"
+    return f"budget: {first}, on {seeds}: {where}"
+
+
+@dataclass(frozen=True)
+class TimeEstimate:
+    """What a search will take on this machine: the seconds of the cheapest and the dearest walk (or `n_trials`
+    designs for a sampler), from one training step of the base timed now."""
+
+    low: float
+    high: float
+    seconds_per_image: float
+    designs: tuple[int, int]  # the fewest and the most designs measured
+
+    def text(self) -> str:
+        from archdsl.search.report import duration_text
+
+        low, high = duration_text(self.low), duration_text(self.high)
+        few, most = self.designs
+        count = f"{few}" if few == most else f"{few} to {most}"
+        return (
+            f"time: about {low if low == high else f'{low} to {high}'} on this machine for {count} designs "
+            f"({1000 * self.seconds_per_image:.2g} ms a training image for the base, timed now; MSAs, analyses and "
+            "pruning move it)"
+        )
+
+
+def estimate_time(plan: SearchPlan) -> TimeEstimate:
+    """How long the search of `plan` takes here (`--dry-run`): the base's training time per image, measured on
+    random images of its input shape, times the images each design trains on at each budget and seed, over the
+    shortest and the longest walk (each verdict at two budgets, or at every one, where the walk raises them)."""
+    from archdsl.search.fidelity import measures as measure
+    from archdsl.search.runner import target_trials
+    from archdsl.search.walk.buildup import longest_walk
+
+    fidelity, rungs, images = plan.fidelity, plan.rungs, plan.train_images or 0
+    per_image = measure.training_seconds_per_image(plan.space.base, fidelity, device=plan.settings.device)
+
+    def cost(rung: int) -> float:
+        return fidelity.seeds * rungs[rung].epochs * images * rungs[rung].subset * per_image
+
+    if plan.settings.strategy != "buildup":
+        n = target_trials(plan)
+        return TimeEstimate(n * cost(0), n * cost(0), per_image, (n, n))
+    shortest = 1 + sum(1 for s in plan.space.stages if s.max_k > 0)
+    longest = min(plan.settings.n_trials, longest_walk(plan.space))
+    shortest = min(shortest, longest)
+    cheapest = sum(cost(r) for r in range(min(2, len(rungs))))  # a verdict is not final at its first budget
+    dearest = sum(cost(r) for r in range(len(rungs)))
+    return TimeEstimate(shortest * cheapest, longest * dearest, per_image, (shortest, longest))
 
 
 def plan_search(plan: SearchPlan) -> SearchPlan:

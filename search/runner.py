@@ -52,14 +52,9 @@ from archdsl.search.studies.record import (
     workers_at_work,
 )
 from archdsl.search.studies.storage import fail_stale_trials, open_storage
-from archdsl.search.walk.strategies import (
-    BuildupStep,
-    PlannedSampler,
-    Racing,
-    buildup_max_trials,
-    make_pruner,
-    make_sampler,
-)
+from archdsl.search.walk.buildup import Walk, longest_walk
+from archdsl.search.walk.planned import PlannedSampler
+from archdsl.search.walk.samplers import make_pruner, make_sampler
 
 if TYPE_CHECKING:
     from archdsl.search.planning import SearchPlan
@@ -75,7 +70,7 @@ class SearchOutcome:
 
     study: optuna.Study
     new_trials: int
-    buildup: list[BuildupStep] | None
+    buildup: Walk | None  # where the build-up walk ended (None for the samplers)
     stale_failed: list[int]
     exhausted: int | None = None  # the space's number of designs, when all were taken before n_trials
 
@@ -94,7 +89,7 @@ def target_trials(plan: SearchPlan) -> int:
     build-up walk) holds fewer."""
     space = plan.space
     most = min(plan.settings.n_trials, space.n_designs())
-    return min(most, buildup_max_trials(space)) if plan.settings.strategy == "buildup" else most
+    return min(most, longest_walk(space)) if plan.settings.strategy == "buildup" else most
 
 
 def study_progress(study: optuna.Study, total: int) -> StudyProgress:
@@ -230,8 +225,8 @@ def run_search(
     walker = None
     if settings.strategy == "buildup":
         walker = PlannedSampler(
-            space, plan.objectives[0], 0, wait=lambda s: fail_stale_trials(s, plan.storage), deadline=deadline,
-            racing=Racing(plan.fidelity.seeds, plan.max_seeds),
+            space, plan.objectives[0], 0, plan.walk_rules, wait=lambda s: fail_stale_trials(s, plan.storage),
+            deadline=deadline,
         )  # fmt: skip
     sampler = walker or make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
     pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
@@ -263,14 +258,16 @@ def run_search(
             # A trained trial leaves a model's memory behind; a replayed one nothing (and a collection takes ~0.1-1 s).
             gc_after_trial=plan.replay is None,
         )
-    walk = walker.walk(study) if walker is not None else None
+    walk = None
+    if walker is not None:  # the walk the last trial saw, when it saw the walk done; else where it stands now
+        walk = walker.latest if walker.latest is not None and walker.latest.next is None else walker.walk(study)
     if walk is not None and walk.answer is not None:  # where the report reads it
         study.set_user_attr(WALK_END_ATTR, space.arch_from_params(walk.answer).digest())
     exhausted = space.n_designs() if _finished(study) < settings.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
         study=study,
         new_trials=_finished(study) - before,
-        buildup=walk.steps if walk is not None else None,
+        buildup=walk,
         stale_failed=stale,
         exhausted=exhausted,
     )
@@ -287,8 +284,8 @@ def _exhausted(study: optuna.Study, space: Space) -> bool:
 
 class _StopAt:
     """After each trial: stop once the study holds `n` measured designs, every design is taken, or the walk is
-    done; for a sampler, queue an undrawn design after `REDRAW_FALLBACK` copies in a row, and re-measure its
-    leading designs (`leaders`) before it stops."""
+    done (`walker.walk`); for a sampler, queue an undrawn design after `REDRAW_FALLBACK` copies in a row, and
+    re-measure its leading designs (`leaders`) before it stops."""
 
     def __init__(
         self, n: int, space: Space, seed: int, walker: PlannedSampler | None = None, leaders: _Leaders | None = None

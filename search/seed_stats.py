@@ -1,6 +1,8 @@
 """Seed statistics, the search's one home of arithmetic on paired seeds: a mean with its standard error and
 95 % t-interval, the build-up walk's paired test (`improves_beyond_noise`), which the report's ties use too
-(`tied_with`), and whether a measured table tells its designs apart (`seed_statistics`).
+(`tied_with`), its sequential looks when it races more seeds (`Racing`, `race_decision`), whether a gap between
+two designs moved between two budgets (`gap_moved`), and whether a measured table tells its designs apart
+(`seed_statistics`).
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from archdsl.search.objectives import Objective
+from archdsl.search.objectives import Cost, Objective
 
 if TYPE_CHECKING:
     from archdsl.search.fidelity.replay import TableDesign
@@ -84,6 +86,79 @@ def improves_beyond_noise(
     if stderr == 0:
         return mean > 0
     return bool(mean > student_t.ppf(1 - level, len(candidate) - 1) * stderr)
+
+
+@dataclass(frozen=True)
+class Racing:
+    """How many paired seeds the walk's test looks at: `seeds` first (--seeds), one more per look while
+    it cannot decide, up to `max_seeds` (--max-seeds); no racing when they are equal."""
+
+    seeds: int = 1
+    max_seeds: int = 1
+
+    @property
+    def first(self) -> int:
+        return max(2, self.seeds)  # a paired test needs two seeds
+
+    @property
+    def level(self) -> float:
+        """The level of each look: KEEP_LEVEL shared out over the race's looks (Bonferroni), so that a
+        null improvement is kept at most KEEP_LEVEL of the time however many looks the race takes."""
+        return KEEP_LEVEL / max(1, self.max_seeds - self.first + 1)
+
+    @property
+    def races(self) -> bool:
+        return self.max_seeds > 1
+
+
+def race_decision(
+    candidate: Mapping[int, float],
+    incumbent: Mapping[int, float],
+    lead: Objective,
+    racing: Racing,
+    lost: tuple[set[int], set[int]] = (set(), set()),
+) -> bool | tuple[int, int]:
+    """The walk's paired test between two designs' per-seed values, look by look (n = racing.first ..
+    racing.max_seeds seeds, each at `racing.level`): True to keep the candidate, False to reject it
+    (not beyond the noise at the last look, or worse beyond it), or (which, seed index) to measure next
+    (0: the candidate, 1: the incumbent) when a look cannot decide. A seed a race could not measure
+    (`lost`: the candidate's and the incumbent's; its trial failed or was pruned) ends the race: the
+    candidate is not kept."""
+    for n in range(racing.first, max(racing.first, racing.max_seeds) + 1):
+        for which, values in enumerate((candidate, incumbent)):
+            missing = [s for s in range(n) if s not in values]
+            if missing:
+                return False if missing[0] in lost[which] else (which, missing[0])
+        c, i = tuple(candidate[s] for s in range(n)), tuple(incumbent[s] for s in range(n))
+        if improves_beyond_noise(c, i, lead, racing.level):
+            return True
+        if n >= racing.max_seeds or improves_beyond_noise(i, c, lead, racing.level):
+            return False
+    return False
+
+
+Standing = Literal["better", "worse", "tied"]
+
+
+def standing(candidate: tuple[float, ...], incumbent: tuple[float, ...], lead: Objective) -> Standing:
+    """Where `candidate` stands against `incumbent` on paired seeds: better or worse beyond the noise (the
+    walk's paired test, both ways), else tied."""
+    if improves_beyond_noise(candidate, incumbent, lead):
+        return "better"
+    return "worse" if improves_beyond_noise(incumbent, candidate, lead) else "tied"
+
+
+def gap_moved(before: tuple[float, ...], after: tuple[float, ...], level: float = KEEP_LEVEL) -> bool:
+    """Whether the gap between two designs (per paired seed, the candidate's value less the incumbent's in the
+    objective's direction) closed toward zero from one budget (`before`) to the next (`after`) beyond the noise:
+    a one-sided paired t-test at `level` on the per-seed change of the gap, against the gap's sign before. With
+    fewer than two seeds no change can be told from noise, and none is called."""
+    if len(before) < 2:
+        return False
+    sign = 1.0 if statistics.fmean(before) >= 0 else -1.0
+    # Closing is the gap before beating the gap after along the gap's own sign (the paired test of the walk).
+    along = Objective("gap", "maximize", Cost.TRAINED, "", "a gap between two designs, along its sign")
+    return improves_beyond_noise(tuple(sign * b for b in before), tuple(sign * a for a in after), along, level)
 
 
 def tied_with(

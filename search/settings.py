@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from archdsl.common_settings import DataSettings, DeviceSettings, DistSettings, ProgressSettings, flag_field
+from archdsl.data.cards import DEFAULT_DATASET
 from archdsl.outputs import RUNS_DIR
 from archdsl.search.objectives import OBJECTIVES
 
@@ -58,8 +59,8 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     dataset: str = flag_field(
-        "--dataset", "dataset name", group=DATA, metavar="NAME", default_text="odd-one-out, built in",
-        default="odd-one-out",
+        "--dataset", "dataset name", group=DATA, metavar="NAME", default_text=f"{DEFAULT_DATASET}, built in",
+        default=DEFAULT_DATASET,
     )  # fmt: skip
     base: str | None = flag_field(
         "--base", "base network, a spec path or built-in name", group=DATA, metavar="SPEC",
@@ -153,10 +154,10 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
             raise ValueError(f"unknown pruner {value!r}; choose from auto, {', '.join(PRUNERS)}")
         return value
 
-    def chosen_pruner(self, epochs: int) -> str:
-        """The pruner the study runs with at a fidelity of `epochs`: `auto` resolved by the strategy and
-        the epochs (`default_pruner`)."""
-        return chosen_pruner(self.pruner, self.strategy, epochs)
+    def chosen_pruner(self, epochs: int, raised: bool = False) -> str:
+        """The pruner the study runs with at a fidelity of `epochs` (`raised`: on a ladder of budgets): `auto`
+        resolved by the strategy, the epochs and the ladder (`default_pruner`)."""
+        return chosen_pruner(self.pruner, self.strategy, epochs, raised)
 
 
 def default_base(info: DatasetInfo, accelerator: bool) -> tuple[str, str]:
@@ -182,19 +183,22 @@ AUTO_PRUNER = "auto"
 REDUCTION_FACTOR = 3
 
 
-def default_pruner(strategy: str, epochs: int) -> str:
-    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: median for the build-up
-    walk; Hyperband for the samplers where it has two brackets or more (at least 3 epochs, as on the
-    table's 6), else median: with one bracket Hyperband is successive halving, the pruner the study
-    rejected for its regret."""
+def default_pruner(strategy: str, epochs: int, raised: bool = False) -> str:
+    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: none for a build-up walk that
+    raises its budgets (`raised`: a pruner stops a candidate on its early epochs, the very bias the ladder is there
+    to see past; docs/search.md, "The budget the search finds"), else median for the walk; Hyperband for the
+    samplers where it has two brackets or more (at least 3 epochs, as on the table's 6), else median: with one
+    bracket Hyperband is successive halving, the pruner the study rejected for its regret."""
+    if strategy == "buildup" and raised:
+        return "none"
     if strategy == "buildup" or epochs < REDUCTION_FACTOR:
         return "median"
     return "hyperband"
 
 
-def chosen_pruner(kind: str, strategy: str, epochs: int) -> str:
-    """The pruner a study runs with: `kind`, or `default_pruner(strategy, epochs)` for `auto`."""
-    return default_pruner(strategy, epochs) if kind == AUTO_PRUNER else kind
+def chosen_pruner(kind: str, strategy: str, epochs: int, raised: bool = False) -> str:
+    """The pruner a study runs with: `kind`, or `default_pruner(strategy, epochs, raised)` for `auto`."""
+    return default_pruner(strategy, epochs, raised) if kind == AUTO_PRUNER else kind
 
 
 # Settings that do not change what a study measures, left out of its command line: how the data is fetched,

@@ -154,7 +154,9 @@ def test_training_on_it_leaves_out_random_crops_unless_told(tmp_path: Path):
     assert plan_training(tmp_path / "c.arch", settings, recipe).config.crop_padding == 4
     # --help says where the default differs from the recipe's
     description = TrainConfig.model_fields["crop_padding"].description or ""
-    assert all(name in description for name, g in GENERATED.items() if "crop_padding" in g.training_defaults)
+    from archdsl.data.cards import CARDS
+
+    assert all(name in description for name, card in CARDS.items() if "crop_padding" in card.training)
 
 
 def test_the_search_trains_it_without_random_crops_unless_told():
@@ -169,7 +171,7 @@ def test_the_search_trains_it_without_random_crops_unless_told():
 
 
 def test_the_search_trains_each_dataset_at_its_own_fidelity_unless_told():
-    from archdsl.search.fidelity.measures import REAL_SUBSET
+    from archdsl.data.cards import OTHER
     from archdsl.search.planning import fidelity_for
     from archdsl.search.settings import SearchSettings
 
@@ -181,7 +183,7 @@ def test_the_search_trains_each_dataset_at_its_own_fidelity_unless_told():
     assert fields("odd-one-out") == fields("odd-one-out:classes=6") == (1.0, 1.0, 12, "500")
     assert fields("odd-one-out", epochs=3, val_split="0.2", subset=0.5) == (0.5, 0.5, 3, "0.2")
     assert fields("synthetic:train=100") == (0.4, 0.4, 2, None)
-    assert fields("fashion-mnist") == (REAL_SUBSET, REAL_SUBSET, 2, None)
+    assert fields("fashion-mnist") == (OTHER.search.subset, OTHER.search.subset, 2, None)
     assert SearchSettings().dataset == "odd-one-out"  # the main job's
 
 

@@ -289,6 +289,9 @@ HEAVY_AREAS = ("archdsl.nn", "archdsl.run", "archdsl.analysis", "archdsl.data")
 SEARCH_SET_UP: dict[str, frozenset[str] | None] = {
     # the dataset's shape, classes and training defaults, without loading it; its name at --image-size
     "archdsl.data": frozenset({"describe", "DatasetInfo", "sized_name", "training_defaults"}),
+    # each dataset's card of defaults (plain data), and the count of validation images a split holds out
+    "archdsl.data.cards": None,
+    "archdsl.data.validation": frozenset({"held_out_count", "parse_val_split"}),
     "archdsl.run": frozenset({"distributed"}),
     "archdsl.run.device": None,
     "archdsl.run.distributed": None,

@@ -29,7 +29,7 @@ from archdsl.search.studies.record import (
     is_copy,
     is_verdict,
 )
-from archdsl.search.walk.strategies import PlannedSampler
+from archdsl.search.walk.planned import PlannedSampler
 
 
 @pytest.fixture(scope="module")
@@ -827,9 +827,9 @@ def test_a_trial_has_a_heartbeat_before_it_looks_for_a_twin(tmp_path, table_file
     looks = []
     original = trial_module.twin_decision
 
-    def spying(trials, number, digest, indices=None):
+    def spying(trials, number, digest, indices=None, rung=0):
         looks.append(BEAT_ATTR in next(t for t in trials if t.number == number).system_attrs)
-        return original(trials, number, digest, indices)
+        return original(trials, number, digest, indices, rung)
 
     monkeypatch.setattr(trial_module, "twin_decision", spying)
     replayed(load_replay(f"table:{table_file}"), space, "random", n_trials=3, storage=f"journal:{tmp_path / 's.j'}")

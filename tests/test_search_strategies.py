@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import _search_support as support
 import optuna
@@ -16,28 +15,24 @@ from archdsl.cli import main
 from archdsl.lang.spec import load_spec, parse_spec
 from archdsl.search.objectives import OBJECTIVES
 from archdsl.search.space import make_space
-from archdsl.search.studies.record import DIGEST_ATTR, FAIL_REASON_ATTR
-from archdsl.search.walk.strategies import walk_buildup
+from archdsl.search.studies.record import Measured
+from archdsl.search.walk.buildup import PLAIN, walk
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _fake_trial(value):
-    state = TrialState.COMPLETE if value is not None else TrialState.FAIL  # a real enum: steps record its name
-    attrs = {} if value is not None else {FAIL_REASON_ATTR: "training diverged"}
-    return SimpleNamespace(state=state, values=None if value is None else [value], user_attrs=attrs, number=0)
+    """A design's measurement: its value, or a failure (None)."""
+    return Measured("COMPLETE", value) if value is not None else Measured("FAIL", None)
 
 
-def _play(space, lead, evaluate):
-    """The walk as a study plays it: `walk_buildup` on the trials so far names the next design, which
-    `evaluate(params, stage)` measures into a (fake) finished trial; the steps once the walk is done."""
-    trials = []
-    while (step := walk_buildup(space, lead, 0, trials).next) is not None:
-        trial = evaluate(step.params, step.stage)
-        trial.number = len(trials)
-        trial.user_attrs = {**trial.user_attrs, DIGEST_ATTR: space.arch_from_params(step.params).digest()}
-        trials.append(trial)
-    return walk_buildup(space, lead, 0, reversed(trials)).steps  # any order: the walk sorts by number
+def _play(space, lead, evaluate, rules=PLAIN):
+    """The walk as a study plays it: `walk` on what is measured so far asks for the next measurement, which
+    `evaluate(params, stage)` answers; the steps once the walk is done."""
+    measured = {}
+    while (ask := walk(space, measured, lead, rules).next) is not None:
+        measured[(space.arch_from_params(ask.params).digest(), ask.rung)] = evaluate(ask.params, ask.stage)
+    return walk(space, measured, lead, rules).steps
 
 
 def test_buildup_walks_from_the_last_stage_back_and_stops_after_the_first():
@@ -173,7 +168,7 @@ def test_a_trial_is_never_pruned_at_its_last_epoch():
     from optuna.trial import TrialState
 
     from archdsl.search.fidelity.trial import TrialObjective
-    from archdsl.search.walk.strategies import make_pruner
+    from archdsl.search.walk.samplers import make_pruner
 
     plan = support.plan_for(Path("unused"), "s", space=make_space(load_spec("alter50-base")), epochs=2)
     study = optuna.create_study(direction="maximize", pruner=make_pruner(plan.objectives, 2))
@@ -233,14 +228,10 @@ def test_the_walk_compares_on_the_objectives_direction():
 
 
 def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
-    from archdsl.search.studies.record import METRICS_ATTR, SEED_VALUES_KEY
-
     space = make_space(load_spec("alter50-base"))
 
     def seeded(values):
-        trial = _fake_trial(sum(values) / len(values))
-        trial.user_attrs = {METRICS_ATTR: {SEED_VALUES_KEY: list(values)}}
-        return trial
+        return Measured("COMPLETE", sum(values) / len(values), dict(enumerate(values)))
 
     base = (0.60, 0.70, 0.50)
     # a higher mean from one lucky seed (its differences: +0.06, -0.02, -0.01): not beyond the noise
@@ -259,7 +250,7 @@ def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
 
 
 def test_a_race_asks_for_more_seeds_only_while_its_test_cannot_decide_and_stops_at_max_seeds():
-    from archdsl.search.walk.strategies import Racing, race_decision
+    from archdsl.search.seed_stats import Racing, race_decision
 
     lead, racing = OBJECTIVES["accuracy"], Racing(seeds=2, max_seeds=4)
     assert racing.level == pytest.approx(0.05 / 3)  # Bonferroni over the looks at 2, 3 and 4 seeds
@@ -272,7 +263,7 @@ def test_a_race_asks_for_more_seeds_only_while_its_test_cannot_decide_and_stops_
     full = ({**noisy, 2: 0.71, 3: 0.60}, {**base, 2: 0.70, 3: 0.61})  # still undecided at 4 = --max-seeds
     assert race_decision(*full, lead, racing) is False
     assert race_decision(noisy, base, lead, Racing(2, 2)) is False  # no racing: not beyond the noise
-    lost = {("candidate", 2)}  # the race's trial of seed index 2 failed: no more seeds to look at
+    lost = ({2}, set())  # the race's trial of the candidate's seed index 2 failed: no more seeds to look at
     assert race_decision(noisy, base, lead, racing, lost=lost) is False
 
 

@@ -1,7 +1,7 @@
 """`archdsl search`: search where the MSAs go (Optuna), then write the study's report.
 
-With no arguments it runs the paper's build-up procedure on the built-in synthetic data
-with a small base network, at a fidelity that finishes in minutes on a laptop CPU.
+With no arguments it runs the paper's build-up procedure on the built-in odd-one-out data
+with a small base network, at the budget measured for that data: about two minutes on a laptop CPU.
 """
 
 from __future__ import annotations
@@ -55,7 +55,10 @@ def register(subparsers) -> None:
         "--test-subset", type=renamed("--val-subset", "it shrinks the validation images, not the test set"),
         help=argparse.SUPPRESS,
     )  # fmt: skip
-    where.add_argument("--dry-run", action="store_true", help="print the space, its size and endpoints; train nothing")
+    where.add_argument(
+        "--dry-run", action="store_true",
+        help="print the space, its size and endpoints, the budget rule and an estimate of the time; train nothing",
+    )  # fmt: skip
     add_config_argument(parser)
     parser.set_defaults(func=run)
 
@@ -82,6 +85,7 @@ def _search(args: argparse.Namespace) -> int:
     from archdsl.search import (
         JOURNAL_SCHEME,
         describe_space,
+        estimate_time,
         journal_path,
         plan_search,
         plan_space,
@@ -93,6 +97,7 @@ def _search(args: argparse.Namespace) -> int:
     plan = plan_space(settings, fidelity)
     if args.dry_run:
         say(describe_space(plan))
+        say(estimate_time(plan).text())
         return 0
     with proxy_answering(args.storage):  # it opens the study: a proxy that stops answering there, in one line
         plan = plan_search(plan)
@@ -124,11 +129,10 @@ def _search(args: argparse.Namespace) -> int:
     for remark in result.remarks:
         say(remark, err=True)
     if result.outcome.buildup is not None:
-        for step in result.outcome.buildup:
-            where = step.label
-            verdict = "kept" if step.accepted else "rejected"
-            value = step.state.lower() if step.value is None else f"{step.value:.4g}"
-            say(f"build-up: {where:<16} {value:>8}  {verdict}")
+        from archdsl.search import step_text
+
+        for step in result.outcome.buildup.steps:
+            say(f"build-up: {step_text(step, plan.rungs, plan.train_images)}")
     if result.simulated_seconds is not None:
         say(f"simulated time: {result.simulated_seconds:.0f} s of training and measuring, one worker")
 

@@ -9,7 +9,7 @@ datasets made from a seed (`synthetic`, `odd-one-out`) are one `GeneratedDataset
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, cast
@@ -49,8 +49,6 @@ class GeneratedDataset:
     generate: Callable[[Any, str], tuple[np.ndarray, np.ndarray]]  # (config, split) -> images, labels; cached
     class_names: Callable[[int], tuple[str, ...]]  # of a number of classes
     image_shape: tuple[int, int, int]  # (C, H, W)
-    # TrainConfig fields that training on the set takes unless the user sets them (`training_defaults`).
-    training_defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 GENERATED: dict[str, GeneratedDataset] = {
@@ -70,7 +68,6 @@ GENERATED: dict[str, GeneratedDataset] = {
         odd_one_out.generate,
         odd_one_out.class_names,
         (3, odd_one_out.IMAGE_SIZE, odd_one_out.IMAGE_SIZE),
-        odd_one_out.TRAINING_DEFAULTS,
     ),
 }
 _GENERATED_OF = {**{name: name for name in GENERATED}, **{f"{name}-c": name for name in GENERATED}}
@@ -168,11 +165,12 @@ def _generated_config(parsed: DatasetName) -> GeneratorConfig:
 
 def training_defaults(name: str) -> dict[str, Any]:
     """The `TrainConfig` fields that training on dataset `name` takes unless the user sets them (`archdsl
-    train`, and the trials of `archdsl search`): on odd-one-out no random crop, which would cut its
-    objects, and AdamW with a warm-up epoch (archdsl.data.odd_one_out.TRAINING_DEFAULTS); nothing on the
-    others. Reads the base name alone (a bad name fails where it loads)."""
-    generated = GENERATED.get(name.partition(":")[0].strip().lower())
-    return dict(generated.training_defaults) if generated else {}
+    train`, and the trials of `archdsl search`): its card's (archdsl.data.cards; on odd-one-out no random crop,
+    which would cut its objects, and AdamW with a warm-up epoch). Reads the base name alone (a bad name fails
+    where it loads)."""
+    from archdsl.data.cards import card_for
+
+    return dict(card_for(name).training)
 
 
 def _canonical(parsed: DatasetName) -> str:

@@ -53,14 +53,21 @@ def default_val_size(train_set: ImageSet) -> int:
     """The search's default validation size for `train_set`: a tenth of it, at most 5,000 images,
     and at least one image a class (a `train=N` subset of a few hundred images still has every
     class in both parts when each class has at least two images)."""
-    share = round(len(train_set) * DEFAULT_VALIDATION_SHARE)
-    return max(min(share, DEFAULT_VALIDATION_CAP), train_set.num_classes)
+    return held_out_count(len(train_set), train_set.num_classes, None)
 
 
 def validation_count(train_set: ImageSet, size: ValSize) -> int:
     """How many images `size` (a fraction or a count) holds out of `train_set`."""
+    return held_out_count(len(train_set), train_set.num_classes, size)
+
+
+def held_out_count(images: int, classes: int, size: ValSize | None) -> int:
+    """How many of `images` training images (in `classes` classes) `size` holds out for validation: a count as
+    given, a fraction of them, or (None) the default, a tenth, at most 5,000 and at least one a class."""
+    if size is None:
+        return max(min(round(images * DEFAULT_VALIDATION_SHARE), DEFAULT_VALIDATION_CAP), classes)
     check_val_size(size)
-    return size if isinstance(size, int) else max(1, round(len(train_set) * size))
+    return size if isinstance(size, int) else max(1, round(images * size))
 
 
 def split_validation(train_set: ImageSet, size: ValSize | None = None) -> tuple[ImageSet, ImageSet]:

@@ -14,15 +14,15 @@ import dataclasses
 import math
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, PositiveInt, field_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator
 
 from archdsl.common_settings import OptimizeSettings, flag_field
+from archdsl.data.cards import DEFAULT_DATASET, SMALL_PER_CLASS, card_for, default_text
 from archdsl.errors import UserError
 from archdsl.ir import Arch
 from archdsl.run.recipe import RecipeName  # torch-free
@@ -36,40 +36,40 @@ if TYPE_CHECKING:
     from archdsl.run.recipe import TrainConfig
     from archdsl.search.studies.record import HeldOutFigures
 
-# The fidelity a study takes unless told (archdsl.search.planning.fidelity_for), per built-in dataset: on
-# synthetic 1,800 of its 4,500 training images for 2 epochs trains a small-base candidate in seconds on a
-# laptop CPU; on odd-one-out all its 1,500 (2,000 less 500 validation images) for 12 epochs, long enough
-# that it ranks the designs as training twice as long does (docs/search.md, the built-in data's reference).
-# Real datasets start from a tenth for 2 epochs.
-DATASET_FIDELITY: Mapping[str, Mapping[str, Any]] = MappingProxyType(
-    {"synthetic": {"subset": 0.4}, "odd-one-out": {"subset": 1.0, "epochs": 12, "val_split": "500"}}
-)
-REAL_SUBSET = 0.1
-
-
-def dataset_fidelity(dataset: str) -> dict[str, Any]:
-    """The `Fidelity` fields a study on `dataset` takes unless given: its DATASET_FIDELITY entry, and a
-    training subset of REAL_SUBSET on every other dataset."""
-    return {"subset": REAL_SUBSET, **DATASET_FIDELITY.get(dataset.partition(":")[0].strip().lower(), {})}
+# A `Fidelity` made in Python takes the card of `archdsl search`'s default dataset (odd-one-out), as the command
+# with no arguments does; a study on another dataset takes that dataset's card (archdsl.search.planning.fidelity_for).
+_DEFAULT = card_for(DEFAULT_DATASET).search
 
 
 class Fidelity(OptimizeSettings):
     """How hard each candidate is looked at: cheap settings make a search fast, not exact.
 
-    The defaults are `archdsl search`'s (its --help shows them from here), but for those that depend
-    on the dataset (DATASET_FIDELITY: the subsets; on odd-one-out the epochs and validation images too),
-    which archdsl.search.planning.fidelity_for sets; a `Fidelity` made directly takes the plain ones. `optimize`: train
-    and measure the fast version of each model (archdsl.optimize_model).
+    The defaults are `archdsl search`'s (its --help shows them from here). Those that depend on the dataset come
+    from its card (archdsl.data.cards: epochs, subset, validation images, budget steps): a study on a dataset takes
+    its card's (archdsl.search.planning.fidelity_for), and a `Fidelity()` made directly takes the default dataset's
+    (odd-one-out), as `archdsl search` with no arguments does. `optimize`: train and measure the fast version of
+    each model (archdsl.optimize_model).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     epochs: PositiveInt = flag_field(
-        "--epochs", "training epochs per candidate", default=2, default_text="12 on odd-one-out, 2 otherwise"
-    )
+        "--epochs", "training epochs per candidate (at the first budget, when the search raises it)",
+        default=_DEFAULT.epochs, default_text=default_text("epochs"),
+    )  # fmt: skip
     subset: float = flag_field(
-        "--subset", "class-stratified fraction of the training set", default=1.0, gt=0, le=1, metavar="FRACTION",
-        default_text=f"1 on odd-one-out, 0.4 on synthetic, {REAL_SUBSET:g} otherwise",
+        "--subset", "class-stratified fraction of the training set (at the first budget)", default=_DEFAULT.subset,
+        gt=0, le=1, metavar="FRACTION", default_text=default_text("subset"),
+    )  # fmt: skip
+    budget_steps: NonNegativeInt = flag_field(
+        "--budget-steps", "how many times the build-up walk may raise a verdict's budget while the verdict still "
+        "moves, each step doubling the epochs (and the subset while it holds fewer than "
+        f"{SMALL_PER_CLASS} images a class); 0: one budget (docs/search.md, 'The budget the search finds')",
+        default=_DEFAULT.budget_steps, default_text=default_text("budget_steps") + ", where none was measured",
+    )  # fmt: skip
+    budgeting: Literal["per-verdict", "calibrate"] = flag_field(
+        "--budgeting", "how the walk climbs the budgets: each verdict on its own (per-verdict), or the first "
+        "verdict's budget for every later one (calibrate)", default="per-verdict",
     )  # fmt: skip
     seeds: PositiveInt = flag_field(
         "--seeds", "paired seeds each candidate is trained on: its accuracy is their mean (seed index s is "
@@ -79,12 +79,13 @@ class Fidelity(OptimizeSettings):
     # A fraction or a count, kept as written (`0.1`, `5000`): archdsl.data.parse_val_split reads it.
     val_split: str | None = flag_field(
         "--val-split", "validation images held out of the training split: each candidate is trained on the rest "
-        "and scored on these (the test set chooses nothing)", default=None, metavar="FRACTION|N",
-        default_text="500 on odd-one-out; a tenth of the training split, at most 5,000",
+        "and scored on these (the test set chooses nothing)", default=_DEFAULT.val_split, metavar="FRACTION|N",
+        default_text=default_text("val_split"),
     )  # fmt: skip
     val_subset: float = flag_field(
         "--val-subset", "class-stratified fraction of the validation images (and their corrupted copies) "
-        "that score each candidate", default=1.0, gt=0, le=1, metavar="FRACTION", default_text="the --subset fraction",
+        "that score each candidate", default=_DEFAULT.subset, gt=0, le=1, metavar="FRACTION",
+        default_text="the --subset fraction",
     )  # fmt: skip
     # `fast` learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds.
     recipe: RecipeName = flag_field(
@@ -264,6 +265,33 @@ def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, s
             times.append(time.perf_counter() - start)
     times = sorted(times[1:])
     return 1000 * times[len(times) // 2] / len(images)
+
+
+def training_seconds_per_image(arch: Arch, fidelity: Fidelity, *, device: str, steps: int = 4) -> float:
+    """Seconds a training step of `arch` takes per image here, at the fidelity's batch size: random images of its
+    input shape, one step to warm up, then the fastest of `steps` (the least disturbed by other work on the
+    machine; what `--dry-run`'s time estimate grows from)."""
+    import torch
+
+    from archdsl.nn.build import build
+    from archdsl.run.device import select_device
+
+    dev = select_device(device)
+    batch = int(dict(fidelity.train_settings).get("batch_size") or 64)
+    model = build(arch, seed=0).to(dev).train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    shape = (batch, arch.input.channels, arch.input.height, arch.input.width)
+    images, labels = torch.rand(shape, device=dev), torch.randint(0, arch.classes, (batch,), device=dev)
+    times = []
+    for _ in range(steps + 1):
+        start = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(model(images), labels).backward()
+        optimizer.step()
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+        times.append(time.perf_counter() - start)
+    return min(times[1:]) / batch
 
 
 def train_config(fidelity: Fidelity, *, device: str, seed: int) -> TrainConfig:

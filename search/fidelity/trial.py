@@ -49,6 +49,7 @@ from archdsl.search.studies.record import (
     SPEC_ATTR,
     STDERR_KEY,
     HeldOutFigures,
+    rung_of,
     seal_test,
     seed_indices,
     trials,
@@ -110,13 +111,15 @@ class Training:
     data: measure.DataContext
 
     def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> DesignAnswers:
-        return _TrainedDesign(self.data, plan, arch, seed_indices(trial, plan.fidelity.seeds))
+        fidelity = plan.fidelity_at(rung_of(trial))  # the budget the walk asks for (the study's, unless raised)
+        return _TrainedDesign(self.data, plan, fidelity, arch, seed_indices(trial, plan.fidelity.seeds))
 
 
 @dataclass(frozen=True)
 class _TrainedDesign:
     data: measure.DataContext
     plan: SearchPlan
+    fidelity: measure.Fidelity  # the trial's: the plan's at the trial's budget rung
     arch: Arch
     indices: tuple[int, ...]  # the paired seed indices to train (seed_indices)
 
@@ -125,13 +128,13 @@ class _TrainedDesign:
 
     def latency(self) -> float:
         s = self.plan.settings
-        return measure.latency_ms(self.arch, self.data, self.plan.fidelity, s.device, s.seed)
+        return measure.latency_ms(self.arch, self.data, self.fidelity, s.device, s.seed)
 
     def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
         """Trained on each of its paired seeds in turn; the first seed's curve goes to the pruner and its model
         to the analyses, the accuracy is the seeds' mean. Each seed's model, once trained (not pruned), is scored
         once on the test split, for the trial to seal."""
-        s, fidelity = self.plan.settings, self.plan.fidelity
+        s, fidelity = self.plan.settings, self.fidelity
         seeds = [measure.seed_of(s.seed, index) for index in self.indices]
         trained, tests = [], []
         for n, seed in enumerate(seeds):
@@ -150,7 +153,7 @@ class _TrainedDesign:
         return dataclasses.replace(trained[0], accuracy=mean, seed_accuracies=per_seed, sealed=sealed)
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
-        s, fidelity, values = self.plan.settings, self.plan.fidelity, {}
+        s, fidelity, values = self.plan.settings, self.fidelity, {}
         assert trained.model is not None, "a trained design has its model"
         if "robustness" in names:
             values["robustness"] = measure.robustness(trained.model, self.data, fidelity, seed=s.seed, device=s.device)
@@ -187,7 +190,7 @@ class TrialObjective:
         # waits on one) leaves a trial that `fail_stale_trials` fails and retries, not one that twins defer to for ever.
         with WorkerHeartbeat(storage_of(study), trial_id(trial), beat, keep_beating=self.plan.replay is None):
             trial.set_user_attr(DIGEST_ATTR, digest)
-            twin = earlier_twin(study, trial.number, digest, trial.user_attrs.get(SEED_INDICES_ATTR))
+            twin = earlier_twin(study, trial.number, digest, trial.user_attrs.get(SEED_INDICES_ATTR), rung_of(trial))
             if twin is not None:
                 trial.set_user_attr(COPY_ATTR, twin.number)
                 raise DesignCopy(f"copy of trial {twin.number}'s design")
@@ -305,7 +308,7 @@ class TrialObjective:
         if len(objectives) == 1 and objectives[0].name == "accuracy":
             trial.report(top1, epoch)
             # Never at the last epoch: the training is done, and stopping it would lose its measured result.
-            if epoch < self.plan.fidelity.epochs and trial.should_prune():
+            if epoch < self.plan.fidelity_at(rung_of(trial)).epochs and trial.should_prune():
                 self._prune(trial, f"{prune_reason(trial.study.pruner)} at epoch {epoch}")
 
     # -- the study's memory --------------------------------------------------------------------
@@ -352,14 +355,15 @@ def earlier_twin(
     number: int,
     digest: str,
     indices: list[int] | None = None,
+    rung: int = 0,
     patience_s: float = CLAIM_PATIENCE_S,
 ) -> FrozenTrial | None:
     """The trial that has trial `number`'s design (on the same seed indices: `indices`, an extra-seed
-    trial's) already, if any, after waiting (up to `patience_s`) for the twins that are deciding
-    (`record.twin_decision`); None: trial `number` measures the design."""
+    trial's; at the same budget, `rung`) already, if any, after waiting (up to `patience_s`) for the twins that
+    are deciding (`record.twin_decision`); None: trial `number` measures the design."""
     give_up = time.monotonic() + patience_s
     while True:
-        decision, twin = twin_decision(trials(study), number, digest, indices)
+        decision, twin = twin_decision(trials(study), number, digest, indices, rung)
         if decision == "copy":
             return twin
         if decision == "measure" or time.monotonic() > give_up:  # a twin's worker died mid-look: measure it too

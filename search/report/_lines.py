@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import optuna
 from optuna.trial import FrozenTrial
 
@@ -19,6 +21,10 @@ from archdsl.search.report._summary import (
 )
 from archdsl.search.runner import StudyProgress
 from archdsl.search.studies.record import COPY_ATTR, is_copy
+
+if TYPE_CHECKING:
+    from archdsl.search.fidelity.budget import Budget
+    from archdsl.search.walk.buildup import Step
 
 
 def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
@@ -62,3 +68,16 @@ def summary_text(summary: StudySummary) -> str:
             lines.append(f"    {ties}")
         lines.append(f"    {held_out_text(summary.held_out.get(row.number))}")
     return "\n".join(lines)
+
+
+def step_text(step: Step, budgets: tuple[Budget, ...], train_images: int | None = None) -> str:
+    """A build-up verdict on one line: its step, value and verdict, and where the walk raises budgets the budget
+    it settled at, with a word where it was still moving at the top of the ladder."""
+    verdict = "kept" if step.accepted else "rejected"
+    value = step.state.lower() if step.value is None else f"{step.value:.4g}"
+    line = f"{step.label:<16} {value:>8}  {verdict}"
+    if len(budgets) > 1:
+        line += f" at {budgets[step.rung].text(train_images)}"
+        if step.moving:
+            line += " (still moving at the last budget: train longer to be sure)"
+    return line

@@ -14,7 +14,10 @@ a twin, the report and the final test agree on which trials count. A trial is
 - its design's *first* trial: the design's first COMPLETE trial that is no extra seed, the one the
   report shows with the design's values on every seed index measured (`seed_values_by_design`).
 
-A design is its `Arch.digest()` (`digest`): two trials of one digest measure one design.
+A design is its `Arch.digest()` (`digest`): two trials of one digest measure one design. Where the build-up
+walk raises the budget, a trial measures its design at one rung of the ladder (`rung`; 0, the first budget,
+when absent), and values pool by design and rung (`design_key`): a design measured at two budgets has two sets
+of values, never mixed, and counts once towards --n-trials.
 
 The test figures a trial measures are sealed on the study (`seal_test`), never on the trial, where nothing
 that chooses reads them; the final test alone opens them (`open_test`, `archdsl.search.report.final_test`).
@@ -24,7 +27,8 @@ anyone who can write the storage can write.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 import optuna
@@ -49,6 +53,7 @@ ENDPOINT_ATTR = "endpoint"  # a --seed-endpoints trial: resnet, alternet, swin-l
 # An extra-seed trial (racing, --max-seeds): the paired seed indices it trained its design on; a design's
 # other trials (without the attr) trained indices 0..--seeds-1.
 SEED_INDICES_ATTR = "seed_indices"
+RUNG_ATTR = "rung"  # a build-up trial at a raised budget: its rung on the ladder (absent: 0, the first budget)
 COPY_ATTR = "copy_of"  # the trial drew the design of this (earlier) trial
 CLAIM_ATTR = "claimed"  # the trial looked, found no twin and measures its design (`twin_decision`)
 FAIL_REASON_ATTR = "fail_reason"
@@ -62,6 +67,24 @@ WORKER_STOPPED = "worker stopped"
 SEARCH_STOPPED = "stopped the search"
 # User attrs that describe one run of a trial, not its design: a retry starts without them.
 RUN_ATTRS = (FAIL_REASON_ATTR, PRUNED_REASON_ATTR, METRICS_ATTR, COPY_ATTR, CLAIM_ATTR, DIR_ATTR)
+
+State = Literal["COMPLETE", "PRUNED", "FAIL"]  # a verdict's
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a study knows of one design at one budget: its verdict's state, the lead objective's value (the mean
+    over the paired seeds; None when it failed or was pruned), each paired seed's value (seed index -> value,
+    pooled over the design's trials at that budget) and the seed indices a race could not measure."""
+
+    state: State
+    value: float | None
+    seeds: Mapping[int, float] = field(default_factory=dict)
+    lost: frozenset[int] = frozenset()
+
+
+# (design digest, budget rung) -> what is measured there: what the build-up walk reads (walk.buildup.walk)
+Measurements = Mapping[tuple[str, int], Measured]
 
 # -- a trial's system attrs: the worker of a running journal trial (storage.WorkerHeartbeat) --------
 HOST_ATTR = "archdsl:host"
@@ -131,9 +154,17 @@ def digest_of(trial: FrozenTrial) -> str | None:
     return trial.user_attrs.get(DIGEST_ATTR)
 
 
+def rung_of(trial: optuna.Trial | FrozenTrial) -> int:
+    """The budget rung a trial measured its design at (0, the first budget, unless the walk raised it)."""
+    return int(trial.user_attrs.get(RUNG_ATTR, 0))
+
+
 def design_key(trial: FrozenTrial) -> str:
-    """One key per design: its digest (a trial recorded without one is a design of its own)."""
-    return trial.user_attrs.get(DIGEST_ATTR, f"trial {trial.number}")
+    """One key per design and budget: its digest, with `@rung` above the first budget (a trial recorded without a
+    digest is a design of its own). Values pool under one key; never across budgets."""
+    key = trial.user_attrs.get(DIGEST_ATTR, f"trial {trial.number}")
+    rung = rung_of(trial)
+    return key if rung == 0 else f"{key}@{rung}"
 
 
 def seed_indices(trial: optuna.Trial | FrozenTrial, seeds: int) -> tuple[int, ...]:
@@ -154,20 +185,20 @@ def seed_values(trial: FrozenTrial) -> dict[int, float]:
 
 
 def seed_values_by_design(found: Iterable[FrozenTrial]) -> dict[str, dict[int, float]]:
-    """Digest -> seed index -> the design's accuracy there, pooled over the design's complete trials (the
-    first trial of an index counts: a design is measured once per index)."""
+    """Design key (`design_key`: the digest, and the budget above the first) -> seed index -> the design's
+    accuracy there, pooled over its complete trials (the first trial of an index counts: a design is measured
+    once per index and budget)."""
     values: dict[str, dict[int, float]] = {}
     for t in sorted(found, key=lambda t: t.number):
-        digest = digest_of(t)
-        if digest is not None:
+        if digest_of(t) is not None:
             for index, value in seed_values(t).items():
-                values.setdefault(digest, {}).setdefault(index, value)
+                values.setdefault(design_key(t), {}).setdefault(index, value)
     return values
 
 
-def design_seed_values(found: Iterable[FrozenTrial], digest: str) -> dict[int, float]:
-    """Seed index -> design `digest`'s accuracy there (`seed_values_by_design` of that one design)."""
-    return seed_values_by_design(t for t in found if digest_of(t) == digest).get(digest, {})
+def design_seed_values(found: Iterable[FrozenTrial], key: str) -> dict[int, float]:
+    """Seed index -> the accuracy there of the design (and budget) `key` (`seed_values_by_design`)."""
+    return seed_values_by_design(t for t in found if design_key(t) == key).get(key, {})
 
 
 def first_trials(found: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
@@ -183,7 +214,7 @@ def measured_designs(found: Iterable[FrozenTrial]) -> int:
     """What --n-trials counts: the distinct designs with a verdict. A trial interrupted or lost with its
     worker does not count (its design runs again), nor a copy, nor a design measured twice (a worker
     killed in the middle of its look for a twin: `twin_decision`)."""
-    return len({design_key(t) for t in found if t.state in FINISHED and is_verdict(t)})
+    return len({design_key(t).partition("@")[0] for t in found if t.state in FINISHED and is_verdict(t)})
 
 
 def taken_designs(found: Iterable[FrozenTrial]) -> set[str]:
@@ -196,50 +227,74 @@ def taken_designs(found: Iterable[FrozenTrial]) -> set[str]:
 
 
 def design_verdicts(found: Iterable[FrozenTrial]) -> dict[str, FrozenTrial]:
-    """Digest -> the trial whose verdict stands for the design: a COMPLETE one over a failed or pruned one,
-    else the last (extra seeds and trials without a verdict left out)."""
+    """Design key (`design_key`) -> the trial whose verdict stands for the design at that budget: a COMPLETE one
+    over a failed or pruned one, else the last (extra seeds and trials without a verdict left out)."""
     verdicts: dict[str, FrozenTrial] = {}
     for t in sorted(found, key=lambda t: t.number):
-        digest = digest_of(t)
-        if digest is None or not is_verdict(t) or is_extra_seed(t):
+        if digest_of(t) is None or not is_verdict(t) or is_extra_seed(t):
             continue
-        if digest not in verdicts or verdicts[digest].state != TrialState.COMPLETE:
-            verdicts[digest] = t
+        key = design_key(t)
+        if key not in verdicts or verdicts[key].state != TrialState.COMPLETE:
+            verdicts[key] = t
     return verdicts
 
 
 def lost_seeds(found: Iterable[FrozenTrial]) -> set[tuple[str, int]]:
-    """(digest, seed index) of each race's extra seed that failed or was pruned: a seed a race could not measure."""
+    """(design key, seed index) of each race's extra seed that failed or was pruned: a seed a race could not
+    measure."""
     return {
-        (str(digest_of(t)), int(i))
+        (design_key(t), int(i))
         for t in found
         if is_extra_seed(t) and is_verdict(t) and t.state != TrialState.COMPLETE
         for i in t.user_attrs[SEED_INDICES_ATTR]
     }
 
 
-def claimed_seed_indices(found: Iterable[FrozenTrial], digest: str) -> tuple[set[int], bool]:
-    """The seed indices of design `digest` that its extra-seed trials have measured or are measuring, and
-    whether any of them is still active (a copy, with no verdict, is no pending measurement)."""
+def measurements(found: Iterable[FrozenTrial], lead: str, lead_index: int = 0) -> dict[tuple[str, int], Measured]:
+    """What the study has measured of each design at each budget, for the build-up walk (`walk.buildup.walk`): its
+    verdict's state and value of the lead objective (`lead`, at `lead_index` of the trial's values), and for the
+    accuracy its values on every paired seed (pooled over its trials at that budget) and the seeds a race lost."""
+    found = list(found)
+    pooled, lost = seed_values_by_design(found), lost_seeds(found)
+    out: dict[tuple[str, int], Measured] = {}
+    for key, t in design_verdicts(found).items():
+        complete = t.state == TrialState.COMPLETE and t.values is not None
+        seeds = pooled.get(key, {}) if lead == "accuracy" else {}
+        out[(str(digest_of(t)), rung_of(t))] = Measured(
+            state=t.state.name,  # type: ignore[arg-type]  # COMPLETE, PRUNED or FAIL: a verdict's
+            value=float(t.values[lead_index]) if complete else None,
+            seeds=seeds,
+            lost=frozenset(i for k, i in lost if k == key),
+        )
+    return out
+
+
+def claimed_seed_indices(found: Iterable[FrozenTrial], key: str) -> tuple[set[int], bool]:
+    """The seed indices of design (and budget) `key` that its extra-seed trials have measured or are measuring,
+    and whether any of them is still active (a copy, with no verdict, is no pending measurement)."""
     claimed: set[int] = set()
     pending = False
     for t in found:
-        if digest_of(t) == digest and is_extra_seed(t) and (is_verdict(t) or is_active(t)):
+        if design_key(t) == key and is_extra_seed(t) and (is_verdict(t) or is_active(t)):
             claimed.update(int(i) for i in t.user_attrs[SEED_INDICES_ATTR])
             pending |= is_active(t)
     return claimed, pending
 
 
-def is_measuring(found: Iterable[FrozenTrial], digest: str, indices: list[int] | None) -> bool:
-    """Whether a running trial measures design `digest` on seed indices `indices` (None: a design's own)."""
+def is_measuring(found: Iterable[FrozenTrial], digest: str, indices: list[int] | None, rung: int = 0) -> bool:
+    """Whether a running trial measures design `digest` at budget `rung` on seed indices `indices` (None: a
+    design's own)."""
     return any(
-        t.state == TrialState.RUNNING and digest_of(t) == digest and t.user_attrs.get(SEED_INDICES_ATTR) == indices
+        t.state == TrialState.RUNNING
+        and digest_of(t) == digest
+        and rung_of(t) == rung
+        and t.user_attrs.get(SEED_INDICES_ATTR) == indices
         for t in found
     )
 
 
 def twin_decision(
-    found: Iterable[FrozenTrial], number: int, digest: str, indices: list[int] | None = None
+    found: Iterable[FrozenTrial], number: int, digest: str, indices: list[int] | None = None, rung: int = 0
 ) -> tuple[str, FrozenTrial | None]:
     """What trial `number`, which has written `digest`, does with its design on seeing `found`:
     ("copy", twin) when `twin` has it, ("wait", twin) while `twin` is deciding, or ("measure", None).
@@ -252,13 +307,14 @@ def twin_decision(
     becomes a copy or claims) rather than claim as well. A trial only waits for higher numbers, so the
     waits end; of the workers that draw one design at once, exactly one measures it, whatever the order
     of their writes and looks (tests/test_search_workers.py tries every order). An extra-seed trial's
-    twins are those on the same seed indices (`indices`): a race measures the design again elsewhere.
+    twins are those on the same seed indices (`indices`): a race measures the design again elsewhere; and a
+    trial's twins are those at its budget (`rung`): the walk measures a design again at a raised budget.
     """
     deciding = None
     for t in found:
         if t.number == number or digest_of(t) != digest or is_copy(t):
             continue
-        if t.user_attrs.get(SEED_INDICES_ATTR) != indices:
+        if t.user_attrs.get(SEED_INDICES_ATTR) != indices or rung_of(t) != rung:
             continue
         if is_verdict(t):
             return "copy", t

@@ -1,4 +1,6 @@
-"""How the next design is chosen: the paper's build-up walk and Optuna's samplers (docs/search.md, "Strategies")."""
+"""How the next design is chosen: the paper's build-up walk, one pure function (`buildup.walk`) that an Optuna
+sampler runs in a study (`planned.PlannedSampler`), and Optuna's samplers and pruners for the other strategies
+(`samplers`); docs/search.md, "Strategies"."""
 
 from __future__ import annotations
 
@@ -7,11 +9,14 @@ from typing import TYPE_CHECKING
 from archdsl.exports import lazy_exports
 
 if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
-    from archdsl.search.walk.strategies import PlannedSampler as PlannedSampler
-    from archdsl.search.walk.strategies import Racing as Racing
-    from archdsl.search.walk.strategies import Walk as Walk
-    from archdsl.search.walk.strategies import make_pruner as make_pruner
-    from archdsl.search.walk.strategies import make_sampler as make_sampler
-    from archdsl.search.walk.strategies import walk_buildup as walk_buildup
+    from archdsl.search.walk.buildup import Ask as Ask
+    from archdsl.search.walk.buildup import Rules as Rules
+    from archdsl.search.walk.buildup import Step as Step
+    from archdsl.search.walk.buildup import Walk as Walk
+    from archdsl.search.walk.buildup import longest_walk as longest_walk
+    from archdsl.search.walk.buildup import walk as walk
+    from archdsl.search.walk.planned import PlannedSampler as PlannedSampler
+    from archdsl.search.walk.samplers import make_pruner as make_pruner
+    from archdsl.search.walk.samplers import make_sampler as make_sampler
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__)
