@@ -300,8 +300,12 @@ class _StopAt:
     def done(self, study: optuna.Study) -> bool:
         """Whether the study has nothing left to measure for this search (queueing a leader's extra seeds
         when the samplers' designs are all measured and a leader lacks some)."""
-        if self.walker is not None:
-            return _finished(study) >= self.n or _exhausted(study, self.space) or self.walker.walk(study).next is None
+        if self.walker is not None:  # done, or asking for a design past --n-trials (a verdict's budgets still count)
+            ask = self.walker.walk(study).next
+            if ask is None:
+                return True
+            new = self.space.arch_from_params(ask.params).digest() not in taken_designs(trials(study))
+            return new and (_finished(study) >= self.n or _exhausted(study, self.space))
         if _finished(study) < self.n and not _exhausted(study, self.space):
             return False
         return self.leaders is None or not self.leaders.remeasure(study)

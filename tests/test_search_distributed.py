@@ -62,3 +62,17 @@ def test_two_torchrun_groups_share_a_study_and_every_rank_trains_the_trials_desi
 
             opened = open_storage(StorageOptions(url=url), tmp_path, study_name)
             optuna.delete_study(study_name=study_name, storage=opened)
+
+
+@pytest.mark.slow
+def test_a_torchrun_group_trains_the_walks_raised_budgets_and_later_seeds_on_every_rank(tmp_path: Path) -> None:
+    """Rank 0 sends each design with the budget it trains at and whether it scores every epoch: the other rank
+    trains the same epochs (a mismatch would leave the group waiting on each other until the timeout)."""
+    args = support.search_args(tmp_path, "ddp-ladder", "--seeds", "2", "--budget-steps", "1", "--n-trials", "2")
+    group = torchrun_worker([*args, "--dist-timeout", "60"])
+    output = group.communicate(timeout=600)[0]
+    assert group.returncode == 0, output
+    trials = [t for t in support.load(tmp_path, "ddp-ladder").trials if "copy_of" not in t.user_attrs]
+    assert {int(t.user_attrs.get("rung", 0)) for t in trials} == {0, 1}
+    for trial in trials:
+        assert trial.user_attrs["rank_digests"] == [trial.user_attrs["digest"]] * 2

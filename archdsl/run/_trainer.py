@@ -60,6 +60,7 @@ class Trainer:
     bar: Any = None
     ranks: distributed.Ranks | None = None  # under torchrun: this process's place among the ranks
     network: nn.Module | None = None  # what the steps run: the model, or its DistributedDataParallel wrapper
+    scored_last_only: bool = False  # the test and validation images scored after the last epoch alone
 
 
 def prepare_trainer(

@@ -51,11 +51,14 @@ class EpochMetrics:
 def score_epoch(trainer: Trainer, epoch: int) -> dict[str, Any]:
     """The trained model's figures on the test set and the validation images the run has (`EpochMetrics`
     fields), checked by the divergence guard: a diverged epoch raises before it is saved, so it never
-    replaces the last good checkpoint. `epoch` is 0-based."""
+    replaces the last good checkpoint (none before the last epoch where the trainer scores only the last).
+    `epoch` is 0-based."""
     figures: dict[str, Any] = {}
+    # (scoring reads the model and draws nothing: skipping it changes no later epoch's training)
+    unscored = trainer.scored_last_only and epoch + 1 < trainer.config.epochs
     for split, images in (("test", trainer.test_set), ("validation", trainer.val_set)):
         loss, top1, spike = _FIGURES[split]
-        if images is None:
+        if images is None or unscored:
             figures.update({loss: None, top1: None, spike: None})
             continue
         scored = _evaluate(trainer, images)

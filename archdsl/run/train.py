@@ -143,6 +143,7 @@ def train(
     progress: bool = True,
     save_every: int | None = None,
     on_step: Callable[[StepRecord], None] | None = None,
+    scored_last_only: bool = False,
 ) -> TrainResult:
     """Train `arch` from scratch (or resume from `run_dir`) and evaluate it after every epoch.
 
@@ -154,6 +155,8 @@ def train(
     `on_step(StepRecord)` is called after every optimizer step (it reads the loss back: a GPU sync).
     A fresh run starts from `config.initial_checkpoint`'s weights when it names a file. `val_set`: the
     validation images scored after every epoch (else `config.val_split`'s); `test_set` None: no test set.
+    `scored_last_only`: score them after the last epoch alone (a search's later paired seeds, whose curves nothing
+    reads; the training is the same, as scoring draws nothing).
     """
     if val_set is not None and config.val_split is not None:
         raise ValueError("give val_set or config.val_split, not both")
@@ -162,6 +165,7 @@ def train(
     trainer = prepare_trainer(
         arch, train_set, test_set, config, val_set=val_set, run_dir=run_dir, resume=resume, on_step=on_step
     )
+    trainer.scored_last_only = scored_last_only
     if trainer.ranks is not None and not trainer.ranks.leader:  # under torchrun, rank 0 alone draws and writes
         run_dir, progress = None, False
     if run_dir is not None:

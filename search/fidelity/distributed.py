@@ -1,12 +1,14 @@
 """A torchrun group as one search worker: rank 0 samples and reports, every rank trains the design.
 
-Rank 0 alone talks to the study; when a trial comes to training it sends the design's canonical text to the
-other ranks (`measures.train_candidate`), which build and train it with it (`follow_leader`); their digests
-are kept on the trial (`rank_digests`). docs/search.md, "Distributed candidates", shows how to start one.
+Rank 0 alone talks to the study; when a trial comes to training it sends the design's canonical text, the budget
+it trains at (epochs, subset) and whether it scores every epoch to the other ranks (`measures.train_candidate`),
+which build and train it so (`follow_leader`); their digests are kept on the trial (`rank_digests`).
+docs/search.md, "Distributed candidates", shows how to start one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
@@ -21,13 +23,16 @@ def follow_leader(data: measure.DataContext, fidelity: measure.Fidelity, *, devi
     from archdsl.lang.spec import parse_spec
 
     trained = []
-    while (text := distributed.from_leader(_STOP)) is not _STOP:
-        arch = parse_spec(text)
+    while (message := distributed.from_leader(_STOP)) is not _STOP:
+        sent = json.loads(message)
+        arch = parse_spec(sent["spec"])
+        budget = fidelity.model_copy(update={"epochs": sent["epochs"], "subset": sent["subset"]})
         # A divergence is the group's (the losses are summed over the ranks): rank 0 records it.
         with suppress(measure.Diverged):
             measure.train_candidate(
-                arch, data, fidelity, device=device, seed=seed, run_dir=None, on_epoch=_ignore, progress=False
-            )
+                arch, data, budget, device=device, seed=seed, run_dir=None, on_epoch=_ignore, progress=False,
+                curve=sent["curve"],
+            )  # fmt: skip
         trained.append(arch.digest())
     return trained
 

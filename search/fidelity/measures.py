@@ -11,6 +11,7 @@ and what sets a run up (`data.describe`, `run.device`, `run.distributed`, `run.r
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 import time
@@ -330,9 +331,11 @@ def train_candidate(
     run_dir: Path | None,
     on_epoch: Callable[[int, float], None],
     progress: bool,
+    curve: bool = True,
 ) -> Trained:
     """Train at the search's fidelity on the training images, scored on the validation images after each
-    epoch: `on_epoch(epoch, validation top-1)` may raise to prune."""
+    epoch: `on_epoch(epoch, validation top-1)` may raise to prune. Without `curve`, scored after the last epoch
+    alone (a later paired seed: the pruner reads the first seed's curve; the training is the same)."""
     from archdsl.lang.printer import format_arch
     from archdsl.run.distributed import current, from_leader
     from archdsl.run.divergence import TrainingDiverged
@@ -340,19 +343,18 @@ def train_candidate(
 
     config = train_config(fidelity, device=device, seed=seed)
     ranks = current()
-    if (
-        ranks is not None and ranks.leader
-    ):  # the design, to the other ranks of the group (archdsl.search.fidelity.distributed)
-        from_leader(format_arch(arch))
+    if ranks is not None and ranks.leader:  # what to train, to the group's other ranks (search.fidelity.distributed)
+        from_leader(json.dumps({"spec": format_arch(arch), "epochs": fidelity.epochs, "subset": fidelity.subset,
+                                "curve": curve}))  # fmt: skip
 
     def report(metrics: EpochMetrics) -> None:
-        assert metrics.val_acc is not None, "a trial is scored on its validation images"
-        on_epoch(int(metrics.epoch), metrics.val_acc)
+        if metrics.val_acc is not None:  # (every epoch with a curve; else the last alone)
+            on_epoch(int(metrics.epoch), metrics.val_acc)
 
     try:  # scored on the validation images alone: a trial has no test set
         result = train(
             arch, data.train_set, None, config, val_set=data.validation, run_dir=run_dir, on_epoch=report,
-            progress=progress,
+            progress=progress, scored_last_only=not curve,
         )  # fmt: skip
     except TrainingDiverged as err:
         raise Diverged(err.message) from err

@@ -140,7 +140,7 @@ class _TrainedDesign:
         for n, seed in enumerate(seeds):
             one = measure.train_candidate(
                 self.arch, self.data, fidelity, device=s.device, seed=seed, run_dir=run_dir() if n == 0 else None,
-                on_epoch=on_epoch if n == 0 else lambda epoch, top1: None, progress=s.progress,
+                on_epoch=on_epoch if n == 0 else lambda epoch, top1: None, progress=s.progress, curve=n == 0,
             )  # fmt: skip
             assert one.model is not None, "a trained design has its model"
             tests.append(measure.test_accuracy(one.model, self.data, fidelity, device=s.device))
