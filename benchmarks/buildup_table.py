@@ -105,6 +105,12 @@ def parse_args() -> argparse.Namespace:
         "--test-once", action="store_true",
         help="read the test split after the last epoch only (a rung table, whose runs only choose, needs no curve)",
     )  # fmt: skip
+    parser.add_argument(
+        "--only-within", type=float, metavar="POINTS",
+        help="train only the designs whose mean validation top-1 over the runs already in --work is within POINTS "
+        "points of the best such mean (a reference's further seeds where they decide who ties with the best; "
+        "designs with no run yet are trained)",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--shard", default="0/1", help="I/N: this process runs every N-th run from the I-th")
     parser.add_argument("--limit", type=int, help="stop after this many runs (a smoke test)")
@@ -317,6 +323,17 @@ def _trained_fields(run: TrainedRun, seed: int) -> dict:
     }
 
 
+def near_the_best(done: dict[tuple[str, int], dict], points: float):
+    """Whether a design (by digest) has no run in `done` yet, or a mean validation top-1 over its runs within
+    `points` points of the best design's mean (`--only-within`)."""
+    by_design: dict[str, list[float]] = {}
+    for (digest, _), row in done.items():
+        by_design.setdefault(digest, []).append(row["run"]["val_acc"])
+    means = {digest: sum(values) / len(values) for digest, values in by_design.items()}
+    best = max(means.values(), default=0.0)
+    return lambda digest: digest not in means or means[digest] >= best - points / 100
+
+
 def versions() -> dict[str, str]:
     import numpy
     import optuna
@@ -512,6 +529,9 @@ def main() -> None:
     else:
         todo = [(seed, d) for d in shuffled for seed in args.seeds][index::count]
     todo = [(seed, d) for seed, d in todo if (d[0], seed) not in done]
+    if args.only_within is not None:
+        near = near_the_best(done, args.only_within)
+        todo = [(seed, d) for seed, d in todo if near(d[0])]
     fid = fidelity(args)
     meta = {
         "command": shlex.join(["python", "benchmarks/buildup_table.py", *sys.argv[1:]]),
