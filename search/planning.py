@@ -325,9 +325,9 @@ class TimeEstimate:
         few, most = self.designs
         count = f"{few}" if few == most else f"{few} to {most}"
         return (
-            f"time: about {low if low == high else f'{low} to {high}'} on this machine for {count} designs "
-            f"({1000 * self.seconds_per_image:.2g} ms a training image for the base, timed now; MSAs, analyses and "
-            "pruning move it)"
+            f"time: about {low if low == high else f'{low} to {high}'} of one core for {count} designs "
+            f"({1000 * self.seconds_per_image:.2g} ms a training image for the base on one thread, timed now; more "
+            "cores take less, MSAs, analyses and pruning move it)"
         )
 
 

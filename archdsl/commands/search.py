@@ -97,7 +97,7 @@ def _search(args: argparse.Namespace) -> int:
     plan = plan_space(settings, fidelity)
     if args.dry_run:
         say(describe_space(plan))
-        say(estimate_time(plan).text())
+        say(estimate_time(plan).text(), err=True)  # measured on this machine now: beside the plan, not in it
         return 0
     with proxy_answering(args.storage):  # it opens the study: a proxy that stops answering there, in one line
         plan = plan_search(plan)

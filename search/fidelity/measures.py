@@ -270,8 +270,9 @@ def latency_ms(arch: Arch, data: DataContext, fidelity: Fidelity, device: str, s
 
 def training_seconds_per_image(arch: Arch, fidelity: Fidelity, *, device: str, steps: int = 4) -> float:
     """Seconds a training step of `arch` takes per image here, at the fidelity's batch size: random images of its
-    input shape, one step to warm up, then the fastest of `steps` (the least disturbed by other work on the
-    machine; what `--dry-run`'s time estimate grows from)."""
+    input shape, one step to warm up, then the fastest of `steps`. On the CPU it is the CPU time of one torch thread
+    (`time.thread_time`), which other work on the machine does not inflate as it does the wall time; on a GPU the
+    wall time of the step. What `--dry-run`'s time estimate grows from."""
     import torch
 
     from archdsl.nn.build import build
@@ -283,15 +284,21 @@ def training_seconds_per_image(arch: Arch, fidelity: Fidelity, *, device: str, s
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     shape = (batch, arch.input.channels, arch.input.height, arch.input.width)
     images, labels = torch.rand(shape, device=dev), torch.randint(0, arch.classes, (batch,), device=dev)
+    clock = time.perf_counter if dev.type == "cuda" else time.thread_time
+    threads = torch.get_num_threads()
     times = []
-    for _ in range(steps + 1):
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(model(images), labels).backward()
-        optimizer.step()
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-        times.append(time.perf_counter() - start)
+    try:
+        torch.set_num_threads(1)  # one thread's work, whatever the cores do meanwhile
+        for _ in range(steps + 1):
+            start = clock()
+            optimizer.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(images), labels).backward()
+            optimizer.step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            times.append(clock() - start)
+    finally:
+        torch.set_num_threads(threads)
     return min(times[1:]) / batch
 
 
