@@ -82,13 +82,13 @@ def card_for(dataset: str) -> DatasetCard:
 
 def default_text(attribute: str, unit: str = "") -> str:
     """How --help says a search default that depends on the dataset, read off the cards: `12 on odd-one-out,
-    2 otherwise`."""
+    2 otherwise`; cards that agree are named together (`0 on odd-one-out and synthetic`)."""
     other = getattr(OTHER.search, attribute)
-    parts = [
-        f"{_shown(getattr(card.search, attribute))}{unit} on {name}"
-        for name, card in CARDS.items()
-        if getattr(card.search, attribute) != other
-    ]
+    by_value: dict[object, list[str]] = {}
+    for name, card in CARDS.items():
+        if getattr(card.search, attribute) != other:
+            by_value.setdefault(getattr(card.search, attribute), []).append(name)
+    parts = [f"{_shown(value)}{unit} on {' and '.join(names)}" for value, names in by_value.items()]
     return ", ".join([*parts, f"{_shown(other)}{unit} otherwise"])
 
 
