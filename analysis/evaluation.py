@@ -38,6 +38,13 @@ class TestEvaluation(BaseModel):
         """What `archdsl eval --json` prints."""
         return self.model_dump(exclude={"arch"})
 
+    def to_text(self) -> str:
+        """What `archdsl eval` prints: one line."""
+        return (
+            f"{self.arch} on {self.dataset} ({self.images} images): "
+            f"top-1 {self.top1:.2%}  NLL {self.nll:.4f}  ECE {self.ece:.4f}"
+        )
+
 
 class CorruptedEvaluation(BaseModel):
     """A checkpoint on corrupted sets: top-1 (and NLL) per corruption and severity, and their mean."""
@@ -54,6 +61,25 @@ class CorruptedEvaluation(BaseModel):
         """What `archdsl eval --json` prints."""
         rows = [cell.model_dump(include={"corruption", "severity", "top1", "nll"}) for cell in self.sets]
         return {"checkpoint": self.checkpoint, "dataset": self.dataset, "mean_top1": self.mean_top1, "sets": rows}
+
+    def to_text(self) -> str:
+        """What `archdsl eval` prints: top-1 % per corruption (rows) and severity (columns), with the means."""
+        severities = sorted({cell.severity for cell in self.sets})
+        corruptions = list(dict.fromkeys(cell.corruption for cell in self.sets))
+        by_key = {(cell.corruption, cell.severity): cell.top1 for cell in self.sets}
+        width = max(len(c) for c in [*corruptions, "corruption"])
+        lines = [
+            f"{self.arch} on {self.dataset}: top-1 % per corruption and severity",
+            f"{'corruption':<{width}} " + " ".join(f"{s:>6}" for s in severities) + f" {'mean':>6}",
+        ]
+        for corruption in corruptions:
+            values = [by_key.get((corruption, s)) for s in severities]
+            present = [v for v in values if v is not None]
+            cells = " ".join(f"{100 * v:6.2f}" if v is not None else f"{'-':>6}" for v in values)
+            lines.append(f"{corruption:<{width}} {cells} {100 * sum(present) / len(present):6.2f}")
+        columns = [[by_key[(c, s)] for c in corruptions if (c, s) in by_key] for s in severities]
+        means = " ".join(f"{100 * sum(column) / len(column):6.2f}" for column in columns)
+        return "\n".join([*lines, f"{'mean':<{width}} {means} {100 * self.mean_top1:6.2f}"])
 
 
 def evaluate(

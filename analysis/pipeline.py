@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_MEASURES", "MEASURES", "AnalysisData", "analyze"]
 
-Split = Literal["test", "train", "corrupted"]
+Split = Literal["scored", "train", "corrupted"]  # the fields of AnalysisData a measure reads
+ScoredSplit = Literal["test", "validation"]  # where the scored images come from
 
 
 # --------------------------------------------------------------------------- data
@@ -34,11 +35,14 @@ Split = Literal["test", "train", "corrupted"]
 
 @dataclass(frozen=True)
 class AnalysisData:
-    """The images a measure reads: the test split, the training split (augmented by the
-    recipe where a measure says so) and the corrupted test sets. Leave out what is not needed."""
+    """The images a measure reads: the images it scores (`scored`, from the split `scored_split` names:
+    the test split for `archdsl analyze`, validation images for a search's trial), the training split
+    (augmented by the recipe where a measure says so) and corrupted copies of the scored split. Leave
+    out what is not needed."""
 
     name: str
-    test: ImageSet | None = None
+    scored: ImageSet | None = None  # what acc, fourier, variance, cka and lesion run on
+    scored_split: ScoredSplit = "test"
     train: ImageSet | None = None
     corrupted: Sequence[CorruptedSet] | None = None  # one per corruption and severity
 
@@ -85,21 +89,22 @@ class Measure:
 # --------------------------------------------------------------------------- the measures
 
 
-def _test_set(data: AnalysisData, settings: AnalysisSettings) -> ImageSet:
-    assert data.test is not None, "analyze refuses a measure whose split was not given"
-    return data.test.subset(settings.test_subset, seed=settings.seed)
+def _scored_set(data: AnalysisData, settings: AnalysisSettings) -> ImageSet:
+    """The scored images, their `--test-subset` fraction (of the test split: `archdsl analyze`'s setting)."""
+    assert data.scored is not None, "analyze refuses a measure whose split was not given"
+    return data.scored.subset(settings.test_subset, seed=settings.seed)
 
 
 def _accuracy(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
     from archdsl.analysis.metrics import classification_metrics
     from archdsl.run.evaluate import predict_logits
 
-    test_set = _test_set(data, settings)
+    scored = _scored_set(data, settings)
     logits = predict_logits(
-        context.inference_model(model), test_set, batch_size=settings.batch_size, device=context.device,
+        context.inference_model(model), scored, batch_size=settings.batch_size, device=context.device,
         progress=context.progress, optimize=False,
     )  # fmt: skip
-    return {"classification": classification_metrics(logits, test_set.labels)}
+    return {"classification": classification_metrics(logits, scored.labels)}
 
 
 def _robustness(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
@@ -158,22 +163,22 @@ def _hessian(model, data: AnalysisData, settings: AnalysisSettings, context: Con
 def _feature_maps(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
     from archdsl.analysis.fourier import feature_map_statistics
 
-    images = test_images(data, settings, settings.images)
+    images = scored_images(data, settings, settings.images)
     statistics = feature_map_statistics(
         context.inference_model(model), images, batch_size=64, device=context.device, progress=context.progress
     )
     return {"feature_maps": statistics}
 
 
-def test_images(data: AnalysisData, settings: AnalysisSettings, count: int):
-    """The first `count` images of the (subset) test set, normalised, as one float tensor (N, C, H, W)."""
+def scored_images(data: AnalysisData, settings: AnalysisSettings, count: int):
+    """The first `count` of the (subset) scored images, normalised, as one float tensor (N, C, H, W)."""
     import numpy as np
     import torch
 
     from archdsl.run.loader import make_loader
 
-    test_set = _test_set(data, settings)
-    sample = test_set.take(np.arange(min(count, len(test_set))))
+    scored = _scored_set(data, settings)
+    sample = scored.take(np.arange(min(count, len(scored))))
     return torch.cat([x for x, _ in make_loader(sample, settings.batch_size, augment=False, shuffle=False)])
 
 
@@ -202,7 +207,7 @@ def _landscape(model, data: AnalysisData, settings: AnalysisSettings, context: C
 def _cka(model, data: AnalysisData, settings: AnalysisSettings, context: Context) -> dict[str, Any]:
     from archdsl.analysis.cka import minibatch_cka
 
-    images = test_images(data, settings, settings.cka.images)
+    images = scored_images(data, settings, settings.cka.images)
     result = minibatch_cka(
         model, images, batch_size=min(settings.cka.batch_size, len(images)), device=context.device,
         progress=context.progress,
@@ -214,7 +219,7 @@ def _lesion(model, data: AnalysisData, settings: AnalysisSettings, context: Cont
     from archdsl.analysis.lesion import lesion_study
 
     result = lesion_study(
-        model, _test_set(data, settings), batch_size=settings.batch_size, device=context.device,
+        model, _scored_set(data, settings), batch_size=settings.batch_size, device=context.device,
         progress=context.progress,
     )  # fmt: skip
     return {"lesion": result}
@@ -223,15 +228,15 @@ def _lesion(model, data: AnalysisData, settings: AnalysisSettings, context: Cont
 MEASURES: dict[str, Measure] = {
     m.name: m
     for m in (
-        Measure("acc", ("test",), _accuracy, "top-1, NLL and ECE on the test split"),
+        Measure("acc", ("scored",), _accuracy, "top-1, NLL and ECE on the test split"),
         Measure("robustness", ("corrupted",), _robustness, "mean top-1 over the corrupted test sets"),
         Measure("hessian", ("train",), _hessian, "Hessian max-eigenvalue spectrum (NEP, APE)"),
-        Measure("fourier", ("test",), _feature_maps, "Delta log amplitude of the feature maps per block"),
-        Measure("variance", ("test",), _feature_maps, "feature-map variance per block"),
+        Measure("fourier", ("scored",), _feature_maps, "Delta log amplitude of the feature maps per block"),
+        Measure("variance", ("scored",), _feature_maps, "feature-map variance per block"),
         Measure("nll-train", ("train",), _training_nll, "NLL on augmented training images (NLL_train)"),
         Measure("landscape", ("train",), _landscape, "filter-normalised loss landscape, 1-D or 2-D"),
-        Measure("cka", ("test",), _cka, "mini-batch linear CKA between every pair of blocks"),
-        Measure("lesion", ("test",), _lesion, "test top-1 with each block's residual branch removed"),
+        Measure("cka", ("scored",), _cka, "mini-batch linear CKA between every pair of blocks"),
+        Measure("lesion", ("scored",), _lesion, "test top-1 with each block's residual branch removed"),
     )
 }
 DEFAULT_MEASURES: tuple[str, ...] = ("acc", "robustness", "hessian", "fourier", "variance")
@@ -308,8 +313,8 @@ def analyze(
 def _inference_images(data: AnalysisData, settings: AnalysisSettings, measures: Sequence[str]) -> int:
     """About how many images the inference measures among `measures` will run (for compiling)."""
     images = 0
-    if "acc" in measures and data.test is not None:
-        images += round(len(data.test) * settings.test_subset)
+    if "acc" in measures and data.scored is not None:
+        images += round(len(data.scored) * settings.test_subset)
     if "robustness" in measures and data.corrupted:
         images += round(sum(len(s.images) for s in data.corrupted) * settings.test_subset)
     if {"fourier", "variance"} & set(measures):
@@ -318,7 +323,7 @@ def _inference_images(data: AnalysisData, settings: AnalysisSettings, measures: 
 
 
 def _split(data: AnalysisData, split: Split):
-    return {"test": data.test, "train": data.train, "corrupted": data.corrupted}[split]
+    return {"scored": data.scored, "train": data.train, "corrupted": data.corrupted}[split]
 
 
 def hessian_over_training(

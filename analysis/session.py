@@ -59,10 +59,10 @@ def load_data(dataset: str, sources: AnalysisSources, measures: Sequence[str], a
 
     splits = needed_splits(measures)
     loaded: dict = {}
-    for split in ("test", "train"):
-        if split in splits:
-            loaded[split] = load_split(dataset, split, root=sources.data_root, download=sources.download)
-            check_compatible(arch, loaded[split])
+    for field, split in (("scored", "test"), ("train", "train")):  # a checkpoint is scored on the test split
+        if field in splits:
+            loaded[field] = load_split(dataset, split, root=sources.data_root, download=sources.download)
+            check_compatible(arch, loaded[field])
     if "corrupted" in splits:
         # --corrupted folder:CLEAN (copies generated from it) at the design's size, as the dataset is read
         given = sources.corrupted and corrupted_for_input(
@@ -76,7 +76,7 @@ def load_data(dataset: str, sources: AnalysisSources, measures: Sequence[str], a
         for item in sets[:1]:
             check_compatible(arch, item.images)
         loaded["corrupted"] = sets
-    return AnalysisData(name=dataset, **loaded)
+    return AnalysisData(name=dataset, scored_split="test", **loaded)
 
 
 def analyze_checkpoint(

@@ -106,7 +106,7 @@ def main() -> None:
             f"Fashion-MNIST-C: {len(corrupted)} sets of {args.test} in {time.perf_counter() - started:.0f} s",
             flush=True,
         )
-        data = AnalysisData(name=dataset, train=train_set, test=test_set, corrupted=corrupted)
+        data = AnalysisData(name=dataset, train=train_set, scored=test_set, corrupted=corrupted)
     reports: dict[int, dict[str, AnalysisReport]] = {seed: {} for seed in args.seeds}
     for seed in args.seeds:
         config = TrainConfig(
@@ -143,7 +143,7 @@ def main() -> None:
                 train_s = sum(json.loads(line)["seconds"] for line in (folder / "run" / "metrics.jsonl").open())
                 print(f"{label} seed {seed}: measuring the model trained before ({final})", flush=True)
             else:
-                result = train(arch, data.train, data.test, config, run_dir=folder / "run", progress=False)
+                result = train(arch, data.train, data.scored, config, run_dir=folder / "run", progress=False)
                 model, train_s = result.model, time.perf_counter() - t0
                 print(
                     f"{label} seed {seed}: trained {args.epochs} epochs in {train_s:.0f} s, top-1 "

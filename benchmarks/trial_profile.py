@@ -9,7 +9,8 @@ through `optimize_model`, a checkpoint written after every epoch. The designs ar
 `resnet-fmnist`'s space: the ResNet (k0_0_0) and an MSA ending every stage (k1_1_1); --designs
 takes others (k1_0_0: one MSA, in c1).
 
-Training is split by wrapping what `archdsl.run.train` calls, without changing it:
+Training is split by wrapping what an epoch calls (`archdsl.run.epoch`, `archdsl.run.epoch_metrics`), without
+changing it:
 - data: the loader's batches (shuffle, crop, flip, collation; `next()` on the loader);
 - forward, optimizer: the model's forward and `optimizer.step()` inside each `train_step`;
 - backward: the rest of `train_step` (loss, zero_grad, backward);
@@ -46,7 +47,8 @@ from archdsl.buildup import layout
 from archdsl.data.cards import OTHER
 from archdsl.lang.spec import load_spec
 from archdsl.nn.summary import ensure_fits
-from archdsl.run import train as train_module
+from archdsl.run import epoch as epoch_module
+from archdsl.run import epoch_metrics as metrics_module
 from archdsl.search.fidelity import measures
 from archdsl.search.fidelity.measures import Fidelity
 
@@ -99,8 +101,9 @@ class TimedBatches:
 
 @contextlib.contextmanager
 def instrumented_training(clock: Clock) -> Iterator[None]:
-    """While open, archdsl.run.train's loader, train_step and predict_logits are timed into `clock`."""
-    originals = {name: getattr(train_module, name) for name in ("make_loader", "train_step", "predict_logits")}
+    """While open, an epoch's loader, train_step and predict_logits are timed into `clock`."""
+    modules = {"make_loader": epoch_module, "train_step": epoch_module, "predict_logits": metrics_module}
+    originals = {name: getattr(module, name) for name, module in modules.items()}
 
     def make_loader(*args: Any, **kwargs: Any) -> TimedBatches:
         return TimedBatches(originals["make_loader"](*args, **kwargs), clock)
@@ -138,12 +141,12 @@ def instrumented_training(clock: Clock) -> Iterator[None]:
 
     replacements = {"make_loader": make_loader, "train_step": train_step, "predict_logits": predict_logits}
     for name, replacement in replacements.items():
-        setattr(train_module, name, replacement)
+        setattr(modules[name], name, replacement)
     try:
         yield
     finally:
         for name, original in originals.items():
-            setattr(train_module, name, original)
+            setattr(modules[name], name, original)
 
 
 @dataclass

@@ -24,8 +24,33 @@ def test_settings_round_trip_through_json():
 
 
 def test_each_measure_says_what_it_reads():
-    assert needed_splits(["acc"]) == {"test"}
+    assert needed_splits(["acc"]) == {"scored"}
     assert needed_splits(["hessian", "robustness"]) == {"train", "corrupted"}
+
+
+def test_the_analysis_input_names_the_split_it_scores(monkeypatch):
+    # `archdsl analyze` scores a checkpoint on the test split, a search's trial on its validation images
+    # (it once handed them over in a slot named `test`): the input says which split its scored images are.
+    from types import SimpleNamespace
+
+    from archdsl.analysis import AnalysisSources, pipeline
+    from archdsl.analysis.session import load_data
+    from archdsl.data import load_split, split_validation
+    from archdsl.lang.spec import load_spec
+    from archdsl.search.fidelity import measures
+
+    dataset = "synthetic:train=40,test=20"
+    data = load_data(dataset, AnalysisSources(), ("acc", "hessian"), load_spec("tiny"))
+    assert data.scored_split == "test" and data.scored.fingerprint() == load_split(dataset, "test").fingerprint()
+
+    given = []
+    monkeypatch.setattr(pipeline, "analyze", lambda model, data, *_, **__: given.append(data) or SimpleNamespace(
+        hessian=SimpleNamespace(nep=1.0, ape=None)
+    ))  # fmt: skip
+    rest, validation = split_validation(load_split(dataset, "train"), 10)
+    trial_data = measures.DataContext(name=dataset, root=None, train_set=rest, validation=validation)
+    assert measures.hessian(None, trial_data, measures.Fidelity(), seed=0, device="cpu") == (1.0, 0.0)
+    assert given[0].scored_split == "validation" and given[0].scored is validation
 
 
 def test_a_measure_without_its_data_is_refused_before_any_work():

@@ -40,7 +40,7 @@ def data() -> AnalysisData:
     return AnalysisData(
         name="toy",
         train=image_set(32),
-        test=test,
+        scored=test,
         corrupted=[CorruptedSet("fog", 1, test), CorruptedSet("snow", 2, test)],
     )
 

@@ -186,7 +186,7 @@ def test_analyze_finds_the_corrupted_sets_of_a_run_trained_with_a_training_limit
     write_idx(tmp_path / "FashionMNIST" / "raw")
     sources = AnalysisSources(data_root=str(tmp_path), corruptions=("fog",), severities=(1,))
     data = load_data("fashion-mnist:train=12,test=5", sources, ("acc", "robustness"), parse_spec(GREY_SPEC))
-    assert [len(s.images) for s in data.corrupted] == [5] and len(data.test) == 5
+    assert [len(s.images) for s in data.corrupted] == [5] and len(data.scored) == 5
     # load_corrupted derives the same name from the clean one (its sets are labelled by it)
     [picked] = load_corrupted("fashion-mnist:train=12,test=5", root=tmp_path, corruptions=["fog"], severities=[1])
     assert picked.images.name == "fashion-mnist-c:test=5/fog/1"

@@ -27,6 +27,7 @@ LAYERS = (
         "archdsl.exports",
         "archdsl.files",
         "archdsl.json_text",
+        "archdsl.yaml_text",
         "archdsl.outputs",
         "archdsl.kinds",
         "archdsl.ir",
@@ -59,6 +60,7 @@ TORCH_FREE = (
     "archdsl.commands.settings_flags",
     "archdsl.outputs",
     "archdsl.common_settings",
+    "archdsl.yaml_text",
 )
 # Imported when the command line is built (`archdsl check` answers at once): nothing heavy at
 # import time; heavy imports happen inside the functions that need them.
@@ -347,6 +349,7 @@ PUBLIC = (
     "archdsl.ir",
     "archdsl.progress",
     "archdsl.common_settings",
+    "archdsl.yaml_text",
     "archdsl.buildup",
 )
 # Every module of archdsl.commands, the commands (parse -> call -> print) and their flag helpers

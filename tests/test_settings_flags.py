@@ -17,16 +17,17 @@ from archdsl.analysis.settings import AnalysisSettings
 from archdsl.analysis.sources import AnalysisSources, EvalSettings
 from archdsl.cli import build_parser
 from archdsl.commands.config_file import _setting_names
-from archdsl.commands.settings_flags import (
-    _base_types,
+from archdsl.commands.settings_flags import settings_given
+from archdsl.common_settings import (
+    DataSettings,
+    ProgressSettings,
+    base_types,
     choices_of,
     is_bool,
     is_tuple,
     setting_flags,
-    settings_given,
     show,
 )
-from archdsl.common_settings import DataSettings, ProgressSettings
 from archdsl.run.recipe import TrainConfig, recipe_flags
 from archdsl.run.session import TrainSettings
 from archdsl.search.fidelity.measures import Fidelity
@@ -163,7 +164,7 @@ def _other_value(flag) -> str:
         return str(default + 2 if flag.field == "points" else default + 1)  # the landscape's grid stays odd
     if isinstance(default, float):
         return show(default / 2)
-    kinds = _base_types(info.annotation)
+    kinds = base_types(info.annotation)
     if default is None and float in kinds:
         return "0.5"  # (a probability too: --mixup-prob)
     if default is None and int in kinds:
@@ -190,11 +191,11 @@ DOC_TABLES = [
 def test_the_docs_tables_are_made_from_the_fields(doc, model, exclude):
     from pathlib import Path
 
-    from archdsl.commands.settings_flags import settings_table
+    from archdsl.common_settings import settings_table
 
     page = (Path(__file__).resolve().parents[1] / "docs" / doc).read_text(encoding="utf-8")
     assert settings_table(model, exclude=exclude) in page, (
-        f"regenerate docs/{doc}'s table: settings_flags.settings_table({model.__name__})"
+        f"regenerate docs/{doc}'s table: common_settings.settings_table({model.__name__})"
     )
 
 

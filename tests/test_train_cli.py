@@ -188,7 +188,7 @@ def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(
 ) -> None:
     import archdsl.run.train as training
 
-    real_epoch, calls = training._run_epoch, []
+    real_epoch, calls = training.run_epoch, []
 
     def ctrl_c_in_the_second_epoch(*args, **kwargs):
         calls.append(1)
@@ -212,11 +212,11 @@ def test_ctrl_c_keeps_the_finished_epochs_and_resume_finishes_the_run(
         str(out),
         "--no-progress",
     ]
-    monkeypatch.setattr(training, "_run_epoch", ctrl_c_in_the_second_epoch)
+    monkeypatch.setattr(training, "run_epoch", ctrl_c_in_the_second_epoch)
     assert exit_code(argv) == 130
     err = capsys.readouterr().err
     assert f"the last finished epoch is saved in {out / 'last.safetensors'}" in err and "--resume" in err
-    monkeypatch.setattr(training, "_run_epoch", real_epoch)
+    monkeypatch.setattr(training, "run_epoch", real_epoch)
     assert exit_code(argv[:-1] + ["--no-progress"]) == 1  # without --resume: refused, the run is kept
     assert "already holds a run" in capsys.readouterr().err
     assert (
@@ -230,7 +230,7 @@ def test_a_diverged_run_says_which_epoch_it_kept(micro_spec: Path, tmp_path: Pat
     import archdsl.run.train as training
     from archdsl.run.divergence import TrainingDiverged
 
-    real_epoch, calls = training._run_epoch, []
+    real_epoch, calls = training.run_epoch, []
 
     def diverge_in_the_second_epoch(*args, **kwargs):
         calls.append(1)
@@ -238,7 +238,7 @@ def test_a_diverged_run_says_which_epoch_it_kept(micro_spec: Path, tmp_path: Pat
             raise TrainingDiverged("the training loss", float("nan"), 1, 3)
         return real_epoch(*args, **kwargs)
 
-    monkeypatch.setattr(training, "_run_epoch", diverge_in_the_second_epoch)
+    monkeypatch.setattr(training, "run_epoch", diverge_in_the_second_epoch)
     out = tmp_path / "run"
     argv = ["train", str(micro_spec), "--dataset", DATASET, "--recipe", "fast", "--batch-size", "32", "--epochs", "2"]
     assert exit_code([*argv, "--out", str(out), "--no-progress"]) == 1
@@ -343,6 +343,45 @@ def test_val_split_reports_validation_every_epoch_and_keeps_the_test_set(micro_s
     header = (out / "metrics.csv").read_text().splitlines()[0].split(",")
     assert {"val_loss", "val_acc", "test_loss", "test_acc"} <= set(header)
     assert json.loads((out / "config.json").read_text())["val_split"] == 0.25
+
+
+def _history(figures: list[tuple[float, float | None]]):
+    """Epochs whose (test top-1, validation top-1) are `figures`."""
+    from archdsl.run import EpochMetrics
+
+    return [
+        EpochMetrics(epoch, 2.0, 0.5, 2.0, test, 0.1, 100.0, 1.0, val_loss=None if val is None else 2.0, val_acc=val)
+        for epoch, (test, val) in enumerate(figures, start=1)
+    ]
+
+
+@pytest.mark.parametrize(
+    "flags, figures, shown",
+    [  # the test set's best epoch (the first) is never the one reported
+        (
+            ["--val-split", "0.25"],
+            [(0.9, 0.2), (0.1, 0.8), (0.5, 0.4)],
+            "best  val  top-1 80.00% (epoch 2; its test top-1 10.00%)",
+        ),
+        ([], [(0.9, None), (0.1, None), (0.5, None)], None),
+    ],
+)
+def test_train_picks_an_epoch_on_validation_images_never_on_the_test_set(
+    micro_spec: Path, tmp_path: Path, flags, figures, shown, capsys, monkeypatch
+) -> None:
+    import archdsl.run
+    from archdsl.run import TrainResult
+
+    def trained(plan, **_):
+        return TrainResult(model=None, arch=plan.arch, config=plan.config, history=_history(figures))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(archdsl.run, "run_training", trained)
+    argv = ["train", str(micro_spec), "--dataset", DATASET, "--recipe", "fast", "--batch-size", "32", "--epochs", "3"]
+    assert exit_code([*argv, *flags, "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    summary = capsys.readouterr().out.splitlines()
+    assert "  final test top-1 50.00%  NLL 2.0000" in summary  # the last epoch's
+    assert [line.strip() for line in summary if line.lstrip().startswith("best")] == ([shown] if shown else [])
+    assert not [line for line in summary if "best" in line and "test top-1 90" in line]
 
 
 @pytest.mark.parametrize("size, message", [("160", "leaves no training images"), ("3", "empty in the validation")])

@@ -53,6 +53,26 @@ def data():
     return colour_classes(256, 0), colour_classes(64, 1)
 
 
+def test_checkpoints_keep_the_figures_of_the_split_that_scored_the_run(arch, tmp_path: Path) -> None:
+    # A search's trial trains so: scored on validation images, with no test set. Its checkpoints record the
+    # validation figures under their own names (they once recorded test figures only: none at all here).
+    from archdsl.run.checkpoint import load_checkpoint
+
+    config = TrainConfig(recipe="fast", epochs=1, batch_size=32, device="cpu")
+    scored = colour_classes(16, 7)
+    result = train(arch, colour_classes(64, 6), None, config, val_set=scored, run_dir=tmp_path, progress=False)
+    last = result.history[-1]
+    for name in ("final", "last"):
+        meta = load_checkpoint(tmp_path / f"{name}.safetensors").meta
+        assert (meta["val_acc"], meta["val_loss"]) == (last.val_acc, last.val_loss)
+        assert "test_acc" not in meta and "test_loss" not in meta
+    both = tmp_path / "both"
+    config = config.model_copy(update={"val_split": 16})
+    result = train(arch, colour_classes(80, 6), scored, config, run_dir=both, progress=False)
+    meta = load_checkpoint(both / "final.safetensors").meta
+    assert [meta[k] for k in ("test_acc", "val_acc")] == [result.test_acc, result.val_acc]
+
+
 @pytest.mark.slow
 def test_fast_recipe_learns_and_keeps_a_run_directory(arch, data, tmp_path: Path) -> None:
     train_set, test_set = data
@@ -227,10 +247,10 @@ def test_an_exploding_test_loss_is_recorded_and_shown_but_does_not_stop_training
     # 450 while training is sound (issue 28): the test images are evaluated with confidently
     # wrong logits here (negated, x1e4), the training loss is untouched.
     from archdsl.errors import ArchdslWarning
-    from archdsl.run import train as training
+    from archdsl.run import epoch_metrics
 
-    real = training.predict_logits
-    monkeypatch.setattr(training, "predict_logits", lambda *a, **k: -1e4 * real(*a, **k))
+    real = epoch_metrics.predict_logits
+    monkeypatch.setattr(epoch_metrics, "predict_logits", lambda *a, **k: -1e4 * real(*a, **k))
     train_set, test_set = colour_classes(64, 6), colour_classes(16, 7)
     config = TrainConfig(recipe="fast", epochs=2, batch_size=32, device="cpu")
     with pytest.warns(ArchdslWarning, match="the test loss is .* in epoch [12], .*training not stopped"):

@@ -31,10 +31,11 @@ from archdsl.lang.printer import format_arch
 from archdsl.lang.spec import parse_spec
 from archdsl.nn.build import build
 from archdsl.run.checkpoint import save_checkpoint
+from archdsl.run.epoch import StepRecord
 from archdsl.run.loader import derive_seed, make_loader
 from archdsl.run.recipe import TrainConfig
 from archdsl.run.schedule import LrSchedule
-from archdsl.run.train import StepRecord, train
+from archdsl.run.train import train
 
 # A conv stage and an MSA stage with BatchNorm: every kind of parameter and buffer, and small.
 MICRO = micro_arch("c1(width=8) { conv }", "c2(width=16, stride=2) { conv msa(2, 4, dim_head=8) }", size=16)

@@ -233,10 +233,10 @@ def test_the_reference_recipes_decay_every_parameter_in_one_group(recipe: str) -
 def test_docs_training_has_the_recipe_table() -> None:
     from pathlib import Path
 
-    from archdsl.commands.recipe_flags import recipe_table
+    from archdsl.run.recipe import recipe_table
 
     page = (Path(__file__).resolve().parents[1] / "docs" / "training.md").read_text()
-    assert recipe_table() in page, "regenerate docs/training.md's table: archdsl.commands.recipe_flags.recipe_table()"
+    assert recipe_table() in page, "regenerate docs/training.md's table: archdsl.run.recipe.recipe_table()"
 
 
 def test_every_recipe_setting_is_a_flag_of_train_and_search_and_a_config_key(tmp_path) -> None:

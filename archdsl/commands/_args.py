@@ -12,14 +12,22 @@ from collections.abc import Callable
 from typing import NoReturn
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def whole_number(least: int, wanted: str) -> Callable[[str], int]:
+    """The type of a flag that takes an integer of at least `least` (`wanted` says what it expects)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = whole_number(1, "a positive integer")
 
 
 def renamed(new: str, why: str) -> Callable[[str], NoReturn]:

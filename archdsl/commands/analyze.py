@@ -58,31 +58,22 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def _test_subset(args: argparse.Namespace) -> float | None:
-    """--test-subset, or the old --subset of analyze (said so once: the word means the training set elsewhere)."""
-    old = getattr(args, "old_subset", None)
-    if old is None:
-        return args.test_subset
-    if args.test_subset is not None:
-        raise UsageError("give --test-subset alone: --subset is its old name in analyze")
-
-    say(
-        f"archdsl: analyze --subset is now --test-subset (the test and corrupted sets; --subset means the "
-        f"training set in train and search): taken as --test-subset {old:g}",
-        err=True,
-    )
-    return old
-
-
 def settings_from_args(args: argparse.Namespace) -> dict:
     """The analysis settings the command line gives (AnalysisSettings fields, nested); the rest are the
     fields' defaults, the recipe and (unless --weight-decay) the weight decay the checkpoint's."""
     from archdsl.analysis import AnalysisSettings
 
     given = settings_given(args, AnalysisSettings)
-    test_subset = _test_subset(args)
-    if test_subset is not None:
-        given["test_subset"] = test_subset
+    old = getattr(args, "old_subset", None)
+    if old is not None:  # the old --subset of analyze, said so once: the word means the training set elsewhere
+        if "test_subset" in given:
+            raise UsageError("give --test-subset alone: --subset is its old name in analyze")
+        say(
+            f"archdsl: analyze --subset is now --test-subset (the test and corrupted sets; --subset means the "
+            f"training set in train and search): taken as --test-subset {old:g}",
+            err=True,
+        )
+        given["test_subset"] = old
     return given
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from archdsl.commands._say import say
+from archdsl.commands._say import say, say_error
 from archdsl.commands.recording_parser import Subcommands
 from archdsl.commands.spec_args import add_spec_argument
 from archdsl.errors import UserError
@@ -45,11 +45,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             arch = load_spec(spec)
             ensure_fits(arch)
-        except UserError as err:
-            # Report every file, not just the first bad one; the exit status remembers.
-            text = str(err) if getattr(err, "diagnostics", None) else f"archdsl: error: {err}"
-            say(text, err=True)
-            status = max(status, err.exit_code)
+        except UserError as err:  # every file is reported, not just the first bad one; the exit status remembers
+            status = max(status, say_error(err))
             continue
         say(summary_line(spec, arch))
     return status

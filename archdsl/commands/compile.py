@@ -11,14 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from archdsl.commands._say import say
 from archdsl.commands.recording_parser import Subcommands
 from archdsl.commands.spec_args import add_classes_argument, add_spec_argument
-
-if TYPE_CHECKING:
-    from archdsl.nn import ModelSummary
 
 EXAMPLES = (
     "archdsl compile alter50",
@@ -49,59 +45,6 @@ def register(subparsers: Subcommands) -> None:
     parser.set_defaults(func=run)
 
 
-def _format_table(summary: ModelSummary, init: str) -> str:  # init: the spec's scheme
-    header = ("stage", "index", "kind", "output", "params", "MFLOPs")
-    rows = [
-        (
-            "stem",
-            "",
-            summary.stem.kind,
-            "x".join(map(str, summary.stem.out_shape)),
-            f"{summary.stem.params:,}",
-            f"{summary.stem.flops / 1e6:,.1f}",
-        )
-    ]
-    for block in summary.blocks:
-        rows.append(
-            (
-                block.stage,
-                str(block.index),
-                block.kind,
-                "x".join(map(str, block.out_shape)),
-                f"{block.params:,}",
-                f"{block.flops / 1e6:,.1f}",
-            )
-        )
-    rows.append(
-        (
-            "head",
-            "",
-            summary.head.kind,
-            "x".join(map(str, summary.head.out_shape)),
-            f"{summary.head.params:,}",
-            f"{summary.head.flops / 1e6:,.1f}",
-        )
-    )
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    right = {1, 4, 5}  # numbers align right
-
-    def line(row: tuple[str, ...]) -> str:
-        cells = [
-            cell.rjust(w) if i in right else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        return "  ".join(cells).rstrip()
-
-    out = [line(header), line(tuple("-" * w for w in widths))]
-    out += [line(row) for row in rows]
-    out.append("")
-    out.append(
-        f"{summary.name}: {len(summary.blocks)} blocks ({summary.n_msa} MSA), "
-        f"{summary.params:,} params, {summary.flops / 1e9:.3f} GFLOPs per image "
-        f"({'x'.join(map(str, summary.input_shape))} input), init {init}"
-    )
-    return "\n".join(out)
-
-
 def run(args: argparse.Namespace) -> int:
     from archdsl import save_checkpoint
     from archdsl.lang import load_spec, with_classes
@@ -121,10 +64,7 @@ def run(args: argparse.Namespace) -> int:
     if args.onnx is not None:
         export_onnx(compiled.model, args.onnx)
 
-    if args.json:
-        say(json.dumps(compiled.to_dict(), indent=2))
-    else:
-        say(_format_table(compiled.summary, arch.init))
+    say(json.dumps(compiled.to_dict(), indent=2) if args.json else compiled.to_text())
     for what, path in (("weights", args.export), ("ONNX graph", args.onnx)):
         if path is not None and not args.json:
             say(f"wrote {what} to {path}")

@@ -30,6 +30,7 @@ from typing import Any
 from archdsl.commands._args import name_list
 from archdsl.commands.recording_parser import AddedArgument, RecordingParser
 from archdsl.errors import UsageError, did_you_mean
+from archdsl.yaml_text import read_settings
 
 CONFIG_FLAG = "--config"
 # Flags whose value is a comma-separated list: the file may give them as a YAML list too (so may
@@ -37,13 +38,6 @@ CONFIG_FLAG = "--config"
 LIST_TYPES = (name_list,)
 # Keys that name an action but set nothing.
 _NOT_SETTINGS = ("help", "config")
-# Bounds on what a file may hold, checked on YAML's node tree before any value is built: a
-# settings file needs neither deep nesting (yaml's composer recurses, and a RecursionError
-# is no message) nor much data, and aliases let 700 bytes stand for gigabytes of lists once
-# printed or joined, so the size counts every alias as the data it repeats.
-MAX_DEPTH = 20  # levels of lists and mappings
-MAX_NODES = 10_000  # values, lists and mappings, each alias counted as what it repeats
-MAX_CHARACTERS = 1_000_000  # of all the scalars, counted so too
 
 
 def add_config_argument(parser: RecordingParser) -> None:
@@ -108,128 +102,25 @@ def _defaults(settings: list[_Setting]) -> Iterator[None]:
 
 
 def _read_settings(parser: RecordingParser, path: str) -> list[_Setting]:
-    import yaml
-
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as err:
         raise UsageError(f"{CONFIG_FLAG} {path}: {err.strerror or err}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{CONFIG_FLAG} {path}: not a UTF-8 text file") from None
-    # yaml.safe_load's own two steps (SafeLoader: plain data, no Python objects), keeping the
-    # node tree in between: it knows each key's line, and its size is checked before construction.
-    loader = None
-    try:
-        loader = _bounded_loader(yaml)(text)  # refuses control characters (a ReaderError) at once
-        node = loader.get_single_node()
-        if node is not None:
-            _check_size(node, path)
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise UsageError(f"{_where(path, mark.line + 1 if mark else None)}: not valid YAML: {problem}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    if data is None:
-        return []  # an empty file, or one of comments only: no settings
-    if not isinstance(data, dict):
-        raise UsageError(
-            f"{path}: expected settings, one `key: value` per line, got a YAML {type(data).__name__}",
-            hint="write e.g. `epochs: 3`",
-        )
     names = _setting_names(parser)
     settings: list[_Setting] = []
     lines: dict[argparse.Action, int] = {}
-    for key_node, value_node in node.value:
-        line = key_node.start_mark.line + 1
-        where = _where(path, line)
-        key = loader.construct_object(key_node)  # what safe_load made of it: "epochs", or 1 for `1: x`
-        added, by_dest = _argument_for(parser, names, key, where)
+    for entry in read_settings(text, path):
+        added, by_dest = _argument_for(parser, names, entry.key, entry.where)
         action = added.action
         if action in lines:
-            raise UsageError(f"{where}: `{key}` sets {_flag(action)} again (line {lines[action]})")
-        lines[action] = line
-        value = loader.construct_object(value_node, deep=True)
-        setting = _convert(added, by_dest, key, value, where)
+            raise UsageError(f"{entry.where}: `{entry.key}` sets {_flag(action)} again (line {lines[action]})")
+        lines[action] = entry.line
+        setting = _convert(added, by_dest, str(entry.key), entry.value, entry.where)
         if setting is not None:
             settings.append(setting)
     return settings
-
-
-def _bounded_loader(yaml: Any) -> type:
-    """yaml's SafeLoader that refuses nesting deeper than `MAX_DEPTH` while it composes the node
-    tree (a YAMLError with the line, before the composer's recursion gets deep)."""
-
-    class BoundedLoader(yaml.SafeLoader):  # type: ignore[misc,name-defined]
-        depth = 0
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            if self.depth >= MAX_DEPTH:
-                raise yaml.composer.ComposerError(
-                    None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark
-                )
-            self.depth += 1
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-    return BoundedLoader
-
-
-def _check_size(root: Any, path: str) -> None:
-    """A `UsageError` when the data `root` stands for, aliases expanded, exceeds `MAX_NODES` or
-    `MAX_CHARACTERS`. Counted once per node (an alias is the same node object again), so a bomb
-    costs as little to measure as to read."""
-    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, characters) it expands to
-    longest: list[Any] = []  # the longest scalar (a key or a value) met, to name it
-    aliased = False  # whether a node was met twice: then it is the aliases that make the file large
-
-    def size(node: Any) -> tuple[int, int]:
-        nonlocal aliased
-        known = sizes.get(id(node))
-        if known is not None:
-            aliased = True
-            return known
-        nodes, characters = 1, 0
-        if isinstance(node.value, str):
-            characters = len(node.value)
-            if not longest or characters > len(longest[0].value):
-                longest[:] = [node]
-        else:  # a sequence's nodes, or a mapping's (key, value) pairs
-            for item in node.value:
-                for child in item if isinstance(item, tuple) else (item,):
-                    more_nodes, more_characters = size(child)
-                    nodes, characters = nodes + more_nodes, characters + more_characters
-        sizes[id(node)] = (nodes, characters)
-        return nodes, characters
-
-    nodes, characters = size(root)  # recursion bounded by MAX_DEPTH
-    if nodes <= MAX_NODES and characters <= MAX_CHARACTERS:
-        return
-    if not aliased and longest and len(longest[0].value) > MAX_CHARACTERS:
-        raise UsageError(
-            f"{_where(path, longest[0].start_mark.line + 1)}: too large for a settings file: a key or value of "
-            f"{len(longest[0].value):,} characters (at most {MAX_CHARACTERS:,} in the whole file)",
-            hint="a setting's value is a number, a name or a path",
-        )
-    if not aliased:
-        raise UsageError(
-            f"{path}: too large for a settings file: {nodes:,} values and {characters:,} characters "
-            f"(at most {MAX_NODES:,} values and {MAX_CHARACTERS:,} characters)",
-            hint="a settings file holds the flags of one command, one `key: value` per line",
-        )
-    raise UsageError(
-        f"{path}: too large for a settings file: its aliases expand to more than "
-        f"{MAX_NODES:,} values or {MAX_CHARACTERS:,} characters",
-        hint="write the settings out, one `key: value` per line",
-    )
-
-
-def _where(path: str, line: int | None) -> str:
-    return f"{path}:{line}" if line else path
 
 
 def _setting_names(parser: RecordingParser) -> dict[str, tuple[AddedArgument, bool]]:
@@ -280,13 +171,13 @@ def _name(action: argparse.Action) -> str:
 def _convert(added: AddedArgument, by_dest: bool, key: str, value: Any, where: str) -> _Setting | None:
     """The file's `value` as the parsed value of `added`'s action; None for a switch the file leaves off."""
     action = added.action
-    if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x: true or false
-        if not isinstance(value, bool):
-            raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")
+    pair = isinstance(action, argparse.BooleanOptionalAction)  # --x / --no-x
+    switch = added.kind in ("store_true", "store_false", "store_const")
+    if (pair or switch) and not isinstance(value, bool):
+        raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")
+    if pair:
         return _Setting(action, value != (not by_dest and _negated(action, key)))
-    if added.kind in ("store_true", "store_false", "store_const"):
-        if not isinstance(value, bool):
-            raise UsageError(f"{where}: `{key}` is a switch ({_flag(action)}): expected true or false, got {value!r}")
+    if switch:
         # `optimize: false` (the dest) and `no_optimize: true` (the flag) both mean "--no-optimize given".
         given = value == action.const if by_dest else value
         return _Setting(action, action.const) if given else None

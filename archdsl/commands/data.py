@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             from archdsl.data import sized_name
 
             args.dataset = sized_name(args.dataset, data.image_size, data.data_root)
-        return _info(args) if command == "info" else _corrupt(args)
+        return _info(args, data) if command == "info" else _corrupt(args, data)
     args.data_parser.print_help()
     raise UsageError("choose an action: list, info or corrupt")
 
@@ -99,48 +99,22 @@ def _list() -> int:
     return 0
 
 
-def _info(args: argparse.Namespace) -> int:
-    from archdsl.data import count_images, describe, fetch_dataset, is_corrupted, why_missing
+def _info(args: argparse.Namespace, data: DataSettings) -> int:
+    from archdsl.data import about, fetch_dataset
 
-    if DataSettings(**settings_given(args, DataSettings)).download:  # then describe what is there now
+    if data.download:  # then describe what is there now
         fetch_dataset(args.dataset, args.data_root)
-    info = describe(args.dataset, args.data_root)
-    c, h, w = info.image_shape
-    say(f"dataset:  {info.name}")
-    say(f"about:    {info.description}")
-    say(f"classes:  {info.num_classes}")
-    say(f"images:   {c}x{h}x{w}")
-    per = " per corruption and severity" if is_corrupted(info.name) else ""
-    sizes = count_images(args.dataset, args.data_root) if info.available else info.split_sizes
-    nominal = "" if sizes == info.split_sizes else f", counted on disk (the full set: {_sizes(info.split_sizes)})"
-    say(f"splits:   {_sizes(sizes)}{per}{nominal}")
-    say(f"source:   {info.source}" + ("" if info.available else "  (not found)"))
-    if not info.available:
-        problem = why_missing(args.dataset, args.data_root)
-        if problem is not None:
-            say(f"missing:  {problem.message}")
-            if problem.hint:
-                say(f"to fix:   {problem.hint}")
-    if info.corruptions:
-        say(f"corruptions: {', '.join(info.corruptions)}")
-    if args.checksums and info.available and info.name in ("cifar10", "cifar100"):
-        from archdsl.data import matches_official_release
-
-        matches = matches_official_release(info.name, args.data_root)
-        say(f"checksums: {'official' if matches else 'differ from the official release'}")
+    described = about(args.dataset, args.data_root, checksums=args.checksums)
+    for line in described.lines:
+        say(line)
     # A script that asks whether the data is there gets its answer from the exit status too.
-    return 0 if info.available else 1
+    return 0 if described.available else 1
 
 
-def _sizes(sizes: dict[str, int]) -> str:
-    return ", ".join(f"{split} {size:,}" for split, size in sizes.items())
-
-
-def _corrupt(args: argparse.Namespace) -> int:
+def _corrupt(args: argparse.Namespace, data: DataSettings) -> int:
     from archdsl.data import corrupt_dataset
     from archdsl.outputs import output_dir
 
-    data = DataSettings(**settings_given(args, DataSettings))
     progress = ProgressSettings(**settings_given(args, ProgressSettings)).progress
     with output_dir(args.out, "--out") as out:  # a missing dataset leaves no empty --out behind
         written = corrupt_dataset(

@@ -36,35 +36,8 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archdsl.analysis import EvalSettings, TestEvaluation, evaluate
+    from archdsl.analysis import EvalSettings, evaluate
 
     result = evaluate(args.checkpoint, EvalSettings(**settings_given(args, EvalSettings)))
-    if args.json:
-        say(json.dumps(result.to_dict(), indent=2))
-    elif isinstance(result, TestEvaluation):
-        say(
-            f"{result.arch} on {result.dataset} ({result.images} images): "
-            f"top-1 {result.top1:.2%}  NLL {result.nll:.4f}  ECE {result.ece:.4f}"
-        )
-    else:
-        _print_table(result.to_dict()["sets"], result.mean_top1, result.arch, result.dataset)
+    say(json.dumps(result.to_dict(), indent=2) if args.json else result.to_text())
     return 0
-
-
-def _print_table(rows: list[dict], mean: float, name: str, dataset: str) -> None:
-    severities = sorted({r["severity"] for r in rows})
-    corruptions = list(dict.fromkeys(r["corruption"] for r in rows))
-    by_key = {(r["corruption"], r["severity"]): r["top1"] for r in rows}
-    width = max(len(c) for c in corruptions + ["corruption"])
-    say(f"{name} on {dataset}: top-1 % per corruption and severity")
-    say(f"{'corruption':<{width}} " + " ".join(f"{s:>6}" for s in severities) + f" {'mean':>6}")
-    for corruption in corruptions:
-        values: list[float | None] = [by_key.get((corruption, s)) for s in severities]
-        present = [v for v in values if v is not None]
-        cells = " ".join(f"{100 * v:6.2f}" if v is not None else f"{'-':>6}" for v in values)
-        say(f"{corruption:<{width}} {cells} {100 * sum(present) / len(present):6.2f}")
-    per_severity = []
-    for s in severities:
-        column = [by_key[(c, s)] for c in corruptions if (c, s) in by_key]
-        per_severity.append(f"{100 * sum(column) / len(column):6.2f}")
-    say(f"{'mean':<{width}} " + " ".join(per_severity) + f" {100 * mean:6.2f}")

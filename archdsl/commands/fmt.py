@@ -11,7 +11,7 @@ import argparse
 import difflib
 from pathlib import Path
 
-from archdsl.commands._say import say
+from archdsl.commands._say import say, say_error
 from archdsl.commands.recording_parser import Subcommands
 from archdsl.errors import UsageError, UserError
 from archdsl.files import write_text
@@ -52,8 +52,7 @@ def run(args: argparse.Namespace) -> int:
             text = path.read_text(encoding="utf-8-sig")  # a byte-order mark is dropped
             formatted = format_source(text, str(path))
         except UserError as err:
-            say(str(err) if getattr(err, "diagnostics", None) else f"archdsl: error: {err}", err=True)
-            status = max(status, err.exit_code)
+            status = max(status, say_error(err))
             continue
         except UnicodeDecodeError:
             say(f"archdsl: error: {str(path)!r} is not UTF-8 text", err=True)

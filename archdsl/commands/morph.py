@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from archdsl.commands._args import whole_number
 from archdsl.commands._say import say
 from archdsl.commands.recording_parser import Subcommands
 from archdsl.commands.spec_args import add_spec_argument
@@ -37,7 +38,7 @@ def register(subparsers: Subcommands) -> None:
     add_spec_argument(parser, "base", example="alter50-base")
     how = parser.exclusive(required=True)
     how.add_argument("--layout", metavar="K,K,...", help="MSAs per stage, e.g. 0,1,1,2")
-    how.add_argument("--msa", metavar="N", type=_count, help="add N MSAs in build-up order")
+    how.add_argument("--msa", metavar="N", type=whole_number(0, "an integer >= 0"), help="add N MSAs in build-up order")
     how.add_argument("--ratio", metavar="R", type=_ratio, help="0 (the base) .. 1 (Swin-like: every stage full)")
     parser.add_argument(
         "--heads", metavar="H,H,...", help="heads per stage, or one value for all (default 3 per 64 channels of width)"
@@ -51,16 +52,6 @@ def register(subparsers: Subcommands) -> None:
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the spec here instead of printing it")
     parser.add_argument("--force", action="store_true", help="overwrite --output if it already exists")
     parser.set_defaults(func=run)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
 
 
 def _ratio(text: str) -> float:

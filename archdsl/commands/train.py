@@ -54,12 +54,10 @@ def resume_command(args: argparse.Namespace, run_dir: Path) -> str:
     """The command that continues this run: the spec, its settings file and the data it reads
     (those given: the run's config.json holds the rest), the run directory, --resume."""
     words = ["archdsl", "train", str(args.spec)]
-    for flag, value in (("--config", args.config), ("--dataset", args.dataset), ("--data-root", args.data_root)):
+    for flag in ("--config", "--dataset", "--data-root", "--classes", "--image-size"):
+        value = getattr(args, flag[2:].replace("-", "_"))
         if value is not None:
             words += [flag, str(value)]
-    for flag, number in (("--classes", args.classes), ("--image-size", args.image_size)):
-        if number is not None:
-            words += [flag, str(number)]
     words += ["--out", str(run_dir), "--resume"]
     return shlex.join(words)
 
@@ -72,14 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from archdsl.run import (
-        FINAL_CHECKPOINT,
-        LAST_CHECKPOINT,
-        TENSORBOARD_DIR,
-        plan_training,
-        quiet_followers,
-        run_training,
-    )
+    from archdsl.run import LAST_CHECKPOINT, TENSORBOARD_DIR, plan_training, quiet_followers, run_training
 
     settings, given = settings_from_args(args)
     plan = plan_training(args.spec, settings, given)
@@ -102,16 +93,6 @@ def _train(args: argparse.Namespace) -> int:
         )
         return 130
 
-    arch, history = plan.arch, result.history
-    best = max(history, key=lambda m: m.test_acc)
-    total = sum(m.seconds for m in history)
-    mean_speed = sum(m.img_per_s for m in history) / len(history)
-    epochs = f"{len(history)} epoch{'s' if len(history) != 1 else ''}"
-    say(f"{arch.name} on {plan.settings.dataset}: {epochs} in {total:.1f} s")
-    say(f"  final test top-1 {history[-1].test_acc:.2%}  NLL {history[-1].test_loss:.4f}")
-    say(f"  best  test top-1 {best.test_acc:.2%} (epoch {best.epoch})")
-    if history[-1].val_acc is not None:  # --val-split: the held-out training images
-        say(f"  final val  top-1 {history[-1].val_acc:.2%}  NLL {history[-1].val_loss:.4f}")
-    say(f"  training speed   {mean_speed:.0f} img/s")
-    say(f"  run directory    {run_dir} ({FINAL_CHECKPOINT}, metrics.csv)")
+    for line in plan.summary(result):
+        say(line)
     return 0

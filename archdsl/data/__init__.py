@@ -13,6 +13,7 @@ from archdsl.data.cifar import matches_official_release
 from archdsl.data.cifar_c import write_corrupted
 from archdsl.data.corrupted_copy import CorruptedCopy, corrupt_dataset, corruption_names
 from archdsl.data.image_size import sized_name
+from archdsl.data.overview import About, about
 from archdsl.data.registry import (
     DatasetInfo,
     corrupted_name,
@@ -35,6 +36,8 @@ from archdsl.data.validation import (
 )
 
 __all__ = [
+    "About",
+    "about",
     "CorruptedCopy",
     "CorruptedSet",
     "DatasetInfo",

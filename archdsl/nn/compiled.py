@@ -19,7 +19,7 @@ from archdsl.errors import UserError
 from archdsl.files import atomic_path
 from archdsl.ir import Arch
 from archdsl.nn.build import ArchNet, build
-from archdsl.nn.summary import ModelSummary, summarize
+from archdsl.nn.summary import BlockSummary, LayerSummary, ModelSummary, summarize
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,36 @@ class CompiledArch:
             "blocks": [asdict(block) for block in self.summary.blocks],
             "head": asdict(self.summary.head),
         }
+
+    def to_text(self) -> str:
+        """The table `archdsl compile` prints: one row per layer (stage, index, kind, output shape, params,
+        MFLOPs per image), numbers aligned right, then the totals and the spec's `init` scheme."""
+        summary = self.summary
+        layers: list[tuple[str, str, LayerSummary | BlockSummary]] = [
+            ("stem", "", summary.stem),
+            *((block.stage, str(block.index), block) for block in summary.blocks),
+            ("head", "", summary.head),
+        ]
+        rows: list[tuple[str, ...]] = [("stage", "index", "kind", "output", "params", "MFLOPs")]
+        for stage, index, layer in layers:
+            shape, mflops = "x".join(map(str, layer.out_shape)), f"{layer.flops / 1e6:,.1f}"
+            rows.append((stage, index, layer.kind, shape, f"{layer.params:,}", mflops))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        rows.insert(1, tuple("-" * width for width in widths))
+        right = {1, 4, 5}  # numbers align right
+        lines = [
+            "  ".join(
+                cell.rjust(w) if i in right else cell.ljust(w)
+                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            ).rstrip()
+            for row in rows
+        ]
+        totals = (
+            f"{summary.name}: {len(summary.blocks)} blocks ({summary.n_msa} MSA), {summary.params:,} params, "
+            f"{summary.flops / 1e9:.3f} GFLOPs per image ({'x'.join(map(str, summary.input_shape))} input), "
+            f"init {self.arch.init}"
+        )
+        return "\n".join([*lines, "", totals])
 
 
 def dummy_input(arch: Arch) -> torch.Tensor:

@@ -15,7 +15,6 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.run._run_dir import FINAL_CHECKPOINT as FINAL_CHECKPOINT
     from archdsl.run._run_dir import LAST_CHECKPOINT as LAST_CHECKPOINT
     from archdsl.run._run_dir import TENSORBOARD_DIR as TENSORBOARD_DIR
-    from archdsl.run._run_dir import EpochMetrics as EpochMetrics
     from archdsl.run._run_dir import saved_epochs as saved_epochs
     from archdsl.run.checkpoint import load_checkpoint as load_checkpoint
     from archdsl.run.checkpoint import save_checkpoint as save_checkpoint
@@ -24,6 +23,7 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.run.distributed import command_scope as command_scope
     from archdsl.run.distributed import quiet_followers as quiet_followers
     from archdsl.run.divergence import TrainingDiverged as TrainingDiverged
+    from archdsl.run.epoch_metrics import EpochMetrics as EpochMetrics
     from archdsl.run.importer import ImportedCheckpoint as ImportedCheckpoint
     from archdsl.run.importer import import_checkpoint as import_checkpoint
     from archdsl.run.optimize import optimize_model as optimize_model
@@ -32,7 +32,9 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.run.recipe import RECIPE_FIELDS as RECIPE_FIELDS
     from archdsl.run.recipe import RECIPES as RECIPES
     from archdsl.run.recipe import TrainConfig as TrainConfig
+    from archdsl.run.recipe import per_recipe as per_recipe
     from archdsl.run.recipe import recipe_flags as recipe_flags
+    from archdsl.run.recipe import recipe_table as recipe_table
     from archdsl.run.session import TrainPlan as TrainPlan
     from archdsl.run.session import TrainSettings as TrainSettings
     from archdsl.run.session import plan_training as plan_training

@@ -18,7 +18,7 @@ import csv
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -30,6 +30,7 @@ from archdsl.files import atomic_writer, check_within, write_text
 from archdsl.ir import Arch
 from archdsl.lang.printer import format_arch
 from archdsl.run.checkpoint import TrainState, load_checkpoint
+from archdsl.run.epoch_metrics import EpochMetrics
 from archdsl.run.recipe import TrainConfig
 
 # What a run directory holds.
@@ -98,28 +99,6 @@ def saved_epochs(run_dir: str | Path) -> list[tuple[int, Path]]:
         if isinstance(epoch, int) and epoch not in found:
             found[epoch] = final
     return sorted(found.items())
-
-
-@dataclass(frozen=True)
-class EpochMetrics:
-    """One finished epoch: losses and top-1 (fractions) on train, test and validation images, the learning
-    rate, speed and time. A run scored on validation images alone (a search's trial) has no test figures."""
-
-    epoch: int  # 1-based: the number of epochs finished
-    train_loss: float  # the training objective (with Mixup/label smoothing if the recipe has them)
-    train_acc: float  # top-1 against the un-mixed labels
-    test_loss: float | None  # plain cross-entropy (NLL); None: no test set
-    test_acc: float | None
-    lr: float  # at the end of the epoch
-    img_per_s: float  # training images per second (evaluation excluded)
-    seconds: float  # wall time of the whole epoch
-    # The test loss rose above the divergence limit (archdsl.run.divergence): recorded and
-    # warned about, not a reason to stop (only the training loss judges divergence). None: no test set.
-    test_loss_spike: bool | None = None
-    # With --val-split (or `train(val_set=)`): the validation images' loss (NLL) and top-1, and the same spike flag.
-    val_loss: float | None = None
-    val_acc: float | None = None
-    val_loss_spike: bool | None = None
 
 
 def check_run_files(run_dir: Path) -> None:

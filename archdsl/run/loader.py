@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from archdsl.data.base import ImageSet
 from archdsl.data.image_files import DiskImages
-from archdsl.run.recipe import DEFAULT_RECIPE, RecipeName, TrainConfig, filled
+from archdsl.run.recipe import DEFAULT_RECIPE, RecipeName, TrainConfig
 
 
 def seed_everything(seed: int) -> None:
@@ -173,9 +173,7 @@ def make_loader(
     transform = None
     if augment:
         height = image_set.images.shape[1]
-        transform = _train_transform(
-            height, filled(config.crop_padding), filled(config.hflip), config.randaugment, image_set.mean
-        )
+        transform = _train_transform(height, config.crop_padding, config.hflip, config.randaugment, image_set.mean)
     shuffle = augment if shuffle is None else shuffle
     if sampler is not None:
         shuffle = False  # the sampler's order

@@ -28,17 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BeforeValidator, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
+from pydantic import BeforeValidator, ConfigDict, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
-from archdsl.common_settings import TORCHRUN_GROUP, DeviceSettings, OptimizeSettings
+from archdsl.common_settings import TORCHRUN_GROUP, DeviceSettings, OptimizeSettings, flag_field, setting_flags, show
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-T = TypeVar("T")
 RecipeName = Literal["deit", "weak", "fast"]
 RECIPES: tuple[str, ...] = get_args(RecipeName)
 DEFAULT_RECIPE: RecipeName = "deit"
@@ -145,9 +144,11 @@ _NONE_IS_A_VALUE = ("randaugment",)
 RECIPE_GROUP = "recipe settings (timm train.py's names; docs/training.md)"
 
 
-def _recipe_field(flag: str, help: str, **kwargs: Any) -> Any:
-    """A field the recipe fills in: `flag` is its timm train.py name, `help` its --help text."""
-    return Field(default=None, description=help, json_schema_extra={"flag": flag, "group": RECIPE_GROUP}, **kwargs)
+def _recipe_field(flag: str, help: str, **bounds: Any) -> Any:
+    """A field the recipe fills in: `flag` is its timm train.py name, `help` its --help text. It declares
+    no default: `TrainConfig` fills in the chosen recipe's value before validation (a field left out, or
+    None), so a built config holds a concrete value in each, and no reader has to resolve one."""
+    return flag_field(flag, help, group=RECIPE_GROUP, **bounds)
 
 
 def _val_size(value: Any) -> Any:
@@ -165,115 +166,109 @@ def _val_size(value: Any) -> Any:
     return value
 
 
-def _run_flag(
-    flag: str, help: str, *, default: Any, metavar: str | None = None, group: str | None = None, **kwargs: Any
-) -> Any:
-    """A field of the run besides its recipe, with its `archdsl train` flag (`group`: its --help section)."""
-    extra: dict[str, Any] = {"flag": flag}
-    for key, value in (("metavar", metavar), ("group", group)):
-        if value is not None:
-            extra[key] = value
-    return Field(default=default, description=help, json_schema_extra=extra, **kwargs)
+def _scaled_lr(defaults: Mapping[str, Any], batch_size: int) -> float:
+    """A recipe's learning rate at `batch_size`: its rate per `lr_batch` images, scaled linearly."""
+    return defaults["base_lr"] * batch_size / defaults["lr_batch"]
 
 
 class TrainConfig(DeviceSettings, OptimizeSettings):
     """Everything that decides a training run's result (plus where it runs: `device`, `optimize`
-    and the other RUNTIME_FIELDS). A field with a flag is `archdsl train`'s flag; those of the
-    RECIPE_GROUP are `archdsl search`'s too (archdsl.commands.recipe_flags)."""
+    and the other RUNTIME_FIELDS), resolved: each field of the recipe holds the value the run uses
+    (given, else the recipe's), filled in once, when the config is built. A field with a flag is
+    `archdsl train`'s flag; those of the RECIPE_GROUP are `archdsl search`'s too
+    (archdsl.commands.recipe_flags)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    recipe: RecipeName = _run_flag(
+    recipe: RecipeName = flag_field(
         "--recipe",
         "training recipe: deit (the paper's), weak (the reference's SGD one) or fast (short runs); each "
         "recipe setting defaults to the recipe's value",
         default=DEFAULT_RECIPE,
     )
-    # Declared with a default for the type only: the recipe's value is filled in before validation.
-    epochs: PositiveInt = Field(
-        default=RECIPE_DEFAULTS[DEFAULT_RECIPE]["epochs"],
-        description="epochs in all, warm-up included (the main schedule spans the rest); "
-        "with --resume, more than the run's extends it",
-        json_schema_extra={"flag": "--epochs", "group": RECIPE_GROUP},
+    epochs: PositiveInt = _recipe_field(
+        "--epochs",
+        "epochs in all, warm-up included (the main schedule spans the rest); with --resume, more than the run's "
+        "extends it",
     )
     # Epochs after which a resumed run was lengthened (`train --resume --epochs N`): from each, the
     # learning-rate schedule is the one a run planned for the new length has at that step.
     extended_at: tuple[PositiveInt, ...] = ()
-    batch_size: PositiveInt | None = _recipe_field("--batch-size", "batch size (Mixup/CutMix need an even one)")
-    lr: float | None = _recipe_field(
+    batch_size: PositiveInt = _recipe_field("--batch-size", "batch size (Mixup/CutMix need an even one)")
+    lr: float = _recipe_field(
         "--lr", "peak learning rate; left out, the recipe's scaled linearly with the batch size", gt=0
     )
-    optimizer: OptimizerName | None = _recipe_field(
+    optimizer: OptimizerName = _recipe_field(
         "--opt", "optimizer: adamw, sgd (Nesterov momentum, timm's name) or momentum (plain SGD with momentum)"
     )
-    weight_decay: NonNegativeFloat | None = _recipe_field(
+    weight_decay: NonNegativeFloat = _recipe_field(
         "--weight-decay", "weight decay (decoupled for adamw, added to the gradient for SGD)"
     )
-    weight_decay_params: Literal["all", "filtered"] | None = _recipe_field(
+    weight_decay_params: Literal["all", "filtered"] = _recipe_field(
         "--weight-decay-params",
         "which parameters weight decay applies to: all (the reference's optimizers) or filtered (timm's "
         "create_optimizer_v2: none on 1-d tensors such as biases and norms, nor on what the model's "
         "no_weight_decay() names)",
     )
-    momentum: NonNegativeFloat | None = _recipe_field("--momentum", "SGD momentum (ignored by adamw)")
-    sched: ScheduleName | None = _recipe_field(
+    momentum: NonNegativeFloat = _recipe_field("--momentum", "SGD momentum (ignored by adamw)")
+    sched: ScheduleName = _recipe_field(
         "--sched",
         "learning-rate schedule after the warm-up: cosine (from --lr down to --min-lr over the main epochs) "
         "or multistep (x --decay-rate at each of --decay-milestones)",
     )
-    sched_on_updates: bool | None = _recipe_field(
+    sched_on_updates: bool = _recipe_field(
         "--sched-on-updates", "step the schedule after every iteration instead of every epoch"
     )
-    decay_milestones: tuple[NonNegativeInt, ...] | None = _recipe_field(
+    decay_milestones: tuple[NonNegativeInt, ...] = _recipe_field(
         "--decay-milestones", "multistep: epochs after the warm-up at which the learning rate drops (comma-separated)"
     )
-    decay_rate: NonNegativeFloat | None = _recipe_field("--decay-rate", "multistep: the factor at each milestone")
-    warmup_epochs: NonNegativeInt | None = _recipe_field(
+    decay_rate: NonNegativeFloat = _recipe_field("--decay-rate", "multistep: the factor at each milestone")
+    warmup_epochs: NonNegativeInt = _recipe_field(
         "--warmup-epochs",
         "epochs of linear warm-up, stepped every iteration, from --warmup-lr to --lr (counted in --epochs; "
         "at most --epochs - 1)",
     )
-    warmup_lr: NonNegativeFloat | None = _recipe_field(
-        "--warmup-lr", "learning rate of the first warm-up step (at most --lr)"
-    )
-    min_lr: NonNegativeFloat | None = _recipe_field("--min-lr", "cosine: the learning rate it ends at (at most --lr)")
-    clip_grad: NonNegativeFloat | None = _recipe_field(
+    warmup_lr: NonNegativeFloat = _recipe_field("--warmup-lr", "learning rate of the first warm-up step (at most --lr)")
+    min_lr: NonNegativeFloat = _recipe_field("--min-lr", "cosine: the learning rate it ends at (at most --lr)")
+    clip_grad: NonNegativeFloat = _recipe_field(
         "--clip-grad", "clip the gradient's global L2 norm to this (0: no clipping)"
     )
-    label_smoothing: float | None = _recipe_field("--smoothing", "label smoothing", ge=0, lt=1)
-    mixup: NonNegativeFloat | None = _recipe_field("--mixup", "Mixup's Beta(alpha, alpha); 0: off")
-    cutmix: NonNegativeFloat | None = _recipe_field("--cutmix", "CutMix's Beta(alpha, alpha); 0: off")
-    mixup_prob: float | None = _recipe_field(
+    label_smoothing: float = _recipe_field("--smoothing", "label smoothing", ge=0, lt=1)
+    mixup: NonNegativeFloat = _recipe_field("--mixup", "Mixup's Beta(alpha, alpha); 0: off")
+    cutmix: NonNegativeFloat = _recipe_field("--cutmix", "CutMix's Beta(alpha, alpha); 0: off")
+    mixup_prob: float = _recipe_field(
         "--mixup-prob", "probability of mixing a batch (Mixup or CutMix, one of the two at random)", ge=0, le=1
     )
+    # None is a value here: no RandAugment (`--aa none`).
     randaugment: str | None = _recipe_field("--aa", "timm RandAugment string (e.g. rand-m9-n2-mstd1.0), or none")
-    crop_padding: NonNegativeInt | None = _recipe_field(
+    crop_padding: NonNegativeInt = _recipe_field(
         "--crop-padding",
         "random crop of the image size from the image zero-padded by this much; 0: no crop (the default on "
         "odd-one-out, whose objects a crop would cut)",
     )
-    hflip: float | None = _recipe_field("--hflip", "probability of a horizontal flip", ge=0, le=1)
-    drop_path: float | None = _recipe_field(
+    hflip: float = _recipe_field("--hflip", "probability of a horizontal flip", ge=0, le=1)
+    drop_path: float = _recipe_field(
         "--drop-path", "stochastic depth rate, growing linearly over the blocks", ge=0, lt=1
     )
     # float64 on the CPU is for step-for-step comparisons (tests/test_train_parity.py); it turns autocast off.
-    model_dtype: ModelDtype = Field(
+    model_dtype: ModelDtype = flag_field(
+        "--model-dtype",
+        "the dtype of the model's parameters and inputs (float64: exact comparisons, slow)",
         default="float32",
-        description="the dtype of the model's parameters and inputs (float64: exact comparisons, slow)",
-        json_schema_extra={"flag": "--model-dtype", "group": RECIPE_GROUP},
+        group=RECIPE_GROUP,
     )
     # The weights the run started from, as given; None: a fresh model.
-    initial_checkpoint: str | None = _run_flag(
+    initial_checkpoint: str | None = flag_field(
         "--initial-checkpoint",
         "start from these weights instead of a fresh model: an archdsl checkpoint, or any file `archdsl import` "
         "reads (the reference's .pth.tar, a timm file, a state dict); with --resume, only the run's own",
         default=None,
         metavar="FILE",
     )
-    seed: int = _run_flag(
+    seed: int = flag_field(
         "--seed", "random seed: the weights, shuffling, augmentation and Mixup all follow it", default=0, metavar="N"
     )
-    subset: float = _run_flag(
+    subset: float = flag_field(
         "--subset",
         "train on a class-stratified fraction of the training set (the test set stays whole)",
         default=1.0,
@@ -281,7 +276,7 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
         le=1,
         metavar="FRACTION",
     )
-    val_split: Annotated[float | int, BeforeValidator(_val_size)] | None = _run_flag(
+    val_split: Annotated[float | int, BeforeValidator(_val_size)] | None = flag_field(
         "--val-split",
         "hold out a fixed, class-stratified validation split of the training set (a fraction such as 0.1 "
         "or a count such as 5000) and report its loss and top-1 every epoch; off by default",
@@ -289,21 +284,23 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
         metavar="SIZE",
     )
     # Under torchrun (archdsl.run.distributed): nothing in one process.
-    sync_bn: bool = _run_flag(
+    sync_bn: bool = flag_field(
         "--sync-bn",
         "normalise BatchNorm with the global batch's statistics (torch's SyncBatchNorm; CUDA only)",
         default=False,
         group=TORCHRUN_GROUP,
     )
     # Where and how fast it runs (with `device` and `optimize`); none of these change the numbers on the CPU.
-    workers: NonNegativeInt | None = Field(  # None: archdsl.run.loader.default_workers, shown as "auto"
-        default=None,
-        description="data-loading worker processes (RandAugment and decoding run there); at most 4 per CPU core; "
+    workers: NonNegativeInt | None = flag_field(  # None: archdsl.run.loader.default_workers, shown as "auto"
+        "--workers",
+        "data-loading worker processes (RandAugment and decoding run there); at most 4 per CPU core; "
         "auto: min(4, CPU cores) for images read from disk (folder:, imagenet), 0 for sets held in memory",
-        json_schema_extra={"flag": "--workers", "metavar": "N", "default_text": "auto"},
+        default=None,
+        metavar="N",
+        default_text="auto",
     )
     # No DataLoader: RandAugment needs PIL images.
-    resident: bool = _run_flag(
+    resident: bool = flag_field(
         "--resident",
         "keep the training set on the device and crop and flip there (recipes without RandAugment: weak, fast, "
         "or --aa none)",
@@ -316,13 +313,14 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
     @model_validator(mode="before")
     @classmethod
     def _fill_recipe_defaults(cls, data: Any) -> Any:
+        """The one place a recipe's defaults are resolved: every recipe field left out (or None) takes the
+        chosen recipe's value, the learning rate scaled to the batch size."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
-        recipe = data.get("recipe") or DEFAULT_RECIPE
-        defaults = RECIPE_DEFAULTS.get(recipe)
-        if defaults is None:  # let the Literal report the bad name
-            return data
+        # An unknown recipe is the Literal's to report; the default recipe's values keep its fields from
+        # being reported missing besides.
+        defaults = RECIPE_DEFAULTS.get(data.get("recipe") or DEFAULT_RECIPE, RECIPE_DEFAULTS[DEFAULT_RECIPE])
         for key in RECIPE_FIELDS:
             if key in _NONE_IS_A_VALUE:
                 continue
@@ -334,7 +332,7 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
         elif data["randaugment"] in ("", "none"):
             data["randaugment"] = None
         if data.get("lr") is None:
-            data["lr"] = defaults["base_lr"] * int(data["batch_size"]) / defaults["lr_batch"]
+            data["lr"] = _scaled_lr(defaults, int(data["batch_size"]))
         return data
 
     @property
@@ -343,7 +341,7 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
 
     def effective_warmup(self) -> int:
         """Warm-up epochs, clamped so that at least one epoch follows the warm-up."""
-        return min(int(self.warmup_epochs or 0), self.epochs - 1)
+        return min(self.warmup_epochs, self.epochs - 1)
 
     # Fields that may differ when a run is resumed: they decide where it runs, not what it computes.
     RUNTIME_FIELDS: ClassVar[tuple[str, ...]] = ("device", "workers", "eval_batch_size", "optimize")
@@ -358,22 +356,36 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
         return self.model_dump(exclude=set(self.RUNTIME_FIELDS))
 
 
-def filled(value: T | None) -> T:
-    """A field the recipe fills in, read as the value it always holds once the config is built
-    (`TrainConfig` declares them optional only so that the user may leave them out)."""
-    if value is None:
-        raise ValueError("a recipe field of TrainConfig is unset: build configs through TrainConfig(...)")
-    return value
-
-
 def recipe_flags() -> dict[str, tuple[str, str]]:
     """TrainConfig field -> (its command-line flag, its help) for every field of the recipe (the RECIPE_GROUP)."""
-    flags = {}
-    for name, info in TrainConfig.model_fields.items():
-        extra = info.json_schema_extra
-        if isinstance(extra, dict) and extra.get("group") == RECIPE_GROUP:
-            flags[name] = (str(extra["flag"]), info.description or "")
-    return flags
+    return {flag.field: (flag.flag, flag.help) for flag in setting_flags(TrainConfig) if flag.group == RECIPE_GROUP}
+
+
+def recipe_values(field: str) -> list[str]:
+    """A field of the RECIPE_GROUP as each recipe sets it (in RECIPES' order), as --help and the docs show it."""
+    if field == "lr":
+        return [f"{show(RECIPE_DEFAULTS[r]['base_lr'])} x batch/{RECIPE_DEFAULTS[r]['lr_batch']}" for r in RECIPES]
+    if field not in RECIPE_FIELDS:  # one default for every recipe (model_dtype)
+        return [show(TrainConfig.model_fields[field].default)] * len(RECIPES)
+    return [show(RECIPE_DEFAULTS[r][field]) for r in RECIPES]
+
+
+def per_recipe(field: str) -> str:
+    """`96 deit, 128 weak, 128 fast`: a field's default in each recipe (one value when they agree), for --help."""
+    values = recipe_values(field)
+    if len(set(values)) == 1:
+        return values[0]
+    return ", ".join(f"{value} {recipe}" for value, recipe in zip(values, RECIPES, strict=True))
+
+
+def recipe_table() -> str:
+    """docs/training.md's table of every recipe field's flag and value per recipe (a test holds the
+    page to this text)."""
+    lines = [f"| flag | {' | '.join(f'`{r}`' for r in RECIPES)} | meaning |", "|---" * (len(RECIPES) + 2) + "|"]
+    for field, (flag, help_text) in recipe_flags().items():
+        meaning = help_text.replace("|", "\\|")
+        lines.append(f"| `{flag}` | {' | '.join(recipe_values(field))} | {meaning} |")
+    return "\n".join(lines) + "\n"
 
 
 def recipe_command_words(settings: dict[str, Any]) -> list[str]:
@@ -430,8 +442,8 @@ def make_optimizer(model: nn.Module, config: TrainConfig) -> torch.optim.Optimiz
     target = model if config.weight_decay_params == "filtered" else list(model.parameters())
     return create_optimizer_v2(
         target,
-        opt=filled(config.optimizer),
-        lr=filled(config.lr),
-        weight_decay=filled(config.weight_decay),
-        momentum=filled(config.momentum),
+        opt=config.optimizer,
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        momentum=config.momentum,
     )

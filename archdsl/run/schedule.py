@@ -50,23 +50,21 @@ class LrSchedule:
 
     @classmethod
     def of(cls, config: TrainConfig, steps_per_epoch: int) -> LrSchedule:
-        from archdsl.run.recipe import filled
-
         warmup = config.effective_warmup()
         cut = is_cut(config)
         return cls(
-            lr=filled(config.lr),
+            lr=config.lr,
             steps_per_epoch=steps_per_epoch,
             warmup_epochs=warmup,
             main_epochs=config.epochs - warmup,
-            sched=filled(config.sched),
+            sched=config.sched,
             # A cut run of one main epoch anneals per step through it: per epoch, it could not both
             # start at the peak and end at the minimum.
-            on_updates=filled(config.sched_on_updates) or (cut and config.epochs - warmup == 1),
-            warmup_lr=filled(config.warmup_lr),
-            min_lr=filled(config.min_lr),
+            on_updates=config.sched_on_updates or (cut and config.epochs - warmup == 1),
+            warmup_lr=config.warmup_lr,
+            min_lr=config.min_lr,
             milestones=run_milestones(config),
-            decay_rate=filled(config.decay_rate),
+            decay_rate=config.decay_rate,
             ends_at_minimum=cut,
         )
 
@@ -109,9 +107,9 @@ def is_cut(config: TrainConfig) -> bool:
 def run_milestones(config: TrainConfig) -> tuple[int, ...]:
     """The multistep milestones `config`'s run uses (in main epochs): the recipe's own scaled to a
     shorter run (same fractions of the main schedule, at most its last epoch), any others as given."""
-    from archdsl.run.recipe import RECIPE_DEFAULTS, filled
+    from archdsl.run.recipe import RECIPE_DEFAULTS
 
-    milestones = tuple(sorted(filled(config.decay_milestones)))
+    milestones = tuple(sorted(config.decay_milestones))
     recipe = RECIPE_DEFAULTS.get(config.recipe)
     if recipe is None or milestones != tuple(sorted(recipe["decay_milestones"])):
         return milestones  # the user's own: as given
@@ -124,7 +122,5 @@ def run_milestones(config: TrainConfig) -> tuple[int, ...]:
 
 def milestones_beyond(config: TrainConfig) -> tuple[int, ...]:
     """The milestones `config`'s run never reaches (a user's, given for a longer run)."""
-    from archdsl.run.recipe import filled
-
     main = config.epochs - config.effective_warmup()
-    return tuple(m for m in run_milestones(config) if m >= main) if filled(config.sched) == "multistep" else ()
+    return tuple(m for m in run_milestones(config) if m >= main) if config.sched == "multistep" else ()

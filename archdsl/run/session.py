@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from archdsl.data import ImageSet
     from archdsl.run.distributed import Ranks
     from archdsl.run.recipe import TrainConfig
+    from archdsl.run.train import TrainResult
 
 __all__ = ["TrainPlan", "TrainSettings", "default_run_dir", "plan_training", "run_training", "train"]
 
@@ -109,6 +110,29 @@ class TrainPlan:
         )
         return lines
 
+    def summary(self, result: TrainResult) -> list[str]:
+        """What the run trained, one line each (the command prints them): the last epoch's test figures and,
+        with validation images, theirs and the best epoch on them (no epoch is ever picked on the test set)."""
+        from archdsl.run._run_dir import FINAL_CHECKPOINT, METRICS_CSV
+
+        history, last = result.history, result.history[-1]
+        epochs = f"{len(history)} epoch{'s' if len(history) != 1 else ''}"
+        lines = [
+            f"{self.arch.name} on {self.settings.dataset}: {epochs} in {sum(m.seconds for m in history):.1f} s",
+            f"  final test top-1 {last.test_acc:.2%}  NLL {last.test_loss:.4f}",
+        ]
+        best = result.best_on_validation()  # --val-split: the held-out training images
+        if best is not None:
+            lines.append(f"  final val  top-1 {last.val_acc:.2%}  NLL {last.val_loss:.4f}")
+            lines.append(
+                f"  best  val  top-1 {best.val_acc:.2%} (epoch {best.epoch}; its test top-1 {best.test_acc:.2%})"
+            )
+        return [
+            *lines,
+            f"  training speed   {sum(m.img_per_s for m in history) / len(history):.0f} img/s",
+            f"  run directory    {self.run_dir} ({FINAL_CHECKPOINT}, {METRICS_CSV})",
+        ]
+
     def _shared(self) -> str:
         """How the global batch is shared under torchrun, for the header line."""
         return "" if self.ranks is None else f" over {self.ranks.world_size} ranks"
@@ -162,54 +186,20 @@ def plan_training(
 ) -> TrainPlan:
     """Everything a run needs, checked (nothing is trained): the design, the config (with the
     resume policy applied), the run directory and the data."""
-    from archdsl.data import training_defaults
     from archdsl.data.image_size import dataset_for_input
     from archdsl.lang.spec import load_spec, with_classes, with_input_size
     from archdsl.nn.build import check_registered_blocks
-    from archdsl.run._run_dir import resumed_config
     from archdsl.run.distributed import join_if_launched
-    from archdsl.run.recipe import DEFAULT_RECIPE, RECIPE_DEFAULTS, TrainConfig
 
     given = _given(config)
-    cores = os.cpu_count() or 1
-    workers = given.get("workers")
-    if workers is not None and workers > 4 * cores:
-        # torch would only warn, then fork them all and bring the machine to a halt.
-        raise UsageError(
-            f"--workers {workers} is more than 4 per CPU core ({cores} here)",
-            hint=f"use at most {cores} (0 loads data in the main process)",
-        )
+    _refuse_too_many_workers(given.get("workers"))
     arch = spec if isinstance(spec, Arch) else load_spec(str(spec))
     arch = with_input_size(with_classes(arch, settings.classes), settings.image_size)
     dataset = dataset_for_input(settings.dataset, arch.input, settings.image_size, settings.data_root)
     settings = settings.model_copy(update={"dataset": dataset})
     run_dir = Path(settings.out) if settings.out else default_run_dir(arch)
-    saved: dict = {}
-    finished = 0
-    if settings.resume:
-        saved, finished = _saved_config(run_dir)
-        given = _same_start_dropped(given, saved)
-    initial = given.get("initial_checkpoint")
-    if initial is not None and not Path(initial).is_file():
-        raise UsageError(
-            f"--initial-checkpoint {initial}: {what_is_there(initial)}",
-            hint="give a checkpoint file, such as RUN/final.safetensors",
-        )
-    if settings.resume:
-        chosen = {**saved, **given}
-    else:
-        _refuse_existing_run(run_dir)
-        chosen = {**training_defaults(settings.dataset), **given}  # the dataset's (odd-one-out: no crop)
-    recipe = chosen.get("recipe", DEFAULT_RECIPE)
-    randaugment = chosen["randaugment"] if "randaugment" in chosen else RECIPE_DEFAULTS[recipe]["randaugment"]
-    if chosen.get("resident") and randaugment not in (None, "", "none"):
-        raise UsageError(
-            f"--resident cannot be used with the {recipe} recipe: its RandAugment works on PIL images",
-            hint="add --recipe weak or --recipe fast, or --aa none, or leave out --resident",
-        )
-    train_config = validated(TrainConfig, chosen, what="training settings")
-    if settings.resume:  # settings the run cannot go on with are refused before anything is printed
-        resumed_config(run_dir, TrainConfig.model_validate(saved), train_config, finished=finished)
+    saved, finished = _saved_config(run_dir) if settings.resume else ({}, 0)
+    train_config = _chosen_config(given, saved, settings, run_dir, finished=finished)
     ranks = join_if_launched(train_config.device, timeout_s=settings.dist_timeout)
     if settings.log == "tensorboard":
         from archdsl.run.tensorboard import require_tensorboard
@@ -221,6 +211,52 @@ def plan_training(
         arch=arch, settings=settings, config=train_config, run_dir=run_dir, train_set=train_set, test_set=test_set,
         finished=finished, planned=saved.get("epochs"), ranks=ranks,
     )  # fmt: skip
+
+
+def _refuse_too_many_workers(workers: int | None) -> None:
+    cores = os.cpu_count() or 1
+    if workers is not None and workers > 4 * cores:
+        # torch would only warn, then fork them all and bring the machine to a halt.
+        raise UsageError(
+            f"--workers {workers} is more than 4 per CPU core ({cores} here)",
+            hint=f"use at most {cores} (0 loads data in the main process)",
+        )
+
+
+def _chosen_config(
+    given: dict[str, Any], saved: dict[str, Any], settings: TrainSettings, run_dir: Path, *, finished: int
+) -> TrainConfig:
+    """The run's config: `given` over the resumed run's `saved` one, or over the dataset's training defaults
+    (odd-one-out: no crop) for a new run; settings a resumed run cannot go on with are refused here,
+    before anything is printed."""
+    from archdsl.data import training_defaults
+    from archdsl.run._run_dir import resumed_config
+    from archdsl.run.recipe import TrainConfig
+
+    if settings.resume:
+        given = _same_start_dropped(given, saved)
+    initial = given.get("initial_checkpoint")
+    if initial is not None and not Path(initial).is_file():
+        raise UsageError(
+            f"--initial-checkpoint {initial}: {what_is_there(initial)}",
+            hint="give a checkpoint file, such as RUN/final.safetensors",
+        )
+    if settings.resume:
+        chosen = {**saved, **given}
+    else:
+        _refuse_existing_run(run_dir)
+        chosen = {**training_defaults(settings.dataset), **given}
+    if chosen.get("resident"):  # the flags that fix it named (TrainConfig refuses it too, in the library's words)
+        recipe = validated(TrainConfig, {**chosen, "resident": False}, what="training settings")
+        if recipe.randaugment is not None:
+            raise UsageError(
+                f"--resident cannot be used with the {recipe.recipe} recipe: its RandAugment works on PIL images",
+                hint="add --recipe weak or --recipe fast, or --aa none, or leave out --resident",
+            )
+    train_config = validated(TrainConfig, chosen, what="training settings")
+    if settings.resume:
+        resumed_config(run_dir, TrainConfig.model_validate(saved), train_config, finished=finished)
+    return train_config
 
 
 def _load_checked_data(arch: Arch, settings: TrainSettings, config, run_dir: Path):

@@ -13,7 +13,8 @@ import importlib.util
 from pathlib import Path
 
 from archdsl.errors import UsageError, install_extra, visible
-from archdsl.run._run_dir import TENSORBOARD_DIR, EpochMetrics
+from archdsl.run._run_dir import TENSORBOARD_DIR
+from archdsl.run.epoch_metrics import EpochMetrics
 
 __all__ = ["TensorBoardLog", "require_tensorboard"]
 

@@ -374,8 +374,9 @@ def _analyze(
 
     corrupted = _corrupted_sets(data, fidelity) if "robustness" in measures else None
     analysis_data = AnalysisData(
-        name=data.name, train=data.train_split or data.train_set, test=data.validation, corrupted=corrupted
-    )
+        name=data.name, scored=data.validation, scored_split="validation", train=data.train_split or data.train_set,
+        corrupted=corrupted,
+    )  # fmt: skip
     settings = analysis_settings(fidelity, seed=seed)
     return analyze(model, analysis_data, measures, settings, device=select_device(device), optimize=fidelity.optimize)
 

@@ -36,7 +36,17 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     ]
     if summary.command:
         lines += [f"- reproduce: `{summary.command}`"]
-    lines += ["", "## Best designs" if len(summary.objectives) == 1 else "## Pareto front", ""]
+    lines += _best_lines(summary, best_files)
+    lines += _ties_lines(summary)
+    lines += _plot_lines(summary, figure_files)
+    lines += _trial_table_lines(summary)
+    lines += ["", "All trials as CSV: `trials.csv` (also `archdsl report STUDY --csv`)."]
+    return "\n".join(lines) + "\n"
+
+
+def _best_lines(summary: StudySummary, best_files: dict[int, str]) -> list[str]:
+    """The best designs (or the Pareto front), each with its values, seeds, layout and spec."""
+    lines = ["", "## Best designs" if len(summary.objectives) == 1 else "## Pareto front", ""]
     if not summary.best:
         lines += ["No trial has completed yet.", ""]
     for row in summary.best:
@@ -48,7 +58,12 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
             lines += [f"Spec: `{best_files[row.number]}`", ""]
         if row.spec:
             lines += ["```arch", row.spec.rstrip(), "```", ""]
-    lines += _ties_lines(summary)
+    return lines
+
+
+def _plot_lines(summary: StudySummary, figure_files: dict[str, str]) -> list[str]:
+    """The plots, or why the parameter importances have none yet."""
+    lines: list[str] = []
     if figure_files:
         lines += ["## Plots", ""]
         for name, path in figure_files.items():
@@ -66,9 +81,13 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
             f"it needs {MIN_TRIALS_FOR_IMPORTANCE}.",
             "",
         ]
-    lines += ["## All trials", ""]
+    return lines
+
+
+def _trial_table_lines(summary: StudySummary) -> list[str]:
+    """Every trial, one table row each (a pruned trial's last reported values marked)."""
     header = ["trial", "state", "MSA", "design", *[o.name for o in summary.objectives], "time", "note"]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["## All trials", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in summary.rows:
         mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
         shown = [_fmt(v) + mark for v in row.values] if row.values else ["" for _ in summary.objectives]
@@ -85,8 +104,7 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
         lines.append("| " + " | ".join(cells) + " |")
     if any(r.state == "PRUNED" and r.values for r in summary.rows):
         lines += ["", f"{PRUNED_MARK} pruned: the last value the trial reported before it was stopped."]
-    lines += ["", "All trials as CSV: `trials.csv` (also `archdsl report STUDY --csv`)."]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _seeds_lines(summary: StudySummary, row: TrialRow) -> list[str]:
