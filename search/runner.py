@@ -24,6 +24,7 @@ from archdsl.search._optuna_private import storage_of
 from archdsl.search.fidelity.replay import is_replay, make_objective
 from archdsl.search.fidelity.trial import TrialFailed
 from archdsl.search.space import ParamValue, Space
+from archdsl.search.studies.for_report import record_protocol, record_random_pick, record_walk
 from archdsl.search.studies.naming import REPLAY_SUFFIX
 from archdsl.search.studies.record import (
     BASE_ATTR,
@@ -38,7 +39,6 @@ from archdsl.search.studies.record import (
     SEED_INDICES_ATTR,
     SEEDS_ATTR,
     STRATEGY_ATTR,
-    WALK_END_ATTR,
     claimed_seed_indices,
     design_seed_values,
     digest_of,
@@ -233,6 +233,7 @@ def run_search(
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
     study = optuna.load_study(study_name=plan.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, plan.storage)
+    record_protocol(study, plan)  # how every trial trains and is scored: the report's checklist reads it
     objective = make_objective(plan)  # trained, or replayed from a table
     before = _finished(study)
 
@@ -261,8 +262,9 @@ def run_search(
     walk = None
     if walker is not None:  # the walk the last trial saw, when it saw the walk done; else where it stands now
         walk = walker.latest if walker.latest is not None and walker.latest.next is None else walker.walk(study)
-    if walk is not None and walk.answer is not None:  # where the report reads it
-        study.set_user_attr(WALK_END_ATTR, space.arch_from_params(walk.answer).digest())
+    if walk is not None:  # where the report reads it
+        record_walk(study, space, walk)
+    record_random_pick(study, plan)
     exhausted = space.n_designs() if _finished(study) < settings.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
         study=study,
