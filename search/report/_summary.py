@@ -127,6 +127,14 @@ class StudySummary:
             return budgets[rung].text(self.protocol.train_images if self.protocol is not None else None)
         return f"budget rung {rung}"
 
+    def budget_label(self, rung: int) -> str:
+        """Budget rung `rung` in the fewest words that tell the ladder's budgets apart: `2 epochs` where every
+        budget trains on the same images, else as `budget_text`."""
+        budgets = self.protocol.budgets if self.protocol is not None else []
+        if rung < len(budgets) and all(b.subset == budgets[0].subset for b in budgets):
+            return budgets[rung].epochs_text()
+        return self.budget_text(rung)
+
     @property
     def laddered(self) -> bool:
         """Whether the study's walk climbs a ladder of budgets (its verdicts settle at one of several)."""
@@ -345,3 +353,36 @@ def ties_text(summary: StudySummary) -> str | None:
     # each tie's mean over every seed it was measured on (pooled over its race's trials), as the best's is
     tied = ", ".join(f"trial {row.number} ({fmean(row.seed_values):.4g})" for row in summary.ties if row.seed_values)
     return f"tied within the noise: {tied or 'none'}"
+
+
+def step_row(summary: StudySummary, step: RecordedStep) -> TrialRow | None:
+    """The row of a build-up verdict's design at the budget it settled at (any row of the design, else)."""
+    return summary.row_of(step.key) or next((r for r in summary.rows if r.digest == step.digest), None)
+
+
+def step_value_text(summary: StudySummary, step: RecordedStep, *, interval: bool = True) -> str:
+    """A verdict's value at its budget: the design's mean over its paired seeds there with its interval
+    (`estimate_text`; without `interval`, `0.705 ± 0.064`), or its state where it has none (`pruned`)."""
+    if step.value is None:
+        return "failed" if step.state == "FAIL" else step.state.lower()
+    row = summary.row_of(step.key)
+    found = summary.accuracy_estimate(row) if row is not None else None
+    if found is None:
+        return f"{step.value:.4g}"
+    if interval:
+        return estimate_text(found)
+    return f"{found.mean:.4g}" + (f" ± {found.half_width:.2g}" if found.half_width is not None else "")
+
+
+def standings_text(summary: StudySummary, step: RecordedStep) -> str:
+    """`tied at 1 epoch, better at 2 epochs`: where a verdict's design stood against the incumbent at each budget."""
+    return ", ".join(f"{where} at {summary.budget_label(rung)}" for rung, where in step.standings)
+
+
+def verdict_text(step: RecordedStep) -> str:
+    return "kept" if step.accepted else "rejected"
+
+
+def moving_steps(summary: StudySummary) -> tuple[RecordedStep, ...]:
+    """The verdicts still moving at the top of the ladder: their designs need more training to be sure."""
+    return tuple(step for step in summary.steps if step.moving)

@@ -177,6 +177,8 @@ class RandomPick(BaseModel):
     expected_best: float
     designs: float
     draws: int
+
+
 ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
 
 
