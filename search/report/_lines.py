@@ -5,6 +5,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial
 
+from archdsl.search.report._checklist import checklist_line
 from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
@@ -81,7 +82,8 @@ def summary_text(summary: StudySummary) -> str:
             lines.append(f"    {ties}")
         lines.append(f"    {held_out_text(summary.held_out.get(row.number))}")
     lines += [f"  {_moving_text(summary, step)}" for step in moving_steps(summary)]
-    return "\n".join(lines)
+    checklist = checklist_line(summary)
+    return "\n".join([*lines, *([f"  {checklist}"] if checklist else [])])
 
 
 def step_text(summary: StudySummary, step: RecordedStep) -> str:
@@ -89,7 +91,7 @@ def step_text(summary: StudySummary, step: RecordedStep) -> str:
     budgets the budget it settled at, marked where it was still moving at the top of the ladder."""
     row = step_row(summary, step)
     layout = f"{row.layout}  " if row is not None and row.layout else ""
-    line = f"{step.step:<16} {layout}{step_value_text(summary, step, interval=False):>8}  {verdict_text(step)}"
+    line = f"{step.step:<16} {layout}{step_value_text(summary, step, interval=False):>14}  {verdict_text(step)}"
     if summary.laddered:
         line += f" at {summary.budget_text(step.rung)}" + (" (still moving)" if step.moving else "")
     return line

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from archdsl.search.report._checklist import CHECKLIST, checklist_items
 from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE
 from archdsl.search.report._summary import (
     PRUNED_MARK,
@@ -44,6 +45,7 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     lines += _best_lines(summary, best_files)
     lines += _ties_lines(summary)
     lines += _buildup_lines(summary)
+    lines += _checklist_lines(summary)
     lines += _plot_lines(summary, figure_files)
     lines += _trial_table_lines(summary)
     lines += ["", "All trials as CSV: `trials.csv` (also `archdsl report STUDY --csv`)."]
@@ -209,6 +211,15 @@ def _moving_lines(summary: StudySummary) -> list[str]:
         design = f" `{row.layout}`" if row is not None and row.layout else ""
         lines.append(f"- {step.step}{design}: {verdict_text(step)}; {standings_text(summary, step)}.")
     return [*lines, ""]
+
+
+def _checklist_lines(summary: StudySummary) -> list[str]:
+    """The field's checklist for the run, answered (`_checklist`)."""
+    items = checklist_items(summary)
+    if not items:
+        return []
+    lines = ["## Checklist", "", f"What the field's checklist asks of a search ({CHECKLIST}), for this one:", ""]
+    return [*lines, *(f"- **{what}**: {how}." for what, how in items), ""]
 
 
 def _capital(text: str) -> str:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import optuna
 
+from archdsl.search.fidelity.budget import Budget
 from archdsl.search.studies.record import (
     PROTOCOL_ATTR,
     RANDOM_PICK_ATTR,
@@ -38,11 +39,21 @@ def protocol(plan: SearchPlan) -> Protocol:
             "validation_images": len(data.validation),
             "test_images": len(data.test) if data.test is not None else None,
         }
-    return Protocol(
+    trained = Protocol(
         dataset=s.dataset, data_root=s.data_root, seed=s.seed, seeds=fidelity.seeds, max_seeds=plan.max_seeds,
         training_seeds=training_seeds(plan), budgets=list(plan.rungs), recipe=fidelity.recipe,
-        train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize,
-        table=plan.replay.source if plan.replay is not None else None, **counts,
+        train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize, **counts,
+    )  # fmt: skip
+    if plan.replay is None:
+        return trained
+    table = plan.replay.table  # its runs were trained as its own fidelity says, on its machine
+    made = table.fidelity
+    return trained.model_copy(
+        update={
+            "table": plan.replay.source, "device": table.machine or "the table's machine",
+            "budgets": [Budget(plan.replay.epochs, float(made.get("subset", fidelity.subset)))],
+            "recipe": str(made.get("recipe", fidelity.recipe)), "train_settings": dict(made.get("train_settings", {})),
+        }
     )  # fmt: skip
 
 
