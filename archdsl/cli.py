@@ -137,28 +137,38 @@ def program() -> NoReturn:
     """The `archdsl` program (its script and `python -m archdsl`): `main()`'s status as the exit status.
     A rank that torchrun started ends without the interpreter's teardown
     (`archdsl.run.distributed.exit_rank`: torch's gloo threads outlive the command)."""
-    status = main()
-    from archdsl.run import distributed  # after the command: `archdsl check` stays quick
+    try:
+        status = main()
+        from archdsl.run import distributed  # after the command: `archdsl check` stays quick
 
-    if distributed.launched():
-        distributed.exit_rank(status)
+        if distributed.launched():
+            distributed.exit_rank(status)
+    except KeyboardInterrupt:  # Ctrl-C after the command's own handling (`_run`), or while it printed its line
+        print("archdsl: interrupted", file=sys.stderr)
+        status = 130
     sys.exit(status)
 
 
 SIGPIPE = getattr(signal, "SIGPIPE", 13)  # 13 on every POSIX system; Windows has no SIGPIPE
+DDP_GRAD_STRIDES = "Grad strides do not match bucket view strides"  # torch's warning, from its start
 
 
 def _run(argv: list[str] | None) -> int:
     # The commands draw figures into files only: no GUI backend (and no display) is needed.
     os.environ.setdefault("MPLBACKEND", "Agg")
-    parser = build_parser()
     try:
+        parser = build_parser()  # inside: Ctrl-C while the commands' modules load is an interruption too
         args = parser.parse_args(argv)  # a bad --config file is a UsageError, a bad flag argparse's exit 2
         if not getattr(args, "func", None):
             parser.print_help()
             return 2
         with warnings.catch_warnings():
             warnings.simplefilter("always", ArchdslWarning)
+            # DDP's, at the first step of every data-parallel run of a channels_last model: its gradients and its
+            # buckets differ in strides only where a dimension has size 1 (a 1x1 kernel; autograd's layout
+            # contract allows no other difference), so they hold the same bytes in the same order
+            # (docs/training.md, "Data-parallel training").
+            warnings.filterwarnings("ignore", message=DDP_GRAD_STRIDES, category=UserWarning)
             warnings.showwarning = _show_warning
             return int(args.func(args) or 0)
     except UserError as raised:

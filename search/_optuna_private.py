@@ -42,16 +42,6 @@ def fixed_params(trial: FrozenTrial) -> dict[str, Any] | None:
     return trial.system_attrs.get(FIXED_PARAMS_ATTR)
 
 
-def retry_system_attrs(trial: FrozenTrial) -> dict[str, Any]:
-    """The system attrs of a fresh copy of a failed trial, as Optuna's retry callback writes them:
-    the original trial's number, the run history, and the parameters to run again."""
-    return {
-        FAILED_TRIAL_ATTR: trial.system_attrs.get(FAILED_TRIAL_ATTR, trial.number),
-        RETRY_HISTORY_ATTR: [*retry_history(trial), trial.number],
-        FIXED_PARAMS_ATTR: dict(trial.params),
-    }
-
-
 def retried_trial(trial: FrozenTrial) -> int | None:
     """The number of the trial a retry runs again (the first of its series), or None for no retry."""
     number = trial.system_attrs.get(FAILED_TRIAL_ATTR)
@@ -70,6 +60,24 @@ def add_grpc_storage_service(server: Any, storage: optuna.storages.BaseStorage) 
     from optuna.storages._grpc.servicer import OptunaStorageProxyService
 
     add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
+
+
+def ask_grpc_storage(host: str, port: int, timeout: float) -> None:
+    """One call to the Optuna storage proxy at HOST:PORT (an IPv6 HOST in brackets), answered within `timeout`
+    seconds (connecting included), or a grpc.RpcError: Optuna's client makes its calls without a deadline. The
+    call asks the id of a study name no study has (""), which a proxy answers at once with NOT_FOUND."""
+    import grpc
+    from optuna.storages._grpc.auto_generated import api_pb2, api_pb2_grpc
+
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        stub = api_pb2_grpc.StorageServiceStub(channel)
+        try:
+            stub.GetStudyIdFromName(
+                api_pb2.GetStudyIdFromNameRequest(study_name=""), timeout=timeout, wait_for_ready=True
+            )
+        except grpc.RpcError as err:
+            if not isinstance(err, grpc.Call) or err.code() != grpc.StatusCode.NOT_FOUND:
+                raise
 
 
 def hypervolume(points: Any, reference: Any) -> float:

@@ -110,3 +110,75 @@ def test_a_missing_dataset_names_flags_that_exist_and_leaves_no_folder(command, 
     assert "CIFAR-10 not found" in err and "--download" in err
     assert not (tmp_path / "runs").exists()
     assert build_parser().parse_args([*argv, "--download"]).download is True
+
+
+# Ctrl-C lands while a module is being imported (`TARGET`): a finder placed first raises it there, as Python's
+# signal handler would (torch alone takes 1.5 s to import on an idle machine, 8 s on a loaded one).
+INTERRUPTED_AT_IMPORT = """
+import sys
+
+TARGET = sys.argv[1]
+
+
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == TARGET:
+            sys.meta_path.remove(self)
+            raise KeyboardInterrupt
+        return None
+
+
+from archdsl.cli import program
+
+sys.meta_path.insert(0, CtrlC())
+sys.argv = ["archdsl", *sys.argv[2:]]
+program()
+"""
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "archdsl.commands.search",  # while the parser is built (every command registers)
+        "torch",  # the command's first heavy import starts
+        "torch.masked",  # deep in torch's import, torch.distributed loaded already: the clean-up must not re-import
+        "optuna",
+    ],
+)
+def test_ctrl_c_at_any_moment_of_start_up_is_one_line_and_130(tmp_path, module):
+    import subprocess
+
+    import _search_support as support
+
+    args = support.search_args(tmp_path, "s", "--n-trials", "1")
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_AT_IMPORT, module, *args],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )  # fmt: skip
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "archdsl: interrupted\n"), done.stderr
+
+
+def test_torchs_grad_strides_warning_of_a_data_parallel_run_is_not_printed(monkeypatch, recwarn):
+    """DDP warns "Grad strides do not match bucket view strides" in every 2-rank run of a channels_last model; the
+    strides differ only on dimensions of size 1 (a 1x1 kernel), where both layouts are the same bytes
+    (docs/training.md): four lines of noise before archdsl's. Any other warning is printed as before."""
+    import warnings
+
+    import archdsl.commands.check as check
+
+    def warns(args) -> int:
+        warnings.warn(
+            "Grad strides do not match bucket view strides. This may indicate grad was not created according to "
+            "the gradient layout contract, or that the param's strides changed since DDP was constructed.  This "
+            "is not an error, but may impair performance.\ngrad.sizes() = [64, 64, 1, 1], strides() = [64, 1, 64, "
+            "64]\nbucket_view.sizes() = [64, 64, 1, 1], strides() = [64, 1, 1, 1]",
+            UserWarning,
+            stacklevel=1,
+        )
+        warnings.warn("some other warning", UserWarning, stacklevel=1)
+        return 0
+
+    monkeypatch.setattr(check, "run", warns)
+    assert main(["check", "tiny"]) == 0
+    shown = [str(w.message) for w in recwarn]  # what reached the user (pytest records what Python would print)
+    assert shown == ["some other warning"], shown

@@ -130,6 +130,22 @@ def test_subset_shrinks_the_training_set_and_val_subset_the_sets_that_score(tmp_
     assert "--val-split 0.2 --val-subset 0.25" in line
 
 
+def test_a_val_subset_below_one_image_a_class_says_how_many_images_score(tmp_path, capsys):
+    """A class-stratified subset keeps at least one image of each class: --val-subset 1e-9 scored every candidate on
+    four images, and said nothing."""
+    import _search_support as support
+
+    assert main(support.search_args(tmp_path, "tiny-val", "--n-trials", "1", "--val-subset", "1e-9")) == 0
+    err = capsys.readouterr().err
+    said = (
+        "archdsl: warning: --val-subset 1e-09 keeps less than one validation image of 4 of the 4 classes: each "
+        "candidate is scored on 4 of the 10 validation images (at least one of each class)"
+    )
+    assert said in err, err
+    assert main(support.search_args(tmp_path, "whole-val", "--n-trials", "1")) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("where", ["flag", "config"])
 def test_the_old_test_subset_is_refused_naming_val_subset(tmp_path, capsys, where):
     """--test-subset shrank validation images, never the test set: its old name is refused in one line that

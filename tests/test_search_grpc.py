@@ -450,3 +450,132 @@ def test_a_proxy_killed_while_a_trial_is_told_is_named_not_optunas_unbound_local
     retried = study.trials[trials[1]].params
     assert [t.state for t in study.trials if t.number > trials[1] and t.params == retried][:1] == [TrialState.COMPLETE]
     assert not [t.number for t in study.trials if t.state == TrialState.RUNNING]
+
+
+@needs_grpc
+def test_a_study_the_proxy_does_not_hold_is_named_not_a_dead_proxy(tmp_path, capsys):
+    """The proxy answers "not found" for a name it does not hold: that is no proxy that stopped answering."""
+    server, url = _serve(f"journal:{tmp_path / 'shared.journal'}")
+    try:
+        status = main(["report", "nosuchstudy", "--storage", url, "--out", str(tmp_path / "runs")])
+    finally:
+        _stop(server)
+    err = capsys.readouterr().err
+    assert status == 1 and "no study named 'nosuchstudy' in this storage" in err, err
+    assert "stopped answering" not in err and "Traceback" not in err
+
+
+_SETTINGS = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # an empty SETTINGS frame: the server's half of the handshake
+_SETTINGS_ACK = bytes([0, 0, 0, 4, 1, 0, 0, 0, 0])
+
+
+def _goaway(code: int, debug: bytes = b"") -> bytes:
+    payload = (0).to_bytes(4, "big") + code.to_bytes(4, "big") + debug
+    return len(payload).to_bytes(3, "big") + bytes([7, 0, 0, 0, 0, 0]) + payload
+
+
+def _handshakes_then(after: bytes) -> Callable[[socket.socket], None]:
+    """An HTTP/2 server's handshake (its SETTINGS, and the ack of the client's), then `after`, then nothing until
+    the client goes (a listener that holds every call)."""
+
+    def answer(connection: socket.socket) -> None:
+        connection.recv(1024)
+        connection.sendall(_SETTINGS + _SETTINGS_ACK + after)
+        try:
+            while connection.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    return answer
+
+
+@contextmanager
+def _threaded_listener(answer: Callable[[socket.socket], None]) -> Iterator[int]:
+    """`_listener`, each connection in a thread of its own (gRPC's client connects again while one is held)."""
+    stop = threading.Event()
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.1)
+        connections: list[socket.socket] = []
+
+        def serve() -> None:
+            while not stop.is_set():
+                try:
+                    connection, _ = server.accept()
+                except TimeoutError:
+                    continue
+                connection.settimeout(60)
+                connections.append(connection)
+                threading.Thread(target=answer, args=(connection,), daemon=True).start()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield server.getsockname()[1]
+        finally:
+            stop.set()
+            thread.join(timeout=10)
+            for connection in connections:
+                connection.close()
+
+
+@pytest.mark.parametrize(
+    "after, said",
+    [
+        (b"", "an HTTP/2 server answers at {address}, but no gRPC call within 2 s (not a gRPC proxy, or a stuck one)"),
+        (_goaway(0), "an HTTP/2 server at {address} closed the connection (GOAWAY, NO_ERROR): not a gRPC proxy"),
+        (
+            _goaway(11, b"calm down\x1b[31m"),
+            "an HTTP/2 server at {address} closed the connection (GOAWAY, ENHANCE_YOUR_CALM: "
+            + repr(b"calm down\x1b[31m")
+            + "): not a gRPC proxy",
+        ),
+    ],
+    ids=["silent-after-handshake", "goaway", "goaway-with-debug-data"],
+)
+@pytest.mark.parametrize("command", ["search", "report"])
+@needs_grpc
+def test_an_http2_listener_that_never_answers_a_call_is_named_within_the_connect_timeout(
+    tmp_path, after, said, command
+):
+    """It completes the HTTP/2 handshake, then holds every call (or turns the connection away): the wait is the
+    URL's connect timeout, and one line says what answered (it used to hang until killed, then gRPC's traceback)."""
+    with _threaded_listener(_handshakes_then(after)) as port:
+        address = f"127.0.0.1:{port}"
+        url = f"grpc://{address}?connect_timeout=2"
+        argv = support.search_args(tmp_path, "s", "--storage", url) if command == "search" else ["report", "s"]
+        if command == "report":
+            argv += ["--storage", url, "--out", str(tmp_path / "runs")]
+        process = support.spawn(argv)  # a process of its own: one that hangs is killed, and the test fails
+        try:
+            output, _ = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output = process.communicate()[0]
+    assert process.returncode == 1, output
+    assert f"cannot open storage grpc://{address}: {said.format(address=address)}" in output, output
+    assert "Traceback" not in output and "\x1b" not in output and len(output.strip().splitlines()) <= 3, output
+    assert not (tmp_path / "runs").exists()
+
+
+@needs_grpc
+def test_a_proxy_that_dies_while_the_search_opens_its_study_is_named_not_grpcs_traceback(tmp_path, capsys, monkeypatch):
+    import archdsl.search.runner as runner
+
+    server, url = _serve(f"journal:{tmp_path / 'shared.journal'}")
+    open_storage = runner.open_storage
+
+    def dies_once_connected(*args, **kwargs):  # the proxy answered its first call; then its machine goes away
+        storage = open_storage(*args, **kwargs)
+        server.kill()
+        server.communicate()
+        return storage
+
+    monkeypatch.setattr(runner, "open_storage", dies_once_connected)
+    try:
+        status = main(support.search_args(tmp_path, "s", "--storage", url))
+    finally:
+        server.kill()
+    err = capsys.readouterr().err
+    assert status == 1 and f"the gRPC proxy {url} stopped answering" in err, err
+    assert "Traceback" not in err and "_InactiveRpcError" not in err

@@ -864,3 +864,49 @@ def test_a_walk_resumed_by_a_sampler_reports_the_samplers_best(tmp_path, table_f
     summary = summarize_study(study)
     means = {t.number: t.value for t in study.trials if t.state == TrialState.COMPLETE}
     assert summary.best[0].number == max(means, key=lambda n: (means[n], -n))
+
+
+def test_a_table_of_too_many_values_is_refused_before_it_is_parsed(tmp_path, capsys, monkeypatch):
+    """A file under the byte bound can still hold millions of tiny values, each an object once parsed (780,000
+    minimal designs in 64 MiB took 1.4 GB): the values are bounded first, and too many are refused unparsed."""
+    from archdsl import json_text
+    from archdsl.search.fidelity.replay import MAX_TABLE_BYTES, MAX_TABLE_VALUES
+
+    design = '{"digest":"a","layout":"","n_msa":0,"params":{},"n_params":0,"flops":0,"runs":[]}'  # 9 commas, brackets
+    designs = MAX_TABLE_VALUES // 10 + 1  # and one comma after each
+    many = tmp_path / "many.json"
+    many.write_text(
+        '{"schema":"archdsl.search-table/2","dataset":"d","base":"b","searched":["k"],"designs":['
+        + ",".join([design] * designs)
+        + "]}"
+    )
+    assert many.stat().st_size < MAX_TABLE_BYTES
+
+    def never(*args, **kwargs):
+        raise AssertionError("the table was parsed")
+
+    monkeypatch.setattr(json_text, "parse", never)
+    assert main(search_args(many, tmp_path / "runs", "bad")) == 1
+    err = capsys.readouterr().err
+    most = 10 * designs + 7  # 1 + the table's 4 commas and 3 brackets, less the comma the last design lacks
+    said = f"{many} holds up to {most:,} JSON values (its commas and brackets); a search table holds at most"
+    assert f"{said} {MAX_TABLE_VALUES:,}" in err, err
+    assert "Traceback" not in err and not (tmp_path / "runs").exists(), err
+
+
+def test_the_bound_on_a_tables_values_is_at_least_what_it_holds():
+    import json
+
+    from archdsl.json_text import most_values
+
+    for value in (0, [], {}, [1, [2, {}], {"a": []}], {"a": [1, 2, {"b": "x"}], "c": "d"}, {"s": "x,y[{"}):
+        text = json.dumps(value).encode()
+        assert most_values(text) >= len(list(_values(value))), text
+    exact = {"a": [1, 2, {"b": "x"}], "c": "d"}  # no comma or bracket in its strings: the bound is the count
+    assert most_values(json.dumps(exact).encode()) == len(list(_values(exact))) == 7
+
+
+def _values(value):
+    yield value
+    for inner in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
+        yield from _values(inner)

@@ -289,7 +289,7 @@ def test_one_copy_is_one_copy_and_running_trials_are_counted_in_the_summary():
 
 def test_a_retried_design_is_marked_as_a_retry_of_the_trial_it_repeats():
     from archdsl.search import trial_line
-    from archdsl.search._optuna_private import retry_system_attrs
+    from archdsl.search._optuna_private import FAILED_TRIAL_ATTR, RETRY_HISTORY_ATTR
 
     study = _study([0.5])
     killed = optuna.create_trial(
@@ -300,7 +300,8 @@ def test_a_retried_design_is_marked_as_a_retry_of_the_trial_it_repeats():
     killed = study.get_trials()[-1]
     retry = optuna.create_trial(
         state=TrialState.COMPLETE, value=0.7, params=killed.params, distributions=killed.distributions,
-        system_attrs=retry_system_attrs(killed), user_attrs={DIGEST_ATTR: "digest-retried"},
+        system_attrs={FAILED_TRIAL_ATTR: killed.number, RETRY_HISTORY_ATTR: [killed.number]},  # as Optuna writes them
+        user_attrs={DIGEST_ATTR: "digest-retried"},
     )  # fmt: skip
     study.add_trial(retry)
     rows = {row.number: row for row in summarize_study(study).rows}

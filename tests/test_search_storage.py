@@ -326,6 +326,35 @@ def test_a_second_retry_keeps_the_original_failed_trial_as_optuna_does(tmp_path)
     assert not any(key.startswith("archdsl:") for key in waiting.system_attrs)  # the dead worker's beat
 
 
+def test_a_database_worker_s_stale_trial_is_retried_as_cleanly_as_a_journal_one(tmp_path):
+    """On a database Optuna's heartbeat fails a stale trial and calls the storage's retry callback. The retry must
+    start without the dead run's attrs, as a journal retry does: a gRPC-proxy worker on the same database judges a
+    running trial by archdsl's beat, and would fail the retry at once by the beat and process it inherited."""
+    import copy
+
+    from archdsl.search._optuna_private import fixed_params, storage_of, trial_id
+    from archdsl.search.studies.record import CLAIM_ATTR, HOST_ATTR, PID_ATTR
+
+    options = StorageOptions(url=f"sqlite:///{tmp_path / 'study.db'}", max_retry=2)
+    study = optuna.create_study(storage=open_storage(options, tmp_path, "s"), study_name="s")
+    storage = storage_of(study)
+    with pytest.warns(UserWarning, match="Heartbeat of storage"):  # Optuna's: ask() outside optimize()
+        trial = study.ask()
+    trial.suggest_int("k_c1", 0, 1)
+    for key, value in ((HOST_ATTR, "elsewhere"), (PID_ATTR, 1), (BEAT_ATTR, time.time() - 600)):
+        storage.set_trial_system_attr(trial_id(trial), key, value)
+    trial.set_user_attr(CLAIM_ATTR, True)
+    storage.set_trial_state_values(trial_id(trial), TrialState.FAIL)  # what optuna.storages.fail_stale_trials does,
+    retry = storage.get_heartbeat_stale_trial_callback()  # then this, on a copy of the failed trial
+    retry(study, copy.deepcopy(storage.get_trial(trial_id(trial))))
+
+    (waiting,) = study.get_trials(states=(TrialState.WAITING,))
+    assert waiting.system_attrs["failed_trial"] == trial.number and waiting.params == trial.params
+    assert not any(key.startswith("archdsl:") for key in waiting.system_attrs)  # before: the dead run's beat
+    assert CLAIM_ATTR not in waiting.user_attrs  # nor its claim on the design
+    assert fixed_params(waiting) == trial.params  # the walk plans no other design for it
+
+
 def test_a_torn_last_journal_record_is_set_aside_and_every_finished_trial_kept(tmp_path, capsys):
     # Power loss or a full disk in the middle of a write leaves a final line without its newline.
     args = support.search_args(tmp_path, "torn", "--strategy", "random", "--objectives", "params", "--n-trials", "1")

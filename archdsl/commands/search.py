@@ -99,7 +99,8 @@ def _search(args: argparse.Namespace) -> int:
         say(describe_space(plan))
         say(estimate_time(plan).text())
         return 0
-    plan = plan_search(plan)
+    with proxy_answering(args.storage):  # it opens the study: a proxy that stops answering there, in one line
+        plan = plan_search(plan)
     quiet_followers(plan.ranks)
     say(plan.describe(), err=True)
     out, study_name = plan.out, plan.study_name

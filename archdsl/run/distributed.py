@@ -183,10 +183,11 @@ def current() -> Ranks | None:
 
 def leave() -> None:
     """Close the default process group, if open (at the end of a command)."""
-    if "torch.distributed" not in sys.modules:  # never opened: no need to import torch for it (a --dry-run)
+    # Never opened: no need to import torch for it (a --dry-run). Nor after Ctrl-C cut torch's import short
+    # (`torch` gone from sys.modules, some of its modules left): importing it again would fail on the half.
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or "torch" not in sys.modules:
         return
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 

@@ -181,9 +181,31 @@ def load_data(
     train_set = load_split(name, "train", root, download=download)
     rest, validation = split_validation(train_set, None if val_split is None else parse_val_split(val_split))
     if val_subset < 1:
+        _warn_if_below_one_a_class(validation, val_subset)
         validation = validation.subset(val_subset, seed=seed)
     test = load_split(name, "test", root, download=download)
     return DataContext(name=name, root=root, train_set=rest, validation=validation, test=test, train_split=train_set)
+
+
+def _warn_if_below_one_a_class(validation: ImageSet, fraction: float) -> None:
+    """A warning that says how many validation images score when `fraction` of a class is less than one image: the
+    class-stratified subset keeps one of each class even then (--val-subset 1e-9 scores on one a class)."""
+    import warnings
+
+    import numpy as np
+
+    from archdsl.errors import ArchdslWarning
+
+    _, counts = np.unique(validation.labels, return_counts=True)
+    short = sum(round(int(n) * fraction) < 1 for n in counts)
+    if short:
+        warnings.warn(
+            f"--val-subset {fraction:g} keeps less than one validation image of {short} of the {len(counts)} "
+            f"classes: each candidate is scored on {validation.subset_size(fraction)} of the {len(validation)} "
+            "validation images (at least one of each class)",
+            ArchdslWarning,
+            stacklevel=3,
+        )
 
 
 def fit_to_data(base: Arch, image_shape: tuple[int, int, int], num_classes: int) -> Arch:

@@ -51,9 +51,14 @@ OLD_TABLE_SCHEMAS = ("archdsl.search-table/1",)
 TABLE_PREFIX = "table:"  # --fidelity table:PATH or table:NAME (a built-in table)
 # The measures a run records, by objective name (params and FLOPs come from the IR).
 RECORDED = ("accuracy", "robustness", "nep", "ape", "latency")
-# A table file is read whole and parsed into objects that take 7-13 times its size in memory: one past this is
-# refused by its size before it is read (the shipped ones are ~100 KB; 1,000 designs x 5 seeds x 50 epochs: ~47 MB).
+# A table file is read whole and parsed into objects: one past this is refused by its size before it is read
+# (the shipped ones are ~100 KB; 1,000 designs x 5 seeds x 50 epochs: ~47 MB).
 MAX_TABLE_BYTES = 64 * 1024 * 1024
+# ... and one that may hold more values than this (json_text.most_values) before it is parsed. What a table takes
+# in memory goes with its values, not its bytes: parsed and checked, 180-270 bytes a value, so this bounds a load
+# to ~700 MB (780,000 minimal designs, under the byte bound, took 1.4 GB); 1,000 designs x 5 seeds x 50 epochs
+# hold 2.1 million.
+MAX_TABLE_VALUES = 2_500_000
 
 
 # What a table's numbers may be: every one finite, fractions in [0, 1], times non-negative and below
@@ -253,8 +258,17 @@ def load_replay(fidelity: str) -> Replay:
             f"{ref} is {size:,} bytes; a search table holds at most {MAX_TABLE_BYTES:,} bytes",
             hint="a table holds the designs of one space (the shipped ones are ~100 KB): is it a search table?",
         )
+    raw = path.read_bytes()
+    values = json_text.most_values(raw)
+    if values > MAX_TABLE_VALUES:
+        raise UserError(
+            f"{ref} holds up to {values:,} JSON values (its commas and brackets); a search table holds at most "
+            f"{MAX_TABLE_VALUES:,} (each takes about 250 bytes once read)",
+            hint="a table holds the designs of one space (1,000 designs x 5 seeds x 50 epochs: 2.1 million values): "
+            "is it a search table?",
+        )
     try:
-        data = json_text.parse(path.read_text(encoding="utf-8"))
+        data = json_text.parse(raw.decode("utf-8"))
     except json_text.TooDeepJSON as err:
         raise UserError(f"{ref} is not a search table: its {err}") from None
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, an integer of too many digits

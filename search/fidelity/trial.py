@@ -282,7 +282,7 @@ class TrialObjective:
         trial.set_user_attr(METRICS_ATTR, _without_history(metrics))
         self._write_trial_files(trial, arch, metrics)
         if sealed is not None:  # a complete trial's test figures, on the study: the final test alone opens them
-            seal_test(trial.study, trial.number, sealed)
+            seal_test(trial, sealed)
         values = tuple(float(metrics[o.name]) for o in self.plan.objectives)
         return values[0] if len(values) == 1 else values
 

@@ -200,7 +200,7 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         best=tuple(best),
         command=study.user_attrs.get(COMMAND_ATTR),
         copies=len(found) - len(rows),
-        held_out=read_held_out(study),
+        held_out=read_held_out(study, found),
         protocol=read_protocol(study),
         steps=read_walk_steps(study),
         cpu_seconds=spent,

@@ -1,4 +1,6 @@
-"""A study journal read line by line: which records are damaged, and a repaired journal that keeps every trial's id.
+"""A study journal read line by line: a torn last record set aside, which records are damaged, and a repaired journal
+that keeps every trial's id. Optuna (4.9-5.x) lacks all three: it appends behind a torn record, stops on a damaged
+line with a bare JSONDecodeError, AssertionError or KeyError that names no line, and repairs nothing.
 
 Optuna's journal is one JSON record per line, replayed in order; a trial's id is the number of trial
 creations before it, and every later record names its trial by that id. So a damaged change is
@@ -9,24 +11,27 @@ what is done to each kind of line).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
 import shutil
 import tempfile
+import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import optuna
 from optuna.distributions import json_to_distribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
 from archdsl import json_text
-from archdsl.errors import UserError
+from archdsl.errors import ArchdslWarning, UserError
 from archdsl.files import atomic_path
 from archdsl.search._optuna_private import JournalOperation
 from archdsl.search.studies._journal_lock import JournalLock
@@ -132,12 +137,48 @@ def record_problem(record: Any) -> str | None:
     return None
 
 
-def read_lines(path: Path) -> list[bytes]:
-    """The journal's complete lines. A last line without its newline is a write in progress (or
-    cut short): Optuna's reader skips it, and so does this."""
+def read_lines(path: Path) -> tuple[list[bytes], bytes]:
+    """The journal's complete lines, and what follows the last newline: a write in progress or cut short (a torn
+    tail), which Optuna's reader skips, and so does this."""
     with open(path, "rb") as f:
-        lines = f.read().split(b"\n")
-    return lines[:-1]  # the piece after the last newline: empty, or the unfinished record
+        *lines, tail = f.read().split(b"\n")
+    return lines, tail
+
+
+def set_aside_torn_tail(path: Path) -> int:
+    """Cut a last line that lacks its newline off `path` (appended to PATH.torn); its length.
+
+    Call it with the journal's lock held: then no other writer is in the middle of a line.
+    """
+    with open(path, "r+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return 0
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return 0
+        start = size
+        while start > 0:  # back to the newline that ends the last whole record
+            step = min(65536, start)
+            f.seek(start - step)
+            chunk = f.read(step)
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                start = start - step + cut + 1
+                break
+            start -= step
+        f.seek(start)
+        torn = f.read()
+        with open(f"{path}.torn", "ab") as aside:
+            aside.write(torn)
+        f.truncate(start)
+    warnings.warn(
+        f"the last record of {path} was cut short (an interrupted write, {len(torn)} bytes): "
+        f"it is ignored and kept in {path}.torn; every complete record is read as before",
+        ArchdslWarning,
+        stacklevel=2,
+    )
+    return len(torn)
 
 
 def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
@@ -160,15 +201,6 @@ def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
         op = record.get("op_code") if isinstance(record, dict) else None
         return None, Damage(0, problem, op if type(op) is int and op in _RECORD_FIELDS else None)
     return record, None
-
-
-def first_damage(path: Path) -> Damage | None:
-    """The first damaged line of the journal at `path`, or None."""
-    for number, line in enumerate(read_lines(path), start=1):
-        damage = decode(line)[1]
-        if damage is not None:
-            return dataclasses.replace(damage, line=number)
-    return None
 
 
 def check_holds_records(path: Path, *, hint: str) -> None:
@@ -194,10 +226,11 @@ def check_holds_records(path: Path, *, hint: str) -> None:
 def damage_error(path: Path, err: Exception) -> UserError | None:
     """The UserError for a journal Optuna could not read (`err`): the first damaged line named.
     None if every line is a sound record (then `err` is not the file's fault)."""
-    damage = first_damage(path)
+    decoded = [decode(line) for line in read_lines(path)[0]]
+    damage = next((replace(d, line=n) for n, (_, d) in enumerate(decoded, start=1) if d is not None), None)
     if damage is None:
         return None
-    if not any(decode(line)[0] is not None for line in read_lines(path)):
+    if all(record is None for record, _ in decoded):
         return UserError(
             f"{path} is not an Optuna journal file ({damage.describe()})",
             hint="give --storage journal:PATH of a study.journal written by `archdsl search`",
@@ -226,7 +259,7 @@ def repair_records(path: Path) -> Repair:
     check_holds_records(path, hint="give the study's journal, OUT/STUDY/study.journal; nothing was changed")
     entries: list[Entry] = []
     actions: dict[int, list[str]] = {}
-    lines = read_lines(path)
+    lines, torn_tail = read_lines(path)
     for number, line in enumerate(lines, start=1):
         record, damage = decode(line)
         if damage is None:
@@ -254,8 +287,6 @@ def repair_records(path: Path) -> Repair:
         if kept:  # records glued together (a newline lost, or a torn record before them)
             actions.setdefault(number, []).append(f"{kept} complete record(s) on the line kept")
     records = _resolve_unknown(entries, actions)
-    with open(path, "rb") as f:
-        torn_tail = f.seek(0, 2) > 0 and f.seek(-1, 2) >= 0 and f.read(1) != b"\n"
     if actions and torn_tail:  # no damage alone (Optuna's reader skips it), but not in the repaired journal
         actions[len(lines) + 1] = ["the last record, cut short (an interrupted write), dropped"]
     return Repair(records=records, actions=[f"line {n}: {a}" for n in sorted(actions) for a in _counted(actions[n])])
@@ -391,24 +422,21 @@ def _only_study(studies: int, number: int) -> int:
     return 0
 
 
-def replay(path: Path) -> list[Any]:
-    """Every study of the journal at `path` and its trials, as Optuna reads them (raises what Optuna raises)."""
-    from optuna.storages import JournalStorage
-    from optuna.storages.journal import JournalFileBackend
-
+def readable_trials(path: Path) -> int:
+    """How many trials Optuna reads from the journal at `path`, in all its studies (raises what Optuna raises)."""
     storage = JournalStorage(JournalFileBackend(str(path)))
-    return [(s.study_name, storage.get_all_trials(s._study_id)) for s in storage.get_all_studies()]
+    return sum(s.n_trials for s in optuna.get_all_study_summaries(storage, include_best_trial=False))
 
 
 def write_repaired(path: Path, repair: Repair) -> Path:
     """Write the repaired journal at `path`, under the journal's lock (no worker writes meanwhile),
     once Optuna reads it whole; the original is kept as PATH.damaged (.2, .3 if taken), returned."""
-    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in repair.records).encode("utf-8")
     with tempfile.TemporaryDirectory() as scratch:
         trial = Path(scratch) / "study.journal"
-        trial.write_bytes(text)
+        JournalFileBackend(str(trial)).append_logs(repair.records)  # each record written as Optuna writes it
+        text = trial.read_bytes()
         try:
-            replay(trial)
+            readable_trials(trial)
         except Exception as err:  # a damage this module does not understand: leave the journal as it was
             raise UserError(
                 f"cannot repair {path}: the repaired journal is still unreadable ({type(err).__name__}: {err})",
@@ -455,7 +483,7 @@ def repair_journal(path: str | os.PathLike[str]) -> JournalRepair:
     if not repair.actions:
         return JournalRepair(path, actions=[])
     kept = write_repaired(path, repair)
-    return JournalRepair(path, list(repair.actions), kept=kept, trials=sum(len(found) for _, found in replay(path)))
+    return JournalRepair(path, list(repair.actions), kept=kept, trials=readable_trials(path))
 
 
 def _unused(path: Path) -> Path:

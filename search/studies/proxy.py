@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import errno
-import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,8 +67,7 @@ def start_proxy(backend_url: str, host: str, port: int, threads: int = DEFAULT_T
             f"cannot serve {backend_url}: it is a proxy already",
             hint="give the storage the proxy stands in front of: postgresql://... or journal:PATH",
         )
-    os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # gRPC's C core logs bind failures too: ours say it once
-    require_grpc("cannot serve a storage: the gRPC server")
+    require_grpc("cannot serve a storage: the gRPC server")  # (gRPC's own logs off: ours say it once)
     import grpc
 
     _check_bindable(host, port)

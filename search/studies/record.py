@@ -21,6 +21,8 @@ of values, never mixed, and counts once towards --n-trials.
 
 The test figures a trial measures are sealed on the study (`seal_test`), never on the trial, where nothing
 that chooses reads them; the final test alone opens them (`open_test`, `archdsl.search.report.final_test`).
+A seal names its trial and design, and every reading checks it (`checked_figures`): it is a study attr that
+anyone who can write the storage can write.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from archdsl.errors import visible
+from archdsl.search._optuna_private import storage_of, trial_id
 from archdsl.search.fidelity.budget import Budget
 from archdsl.search.seed_stats import Standing
 
@@ -93,6 +97,7 @@ HOST_ATTR = "archdsl:host"
 PID_ATTR = "archdsl:pid"
 BEAT_ATTR = "archdsl:heartbeat"  # time.time() of the worker's last beat
 REPAIRED_ATTR = "archdsl:repaired"  # a trial whose creation record `archdsl study repair` rebuilt
+SEALED_MARK = "archdsl:sealed"  # the trial sealed its test figures on the study (`seal_test`): none is a figure
 
 # -- the study's user attrs ----------------------------------------------------------------------
 OBJECTIVES_ATTR = "objectives"  # the objectives' names, comma-separated (the study's metric names too)
@@ -451,7 +456,9 @@ def search_ended(found: Iterable[FrozenTrial]) -> bool:
 
 class HeldOutFigures(BaseModel):
     """Test top-1 on paired seeds, held out of every choice: what one trial sealed (`seal_test`), or a chosen
-    design's figures over every seed it was measured on, opened by the final test (`open_test`)."""
+    design's figures over every seed it was measured on, opened by the final test (`open_test`). Either says
+    whose it is (`trial`, `digest`): a study attr anyone who can write the storage can write, it is checked
+    when read (`checked_figures`), and one that does not check is never a figure."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -460,56 +467,114 @@ class HeldOutFigures(BaseModel):
     indices: list[int] = []  # the paired seed index of each seed
     source: Literal["trained", "table"] = "trained"
     note: str = ""
+    # Whose: the trial that sealed them (a seal) or the design's first trial (opened figures), and the design's
+    # digest. None in the records of an archdsl that did not write them (those do not check).
+    trial: int | None = None
+    digest: str | None = None
 
 
-def seal_test(study: optuna.Study, number: int, figures: HeldOutFigures) -> None:
-    """Seal the test figures trial `number` measured on the study, where nothing that chooses reads them."""
-    study.set_user_attr(f"{SEALED_ATTR_PREFIX}{number}", figures.model_dump())
+class DamagedFigures(ValueError):
+    """Held-out figures that do not check (`checked_figures`); the message says what is wrong with them."""
+
+
+def checked_figures(value: object, number: int, digest: str | None) -> HeldOutFigures | None:
+    """The held-out figures a study attr holds (`value`) for trial `number` of design `digest`, checked: None
+    when it holds none, a DamagedFigures unless they are trial `number`'s, of that design, with as many seeds
+    as seed indices and a finite fraction for each seed (or none at all: `note` says why). The note is made
+    safe to print: it is text from the storage, as every other."""
+    if value is None:  # never written, or removed
+        return None
+    try:
+        figures = HeldOutFigures.model_validate(value)
+    except ValidationError:
+        raise DamagedFigures("not a record of test figures") from None
+    seeds, indices, accuracy = figures.seeds, figures.indices, figures.accuracy
+    if figures.trial is None:
+        raise DamagedFigures("they name no trial (sealed by an earlier archdsl, or edited)")
+    if figures.trial != number:
+        raise DamagedFigures(f"they are trial {figures.trial}'s")
+    if figures.digest != digest:
+        raise DamagedFigures("they name another design")
+    if len(seeds) != len(indices):
+        raise DamagedFigures(f"{_count(len(seeds), 'seed')} but {_count(len(indices), 'seed index', 'seed indices')}")
+    if len(set(indices)) != len(indices):
+        raise DamagedFigures("a seed index twice")
+    if accuracy and len(accuracy) != len(seeds):
+        raise DamagedFigures(f"{_count(len(accuracy), 'figure')} for {_count(len(seeds), 'seed')}")
+    outside = next((v for v in accuracy if not 0 <= v <= 1), None)  # NaN is no fraction either
+    if outside is not None:
+        raise DamagedFigures(f"an accuracy of {outside:g}, not a fraction in [0, 1]")
+    return figures.model_copy(update={"note": visible(figures.note)})
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or f'{one}s'}"
+
+
+def seal_test(trial: optuna.Trial, figures: HeldOutFigures) -> None:
+    """Seal the test figures `trial` measured on its study, where nothing that chooses reads them, stamped with
+    whose they are (the trial, its design); the trial keeps a mark that it sealed them (`SEALED_MARK`), so
+    that a seal removed from the study is told from one never written."""
+    whose = figures.model_copy(update={"trial": trial.number, "digest": trial.user_attrs.get(DIGEST_ATTR)})
+    trial.study.set_user_attr(f"{SEALED_ATTR_PREFIX}{trial.number}", whose.model_dump())
+    storage_of(trial.study).set_trial_system_attr(trial_id(trial), SEALED_MARK, True)
 
 
 def open_test(study: optuna.Study, number: int, design_trials: Iterable[FrozenTrial]) -> HeldOutFigures:
     """Open the seals of a chosen design's complete trials (`number`: its first trial) and store its test figures
     on every seed index measured, pooled as its validation values are (`seed_values_by_design`: the first trial
-    of an index counts), on the study: the figures the report shows, labelled `NOT_USED`."""
-    sealed = _figures(study, SEALED_ATTR_PREFIX)
+    of an index counts), on the study: the figures the report shows, labelled `NOT_USED`. Each seal is checked
+    (`checked_figures`): a damaged or missing one leaves the design without figures, and the note names it."""
+    design = sorted((t for t in design_trials if t.state == TrialState.COMPLETE), key=lambda t: t.number)
     seeds: dict[int, int] = {}
     values: dict[int, float] = {}
     source: Literal["trained", "table"] = "trained"
-    notes: list[str] = []
-    for t in sorted(design_trials, key=lambda t: t.number):
-        seal = sealed.get(t.number)
-        if t.state != TrialState.COMPLETE or seal is None:
+    notes: list[str] = []  # why there are no figures, the gravest first
+    for t in design:
+        try:
+            seal = checked_figures(study.user_attrs.get(f"{SEALED_ATTR_PREFIX}{t.number}"), t.number, digest_of(t))
+        except DamagedFigures as err:
+            notes.insert(0, f"the sealed test figures of trial {t.number} are damaged ({err}): none shown")
+            continue
+        if seal is None:
+            if t.system_attrs.get(SEALED_MARK):
+                notes.insert(0, f"the seal of trial {t.number} is missing (removed from the study): none shown")
+            else:
+                notes.append("no sealed test figures (its trials ran before trials sealed them)")
             continue
         source, notes = seal.source, [*notes, *([seal.note] if seal.note else [])]
         for position, index in enumerate(seal.indices):
             seeds.setdefault(index, seal.seeds[position])
-            if position < len(seal.accuracy):
+            if seal.accuracy:
                 values.setdefault(index, seal.accuracy[position])
     indices = sorted(seeds)
     whole = indices and not notes and all(i in values for i in indices)
     note = "" if whole else (notes or ["no sealed test figures (its trials ran before trials sealed them)"])[0]
     figures = HeldOutFigures(
         seeds=[seeds[i] for i in indices], accuracy=[values[i] for i in indices] if whole else [], indices=indices,
-        source=source, note=note,
+        source=source, note=note, trial=number, digest=digest_of(design[0]) if design else None,
     )  # fmt: skip
     study.set_user_attr(f"{TEST_ATTR_PREFIX}{number}", figures.model_dump())
     return figures
 
 
-def read_held_out(study: optuna.Study) -> dict[int, HeldOutFigures]:
-    """Trial number -> its design's test figures, as the final test opened them on `study`."""
-    return _figures(study, TEST_ATTR_PREFIX)
-
-
-def _figures(study: optuna.Study, prefix: str) -> dict[int, HeldOutFigures]:
-    """Trial number -> the figures of each study attr `<prefix><number>` (a record that does not read is left
-    out: the storage may be another version's)."""
-    found: dict[int, HeldOutFigures] = {}
+def read_held_out(study: optuna.Study, found: Iterable[FrozenTrial] | None = None) -> dict[int, HeldOutFigures]:
+    """Trial number -> its design's test figures, as the final test opened them on `study` (`found`: its trials,
+    when the caller has them), each checked (`checked_figures`): damaged ones are figures without accuracy
+    whose note names the trial."""
+    digests = {t.number: digest_of(t) for t in (trials(study) if found is None else found)}
+    opened: dict[int, HeldOutFigures] = {}
     for key, value in study.user_attrs.items():
-        number = key[len(prefix) :]
-        if key.startswith(prefix) and number.isdigit():
-            try:
-                found[int(number)] = HeldOutFigures.model_validate(value)
-            except ValidationError:
-                continue
-    return found
+        number = key[len(TEST_ATTR_PREFIX) :]
+        if not key.startswith(TEST_ATTR_PREFIX) or not number.isdecimal():  # int() reads these
+            continue
+        try:
+            if int(number) not in digests:
+                raise DamagedFigures("the study has no such trial")
+            figures = checked_figures(value, int(number), digests[int(number)])
+        except DamagedFigures as err:
+            note = f"the test figures opened for trial {number} are damaged ({err}): none shown"
+            figures = HeldOutFigures(seeds=[], accuracy=[], note=note)
+        if figures is not None:
+            opened[int(number)] = figures
+    return opened

@@ -6,7 +6,8 @@ resuming and several workers".
 
 from __future__ import annotations
 
-import json
+import copy
+import functools
 import os
 import socket
 import threading
@@ -23,16 +24,16 @@ from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrial
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
-from archdsl.errors import ArchdslWarning, UserError, install_extra
+from archdsl.errors import UserError, install_extra
 from archdsl.files import ensure_dir
-from archdsl.search._optuna_private import (
-    RETRY_HISTORY_ATTR,
-    heartbeat_enabled,
-    retry_system_attrs,
-    storage_of,
-    trial_id,
+from archdsl.search._optuna_private import FIXED_PARAMS_ATTR, heartbeat_enabled, storage_of, trial_id
+from archdsl.search.studies._grpc_probe import Probe
+from archdsl.search.studies._journal_check import (
+    check_holds_records,
+    damage_error,
+    record_problem,
+    set_aside_torn_tail,
 )
-from archdsl.search.studies._journal_check import check_holds_records, damage_error, record_problem
 from archdsl.search.studies._journal_lock import JournalLock
 from archdsl.search.studies.record import (
     BEAT_ATTR,
@@ -127,81 +128,40 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
 
 
 class JournalFile(JournalFileBackend):
-    """Optuna's journal file that never writes after a torn record: Optuna's reader skips a last line cut
-    short, but its next append would glue a record onto it and make every later read fail. So each append
-    (Optuna's, done here under the same hold of the lock) first moves a torn tail to PATH.torn."""
+    """Optuna's journal file, with what it lacks: a record Optuna cannot replay is named by its line (Optuna trusts
+    each record's fields: an AssertionError for an unknown op code, a KeyError for a missing name), and nothing is
+    appended to a torn record (Optuna's reader skips a last line cut short, but its next append would glue a record
+    onto it and make every later read fail)."""
 
     def __init__(self, file_path: str) -> None:
-        self._path = file_path  # our own copy: Optuna's attribute for it is private
-        self._write_lock = JournalLock(file_path)  # Optuna's default lock, a stale one refused; kept at hand
-        super().__init__(file_path, lock_obj=self._write_lock)
-
-    def append_logs(self, logs: list[dict[str, Any]]) -> None:
-        self._write_lock.acquire()
-        try:
-            set_aside_torn_tail(Path(self._path))
-            text = "\n".join(json.dumps(log, separators=(",", ":")) for log in logs) + "\n"
-            with open(self._path, "ab") as f:
-                f.write(text.encode("utf-8"))
-                f.flush()
-                os.fsync(f.fileno())
-        finally:
-            self._write_lock.release()
+        self._path = Path(file_path)  # our own copy: Optuna's attribute for it is private
+        super().__init__(file_path, lock_obj=_TornTailLock(file_path))
 
     def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
-        # Optuna replays each record trusting its fields (an AssertionError for an unknown op
-        # code, a KeyError for a missing name): each is checked first, and named by its line.
         try:
-            yield from self._checked_logs(log_number_from)
-        except RecursionError as err:  # Optuna's json.loads met a record nested too deep
-            raise damage_error(Path(self._path), err) or UserError(
-                f"{self._path}: a record nests deeper than a JSON reader follows"
+            for record in super().read_logs(log_number_from):
+                problem = record_problem(record)
+                if problem is not None:
+                    raise ValueError(problem)
+                yield record
+        except (ValueError, RecursionError) as err:  # a damaged line, or one nested deeper than json.loads follows
+            raise damage_error(self._path, err) or UserError(
+                f"{self._path}: a record Optuna cannot read ({err})"
             ) from None
 
-    def _checked_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
-        for number, record in enumerate(super().read_logs(log_number_from), start=log_number_from):
-            problem = record_problem(record)
-            if problem is not None:  # named as every damaged line is, with the way to repair it
-                raise damage_error(Path(self._path), ValueError(problem)) or UserError(
-                    f"{self._path}: record {number + 1}: not a record Optuna can read: {problem}"
-                )
-            yield record
 
+class _TornTailLock(JournalLock):
+    """The journal's lock, which once held (no other writer is in the middle of a line then) moves a torn last
+    record to PATH.torn, so that Optuna's append that follows starts on a line of its own."""
 
-def set_aside_torn_tail(path: Path) -> int:
-    """Cut a last line that lacks its newline off `path` (appended to PATH.torn); its length.
-
-    Call it with the journal's lock held: then no other writer is in the middle of a line.
-    """
-    with open(path, "r+b") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return 0
-        start = size
-        while start > 0:  # back to the newline that ends the last whole record
-            step = min(65536, start)
-            f.seek(start - step)
-            chunk = f.read(step)
-            cut = chunk.rfind(b"\n")
-            if cut >= 0:
-                start = start - step + cut + 1
-                break
-            start -= step
-        f.seek(start)
-        torn = f.read()
-        with open(f"{path}.torn", "ab") as aside:
-            aside.write(torn)
-        f.truncate(start)
-    warnings.warn(
-        f"the last record of {path} was cut short (an interrupted write, {len(torn)} bytes): "
-        f"it is ignored and kept in {path}.torn; every complete record is read as before",
-        ArchdslWarning,
-        stacklevel=2,
-    )
-    return len(torn)
+    def acquire(self) -> bool:
+        super().acquire()
+        try:
+            set_aside_torn_tail(Path(self._target))
+        except BaseException:
+            self.release()
+            raise
+        return True
 
 
 def _connect_args(url: str) -> dict[str, Any]:
@@ -275,27 +235,36 @@ def grpc_address(url: str) -> GrpcAddress:
 
 
 def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
-    """A client of the proxy at `address`, once the proxy answers (a UserError if it does not in time)."""
+    """A client of the proxy at `address`, once the proxy has answered a call (a UserError naming what answered
+    if it does not within the URL's connect timeout, the probe and the call together)."""
     require_grpc(f"storage grpc://{address}: the gRPC client")
+    import grpc
     from optuna.storages import GrpcStorageProxy
 
-    _check_listening(address)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the proxy experimental
-        proxy = GrpcStorageProxy(host=address.host, port=address.port)
+    from archdsl.search._optuna_private import ask_grpc_storage
+
+    deadline = time.monotonic() + address.connect_timeout
+    found = _check_listening(address)
+    # Optuna's own calls wait as long as it takes: a listener that completes the HTTP/2 handshake and then
+    # holds every call would hold the worker for ever. One call first, within what is left of the timeout.
     try:
         _while_interruptible(
-            lambda: proxy.wait_server_ready(timeout=address.connect_timeout), f"while connecting to {address}"
+            lambda: ask_grpc_storage(address.host, address.port, max(deadline - time.monotonic(), 0.1)),
+            f"while connecting to {address}",
         )
-    except ConnectionError:
-        proxy.close()
-        raise _no_answer(address) from None
-    return proxy
+    except grpc.RpcError as err:
+        raise _no_call_answer(address, found, err) from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the proxy experimental
+        return GrpcStorageProxy(host=address.host, port=address.port)
 
 
 def require_grpc(what: str) -> None:
     """A UserError, `WHAT (the missing module) is not installed`, unless gRPC and the protobuf its messages
     need import (Optuna imports them lazily: a missing one would fail at the first call)."""
+    # gRPC's C core logs what it meets (a GOAWAY, a failed bind) on stderr, raw: archdsl's messages say it
+    # once. Read when gRPC starts, so set before its first import.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     try:
         import grpc  # noqa: F401
         from google import protobuf  # noqa: F401
@@ -309,6 +278,27 @@ def _no_answer(address: GrpcAddress) -> UserError:
         f"cannot open storage grpc://{address}: no answer from {address} within {address.connect_timeout:g} s",
         hint=f"{_START_THE_PROXY}; a slow network can wait longer with ?connect_timeout=SECONDS",
     )
+
+
+def _no_call_answer(address: GrpcAddress, found: Probe | None, err: Exception) -> UserError:
+    """What the first call's failure (`err`, a grpc.RpcError) says of what listens at `address` (`found`: what the
+    probe saw, None when it could not connect)."""
+    import grpc
+
+    code = err.code() if isinstance(err, grpc.Call) else None
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED and found is not None:  # it connected: something holds the calls
+        said = (
+            f"{found.describe(str(address))}, but no gRPC call within {address.connect_timeout:g} s "
+            "(not a gRPC proxy, or a stuck one)"
+        )
+    elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return _no_answer(address)
+    elif code == grpc.StatusCode.UNIMPLEMENTED:
+        said = f"a gRPC server answers at {address}, but not Optuna's storage proxy (it does not know its calls)"
+    else:
+        details = err.details() if isinstance(err, grpc.Call) else None
+        said = f"the first gRPC call to {address} failed ({code.name if code else 'no status'}: {details or '?'})"
+    return UserError(f"cannot open storage grpc://{address}: {said}", hint=_START_THE_PROXY)
 
 
 T = TypeVar("T")
@@ -330,6 +320,8 @@ def proxy_answering(url: str | None) -> Iterator[None]:
 
     try:
         yield
+    except UserError:  # it says what is wrong already (a study the proxy does not hold: its NOT_FOUND in the chain)
+        raise
     except Exception as err:
         # Optuna's call may meet the dead proxy inside its own error handling and fail there (its
         # `_run_trial` then raises an UnboundLocalError whose context is gRPC's error): any error that
@@ -363,10 +355,12 @@ _START_THE_PROXY = (
 )
 
 
-def _check_listening(address: GrpcAddress) -> None:
+def _check_listening(address: GrpcAddress) -> Probe | None:
     """A UserError at once when no gRPC proxy answers at `address`: the connection refused (nothing listens on
-    the port), closed at once, answered by an HTTP server or by something else, or not answered in time. gRPC
-    itself would retry until the timeout and then say only that there was no answer."""
+    the port), closed at once, turned away (an HTTP/2 GOAWAY), answered by an HTTP server or by something else,
+    or not answered in time. gRPC itself would retry until the timeout and then say only that there was no
+    answer. What answered (an HTTP/2 server, which the first call tells further), or None when no connection
+    was made (no route, a name that does not resolve, no connection in time: the first call's wait says it)."""
     from archdsl.search.studies._grpc_probe import Answer, probe
 
     try:
@@ -379,12 +373,13 @@ def _check_listening(address: GrpcAddress) -> None:
             f"cannot open storage grpc://{address}: {address} refused the connection (nothing listens there)",
             hint=_START_THE_PROXY,
         ) from None
-    except OSError:  # no connection in time, no route, a name that does not resolve: gRPC's own wait says it
-        return
+    except OSError:
+        return None
     if found.answer is Answer.SILENT:
         raise _no_answer(address)
     if found.answer is not Answer.HTTP2:
         raise UserError(f"cannot open storage grpc://{address}: {found.describe(str(address))}", hint=_START_THE_PROXY)
+    return found
 
 
 def _while_interruptible(work: Callable[[], T], doing: str) -> T:
@@ -430,7 +425,7 @@ def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:
                     engine_kwargs={"connect_args": _connect_args(url), "pool_pre_ping": True},
                     heartbeat_interval=options.heartbeat_interval,
                     grace_period=options.grace_period,
-                    heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=options.max_retry),
+                    heartbeat_stale_trial_callback=functools.partial(requeue, max_retry=options.max_retry),
                 )
         except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
             # Workers started together on an empty database race to create Optuna's tables:
@@ -515,7 +510,9 @@ class WorkerHeartbeat:
 def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]:
     """Fail (and re-queue) RUNNING trials whose worker is gone; returns their numbers.
 
-    RDB storages do this themselves through Optuna's heartbeat; this covers the journal.
+    Optuna's `optuna.storages.fail_stale_trials` does this for RDB storages only (its heartbeat is RDBStorage's), by
+    the beat's age alone; this covers the journal and the gRPC proxy, and a trial whose process is gone from this
+    host is failed at once.
     """
     storage = storage_of(study)
     if heartbeat_enabled(storage):
@@ -544,22 +541,18 @@ def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]
 
 
 def requeue(study: optuna.Study, trial: FrozenTrial, max_retry: int) -> None:
-    """Queue a fresh copy of a trial whose worker died (what Optuna's retry callback does for
-    RDB storages), without the dead run's heartbeat and outcome attrs."""
-    retry = retry_system_attrs(trial)
-    if len(retry[RETRY_HISTORY_ATTR]) > max_retry:
-        return
-    system_attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith("archdsl:")}
-    system_attrs.update(retry)
-    study.add_trial(
-        optuna.create_trial(
-            state=TrialState.WAITING,
-            params=trial.params,
-            distributions=trial.distributions,
-            user_attrs={k: v for k, v in trial.user_attrs.items() if k not in RUN_ATTRS},
-            system_attrs=system_attrs,
-        )
-    )
+    """Queue a fresh copy of a trial whose worker died (or that stopped the search) by Optuna's own retry callback
+    (`failed_trial`, `retry_history`, at most `max_retry` retries), given the trial without the dead run's heartbeat
+    and outcome attrs and with its parameters as `fixed_params` (the walk plans no other design for it). RDB
+    storages call it from Optuna's heartbeat, so that a retry starts as clean there as on the journal."""
+    fresh = copy.deepcopy(trial)  # Optuna's callback appends to the trial's own retry_history
+    fresh.system_attrs = {k: v for k, v in fresh.system_attrs.items() if not k.startswith("archdsl:")} | {
+        FIXED_PARAMS_ATTR: dict(trial.params)
+    }
+    fresh.user_attrs = {k: v for k, v in fresh.user_attrs.items() if k not in RUN_ATTRS}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the callback experimental
+        RetryHeartbeatStaleTrialCallback(max_retry=max_retry)(study, fresh)
 
 
 def _pid_alive(pid: int) -> bool:
