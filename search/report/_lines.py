@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import optuna
 from optuna.trial import FrozenTrial
 
 from archdsl.search.report._checklist import checklist_line
+from archdsl.search.report._retrain import retrain_text
 from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
@@ -61,9 +64,10 @@ def progress_text(progress: StudyProgress) -> str:
     return f"[{progress.done}/{progress.total}{eta}]"
 
 
-def summary_text(summary: StudySummary) -> str:
-    """A few lines for the terminal: the build-up walk's verdicts, the trial counts, the best designs and the
-    designs still moving at the top of the ladder."""
+def summary_text(summary: StudySummary, spec_files: Mapping[int, str] | None = None) -> str:
+    """A few lines for the terminal: the build-up walk's verdicts, the trial counts, the best designs (with the
+    command that retrains each as its trial trained, where `spec_files` names its .arch file by trial number), the
+    designs still moving at the top of the ladder, and the checklist's line."""
     lines = [f"build-up: {step_text(summary, step)}" for step in summary.steps]
     lines.append(
         f"study {summary.name}: {len(summary.rows)} trials ({summary.count('COMPLETE')} complete, "
@@ -81,6 +85,8 @@ def summary_text(summary: StudySummary) -> str:
         if ties:
             lines.append(f"    {ties}")
         lines.append(f"    {held_out_text(summary.held_out.get(row.number))}")
+        command = retrain_text(summary, row, (spec_files or {}).get(row.number))
+        lines += [f"    retrain: {command}"] if command else []
     lines += [f"  {_moving_text(summary, step)}" for step in moving_steps(summary)]
     checklist = checklist_line(summary)
     return "\n".join([*lines, *([f"  {checklist}"] if checklist else [])])

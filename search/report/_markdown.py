@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from archdsl.search.report._checklist import CHECKLIST, checklist_items
 from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE
+from archdsl.search.report._retrain import retrain_note, retrain_text
 from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
@@ -26,8 +27,15 @@ from archdsl.search.seed_stats import INTERVAL_LEVEL, KEEP_LEVEL
 from archdsl.search.studies.record import NOT_USED
 
 
-def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: dict[int, str]) -> str:
-    """report.md of a study: the best designs with their specs, the plots, and a table of every trial."""
+def markdown(
+    summary: StudySummary,
+    figure_files: dict[str, str],
+    best_files: dict[int, str],
+    spec_paths: dict[int, str] | None = None,
+) -> str:
+    """report.md of a study: the best designs with their specs (`best_files`: their links from the report;
+    `spec_paths`: their paths as written, which the retrain commands name), its ties, the build-up walk, the
+    checklist, the plots, and a table of every trial."""
     objs = ", ".join(f"{o.name} ({o.direction})" for o in summary.objectives)
     total = sum(r.seconds or 0.0 for r in summary.rows)
     lines = [
@@ -42,7 +50,7 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     ]
     if summary.command:
         lines += [f"- reproduce: `{summary.command}`"]
-    lines += _best_lines(summary, best_files)
+    lines += _best_lines(summary, best_files, spec_paths or {})
     lines += _ties_lines(summary)
     lines += _buildup_lines(summary)
     lines += _checklist_lines(summary)
@@ -52,8 +60,8 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     return "\n".join(lines) + "\n"
 
 
-def _best_lines(summary: StudySummary, best_files: dict[int, str]) -> list[str]:
-    """The best designs (or the Pareto front), each with its values, seeds, layout and spec."""
+def _best_lines(summary: StudySummary, best_files: dict[int, str], spec_paths: dict[int, str]) -> list[str]:
+    """The best designs (or the Pareto front), each with its values, seeds, layout, spec and retrain command."""
     lines = ["", "## Best designs" if len(summary.objectives) == 1 else "## Pareto front", ""]
     if not summary.best:
         lines += ["No trial has completed yet.", ""]
@@ -71,6 +79,13 @@ def _best_lines(summary: StudySummary, best_files: dict[int, str]) -> list[str]:
             lines += [f"Spec: `{best_files[row.number]}`", ""]
         if row.spec:
             lines += ["```arch", row.spec.rstrip(), "```", ""]
+        command = retrain_text(summary, row, spec_paths.get(row.number))
+        if command:
+            lines += [
+                f"Retrain it as its trial trained it (the same data, validation images, recipe, budget and seed; "
+                f"{retrain_note(summary, row)}): `{command}`",
+                "",
+            ]
     return lines
 
 
