@@ -221,13 +221,7 @@ def run_search(
     if study is None:
         study = open_study(plan)
         check_same_space(study, space)
-    deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
-    walker = None
-    if settings.strategy == "buildup":
-        walker = PlannedSampler(
-            space, plan.objectives[0], 0, plan.walk_rules, wait=lambda s: fail_stale_trials(s, plan.storage),
-            deadline=deadline,
-        )  # fmt: skip
+    walker = _walker(plan)
     sampler = walker or make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
     pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
@@ -238,11 +232,7 @@ def run_search(
     before = _finished(study)
 
     if settings.seed_endpoints:
-        taken = {digest_of(t) for t in trials(study)}
-        for endpoint in space.endpoints():
-            if space.arch_from_params(endpoint.params).digest() not in taken:
-                study.enqueue_trial(endpoint.params, user_attrs={ENDPOINT_ATTR: endpoint.name}, skip_if_exists=True)
-
+        _queue_endpoints(study, space)
     leaders = None
     if walker is None and plan.max_seeds > plan.fidelity.seeds and [o.name for o in plan.objectives] == ["accuracy"]:
         leaders = _Leaders(plan.max_seeds, plan.objectives[0].direction == "maximize")
@@ -273,6 +263,25 @@ def run_search(
         stale_failed=stale,
         exhausted=exhausted,
     )
+
+
+def _walker(plan: SearchPlan) -> PlannedSampler | None:
+    """The build-up walk's sampler (None for the samplers'), taking a design anyway past --timeout."""
+    if plan.settings.strategy != "buildup":
+        return None
+    deadline = None if plan.settings.timeout is None else time.monotonic() + plan.settings.timeout
+    return PlannedSampler(
+        plan.space, plan.objectives[0], 0, plan.walk_rules, wait=lambda s: fail_stale_trials(s, plan.storage),
+        deadline=deadline,
+    )  # fmt: skip
+
+
+def _queue_endpoints(study: optuna.Study, space: Space) -> None:
+    """--seed-endpoints: the space's endpoints the study lacks, queued first."""
+    taken = {digest_of(t) for t in trials(study)}
+    for endpoint in space.endpoints():
+        if space.arch_from_params(endpoint.params).digest() not in taken:
+            study.enqueue_trial(endpoint.params, user_attrs={ENDPOINT_ATTR: endpoint.name}, skip_if_exists=True)
 
 
 def _finished(study: optuna.Study) -> int:

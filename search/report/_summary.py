@@ -144,7 +144,8 @@ class StudySummary:
         """The row that shows design (and budget) `key`: its first complete trial, else its last trial."""
         found = [row for row in self.rows if row.design_key == key]
         firsts = [row for row in found if row.pooled_seeds is not None]
-        return (firsts or found[-1:] or [None])[0]
+        shown = firsts or found[-1:]
+        return shown[0] if shown else None
 
     def count(self, state: str) -> int:
         return sum(r.state == state for r in self.rows)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 def protocol(plan: SearchPlan) -> Protocol:
     """How the study of `plan` trains and scores its trials (the data's counts from its loaded splits)."""
     s, fidelity, data = plan.settings, plan.fidelity, plan.data
-    counts = {}
+    counts: dict[str, int | None] = {}
     if data is not None:
         counts = {
             "train_images": len(data.train_set),
@@ -42,8 +42,8 @@ def protocol(plan: SearchPlan) -> Protocol:
     trained = Protocol(
         dataset=s.dataset, data_root=s.data_root, seed=s.seed, seeds=fidelity.seeds, max_seeds=plan.max_seeds,
         training_seeds=training_seeds(plan), budgets=list(plan.rungs), recipe=fidelity.recipe,
-        train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize, **counts,
-    )  # fmt: skip
+        train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize,
+    ).model_copy(update=counts)  # fmt: skip
     if plan.replay is None:
         return trained
     table = plan.replay.table  # its runs were trained as its own fidelity says, on its machine
