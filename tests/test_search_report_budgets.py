@@ -132,3 +132,15 @@ def test_a_trial_line_names_a_raised_budget():
     raised, first = study.trials[3], study.trials[1]
     assert "at 2 epochs on 86 images (100 %)" in trial_line(study, raised)
     assert " at " not in trial_line(study, first)  # the first budget: as every trial without a ladder
+
+
+def test_the_trials_csv_names_each_trials_budget():
+    import csv
+    import io
+
+    from archdsl.search import trials_csv
+
+    rows = list(csv.DictReader(io.StringIO(trials_csv(summarize_study(_laddered_study())))))
+    assert [row["budget"] for row in rows[:4]] == ["1 epoch on 86 images (100 %)"] * 2 + [
+        "2 epochs on 86 images (100 %)"
+    ] * 2
