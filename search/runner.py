@@ -221,7 +221,7 @@ def run_search(
     if study is None:
         study = open_study(plan)
         check_same_space(study, space)
-    walker = _walker(plan)
+    walker = _buildup_sampler(plan)
     sampler = walker or make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
     pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
@@ -265,7 +265,7 @@ def run_search(
     )
 
 
-def _walker(plan: SearchPlan) -> PlannedSampler | None:
+def _buildup_sampler(plan: SearchPlan) -> PlannedSampler | None:
     """The build-up walk's sampler (None for the samplers'), taking a design anyway past --timeout."""
     if plan.settings.strategy != "buildup":
         return None

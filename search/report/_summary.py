@@ -381,6 +381,7 @@ def standings_text(summary: StudySummary, step: RecordedStep) -> str:
 
 
 def verdict_text(step: RecordedStep) -> str:
+    """`kept` or `rejected`."""
     return "kept" if step.accepted else "rejected"
 
 
