@@ -24,6 +24,7 @@ from archdsl.search._optuna_private import storage_of
 from archdsl.search.fidelity.replay import is_replay, make_objective
 from archdsl.search.fidelity.trial import TrialFailed
 from archdsl.search.space import ParamValue, Space
+from archdsl.search.studies.for_report import record_protocol, record_random_pick, record_walk
 from archdsl.search.studies.naming import REPLAY_SUFFIX
 from archdsl.search.studies.record import (
     BASE_ATTR,
@@ -38,7 +39,6 @@ from archdsl.search.studies.record import (
     SEED_INDICES_ATTR,
     SEEDS_ATTR,
     STRATEGY_ATTR,
-    WALK_END_ATTR,
     claimed_seed_indices,
     design_seed_values,
     digest_of,
@@ -221,27 +221,18 @@ def run_search(
     if study is None:
         study = open_study(plan)
         check_same_space(study, space)
-    deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
-    walker = None
-    if settings.strategy == "buildup":
-        walker = PlannedSampler(
-            space, plan.objectives[0], 0, plan.walk_rules, wait=lambda s: fail_stale_trials(s, plan.storage),
-            deadline=deadline,
-        )  # fmt: skip
+    walker = _buildup_sampler(plan)
     sampler = walker or make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
     pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
     study = optuna.load_study(study_name=plan.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
     stale = fail_stale_trials(study, plan.storage)
+    record_protocol(study, plan)  # how every trial trains and is scored: the report's checklist reads it
     objective = make_objective(plan)  # trained, or replayed from a table
     before = _finished(study)
 
     if settings.seed_endpoints:
-        taken = {digest_of(t) for t in trials(study)}
-        for endpoint in space.endpoints():
-            if space.arch_from_params(endpoint.params).digest() not in taken:
-                study.enqueue_trial(endpoint.params, user_attrs={ENDPOINT_ATTR: endpoint.name}, skip_if_exists=True)
-
+        _queue_endpoints(study, space)
     leaders = None
     if walker is None and plan.max_seeds > plan.fidelity.seeds and [o.name for o in plan.objectives] == ["accuracy"]:
         leaders = _Leaders(plan.max_seeds, plan.objectives[0].direction == "maximize")
@@ -261,8 +252,9 @@ def run_search(
     walk = None
     if walker is not None:  # the walk the last trial saw, when it saw the walk done; else where it stands now
         walk = walker.latest if walker.latest is not None and walker.latest.next is None else walker.walk(study)
-    if walk is not None and walk.answer is not None:  # where the report reads it
-        study.set_user_attr(WALK_END_ATTR, space.arch_from_params(walk.answer).digest())
+    if walk is not None:  # where the report reads it
+        record_walk(study, space, walk)
+    record_random_pick(study, plan)
     exhausted = space.n_designs() if _finished(study) < settings.n_trials and _exhausted(study, space) else None
     return SearchOutcome(
         study=study,
@@ -271,6 +263,25 @@ def run_search(
         stale_failed=stale,
         exhausted=exhausted,
     )
+
+
+def _buildup_sampler(plan: SearchPlan) -> PlannedSampler | None:
+    """The build-up walk's sampler (None for the samplers'), taking a design anyway past --timeout."""
+    if plan.settings.strategy != "buildup":
+        return None
+    deadline = None if plan.settings.timeout is None else time.monotonic() + plan.settings.timeout
+    return PlannedSampler(
+        plan.space, plan.objectives[0], 0, plan.walk_rules, wait=lambda s: fail_stale_trials(s, plan.storage),
+        deadline=deadline,
+    )  # fmt: skip
+
+
+def _queue_endpoints(study: optuna.Study, space: Space) -> None:
+    """--seed-endpoints: the space's endpoints the study lacks, queued first."""
+    taken = {digest_of(t) for t in trials(study)}
+    for endpoint in space.endpoints():
+        if space.arch_from_params(endpoint.params).digest() not in taken:
+            study.enqueue_trial(endpoint.params, user_attrs={ENDPOINT_ATTR: endpoint.name}, skip_if_exists=True)
 
 
 def _finished(study: optuna.Study) -> int:

@@ -158,3 +158,9 @@ def test_a_trained_search_raises_the_budget_and_reports_where_each_verdict_settl
     assert rungs == {0, 1}  # every verdict at two budgets: 1 epoch, then 2
     out = capsys.readouterr().out
     assert "build-up: base" in out and " at 2 epochs on " in out
+
+
+def test_a_budget_says_one_epoch_and_its_images():
+    assert Budget(1, 1.0).text(86) == "1 epoch on 86 images (100 %)"
+    assert Budget(8, 0.1).text(55_000) == "8 epochs on 5,500 images (10 %)"
+    assert Budget(2, 0.4).text() == "2 epochs on 40 %"

@@ -128,11 +128,6 @@ def _search(args: argparse.Namespace) -> int:
     assert result.outcome is not None and result.study is not None, "rank 0 (or a worker alone) has its study"
     for remark in result.remarks:
         say(remark, err=True)
-    if result.outcome.buildup is not None:
-        from archdsl.search import step_text
-
-        for step in result.outcome.buildup.steps:
-            say(f"build-up: {step_text(step, plan.rungs, plan.train_images)}")
     if result.simulated_seconds is not None:
         say(f"simulated time: {result.simulated_seconds:.0f} s of training and measuring, one worker")
 

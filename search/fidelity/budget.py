@@ -29,8 +29,16 @@ class Budget:
         """`8 epochs on 10 %` (with the images, where known: `8 epochs on 5,400 images (10 %)`)."""
         share = f"{100 * self.subset:.3g} %"
         if train_images is None:
-            return f"{self.epochs} epochs on {share}"
-        return f"{self.epochs} epochs on {round(train_images * self.subset):,} images ({share})"
+            return f"{self.epochs_text()} on {share}"
+        return f"{self.epochs_text()} on {self.images(train_images):,} images ({share})"
+
+    def epochs_text(self) -> str:
+        """`1 epoch`, `8 epochs`."""
+        return f"{self.epochs} epoch{'' if self.epochs == 1 else 's'}"
+
+    def images(self, train_images: int) -> int:
+        """The training images this budget trains on, of `train_images` (its class-stratified subset)."""
+        return round(train_images * self.subset)
 
 
 def ladder(fidelity: Fidelity, train_images: int, classes: int) -> tuple[Budget, ...]:

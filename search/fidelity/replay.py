@@ -32,6 +32,7 @@ from archdsl.search.objectives import Cost, Objective
 from archdsl.search.seed_stats import SeedStatistics, mean_and_stderr
 from archdsl.search.space import ParamValue, Space, layout_text
 from archdsl.search.studies.record import (
+    CPU_SECONDS_ATTR,
     NO_TABLE_FIGURES,
     SIM_SECONDS_ATTR,
     TABLE_SEED_ATTR,
@@ -106,6 +107,7 @@ class TableRun(BaseModel):
     # whatever else the machine was doing (the shipped table was made beside other work).
     train_cpu_seconds: Seconds | None = None
     measure_cpu_seconds: Seconds | None = None
+    test_cpu_seconds: Seconds | None = None  # scoring the trained model on the test split once
 
     @property
     def accuracy(self) -> float:
@@ -121,6 +123,17 @@ class TableRun(BaseModel):
     def measure_time(self) -> float:
         """The simulated clock's measuring time (as `train_time`)."""
         return self.measure_seconds if self.measure_cpu_seconds is None else self.measure_cpu_seconds
+
+    def accuracy_after(self, epochs: int) -> float:
+        """The run's validation accuracy after `epochs` (its final one when they are all)."""
+        return self.curve[epochs - 1].val_acc if epochs < len(self.curve) else self.val_acc
+
+    def cpu_seconds(self, epochs: int) -> float | None:
+        """The CPU a trained trial spends on this run: training `epochs` of its curve (that share of the run's
+        training CPU), then scoring the test split once; None where the table records either as wall time only."""
+        if self.train_cpu_seconds is None or self.test_cpu_seconds is None:
+            return None
+        return min(1.0, epochs / len(self.curve)) * self.train_cpu_seconds + self.test_cpu_seconds
 
 
 class TableDesign(BaseModel):
@@ -435,15 +448,16 @@ class _ReplayedDesign:
         for n, point in enumerate(curve, start=1):
             # The run's training time (set-up included) shared out by the epochs' own times.
             share = point.seconds / total if total > 0 else 1 / len(run.curve)
-            self.clock.add(run.train_time * share)
+            self.clock.add(run.train_time * share, _times(run.train_cpu_seconds, share))
             on_epoch(n, point.val_acc)
+        self.clock.add(0.0, run.test_cpu_seconds)  # trained, its model is scored once on the test split
         history = [_validation_only(p) for p in curve]
-        first = measure.Trained(model=None, accuracy=_accuracy(run, epochs), history=history, sealed=self._tested())
+        first = measure.Trained(model=None, accuracy=run.accuracy_after(epochs), history=history, sealed=self._tested())
         if len(self.runs) == 1:
             return first
         for other in self.runs[1:]:  # trained one after another on a worker
-            self.clock.add(other.train_time * min(1.0, epochs / len(other.curve)))
-        per_seed = tuple(_accuracy(r, min(self.epochs, len(r.curve))) for r in self.runs)
+            self.clock.add(other.train_time * min(1.0, epochs / len(other.curve)), other.cpu_seconds(epochs))
+        per_seed = tuple(r.accuracy_after(min(self.epochs, len(r.curve))) for r in self.runs)
         return dataclasses.replace(first, accuracy=mean_and_stderr(per_seed)[0], seed_accuracies=per_seed)
 
     def _tested(self) -> HeldOutFigures:
@@ -457,7 +471,7 @@ class _ReplayedDesign:
         )
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
-        self.clock.add(self.run.measure_time)
+        self.clock.add(self.run.measure_time, self.run.measure_cpu_seconds)
         return {name: getattr(self.run, name) for name in names}
 
     def close(self) -> None:
@@ -474,23 +488,27 @@ def _validation_only(point: CurvePoint) -> dict[str, Any]:
     return point.model_dump(exclude={"test_acc", "test_nll"})
 
 
-def _accuracy(run: TableRun, epochs: int) -> float:
-    """The run's validation accuracy after `epochs` (its final one when they are all)."""
-    return run.curve[epochs - 1].val_acc if epochs < len(run.curve) else run.val_acc
+def _times(seconds: float | None, share: float) -> float | None:
+    return None if seconds is None else seconds * share
 
 
 class _Clock:
-    """A trial's simulated time, written to the trial when it ends (finished, pruned or failed)."""
+    """A trial's simulated time and the CPU its runs recorded (None once a part of them is known as wall time
+    only), written to the trial when it ends (finished, pruned or failed)."""
 
     def __init__(self, trial: optuna.Trial) -> None:
         self.trial = trial
         self.seconds = 0.0
+        self.cpu: float | None = 0.0
 
-    def add(self, seconds: float) -> None:
+    def add(self, seconds: float, cpu: float | None) -> None:
         self.seconds += seconds
+        self.cpu = None if self.cpu is None or cpu is None else self.cpu + cpu
 
     def stop(self) -> None:
         self.trial.set_user_attr(SIM_SECONDS_ATTR, self.seconds)
+        if self.cpu is not None:  # the table's CPU: what training these runs took (the trained search's own count)
+            self.trial.set_user_attr(CPU_SECONDS_ATTR, self.cpu)
 
 
 def make_objective(plan: SearchPlan) -> TrialObjective:

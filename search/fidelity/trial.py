@@ -34,6 +34,7 @@ from archdsl.search.space import layout_text
 from archdsl.search.studies.record import (
     CLAIM_ATTR,
     COPY_ATTR,
+    CPU_SECONDS_ATTR,
     DIGEST_ATTR,
     DIR_ATTR,
     FAIL_REASON_ATTR,
@@ -203,10 +204,13 @@ class TrialObjective:
 
     def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
         answers = self.measurer.start(trial, arch, self.plan)
+        started = time.process_time()  # every thread of this process: torch's intra-op threads are the trial's
         try:
             return self._staged(trial, arch, answers)
         finally:
             answers.close()
+            if self.plan.replay is None:  # a replayed trial's CPU is its table runs' (replay.Replaying)
+                trial.set_user_attr(CPU_SECONDS_ATTR, time.process_time() - started)
 
     def _staged(self, trial: optuna.Trial, arch: Arch, answers: DesignAnswers) -> float | tuple[float, ...]:
         """The stages of the module's docstring, whatever answers them (training or a table)."""

@@ -18,7 +18,8 @@ def trials_csv(summary: StudySummary) -> str:
     """Every trial as CSV (like `optuna trials -f table`): one column per objective and per parameter, and
     with --seeds N > 1 each paired seed's accuracy (`;`-separated), the standard error of their mean and its
     95 % t-interval, which trials are the best and tied with it; once the search has ended, the chosen
-    designs' test figures (measured after the search, not used for selection)."""
+    designs' test figures (measured after the search, not used for selection); where the build-up walk climbs a
+    ladder of budgets, the budget each trial trained at."""
     param_names = list(dict.fromkeys(name for row in summary.rows for name in row.params))
     paired = [key for key in (SEED_VALUES_KEY, STDERR_KEY) if any(key in row.metrics for row in summary.rows)]
     intervals = INTERVAL_COLUMNS if paired and "accuracy" in {o.name for o in summary.objectives} else ()
@@ -36,6 +37,7 @@ def trials_csv(summary: StudySummary) -> str:
         "layout",
         *param_names,
         "step",
+        *(("budget",) if summary.laddered else ()),
         "seconds",
         "note",
     ]
@@ -57,6 +59,7 @@ def trials_csv(summary: StudySummary) -> str:
                 row.layout or "",
                 *[row.params.get(name, "") for name in param_names],
                 row.step or "",
+                *((summary.budget_text(row.rung),) if summary.laddered else ()),
                 "" if row.seconds is None else f"{row.seconds:.1f}",
                 row.note,
             ]

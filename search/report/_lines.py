@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 import optuna
 from optuna.trial import FrozenTrial
 
+from archdsl.search.report._checklist import checklist_line
+from archdsl.search.report._retrain import retrain_text
 from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
@@ -14,21 +16,22 @@ from archdsl.search.report._summary import (
     design_text,
     duration_text,
     held_out_text,
+    moving_steps,
     objective_values_text,
+    step_row,
+    step_value_text,
     study_objectives,
     ties_text,
     trial_row,
+    verdict_text,
 )
 from archdsl.search.runner import StudyProgress
-from archdsl.search.studies.record import COPY_ATTR, is_copy
-
-if TYPE_CHECKING:
-    from archdsl.search.fidelity.budget import Budget
-    from archdsl.search.walk.buildup import Step
+from archdsl.search.studies.record import COPY_ATTR, RecordedStep, is_copy, read_protocol, rung_of
 
 
 def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
-    """`trial 3 COMPLETE accuracy=0.52  c1:CC c2:CM c3:CCCC  (14 s)`, with the reason of a failure."""
+    """`trial 3 COMPLETE accuracy=0.52  c1:CC c2:CM c3:CCCC  (14 s)`, with the budget where the walk raised it
+    (`... c3:CCCC at 2 epochs on 86 images (100 %)  (14 s)`) and the reason of a failure."""
     if is_copy(trial):
         return f"trial {trial.number} drew trial {trial.user_attrs[COPY_ATTR]}'s design: not counted, drawing again"
     row = trial_row(trial)
@@ -39,9 +42,20 @@ def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
         values = " ".join(f"{n}={v:.4g}{mark}" for n, v in zip(names, row.values, strict=False))
     simulated = "simulated " if row.simulated else ""
     seconds = f"({simulated}{duration_text(row.seconds)})" if row.seconds is not None else ""
-    parts = [f"trial {row.number} {row.state}", values, f" {design_text(row)} ", seconds]
+    parts = [f"trial {row.number} {row.state}", values, f" {design_text(row)}{_raised(study, trial)} ", seconds]
     line = " ".join(p for p in parts if p)
     return f"{line}  ({row.note})" if row.note else line
+
+
+def _raised(study: optuna.Study, trial: FrozenTrial) -> str:
+    """` at 2 epochs on 86 images (100 %)` for a trial at a raised budget (the study's protocol says which)."""
+    rung = rung_of(trial)
+    if rung == 0:
+        return ""
+    protocol = read_protocol(study)
+    if protocol is None or rung >= len(protocol.budgets):
+        return f" at budget rung {rung}"
+    return f" at {protocol.budgets[rung].text(protocol.train_images)}"
 
 
 def progress_text(progress: StudyProgress) -> str:
@@ -50,34 +64,49 @@ def progress_text(progress: StudyProgress) -> str:
     return f"[{progress.done}/{progress.total}{eta}]"
 
 
-def summary_text(summary: StudySummary) -> str:
-    """A few lines for the terminal: the trial counts and the best designs."""
-    lines = [
+def summary_text(summary: StudySummary, spec_files: Mapping[int, str] | None = None) -> str:
+    """A few lines for the terminal: the build-up walk's verdicts, the trial counts, the best designs (with the
+    command that retrains each as its trial trained, where `spec_files` names its .arch file by trial number), the
+    designs still moving at the top of the ladder, and the checklist's line."""
+    lines = [f"build-up: {step_text(summary, step)}" for step in summary.steps]
+    lines.append(
         f"study {summary.name}: {len(summary.rows)} trials ({summary.count('COMPLETE')} complete, "
         f"{summary.count('PRUNED')} pruned, {summary.count('FAIL')} failed"
         # trials other workers are measuring (or will): the rows count them, so the parts add up
         + "".join(f", {summary.count(s)} {s.lower()}" for s in ("RUNNING", "WAITING") if summary.count(s))
         + ")"
         + (f"; {copies_text(summary.copies)} drawn again" if summary.copies else "")
-    ]
+    )
     for row in summary.best:
         values = objective_values_text(summary, row)
-        lines.append(f"  best: trial {row.number} ({row.n_msa} MSA) {values}  {design_text(row)}")
+        budget = f"  at {summary.budget_text(row.rung)}" if summary.laddered else ""
+        lines.append(f"  best: trial {row.number} ({row.n_msa} MSA) {values}  {design_text(row)}{budget}")
         ties = ties_text(summary)
         if ties:
             lines.append(f"    {ties}")
         lines.append(f"    {held_out_text(summary.held_out.get(row.number))}")
-    return "\n".join(lines)
+        command = retrain_text(summary, row, (spec_files or {}).get(row.number))
+        lines += [f"    retrain: {command}"] if command else []
+    lines += [f"  {_moving_text(summary, step)}" for step in moving_steps(summary)]
+    checklist = checklist_line(summary)
+    return "\n".join([*lines, *([f"  {checklist}"] if checklist else [])])
 
 
-def step_text(step: Step, budgets: tuple[Budget, ...], train_images: int | None = None) -> str:
-    """A build-up verdict on one line: its step, value and verdict, and where the walk raises budgets the budget
-    it settled at, with a word where it was still moving at the top of the ladder."""
-    verdict = "kept" if step.accepted else "rejected"
-    value = step.state.lower() if step.value is None else f"{step.value:.4g}"
-    line = f"{step.label:<16} {value:>8}  {verdict}"
-    if len(budgets) > 1:
-        line += f" at {budgets[step.rung].text(train_images)}"
-        if step.moving:
-            line += " (still moving at the last budget: train longer to be sure)"
+def step_text(summary: StudySummary, step: RecordedStep) -> str:
+    """A build-up verdict on one line: its step, design, value and verdict, and where the walk climbs a ladder of
+    budgets the budget it settled at, marked where it was still moving at the top of the ladder."""
+    row = step_row(summary, step)
+    layout = f"{row.layout}  " if row is not None and row.layout else ""
+    line = f"{step.step:<16} {layout}{step_value_text(summary, step, interval=False):>14}  {verdict_text(step)}"
+    if summary.laddered:
+        line += f" at {summary.budget_text(step.rung)}" + (" (still moving)" if step.moving else "")
     return line
+
+
+def _moving_text(summary: StudySummary, step: RecordedStep) -> str:
+    row = step_row(summary, step)
+    design = f" ({row.layout})" if row is not None and row.layout else ""
+    return (
+        f"train longer to be sure: {step.step}{design} was still moving at {summary.budget_text(step.rung)}, the "
+        "last budget (its standing changed, or its gap closed beyond the noise, at the last step up)"
+    )

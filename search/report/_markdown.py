@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from archdsl.search.report._checklist import CHECKLIST, checklist_items
 from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE
+from archdsl.search.report._retrain import retrain_note, retrain_text
 from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
@@ -13,15 +15,27 @@ from archdsl.search.report._summary import (
     estimate_text,
     held_out_text,
     held_out_value_text,
+    moving_steps,
     objective_values_text,
+    standings_text,
+    step_row,
+    step_value_text,
     ties_text,
+    verdict_text,
 )
 from archdsl.search.seed_stats import INTERVAL_LEVEL, KEEP_LEVEL
 from archdsl.search.studies.record import NOT_USED
 
 
-def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: dict[int, str]) -> str:
-    """report.md of a study: the best designs with their specs, the plots, and a table of every trial."""
+def markdown(
+    summary: StudySummary,
+    figure_files: dict[str, str],
+    best_files: dict[int, str],
+    spec_paths: dict[int, str] | None = None,
+) -> str:
+    """report.md of a study: the best designs with their specs (`best_files`: their links from the report;
+    `spec_paths`: their paths as written, which the retrain commands name), its ties, the build-up walk, the
+    checklist, the plots, and a table of every trial."""
     objs = ", ".join(f"{o.name} ({o.direction})" for o in summary.objectives)
     total = sum(r.seconds or 0.0 for r in summary.rows)
     lines = [
@@ -36,21 +50,28 @@ def markdown(summary: StudySummary, figure_files: dict[str, str], best_files: di
     ]
     if summary.command:
         lines += [f"- reproduce: `{summary.command}`"]
-    lines += _best_lines(summary, best_files)
+    lines += _best_lines(summary, best_files, spec_paths or {})
     lines += _ties_lines(summary)
+    lines += _buildup_lines(summary)
+    lines += _checklist_lines(summary)
     lines += _plot_lines(summary, figure_files)
     lines += _trial_table_lines(summary)
     lines += ["", "All trials as CSV: `trials.csv` (also `archdsl report STUDY --csv`)."]
     return "\n".join(lines) + "\n"
 
 
-def _best_lines(summary: StudySummary, best_files: dict[int, str]) -> list[str]:
-    """The best designs (or the Pareto front), each with its values, seeds, layout and spec."""
+def _best_lines(summary: StudySummary, best_files: dict[int, str], spec_paths: dict[int, str]) -> list[str]:
+    """The best designs (or the Pareto front), each with its values, seeds, layout, spec and retrain command."""
     lines = ["", "## Best designs" if len(summary.objectives) == 1 else "## Pareto front", ""]
     if not summary.best:
         lines += ["No trial has completed yet.", ""]
     for row in summary.best:
         lines += [f"### Trial {row.number} ({row.n_msa} MSA): {objective_values_text(summary, row, ' = ')}", ""]
+        if summary.laddered:
+            lines += [
+                f"Measured at {summary.budget_text(row.rung)}, the budget the walk's last verdict settled at.",
+                "",
+            ]
         lines += _seeds_lines(summary, row)
         if row.layout:
             lines += [f"Layout: `{row.layout}`", ""]
@@ -58,6 +79,13 @@ def _best_lines(summary: StudySummary, best_files: dict[int, str]) -> list[str]:
             lines += [f"Spec: `{best_files[row.number]}`", ""]
         if row.spec:
             lines += ["```arch", row.spec.rstrip(), "```", ""]
+        command = retrain_text(summary, row, spec_paths.get(row.number))
+        if command:
+            lines += [
+                f"Retrain it as its trial trained it (the same data, validation images, recipe, budget and seed; "
+                f"{retrain_note(summary, row)}): `{command}`",
+                "",
+            ]
     return lines
 
 
@@ -91,7 +119,8 @@ def _trial_table_lines(summary: StudySummary) -> list[str]:
     for row in summary.rows:
         mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
         shown = [_fmt(v) + mark for v in row.values] if row.values else ["" for _ in summary.objectives]
-        note = " ".join(p for p in (row.step or "", row.note) if p).replace("|", "/").replace("\n", " ")
+        budget = f"at {summary.budget_label(row.rung)}" if row.rung else ""  # a raised budget
+        note = " ".join(p for p in (row.step or "", budget, row.note) if p).replace("|", "/").replace("\n", " ")
         cells = [
             str(row.number),
             row.state,
@@ -146,6 +175,66 @@ def _ties_lines(summary: StudySummary) -> list[str]:
         cells = [str(row.number), str(row.n_msa), f"`{design_text(row)}`", estimate_text(seeds) if seeds else "", test]
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
+
+
+def _buildup_lines(summary: StudySummary) -> list[str]:
+    """The build-up walk's verdicts, each at the budget it settled at, and those still moving at the top of the
+    ladder."""
+    if not summary.steps:
+        return []
+    lines = [
+        "## Build-up walk",
+        "",
+        "Each verdict compares the design with the one it would replace (the design kept before it) on the paired "
+        f"seeds, and keeps it only where it is better beyond the noise (one-sided, {KEEP_LEVEL:.0%})"
+        + (
+            "; where no budget was measured for the data, a verdict is measured again one budget up until it holds "
+            "between two budgets in a row, or up to the last budget."
+            if summary.laddered
+            else "."
+        ),
+        "",
+    ]
+    header = ["step", "design", "validation accuracy", "verdict", "budget"]
+    header += ["standing at each budget"] if summary.laddered else []
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for step in summary.steps:
+        row = step_row(summary, step)
+        verdict = verdict_text(step) + (" (still moving: train longer to be sure)" if step.moving else "")
+        cells = [step.step, f"`{row.layout}`" if row is not None and row.layout else "", step_value_text(summary, step)]
+        cells += [verdict, summary.budget_text(step.rung)]
+        cells += [standings_text(summary, step)] if summary.laddered else []
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, "", *_moving_lines(summary)]
+
+
+def _moving_lines(summary: StudySummary) -> list[str]:
+    """The verdicts still moving at the top of the ladder, by design: train those longer to be sure."""
+    if not summary.laddered:
+        return []
+    moving = moving_steps(summary)
+    if not moving:
+        return ["Every verdict held between the last two budgets it was measured at.", ""]
+    lines = [
+        "**Train longer to be sure.** These verdicts were still moving at the last budget: the design's standing "
+        "against the one it would replace changed, or their gap closed beyond the noise, at the last step up, so "
+        "a longer training may decide otherwise:",
+        "",
+    ]
+    for step in moving:
+        row = step_row(summary, step)
+        design = f" `{row.layout}`" if row is not None and row.layout else ""
+        lines.append(f"- {step.step}{design}: {verdict_text(step)}; {standings_text(summary, step)}.")
+    return [*lines, ""]
+
+
+def _checklist_lines(summary: StudySummary) -> list[str]:
+    """The field's checklist for the run, answered (`_checklist`)."""
+    items = checklist_items(summary)
+    if not items:
+        return []
+    lines = ["## Checklist", "", f"What the field's checklist asks of a search ({CHECKLIST}), for this one:", ""]
+    return [*lines, *(f"- **{what}**: {how}." for what, how in items), ""]
 
 
 def _capital(text: str) -> str:

@@ -33,11 +33,19 @@ from archdsl.search.studies.record import (
     STRATEGY_ATTR,
     WALK_END_ATTR,
     HeldOutFigures,
+    Protocol,
+    RandomPick,
+    RecordedStep,
+    cpu_seconds,
     design_key,
     first_trials,
     is_copy,
     pareto_front,
     read_held_out,
+    read_protocol,
+    read_random_pick,
+    read_walk_steps,
+    rung_of,
     seed_values,
     seed_values_by_design,
     trials,
@@ -64,6 +72,7 @@ class TrialRow:
     simulated: bool = False  # `seconds` is a replayed trial's simulated time (archdsl.search.fidelity.replay)
     step: str | None = None  # a build-up trial's step: `base`, `+1 MSA in c3`
     digest: str | None = None  # the design's (Arch.digest)
+    rung: int = 0  # the budget rung it trained at (record.rung_of: 0, the first budget, unless the walk raised it)
     # A design's first trial: its values on every seed index measured, its own and a race's extra-seed
     # trials' (record.seed_values_by_design), by index; None: the trial's own values.
     pooled_seeds: tuple[float, ...] | None = None
@@ -74,8 +83,10 @@ class TrialRow:
 
     @property
     def design_key(self) -> str:
-        """One key per design: its digest (a trial recorded without one is a design of its own)."""
-        return self.digest or f"trial {self.number}"
+        """One key per design and budget, as `record.design_key` names it: its digest, `@rung` above the first
+        budget (a trial recorded without a digest is a design of its own)."""
+        key = self.digest or f"trial {self.number}"
+        return key if self.rung == 0 else f"{key}@{self.rung}"
 
     own_seeds: tuple[float, ...] = ()  # the trial's own values by seed index (a complete trial's)
 
@@ -103,6 +114,38 @@ class StudySummary:
     # Trial number -> its design's test figures, measured after the search (archdsl.search.report.final_test):
     # for the report only; nothing above was chosen with them.
     held_out: dict[int, HeldOutFigures] = field(default_factory=dict)
+    protocol: Protocol | None = None  # how every trial trained and was scored (None: a study from before it)
+    steps: tuple[RecordedStep, ...] = ()  # the build-up walk's verdicts, as the runner's end recorded them
+    cpu_seconds: float = 0.0  # the CPU of the trials that recorded theirs (record.cpu_seconds)
+    cpu_unknown: int = 0  # ... and the measured trials that recorded none
+    random_pick: RandomPick | None = None  # a replayed study's: random designs within its CPU, from the table
+
+    def budget_text(self, rung: int) -> str:
+        """`2 epochs on 86 images (100 %)`: budget rung `rung` as the study's protocol records it."""
+        budgets = self.protocol.budgets if self.protocol is not None else []
+        if rung < len(budgets):
+            return budgets[rung].text(self.protocol.train_images if self.protocol is not None else None)
+        return f"budget rung {rung}"
+
+    def budget_label(self, rung: int) -> str:
+        """Budget rung `rung` in the fewest words that tell the ladder's budgets apart: `2 epochs` where every
+        budget trains on the same images, else as `budget_text`."""
+        budgets = self.protocol.budgets if self.protocol is not None else []
+        if rung < len(budgets) and all(b.subset == budgets[0].subset for b in budgets):
+            return budgets[rung].epochs_text()
+        return self.budget_text(rung)
+
+    @property
+    def laddered(self) -> bool:
+        """Whether the study's walk climbs a ladder of budgets (its verdicts settle at one of several)."""
+        return self.protocol is not None and len(self.protocol.budgets) > 1
+
+    def row_of(self, key: str) -> TrialRow | None:
+        """The row that shows design (and budget) `key`: its first complete trial, else its last trial."""
+        found = [row for row in self.rows if row.design_key == key]
+        firsts = [row for row in found if row.pooled_seeds is not None]
+        shown = firsts or found[-1:]
+        return shown[0] if shown else None
 
     def count(self, state: str) -> int:
         return sum(r.state == state for r in self.rows)
@@ -149,6 +192,7 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         for number in sorted(_best_numbers(study, objectives, rows, firsts)):
             if by_number[number].design_key not in {r.design_key for r in best}:
                 best.append(by_number[number])
+    spent, unknown = cpu_seconds(found)
     summary = StudySummary(
         name=study.study_name,
         objectives=objectives,
@@ -158,6 +202,11 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         command=study.user_attrs.get(COMMAND_ATTR),
         copies=len(found) - len(rows),
         held_out=read_held_out(study, found),
+        protocol=read_protocol(study),
+        steps=read_walk_steps(study),
+        cpu_seconds=spent,
+        cpu_unknown=unknown,
+        random_pick=read_random_pick(study),
     )
     return dataclasses.replace(summary, ties=_ties(summary))
 
@@ -175,19 +224,27 @@ def _best_numbers(
     walk_end = study.user_attrs.get(WALK_END_ATTR) if study.user_attrs.get(STRATEGY_ATTR) == "buildup" else None
     if walk_end in firsts:
         return [firsts[walk_end].number]
-    candidates = [r for r in rows if r.number in {t.number for t in firsts.values()} and r.values]
+    candidates = _at_one_budget([r for r in rows if r.number in {t.number for t in firsts.values()} and r.values])
     if objectives[0].name == "accuracy" and any(r.pooled_seeds for r in candidates):
         return [max((r for r in candidates if r.pooled_seeds), key=lambda r: (fmean(r.seed_values), -r.number)).number]
     sign = 1.0 if objectives[0].direction == "maximize" else -1.0
     return [max(candidates, key=lambda r: (sign * (r.values or (0.0,))[0], -r.number)).number] if candidates else []
 
 
+def _at_one_budget(candidates: list[TrialRow]) -> list[TrialRow]:
+    """The candidates at the budget most of them were measured at (the higher one of two as common): values at
+    two budgets are never compared."""
+    rungs = [row.rung for row in candidates]
+    return [row for row in candidates if row.rung == max(set(rungs), key=lambda r: (rungs.count(r), r))]
+
+
 def _ties(summary: StudySummary) -> tuple[TrialRow, ...]:
-    """The designs tied with the one best design within the noise, each by its first complete trial."""
+    """The designs tied with the one best design within the noise at its budget, each by its first complete trial
+    there."""
     if not summary.ties_apply:
         return ()
     best = summary.best[0]
-    firsts = {row.number: row for row in summary.rows if row.pooled_seeds is not None}
+    firsts = {row.number: row for row in summary.rows if row.pooled_seeds is not None and row.rung == best.rung}
     others = {n: row.seed_values for n, row in firsts.items() if row.design_key != best.design_key}
     return tuple(firsts[n] for n in tied_with(best.seed_values, others, summary.objectives[0]))
 
@@ -228,6 +285,7 @@ def trial_row(t: FrozenTrial, pooled: dict[int, float] | None = None) -> TrialRo
         step=attrs.get(BUILDUP_STEP_ATTR),
         simulated=simulated,
         digest=attrs.get(DIGEST_ATTR),
+        rung=rung_of(t),
         pooled_seeds=None if pooled is None else tuple(v for _, v in sorted(pooled.items())),
         own_seeds=tuple(seed_values(t).values()),
     )
@@ -296,3 +354,37 @@ def ties_text(summary: StudySummary) -> str | None:
     # each tie's mean over every seed it was measured on (pooled over its race's trials), as the best's is
     tied = ", ".join(f"trial {row.number} ({fmean(row.seed_values):.4g})" for row in summary.ties if row.seed_values)
     return f"tied within the noise: {tied or 'none'}"
+
+
+def step_row(summary: StudySummary, step: RecordedStep) -> TrialRow | None:
+    """The row of a build-up verdict's design at the budget it settled at (any row of the design, else)."""
+    return summary.row_of(step.key) or next((r for r in summary.rows if r.digest == step.digest), None)
+
+
+def step_value_text(summary: StudySummary, step: RecordedStep, *, interval: bool = True) -> str:
+    """A verdict's value at its budget: the design's mean over its paired seeds there with its interval
+    (`estimate_text`; without `interval`, `0.705 ± 0.064`), or its state where it has none (`pruned`)."""
+    if step.value is None:
+        return "failed" if step.state == "FAIL" else step.state.lower()
+    row = summary.row_of(step.key)
+    found = summary.accuracy_estimate(row) if row is not None else None
+    if found is None:
+        return f"{step.value:.4g}"
+    if interval:
+        return estimate_text(found)
+    return f"{found.mean:.4g}" + (f" ± {found.half_width:.2g}" if found.half_width is not None else "")
+
+
+def standings_text(summary: StudySummary, step: RecordedStep) -> str:
+    """`tied at 1 epoch, better at 2 epochs`: where a verdict's design stood against the incumbent at each budget."""
+    return ", ".join(f"{where} at {summary.budget_label(rung)}" for rung, where in step.standings)
+
+
+def verdict_text(step: RecordedStep) -> str:
+    """`kept` or `rejected`."""
+    return "kept" if step.accepted else "rejected"
+
+
+def moving_steps(summary: StudySummary) -> tuple[RecordedStep, ...]:
+    """The verdicts still moving at the top of the ladder: their designs need more training to be sure."""
+    return tuple(step for step in summary.steps if step.moving)

@@ -1,8 +1,9 @@
 """The test set's figures of the chosen designs, opened once, at the end of a search.
 
 A search chooses on validation images only; each trial seals its test figures on the study (`record.seal_test`).
-The last worker out opens the seals of the report's best designs and those tied with them (`record.open_test`),
-labelled as not used for selection; no design is trained again (docs/search.md: "sealed until the search ends").
+The last worker out opens the seals of the report's best designs and those tied with them, each at its budget
+(`record.open_test`), labelled as not used for selection; no design is trained again (docs/search.md: "sealed
+until the search ends").
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 import optuna
 
 from archdsl.search.report._summary import TrialRow, summarize_study
-from archdsl.search.studies.record import HeldOutFigures, digest_of, open_test, search_ended, trials
+from archdsl.search.studies.record import HeldOutFigures, design_key, open_test, search_ended, trials
 
 
 def designs_to_test(study: optuna.Study) -> tuple[TrialRow, ...]:
@@ -35,7 +36,8 @@ def run_final_test(
     if on_start is not None:
         on_start(rows)
     found = trials(study)
+    # a design's trials at the row's budget: figures at two budgets are two designs' (record.design_key)
     return {
-        row.number: open_test(study, row.number, [t for t in found if row.digest and digest_of(t) == row.digest])
+        row.number: open_test(study, row.number, [t for t in found if row.digest and design_key(t) == row.design_key])
         for row in rows
     }

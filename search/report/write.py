@@ -64,13 +64,16 @@ def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
             for name, fig in make_figures(study, summary).items()
         }
         table = write_text(report_dir / "trials.csv", trials_csv(summary), within=study_dir)
+        specs = {n: str(p) for n, p in best.items()}  # as written: what a retrain command names
         text = markdown(
             summary,
             {name: path.name for name, path in figures.items()},
             {n: str(Path("..") / "best" / p.name) for n, p in best.items()},
+            specs,
         )
         report = write_text(report_dir / "report.md", text, within=study_dir)
-    return ReportPaths(report=report, figures=figures, best=best, summary_text=summary_text(summary), csv=table)
+    terminal = summary_text(summary, specs)
+    return ReportPaths(report=report, figures=figures, best=best, summary_text=terminal, csv=table)
 
 
 def _best_header(summary: StudySummary, row: TrialRow) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -37,6 +37,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from archdsl.errors import visible
 from archdsl.search._optuna_private import storage_of, trial_id
+from archdsl.search.fidelity.budget import Budget
+from archdsl.search.seed_stats import Standing
 
 # -- a trial's user attrs ------------------------------------------------------------------------
 DIGEST_ATTR = "digest"  # the design's Arch.digest(): one design, one digest
@@ -61,6 +63,9 @@ PRUNED_REASON_ATTR = "pruned_reason"
 DIR_ATTR = "dir"  # the trial's folder of files
 RANK_DIGESTS_ATTR = "rank_digests"  # under torchrun: the digest of the design each rank of the group trained
 SIM_SECONDS_ATTR = "sim_seconds"  # a replayed trial's simulated time
+# The CPU seconds of a trial's measuring (training, validation and test scoring, analyses), every thread of its
+# process; a replayed trial's: its table runs' recorded CPU (absent where the table records only wall time).
+CPU_SECONDS_ATTR = "cpu_seconds"
 TABLE_SEED_ATTR = "table_seed"  # the seed of the table run that answered a replayed trial
 # The first words of a FAIL that says nothing about the design: its worker died, or a bug stopped the search.
 WORKER_STOPPED = "worker stopped"
@@ -69,6 +74,7 @@ SEARCH_STOPPED = "stopped the search"
 RUN_ATTRS = (FAIL_REASON_ATTR, PRUNED_REASON_ATTR, METRICS_ATTR, COPY_ATTR, CLAIM_ATTR, DIR_ATTR)
 
 State = Literal["COMPLETE", "PRUNED", "FAIL"]  # a verdict's
+_Record = TypeVar("_Record", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -101,14 +107,123 @@ SEARCHED_ATTR = "searched"
 FIDELITY_ATTR = "fidelity"  # `train`, or the `table:...` its trials are replayed from
 SEEDS_ATTR = "seeds"  # the paired seeds (--seeds) each design is measured on
 COMMAND_ATTR = "command"  # the command line that reproduces the study
-WALK_END_ATTR = "buildup_end"  # the digest of the design the build-up walk kept last: the search's answer
+# The design the build-up walk kept last, the search's answer, at the budget its last verdict settled at: its
+# `design_key` (the digest, `@rung` above the first budget; a study from before the budgets: the digest alone).
+WALK_END_ATTR = "buildup_end"
+WALK_STEPS_ATTR = "buildup_steps"  # the walk's verdicts (`RecordedStep`), as the runner's end saw them
+PROTOCOL_ATTR = "protocol"  # how every trial is trained and scored (`Protocol`): seeds, splits, budgets, recipe
+RANDOM_PICK_ATTR = "random_pick"  # a replayed study's: what random designs within its CPU score (`RandomPick`)
 TEST_ATTR_PREFIX = "test:"  # + a chosen trial's number: its design's test figures, opened by the final test
 SEALED_ATTR_PREFIX = "sealed:"  # + a trial's number: the test figures it measured, sealed until the final test
 NOT_USED = "not used for selection"  # how every rendering labels the test figures
 NO_TABLE_FIGURES = "no test figures in this table"
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+class Protocol(BaseModel):
+    """How a study trains and scores every trial, as its runner records it (`PROTOCOL_ATTR`): what the report's
+    checklist says and what its retrain commands give `archdsl train`. Counts are None for a replayed study (the
+    table's runs were trained as its description says)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    dataset: str
+    data_root: str | None = None
+    seed: int  # --seed
+    seeds: int  # the paired seeds every design is measured on (--seeds)
+    max_seeds: int  # the most a race measures (--max-seeds; --seeds without racing)
+    # Paired seed index i trains with training_seeds[i] (every design alike; a replayed study: the seed of the table
+    # run that answers index i); empty where a replayed trial draws one run of its design (--seeds 1).
+    training_seeds: list[int]
+    budgets: list[Budget]  # the ladder of budgets, rung by rung (one: the study's fidelity)
+    train_images: int | None = None  # the training split less the validation images: what --subset is a share of
+    held_out: int | None = None  # validation images held out of the training split (--val-split)
+    validation_images: int | None = None  # those that score every trial (--val-subset of them)
+    test_images: int | None = None  # the test split: sealed by each trial, opened once, at the end
+    recipe: str = "fast"
+    train_settings: dict[str, Any] = {}  # the recipe settings given (the dataset's card included)
+    device: str = "auto"
+    optimize: bool = True
+    table: str | None = None  # a replayed study's table (--fidelity table:...)
+
+
+class RecordedStep(BaseModel):
+    """One verdict of the build-up walk as the report reads it (`walk.buildup.Step`, its design by digest): the
+    step, its value and state at the budget rung it settled at, whether it was kept, where it stood against the
+    incumbent at each budget (rung, standing), and whether it was still moving at the top of the ladder."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    step: str  # `base`, `+1 MSA in c3`
+    digest: str
+    value: float | None
+    accepted: bool
+    state: State = "COMPLETE"
+    rung: int = 0
+    standings: list[tuple[int, Standing]] = []
+    moving: bool = False
+
+    @property
+    def key(self) -> str:
+        """Its design at its budget, as `design_key` names it."""
+        return self.digest if self.rung == 0 else f"{self.digest}@{self.rung}"
+
+
+class RandomPick(BaseModel):
+    """What a random pick of designs within a replayed study's CPU would be expected to score, from its table:
+    designs drawn at random without repeats, each measured as the study measures them (its paired seeds' runs and
+    their CPU), until the next would pass `cpu_seconds`; `expected_best` is the mean, over `draws` random orders,
+    of the best mean validation top-1 among the designs measured (`designs`: how many, on average)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    cpu_seconds: float
+    expected_best: float
+    designs: float
+    draws: int
+
+
 ACTIVE = (TrialState.RUNNING, TrialState.WAITING)
+
+
+def read_protocol(study: optuna.Study) -> Protocol | None:
+    """How `study` trains and scores its trials, as its runner recorded it (None: not recorded, or unreadable)."""
+    return _read(study, PROTOCOL_ATTR, Protocol)
+
+
+def read_walk_steps(study: optuna.Study) -> tuple[RecordedStep, ...]:
+    """The build-up walk's verdicts as the runner's end recorded them (() for a sampler's study, or none yet)."""
+    recorded = study.user_attrs.get(WALK_STEPS_ATTR)
+    try:
+        return tuple(RecordedStep.model_validate(step) for step in recorded or ())
+    except (ValidationError, TypeError):
+        return ()
+
+
+def read_random_pick(study: optuna.Study) -> RandomPick | None:
+    """A replayed study's random pick within its CPU (None: not recorded)."""
+    return _read(study, RANDOM_PICK_ATTR, RandomPick)
+
+
+def _read(study: optuna.Study, key: str, model: type[_Record]) -> _Record | None:
+    """The study attr `key` as a `model` (None where absent, or written by a version it does not read)."""
+    try:
+        return model.model_validate(study.user_attrs[key]) if key in study.user_attrs else None
+    except ValidationError:
+        return None
+
+
+def cpu_seconds(found: Iterable[FrozenTrial]) -> tuple[float, int]:
+    """The CPU seconds of the trials that recorded theirs (`CPU_SECONDS_ATTR`), and how many finished trials that
+    measured something (no copy) recorded none."""
+    total, missing = 0.0, 0
+    for t in found:
+        if CPU_SECONDS_ATTR in t.user_attrs:
+            total += float(t.user_attrs[CPU_SECONDS_ATTR])
+        elif t.state in FINISHED and not is_copy(t) and DIGEST_ATTR in t.user_attrs:
+            missing += 1
+    return total, missing
 
 
 def trials(study: optuna.Study, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:

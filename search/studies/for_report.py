@@ -1,0 +1,105 @@
+"""What a search writes on its study for the report, beside its trials: the report reads the study's storage alone,
+so the runner records there what only the running search knows. At the start, how every trial is trained and
+scored (`record.Protocol`: seeds, splits, budgets, recipe); at the end, the build-up walk's verdicts and its answer
+at its budget, and for a replayed study what a random pick in the same CPU would score (`record.RandomPick`).
+Every worker writes the same values, computed from the same plan or the whole study."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import optuna
+
+from archdsl.search.fidelity.budget import Budget
+from archdsl.search.studies.record import (
+    PROTOCOL_ATTR,
+    RANDOM_PICK_ATTR,
+    WALK_END_ATTR,
+    WALK_STEPS_ATTR,
+    Protocol,
+    RecordedStep,
+    cpu_seconds,
+    trials,
+)
+
+if TYPE_CHECKING:
+    from archdsl.search.planning import SearchPlan
+    from archdsl.search.space import Space
+    from archdsl.search.walk.buildup import Walk
+
+
+def protocol(plan: SearchPlan) -> Protocol:
+    """How the study of `plan` trains and scores its trials (the data's counts from its loaded splits)."""
+    s, fidelity, data = plan.settings, plan.fidelity, plan.data
+    counts: dict[str, int | None] = {}
+    if data is not None:
+        counts = {
+            "train_images": len(data.train_set),
+            "held_out": len(data.train_split) - len(data.train_set) if data.train_split is not None else None,
+            "validation_images": len(data.validation),
+            "test_images": len(data.test) if data.test is not None else None,
+        }
+    trained = Protocol(
+        dataset=s.dataset, data_root=s.data_root, seed=s.seed, seeds=fidelity.seeds, max_seeds=plan.max_seeds,
+        training_seeds=training_seeds(plan), budgets=list(plan.rungs), recipe=fidelity.recipe,
+        train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize,
+    ).model_copy(update=counts)  # fmt: skip
+    if plan.replay is None:
+        return trained
+    table = plan.replay.table  # its runs were trained as its own fidelity says, on its machine
+    made = table.fidelity
+    return trained.model_copy(
+        update={
+            "table": plan.replay.source, "device": table.machine or "the table's machine",
+            "budgets": [Budget(plan.replay.epochs, float(made.get("subset", fidelity.subset)))],
+            "recipe": str(made.get("recipe", fidelity.recipe)), "train_settings": dict(made.get("train_settings", {})),
+        }
+    )  # fmt: skip
+
+
+def training_seeds(plan: SearchPlan) -> list[int]:
+    """The seed each paired seed index trains with (`measures.seed_of`); a replayed study's: the seed of the table
+    run that answers it (the same for every design), none where each trial draws a run (one seed, no racing)."""
+    from archdsl.search.fidelity.measures import seed_of
+
+    indices = range(plan.max_seeds)
+    if plan.replay is None:
+        return [seed_of(plan.settings.seed, index) for index in indices]
+    if plan.max_seeds == 1:
+        return []
+    from archdsl.search.fidelity.replay import paired_runs
+
+    return [run.seed for run in paired_runs(plan.replay.table.designs[0], plan.settings.seed, indices)]
+
+
+def record_protocol(study: optuna.Study, plan: SearchPlan) -> None:
+    study.set_user_attr(PROTOCOL_ATTR, protocol(plan).model_dump(mode="json"))
+
+
+def record_walk(study: optuna.Study, space: Space, walk: Walk) -> None:
+    """The walk's verdicts, and its answer (`WALK_END_ATTR`) at the budget its last verdict settled at."""
+    steps = [
+        RecordedStep(
+            step=s.label, digest=space.arch_from_params(s.params).digest(), value=s.value, accepted=s.accepted,
+            state=s.state, rung=s.rung, standings=list(s.standings), moving=s.moving,
+        ).model_dump(mode="json")
+        for s in walk.steps
+    ]  # fmt: skip
+    study.set_user_attr(WALK_STEPS_ATTR, steps)
+    if walk.answer is not None:
+        digest = space.arch_from_params(walk.answer).digest()
+        study.set_user_attr(WALK_END_ATTR, digest if walk.answer_rung == 0 else f"{digest}@{walk.answer_rung}")
+
+
+def record_random_pick(study: optuna.Study, plan: SearchPlan) -> None:
+    """A replayed accuracy study's random pick within the CPU its trials took (where its table records CPU)."""
+    if plan.replay is None or [o.name for o in plan.objectives] != ["accuracy"]:
+        return
+    spent, unknown = cpu_seconds(trials(study))
+    if unknown or spent <= 0:
+        return
+    from archdsl.search.fidelity.random_pick import random_pick
+
+    pick = random_pick(plan.replay, plan.settings.seed, plan.fidelity.seeds, spent)
+    if pick is not None:
+        study.set_user_attr(RANDOM_PICK_ATTR, pick.model_dump(mode="json"))
