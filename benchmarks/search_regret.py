@@ -101,12 +101,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--figures", help="write the regret figure into this folder")
     parser.add_argument("--name", default="", help="a prefix for the figure's file name")
     args = parser.parse_args(argv)
-    if args.seeds < 2:
-        raise UsageError(f"--seeds {args.seeds}: the walk's paired test needs 2 seeds or more", hint="--seeds 3")
-    if args.replays < 1 or args.tpe_startup < 1 or args.bootstrap < 20:
+    if min(args.seeds, args.replays, args.tpe_startup) < 1 or args.bootstrap < 20:
         raise UsageError(
-            "--replays and --tpe-startup must be 1 or more, --bootstrap 20 or more",
-            hint="--replays 10 --bootstrap 1000",
+            "--seeds, --replays and --tpe-startup must be 1 or more, --bootstrap 20 or more",
+            hint="--seeds 3 --replays 10 --bootstrap 1000",
         )
     return args
 
@@ -233,7 +231,9 @@ def check_same_designs(reference, cheap: Sequence[tuple[str, Any]], reference_pa
     """A UserError unless every table measured the same space and the same designs."""
     ref_digests = {d.digest: d for d in reference.designs}
     for path, table in cheap:
-        if tuple(table.searched) != tuple(reference.searched) or table.dataset != reference.dataset:
+        # The data by name: a reference may hold out more validation images (`odd-one-out:train=7000,...`).
+        same_data = table.dataset.split(":")[0] == reference.dataset.split(":")[0]
+        if tuple(table.searched) != tuple(reference.searched) or not same_data:
             raise UserError(
                 f"{path} searched {','.join(table.searched)} on {table.dataset}, the reference {reference_path} "
                 f"{','.join(reference.searched)} on {reference.dataset}",
@@ -393,7 +393,6 @@ def _trajectory(order, rung: Rung, seeds: tuple[int, ...], budget: float) -> Tra
     """Measure the designs `order` yields (a generator told each value) until one more would pass `budget`."""
     cpu, best, spent = [], [], 0.0
     top: tuple[float, str] | None = None
-    value = None
     digest = order.send(None)
     while digest is not None:
         cost = rung.cost(digest, seeds)
@@ -611,9 +610,10 @@ def share_figures(members: np.ndarray, replicates: int) -> Figures:
 
 
 class Judge:
-    """A method's searches on each set of seeds as answer indices (-1: none), and every figure of the method as
-    their average: over the point sets alike, and per replicate over its weights of the sets, with each set's
-    searches (a sampler's own draws) resampled too. Every method is judged on the same replicates: paired."""
+    """A method's searches on each set of seeds as answer indices (one past the designs' where a search answered
+    nothing: a guess), and every figure of the method as their average: over the point sets alike, and per
+    replicate over its weights of the sets, with each set's searches (a sampler's own draws) resampled too. Every
+    method is judged on the same replicates: paired."""
 
     def __init__(self, reference: Reference, plan: SeedPlan, rng: np.random.Generator) -> None:
         self.index = {d: i for i, d in enumerate(reference.digests)}
@@ -632,17 +632,16 @@ class Judge:
             return np.zeros(shape, dtype=int)
         return self.rng.integers(0, searches, size=shape)
 
-    def judge(self, answers: np.ndarray, per_search: np.ndarray | None, figures: Figures | None, draws: np.ndarray):
-        """The point figure and the replicates' of a per-answer figure (`figures`), or of a per-search one."""
-        if figures is not None:
-            point = figures.point[answers].mean()
-            picked = answers[np.arange(answers.shape[0])[None, :, None], draws]  # [replicates, sets, searches]
-            per_set = figures.replicates[np.arange(len(draws))[:, None, None], picked].mean(axis=2)
-        else:
-            assert per_search is not None
-            point = per_search.mean()
-            per_set = per_search[np.arange(per_search.shape[0])[None, :, None], draws].mean(axis=2)
-        return float(point), np.einsum("bs,bs->b", self.plan.replicates, per_set)
+    def of_answers(self, answers: np.ndarray, figures: Figures, draws: np.ndarray) -> tuple[float, np.ndarray]:
+        """The mean of a per-answer figure over the searches: on the point sets, and per replicate."""
+        picked = answers[np.arange(answers.shape[0])[None, :, None], draws]  # [replicates, sets, searches]
+        per_set = figures.replicates[np.arange(len(draws))[:, None, None], picked].mean(axis=2)
+        return float(figures.point[answers].mean()), np.einsum("bs,bs->b", self.plan.replicates, per_set)
+
+    def of_searches(self, values: np.ndarray, draws: np.ndarray) -> tuple[float, np.ndarray]:
+        """The mean of a per-search figure ([sets, searches], the CPU): on the point sets, and per replicate."""
+        per_set = values[np.arange(values.shape[0])[None, :, None], draws].mean(axis=2)
+        return float(values.mean()), np.einsum("bs,bs->b", self.plan.replicates, per_set)
 
 
 @dataclass(frozen=True)
@@ -686,10 +685,10 @@ def judge_methods(
         answers, cpu = judge.answers(outcomes)
         draws = judge.draws(answers.shape[1])
         found = {
-            key: judge.judge(answers, None, figures, draws)
+            key: judge.of_answers(answers, figures, draws)
             for key, figures in (("regret", regret), ("test", test_regret), ("within", within), ("tied", tied))
         }
-        found["cpu"] = judge.judge(answers, cpu, None, draws)
+        found["cpu"] = judge.of_searches(cpu, draws)
         regrets[name] = found["regret"]
         searches = [o for s in plan.sets for o in outcomes[s]]
         shares = Counter(reference.layouts[judge.index[o.answer]] if o.answer else "(none)" for o in searches)
@@ -930,7 +929,7 @@ def figure(summary: dict, folder: Path, name: str) -> Path:
     methods = summary["methods"]
     labels = list(dict.fromkeys(m["label"] for m in methods))
     marker = {label: MARKERS[i % len(MARKERS)] for i, label in enumerate(labels)}
-    fig = Figure(figsize=(13, 2.6 + 0.32 * len(methods)), layout="constrained")
+    fig = Figure(figsize=(13, max(4.5, 2.6 + 0.32 * len(methods))), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=(1.1, 1))
     rows = list(range(len(methods)))[::-1]
     for y, m in zip(rows, methods, strict=True):
