@@ -990,7 +990,7 @@ def figure(summary: dict, folder: Path, name: str) -> Path:
     methods = summary["methods"]
     labels = list(dict.fromkeys(m["label"] for m in methods))
     marker = {label: MARKERS[i % len(MARKERS)] for i, label in enumerate(labels)}
-    fig = Figure(figsize=(13, max(4.5, 2.6 + 0.32 * len(methods))), layout="constrained")
+    fig = Figure(figsize=(15, max(4.5, 2.6 + 0.32 * len(methods))), layout="constrained")
     left, right = fig.subplots(1, 2, width_ratios=(1.1, 1))
     rows = list(range(len(methods)))[::-1]
     for y, m in zip(rows, methods, strict=True):
@@ -1029,7 +1029,7 @@ def figure(summary: dict, folder: Path, name: str) -> Path:
         )
         for rung in summary["random_curves"]
     ]
-    right.legend(handles=handles, fontsize=7, loc="upper right")
+    right.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     folder.mkdir(parents=True, exist_ok=True)
     return save_figure(fig, folder / f"{name}search-regret.png", dpi=110)
 
