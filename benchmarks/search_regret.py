@@ -63,7 +63,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -321,7 +321,7 @@ class WalkVariant:
 
     label: str
     tables: tuple[int, ...]
-    budgeting: str = "per-verdict"
+    budgeting: Literal["per-verdict", "calibrate"] = "per-verdict"
 
     def method(self, kind: str) -> str:
         """The name of the walk's row, or of the sampler held to its CPU: `random, 12 epochs on 100 %`."""
@@ -361,7 +361,7 @@ def run_walk(space: MemoSpace, rungs: Sequence[Rung], seeds: tuple[int, ...], va
     from archdsl.search.walk.buildup import Rules, walk
 
     lead = OBJECTIVES["accuracy"]
-    rules = Rules(Racing(len(seeds), len(seeds)), len(variant.tables), variant.budgeting)  # type: ignore[arg-type]
+    rules = Rules(Racing(len(seeds), len(seeds)), len(variant.tables), variant.budgeting)
     measured: dict[tuple[str, int], Measured] = {}
     cpu = 0.0
     while (ask := walk(space, measured, lead, rules).next) is not None:
