@@ -496,7 +496,8 @@ def seed_plan(pool: Sequence[int], n: int, replicates: int, rng: np.random.Gener
     pool = tuple(sorted(pool))
     if len(pool) < n:
         raise UserError(
-            f"--seeds {n}: the cheap tables have {len(pool)} seeds of every design in common",
+            f"--seeds {n}: the cheap tables have {len(pool)} seed{'s' if len(pool) != 1 else ''} of every design "
+            "in common",
             hint=f"--seeds {len(pool)} at most with these tables",
         )
     if len(pool) // n >= MIN_DISJOINT_SETS:
