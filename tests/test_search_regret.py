@@ -1,0 +1,209 @@
+"""benchmarks/search_regret.py on tables whose answers are known.
+
+- `resnet-fmnist`'s 8 `k` designs under tests/_replay_support's rule (an MSA at the end of c3 or c2 helps, one in
+  c1 hurts): the walk climbs to the best design on every seed, and random search held to the walk's CPU misses it
+  whenever its draws leave the best out; so the walk's regret interval lies below random search's.
+- A reference in which every design has the same mean (the same four values in another order): no method can do
+  better than another, and the difference must not be called.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests._replay_support import make_table, the_space, write_table
+from tests.test_benchmarks import ROOT, load_script
+
+
+def with_cpu(table):
+    """`table` with a training CPU time per run that differs from its wall time (the accounting must read the
+    CPU) and grows with the design's MSAs, as a real table's does."""
+    designs = []
+    for d in table.designs:
+        runs = [r.model_copy(update={"train_cpu_seconds": 5.0 * (1 + d.n_msa) + 0.5 * r.seed}) for r in d.runs]
+        designs.append(d.model_copy(update={"runs": runs}))
+    return table.model_copy(update={"designs": designs})
+
+
+def jittered(table, scale: float, seed: int):
+    """`table` with each run's validation and test top-1 moved by its own noise (uniform in +-scale)."""
+    rng = random.Random(seed)
+    designs = []
+    for d in table.designs:
+        runs = []
+        for r in d.runs:
+            shift = rng.uniform(-scale, scale)
+            runs.append(r.model_copy(update={"val_acc": r.val_acc + shift, "test_acc": r.test_acc + shift}))
+        designs.append(d.model_copy(update={"runs": runs}))
+    return table.model_copy(update={"designs": designs})
+
+
+def all_alike(table, values: tuple[float, ...]):
+    """`table` with every design's runs taking `values` (one per seed), rotated by the design's place: every
+    design has the same mean, and no two are alike seed by seed."""
+    designs = []
+    for i, d in enumerate(table.designs):
+        ordered = sorted(d.runs, key=lambda r: r.seed)
+        turned = values[i % len(values) :] + values[: i % len(values)]
+        runs = [r.model_copy(update={"val_acc": v, "test_acc": v}) for r, v in zip(ordered, turned, strict=True)]
+        designs.append(d.model_copy(update={"runs": runs}))
+    return table.model_copy(update={"designs": designs})
+
+
+@pytest.fixture(scope="module")
+def space():
+    return the_space(("k",))
+
+
+@pytest.fixture(scope="module")
+def rule_tables(space, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("rule")
+    reference = jittered(with_cpu(make_table(space, noise=0.001, seeds=(0, 1, 2, 3))), 0.0005, seed=1)
+    cheap = jittered(with_cpu(make_table(space, noise=0.002, seeds=(0, 1, 2, 3, 4))), 0.0005, seed=2)
+    return write_table(folder / "reference.json", reference), write_table(folder / "cheap.json", cheap)
+
+
+def summarize(script, *argv: str) -> dict:
+    return script.summarize(script.parse_args([*argv, "--replays", "6", "--bootstrap", "300"]))
+
+
+def by_name(summary: dict) -> dict[str, dict]:
+    return {m["name"]: m for m in summary["methods"]}
+
+
+def test_the_walk_finds_the_rule_s_best_where_random_search_at_its_cpu_does_not(rule_tables, monkeypatch):
+    script = load_script("search_regret", monkeypatch)
+    reference, cheap = rule_tables
+    summary = summarize(script, "--reference", str(reference), "--cheap", str(cheap))
+
+    assert summary["reference"]["best"] == "c1:CC c2:CM c3:CM"  # STAGE_GAIN: c3 and c2 help, c1 hurts
+    methods = by_name(summary)
+    (walk,) = [m for m in methods.values() if m["kind"] == "walk"]
+    (rand,) = [m for m in methods.values() if m["kind"] == "random"]
+    assert walk["answers"] == {"c1:CC c2:CM c3:CM": 1.0} and walk["designs_measured"] == 4
+    assert walk["within"]["value"] == 1.0
+    assert walk["regret"]["high"] < rand["regret"]["low"]  # the walk's interval below random search's
+    assert rand["regret"]["low"] > 0 and rand["within"]["value"] < 0.9
+    (difference,) = [d for d in summary["differences"] if d["second"] == rand["name"]]
+    assert difference["called"] and difference["regret"]["high"] < 0
+    assert summary["kendall"][0]["tau"] > 0.9  # the cheap table ranks as the reference does
+
+
+def test_where_every_design_ties_no_difference_is_called(space, tmp_path: Path, monkeypatch):
+    script = load_script("search_regret", monkeypatch)
+    reference = all_alike(with_cpu(make_table(space, seeds=(0, 1, 2, 3))), (0.80, 0.83, 0.78, 0.81))
+    cheap = jittered(with_cpu(make_table(space, seeds=(0, 1, 2, 3, 4))), 0.02, seed=3)  # answers all over
+    ref_path, cheap_path = write_table(tmp_path / "r.json", reference), write_table(tmp_path / "c.json", cheap)
+    summary = summarize(script, "--reference", str(ref_path), "--cheap", str(cheap_path))
+
+    assert summary["reference"]["share_within_half_a_point"] == 1.0
+    for m in summary["methods"]:
+        assert m["regret"]["value"] == pytest.approx(0.0, abs=1e-9)
+        assert m["regret"]["low"] < 0 < m["regret"]["high"]  # the reference's noise, resampled
+    assert len(by_name(summary)[summary["differences"][0]["first"]]["answers"]) > 1  # the walk's answers differ
+    assert summary["differences"] and not any(d["called"] for d in summary["differences"])
+
+
+def test_methods_are_judged_on_the_same_resamples(rule_tables, space, monkeypatch):
+    """Paired: a sampler whose every search answers what the walk answered on the same seeds differs from it by
+    exactly 0 in every replicate (resampling the two apart would give an interval around 0, not 0)."""
+    script = load_script("search_regret", monkeypatch)
+    reference_path, cheap_path = rule_tables
+    ref_table, cheap_table = script.load(str(reference_path)), script.load(str(cheap_path))
+    rung = script.read_rung(str(cheap_path), cheap_table)
+    reference = script.read_reference(str(reference_path), ref_table, sorted(rung.val))
+    rng = np.random.default_rng(0)
+    for pool in (rung.seeds, tuple(range(30))):  # a bootstrap over 5 seeds; 10 disjoint sets of 3
+        plan = script.seed_plan(pool, 3, 200, rng)
+        walk = {s: [script.Outcome(reference.digests[i % 8], 10.0, 4, 0)] for i, s in enumerate(plan.sets)}
+        copy = {s: [o[0]] * 5 for s, o in walk.items()}
+        replays = script.Replays(["walk", "copy"], {"walk": "walk", "copy": "random"}, {"copy": "walk"},
+                                 {"walk": "", "copy": ""}, {"walk": walk, "copy": copy}, {})  # fmt: skip
+        results, (difference,) = script.judge_methods(reference, plan, replays, rng)
+        assert (difference.regret.low, difference.regret.value, difference.regret.high) == pytest.approx((0, 0, 0))
+        assert not difference.called and results["walk"].regret.high > results["walk"].regret.low
+
+
+def test_the_seed_plan_resamples_seeds_and_never_repeats_one_within_a_search(monkeypatch):
+    script = load_script("search_regret", monkeypatch)
+    rng = np.random.default_rng(1)
+    plan = script.seed_plan((0, 1, 2, 3, 4), 3, 500, rng)
+    assert plan.mode == "bootstrap" and len(plan.sets) == 10  # every 3 of 5
+    assert all(len(set(s)) == 3 for s in plan.sets)
+    assert np.allclose(plan.replicates.sum(axis=1), 1.0)
+    assert (plan.replicates == 0).any() and len({tuple(row) for row in plan.replicates}) > 20
+    disjoint = script.seed_plan(tuple(range(31)), 3, 50, rng)
+    assert disjoint.mode == "disjoint" and len(disjoint.sets) == 10
+    assert len({seed for s in disjoint.sets for seed in s}) == 30  # no seed in two sets
+    with pytest.raises(script.UserError, match="--seeds 4"):
+        script.seed_plan((0, 1, 2), 4, 10, rng)
+
+
+def test_the_samplers_never_spend_more_than_the_walk_and_the_walk_pays_for_what_it_measured(rule_tables, monkeypatch):
+    script = load_script("search_regret", monkeypatch)
+    reference_path, cheap_path = rule_tables
+    table = script.load(str(cheap_path))
+    rung = script.read_rung(str(cheap_path), table)
+    space = script.space_of(table)
+    plan = script.seed_plan(rung.seeds, 3, 20, np.random.default_rng(0))
+    replays = script.replay_all(space, [rung], plan, 8, 0, [0])
+    (walk_name,) = [m for m, kind in replays.kinds.items() if kind == "walk"]
+    walked = ("c1:CC c2:CC c3:CC", "c1:CC c2:CC c3:CM", "c1:CC c2:CM c3:CM", "c1:CM c2:CM c3:CM")  # its 4 designs
+    runs = {d.layout: {r.seed: r.train_cpu_seconds for r in d.runs} for d in table.designs}
+    for seeds in plan.sets:
+        (walk,) = replays.outcomes[walk_name][seeds]
+        assert walk.cpu == pytest.approx(sum(runs[layout][s] for layout in walked for s in seeds))
+        for sampler, partner in replays.partner.items():
+            outcomes = replays.outcomes[sampler][seeds]
+            assert len(outcomes) == 8 and partner == walk_name
+            assert all(o.cpu <= walk.cpu for o in outcomes)
+            assert max(o.measured for o in outcomes) >= 3  # it spends the budget on designs, not nothing
+
+
+def test_the_ladder_s_walks_and_their_samplers_measure_at_the_budget_the_answer_settled_at(
+    space, tmp_path: Path, monkeypatch
+):
+    script = load_script("search_regret", monkeypatch)
+    reference = with_cpu(make_table(space, noise=0.001, seeds=(0, 1, 2, 3)))
+    rungs = [jittered(with_cpu(make_table(space, noise=0.001, seeds=(0, 1, 2))), 0.001, seed=s) for s in (4, 5, 6)]
+    paths = [str(write_table(tmp_path / f"rung{i}.json", t)) for i, t in enumerate(rungs)]
+    ref_path = write_table(tmp_path / "reference.json", reference)
+    summary = summarize(script, "--reference", str(ref_path), "--rungs", *paths)
+
+    labels = [m["label"] for m in summary["methods"] if m["kind"] == "walk"]
+    assert len(labels) == 4 and labels[2:] == ["per-verdict ladder", "calibrated ladder"]
+    assert not summary["replays"]["seed_noise_in_intervals"]  # 3 seeds in common, 3 a search
+    cpu = {m["label"]: m["cpu_seconds"]["value"] for m in summary["methods"] if m["kind"] == "walk"}
+    assert cpu["per-verdict ladder"] > cpu[labels[0]]  # every verdict measured at two budgets at least
+    assert all(m["answers"] == {"c1:CC c2:CM c3:CM": 1.0} for m in summary["methods"] if m["kind"] == "walk")
+
+
+def test_the_script_runs_on_the_shipped_odd_one_out_tables(tmp_path: Path, monkeypatch, capsys):
+    script = load_script("search_regret", monkeypatch)
+    out = tmp_path / "out"
+    argv = [
+        "--reference", str(ROOT / "search/tables/odd-one-out-k-reference.json"),
+        "--cheap", str(ROOT / "search/tables/odd-one-out-k.json"),
+        "--replays", "2", "--bootstrap", "100",
+        "--json", str(tmp_path / "s.json"), "--markdown", str(tmp_path / "s.md"), "--figures", str(out),
+    ]  # fmt: skip
+    assert script.main(argv) == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert [m["kind"] for m in summary["methods"]] == ["walk", "random", "tpe"]
+    assert summary["replays"]["seed_sets"] == 10 and summary["reference"]["designs"] == 12
+    assert (tmp_path / "s.md").read_text() in capsys.readouterr().out
+    assert (out / "search-regret.png").stat().st_size > 20_000
+
+
+def test_tables_of_other_designs_end_in_one_line(rule_tables, tmp_path: Path, monkeypatch, capsys):
+    script = load_script("search_regret", monkeypatch)
+    reference, _ = rule_tables
+    other = write_table(tmp_path / "other.json", make_table(the_space(("k", "window")), seeds=(0, 1, 2)))
+    assert script.main(["--reference", str(reference), "--cheap", str(other)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("archdsl: error: ") and "searched k,window" in err and "Traceback" not in err
