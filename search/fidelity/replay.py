@@ -311,14 +311,34 @@ def check_replay(
 ) -> None:
     """A UserError unless the table answers this search: its dataset, base, knobs, designs, objectives, and
     runs enough for `max_seeds` paired seeds (`--seeds`, `--max-seeds`) of every design."""
-    from archdsl.lang.spec import parse_spec
-
     table = replay.table
     if table.dataset != dataset:
         raise UserError(
             f"the table {replay.source} measured {table.dataset}, not {dataset}", hint=f"--dataset {table.dataset}"
         )
-    base = parse_spec(table.base, path=f"{replay.source}: base")
+    _check_base(replay, space)
+    if tuple(table.searched) != tuple(space.searched):
+        raise UserError(
+            f"the table {replay.source} searched {','.join(table.searched)}, not {','.join(space.searched)}",
+            hint=f"--search {','.join(table.searched)}",
+        )
+    _check_runs(replay, space, seeds, max_seeds)
+    for o in objectives:
+        if o.cost == Cost.STATIC:
+            continue  # params and FLOPs: from the IR
+        if o.name not in RECORDED or any(getattr(r, o.name) is None for d in table.designs for r in d.runs):
+            recorded = [n for n in RECORDED if all(getattr(r, n) is not None for d in table.designs for r in d.runs)]
+            raise UserError(
+                f"the table {replay.source} records no {o.name} for every run",
+                hint=f"it records {', '.join(recorded)}; params and flops come from the design",
+            )
+
+
+def _check_base(replay: Replay, space: Space) -> None:
+    """A UserError unless the table measured this search's base, naming the first line that differs."""
+    from archdsl.lang.spec import parse_spec
+
+    base = parse_spec(replay.table.base, path=f"{replay.source}: base")
     if base.digest() != space.base.digest() and base.name == space.base.name:
         from archdsl.lang.printer import format_arch
 
@@ -339,11 +359,11 @@ def check_replay(
             f"the table {replay.source} measured the base {base.name!r}, not this search's {space.base.name!r}",
             hint=f"--base {base.name}",
         )
-    if tuple(table.searched) != tuple(space.searched):
-        raise UserError(
-            f"the table {replay.source} searched {','.join(table.searched)}, not {','.join(space.searched)}",
-            hint=f"--search {','.join(table.searched)}",
-        )
+
+
+def _check_runs(replay: Replay, space: Space, seeds: int, max_seeds: int) -> None:
+    """A UserError unless every design of the space has runs enough for `max_seeds` paired seeds, on the same
+    seeds for every design where seeds pair."""
     archs = _space_designs(space)
     missing = [layout_text(a) for a in archs if not getattr(replay.by_digest.get(a.digest()), "runs", None)]
     if missing:
@@ -368,15 +388,6 @@ def check_replay(
             f"{flag} {n}: the table {replay.source} has {len(fewest.runs)} runs of {fewest.layout}",
             hint=f"{flag} {len(fewest.runs)} at most with this table",
         )
-    for o in objectives:
-        if o.cost == Cost.STATIC:
-            continue  # params and FLOPs: from the IR
-        if o.name not in RECORDED or any(getattr(r, o.name) is None for d in table.designs for r in d.runs):
-            recorded = [n for n in RECORDED if all(getattr(r, n) is not None for d in table.designs for r in d.runs)]
-            raise UserError(
-                f"the table {replay.source} records no {o.name} for every run",
-                hint=f"it records {', '.join(recorded)}; params and flops come from the design",
-            )
 
 
 def _space_designs(space: Space) -> list[Arch]:
