@@ -10,6 +10,7 @@ from pathlib import Path
 
 import _search_support as support
 import pytest
+import torch
 
 from archdsl.cli import main
 from archdsl.search import summarize_study
@@ -40,6 +41,11 @@ def test_the_command_spells_the_data_the_recipe_the_budget_and_the_seed():
     assert flags["--device"] == "cpu" and words[-1] == "--no-optimize"
 
 
+def test_on_a_cpu_the_command_sets_the_threads_its_trial_trained_with():
+    words = shlex.split(retrain_command(PROTOCOL.model_copy(update={"threads": 1}), 0, "x.arch") or "")
+    assert words[:3] == ["OMP_NUM_THREADS=1", "archdsl", "train"]  # CPU figures depend on the thread count
+
+
 def test_a_replayed_study_has_no_command():
     assert retrain_command(PROTOCOL.model_copy(update={"table": "fashion-mnist-k"}), 0, "x.arch") is None
 
@@ -57,6 +63,9 @@ def test_the_printed_command_gives_the_trials_own_validation_figure(tmp_path, mo
     assert best.rung == 1 and " --epochs 2 " in command and " --seed 7 " in command  # the answer's budget
     assert f"`{command}`" in (tmp_path / "runs" / "again" / "report" / "report.md").read_text()
     words = shlex.split(command)
+    threads = words.pop(0)
+    assert threads == f"OMP_NUM_THREADS={study.user_attrs['protocol']['threads']}"  # the CPU's, recorded
+    torch.set_num_threads(int(threads.partition("=")[2]))  # as the variable sets it in a new process
     assert words[:2] == ["archdsl", "train"]
     assert main(words[1:]) == 0  # as printed, from the folder the search ran in
     [run_dir] = [line.split()[2] for line in capsys.readouterr().out.splitlines() if "run directory" in line]

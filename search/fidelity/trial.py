@@ -11,6 +11,7 @@ the search.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 import traceback
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from archdsl.lang.printer import format_arch
 from archdsl.nn.summary import DesignTooLarge, ensure_fits  # torch-free: the memory estimate, before any build
 from archdsl.search._optuna_private import storage_of, trial_id
 from archdsl.search.fidelity import measures as measure
+from archdsl.search.fidelity.seeds_aside import SeedFigures, cpu_seconds  # torch-free until a trial trains
 from archdsl.search.objectives import Cost, dominates
 from archdsl.search.seed_stats import mean_and_stderr
 from archdsl.search.space import layout_text
@@ -132,26 +134,52 @@ class _TrainedDesign:
         return measure.latency_ms(self.arch, self.data, self.fidelity, s.device, s.seed)
 
     def train(self, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]) -> measure.Trained:
-        """Trained on each of its paired seeds in turn; the first seed's curve goes to the pruner and its model
-        to the analyses, the accuracy is the seeds' mean. Each seed's model, once trained (not pruned), is scored
-        once on the test split, for the trial to seal."""
-        s, fidelity = self.plan.settings, self.fidelity
+        """Trained on each of its paired seeds; the first seed's curve goes to the pruner and its model to the
+        analyses, the accuracy is the seeds' mean. Each seed's model, once trained (not pruned), is scored once on
+        the test split, for the trial to seal. On a CPU with cores to spare the later seeds train beside the
+        first, in processes of their own (`seeds_aside`: the same values, sooner); else in turn."""
+        from archdsl.run.device import select_device
+        from archdsl.run.distributed import current
+        from archdsl.search.fidelity import seeds_aside
+
+        s = self.plan.settings
         seeds = [measure.seed_of(s.seed, index) for index in self.indices]
-        trained, tests = [], []
-        for n, seed in enumerate(seeds):
-            one = measure.train_candidate(
-                self.arch, self.data, fidelity, device=s.device, seed=seed, run_dir=run_dir() if n == 0 else None,
-                on_epoch=on_epoch if n == 0 else lambda epoch, top1: None, progress=s.progress, curve=n == 0,
-            )  # fmt: skip
-            assert one.model is not None, "a trained design has its model"
-            tests.append(measure.test_accuracy(one.model, self.data, fidelity, device=s.device))
-            trained.append(one if n == 0 else dataclasses.replace(one, model=None))  # the first seed's model is kept
+        if seeds_aside.can_train_aside(select_device(s.device).type, len(seeds), distributed=current() is not None):
+            with seeds_aside.seeds_aside(functools.partial(self._later_seed, progress=False), seeds[1:]) as aside:
+                first, first_test = self._first_seed(seeds[0], on_epoch, run_dir)
+                later = aside.figures()
+        else:
+            first, first_test = self._first_seed(seeds[0], on_epoch, run_dir)
+            later = [self._later_seed(seed, progress=s.progress) for seed in seeds[1:]]
+        tests = [first_test, *(f.test for f in later)]
         sealed = HeldOutFigures(seeds=seeds, accuracy=tests, indices=list(self.indices))
-        if len(trained) == 1:
-            return dataclasses.replace(trained[0], sealed=sealed)
-        per_seed = tuple(t.accuracy for t in trained)
+        if not later:
+            return dataclasses.replace(first, sealed=sealed)
+        per_seed = (first.accuracy, *(f.accuracy for f in later))
         mean, _ = mean_and_stderr(per_seed)
-        return dataclasses.replace(trained[0], accuracy=mean, seed_accuracies=per_seed, sealed=sealed)
+        return dataclasses.replace(first, accuracy=mean, seed_accuracies=per_seed, sealed=sealed)
+
+    def _first_seed(
+        self, seed: int, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]
+    ) -> tuple[measure.Trained, float]:
+        """The first paired seed: scored after every epoch (for the pruner), its model kept (for the analyses)."""
+        s = self.plan.settings
+        one = measure.train_candidate(
+            self.arch, self.data, self.fidelity, device=s.device, seed=seed, run_dir=run_dir(), on_epoch=on_epoch,
+            progress=s.progress, curve=True,
+        )  # fmt: skip
+        assert one.model is not None, "a trained design has its model"
+        return one, measure.test_accuracy(one.model, self.data, self.fidelity, device=s.device)
+
+    def _later_seed(self, seed: int, *, progress: bool) -> SeedFigures:
+        """A later paired seed: scored after its last epoch alone; only its figures are kept."""
+        s = self.plan.settings
+        one = measure.train_candidate(
+            self.arch, self.data, self.fidelity, device=s.device, seed=seed, run_dir=None,
+            on_epoch=lambda epoch, top1: None, progress=progress, curve=False,
+        )  # fmt: skip
+        assert one.model is not None, "a trained design has its model"
+        return SeedFigures(one.accuracy, measure.test_accuracy(one.model, self.data, self.fidelity, device=s.device))
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
         s, fidelity, values = self.plan.settings, self.fidelity, {}
@@ -204,13 +232,13 @@ class TrialObjective:
 
     def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
         answers = self.measurer.start(trial, arch, self.plan)
-        started = time.process_time()  # every thread of this process: torch's intra-op threads are the trial's
+        started = cpu_seconds()  # every thread of this process and its later seeds' processes: all the trial's
         try:
             return self._staged(trial, arch, answers)
         finally:
             answers.close()
             if self.plan.replay is None:  # a replayed trial's CPU is its table runs' (replay.Replaying)
-                trial.set_user_attr(CPU_SECONDS_ATTR, time.process_time() - started)
+                trial.set_user_attr(CPU_SECONDS_ATTR, cpu_seconds() - started)
 
     def _staged(self, trial: optuna.Trial, arch: Arch, answers: DesignAnswers) -> float | tuple[float, ...]:
         """The stages of the module's docstring, whatever answers them (training or a table)."""

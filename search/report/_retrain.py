@@ -22,13 +22,15 @@ def recipe_words(protocol: Protocol) -> list[str]:
 
 
 def retrain_command(protocol: Protocol, rung: int, spec_path: str, index: int = 0) -> str | None:
-    """`archdsl train SPEC --dataset ... --seed ...`: trains the design of `spec_path` as its trial trained it at
+    """`[OMP_NUM_THREADS=N] archdsl train SPEC --dataset ... --seed ...`: trains the design of `spec_path` as its trial trained it at
     budget rung `rung`, on paired seed index `index` (the same data and held-out validation images, recipe and
     settings, epochs, subset and seed); None for a replayed study (the table's runs were trained elsewhere)."""
     if protocol.table is not None or rung >= len(protocol.budgets) or index >= len(protocol.training_seeds):
         return None
     budget = protocol.budgets[rung]
-    words = ["archdsl", "train", spec_path, "--dataset", protocol.dataset]
+    # CPU training's figures depend on the intra-op threads: the trial's count, set as torch reads it at start
+    words = [f"OMP_NUM_THREADS={protocol.threads}"] if protocol.threads is not None else []
+    words += ["archdsl", "train", spec_path, "--dataset", protocol.dataset]
     words += ["--data-root", protocol.data_root] if protocol.data_root else []
     words += ["--recipe", protocol.recipe, *recipe_words(protocol)]
     words += ["--epochs", str(budget.epochs), "--subset", _number(budget.subset)]

@@ -45,7 +45,7 @@ def protocol(plan: SearchPlan) -> Protocol:
         train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize,
     ).model_copy(update=counts)  # fmt: skip
     if plan.replay is None:
-        return trained
+        return trained.model_copy(update={"threads": training_threads(plan)})
     table = plan.replay.table  # its runs were trained as its own fidelity says, on its machine
     made = table.fidelity
     return trained.model_copy(
@@ -55,6 +55,23 @@ def protocol(plan: SearchPlan) -> Protocol:
             "recipe": str(made.get("recipe", fidelity.recipe)), "train_settings": dict(made.get("train_settings", {})),
         }
     )  # fmt: skip
+
+
+def training_threads(plan: SearchPlan) -> int | None:
+    """The intra-op threads paired seed index 0 trains with on a CPU (`seeds_aside`: its share of the cores where
+    the later seeds train beside it; else torch's count); None on an accelerator."""
+    import torch
+
+    from archdsl.run.device import select_device
+    from archdsl.run.distributed import current
+    from archdsl.search.fidelity import seeds_aside
+
+    device, seeds = select_device(plan.settings.device).type, plan.fidelity.seeds
+    if device != "cpu":
+        return None
+    if seeds_aside.can_train_aside(device, seeds, distributed=current() is not None):
+        return seeds_aside.threads_each(seeds)
+    return torch.get_num_threads()
 
 
 def training_seeds(plan: SearchPlan) -> list[int]:

@@ -145,6 +145,9 @@ class Protocol(BaseModel):
     train_settings: dict[str, Any] = {}  # the recipe settings given (the dataset's card included)
     device: str = "auto"
     optimize: bool = True
+    # The intra-op threads that trained paired seed index 0 on a CPU (None: a GPU, a replay, or an older study): CPU
+    # training's figures depend on it, so the retrain command sets it (OMP_NUM_THREADS).
+    threads: int | None = None
     table: str | None = None  # a replayed study's table (--fidelity table:...)
 
 
