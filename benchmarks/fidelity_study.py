@@ -1,9 +1,9 @@
-"""Which cheap fidelity predicts the end of training? Estimators replayed against an end-of-training reference.
+"""Which cheap fidelity predicts a long training? Estimators replayed against a reference trained long.
 
-A search ranks designs after a short training (its fidelity); a user trains the chosen design to the end. This
+A search ranks designs after a short training (its fidelity); a user trains the chosen design longer. This
 script takes three tables of the same designs (`benchmarks/buildup_table.py`):
 
-- `--reference`: every design trained to the end of training (its validation curves flat), on paired seeds;
+- `--reference`: every design trained long (the reference budget: its curves flattening), on paired seeds;
 - `--cheap`: every design at the search's default fidelity, on paired seeds (the runs a walk is answered from);
 - `--rung` (optional): every design at a longer annealed fidelity (a rung for the walk's short list);
 
@@ -19,8 +19,8 @@ and answers, on validation figures only (the test figures are reported beside th
    table's seeds) is
    answered by the estimator's per-seed scores; its answer is right when the reference names it best or ties
    it with the best. Reported per estimator: the share of right answers, the CPU it took against training
-   every design to the end on as many seeds, and Kendall's tau between its design scores (all seeds) and the
-   reference's means, against 0.8 x the reference's split-half Kendall.
+   every design at the reference budget on as many seeds, and Kendall's tau between its design scores (all
+   seeds) and the reference's means, against 0.8 x the reference's split-half Kendall.
 
     python benchmarks/fidelity_study.py --reference search/tables/fashion-mnist-k-reference.json \
         --cheap benchmarks/tables/fashion-mnist-k-seeds-3-5/fashion-mnist-k-6-seeds.json \
@@ -99,7 +99,7 @@ def design_stats(table) -> dict[str, DesignStats]:
 
 
 def paired_gap(end: DesignStats, cheap: DesignStats) -> float:
-    """What a design gains from the cheap fidelity to the end of training: the mean over the seeds both
+    """What a design gains from the cheap fidelity to the reference budget: the mean over the seeds both
     measured of (end - cheap) validation top-1 (paired: seed s trains on the same subset and batch order)."""
     shared = sorted(set(end.val) & set(cheap.val))
     return statistics.fmean(end.val[x] - cheap.val[x] for x in shared)
@@ -418,7 +418,7 @@ def markdown(summary: dict) -> str:
     lines += [
         "",
         "| estimator | replays | answer right (the reference's best or tied) | CPU per search | share of every design "
-        "to the end | right answers per CPU-hour | Kendall with the reference |",
+        "at the reference's budget | right answers per CPU-hour | Kendall with the reference |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, e in summary["estimators"].items():
@@ -451,12 +451,12 @@ def figures(summary: dict, folder: Path, name: str) -> list[Path]:
         left.annotate(d["layout"], (100 * d["cheap_val"], 100 * d["reference_val"]), fontsize=7,
                       xytext=(4, 2), textcoords="offset points")  # fmt: skip
     left.set_xlabel("cheap fidelity: mean validation top-1 %")
-    left.set_ylabel("end of training: mean validation top-1 % (95 % interval)")
+    left.set_ylabel("reference budget: mean validation top-1 % (95 % interval)")
     left.set_title("the two rankings (each design's mean over its seeds)")
     order = sorted(designs, key=lambda d: d["gap"])
     right.barh([d["layout"] for d in order], [100 * d["gap"] for d in order],
                color=[colours(d["n_msa"] / most) for d in order])  # fmt: skip
-    right.set_xlabel("gain from the cheap fidelity to the end of training (points)")
+    right.set_xlabel("gain from the cheap fidelity to the reference budget (points)")
     right.set_title("the bias: each design's gain (colour: its MSAs)")
     from matplotlib.patches import Patch
 
