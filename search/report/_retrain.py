@@ -22,9 +22,10 @@ def recipe_words(protocol: Protocol) -> list[str]:
 
 
 def retrain_command(protocol: Protocol, rung: int, spec_path: str, index: int = 0) -> str | None:
-    """`[OMP_NUM_THREADS=N] archdsl train SPEC --dataset ... --seed ...`: trains the design of `spec_path` as its trial trained it at
-    budget rung `rung`, on paired seed index `index` (the same data and held-out validation images, recipe and
-    settings, epochs, subset and seed); None for a replayed study (the table's runs were trained elsewhere)."""
+    """`[OMP_NUM_THREADS=N] archdsl train SPEC --dataset ... --seed ...`: trains the design of `spec_path` as its
+    trial trained it at budget rung `rung`, on paired seed index `index` (the same data and held-out validation
+    images, recipe and settings, epochs, subset, seed and CPU threads); None for a replayed study (the table's runs
+    were trained elsewhere)."""
     if protocol.table is not None or rung >= len(protocol.budgets) or index >= len(protocol.training_seeds):
         return None
     budget = protocol.budgets[rung]
