@@ -308,6 +308,10 @@ def test_paired_seeds_train_every_design_on_the_same_seeds(tmp_path, monkeypatch
         return train_candidate(arch, *args, seed=seed, **kwargs)
 
     monkeypatch.setattr(measure, "train_candidate", recording)
+    # the calls are counted in this process: the seeds in turn (trained aside they are the same: test_seeds_aside.py)
+    from archdsl.search.fidelity import seeds_aside
+
+    monkeypatch.setattr(seeds_aside, "can_train_aside", lambda *args, **kwargs: False)
     args = support.search_args(tmp_path, "paired", "--strategy", "random", "--n-trials", "2", "--seed", "5")
     assert main([*args, "--seeds", "2", "--pruner", "none"]) == 0
     # each design once on each seed (the final test trains nothing: tests/test_search_final_test.py)

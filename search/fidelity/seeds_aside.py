@@ -82,7 +82,8 @@ class _Aside:
         self._children: list[tuple[Any, Connection]] = []
         for seed in seeds:
             receive, send = context.Pipe(duplex=False)
-            child = context.Process(target=_child, args=(train_one, seed, threads, send), daemon=True)
+            # not a daemon: a daemon may not start the DataLoader workers that images read from disk train with
+            child = context.Process(target=_child, args=(train_one, seed, threads, send))
             child.start()
             send.close()  # the parent keeps only its reading end: EOF once the child has gone
             self._children.append((child, receive))
