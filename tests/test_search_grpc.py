@@ -151,11 +151,13 @@ def test_a_listener_that_never_answers_fails_within_the_urls_timeout(tmp_path, c
 
 
 @contextmanager
-def _listener(answer: Callable[[socket.socket], None]) -> Iterator[int]:
-    """A listener on 127.0.0.1 (its port) that treats each connection with `answer`, until the block ends."""
+def _listener(answer: Callable[[socket.socket], None], *, threaded: bool = False) -> Iterator[int]:
+    """A listener on 127.0.0.1 (its port) that treats each connection with `answer`, until the block ends; with
+    `threaded`, each connection in a thread of its own (gRPC's client connects again while one is held)."""
     stop = threading.Event()
     with socket.create_server(("127.0.0.1", 0)) as server:
         server.settimeout(0.1)  # accept wakes up to see `stop`
+        connections: list[socket.socket] = []
 
         def serve() -> None:
             while not stop.is_set():
@@ -163,9 +165,14 @@ def _listener(answer: Callable[[socket.socket], None]) -> Iterator[int]:
                     connection, _ = server.accept()
                 except TimeoutError:
                     continue
-                with connection:
+                connections.append(connection)
+                if threaded:
+                    connection.settimeout(60)
+                    threading.Thread(target=answer, args=(connection,), daemon=True).start()
+                else:
                     connection.settimeout(5)
                     answer(connection)
+                    connection.close()
 
         thread = threading.Thread(target=serve, daemon=True)
         thread.start()
@@ -174,6 +181,8 @@ def _listener(answer: Callable[[socket.socket], None]) -> Iterator[int]:
         finally:
             stop.set()
             thread.join(timeout=10)
+            for connection in connections:
+                connection.close()
 
 
 @contextmanager
@@ -490,35 +499,6 @@ def _handshakes_then(after: bytes) -> Callable[[socket.socket], None]:
     return answer
 
 
-@contextmanager
-def _threaded_listener(answer: Callable[[socket.socket], None]) -> Iterator[int]:
-    """`_listener`, each connection in a thread of its own (gRPC's client connects again while one is held)."""
-    stop = threading.Event()
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        server.settimeout(0.1)
-        connections: list[socket.socket] = []
-
-        def serve() -> None:
-            while not stop.is_set():
-                try:
-                    connection, _ = server.accept()
-                except TimeoutError:
-                    continue
-                connection.settimeout(60)
-                connections.append(connection)
-                threading.Thread(target=answer, args=(connection,), daemon=True).start()
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        try:
-            yield server.getsockname()[1]
-        finally:
-            stop.set()
-            thread.join(timeout=10)
-            for connection in connections:
-                connection.close()
-
-
 @pytest.mark.parametrize(
     "after, said",
     [
@@ -540,7 +520,7 @@ def test_an_http2_listener_that_never_answers_a_call_is_named_within_the_connect
 ):
     """It completes the HTTP/2 handshake, then holds every call (or turns the connection away): the wait is the
     URL's connect timeout, and one line says what answered (it used to hang until killed, then gRPC's traceback)."""
-    with _threaded_listener(_handshakes_then(after)) as port:
+    with _listener(_handshakes_then(after), threaded=True) as port:
         address = f"127.0.0.1:{port}"
         url = f"grpc://{address}?connect_timeout=2"
         argv = support.search_args(tmp_path, "s", "--storage", url) if command == "search" else ["report", "s"]
