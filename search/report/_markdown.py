@@ -189,7 +189,7 @@ def _buildup_lines(summary: StudySummary) -> list[str]:
         f"seeds, and keeps it only where it is better beyond the noise (one-sided, {KEEP_LEVEL:.0%})"
         + (
             "; where no budget was measured for the data, a verdict is measured again one budget up until it holds "
-            "between two budgets in a row, or up to the last budget."
+            "(a tie at two budgets in a row, a standing beyond the noise at three), or up to the last budget."
             if summary.laddered
             else "."
         ),
