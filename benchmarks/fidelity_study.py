@@ -472,15 +472,19 @@ def figures(summary: dict, folder: Path, name: str) -> list[Path]:
     return [path]
 
 
+def write_summary(summary: dict, text: str, json_path: str | None, markdown_path: str | None) -> None:
+    """Print the tables `text`, and write them and the `summary` where asked (search_regret.py's too)."""
+    print(text)
+    if json_path:
+        Path(json_path).write_text(json.dumps(summary, indent=1) + "\n")
+    if markdown_path:
+        Path(markdown_path).write_text(text)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     summary = summarize(args)
-    text = markdown(summary)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
-    if args.markdown:
-        Path(args.markdown).write_text(text)
+    write_summary(summary, markdown(summary), args.json, args.markdown)
     if args.figures:
         for path in figures(summary, Path(args.figures), args.name):
             print(f"wrote {path}", file=sys.stderr)

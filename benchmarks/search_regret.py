@@ -52,7 +52,6 @@ import argparse
 import dataclasses
 import functools
 import itertools
-import json
 import math
 import random
 import statistics
@@ -1042,12 +1041,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as err:
         print(visible_lines(f"archdsl: error: {err}"), file=sys.stderr)
         return err.exit_code
-    text = markdown(summary)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
-    if args.markdown:
-        Path(args.markdown).write_text(text)
+    from fidelity_study import write_summary
+
+    write_summary(summary, markdown(summary), args.json, args.markdown)
     if args.figures:
         print(f"wrote {figure(summary, Path(args.figures), args.name)}", file=sys.stderr)
     return 0
