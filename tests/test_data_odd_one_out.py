@@ -171,7 +171,7 @@ def test_the_search_trains_it_without_random_crops_unless_told():
 
 
 def test_the_search_trains_each_dataset_at_its_own_fidelity_unless_told():
-    from archdsl.data.cards import OTHER
+    from archdsl.data.cards import OTHER, card_for
     from archdsl.search.planning import fidelity_for
     from archdsl.search.settings import SearchSettings
 
@@ -179,8 +179,10 @@ def test_the_search_trains_each_dataset_at_its_own_fidelity_unless_told():
         f = fidelity_for(SearchSettings(dataset=dataset), given)
         return f.subset, f.val_subset, f.epochs, f.val_split
 
-    # odd-one-out to the end of training (its curves flatten by epoch 12) on all its images
-    assert fields("odd-one-out") == fields("odd-one-out:classes=6") == (1.0, 1.0, 12, "500")
+    # odd-one-out at its card's measured budget (8 epochs: docs/search.md) on all its images
+    odd = card_for("odd-one-out").search
+    assert odd.epochs != OTHER.search.epochs and odd.budget_steps == 0
+    assert fields("odd-one-out") == fields("odd-one-out:classes=6") == (1.0, 1.0, odd.epochs, "500")
     assert fields("odd-one-out", epochs=3, val_split="0.2", subset=0.5) == (0.5, 0.5, 3, "0.2")
     assert fields("synthetic:train=100") == (0.4, 0.4, 2, None)
     assert fields("fashion-mnist") == (OTHER.search.subset, OTHER.search.subset, 2, None)

@@ -82,7 +82,7 @@ def card_for(dataset: str) -> DatasetCard:
 
 
 def default_text(attribute: str, unit: str = "") -> str:
-    """How --help says a search default that depends on the dataset, read off the cards: `12 on odd-one-out,
+    """How --help says a search default that depends on the dataset, read off the cards: `8 on odd-one-out,
     2 otherwise`; cards that agree are named together (`0 on odd-one-out and synthetic`)."""
     other = getattr(OTHER.search, attribute)
     by_value: dict[object, list[str]] = {}
