@@ -65,7 +65,7 @@ class Fidelity(OptimizeSettings):
     budget_steps: NonNegativeInt = flag_field(
         "--budget-steps", "how many times the build-up walk may raise a verdict's budget while the verdict still "
         "moves, each step doubling the epochs (and the subset while it holds fewer than "
-        f"{SMALL_PER_CLASS} images a class); 0: one budget (docs/search.md, 'The budget the search finds')",
+        f"{SMALL_PER_CLASS:,} images a class); 0: one budget (docs/search.md, 'The budget the search finds')",
         default=_DEFAULT.budget_steps, default_text=default_text("budget_steps") + " (where no budget was measured)",
     )  # fmt: skip
     budgeting: Literal["per-verdict", "calibrate"] = flag_field(
