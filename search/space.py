@@ -269,7 +269,11 @@ def make_space(base: Arch, searched: tuple[str, ...] = ("k",)) -> Space:
         d_dim = msa.dim_head if msa else 64
         heads = tuple(sorted({h for h in (d_heads // 2, d_heads, d_heads * 2) if h >= 1}))
         windows = _tiling_windows(sizes[stage.name])
-        if d_window not in windows:
+        if isinstance(d_window, int) and d_window >= max(sizes[stage.name]):
+            # The layout's window holds the whole map: global attention under the layout's name (which the
+            # shipped tables' designs carry), offered once, not again as `global`.
+            windows = (*windows[:-1], d_window)
+        elif d_window not in windows:
             windows = tuple(sorted(set(windows) - {GLOBAL}) + [d_window] + [GLOBAL] * (d_window != GLOBAL))
         stages.append(
             StageChoices(

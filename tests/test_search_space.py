@@ -135,3 +135,19 @@ def test_init_is_one_knob_of_the_whole_design(base50):
     assert make_space(base50).arch_from_params({"k_c4": 1}).init == base50.init
     with pytest.raises(UserError, match="not in this search space"):
         make_space(base50).params_from_arch(arch)
+
+
+@pytest.mark.parametrize("dataset", ["odd-one-out", "cifar10"])
+def test_no_two_window_choices_hold_the_whole_map(dataset):
+    """A window that holds the whole map is global attention: offered twice (the layout's default 4 beside `global`
+    on a 4x4 map), the space held every design with an MSA there twice, trained twice to the same figures."""
+    from archdsl.data import describe
+    from archdsl.search.fidelity.measures import fit_to_data, load_base
+
+    info = describe(dataset)
+    space = make_space(fit_to_data(load_base("alter-small-base"), info.image_shape, info.num_classes), ("k", "window"))
+    sizes = {s.name: s.out_size for s in stage_shapes(space.base)}
+    for stage in space.stages:
+        h, w = sizes[stage.name]
+        whole = [x for x in stage.windows if x == GLOBAL or x >= max(h, w)]
+        assert len(whole) == 1, (stage.name, (h, w), stage.windows)
