@@ -194,6 +194,22 @@ def check_same_space(study: optuna.Study, space: Space) -> None:
             study.set_user_attr(key, value)
     if study.user_attrs.get(BASE_ATTR) is None:
         study.set_user_attr(BASE_ATTR, space.base.name)
+    _check_trials_in_choices(study, space)
+
+
+def _check_trials_in_choices(study: optuna.Study, space: Space) -> None:
+    """Every trial's parameters among the space's choices: a study made before a choice set changed (before
+    2026-12-06 a window holding the whole map was offered twice, as the layout's window and as `global`) would
+    otherwise fail inside Optuna's samplers."""
+    choices = space.choices()
+    for trial in trials(study):
+        for name, value in trial.params.items():
+            if name in choices and value not in choices[name]:
+                raise UserError(
+                    f"study {study.study_name!r}: trial {trial.number} has {name}={value!r}, which this space does "
+                    f"not offer (its choices: {', '.join(map(repr, choices[name]))})",
+                    hint="the study was made by an older archdsl; search it again under a new --study-name",
+                )
 
 
 def load_study(name: str, storage: optuna.storages.BaseStorage) -> optuna.Study:

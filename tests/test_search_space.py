@@ -137,15 +137,15 @@ def test_init_is_one_knob_of_the_whole_design(base50):
         make_space(base50).params_from_arch(arch)
 
 
-@pytest.mark.parametrize("dataset", ["odd-one-out", "cifar10"])
-def test_no_two_window_choices_hold_the_whole_map(dataset):
+@pytest.mark.parametrize(("base", "dataset"), [("alter-small-base", "odd-one-out"), ("alter50-base", "synthetic")])
+def test_no_two_window_choices_hold_the_whole_map(base, dataset):
     """A window that holds the whole map is global attention: offered twice (the layout's default 4 beside `global`
     on a 4x4 map), the space held every design with an MSA there twice, trained twice to the same figures."""
     from archdsl.data import describe
     from archdsl.search.fidelity.measures import fit_to_data, load_base
 
     info = describe(dataset)
-    space = make_space(fit_to_data(load_base("alter-small-base"), info.image_shape, info.num_classes), ("k", "window"))
+    space = make_space(fit_to_data(load_base(base), info.image_shape, info.num_classes), ("k", "window"))
     sizes = {s.name: s.out_size for s in stage_shapes(space.base)}
     for stage in space.stages:
         h, w = sizes[stage.name]

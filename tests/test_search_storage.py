@@ -294,6 +294,26 @@ def test_a_worker_that_sees_the_space_half_recorded_joins_instead_of_refusing():
         check_same_space(study, other)
 
 
+def test_a_study_holding_a_choice_the_space_no_longer_offers_is_refused():
+    """A `--search window` study from before 2026-12-06 holds `window_c3='global'` on a 4x4 map, which the space now
+    offers as the layout's window 4: resumed, TPE failed with a bare ValueError (`'global' not in (2, 4)`)."""
+    from archdsl.search.fidelity.measures import fit_to_data, load_base
+    from archdsl.search.runner import check_same_space
+    from archdsl.search.space import make_space
+
+    space = make_space(fit_to_data(load_base("alter-small-base"), (3, 16, 16), 12), ("k", "window"))
+    study = optuna.create_study()
+    check_same_space(study, space)  # an empty study joins
+    params = {name: values[0] for name, values in space.choices().items()}
+    old = {name: optuna.distributions.CategoricalDistribution(values) for name, values in space.choices().items()}
+    study.add_trial(optuna.trial.create_trial(params=params, distributions=old, value=0.5))
+    check_same_space(study, space)  # a trial of this space's choices joins too
+    old["window_c3"] = optuna.distributions.CategoricalDistribution((2, 4, "global"))
+    study.add_trial(optuna.trial.create_trial(params={**params, "window_c3": "global"}, distributions=old, value=0.5))
+    with pytest.raises(UserError, match=r"trial 1 has window_c3='global', which this space does not offer"):
+        check_same_space(study, space)
+
+
 def test_a_second_retry_keeps_the_original_failed_trial_as_optuna_does(tmp_path):
     # Optuna's retry callback (what RDB storages run) keeps `failed_trial` = the first trial of
     # the series and appends to `retry_history`; the journal's retries must say the same.
