@@ -200,6 +200,20 @@ def common_seeds(table) -> tuple[int, ...]:
     return tuple(sorted(set.intersection(*({r.seed for r in d.runs} for d in table.designs))))
 
 
+def design_name(design, searched: Sequence[str]) -> str:
+    """Where a design's MSAs are and, in a space that searches more than k, its other knobs in the stages that hold
+    an MSA (`c1:CM c2:CC c3:CMCM, window 2/-/4`: designs that share a layout differ there)."""
+    from archdsl.search.space import msa_per_stage
+
+    msas = msa_per_stage(design.layout)
+    knobs = [
+        f"{knob} " + "/".join(str(design.params[f"{knob}_{s}"]) if n else "-" for s, n in msas.items())
+        for knob in searched
+        if knob != "k"
+    ]
+    return ", ".join([design.layout, *knobs]) if any(msas.values()) else design.layout
+
+
 def read_rung(path: str, table) -> Rung:
     return Rung(
         source=path,
@@ -220,7 +234,7 @@ def read_reference(path: str, table, order: Sequence[str]) -> Reference:
         source=path,
         budget=budget_text(table),
         digests=tuple(order),
-        layouts=tuple(by_digest[d].layout for d in order),
+        layouts=tuple(design_name(by_digest[d], table.searched) for d in order),
         n_msa=tuple(by_digest[d].n_msa for d in order),
         seeds=seeds,
         val=np.array([[r[s].val_acc for s in seeds] for r in runs]),

@@ -207,3 +207,14 @@ def test_tables_of_other_designs_end_in_one_line(rule_tables, tmp_path: Path, mo
     assert script.main(["--reference", str(reference), "--cheap", str(other)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("archdsl: error: ") and "searched k,window" in err and "Traceback" not in err
+
+
+def test_designs_that_share_a_layout_are_named_apart_by_their_other_knobs(tmp_path: Path, monkeypatch):
+    """In a `k,window` space several designs put their MSAs in the same places: the tables name each by its
+    windows too, or the rows and the answers' shares cannot be told apart."""
+    script = load_script("search_regret", monkeypatch)
+    path = write_table(tmp_path / "w.json", make_table(the_space(("k", "window")), seeds=(0, 1)))
+    table = script.load(str(path))
+    reference = script.read_reference(str(path), table, [d.digest for d in table.designs])
+    assert len(set(reference.layouts)) == len(table.designs) > len({d.layout for d in table.designs})
+    assert "c1:CC c2:CC c3:CC" in reference.layouts  # the ResNet has no window to name
