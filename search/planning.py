@@ -17,6 +17,7 @@ stays open for the caller (`archdsl search` closes it).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -156,9 +157,11 @@ class SearchPlan:
         """The line the command prints before the first trial."""
         settings = self.settings
         replayed = f", replayed from the table {self.replay.source}" if self.replay is not None else ""
+        reach = walk_reach_text(self)
         return (
             f"search {self.study_name}: {settings.strategy} over {self.space.size()} points of {self.base_text} on "
             f"{settings.dataset}, objectives {','.join(o.name for o in self.objectives)}{replayed}"
+            + (f"\n{reach}" if reach else "")
         )
 
 
@@ -268,6 +271,9 @@ def describe_space(plan: SearchPlan) -> str:
     if "init" in space.searched:
         lines.append(f"  init: {', '.join(map(str, space.choices()['init']))} (base: {space.base.init})")
     lines.append(f"size: {space.size()} points, {space.n_designs()} distinct designs")
+    reach = walk_reach_text(plan)
+    if reach:
+        lines.append(reach)
     lines.append(budget_text(plan))
     lines.append("endpoints:")
     for e in space.endpoints():
@@ -276,6 +282,22 @@ def describe_space(plan: SearchPlan) -> str:
         ks = ",".join(str(e.params.get(f"k_{s.name}", 0)) for s in space.stages)
         lines.append(f"  {e.name:<10} k=({ks})  {layout}  {arch.n_msa} MSA")
     return "\n".join(lines)
+
+
+def walk_reach_text(plan: SearchPlan) -> str | None:
+    """Where `--strategy buildup` searches knobs besides k, what the walk leaves out: it keeps the base's heads,
+    windows, head widths and init, so it reaches one design per k (docs/search.md, "A space
+    where right answers are a minority", measured what that costs); None where it reaches the whole space."""
+    space = plan.space
+    others = [knob for knob in space.searched if knob != "k"]
+    if plan.settings.strategy != "buildup" or not others:
+        return None
+    on_path = math.prod(stage.max_k + 1 for stage in space.stages)
+    knobs = " and ".join([", ".join(others[:-1]), others[-1]] if len(others) > 1 else others)
+    return (
+        f"walk: the build-up walk keeps the base's {knobs} ({on_path} of the {space.n_designs()} "
+        f"designs are on its path); --strategy tpe or random searches {knobs} too"
+    )
 
 
 def budget_text(plan: SearchPlan) -> str:

@@ -320,3 +320,16 @@ def test_paired_seeds_train_every_design_on_the_same_seeds(tmp_path, monkeypatch
     for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,)):
         values = t.user_attrs["metrics"]["accuracy_seeds"]
         assert len(values) == 2 and t.value == pytest.approx(sum(values) / 2)
+
+
+def test_the_build_up_walk_says_which_of_the_searched_designs_it_can_reach(capsys):
+    """`--search k,window` with the default strategy: the walk keeps the base's windows, so it reaches 12 of the 100
+    designs, and the dry run says so with the strategies that search the windows; with k alone there is nothing to
+    say, and a sampler reaches everything."""
+    out, _ = _dry_run(capsys, "--search", "k,window")
+    assert "size: 288 points, 100 distinct designs" in out
+    assert "the build-up walk keeps the base's window (12 of the 100 designs are on its path)" in out
+    assert "--strategy tpe or random searches window too" in out
+    for argv in ((), ("--search", "k,window", "--strategy", "tpe")):
+        out, _ = _dry_run(capsys, *argv)
+        assert "walk:" not in out
