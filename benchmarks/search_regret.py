@@ -201,17 +201,20 @@ def common_seeds(table) -> tuple[int, ...]:
 
 
 def design_name(design, searched: Sequence[str]) -> str:
-    """Where a design's MSAs are and, in a space that searches more than k, its other knobs in the stages that hold
-    an MSA (`c1:CM c2:CC c3:CMCM, window 2/-/4`: designs that share a layout differ there)."""
-    from archdsl.search.space import msa_per_stage
+    """Where a design's MSAs are and, in a space that searches more than k, its other knobs: a stage's in the stages
+    that hold an MSA, the whole design's once (`c1:CM c2:CC c3:CMCM, window 2/-/4, init timm`: designs that share a
+    layout differ there)."""
+    from archdsl.search.space import STAGE_KNOBS, msa_per_stage
 
     msas = msa_per_stage(design.layout)
-    knobs = [
-        f"{knob} " + "/".join(str(design.params[f"{knob}_{s}"]) if n else "-" for s, n in msas.items())
-        for knob in searched
-        if knob != "k"
-    ]
-    return ", ".join([design.layout, *knobs]) if any(msas.values()) else design.layout
+    knobs = []
+    for knob in searched:
+        if knob in STAGE_KNOBS and any(msas.values()):
+            values = (str(design.params[f"{knob}_{stage}"]) if n else "-" for stage, n in msas.items())
+            knobs.append(f"{knob} " + "/".join(values))
+        elif knob != "k" and knob not in STAGE_KNOBS:
+            knobs.append(f"{knob} {design.params[knob]}")
+    return ", ".join([design.layout, *knobs])
 
 
 def read_rung(path: str, table) -> Rung:

@@ -218,3 +218,13 @@ def test_designs_that_share_a_layout_are_named_apart_by_their_other_knobs(tmp_pa
     reference = script.read_reference(str(path), table, [d.digest for d in table.designs])
     assert len(set(reference.layouts)) == len(table.designs) > len({d.layout for d in table.designs})
     assert "c1:CC c2:CC c3:CC" in reference.layouts  # the ResNet has no window to name
+
+
+def test_a_space_that_searches_the_init_names_it_once_for_the_whole_design(tmp_path: Path, monkeypatch):
+    """`init` is one knob of the whole design (no `init_c3`): the names carry it once, and the table loads."""
+    script = load_script("search_regret", monkeypatch)
+    path = write_table(tmp_path / "i.json", make_table(the_space(("k", "init")), seeds=(0, 1)))
+    table = script.load(str(path))
+    reference = script.read_reference(str(path), table, [d.digest for d in table.designs])
+    assert len(set(reference.layouts)) == len(table.designs)
+    assert {"c1:CC c2:CC c3:CM, init torch", "c1:CC c2:CC c3:CM, init timm"} <= set(reference.layouts)
