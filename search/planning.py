@@ -296,7 +296,7 @@ def walk_reach_text(plan: SearchPlan) -> str | None:
     knobs = " and ".join([", ".join(others[:-1]), others[-1]] if len(others) > 1 else others)
     return (
         f"walk: the build-up walk keeps the base's {knobs} ({on_path} of the {space.n_designs()} "
-        f"designs are on its path); --strategy tpe or random searches {knobs} too"
+        f"designs are within its reach); --strategy tpe or random searches {knobs} too"
     )
 
 

@@ -328,7 +328,7 @@ def test_the_build_up_walk_says_which_of_the_searched_designs_it_can_reach(capsy
     say, and a sampler reaches everything."""
     out, _ = _dry_run(capsys, "--search", "k,window")
     assert "size: 288 points, 100 distinct designs" in out
-    assert "the build-up walk keeps the base's window (12 of the 100 designs are on its path)" in out
+    assert "the build-up walk keeps the base's window (12 of the 100 designs are within its reach)" in out
     assert "--strategy tpe or random searches window too" in out
     for argv in ((), ("--search", "k,window", "--strategy", "tpe")):
         out, _ = _dry_run(capsys, *argv)
