@@ -6,7 +6,8 @@ rung of the ladder the walk climbs (`--rungs T0 T1 ...`, in ladder order). Every
 seeds drawn from the cheap tables (`--seeds` per search, as the search's `--seeds`):
 
 - the build-up walk (`archdsl.search.walk.buildup.walk`, the search's own) at the fixed budget; with `--rungs`,
-  also at the top budget alone, and climbing the ladder (`per-verdict` and `calibrate` budgeting);
+  also at the top budget alone, and climbing the ladder (`per-verdict` and `calibrate` budgeting); each with every
+  rule of `--keep` (the search's: beyond the noise, or on the mean); racing with `--max-seeds` (`replay_all`);
 - random search at the walk's CPU: designs drawn uniformly without replacement, each measured as the walk
   measures one (the same seeds, at the budget the walk's answer settled at), while its CPU stays within the
   walk's on the same seeds; its answer is the design of the best mean;
@@ -67,6 +68,7 @@ from typing import Any, Literal
 import numpy as np
 
 from archdsl.errors import UsageError, UserError, visible_lines
+from archdsl.search.settings import KEEPS, Keep
 from archdsl.search.space import ParamValue, Space
 
 POINTS = 100.0  # accuracies are fractions; regrets are reported in points
@@ -85,6 +87,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     cheap.add_argument("--cheap", help="the table the search is answered from, at its fixed budget")
     cheap.add_argument("--rungs", nargs="+", metavar="TABLE", help="one table per budget rung, in ladder order")
     parser.add_argument("--seeds", type=int, default=3, help="paired seeds per search (the search's --seeds)")
+    parser.add_argument(
+        "--keep",
+        nargs="+",
+        choices=KEEPS,
+        default=["beyond-noise"],
+        help="how the walk keeps an MSA (the search's --keep); several: one walk of each, each with its samplers",
+    )
+    parser.add_argument(
+        "--max-seeds",
+        type=int,
+        help="the walk races (the search's --max-seeds): where its paired test cannot tell, it measures one more "
+        "seed, up to this many, drawn from the tables' seeds outside the set (default: --seeds, no racing)",
+    )
     parser.add_argument(
         "--replays", type=int, default=10, help="random search's and TPE's replays (own draws) on each set of seeds"
     )
@@ -106,6 +121,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         raise UsageError(
             "--seeds, --replays and --tpe-startup must be 1 or more, --bootstrap 20 or more",
             hint="--seeds 3 --replays 10 --bootstrap 1000",
+        )
+    if args.max_seeds is None:
+        args.max_seeds = args.seeds
+    if args.max_seeds < args.seeds:
+        raise UsageError(
+            f"--max-seeds {args.max_seeds} is below --seeds {args.seeds}",
+            hint="racing measures more seeds than --seeds, never fewer: give --max-seeds >= --seeds",
         )
     return args
 
@@ -338,6 +360,7 @@ class WalkVariant:
     label: str
     tables: tuple[int, ...]
     budgeting: Literal["per-verdict", "calibrate"] = "per-verdict"
+    keep: Keep = "beyond-noise"  # the search's --keep
 
     def method(self, kind: str) -> str:
         """The name of the walk's row, or of the sampler held to its CPU: `random, 12 epochs on 100 %`."""
@@ -355,37 +378,50 @@ def rung_label(rungs: Sequence[Rung], index: int) -> str:
     return Path(rungs[index].source).name
 
 
-def walk_variants(rungs: Sequence[Rung]) -> list[WalkVariant]:
-    """The walk at the first budget; with a ladder, also at the top budget alone and climbing it both ways."""
-    fixed = WalkVariant(rung_label(rungs, 0), (0,))
-    if len(rungs) == 1:
-        return [fixed]
+def walk_variants(rungs: Sequence[Rung], keeps: Sequence[Keep] = ("beyond-noise",)) -> list[WalkVariant]:
+    """The walk at the first budget; with a ladder, also at the top budget alone and climbing it both ways; each
+    with every rule of `keeps` (the search's --keep; labelled where it is not the default)."""
     ladder = tuple(range(len(rungs)))
+    variants = [WalkVariant(rung_label(rungs, 0), (0,))]
+    if len(rungs) > 1:
+        variants += [
+            WalkVariant(rung_label(rungs, len(rungs) - 1), (len(rungs) - 1,)),
+            WalkVariant("per-verdict ladder", ladder, "per-verdict"),
+            WalkVariant("calibrated ladder", ladder, "calibrate"),
+        ]
     return [
-        fixed,
-        WalkVariant(rung_label(rungs, len(rungs) - 1), (len(rungs) - 1,)),
-        WalkVariant("per-verdict ladder", ladder, "per-verdict"),
-        WalkVariant("calibrated ladder", ladder, "calibrate"),
+        dataclasses.replace(v, keep=keep, label=v.label if keep == "beyond-noise" else f"{v.label}, keep {keep}")
+        for keep in keeps
+        for v in variants
     ]
 
 
-def run_walk(space: MemoSpace, rungs: Sequence[Rung], seeds: tuple[int, ...], variant: WalkVariant) -> Outcome:
-    """The search's own walk, each measurement answered from the rung table on `seeds` (seed index i: seeds[i])."""
+def run_walk(
+    space: MemoSpace, rungs: Sequence[Rung], seeds: tuple[int, ...], variant: WalkVariant, paired: int | None = None
+) -> Outcome:
+    """The search's own walk, each measurement answered from the rung table on `seeds` (seed index i: seeds[i]).
+    With `paired` below len(seeds) the walk races, as the search's `--seeds paired --max-seeds len(seeds)`: a
+    design is measured on its first `paired` seeds, and on seed index i alone where a race asks for it."""
     from archdsl.search.objectives import OBJECTIVES
     from archdsl.search.seed_stats import Racing
     from archdsl.search.studies.record import Measured
     from archdsl.search.walk.buildup import Rules, walk
 
     lead = OBJECTIVES["accuracy"]
-    rules = Rules(Racing(len(seeds), len(seeds)), len(variant.tables), variant.budgeting)
+    paired = len(seeds) if paired is None else paired
+    racing = Racing(paired, len(seeds) if variant.keep == "beyond-noise" else paired)  # a mean has no test to race
+    rules = Rules(racing, len(variant.tables), variant.budgeting, variant.keep)
     measured: dict[tuple[str, int], Measured] = {}
     cpu = 0.0
     while (ask := walk(space, measured, lead, rules).next) is not None:
-        assert ask.seed_index is None, "no racing: every design is measured on its paired seeds at once"
         digest, rung = space.digest_of(ask.params), rungs[variant.tables[ask.rung]]
-        values = rung.values(digest, seeds)
-        cpu += rung.cost(digest, seeds)
-        measured[(digest, ask.rung)] = Measured("COMPLETE", statistics.fmean(values), dict(enumerate(values)))
+        indices = range(paired) if ask.seed_index is None else (ask.seed_index,)
+        known = measured.get((digest, ask.rung))
+        values = dict(known.seeds) if known is not None else {}
+        for i in indices:
+            values[i] = rung.val[digest][seeds[i]]
+            cpu += rung.cpu[digest][seeds[i]]
+        measured[(digest, ask.rung)] = Measured("COMPLETE", statistics.fmean(values.values()), values)
     done = walk(space, measured, lead, rules)
     answer = space.digest_of(done.answer) if done.answer is not None else None
     return Outcome(answer, cpu, len(measured), variant.tables[done.answer_rung])
@@ -547,6 +583,18 @@ class Replays:
     curves: dict[int, list[Trajectory]]  # rung -> random search's whole runs (the figure's curve)
 
 
+def race_orders(pool: Sequence[int], seeds: SeedSet, extra: int, most: int, tag: str) -> list[tuple[int, ...]]:
+    """The extra seeds a racing walk on `seeds` may draw, in the order it would draw them: every order of `extra`
+    of the pool's other seeds, or `most` of them drawn at random (one walk replays each order)."""
+    orders = list(itertools.permutations(sorted(set(pool) - set(seeds)), extra))
+    if len(orders) < 1:
+        raise UserError(
+            f"--max-seeds {len(seeds) + extra}: the cheap tables have {len(pool)} seeds of every design in common",
+            hint=f"--max-seeds {len(pool)} at most with these tables",
+        )
+    return orders if len(orders) <= most else random.Random(f"race-{tag}").sample(orders, most)
+
+
 def replay_all(
     space: MemoSpace,
     rungs: Sequence[Rung],
@@ -555,9 +603,15 @@ def replay_all(
     seed: int,
     curve_rungs: Sequence[int],
     tpe_startup: int = 10,
+    max_seeds: int | None = None,
+    keeps: Sequence[Keep] = ("beyond-noise",),
 ) -> Replays:
+    """Every method on every seed set of `plan`. A racing walk (`max_seeds` above the sets' seeds) is replayed once
+    per order of extra seeds it may draw (`race_orders`: a walk's own draws, like a sampler's), and the samplers'
+    draws are held in turn to those walks' CPU; they measure the set's seeds alone. The bootstrap weighs a set by
+    its own seeds (`SeedPlan`), not by the extras a race drew."""
     digests = sorted(rungs[0].val)
-    variants = walk_variants(rungs)
+    variants = walk_variants(rungs, keeps)
     methods = [v.method(kind) for v in variants for kind in KIND_NAMES]
     kinds = {v.method(kind): kind for v in variants for kind in KIND_NAMES}
     partner = {v.method(kind): v.method("walk") for v in variants for kind in ("random", "tpe")}
@@ -565,15 +619,18 @@ def replay_all(
     outcomes: dict[str, dict[SeedSet, list[Outcome]]] = {m: {} for m in methods}
     curves: dict[int, list[Trajectory]] = {r: [] for r in curve_rungs}
     for seeds in plan.sets:
-        walks = {v: run_walk(space, rungs, seeds, v) for v in variants}
-        for v, w in walks.items():
-            outcomes[v.method("walk")][seeds] = [w]
-        # One sampler run per (draw, rung), as long as the dearest walk answered at that rung needs; each
-        # walk's samplers are those runs stopped at the walk's CPU.
-        budgets: dict[int, float] = {}
-        for w in walks.values():
-            budgets[w.rung] = max(budgets.get(w.rung, 0.0), w.cpu)
+        extra = (max_seeds or len(seeds)) - len(seeds)
+        orders = race_orders(plan.pool, seeds, extra, replays, f"{seed}-{seeds}") if extra else [()]
+        races = {v: [run_walk(space, rungs, seeds + order, v, len(seeds)) for order in orders] for v in variants}
+        for v, ws in races.items():
+            outcomes[v.method("walk")][seeds] = ws
         for k in range(replays):
+            walks = {v: ws[k % len(ws)] for v, ws in races.items()}  # the race whose CPU this draw is held to
+            # One sampler run per rung, as long as the dearest walk answered at that rung needs; each walk's
+            # samplers are those runs stopped at the walk's CPU.
+            budgets: dict[int, float] = {}
+            for w in walks.values():
+                budgets[w.rung] = max(budgets.get(w.rung, 0.0), w.cpu)
             tag = f"{seed}-{k}-{','.join(map(str, seeds))}"
             rand = {
                 rung: random_trajectory(digests, rungs[rung], seeds, random.Random(f"random-{rung}-{tag}"))
@@ -838,7 +895,9 @@ def summarize(args: argparse.Namespace) -> dict:
     rng = np.random.default_rng(args.seed)
     plan = seed_plan(pool, args.seeds, args.bootstrap, rng)
     curve_rungs = sorted({0, len(rungs) - 1})
-    replays = replay_all(space, rungs, plan, args.replays, args.seed, curve_rungs, args.tpe_startup)
+    replays = replay_all(
+        space, rungs, plan, args.replays, args.seed, curve_rungs, args.tpe_startup, args.max_seeds, args.keep
+    )
     results, differences = judge_methods(reference, plan, replays, rng)
 
     best = reference.best
@@ -883,6 +942,8 @@ def summarize(args: argparse.Namespace) -> dict:
         "replays": {
             "mode": plan.mode,
             "seeds_per_search": args.seeds,
+            "max_seeds": args.max_seeds,
+            "keep": list(args.keep),
             "seed_pool": list(plan.pool),
             "seed_sets": len(plan.sets),
             "sampler_replays_per_set": args.replays,
@@ -949,6 +1010,15 @@ def markdown(summary: dict) -> str:
         "times per set, each held to its walk's CPU on the same seeds. Regret: points of validation top-1 below "
         "the reference's best (test: report only).",
     ]
+    if rep.get("max_seeds", rep["seeds_per_search"]) > rep["seeds_per_search"]:
+        lines += [
+            "",
+            f"**The walk races** (the search's `--max-seeds {rep['max_seeds']}`): where its paired test cannot tell "
+            f"at {rep['seeds_per_search']} seeds, it measures one more, up to {rep['max_seeds']}, drawn from the "
+            "pool's seeds outside the set; it is replayed once per order of those extra seeds (every order, or "
+            f"{rep['sampler_replays_per_set']} drawn), and each sampler draw is held to one of those walks' CPU in "
+            f"turn, on the set's {rep['seeds_per_search']} seeds.",
+        ]
     if not rep["seed_noise_in_intervals"]:
         lines += [
             "",

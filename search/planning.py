@@ -136,12 +136,12 @@ class SearchPlan:
 
     @property
     def walk_rules(self) -> Rules:
-        """How the build-up walk decides: the paired seeds and racing, and the ladder of budgets."""
+        """How the build-up walk decides: the paired seeds and racing, the ladder of budgets, and how it keeps."""
         from archdsl.search.seed_stats import Racing
         from archdsl.search.walk.buildup import Rules
 
         racing = Racing(self.fidelity.seeds, self.max_seeds)
-        return Rules(racing=racing, rungs=len(self.rungs), budgeting=self.fidelity.budgeting)
+        return Rules(racing=racing, rungs=len(self.rungs), budgeting=self.fidelity.budgeting, keep=self.settings.keep)
 
     @property
     def command(self) -> str:
@@ -197,6 +197,12 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
             f"--max-seeds {settings.max_seeds} is below --seeds {resolved.seeds}",
             hint="racing measures more seeds than --seeds, never fewer: give --max-seeds >= --seeds",
         )
+    if settings.keep == "mean" and settings.strategy != "buildup":
+        raise UsageError(f"--keep mean is the build-up walk's rule; --strategy {settings.strategy} does not walk",
+                         hint="--strategy buildup --keep mean, or leave --keep out")  # fmt: skip
+    if settings.keep == "mean" and (settings.max_seeds or resolved.seeds) > resolved.seeds:
+        raise UsageError("--keep mean compares means, so there is no test to race: --max-seeds has nothing to do",
+                         hint="leave --max-seeds out with --keep mean")  # fmt: skip
     # the same for a dry run and a run
     fitted = measure.fit_to_data(measure.load_base(base_name), info.image_shape, info.num_classes)
     images = train_images(info, resolved.val_split)
@@ -275,6 +281,8 @@ def describe_space(plan: SearchPlan) -> str:
     if reach:
         lines.append(reach)
     lines.append(budget_text(plan))
+    if plan.settings.keep == "mean":
+        lines.append("keep: an MSA whose mean over the paired seeds is higher (--keep mean; no test of the noise)")
     lines.append("endpoints:")
     for e in space.endpoints():
         arch = space.arch_from_params(e.params)

@@ -8,7 +8,7 @@ these fields, without importing Optuna.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from archdsl.search.planning import SearchPlan
 
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
+# How the build-up walk keeps a candidate (walk.buildup.Rules.keep): beyond the paired seeds' noise, or on their mean.
+Keep = Literal["beyond-noise", "mean"]
+KEEPS: tuple[Keep, ...] = ("beyond-noise", "mean")
 PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
 
 SMALL_BASE = "alter-small-base"  # the default base on the built-in data, and on CIFAR without an accelerator
@@ -118,6 +121,12 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         "--max-seeds", "racing: where the build-up walk's paired test cannot tell a candidate from the incumbent, "
         "measure both on one more seed, up to this many (and the samplers re-measure their leading designs up to it)",
         group=CHOICE, metavar="M", default_text="--seeds (no racing)", default=None,
+    )  # fmt: skip
+    keep: Keep = flag_field(
+        "--keep", "how the build-up walk keeps an MSA: where the paired seeds' one-sided t-test calls it better "
+        "(beyond-noise), or where its mean over them is higher (mean: the paper's own rule, which beat random search "
+        "where the test did not; docs/search.md, Keeping on the mean)",
+        group=CHOICE, default="beyond-noise", choices=KEEPS,
     )  # fmt: skip
     study_name: str | None = flag_field(
         "--study-name", "the study's name", group=STORE, metavar="NAME",

@@ -228,3 +228,39 @@ def test_a_space_that_searches_the_init_names_it_once_for_the_whole_design(tmp_p
     reference = script.read_reference(str(path), table, [d.digest for d in table.designs])
     assert len(set(reference.layouts)) == len(table.designs)
     assert {"c1:CC c2:CC c3:CM, init torch", "c1:CC c2:CC c3:CM, init timm"} <= set(reference.layouts)
+
+
+def test_a_racing_walk_measures_more_seeds_where_three_cannot_tell_and_pays_for_each(tmp_path: Path, monkeypatch):
+    """`--max-seeds`: an MSA in c3 gains 3, 1 and 5 points on the first three seeds (a paired test at 5 % cannot
+    call it) and 3 on two more. Without racing the walk rejects it; racing to 5 seeds keeps it, and its CPU holds
+    the two extra seeds of the base and of the first MSA, nothing else (the later verdicts decide at 3)."""
+    script = load_script("search_regret", monkeypatch)
+    path = write_table(tmp_path / "t.json", with_cpu(make_table(the_space(("k",)), seeds=(0, 1, 2, 3, 4))))
+    table = script.load(str(path))
+    space, rung = script.space_of(table), script.read_rung(str(path), table)
+    digest = {d.layout: d.digest for d in table.designs}
+    base, msa = digest["c1:CC c2:CC c3:CC"], digest["c1:CC c2:CC c3:CM"]
+    shift = {0: 0.0, 1: -0.02, 2: 0.02, 3: 0.0, 4: 0.0}  # c3's MSA: +3 points, then +1, +5, +3, +3
+    for d in table.designs:  # every design with c3's MSA moves alike: later verdicts keep constant gaps
+        if d.layout.endswith("c3:CM"):
+            rung.val[d.digest].update({s: v + shift[s] for s, v in rung.val[d.digest].items()})
+    variant = script.walk_variants([rung])[0]
+    by_digest = {d.digest: d.layout for d in table.designs}
+
+    plain = script.run_walk(space, [rung], (0, 1, 2), variant)
+    raced = script.run_walk(space, [rung], (0, 1, 2, 3, 4), variant, paired=3)
+
+    assert by_digest[plain.answer] == "c1:CC c2:CM c3:CC"  # c3's MSA rejected; c2's (+1 on every seed) kept
+    assert by_digest[raced.answer] == "c1:CC c2:CM c3:CM"  # c3's MSA kept at the fifth seed
+    plain_rule, on_mean = script.walk_variants([rung], ("beyond-noise", "mean"))
+    assert (plain_rule, on_mean.label, on_mean.keep) == (variant, f"{variant.label}, keep mean", "mean")
+    kept = script.run_walk(space, [rung], (0, 1, 2, 3, 4), on_mean, paired=3)  # a mean has no test to race
+    assert by_digest[kept.answer] == "c1:CC c2:CM c3:CM" and kept.cpu < raced.cpu
+    first_three = script.run_walk(space, [rung], (0, 1, 2), variant, paired=3)
+    assert first_three == plain  # no extra seed to race on: the plain walk
+    extra = sum(rung.cpu[d][s] for d in (base, msa) for s in (3, 4))
+    walked = ("c1:CC c2:CC c3:CC", "c1:CC c2:CC c3:CM", "c1:CC c2:CM c3:CM", "c1:CM c2:CM c3:CM")
+    assert raced.cpu == pytest.approx(sum(rung.cost(digest[layout], (0, 1, 2)) for layout in walked) + extra)
+    with pytest.raises(script.UserError, match="--max-seeds 6"):
+        script.race_orders((0, 1, 2, 3, 4), (0, 1, 2), 3, 10, "t")
+    assert script.race_orders((0, 1, 2, 3, 4), (0, 1, 2), 2, 10, "t") == [(3, 4), (4, 3)]

@@ -910,3 +910,33 @@ def _values(value):
     yield value
     for inner in value.values() if isinstance(value, dict) else value if isinstance(value, list) else ():
         yield from _values(inner)
+
+
+def test_keep_mean_reaches_the_walk_the_report_and_the_study_s_command(tmp_path, capsys):
+    """`--keep mean` on the shipped 8-epoch table, seeds 0-2: a second MSA in c3 (6.7 points above the first on the
+    mean, within the noise) is kept, then one in c2, where the default rule stops at one MSA; report.md says which
+    rule kept, and the study's command runs it again."""
+    table = Path(__file__).resolve().parent.parent / "search/tables/odd-one-out-k-8.json"
+    out = tmp_path / "runs"
+    answers = {}
+    for keep in ("beyond-noise", "mean"):
+        argv = ["search", "--fidelity", f"table:{table}", "--seeds", "3", "--keep", keep, "--out", str(out)]
+        assert main([*argv, "--study-name", keep, "--no-progress"]) == 0
+        printed = capsys.readouterr().out
+        answers[keep] = next(line for line in printed.splitlines() if line.strip().startswith("best:")).split()[-1]
+    assert answers == {"beyond-noise": "c3:CCCM", "mean": "c3:CMCM"}
+    report = (out / "mean" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "keeps it where its mean over them is higher (--keep mean" in report
+    assert "only where it is better beyond the noise" in (out / "beyond-noise" / "report" / "report.md").read_text()
+    study = optuna.load_study(study_name="mean", storage=_journal(out / "mean" / "study.journal"))
+    assert "--keep mean" in study.user_attrs["command"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(("--strategy", "tpe"), "--keep mean is the build-up walk's rule"), (("--max-seeds", "5"), "no test to race")],
+)
+def test_keep_mean_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys, extra, message):
+    assert main(["search", "--keep", "mean", *extra, "--out", str(tmp_path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("archdsl: error: ") and message in err and "Traceback" not in err

@@ -249,6 +249,34 @@ def test_with_paired_seeds_the_walk_keeps_an_msa_only_beyond_the_noise():
     assert steps[1].accepted
 
 
+def test_keeping_on_the_mean_keeps_a_higher_mean_the_paired_test_cannot_call_and_never_a_lower_one():
+    """`--keep mean` (Rules.keep): the paper's own rule, a higher mean over the paired seeds, with no test and no
+    race: a gain from one lucky seed is kept (the default rule rejects it); a lower mean is not."""
+    from archdsl.search.seed_stats import Racing
+    from archdsl.search.walk.buildup import Rules
+
+    space = make_space(load_spec("alter50-base"))
+    on_mean, beyond_noise = Rules(Racing(3, 3), keep="mean"), Rules(Racing(3, 3))
+
+    def play(candidate, rules):
+        """The first verdict: an MSA at the end of c4 with seed values `candidate`, every other design the base's."""
+        asked = []
+
+        def evaluate(params, stage):
+            ks = tuple(params[f"k_c{i}"] for i in range(1, 5))
+            asked.append(ks)
+            values = candidate if ks == (0, 0, 0, 1) else (0.60, 0.70, 0.50)
+            return Measured("COMPLETE", sum(values) / 3, dict(enumerate(values)))
+
+        return _play(space, OBJECTIVES["accuracy"], evaluate, rules)[1].accepted, asked
+
+    lucky = (0.66, 0.68, 0.49)  # +0.06, -0.02, -0.01: a higher mean, not beyond the noise
+    kept, asked = play(lucky, on_mean)
+    assert kept and len(asked) == len(set(asked))  # kept, and no design measured twice (no race)
+    assert not play(lucky, beyond_noise)[0]
+    assert not play((0.70, 0.66, 0.42), on_mean)[0]  # +0.10, -0.04, -0.08: a lower mean
+
+
 def test_a_race_asks_for_more_seeds_only_while_its_test_cannot_decide_and_stops_at_max_seeds():
     from archdsl.search.seed_stats import Racing, race_decision
 

@@ -182,11 +182,17 @@ def _buildup_lines(summary: StudySummary) -> list[str]:
     ladder."""
     if not summary.steps:
         return []
+    on_mean = summary.protocol is not None and summary.protocol.keep == "mean"
+    rule = (
+        "where its mean over them is higher (--keep mean: no test of the noise; the ties below have one)"
+        if on_mean
+        else f"only where it is better beyond the noise (one-sided, {KEEP_LEVEL:.0%})"
+    )
     lines = [
         "## Build-up walk",
         "",
         "Each verdict compares the design with the one it would replace (the design kept before it) on the paired "
-        f"seeds, and keeps it only where it is better beyond the noise (one-sided, {KEEP_LEVEL:.0%})"
+        f"seeds, and keeps it {rule}"
         + (
             "; where no budget was measured for the data, a verdict is measured again one budget up until it holds "
             "(a tie at two budgets in a row, a standing beyond the noise at three), or up to the last budget."

@@ -215,7 +215,7 @@ def _best_numbers(
     study: optuna.Study, objectives: tuple[Objective, ...], rows: tuple[TrialRow, ...], firsts: dict[str, FrozenTrial]
 ) -> list[int]:
     """The best trial (one objective) or the Pareto front, never a race's extra seed, by number. A build-up
-    walk's best is the design it kept last (it keeps an MSA only beyond the noise); otherwise an accuracy is
+    walk's best is the design it kept last (as its --keep rule kept it); otherwise an accuracy is
     judged on the design's mean over every seed it was measured on, not on the seeds of its first trial; any
     other objective on the value of the design's first trial."""
     if len(objectives) > 1:

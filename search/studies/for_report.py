@@ -41,6 +41,7 @@ def protocol(plan: SearchPlan) -> Protocol:
         }
     trained = Protocol(
         dataset=s.dataset, data_root=s.data_root, seed=s.seed, seeds=fidelity.seeds, max_seeds=plan.max_seeds,
+        keep=s.keep,
         training_seeds=training_seeds(plan), budgets=list(plan.rungs), recipe=fidelity.recipe,
         train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize,
     ).model_copy(update=counts)  # fmt: skip

@@ -133,6 +133,7 @@ class Protocol(BaseModel):
     seed: int  # --seed
     seeds: int  # the paired seeds every design is measured on (--seeds)
     max_seeds: int  # the most a race measures (--max-seeds; --seeds without racing)
+    keep: str = "beyond-noise"  # how the build-up walk kept a candidate (--keep; an older study: the paired test)
     # Paired seed index i trains with training_seeds[i] (every design alike; a replayed study: the seed of the table
     # run that answers index i); empty where a replayed trial draws one run of its design (--seeds 1).
     training_seeds: list[int]

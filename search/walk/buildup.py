@@ -2,7 +2,8 @@
 next, or the answer and its ties.
 
 Start from the base CNN, add an MSA at the end of the last stage and keep adding there while the lead objective
-improves beyond the noise of the paired seeds; when an addition does not help (or the stage is full), try the end
+improves beyond the noise of the paired seeds (or, with `Rules.keep` "mean", while its mean over them improves, the
+paper's own rule); when an addition does not help (or the stage is full), try the end
 of the stage before; stop after the first stage. Each comparison of a candidate with the design it would replace
 (the incumbent) is a *verdict*. Where no budget was measured to give a long training's answer, a verdict is
 measured on a ladder of budgets (`Rules.rungs`): it is not final at its first budget, and it settles once it holds
@@ -22,6 +23,7 @@ from typing import Literal
 
 from archdsl.search.objectives import Objective
 from archdsl.search.seed_stats import Racing, Standing, gap_moved, improves_beyond_noise, race_decision, standing
+from archdsl.search.settings import Keep
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.studies.record import Measured, Measurements, State
 
@@ -32,13 +34,16 @@ Paired = tuple[tuple[float, ...], tuple[float, ...]]
 @dataclass(frozen=True)
 class Rules:
     """How the walk decides: the paired seeds and racing (`racing`), the number of budgets on the ladder (`rungs`;
-    1: one fixed budget), and how the ladder is climbed (`budgeting`): `per-verdict`, every verdict settles on its
+    1: one fixed budget), how the ladder is climbed (`budgeting`): `per-verdict`, every verdict settles on its
     own, from one rung below where the last one settled; `calibrate`, the first verdict settles on the ladder and
-    every later one is measured at that budget alone."""
+    every later one is measured at that budget alone; and when a candidate is kept (`keep`): `beyond-noise`, where
+    the paired test calls it better; `mean`, where its mean over the paired seeds is better (no test, no race).
+    docs/search.md ("Keeping on the mean") says what each costs."""
 
     racing: Racing = Racing()
     rungs: int = 1
     budgeting: Literal["per-verdict", "calibrate"] = "per-verdict"
+    keep: Keep = "beyond-noise"
 
 
 PLAIN = Rules()  # one seed, no racing, one budget
@@ -184,7 +189,11 @@ class _Walker:
         raise AssertionError("a verdict settles by the top of the ladder")
 
     def decide(self, candidate: _Side, incumbent: _Side, c: Measured, i: Measured, rung: int) -> bool | Ask:
-        """Keep the candidate at this budget: the paired test, racing more seeds where it cannot tell (an Ask)."""
+        """Keep the candidate at this budget: the paired test, racing more seeds where it cannot tell (an Ask); with
+        `keep` "mean", the better mean over the paired seeds."""
+        if self.rules.keep == "mean":
+            assert c.value is not None and i.value is not None
+            return self.lead.better(c.value, i.value)
         if self.rules.racing.races and self.lead.name == "accuracy":
             decision = race_decision(c.seeds, i.seeds, self.lead, self.rules.racing, (set(c.lost), set(i.lost)))
             if isinstance(decision, bool):
