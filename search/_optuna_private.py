@@ -48,11 +48,6 @@ def retried_trial(trial: FrozenTrial) -> int | None:
     return int(number) if number is not None else None
 
 
-def retry_history(trial: FrozenTrial) -> list[int]:
-    """The numbers of the earlier runs of a retried trial, oldest first (empty if it is no retry)."""
-    return list(trial.system_attrs.get(RETRY_HISTORY_ATTR, []))
-
-
 def add_grpc_storage_service(server: Any, storage: optuna.storages.BaseStorage) -> None:
     """Serve `storage` on a gRPC server as Optuna's proxy does (`optuna.storages.run_grpc_proxy_server`
     builds its own server, without the options archdsl sets: one listener per port)."""

@@ -259,9 +259,9 @@ def _flag_words(flag: str, value: Any) -> list[str]:
         return [flag if value else f"--no-{flag[2:]}"]
     if isinstance(value, tuple):
         return [flag, ",".join(map(str, value))]
-    return [flag, _number(value) if isinstance(value, float) else str(value)]
+    return [flag, flag_number(value) if isinstance(value, float) else str(value)]
 
 
-def _number(value: float) -> str:
+def flag_number(value: float) -> str:
     """A number as a flag takes it back exactly: `323000`, `0.4`, `1e-05`."""
     return str(int(value)) if float(value).is_integer() else repr(float(value))

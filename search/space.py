@@ -197,14 +197,10 @@ class Space:
             )
         out.append(Endpoint("swin-like", self._k_params(ks_max)))
         # Distinct designs only (a tiny base can make "alternet" equal "swin-like").
-        seen: set[str] = set()
-        unique = []
+        unique: dict[str, Endpoint] = {}
         for e in out:
-            d = self.arch_from_params(e.params).digest()
-            if d not in seen:
-                seen.add(d)
-                unique.append(e)
-        return unique
+            unique.setdefault(self.arch_from_params(e.params).digest(), e)
+        return list(unique.values())
 
     def _k_params(self, ks: dict[str, int]) -> dict[str, ParamValue]:
         params = {name: ks[s.name] if knob == "k" else s.default(knob) for name, knob, s in self._stage_parameters()}

@@ -146,10 +146,10 @@ class _TrainedDesign:
         seeds = [measure.seed_of(s.seed, index) for index in self.indices]
         if seeds_aside.can_train_aside(select_device(s.device).type, len(seeds), distributed=current() is not None):
             with seeds_aside.seeds_aside(functools.partial(self._later_seed, progress=False), seeds[1:]) as aside:
-                first, first_test = self._first_seed(seeds[0], on_epoch, run_dir)
+                first, first_test = self._seed(seeds[0], progress=s.progress, on_epoch=on_epoch, run_dir=run_dir())
                 later = aside.figures()
         else:
-            first, first_test = self._first_seed(seeds[0], on_epoch, run_dir)
+            first, first_test = self._seed(seeds[0], progress=s.progress, on_epoch=on_epoch, run_dir=run_dir())
             later = [self._later_seed(seed, progress=s.progress) for seed in seeds[1:]]
         tests = [first_test, *(f.test for f in later)]
         sealed = HeldOutFigures(seeds=seeds, accuracy=tests, indices=list(self.indices))
@@ -159,27 +159,29 @@ class _TrainedDesign:
         mean, _ = mean_and_stderr(per_seed)
         return dataclasses.replace(first, accuracy=mean, seed_accuracies=per_seed, sealed=sealed)
 
-    def _first_seed(
-        self, seed: int, on_epoch: Callable[[int, float], None], run_dir: Callable[[], Path | None]
+    def _seed(
+        self,
+        seed: int,
+        *,
+        progress: bool,
+        on_epoch: Callable[[int, float], None] | None = None,
+        run_dir: Path | None = None,
     ) -> tuple[measure.Trained, float]:
-        """The first paired seed: scored after every epoch (for the pruner), its model kept (for the analyses)."""
+        """One paired seed, trained, then scored once on the test split. The first (given `on_epoch`) is scored
+        after every epoch, for the pruner, and keeps its folder and model (for the analyses); a later one is
+        scored after its last epoch alone."""
         s = self.plan.settings
         one = measure.train_candidate(
-            self.arch, self.data, self.fidelity, device=s.device, seed=seed, run_dir=run_dir(), on_epoch=on_epoch,
-            progress=s.progress, curve=True,
+            self.arch, self.data, self.fidelity, device=s.device, seed=seed, run_dir=run_dir,
+            on_epoch=on_epoch or (lambda epoch, top1: None), progress=progress, curve=on_epoch is not None,
         )  # fmt: skip
         assert one.model is not None, "a trained design has its model"
         return one, measure.test_accuracy(one.model, self.data, self.fidelity, device=s.device)
 
     def _later_seed(self, seed: int, *, progress: bool) -> SeedFigures:
-        """A later paired seed: scored after its last epoch alone; only its figures are kept."""
-        s = self.plan.settings
-        one = measure.train_candidate(
-            self.arch, self.data, self.fidelity, device=s.device, seed=seed, run_dir=None,
-            on_epoch=lambda epoch, top1: None, progress=progress, curve=False,
-        )  # fmt: skip
-        assert one.model is not None, "a trained design has its model"
-        return SeedFigures(one.accuracy, measure.test_accuracy(one.model, self.data, self.fidelity, device=s.device))
+        """A later paired seed: only its figures are kept."""
+        one, test = self._seed(seed, progress=progress)
+        return SeedFigures(one.accuracy, test)
 
     def analyses(self, trained: measure.Trained, names: set[str]) -> dict[str, float]:
         s, fidelity, values = self.plan.settings, self.fidelity, {}

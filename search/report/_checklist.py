@@ -24,9 +24,9 @@ def checklist_items(summary: StudySummary) -> list[tuple[str, str]]:
         ("Seeds", _seeds(protocol)),
         ("Validation", _validation(protocol)),
         ("Test", _test(protocol)),
-        ("Budgets", _budgets(summary)),
+        ("Budgets", _budgets(summary, protocol)),
         ("Training", _training(protocol)),
-        ("CPU time", _cpu(summary)),
+        ("CPU time", _cpu(summary, protocol)),
     ]
     pick = _random_pick(summary)
     return [*items, ("Random pick", pick)] if pick else items
@@ -44,7 +44,10 @@ def checklist_line(summary: StudySummary) -> str | None:
     else:
         data = f"{protocol.validation_images} validation images chose, {protocol.test_images} test images"
     parts = [seeds, f"{data} sealed until the end"]
-    parts += [_budget_words(summary), f"CPU {duration_text(summary.cpu_seconds)} ({_measured(summary)} trials)"]
+    parts += [
+        _budget_words(summary, protocol),
+        f"CPU {duration_text(summary.cpu_seconds)} ({_measured(summary)} trials)",
+    ]
     pick = summary.random_pick
     if pick is not None:
         parts.append(f"a random pick in that CPU: {pick.expected_best:.4g} expected")
@@ -88,9 +91,7 @@ def _test(protocol: Protocol) -> str:
     )
 
 
-def _budgets(summary: StudySummary) -> str:
-    protocol = summary.protocol
-    assert protocol is not None
+def _budgets(summary: StudySummary, protocol: Protocol) -> str:
     first = summary.budget_text(0)
     if len(protocol.budgets) == 1:
         return f"{first} for every trial" + (" (the table's runs)" if protocol.table is not None else "")
@@ -106,9 +107,7 @@ def _training(protocol: Protocol) -> str:
     return f"{recipe}, device {protocol.device}"
 
 
-def _cpu(summary: StudySummary) -> str:
-    protocol = summary.protocol
-    assert protocol is not None
+def _cpu(summary: StudySummary, protocol: Protocol) -> str:
     measured = _measured(summary)
     text = f"{duration_text(summary.cpu_seconds)} of CPU over {measured} trial{'s' if measured != 1 else ''}"
     if protocol.table is not None:
@@ -125,10 +124,8 @@ def _measured(summary: StudySummary) -> int:
     return sum(1 for row in summary.rows if row.digest is not None)
 
 
-def _budget_words(summary: StudySummary) -> str:
+def _budget_words(summary: StudySummary, protocol: Protocol) -> str:
     """`1 or 2 epochs on 86 images (100 %)` where the budgets differ only in epochs, else each budget's text."""
-    protocol = summary.protocol
-    assert protocol is not None
     budgets = protocol.budgets
     if len(budgets) > 1 and all(b.subset == budgets[0].subset for b in budgets):
         images = summary.budget_text(0).split(" on ", 1)[1]

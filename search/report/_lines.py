@@ -18,7 +18,7 @@ from archdsl.search.report._summary import (
     held_out_text,
     moving_steps,
     objective_values_text,
-    step_row,
+    step_layout,
     step_value_text,
     study_objectives,
     ties_text,
@@ -53,9 +53,7 @@ def _raised(study: optuna.Study, trial: FrozenTrial) -> str:
     if rung == 0:
         return ""
     protocol = read_protocol(study)
-    if protocol is None or rung >= len(protocol.budgets):
-        return f" at budget rung {rung}"
-    return f" at {protocol.budgets[rung].text(protocol.train_images)}"
+    return f" at {protocol.budget_text(rung) if protocol is not None else f'budget rung {rung}'}"
 
 
 def progress_text(progress: StudyProgress) -> str:
@@ -95,8 +93,7 @@ def summary_text(summary: StudySummary, spec_files: Mapping[int, str] | None = N
 def step_text(summary: StudySummary, step: RecordedStep) -> str:
     """A build-up verdict on one line: its step, design, value and verdict, and where the walk climbs a ladder of
     budgets the budget it settled at, marked where it was still moving at the top of the ladder."""
-    row = step_row(summary, step)
-    layout = f"{row.layout}  " if row is not None and row.layout else ""
+    layout = f"{found}  " if (found := step_layout(summary, step)) else ""
     line = f"{step.step:<16} {layout}{step_value_text(summary, step, interval=False):>14}  {verdict_text(step)}"
     if summary.laddered:
         line += f" at {summary.budget_text(step.rung)}" + (" (still moving)" if step.moving else "")
@@ -104,8 +101,7 @@ def step_text(summary: StudySummary, step: RecordedStep) -> str:
 
 
 def _moving_text(summary: StudySummary, step: RecordedStep) -> str:
-    row = step_row(summary, step)
-    design = f" ({row.layout})" if row is not None and row.layout else ""
+    design = f" ({found})" if (found := step_layout(summary, step)) else ""
     return (
         f"train longer to be sure: {step.step}{design} was still moving at {summary.budget_text(step.rung)}, the "
         "last budget (its standing changed, or its gap closed beyond the noise, at the last step up)"

@@ -18,7 +18,7 @@ from archdsl.search.report._summary import (
     moving_steps,
     objective_values_text,
     standings_text,
-    step_row,
+    step_layout,
     step_value_text,
     ties_text,
     verdict_text,
@@ -205,9 +205,12 @@ def _buildup_lines(summary: StudySummary) -> list[str]:
     header += ["standing at each budget"] if summary.laddered else []
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for step in summary.steps:
-        row = step_row(summary, step)
         verdict = verdict_text(step) + (" (still moving: train longer to be sure)" if step.moving else "")
-        cells = [step.step, f"`{row.layout}`" if row is not None and row.layout else "", step_value_text(summary, step)]
+        cells = [
+            step.step,
+            f"`{found}`" if (found := step_layout(summary, step)) else "",
+            step_value_text(summary, step),
+        ]
         cells += [verdict, summary.budget_text(step.rung)]
         cells += [standings_text(summary, step)] if summary.laddered else []
         lines.append("| " + " | ".join(cells) + " |")
@@ -228,8 +231,7 @@ def _moving_lines(summary: StudySummary) -> list[str]:
         "",
     ]
     for step in moving:
-        row = step_row(summary, step)
-        design = f" `{row.layout}`" if row is not None and row.layout else ""
+        design = f" `{found}`" if (found := step_layout(summary, step)) else ""
         lines.append(f"- {step.step}{design}: {verdict_text(step)}; {standings_text(summary, step)}.")
     return [*lines, ""]
 

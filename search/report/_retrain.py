@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 
 from archdsl.search.report._summary import StudySummary, TrialRow
+from archdsl.search.settings import flag_number
 from archdsl.search.studies.record import Protocol
 
 
@@ -34,17 +35,12 @@ def retrain_command(protocol: Protocol, rung: int, spec_path: str, index: int = 
     words += ["archdsl", "train", spec_path, "--dataset", protocol.dataset]
     words += ["--data-root", protocol.data_root] if protocol.data_root else []
     words += ["--recipe", protocol.recipe, *recipe_words(protocol)]
-    words += ["--epochs", str(budget.epochs), "--subset", _number(budget.subset)]
+    words += ["--epochs", str(budget.epochs), "--subset", flag_number(budget.subset)]
     # the count the search held out (its default too): the same class-stratified images (data.split_validation)
     words += ["--val-split", str(protocol.held_out)] if protocol.held_out else []
     words += ["--seed", str(protocol.training_seeds[index]), "--device", protocol.device]
     words += ["--optimize" if protocol.optimize else "--no-optimize"]
     return shlex.join(words)
-
-
-def _number(value: float) -> str:
-    """A fraction as the flag takes it back exactly: `1`, `0.4`."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def retrain_text(summary: StudySummary, row: TrialRow, spec_path: str | None) -> str | None:

@@ -122,10 +122,7 @@ class StudySummary:
 
     def budget_text(self, rung: int) -> str:
         """`2 epochs on 86 images (100 %)`: budget rung `rung` as the study's protocol records it."""
-        budgets = self.protocol.budgets if self.protocol is not None else []
-        if rung < len(budgets):
-            return budgets[rung].text(self.protocol.train_images if self.protocol is not None else None)
-        return f"budget rung {rung}"
+        return self.protocol.budget_text(rung) if self.protocol is not None else f"budget rung {rung}"
 
     def budget_label(self, rung: int) -> str:
         """Budget rung `rung` in the fewest words that tell the ladder's budgets apart: `2 epochs` where every
@@ -264,9 +261,7 @@ def trial_row(t: FrozenTrial, pooled: dict[int, float] | None = None) -> TrialRo
     if retried is not None:  # its worker died (killed, lost) and the design was queued again
         note = "; ".join(p for p in (f"retry of trial {retried}", note) if p)
     spec = attrs.get(SPEC_ATTR)
-    seconds = None
-    if t.datetime_start is not None and t.datetime_complete is not None:
-        seconds = (t.datetime_complete - t.datetime_start).total_seconds()
+    seconds = t.duration.total_seconds() if t.duration is not None else None
     simulated = SIM_SECONDS_ATTR in attrs
     if simulated:  # replayed: the time the trial would have taken, not the milliseconds its replay took
         seconds = float(attrs[SIM_SECONDS_ATTR])
@@ -356,9 +351,11 @@ def ties_text(summary: StudySummary) -> str | None:
     return f"tied within the noise: {tied or 'none'}"
 
 
-def step_row(summary: StudySummary, step: RecordedStep) -> TrialRow | None:
-    """The row of a build-up verdict's design at the budget it settled at (any row of the design, else)."""
-    return summary.row_of(step.key) or next((r for r in summary.rows if r.digest == step.digest), None)
+def step_layout(summary: StudySummary, step: RecordedStep) -> str:
+    """The layout of a build-up verdict's design (from its row at the budget it settled at, else any of its rows);
+    "" where no row names one."""
+    row = summary.row_of(step.key) or next((r for r in summary.rows if r.digest == step.digest), None)
+    return row.layout if row is not None and row.layout else ""
 
 
 def step_value_text(summary: StudySummary, step: RecordedStep, *, interval: bool = True) -> str:

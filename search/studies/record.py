@@ -151,6 +151,10 @@ class Protocol(BaseModel):
     threads: int | None = None
     table: str | None = None  # a replayed study's table (--fidelity table:...)
 
+    def budget_text(self, rung: int) -> str:
+        """`2 epochs on 86 images (100 %)`: budget rung `rung` (`budget rung N` where the protocol holds none)."""
+        return self.budgets[rung].text(self.train_images) if rung < len(self.budgets) else f"budget rung {rung}"
+
 
 class RecordedStep(BaseModel):
     """One verdict of the build-up walk as the report reads it (`walk.buildup.Step`, its design by digest): the
