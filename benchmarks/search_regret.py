@@ -32,7 +32,8 @@ Reported per method: the regret (the reference best's mean validation top-1 less
 answer, in points; on test too, for reporting only) with its 95 % interval; the share of answers within 0.5
 points of the reference's best, and the share the reference's paired test (`seed_stats.improves_beyond_noise`)
 cannot tell from it; the CPU per search; right answers (within 0.5 points) per CPU-hour; walk - random and
-walk - TPE in regret, called a difference only where the interval excludes 0. Of the tables: Kendall's tau
+walk - TPE in regret (and, with several `--keep` rules, each walk against the same walk under the first rule),
+called a difference only where the interval excludes 0. Of the tables: Kendall's tau
 between each cheap table's design means and the reference's, with its bootstrap standard error; each reference
 design's mean and standard error, the share within 0.5 points of its best, the largest standard error within 2
 points of its best.
@@ -581,6 +582,7 @@ class Replays:
     label: dict[str, str]  # method -> its walk's budget or budgeting
     outcomes: dict[str, dict[SeedSet, list[Outcome]]]
     curves: dict[int, list[Trajectory]]  # rung -> random search's whole runs (the figure's curve)
+    rivals: dict[str, str] = field(default_factory=dict)  # a walk -> the same walk under the first --keep rule
 
 
 def race_orders(pool: Sequence[int], seeds: SeedSet, extra: int, most: int, tag: str) -> list[tuple[int, ...]]:
@@ -616,6 +618,8 @@ def replay_all(
     kinds = {v.method(kind): kind for v in variants for kind in KIND_NAMES}
     partner = {v.method(kind): v.method("walk") for v in variants for kind in ("random", "tpe")}
     label = {v.method(kind): v.label for v in variants for kind in KIND_NAMES}
+    first_rule = {(v.tables, v.budgeting): v.method("walk") for v in variants if v.keep == keeps[0]}
+    rivals = {v.method("walk"): first_rule[v.tables, v.budgeting] for v in variants if v.keep != keeps[0]}
     outcomes: dict[str, dict[SeedSet, list[Outcome]]] = {m: {} for m in methods}
     curves: dict[int, list[Trajectory]] = {r: [] for r in curve_rungs}
     for seeds in plan.sets:
@@ -647,7 +651,7 @@ def replay_all(
                 outcomes[v.method("tpe")].setdefault(seeds, []).append(tpe[w.rung].at(w.cpu, w.rung))
             for rung in curve_rungs:
                 curves[rung].append(rand[rung])
-    return Replays(methods, kinds, partner, label, outcomes, curves)
+    return Replays(methods, kinds, partner, label, outcomes, curves, rivals)
 
 
 # -- the statistics -----------------------------------------------------------------------------------
@@ -845,7 +849,7 @@ def judge_methods(
             answers={layout: n / len(searches) for layout, n in shares.most_common()},
         )
     differences = []
-    for name, walk in replays.partner.items():
+    for name, walk in [*replays.partner.items(), *replays.rivals.items()]:  # walk - name
         found_difference = (regrets[walk] - regrets[name]).interval(seeds, POINTS)  # paired: the same replicates
         called = not found_difference.low <= 0 <= found_difference.high
         differences.append(Difference(walk, name, found_difference, called))
@@ -978,6 +982,18 @@ def curve(trajectories: list[Trajectory], reference: Reference) -> dict[str, lis
 # -- the report ---------------------------------------------------------------------------------------
 
 
+def difference_lines(summary: dict) -> list[str]:
+    """The differences in regret as a markdown table, each called only where its interval excludes 0."""
+    lines = ["", "| difference in regret (points) | 95 % interval | called |", "|---|---|---|"]
+    kinds = {m["name"]: m["kind"] for m in summary["methods"]}
+    for d in summary["differences"]:
+        e = Estimate(**d["regret"])
+        whose = "the first walk's" if kinds.get(d["second"]) == "walk" else "the walk's"
+        verdict = f"yes: {whose} is {'lower' if e.value < 0 else 'higher'}" if d["called"] else "no"
+        lines.append(f"| {d['first']} - {d['second']} | {e.text()} | {verdict} |")
+    return lines
+
+
 def markdown(summary: dict) -> str:
     ref, rep = summary["reference"], summary["replays"]
     widest = ref["largest_stderr_within_2_points"]
@@ -1040,11 +1056,7 @@ def markdown(summary: dict) -> str:
             f"| {e['tied'].text(0, 100)} % | {m['designs_measured']:.1f} | {e['cpu_seconds'].text(1, 1 / 60)} min "
             f"| {m['right_per_cpu_hour']:.1f} | {answers} |"
         )
-    lines += ["", "| difference in regret (points) | 95 % interval | called |", "|---|---|---|"]
-    for d in summary["differences"]:
-        e = Estimate(**d["regret"])
-        verdict = ("yes: the walk's is lower" if e.value < 0 else "yes: the walk's is higher") if d["called"] else "no"
-        lines.append(f"| {d['first']} - {d['second']} | {e.text()} | {verdict} |")
+    lines += difference_lines(summary)
     lines += [
         "",
         "| reference design | MSAs | val % (± standard error) | test % | within 0.5 points | tied with the best |",

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -264,3 +265,43 @@ def test_a_racing_walk_measures_more_seeds_where_three_cannot_tell_and_pays_for_
     with pytest.raises(script.UserError, match="--max-seeds 6"):
         script.race_orders((0, 1, 2, 3, 4), (0, 1, 2), 3, 10, "t")
     assert script.race_orders((0, 1, 2, 3, 4), (0, 1, 2), 2, 10, "t") == [(3, 4), (4, 3)]
+
+
+def test_the_walks_of_two_rules_are_compared_with_each_other_on_the_same_resamples(
+    rule_tables, tmp_path: Path, monkeypatch
+):
+    """With two `--keep` rules, each walk is set against the same walk under the first rule: the first rule's
+    regret less the other's in every replicate, called where a gap of a whole design holds on every set of seeds;
+    `replay_all` pairs the walks of the same budget, not every two walks."""
+    script = load_script("search_regret", monkeypatch)
+    reference_path, cheap_path = rule_tables
+    ref_table, cheap_table = script.load(str(reference_path)), script.load(str(cheap_path))
+    rung = script.read_rung(str(cheap_path), cheap_table)
+    reference = script.read_reference(str(reference_path), ref_table, sorted(rung.val))
+    best = reference.layouts.index("c1:CC c2:CM c3:CM")
+    worse = reference.layouts.index("c1:CM c2:CC c3:CC")  # STAGE_GAIN: c1's MSA hurts
+    rng = np.random.default_rng(0)
+    plan = script.seed_plan(rung.seeds, 3, 200, rng)
+    outcomes = {
+        "walk": {s: [script.Outcome(reference.digests[best], 10.0, 4, 0)] for s in plan.sets},
+        "walk, keep mean": {s: [script.Outcome(reference.digests[worse], 12.0, 4, 0)] for s in plan.sets},
+    }
+    replays = script.Replays(list(outcomes), {name: "walk" for name in outcomes}, {}, {name: "" for name in outcomes},
+                             outcomes, {}, rivals={"walk, keep mean": "walk"})  # fmt: skip
+    results, (difference,) = script.judge_methods(reference, plan, replays, rng)
+
+    assert (difference.first, difference.second) == ("walk", "walk, keep mean")
+    gap = results["walk"].regret.value - results["walk, keep mean"].regret.value
+    assert difference.regret.value == pytest.approx(gap) and gap < 0
+    assert difference.called and difference.regret.high < 0
+    summary = {"methods": [{"name": n, "kind": "walk"} for n in outcomes], "differences": [
+        {"first": "walk", "second": "walk, keep mean", "regret": dataclasses.asdict(difference.regret), "called": True}
+    ]}  # fmt: skip
+    (line,) = [row for row in script.difference_lines(summary) if row.startswith("| walk - ")]
+    assert line.endswith("| yes: the first walk's is lower |")
+    (tmp_path / "top.json").write_bytes(cheap_path.read_bytes())
+    ladder = [rung, script.read_rung(str(tmp_path / "top.json"), cheap_table)]  # two rungs: four walks a rule
+    replayed = script.replay_all(script.space_of(cheap_table), ladder, plan, 1, 0, [], keeps=("beyond-noise", "mean"))
+    walks = [v.label for v in script.walk_variants(ladder)]
+    assert len(set(walks)) == 4
+    assert replayed.rivals == {f"walk, {label}, keep mean": f"walk, {label}" for label in walks}
