@@ -93,7 +93,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         nargs="+",
         choices=KEEPS,
         default=["beyond-noise"],
-        help="how the walk keeps an MSA (the search's --keep); several: one walk of each, each with its samplers",
+        help="how the walk keeps an MSA (the search's --keep); several: one walk of each, each with its samplers "
+        "and set against the same walk under the first rule",
     )
     parser.add_argument(
         "--max-seeds",
@@ -122,6 +123,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         raise UsageError(
             "--seeds, --replays and --tpe-startup must be 1 or more, --bootstrap 20 or more",
             hint="--seeds 3 --replays 10 --bootstrap 1000",
+        )
+    twice = sorted({keep for keep in args.keep if args.keep.count(keep) > 1})
+    if twice:
+        raise UsageError(
+            f"--keep names {' and '.join(twice)} twice: each rule is one walk",
+            hint="--keep beyond-noise mean (both rules, side by side)",
         )
     if args.max_seeds is None:
         args.max_seeds = args.seeds

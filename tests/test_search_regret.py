@@ -305,3 +305,12 @@ def test_the_walks_of_two_rules_are_compared_with_each_other_on_the_same_resampl
     walks = [v.label for v in script.walk_variants(ladder)]
     assert len(set(walks)) == 4
     assert replayed.rivals == {f"walk, {label}, keep mean": f"walk, {label}" for label in walks}
+
+
+def test_a_rule_named_twice_in_keep_ends_in_one_line(rule_tables, monkeypatch, capsys):
+    """`--keep mean mean` would replay the same walk twice under one name (one row, twice the CPU): refused."""
+    script = load_script("search_regret", monkeypatch)
+    reference, cheap = rule_tables
+    assert script.main(["--reference", str(reference), "--cheap", str(cheap), "--keep", "mean", "mean"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("archdsl: error: ") and "--keep names mean twice" in err and "Traceback" not in err
