@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from archdsl.errors import ArchdslWarning, UsageError
 from archdsl.ir import Arch
-from archdsl.search.settings import SearchSettings, default_base, reproduce_command
+from archdsl.search.settings import DEFAULT_KEEP, Keep, SearchSettings, default_base, reproduce_command
 
 if TYPE_CHECKING:
     import optuna
@@ -82,6 +82,9 @@ class SearchPlan:
     # The ladder the build-up walk climbs (fidelity.budget; its first rung is `fidelity`'s epochs and subset); one
     # rung where the budget was measured, for a replayed study, and for the samplers.
     budgets: tuple[Budget, ...] = ()
+    # The settle stage's budgets, above the ladder (`settle_budgets`): the walk's shortlist is measured there last.
+    settles: tuple[Budget, ...] = ()
+    classes: int | None = None  # the data's classes (a guess scores 1 / classes: what a seed that failed stays near)
     train_images: int | None = None  # the training images left once the validation ones are held out (described)
 
     @property
@@ -131,7 +134,7 @@ class SearchPlan:
         """The fidelity of budget rung `rung`: the study's, with that rung's epochs and training subset."""
         if rung == 0:
             return self.fidelity
-        budget = self.rungs[rung]
+        budget = (*self.rungs, *self.settles)[rung]
         return self.fidelity.model_copy(update={"epochs": budget.epochs, "subset": budget.subset})
 
     @property
@@ -141,7 +144,16 @@ class SearchPlan:
         from archdsl.search.walk.buildup import Rules
 
         racing = Racing(self.fidelity.seeds, self.max_seeds)
-        return Rules(racing=racing, rungs=len(self.rungs), budgeting=self.fidelity.budgeting, keep=self.settings.keep)
+        accuracy = [o.name for o in self.objectives][:1] == ["accuracy"]
+        return Rules(
+            racing=racing, rungs=len(self.rungs), budgeting=self.fidelity.budgeting, keep=self.keep,
+            chance=1 / self.classes if self.classes and accuracy else None, settle=len(self.settles),
+        )  # fmt: skip
+
+    @property
+    def keep(self) -> Keep:
+        """How the walk keeps an MSA: --keep, or the default rule."""
+        return self.settings.keep or DEFAULT_KEEP
 
     @property
     def command(self) -> str:
@@ -200,9 +212,13 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     if settings.keep == "mean" and settings.strategy != "buildup":
         raise UsageError(f"--keep mean is the build-up walk's rule; --strategy {settings.strategy} does not walk",
                          hint="--strategy buildup --keep mean, or leave --keep out")  # fmt: skip
-    if settings.keep == "mean" and (settings.max_seeds or resolved.seeds) > resolved.seeds:
+    if (
+        settings.keep != "beyond-noise"
+        and settings.strategy == "buildup"
+        and (settings.max_seeds or resolved.seeds) > resolved.seeds
+    ):
         raise UsageError("--keep mean compares means, so there is no test to race: --max-seeds has nothing to do",
-                         hint="leave --max-seeds out with --keep mean")  # fmt: skip
+                         hint="leave --max-seeds out, or race the paired test: --keep beyond-noise")  # fmt: skip
     # the same for a dry run and a run
     fitted = measure.fit_to_data(measure.load_base(base_name), info.image_shape, info.num_classes)
     images = train_images(info, resolved.val_split)
@@ -210,8 +226,33 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     return SearchPlan(
         settings=settings, fidelity=resolved, space=make_space(fitted, searched),
         objectives=objectives, study_name=study_name, base_name=base_name, why=why,
-        budgets=ladder(resolved, images, info.num_classes) if walked else (), train_images=images,
+        budgets=(rungs := ladder(resolved, images, info.num_classes) if walked else ()), train_images=images,
+        settles=settle_budgets(rungs[-1], resolved.settle_steps) if walked else (), classes=info.num_classes,
     )  # fmt: skip
+
+
+def settle_budgets(last: Budget, steps: int) -> tuple[Budget, ...]:
+    """The settle stage's budgets above the ladder's `last`: its epochs times each of the first `steps`
+    `SETTLE_FACTORS`, on its images."""
+    from archdsl.search.fidelity.budget import Budget
+    from archdsl.search.fidelity.measures import SETTLE_FACTORS
+
+    return tuple(Budget(last.epochs * factor, last.subset) for factor in SETTLE_FACTORS[:steps])
+
+
+def keep_text(plan: SearchPlan) -> str:
+    """How the walk keeps an MSA and settles its answer, in the lines `--dry-run` prints."""
+    rule = (
+        "an MSA whose mean over the paired seeds is higher"
+        if plan.keep == "mean"
+        else "an MSA the paired seeds' t-test calls better"
+    )
+    settle = (
+        "then the shortlist re-measured on fresh seeds at " + " and ".join(b.epochs_text() for b in plan.settles)
+        if plan.settles
+        else "no settle stage (--settle-steps 0)"
+    )
+    return f"keep: {rule} (--keep {plan.keep}), a seed that fails to learn replaced by a fresh one; {settle}"
 
 
 def train_images(info: DatasetInfo, val_split: str | None) -> int:
@@ -281,8 +322,8 @@ def describe_space(plan: SearchPlan) -> str:
     if reach:
         lines.append(reach)
     lines.append(budget_text(plan))
-    if plan.settings.keep == "mean":
-        lines.append("keep: an MSA whose mean over the paired seeds is higher (--keep mean; no test of the noise)")
+    if plan.settings.strategy == "buildup":
+        lines.append(keep_text(plan))
     lines.append("endpoints:")
     for e in space.endpoints():
         arch = space.arch_from_params(e.params)

@@ -32,6 +32,9 @@ STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
 # How the build-up walk keeps a candidate (walk.buildup.Rules.keep): beyond the paired seeds' noise, or on their mean.
 Keep = Literal["beyond-noise", "mean"]
 KEEPS: tuple[Keep, ...] = ("beyond-noise", "mean")
+# The walk's rule when --keep is not given: the mean, the one rule never worse than random search beyond the noise on
+# any replayed space and best on the minority ones (docs/results.md); a failed seed is stood in for (walk.buildup).
+DEFAULT_KEEP: Keep = "mean"
 PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
 
 SMALL_BASE = "alter-small-base"  # the default base on the built-in data, and on CIFAR without an accelerator
@@ -122,11 +125,11 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         "measure both on one more seed, up to this many (and the samplers re-measure their leading designs up to it)",
         group=CHOICE, metavar="M", default_text="--seeds (no racing)", default=None,
     )  # fmt: skip
-    keep: Keep = flag_field(
-        "--keep", "how the build-up walk keeps an MSA: where the paired seeds' one-sided t-test calls it better "
-        "(beyond-noise), or where its mean over them is higher (mean: the paper's own rule, which beat random search "
-        "where the test did not; docs/search.md, Keeping on the mean)",
-        group=CHOICE, default="beyond-noise", choices=KEEPS,
+    keep: Keep | None = flag_field(
+        "--keep", "how the build-up walk keeps an MSA: where its mean over the paired seeds is higher (mean: the "
+        "paper's own rule), or where the paired seeds' one-sided t-test calls it better (beyond-noise); a seed on "
+        "which a design fails to learn is replaced by a fresh one either way",
+        group=CHOICE, default_text=f"{DEFAULT_KEEP}, for --strategy buildup", default=None, choices=KEEPS,
     )  # fmt: skip
     study_name: str | None = flag_field(
         "--study-name", "the study's name", group=STORE, metavar="NAME",
@@ -193,14 +196,15 @@ REDUCTION_FACTOR = 3
 
 
 def default_pruner(strategy: str, epochs: int, raised: bool = False) -> str:
-    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: none for a build-up walk that
-    raises its budgets (`raised`: a pruner stops a candidate on its early epochs, the very bias the ladder is there
-    to see past; docs/search.md, "The budget the search finds"), else median for the walk; Hyperband for the
+    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: none for the build-up walk (a
+    pruner stops a candidate on one seed's early epochs, a verdict the walk's own rule, on every paired seed at the
+    end of training, would not call: the main job's c2 candidate at 0.14 after one epoch; and on a ladder, the very
+    bias the ladder is there to see past); Hyperband for the
     samplers where it has two brackets or more (at least 3 epochs, as on the table's 6), else median: with one
     bracket Hyperband is successive halving, the pruner the study rejected for its regret."""
-    if strategy == "buildup" and raised:
+    if strategy == "buildup":
         return "none"
-    if strategy == "buildup" or epochs < REDUCTION_FACTOR:
+    if epochs < REDUCTION_FACTOR:
         return "median"
     return "hyperband"
 
@@ -232,6 +236,7 @@ def reproduce_command(plan: SearchPlan) -> str:
         "base": plan.base_name,
         "objectives": ",".join(o.name for o in plan.objectives),
         "pruner": plan.pruner,
+        "keep": plan.keep if s.strategy == "buildup" else None,
         "max_seeds": plan.max_seeds if plan.max_seeds > fidelity.seeds else None,
         "study_name": plan.study_name,
         "storage": None if s.storage is None else without_password(s.storage),

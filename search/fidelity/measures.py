@@ -42,6 +42,12 @@ if TYPE_CHECKING:
 _DEFAULT = card_for(DEFAULT_DATASET).search
 
 
+# The settle stage's budgets, in multiples of the epochs of the walk's last budget: 2x first, then 3x (the 24 epochs
+# of the main job's reference). Why these: 8 epochs separate odd-one-out's groups but not the designs within a point
+# of the best; 18 and 24 rank them (docs/results.md).
+SETTLE_FACTORS = (2, 3)
+
+
 class Fidelity(OptimizeSettings):
     """How hard each candidate is looked at: cheap settings make a search fast, not exact.
 
@@ -67,6 +73,13 @@ class Fidelity(OptimizeSettings):
         "moves, each step doubling the epochs (and the subset while it holds fewer than "
         f"{SMALL_PER_CLASS:,} images a class); 0: one budget (docs/search.md, 'The budget the search finds')",
         default=_DEFAULT.budget_steps, default_text=default_text("budget_steps") + " (where no budget was measured)",
+    )  # fmt: skip
+    settle_steps: int = flag_field(
+        "--settle-steps", "budgets above the search's at which the build-up walk re-measures its shortlist (the "
+        "answer, the designs tied with it, the best of the others) on fresh paired seeds before it names the answer: "
+        f"{SETTLE_FACTORS[0]}x, then {SETTLE_FACTORS[1]}x the epochs of its last budget, until the best beats the rest "
+        "beyond the noise; 0: name the walk's answer as it stands",
+        default=2, ge=0, le=len(SETTLE_FACTORS), metavar="N",
     )  # fmt: skip
     budgeting: Literal["per-verdict", "calibrate"] = flag_field(
         "--budgeting", "how the walk climbs the budgets: each verdict on its own (per-verdict), or the first "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from archdsl.search.report._checklist import CHECKLIST, checklist_items
 from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE
 from archdsl.search.report._retrain import retrain_note, retrain_text
+from archdsl.search.report._settle import failed_seed_lines, settle_lines
 from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
@@ -214,7 +215,8 @@ def _buildup_lines(summary: StudySummary) -> list[str]:
         cells += [verdict, summary.budget_text(step.rung)]
         cells += [standings_text(summary, step)] if summary.laddered else []
         lines.append("| " + " | ".join(cells) + " |")
-    return [*lines, "", *_moving_lines(summary)]
+    settled = [f"- {line}" for line in [*failed_seed_lines(summary), *settle_lines(summary)]]
+    return [*lines, "", *_moving_lines(summary), *settled, *([""] if settled else [])]
 
 
 def _moving_lines(summary: StudySummary) -> list[str]:

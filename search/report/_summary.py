@@ -35,15 +35,19 @@ from archdsl.search.studies.record import (
     HeldOutFigures,
     Protocol,
     RandomPick,
+    RecordedFailedSeed,
+    RecordedSettle,
     RecordedStep,
     cpu_seconds,
     design_key,
     first_trials,
     is_copy,
     pareto_front,
+    read_failed_seeds,
     read_held_out,
     read_protocol,
     read_random_pick,
+    read_settle,
     read_walk_steps,
     rung_of,
     seed_values,
@@ -119,6 +123,8 @@ class StudySummary:
     cpu_seconds: float = 0.0  # the CPU of the trials that recorded theirs (record.cpu_seconds)
     cpu_unknown: int = 0  # ... and the measured trials that recorded none
     random_pick: RandomPick | None = None  # a replayed study's: random designs within its CPU, from the table
+    failed_seeds: tuple[RecordedFailedSeed, ...] = ()  # the seeds on which the walk found a design did not learn
+    settled: tuple[RecordedSettle, ...] = ()  # the walk's settle stage, budget by budget
 
     def budget_text(self, rung: int) -> str:
         """`2 epochs on 86 images (100 %)`: budget rung `rung` as the study's protocol records it."""
@@ -204,6 +210,8 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         cpu_seconds=spent,
         cpu_unknown=unknown,
         random_pick=read_random_pick(study),
+        failed_seeds=read_failed_seeds(study),
+        settled=read_settle(study),
     )
     return dataclasses.replace(summary, ties=_ties(summary))
 

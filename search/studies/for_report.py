@@ -15,8 +15,12 @@ from archdsl.search.studies.record import (
     PROTOCOL_ATTR,
     RANDOM_PICK_ATTR,
     WALK_END_ATTR,
+    WALK_FAILED_ATTR,
+    WALK_SETTLE_ATTR,
     WALK_STEPS_ATTR,
     Protocol,
+    RecordedFailedSeed,
+    RecordedSettle,
     RecordedStep,
     cpu_seconds,
     trials,
@@ -41,8 +45,8 @@ def protocol(plan: SearchPlan) -> Protocol:
         }
     trained = Protocol(
         dataset=s.dataset, data_root=s.data_root, seed=s.seed, seeds=fidelity.seeds, max_seeds=plan.max_seeds,
-        keep=s.keep,
-        training_seeds=training_seeds(plan), budgets=list(plan.rungs), recipe=fidelity.recipe,
+        keep=plan.keep,
+        training_seeds=training_seeds(plan), budgets=[*plan.rungs, *plan.settles], recipe=fidelity.recipe,
         train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize,
     ).model_copy(update=counts)  # fmt: skip
     if plan.replay is None:
@@ -104,6 +108,22 @@ def record_walk(study: optuna.Study, space: Space, walk: Walk) -> None:
         for s in walk.steps
     ]  # fmt: skip
     study.set_user_attr(WALK_STEPS_ATTR, steps)
+    digest = lambda params: space.arch_from_params(params).digest()  # noqa: E731
+    failed = [
+        RecordedFailedSeed(
+            digest=digest(f.params), rung=f.rung, index=f.index, value=f.value, typical=f.typical,
+            replacement=f.replacement,
+        ).model_dump(mode="json")
+        for f in walk.failed
+    ]  # fmt: skip
+    study.set_user_attr(WALK_FAILED_ATTR, failed)
+    settle = [
+        RecordedSettle(
+            rung=s.rung, values=[(digest(p), v) for p, v in s.values], best=digest(s.best), called=s.called
+        ).model_dump(mode="json")
+        for s in walk.settled
+    ]
+    study.set_user_attr(WALK_SETTLE_ATTR, settle)
     if walk.answer is not None:
         digest = space.arch_from_params(walk.answer).digest()
         study.set_user_attr(WALK_END_ATTR, digest if walk.answer_rung == 0 else f"{digest}@{walk.answer_rung}")

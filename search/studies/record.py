@@ -55,6 +55,7 @@ ENDPOINT_ATTR = "endpoint"  # a --seed-endpoints trial: resnet, alternet, swin-l
 # An extra-seed trial (racing, --max-seeds): the paired seed indices it trained its design on; a design's
 # other trials (without the attr) trained indices 0..--seeds-1.
 SEED_INDICES_ATTR = "seed_indices"
+SEED_BASE_ATTR = "seed_base"  # a settle-stage trial's first paired seed index: fresh seeds, after the walk's own
 RUNG_ATTR = "rung"  # a build-up trial at a raised budget: its rung on the ladder (absent: 0, the first budget)
 COPY_ATTR = "copy_of"  # the trial drew the design of this (earlier) trial
 CLAIM_ATTR = "claimed"  # the trial looked, found no twin and measures its design (`twin_decision`)
@@ -111,6 +112,8 @@ COMMAND_ATTR = "command"  # the command line that reproduces the study
 # `design_key` (the digest, `@rung` above the first budget; a study from before the budgets: the digest alone).
 WALK_END_ATTR = "buildup_end"
 WALK_STEPS_ATTR = "buildup_steps"  # the walk's verdicts (`RecordedStep`), as the runner's end saw them
+WALK_FAILED_ATTR = "buildup_failed_seeds"  # the seeds on which a design failed to learn (`RecordedFailedSeed`)
+WALK_SETTLE_ATTR = "buildup_settle"  # the settle stage, budget by budget (`RecordedSettle`)
 PROTOCOL_ATTR = "protocol"  # how every trial is trained and scored (`Protocol`): seeds, splits, budgets, recipe
 RANDOM_PICK_ATTR = "random_pick"  # a replayed study's: what random designs within its CPU score (`RandomPick`)
 TEST_ATTR_PREFIX = "test:"  # + a chosen trial's number: its design's test figures, opened by the final test
@@ -178,6 +181,32 @@ class RecordedStep(BaseModel):
         return self.digest if self.rung == 0 else f"{self.digest}@{self.rung}"
 
 
+class RecordedFailedSeed(BaseModel):
+    """A paired seed on which a design failed to learn (`walk.buildup.FailedSeed`, its design by digest): its value
+    at budget `rung`, the median of the design's other seeds there, and the seed index that stood in for it."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    digest: str
+    rung: int
+    index: int
+    value: float
+    typical: float
+    replacement: int
+
+
+class RecordedSettle(BaseModel):
+    """The settle stage at one budget (`walk.buildup.Settled`): each shortlisted design's mean on its fresh paired
+    seeds there (by digest; None: it failed), the best, and whether it beats every other beyond the noise."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    rung: int
+    values: list[tuple[str, float | None]]
+    best: str
+    called: bool
+
+
 class RandomPick(BaseModel):
     """What a random pick of designs within a replayed study's CPU would be expected to score, from its table:
     designs drawn at random without repeats, each measured as the study measures them (its paired seeds' runs and
@@ -205,6 +234,24 @@ def read_walk_steps(study: optuna.Study) -> tuple[RecordedStep, ...]:
     recorded = study.user_attrs.get(WALK_STEPS_ATTR)
     try:
         return tuple(RecordedStep.model_validate(step) for step in recorded or ())
+    except (ValidationError, TypeError):
+        return ()
+
+
+def read_failed_seeds(study: optuna.Study) -> tuple[RecordedFailedSeed, ...]:
+    """The seeds on which the walk found a design failed to learn, as the runner's end recorded them."""
+    return _read_list(study, WALK_FAILED_ATTR, RecordedFailedSeed)
+
+
+def read_settle(study: optuna.Study) -> tuple[RecordedSettle, ...]:
+    """The walk's settle stage, budget by budget, as the runner's end recorded it (() without one)."""
+    return _read_list(study, WALK_SETTLE_ATTR, RecordedSettle)
+
+
+def _read_list(study: optuna.Study, attr: str, model: type[_Record]) -> tuple[_Record, ...]:
+    """The study attr `attr` as a tuple of `model`s (() where absent, or written by a version it does not read)."""
+    try:
+        return tuple(model.model_validate(item) for item in study.user_attrs.get(attr) or ())
     except (ValidationError, TypeError):
         return ()
 
@@ -292,9 +339,10 @@ def design_key(trial: FrozenTrial) -> str:
 
 def seed_indices(trial: optuna.Trial | FrozenTrial, seeds: int) -> tuple[int, ...]:
     """The paired seed indices a trial trains its design on: an extra-seed trial's `seed_indices`,
-    else 0..seeds-1 (`--seeds`)."""
+    else 0..seeds-1 (`--seeds`), from `seed_base` on for the settle stage's."""
     given = trial.user_attrs.get(SEED_INDICES_ATTR)
-    return tuple(int(i) for i in given) if given else tuple(range(seeds))
+    first = int(trial.user_attrs.get(SEED_BASE_ATTR, 0))
+    return tuple(int(i) for i in given) if given else tuple(range(first, first + seeds))
 
 
 def seed_values(trial: FrozenTrial) -> dict[int, float]:
@@ -303,7 +351,8 @@ def seed_values(trial: FrozenTrial) -> dict[int, float]:
         return {}
     metrics = trial.user_attrs.get(METRICS_ATTR, {})
     per_seed = metrics.get(SEED_VALUES_KEY) or ([metrics["accuracy"]] if "accuracy" in metrics else [])
-    indices = trial.user_attrs.get(SEED_INDICES_ATTR) or range(len(per_seed))
+    first = int(trial.user_attrs.get(SEED_BASE_ATTR, 0))
+    indices = trial.user_attrs.get(SEED_INDICES_ATTR) or range(first, first + len(per_seed))
     return {int(index): float(value) for index, value in zip(indices, per_seed, strict=False)}
 
 

@@ -18,6 +18,7 @@ runner's end of the study, the replays and the benchmarks all call it, with the 
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,6 +45,8 @@ class Rules:
     rungs: int = 1
     budgeting: Literal["per-verdict", "calibrate"] = "per-verdict"
     keep: Keep = "beyond-noise"
+    chance: float | None = None  # the lead's value of a guess (1 / classes): below it no seed has learned
+    settle: int = 0  # budgets above the ladder that settle the shortlist before the answer is named (0: none)
 
 
 PLAIN = Rules()  # one seed, no racing, one budget
@@ -58,10 +61,36 @@ class Ask:
     stage: str | None
     rung: int = 0
     seed_index: int | None = None
+    why: Literal["race", "reseed"] = "race"  # what an extra seed is for: a race's look, or a failed seed's stand-in
 
     @property
     def label(self) -> str:
         return step_label(self.stage)
+
+
+@dataclass(frozen=True)
+class FailedSeed:
+    """A paired seed on which a design did not learn (`failed`): its value, at budget `rung`, and the seed index
+    that replaced it for both designs of every later comparison at that phase (the walk's budgets or the settle
+    stage's)."""
+
+    params: Params
+    rung: int
+    index: int
+    value: float
+    typical: float  # the median of the design's other seeds there
+    replacement: int
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The settle stage at one budget: each shortlisted design's mean over its fresh paired seeds there (None:
+    failed), the best of them, and whether it beats every other beyond the noise (`called`)."""
+
+    rung: int
+    values: tuple[tuple[Params, float | None], ...]
+    best: Params
+    called: bool
 
 
 @dataclass(frozen=True)
@@ -97,6 +126,8 @@ class Walk:
     answer: Params | None = None
     answer_rung: int = 0
     ties: tuple[Params, ...] = ()
+    failed: tuple[FailedSeed, ...] = ()  # the seeds that failed to learn, and their stand-ins
+    settled: tuple[Settled, ...] = ()  # the settle stage, budget by budget (empty without one)
 
 
 def step_label(stage: str | None) -> str:
@@ -124,9 +155,23 @@ class _Side:
     stage: str | None
 
 
+# A seed failed to learn where it rose less than this share as far above chance as the median of its design's other
+# seeds. Chosen on the 704 runs of odd-one-out's k,window table at 8 epochs (7 seeds): it names one run, `c3:CCCM` on
+# seed 5 (0.452 where its other seeds' median is 0.862, a share of 0.46); the next lowest share is 0.59.
+FAILED_SHARE = 0.5
+# A design has learned where its mean stands this share of the way from chance to a perfect score (10 classes: 0.19).
+LEARNED_SHARE = 0.1
+SHORTLIST = 3  # designs the settle stage re-measures: the answer, the designs tied with it, the best of the others
+
+
 class _Walker:
     def __init__(self, space: Space, measured: Measurements, lead: Objective, rules: Rules) -> None:
         self.space, self.measured, self.lead, self.rules = space, measured, lead, rules
+        self.seeds = max(1, rules.racing.seeds)
+        self.racing = rules.racing.max_seeds > rules.racing.seeds  # more seeds where the test cannot tell
+        # Per phase (0: the walk's budgets, 1: the settle stage's), the failed seed indices and their stand-ins.
+        self.stand_ins: dict[int, dict[int, int]] = {0: {}, 1: {}}
+        self.failed: list[FailedSeed] = []
 
     def at(self, params: Params, rung: int) -> Measured | None:
         return self.measured.get((self.space.arch_from_params(params).digest(), rung))
@@ -145,7 +190,7 @@ class _Walker:
                 candidate = _Side(dict(incumbent.params, **{key: int(incumbent.params[key]) + 1}), stage.name)
                 step = self.verdict(candidate, incumbent, start, top)
                 if isinstance(step, Ask):
-                    return Walk(tuple(steps), step, answer, steps[-1].rung)
+                    return self.walk(steps, step, answer)
                 steps.append(step)
                 if self.rules.budgeting == "calibrate":
                     start = top = step.rung  # the first verdict found the budget: every later one is measured there
@@ -155,27 +200,102 @@ class _Walker:
                     break  # rule 2: this MSA did not help; try the end of an earlier stage
                 incumbent, answer = candidate, candidate.params
         rung = steps[-1].rung
-        return Walk(tuple(steps), None, answer, rung, self.ties(answer, rung, steps))
+        ties = self.ties(answer, rung, steps)
+        if answer is None or not self.rules.settle:
+            return self.walk(steps, None, answer, rung, ties)
+        return self.settle(steps, answer, rung, ties)
 
+    def walk(
+        self, steps: list[Step], ask: Ask | None, answer: Params | None, rung: int | None = None,
+        ties: tuple[Params, ...] = (), settled: tuple[Settled, ...] = (),
+    ) -> Walk:  # fmt: skip
+        rung = (steps[-1].rung if steps else 0) if rung is None else rung
+        return Walk(tuple(steps), ask, answer, rung, ties, tuple(self.failed), settled)
+
+    # -- the paired seeds, with the failed ones stood in for -----------------------------------------------------
+    def phase(self, rung: int) -> int:
+        return 0 if rung < self.rules.rungs else 1
+
+    def values(self, side: _Side, rung: int) -> dict[int, float] | Ask | None:
+        """The design's value on each of its paired seeds at `rung`, failed ones left out and their stand-ins in (an
+        Ask for a stand-in it lacks; None: it failed or was pruned there). A lead objective without per-seed values
+        gives its one value under index 0."""
+        m = self.at(side.params, rung)
+        if m is None:
+            return Ask(side.params, side.stage, rung)
+        if m.value is None:
+            return None
+        if not m.seeds:
+            return {0: m.value}
+        failed = self.stand_ins[self.phase(rung)]
+        for index in failed.values():
+            if index not in m.seeds and index not in m.lost and index not in failed:
+                return Ask(side.params, side.stage, rung, index, "reseed")
+        return {i: v for i, v in m.seeds.items() if i not in failed}
+
+    def failed_seed(self, side: _Side, rung: int, values: dict[int, float]) -> bool:
+        """Whether `values` hold a seed on which the design failed to learn; if so it is recorded and given a stand-in
+        for the rest of its phase (at most `seeds` stand-ins a phase: past them, the values stand as measured)."""
+        chance, phase = self.rules.chance, self.phase(rung)
+        if chance is None or self.racing or len(values) < 3 or len(self.stand_ins[phase]) >= self.seeds:
+            return False
+        for index, value in values.items():
+            typical = statistics.median(v for i, v in values.items() if i != index)
+            learned = typical - chance >= LEARNED_SHARE * (1 - chance)
+            if learned and value - chance < FAILED_SHARE * (typical - chance):
+                replacement = 2 * self.seeds + 2 * sum(len(s) for s in self.stand_ins.values()) + phase
+                self.stand_ins[phase][index] = replacement
+                self.failed.append(FailedSeed(side.params, rung, index, value, typical, replacement))
+                return True
+        return False
+
+    def compared(self, sides: tuple[_Side, ...], rung: int) -> list[dict[int, float] | None] | Ask:
+        """Each side's values on the required seeds at `rung`, once none holds a failed seed (an Ask for what is
+        missing, a failed seed's stand-in included)."""
+        while True:
+            got = [self.values(side, rung) for side in sides]
+            for g in got:
+                if isinstance(g, Ask):
+                    return g
+            if not any(g is not None and self.failed_seed(side, rung, g) for side, g in zip(sides, got, strict=True)):
+                return got  # type: ignore[return-value]  # no Ask among them
+
+    def at_chance(self, *values: dict[int, float]) -> bool:
+        """Whether every design's mean stands below what learning is (`LEARNED_SHARE` above chance)."""
+        chance = self.rules.chance
+        return chance is not None and all(
+            statistics.fmean(v.values()) - chance < LEARNED_SHARE * (1 - chance) for v in values if v
+        )
+
+    # -- a verdict ---------------------------------------------------------------------------------------------
     def verdict(self, candidate: _Side, incumbent: _Side, start: int, top: int) -> Step | Ask:
-        """The candidate against the incumbent, from budget rung `start` up to `top` at most."""
+        """The candidate against the incumbent, from budget rung `start` up to `top` at most. Two designs that both
+        stand at chance are not compared: the verdict goes up a budget, and at the top the candidate is not kept
+        (its verdict marked moving: train longer to be sure)."""
         standings: list[tuple[int, Standing]] = []
         gaps: list[tuple[float, ...]] = []
         for rung in range(start, top + 1):
-            for side in (incumbent, candidate):
-                if self.at(side.params, rung) is None:
-                    return Ask(side.params, side.stage, rung)
+            got = self.compared((incumbent, candidate), rung)
+            if isinstance(got, Ask):
+                return got
+            i_values, c_values = got
             c, i = self.at(candidate.params, rung), self.at(incumbent.params, rung)
             assert c is not None and i is not None
-            if c.value is None or i.value is None:  # a design that failed: the candidate is kept only over a failure
-                kept = c.value is not None
+            if c_values is None or i_values is None:  # a design that failed: the candidate is kept only over a failure
+                kept = c_values is not None
                 return Step(candidate.params, candidate.stage, c.value, kept, c.state, rung, tuple(standings))
-            decided = self.decide(candidate, incumbent, c, i, rung)
+            if self.at_chance(c_values, i_values):
+                if rung == top:
+                    return Step(
+                        candidate.params, candidate.stage, c.value, False, c.state, rung, tuple(standings), True
+                    )
+                continue
+            decided = self.decide(candidate, incumbent, c, i, rung, c_values, i_values)
             if isinstance(decided, Ask):
                 return decided
-            paired = self.paired(c, i)
+            paired = _paired(c_values, i_values) if self.lead.name == "accuracy" else None
             where = standing(*paired, self.lead) if paired is not None else ("better" if decided else "tied")
-            if decided != (where == "better"):  # a race's looks decide at their own level
+            if decided != (where == "better"):  # a race's looks, and the mean, decide at their own level
                 where = "better" if decided else "tied"
             standings.append((rung, where))
             gaps.append(self.gap(paired) if paired is not None else ())
@@ -183,36 +303,30 @@ class _Walker:
                 standings[-1][1] != standings[-2][1] or gap_moved(*_common(gaps[-2], gaps[-1]))
             )
             if rung == top or (_held(standings) and not moving):
-                return Step(
-                    candidate.params, candidate.stage, c.value, decided, c.state, rung, tuple(standings), moving
-                )
+                value = statistics.fmean(c_values.values()) if c_values else c.value
+                return Step(candidate.params, candidate.stage, value, decided, c.state, rung, tuple(standings), moving)
         raise AssertionError("a verdict settles by the top of the ladder")
 
-    def decide(self, candidate: _Side, incumbent: _Side, c: Measured, i: Measured, rung: int) -> bool | Ask:
+    def decide(
+        self, candidate: _Side, incumbent: _Side, c: Measured, i: Measured, rung: int,
+        c_values: dict[int, float], i_values: dict[int, float],
+    ) -> bool | Ask:  # fmt: skip
         """Keep the candidate at this budget: the paired test, racing more seeds where it cannot tell (an Ask); with
-        `keep` "mean", the better mean over the paired seeds."""
+        `keep` "mean", the better mean over the paired seeds (failed ones stood in for)."""
         if self.rules.keep == "mean":
-            assert c.value is not None and i.value is not None
-            return self.lead.better(c.value, i.value)
-        if self.rules.racing.races and self.lead.name == "accuracy":
+            return self.lead.better(statistics.fmean(c_values.values()), statistics.fmean(i_values.values()))
+        if self.racing and self.lead.name == "accuracy":
             decision = race_decision(c.seeds, i.seeds, self.lead, self.rules.racing, (set(c.lost), set(i.lost)))
             if isinstance(decision, bool):
                 return decision
             which, index = decision
             side = candidate if which == 0 else incumbent
             return Ask(side.params, side.stage, rung, index)
-        paired = self.paired(c, i)
+        paired = _paired(c_values, i_values) if self.lead.name == "accuracy" else None
         if paired is not None:
             return improves_beyond_noise(*paired, self.lead)  # --seeds N: paired, beyond the noise
         assert c.value is not None and i.value is not None
         return self.lead.better(c.value, i.value)
-
-    def paired(self, c: Measured, i: Measured) -> Paired | None:
-        """The two designs' values on their common paired seeds (two or more; the accuracy alone has them)."""
-        common = sorted(set(c.seeds) & set(i.seeds))
-        if self.lead.name != "accuracy" or len(common) < 2:
-            return None
-        return tuple(c.seeds[s] for s in common), tuple(i.seeds[s] for s in common)
 
     def gap(self, paired: Paired) -> tuple[float, ...]:
         """Per paired seed, the candidate's value less the incumbent's, in the lead objective's direction."""
@@ -220,19 +334,90 @@ class _Walker:
         return tuple(sign * (a - b) for a, b in zip(*paired, strict=True))
 
     def ties(self, answer: Params | None, rung: int, steps: list[Step]) -> tuple[Params, ...]:
-        """The walked designs measured at budget `rung` that the answer does not beat beyond the noise there."""
+        """The walked designs measured at budget `rung` that the answer does not beat beyond the noise there (on the
+        seeds each has, failed ones left out)."""
         best = None if answer is None else self.at(answer, rung)
-        if answer is None or best is None:
+        if answer is None or best is None or best.value is None:
             return ()
         tied = []
         for step in steps:
             other = self.at(step.params, rung)
             if step.params == answer or other is None or other.value is None:
                 continue
-            paired = self.paired(best, other)
+            paired = _paired(self.clean(best, rung), self.clean(other, rung)) if self.lead.name == "accuracy" else None
             if paired is not None and not improves_beyond_noise(*paired, self.lead):
                 tied.append(step.params)
         return tuple(tied)
+
+    def clean(self, m: Measured, rung: int) -> dict[int, float]:
+        """A design's seeds at `rung` without the failed ones."""
+        return {i: v for i, v in m.seeds.items() if i not in self.stand_ins[self.phase(rung)]}
+
+    # -- the settle stage ----------------------------------------------------------------------------------------
+    def shortlist(self, answer: Params, rung: int, steps: list[Step], ties: tuple[Params, ...]) -> list[_Side]:
+        """The answer, the designs tied with it and the best of the others, by their mean at the answer's budget
+        (failed seeds left out), `SHORTLIST` at most."""
+        sign = 1.0 if self.lead.direction == "maximize" else -1.0
+
+        def mean(params: Params) -> float:
+            m = self.at(params, rung)
+            assert m is not None and m.value is not None
+            clean = self.clean(m, rung)
+            return sign * (statistics.fmean(clean.values()) if clean else m.value)
+
+        walked = {self.space.arch_from_params(s.params).digest(): s for s in steps}
+        measured = [s for s in walked.values() if (m := self.at(s.params, rung)) is not None and m.value is not None]
+        tied = sorted((s for s in measured if s.params in ties), key=lambda s: -mean(s.params))
+        others = sorted(
+            (s for s in measured if s.params not in ties and s.params != answer), key=lambda s: -mean(s.params)
+        )
+        first = next(s for s in measured if s.params == answer)
+        chosen = [first, *tied, *others[:1]][:SHORTLIST]
+        return [_Side(s.params, s.stage) for s in chosen]
+
+    def settle(self, steps: list[Step], answer: Params, rung: int, ties: tuple[Params, ...]) -> Walk:
+        """Re-measure the shortlist on fresh paired seeds at the settle budgets, each above the last, until its best
+        beats every other beyond the noise (or at the last budget, where the others it does not beat are its ties);
+        a design beaten beyond the noise at one budget is not measured at the next."""
+        shortlist = self.shortlist(answer, rung, steps, ties)
+        if len(shortlist) < 2:
+            return self.walk(steps, None, answer, rung, ties)
+        rounds: list[Settled] = []
+        last = self.rules.rungs + self.rules.settle - 1
+        for at in range(self.rules.rungs, last + 1):
+            got = self.compared(tuple(shortlist), at)
+            if isinstance(got, Ask):
+                return self.walk(steps, got, answer, rung, ties, tuple(rounds))
+            scored = [(side, v) for side, v in zip(shortlist, got, strict=True) if v]
+            if not scored:  # every shortlisted design failed here: the walk's answer stands
+                return self.walk(steps, None, answer, rung, ties, tuple(rounds))
+            sign = 1.0 if self.lead.direction == "maximize" else -1.0
+            best, best_values = max(scored, key=lambda sv: sign * statistics.fmean(sv[1].values()))
+            beaten = {id(side) for side, v in scored if side is not best and _beats(best_values, v, self.lead)}
+            beaten |= {id(side) for side, v in zip(shortlist, got, strict=True) if not v}
+            called = len(beaten) == len(shortlist) - 1
+            means = tuple(
+                (s.params, statistics.fmean(v.values()) if v else None) for s, v in zip(shortlist, got, strict=True)
+            )
+            rounds.append(Settled(at, means, best.params, called))
+            shortlist = [s for s in shortlist if id(s) not in beaten]
+            if called or at == last:
+                tied = tuple(s.params for s in shortlist if s is not best)
+                return self.walk(steps, None, best.params, at, tied, tuple(rounds))
+        raise AssertionError("the settle stage ends at its last budget")
+
+
+def _paired(c: dict[int, float], i: dict[int, float]) -> Paired | None:
+    """Two designs' values on their common paired seeds (two or more)."""
+    common = sorted(set(c) & set(i))
+    if len(common) < 2:
+        return None
+    return tuple(c[s] for s in common), tuple(i[s] for s in common)
+
+
+def _beats(best: dict[int, float], other: dict[int, float], lead: Objective) -> bool:
+    paired = _paired(best, other)
+    return paired is not None and improves_beyond_noise(*paired, lead)
 
 
 def _held(standings: list[tuple[int, Standing]]) -> bool:

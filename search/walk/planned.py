@@ -16,6 +16,7 @@ from archdsl.search.space import ParamValue, Space
 from archdsl.search.studies.record import (
     BUILDUP_STEP_ATTR,
     RUNG_ATTR,
+    SEED_BASE_ATTR,
     SEED_INDICES_ATTR,
     STRATEGY_ATTR,
     is_measuring,
@@ -67,9 +68,12 @@ class PlannedSampler(optuna.samplers.BaseSampler):
             return
         self._planned[trial.number] = ask.params
         attrs: dict[str, object] = {STRATEGY_ATTR: "buildup", BUILDUP_STEP_ATTR: ask.label}
-        if ask.seed_index is not None:  # a race's extra seed of a design measured already (not counted by --n-trials)
-            attrs = {STRATEGY_ATTR: "race", SEED_INDICES_ATTR: [ask.seed_index]}
-        if ask.rung:  # a raised budget: the trial trains at this rung of the ladder
+        if ask.seed_index is not None:  # an extra seed of a design measured already (not counted by --n-trials): a
+            # race's look, or the stand-in for a seed that failed to learn
+            attrs = {STRATEGY_ATTR: ask.why, SEED_INDICES_ATTR: [ask.seed_index]}
+        elif ask.rung >= self._rules.rungs:  # the settle stage: fresh paired seeds, after the walk's own
+            attrs[SEED_BASE_ATTR] = self._rules.racing.seeds
+        if ask.rung:  # a raised budget: the trial trains at this rung of the ladder (or the settle stage's)
             attrs[RUNG_ATTR] = ask.rung
         for key, value in attrs.items():
             storage_of(study).set_trial_user_attr(trial_id(trial), key, value)
