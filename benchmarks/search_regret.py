@@ -81,6 +81,14 @@ TWINS_IN_A_ROW = 25  # TPE drawing only designs it has measured: it has converge
 LEVEL = 0.95
 
 
+def _chance(text: str) -> float:
+    """--chance: a probability strictly between 0 and 1."""
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a probability between 0 and 1 (a guess's accuracy, 1/classes)")
+    return value
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference", required=True, help="the truth: every design trained long, several seeds")
@@ -101,6 +109,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=int,
         help="the walk races (the search's --max-seeds): where its paired test cannot tell, it measures one more "
         "seed, up to this many, drawn from the tables' seeds outside the set (default: --seeds, no racing)",
+    )
+    parser.add_argument(
+        "--chance",
+        type=_chance,
+        help="the accuracy of a guess (1/classes): the walk stands a fresh seed in for one on which a design failed "
+        "to learn (the search does, from the data's classes), drawn from the tables' seeds outside the set; "
+        "default: no stand-ins (the walks before 2026-12-07)",
     )
     parser.add_argument(
         "--replays", type=int, default=10, help="random search's and TPE's replays (own draws) on each set of seeds"
@@ -405,11 +420,18 @@ def walk_variants(rungs: Sequence[Rung], keeps: Sequence[Keep] = ("beyond-noise"
 
 
 def run_walk(
-    space: MemoSpace, rungs: Sequence[Rung], seeds: tuple[int, ...], variant: WalkVariant, paired: int | None = None
+    space: MemoSpace,
+    rungs: Sequence[Rung],
+    seeds: tuple[int, ...],
+    variant: WalkVariant,
+    paired: int | None = None,
+    chance: float | None = None,
 ) -> Outcome:
     """The search's own walk, each measurement answered from the rung table on `seeds` (seed index i: seeds[i]).
     With `paired` below len(seeds) the walk races, as the search's `--seeds paired --max-seeds len(seeds)`: a
-    design is measured on its first `paired` seeds, and on seed index i alone where a race asks for it."""
+    design is measured on its first `paired` seeds, and on seed index i alone where a race asks for it. With
+    `chance`, a seed on which a design failed to learn is stood in for (the search's rule): each stand-in index the
+    walk asks for takes the next of `seeds` after the first `paired`."""
     from archdsl.search.objectives import OBJECTIVES
     from archdsl.search.seed_stats import Racing
     from archdsl.search.studies.record import Measured
@@ -418,7 +440,8 @@ def run_walk(
     lead = OBJECTIVES["accuracy"]
     paired = len(seeds) if paired is None else paired
     racing = Racing(paired, len(seeds) if variant.keep == "beyond-noise" else paired)  # a mean has no test to race
-    rules = Rules(racing, len(variant.tables), variant.budgeting, variant.keep)
+    rules = Rules(racing, len(variant.tables), variant.budgeting, variant.keep, chance=chance)
+    slot: dict[int, int] = {}  # a stand-in's seed index -> its place in `seeds`
     measured: dict[tuple[str, int], Measured] = {}
     cpu = 0.0
     while (ask := walk(space, measured, lead, rules).next) is not None:
@@ -427,8 +450,10 @@ def run_walk(
         known = measured.get((digest, ask.rung))
         values = dict(known.seeds) if known is not None else {}
         for i in indices:
-            values[i] = rung.val[digest][seeds[i]]
-            cpu += rung.cpu[digest][seeds[i]]
+            races = racing.max_seeds > racing.seeds  # a race's index is its place; a stand-in's, the next free one
+            at = i if i < paired or races else slot.setdefault(i, paired + len(slot))
+            values[i] = rung.val[digest][seeds[at]]
+            cpu += rung.cpu[digest][seeds[at]]
         measured[(digest, ask.rung)] = Measured("COMPLETE", statistics.fmean(values.values()), values)
     done = walk(space, measured, lead, rules)
     answer = space.digest_of(done.answer) if done.answer is not None else None
@@ -614,6 +639,7 @@ def replay_all(
     tpe_startup: int = 10,
     max_seeds: int | None = None,
     keeps: Sequence[Keep] = ("beyond-noise",),
+    chance: float | None = None,
 ) -> Replays:
     """Every method on every seed set of `plan`. A racing walk (`max_seeds` above the sets' seeds) is replayed once
     per order of extra seeds it may draw (`race_orders`: a walk's own draws, like a sampler's), and the samplers'
@@ -632,7 +658,11 @@ def replay_all(
     for seeds in plan.sets:
         extra = (max_seeds or len(seeds)) - len(seeds)
         orders = race_orders(plan.pool, seeds, extra, replays, f"{seed}-{seeds}") if extra else [()]
-        races = {v: [run_walk(space, rungs, seeds + order, v, len(seeds)) for order in orders] for v in variants}
+        if chance is not None and not extra:  # stand-ins come from the pool's other seeds, in the pool's order
+            orders = [tuple(s for s in plan.pool if s not in seeds)]
+        races = {
+            v: [run_walk(space, rungs, seeds + order, v, len(seeds), chance) for order in orders] for v in variants
+        }
         for v, ws in races.items():
             outcomes[v.method("walk")][seeds] = ws
         for k in range(replays):
@@ -907,8 +937,9 @@ def summarize(args: argparse.Namespace) -> dict:
     plan = seed_plan(pool, args.seeds, args.bootstrap, rng)
     curve_rungs = sorted({0, len(rungs) - 1})
     replays = replay_all(
-        space, rungs, plan, args.replays, args.seed, curve_rungs, args.tpe_startup, args.max_seeds, args.keep
-    )
+        space, rungs, plan, args.replays, args.seed, curve_rungs, args.tpe_startup, args.max_seeds, args.keep,
+        args.chance,
+    )  # fmt: skip
     results, differences = judge_methods(reference, plan, replays, rng)
 
     best = reference.best

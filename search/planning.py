@@ -152,8 +152,8 @@ class SearchPlan:
 
     @property
     def keep(self) -> Keep:
-        """How the walk keeps an MSA: --keep, or the default rule."""
-        return self.settings.keep or DEFAULT_KEEP
+        """How the walk keeps an MSA: --keep, or the default rule (racing, --max-seeds, races the paired test)."""
+        return self.settings.keep or ("beyond-noise" if self.max_seeds > self.fidelity.seeds else DEFAULT_KEEP)
 
     @property
     def command(self) -> str:
@@ -212,11 +212,7 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     if settings.keep == "mean" and settings.strategy != "buildup":
         raise UsageError(f"--keep mean is the build-up walk's rule; --strategy {settings.strategy} does not walk",
                          hint="--strategy buildup --keep mean, or leave --keep out")  # fmt: skip
-    if (
-        settings.keep != "beyond-noise"
-        and settings.strategy == "buildup"
-        and (settings.max_seeds or resolved.seeds) > resolved.seeds
-    ):
+    if settings.keep == "mean" and (settings.max_seeds or resolved.seeds) > resolved.seeds:
         raise UsageError("--keep mean compares means, so there is no test to race: --max-seeds has nothing to do",
                          hint="leave --max-seeds out, or race the paired test: --keep beyond-noise")  # fmt: skip
     # the same for a dry run and a run
