@@ -45,10 +45,24 @@ def _default(help_text: str) -> str | None:
     return rest.removesuffix(")") if found else None
 
 
-def flag_set(text: str) -> list[dict[str, str | None]]:
-    """Each argument of a --help text: its section, its invocation and the default it names."""
-    options: list[dict[str, str | None]] = []
+def _required(usage: str, option: str) -> bool:
+    """Whether the usage line shows `option` (its first spelling) outside brackets: a flag the command
+    line must give (`--dataset NAME`), or one of a group of which one must be given (`(--msa N | ...)`)."""
+    spelling = option.split(",")[0].split()[0]
+    if not spelling.startswith("-"):
+        return True  # a positional argument (its `nargs` may still make it optional)
+    place = re.search(rf"(?<![\w-]){re.escape(spelling)}(?![\w-])", usage)
+    assert place is not None, f"{spelling} is not in the usage line"
+    before = usage[: place.start()]
+    return before.count("[") == before.count("]")
+
+
+def flag_set(text: str) -> list[dict[str, str | bool | None]]:
+    """Each argument of a --help text: its section, its invocation, whether it is required and the default
+    it names."""
+    options: list[dict[str, str | bool | None]] = []
     section, helps = None, []
+    usage = next(line for line in text.splitlines() if line.startswith("usage: "))
 
     def close() -> None:
         if options and options[-1]["default"] == "?":
@@ -62,7 +76,8 @@ def flag_set(text: str) -> list[dict[str, str | None]]:
             continue
         elif (match := _OPTION.match(line)) is not None:
             close()
-            options.append({"section": section, "option": match.group(1), "default": "?"})
+            option = match.group(1)
+            options.append({"section": section, "option": option, "required": _required(usage, option), "default": "?"})
             helps = [match.group(2)] if match.group(2) else []
         elif (match := _HELP_MORE.match(line)) is not None:
             helps.append(match.group(1))
@@ -70,7 +85,7 @@ def flag_set(text: str) -> list[dict[str, str | None]]:
     return options
 
 
-def _record(monkeypatch, capsys) -> dict[str, list[dict[str, str | None]]]:
+def _record(monkeypatch, capsys) -> dict[str, list[dict[str, str | bool | None]]]:
     return {command: flag_set(_help_text(command, monkeypatch, capsys)) for command in COMMANDS}
 
 
@@ -92,3 +107,22 @@ def test_the_record_holds_every_flag_with_its_default():
     train = {o["option"].split()[0].rstrip(","): o for o in recorded["train"]}
     assert train["--epochs"]["default"] and train["--lr"]["default"] and train["--device"]["default"] == "auto"
     assert len(train) > 40 and "spec" in train
+
+
+def _takes_a_value(option: str) -> bool:
+    """`--epochs N`, `--log {tensorboard}`: not a switch (`--force`, `--resume, --no-resume`)."""
+    return option.startswith("--") and " " in option and ", --no-" not in option
+
+
+def test_every_flag_that_takes_a_value_names_its_default():
+    """A flag left out has a value too, and --help says which (`(default: none)` where nothing is set);
+    required flags and --config (a file to read, not a setting) have none to name."""
+    recorded = json.loads(RECORD.read_text(encoding="utf-8"))
+    silent = [
+        f"{command} {option['option']}"
+        for command, options in recorded.items()
+        for option in options
+        if _takes_a_value(option["option"]) and not option["required"] and not option["option"].startswith("--config")
+        and option["default"] is None
+    ]  # fmt: skip
+    assert silent == []
