@@ -45,6 +45,13 @@ def _default(help_text: str) -> str | None:
     return rest.removesuffix(")") if found else None
 
 
+def _canonical(invocation: str) -> str:
+    """`-o, --output FILE` for argparse's `-o FILE, --output FILE` too (Python 3.13 names the value once)."""
+    parts = [part.split(maxsplit=1) for part in invocation.split(", ")]
+    value = parts[-1][1:]
+    return ", ".join(part[0] for part in parts) + (f" {value[0]}" if value else "")
+
+
 def _required(usage: str, option: str) -> bool:
     """Whether the usage line shows `option` (its first spelling) outside brackets: a flag the command
     line must give (`--dataset NAME`), or one of a group of which one must be given (`(--msa N | ...)`)."""
@@ -76,7 +83,7 @@ def flag_set(text: str) -> list[dict[str, str | bool | None]]:
             continue
         elif (match := _OPTION.match(line)) is not None:
             close()
-            option = match.group(1)
+            option = _canonical(match.group(1))
             options.append({"section": section, "option": option, "required": _required(usage, option), "default": "?"})
             helps = [match.group(2)] if match.group(2) else []
         elif (match := _HELP_MORE.match(line)) is not None:
