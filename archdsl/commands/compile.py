@@ -33,14 +33,16 @@ def register(subparsers: Subcommands) -> None:
     add_spec_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_classes_argument(parser)
-    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the initial weights (default 0)")
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="seed of the initial weights (default: 0)")
     parser.add_argument(
         "--export",
         metavar="PATH",
         type=Path,
-        help="write the initialised weights (with the IR) to a .safetensors checkpoint",
+        help="write the initialised weights (with the IR) to a .safetensors checkpoint (default: none)",
     )
-    parser.add_argument("--onnx", metavar="PATH", type=Path, help="export the model as ONNX (needs `onnx`)")
+    parser.add_argument(
+        "--onnx", metavar="PATH", type=Path, help="export the model as ONNX, which needs `onnx` (default: none)"
+    )
     parser.add_argument("--force", action="store_true", help="overwrite --export/--onnx files that already exist")
     parser.set_defaults(func=run)
 

@@ -49,7 +49,9 @@ def register(subparsers: Subcommands) -> None:
     )
     add_classes_argument(parser)
     parser.add_argument(
-        "--dataset", metavar="NAME", help="record the dataset the weights were trained on (eval/analyze default)"
+        "--dataset",
+        metavar="NAME",
+        help="record the dataset the weights were trained on, eval's and analyze's default there (default: none)",
     )
     parser.add_argument("--force", action="store_true", help="overwrite DST if it exists")
     parser.set_defaults(func=run)

@@ -41,12 +41,12 @@ def register(subparsers: Subcommands) -> None:
     how.add_argument("--msa", metavar="N", type=whole_number(0, "an integer >= 0"), help="add N MSAs in build-up order")
     how.add_argument("--ratio", metavar="R", type=_ratio, help="0 (the base) .. 1 (Swin-like: every stage full)")
     parser.add_argument(
-        "--heads", metavar="H,H,...", help="heads per stage, or one value for all (default 3 per 64 channels of width)"
+        "--heads", metavar="H,H,...", help="heads per stage, or one value for all (default: 3 per 64 channels of width)"
     )
     parser.add_argument(
         "--window",
         metavar="W",
-        help="window size or `global`, one for all or per stage (default 4 where it tiles the map, else global)",
+        help="window size or `global`, one for all or per stage (default: 4 where it tiles the map, else global)",
     )
     parser.add_argument("--name", help="name of the new arch (default: derived from the base)")
     parser.add_argument("-o", "--output", type=Path, metavar="FILE", help="write the spec here instead of printing it")

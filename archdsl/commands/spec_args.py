@@ -25,4 +25,6 @@ def add_spec_argument(
 
 def add_classes_argument(parser: argparse.ArgumentParser) -> None:
     """`--classes N`: another number of classes than the spec's."""
-    parser.add_argument("--classes", type=positive_int, metavar="N", help="override the spec's number of classes")
+    parser.add_argument(
+        "--classes", type=positive_int, metavar="N", help="override the spec's number of classes (default: the spec's)"
+    )
