@@ -179,7 +179,7 @@ def _run(argv: list[str] | None) -> int:
         return err.exit_code
     except KeyboardInterrupt as err:  # its message, if any, says what was interrupted ("while connecting to HOST:PORT")
         print(f"archdsl: interrupted {err}".rstrip(), file=sys.stderr)
-        return 130
+        return getattr(err, "status", 130)  # 130 for Ctrl-C, 143 for SIGTERM (commands._signals.Terminated)
     except OSError as err:
         # A full disk, a file removed or made unreadable mid-run: the machine's state, not a
         # bug in archdsl, and the path says what to fix. Commands check their outputs up front

@@ -24,6 +24,9 @@ table (a JSON file with its schema, the exact command and the versions) from tho
     python benchmarks/buildup_table.py --assemble [--search k --out search/tables/fashion-mnist-k.json]
 
 Needs Fashion-MNIST (`apt-get install dataset-fashion-mnist`, or the IDX files under --data-root).
+
+A bad flag or a damaged --work ends in one line (exit 2) before any training; a last line cut short mid-write
+(a run killed as it wrote) is dropped, said, and that run trained again.
 """
 
 from __future__ import annotations
@@ -37,8 +40,13 @@ import resource
 import shlex
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from script_args import at_least, fraction, non_negative, positive_int, shard
+
+from archdsl.errors import UsageError, UserError, visible, visible_lines
 
 if TYPE_CHECKING:
     import torch
@@ -50,19 +58,22 @@ SEARCHED = ("k", "heads")
 DATASET = "fashion-mnist"
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, every value checked (argparse's types, then `check_args`) before any work."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--work", default="benchmarks/tables/fashion-mnist-k-heads", help="where each finished run's line goes"
     )
     parser.add_argument("--out", default="search/tables/fashion-mnist-k-heads.json", help="the assembled table")
     parser.add_argument("--data-root", default=os.environ.get("ARCHDSL_DATA", "/usr/share/datasets"))
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=at_least(0), nargs="+", default=[0, 1, 2])
     # The search's own default fidelity (measures.Fidelity, session.fidelity_for on a real dataset) unless given:
     # a table measured at another fidelity would describe another search.
     parser.add_argument("--recipe", help="training recipe (default: the search's)")
-    parser.add_argument("--epochs", type=int, help="epochs per run (default: the search's)")
-    parser.add_argument("--subset", type=float, help="class-stratified fraction of the training images")
+    parser.add_argument("--epochs", type=positive_int, help="epochs per run (default: the search's)")
+    parser.add_argument(
+        "--subset", type=fraction, help="class-stratified fraction of the training images (above 0, at most 1)"
+    )
     parser.add_argument(
         "--search", default=",".join(SEARCHED), help="the knobs: the space trained, and the one --assemble writes"
     )
@@ -75,7 +86,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--dataset", default=DATASET, help="the dataset (default: %(default)s)")
     parser.add_argument("--base", default=BASE, help="the base network (default: %(default)s)")
     parser.add_argument(
-        "--val-subset", type=float,
+        "--val-subset", type=fraction,
         help="class-stratified fraction of the validation images that score each run (default: the search's, the "
         "--subset fraction; 1: all of them, as the end-of-training reference reads them)",
     )  # fmt: skip
@@ -87,7 +98,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--val-curve",
-        type=int,
+        type=positive_int,
         help="score the per-epoch validation curve on a class-stratified N of the validation images and only the "
         "last epoch on all of them (a reference scored on many images at the cost of one pass, not one per epoch)",
     )
@@ -106,14 +117,16 @@ def parse_args() -> argparse.Namespace:
         help="read the test split after the last epoch only (a rung table, whose runs only choose, needs no curve)",
     )  # fmt: skip
     parser.add_argument(
-        "--only-within", type=float, metavar="POINTS",
+        "--only-within", type=non_negative, metavar="POINTS",
         help="train only the designs whose mean validation top-1 over the runs already in --work is within POINTS "
         "points of the best such mean (a reference's further seeds where they decide who ties with the best; "
         "designs with no run yet are trained)",
     )  # fmt: skip
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--shard", default="0/1", help="I/N: this process runs every N-th run from the I-th")
-    parser.add_argument("--limit", type=int, help="stop after this many runs (a smoke test)")
+    parser.add_argument("--threads", type=positive_int, default=1)
+    parser.add_argument(
+        "--shard", type=shard, default="0/1", help="I/N: this process runs every N-th run from the I-th (0 <= I < N)"
+    )
+    parser.add_argument("--limit", type=positive_int, help="stop after this many runs (a smoke test; 1 or more)")
     parser.add_argument("--assemble", action="store_true", help="write --out from the finished runs and stop")
     parser.add_argument(
         "--test-curves",
@@ -128,7 +141,30 @@ def parse_args() -> argparse.Namespace:
         "--fidelity-words", default="the search's default fidelity",
         help="with --assemble: the table description's words for how its runs were trained",
     )  # fmt: skip
-    return parser.parse_args()
+    args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command a table records
+    check_args(args)
+    return args
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """What argparse's types cannot check alone, as `archdsl search` checks it: the dataset and the knobs (a
+    `UsageError`), and --work (a folder, or nothing yet)."""
+    from archdsl.data import describe
+    from archdsl.search.space import parse_searched
+
+    try:
+        describe(args.dataset)
+    except UsageError:
+        raise
+    except UserError as err:  # an unknown name is a bad flag: exit 2, as argparse's own
+        raise UsageError(err.message, hint=err.hint) from None
+    args.searched = parse_searched(args.search)
+    if args.first:
+        parse_searched(args.first)
+    work = Path(args.work)
+    if work.exists() and not work.is_dir():
+        raise UsageError(f"--work '{visible(work)}' is a file", hint="give --work the folder of the runs' lines")
 
 
 def the_space(searched: tuple[str, ...] = SEARCHED, dataset: str = DATASET, base_name: str = BASE):
@@ -363,13 +399,39 @@ def machine() -> str:
 
 def finished(work: Path) -> dict[tuple[str, int], dict]:
     """The finished runs' lines by (digest, seed), as written."""
-    return {(row["digest"], row["run"]["seed"]): row for row in _lines(work, "runs-*.jsonl")}
+    return {
+        (row["digest"], row["run"]["seed"]): row
+        for row in _lines(work, "runs-*.jsonl", _is_run, "finished run's record")
+    }
+
+
+def _is_run(row: Any) -> bool:
+    """Whether a line of runs-*.jsonl is a finished run's record (what `finished` and `--assemble` read)."""
+    return (
+        isinstance(row, dict)
+        and isinstance(row.get("digest"), str)
+        and isinstance(row.get("run"), dict)
+        and isinstance(row["run"].get("seed"), int)
+    )
+
+
+def _is_test_curve(row: Any) -> bool:
+    """Whether a line of test-curves-*.jsonl is a run's test curve (`--test-curves`)."""
+    return (
+        isinstance(row, dict)
+        and isinstance(row.get("digest"), str)
+        and isinstance(row.get("seed"), int)
+        and isinstance(row.get("curve"), list)
+    )
 
 
 def with_test_curves(done: dict[tuple[str, int], dict], work: Path) -> dict[tuple[str, int], dict]:
     """`done` (from `finished`) with the runs' curves completed by `--test-curves`' lines: the test figures
     after each epoch, the last epoch's being the run's own."""
-    added = {(row["digest"], row["seed"]): row["curve"] for row in _lines(work, "test-curves-*.jsonl")}
+    added = {
+        (row["digest"], row["seed"]): row["curve"]
+        for row in _lines(work, "test-curves-*.jsonl", _is_test_curve, "run's test curve")
+    }
     for key, row in done.items():
         run = row["run"]
         tests = {p["epoch"]: (p["test_acc"], p["test_nll"]) for p in added.get(key, [])}
@@ -380,8 +442,49 @@ def with_test_curves(done: dict[tuple[str, int], dict], work: Path) -> dict[tupl
     return done
 
 
-def _lines(work: Path, pattern: str) -> list[dict]:
-    return [json.loads(line) for path in sorted(work.glob(pattern)) for line in path.read_text().splitlines() if line]
+def _lines(work: Path, pattern: str, is_record: Callable[[Any], bool], kind: str) -> list[dict]:
+    """Every record of the files `pattern` in `work`, each checked by `is_record`: a damaged line is a
+    `UsageError` naming it; a last line cut short mid-write (no line break: a run killed as it wrote) is dropped,
+    with a word, and its run is done again (`drop_cut_line` mends the file before this process appends to it)."""
+    rows = []
+    for path in sorted(work.glob(pattern)):
+        lines = path.read_bytes().split(b"\n")
+        cut = lines.pop()  # b"" after a whole last line
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                rows.append(_record(path, number, line, is_record, kind))
+        if cut.strip():
+            _say_cut(path)
+    return rows
+
+
+def _say_cut(path: Path) -> None:
+    print(f"{visible(path)}: its last line was cut short (a run killed as it wrote it): dropped, that run is done "
+          "again", flush=True)  # fmt: skip
+
+
+def _record(path: Path, number: int, line: bytes, is_record: Callable[[Any], bool], kind: str) -> dict:
+    try:
+        row = json.loads(line)
+    except ValueError:  # not JSON (nor UTF-8)
+        row = None
+    if not is_record(row):
+        raise UsageError(
+            f"{visible(path)} line {number} is not a {kind}",
+            hint="the file is damaged: restore it, or remove that line (its run is then trained again)",
+        )
+    return row
+
+
+def drop_cut_line(path: Path) -> None:
+    """Cut `path` back to its last whole line (see `_lines`), so that the next line appended starts a line."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        _say_cut(path)
+        with path.open("r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
 
 
 def add_test_curves(work: Path, shard: tuple[int, int], all_designs, data, test_set, fid) -> None:
@@ -417,8 +520,11 @@ def add_test_curves(work: Path, shard: tuple[int, int], all_designs, data, test_
 
 
 def assemble(args: argparse.Namespace, space, all_designs) -> Table:
-    from archdsl.lang.printer import format_arch
+    """The table of the finished runs in --work; a run whose line the table cannot read is a `UsageError`."""
+    from pydantic import ValidationError
+
     from archdsl.search.fidelity.measures import static_costs
+    from archdsl.search.seed_stats import seed_statistics
     from archdsl.search.space import layout_text
 
     done = with_test_curves(finished(Path(args.work)), Path(args.work))
@@ -438,10 +544,23 @@ def assemble(args: argparse.Namespace, space, all_designs) -> Table:
                 "runs": runs,
             }
         )
-    from archdsl.search.fidelity.replay import TABLE_SCHEMA, Table
-    from archdsl.search.seed_stats import seed_statistics
+    try:
+        table = _table(args, space, meta, rows)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UsageError(
+            f"the runs in --work '{visible(args.work)}' do not make a table: {where}: {first['msg']}",
+            hint="a line written by another version of this script? move it aside and train its run again",
+        ) from None
+    return table.model_copy(update={"statistics": seed_statistics(table.designs)})
 
-    table = Table.model_validate(
+
+def _table(args: argparse.Namespace, space, meta: dict, rows: list[dict]) -> Table:
+    from archdsl.lang.printer import format_arch
+    from archdsl.search.fidelity.replay import TABLE_SCHEMA, Table
+
+    return Table.model_validate(
         {
             "schema": TABLE_SCHEMA,
             "description": (
@@ -461,7 +580,6 @@ def assemble(args: argparse.Namespace, space, all_designs) -> Table:
             "designs": rows,
         }
     )
-    return table.model_copy(update={"statistics": seed_statistics(table.designs)})
 
 
 def markdown(table: Table) -> str:
@@ -490,12 +608,22 @@ def markdown(table: Table) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
+    """The script: 0, or a user's mistake in one line and its exit status (a bad flag or --work: 2)."""
+    try:
+        args = parse_args(argv)
+        run(args)
+    except UserError as err:
+        print(visible_lines(f"archdsl: error: {err}"), file=sys.stderr)
+        return err.exit_code
+    return 0
+
+
+def run(args: argparse.Namespace) -> None:
     import torch
 
-    args = parse_args()
     torch.set_num_threads(args.threads)
-    searched = tuple(args.search.split(","))
+    searched = args.searched
     space = the_space(searched, args.dataset, args.base)
     all_designs = designs(space)
     work = Path(args.work)
@@ -513,8 +641,10 @@ def main() -> None:
 
     from archdsl.search.fidelity import measures as measure
 
-    index, count = (int(p) for p in args.shard.split("/"))
+    index, count = args.shard
     work.mkdir(parents=True, exist_ok=True)
+    drop_cut_line(work / f"runs-{index}.jsonl")  # this shard's file, which it appends to
+    drop_cut_line(work / f"test-curves-{index}.jsonl")
     done = finished(work)
     # Design-major over a fixed shuffle of the designs: a table cut short holds whole designs (every seed,
     # so its seed statistics can be computed) spread over the space rather than the grid's first corner.
@@ -534,7 +664,7 @@ def main() -> None:
         todo = [(seed, d) for seed, d in todo if near(d[0])]
     fid = fidelity(args)
     meta = {
-        "command": shlex.join(["python", "benchmarks/buildup_table.py", *sys.argv[1:]]),
+        "command": shlex.join(["python", "benchmarks/buildup_table.py", *args.argv]),
         "versions": versions(),
         "machine": machine(),
         "fidelity": {
@@ -592,4 +722,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -67,6 +67,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from script_args import file_prefix, output_file, output_folder
 
 from archdsl.errors import UsageError, UserError, visible_lines
 from archdsl.search.settings import KEEPS, Keep
@@ -129,11 +130,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--bootstrap", type=int, default=1000, help="resamples behind each interval")
     parser.add_argument("--seed", type=int, default=0, help="seeds the resamples and the samplers' draws")
-    parser.add_argument("--json", help="write the summary here")
-    parser.add_argument("--markdown", help="write the tables here (they are printed too)")
-    parser.add_argument("--figures", help="write the regret figure into this folder")
-    parser.add_argument("--name", default="", help="a prefix for the figure's file name")
+    parser.add_argument("--json", help="write the summary here (a file, in a folder that exists)")
+    parser.add_argument(
+        "--markdown", help="write the tables here (they are printed too; a file, in a folder that exists)"
+    )
+    parser.add_argument("--figures", help="write the regret figure into this folder (created if missing)")
+    parser.add_argument(
+        "--name", default="", help="a prefix for the figure's file name (letters, digits, '.', '_', '-')"
+    )
     args = parser.parse_args(argv)
+    # The outputs before the replays (minutes on a large space): a path it cannot write ends here, in one line.
+    output_file(args.json, "--json")
+    output_file(args.markdown, "--markdown")
+    output_folder(args.figures, "--figures")
+    file_prefix(args.name, "--name")
     if min(args.seeds, args.replays, args.tpe_startup) < 1 or args.bootstrap < 20:
         raise UsageError(
             "--seeds, --replays and --tpe-startup must be 1 or more, --bootstrap 20 or more",

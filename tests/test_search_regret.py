@@ -314,3 +314,39 @@ def test_a_rule_named_twice_in_keep_ends_in_one_line(rule_tables, monkeypatch, c
     assert script.main(["--reference", str(reference), "--cheap", str(cheap), "--keep", "mean", "mean"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("archdsl: error: ") and "--keep names mean twice" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "where", "said"),
+    [
+        ("--json", "", "is a folder"),
+        ("--markdown", "missing/tables.md", "does not exist"),
+        ("--figures", "a-file/figures", "is a file"),
+    ],
+)
+def test_an_output_it_cannot_write_ends_in_one_line_before_any_replay(
+    rule_tables, tmp_path: Path, monkeypatch, capsys, flag, where, said
+):
+    script = load_script("search_regret", monkeypatch)
+    reference, cheap = rule_tables
+    (tmp_path / "a-file").write_text("")
+    replayed = []
+    monkeypatch.setattr(script, "summarize", lambda args: replayed.append(args))  # never reached
+    assert script.main(["--reference", str(reference), "--cheap", str(cheap), flag, str(tmp_path / where)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"archdsl: error: {flag} ") and said in err and "Traceback" not in err, err
+    assert not replayed and not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("name", ["../../outside-", "a/b-", "\x1b[2Jcleared-", ".hidden-"])
+def test_a_figure_name_that_leaves_its_folder_or_drives_the_terminal_ends_in_one_line(
+    rule_tables, tmp_path: Path, monkeypatch, capsys, name
+):
+    script = load_script("search_regret", monkeypatch)
+    reference, cheap = rule_tables
+    figures = tmp_path / "deep" / "figures"
+    argv = ["--reference", str(reference), "--cheap", str(cheap), "--figures", str(figures), "--name", name]
+    assert script.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("archdsl: error: --name ") and "\x1b" not in err and "Traceback" not in err, err
+    assert not list(tmp_path.rglob("*.png"))

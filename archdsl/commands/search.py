@@ -74,13 +74,17 @@ def settings_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from archdsl.commands._signals import terminate_as_interrupt
     from archdsl.run import command_scope
 
-    with command_scope():  # under torchrun: one worker per group, rank 0 speaks (archdsl.search.fidelity.distributed)
+    # SIGTERM (a scheduler's stop) ends the search as Ctrl-C does: its seeds' processes with it, its trial queued again.
+    # command_scope: under torchrun, one worker per group, rank 0 speaks (archdsl.search.fidelity.distributed).
+    with terminate_as_interrupt(), command_scope():
         return _search(args)
 
 
 def _search(args: argparse.Namespace) -> int:
+    from archdsl.commands._signals import Terminated
     from archdsl.run import quiet_followers
     from archdsl.search import (
         JOURNAL_SCHEME,
@@ -109,20 +113,21 @@ def _search(args: argparse.Namespace) -> int:
 
         with proxy_answering(args.storage):
             result = run_planned(plan, on_trial=_trial_printer(target_trials(plan)), on_final_test=_final_test_printer)
-    except KeyboardInterrupt:
-        # Every finished trial is already in the storage; the interrupted one is run again on resume.
+    except KeyboardInterrupt as err:
+        # Every finished trial is already in the storage; the interrupted one is queued again (TrialObjective).
         # (The URL may hold a password: do not echo it.)
         database = args.storage is not None and not args.storage.startswith(JOURNAL_SCHEME)
         where = "the --storage database" if database else str(journal_path(out, study_name))
         if args.storage and not database:
             where = args.storage[len(JOURNAL_SCHEME) :]
+        how = f" {err}" if isinstance(err, Terminated) else ""  # "by SIGTERM"
         say(
-            f"archdsl: interrupted; the finished trials are kept in {where}\n"
+            f"archdsl: interrupted{how}; the finished trials are kept in {where}\n"
             f"  continue with the same command; see them with: archdsl report {study_name} --out {out}"
             + ((" --storage URL" if database else f" --storage {args.storage}") if args.storage else ""),
             err=True,
         )
-        return 130
+        return err.status if isinstance(err, Terminated) else 130
     if result.follower:  # a rank after the first trained rank 0's designs; the study and its report are rank 0's
         return 0
     assert result.outcome is not None and result.study is not None, "rank 0 (or a worker alone) has its study"

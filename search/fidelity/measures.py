@@ -168,7 +168,8 @@ class Trained:
 
 
 class Diverged(Exception):
-    """Training blew up (NaN loss); the candidate fails, the search goes on."""
+    """Training blew up (NaN loss); the candidate fails, the search goes on. Its message is the trial's reason
+    whole, "training diverged: ..." (the training's own `TrainingDiverged` says it so)."""
 
 
 def seed_of(seed: int, index: int) -> int:
@@ -380,7 +381,7 @@ def train_candidate(
         raise Diverged(err.message) from err
     accuracy = float(result.val_acc)
     if not math.isfinite(accuracy):
-        raise Diverged("the validation accuracy is not a number")
+        raise Diverged("training diverged: the validation accuracy is not a number")
     history = [{k: v for k, v in dataclasses.asdict(m).items() if v is not None} for m in result.history]
     return Trained(model=result.model, accuracy=accuracy, history=history, rank_digests=result.rank_digests)
 

@@ -11,12 +11,15 @@ Used where it can change nothing but the time: a CPU device, more than one paire
 `fork` available (the children share the loaded data copy-on-write) and no torchrun group (whose ranks must
 stay in step). The first seed stays in the calling process: its curve goes to the pruner and its model to the
 analyses; the later seeds' processes send back only their numbers, and a pruned or failed trial stops them.
+The search owns them: they end with it, however it ends (stopped by its `finally` on an exception, Ctrl-C or
+SIGTERM; killed by the kernel when their parent dies by SIGKILL), and one that dies fails its trial in one line.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -83,7 +86,7 @@ class _Aside:
         for seed in seeds:
             receive, send = context.Pipe(duplex=False)
             # not a daemon: a daemon may not start the DataLoader workers that images read from disk train with
-            child = context.Process(target=_child, args=(train_one, seed, threads, send))
+            child = context.Process(target=_child, args=(train_one, seed, threads, send, os.getpid()))
             child.start()
             send.close()  # the parent keeps only its reading end: EOF once the child has gone
             self._children.append((child, receive))
@@ -95,9 +98,7 @@ class _Aside:
                 kind, payload = receive.recv()
             except EOFError:
                 child.join()
-                raise SeedAsideFailed(
-                    f"a paired seed's training process ended without its result (exit code {child.exitcode})"
-                ) from None
+                raise SeedAsideFailed(f"a paired seed's training process {_ending(child.exitcode)}") from None
             child.join()
             if kind == "error":
                 raise payload
@@ -130,9 +131,36 @@ def seeds_aside(train_one: Callable[[int], SeedFigures], seeds: list[int]) -> It
         aside.stop()
 
 
-def _child(train_one: Callable[[int], SeedFigures], seed: int, threads: int, send: Connection) -> None:
+def _ending(exitcode: int | None) -> str:
+    """How a seed's process ended without its figures, in words: "was killed (SIGKILL)", "exited with code 3"."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"was killed ({signal.Signals(-exitcode).name})"
+        except ValueError:  # a signal number Python has no name for
+            return f"was killed (signal {-exitcode})"
+    return f"exited with code {exitcode} without its result"
+
+
+def _end_with_parent(parent: int) -> None:
+    """In a seed's process: die with the search (Linux's parent-death signal), even where the search is killed
+    by SIGKILL and no `finally` of its runs; and take SIGTERM as its default (to end), not as the search's
+    interruption (`archdsl.commands._signals`), which the fork copied: a seed sent SIGTERM fails its trial."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the search's `finally` stops its seeds, SIGKILL aside
+        return
+    if os.getppid() != parent:  # the search died before the signal was asked for
+        os._exit(1)
+
+
+def _child(train_one: Callable[[int], SeedFigures], seed: int, threads: int, send: Connection, parent: int) -> None:
     """A later seed's process: train it on `threads` threads and send its figures, or the error that stopped it
     (re-raised in the parent, so that a diverged seed fails its trial as it would in turn)."""
+    _end_with_parent(parent)
     import torch
 
     torch.set_num_threads(threads)

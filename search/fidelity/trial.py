@@ -29,7 +29,7 @@ from archdsl.lang.printer import format_arch
 from archdsl.nn.summary import DesignTooLarge, ensure_fits  # torch-free: the memory estimate, before any build
 from archdsl.search._optuna_private import storage_of, trial_id
 from archdsl.search.fidelity import measures as measure
-from archdsl.search.fidelity.seeds_aside import SeedFigures, cpu_seconds  # torch-free until a trial trains
+from archdsl.search.fidelity.seeds_aside import SeedAsideFailed, SeedFigures, cpu_seconds  # torch-free till training
 from archdsl.search.objectives import Cost, dominates
 from archdsl.search.seed_stats import mean_and_stderr
 from archdsl.search.space import layout_text
@@ -51,6 +51,7 @@ from archdsl.search.studies.record import (
     SHORT_ID_ATTR,
     SPEC_ATTR,
     STDERR_KEY,
+    WORKER_STOPPED,
     HeldOutFigures,
     rung_of,
     seal_test,
@@ -220,17 +221,26 @@ class TrialObjective:
         # The heartbeat starts before the digest is written: a worker killed while its trial looks for a twin (or
         # waits on one) leaves a trial that `fail_stale_trials` fails and retries, not one that twins defer to for ever.
         with WorkerHeartbeat(storage_of(study), trial_id(trial), beat, keep_beating=self.plan.replay is None):
-            trial.set_user_attr(DIGEST_ATTR, digest)
-            twin = earlier_twin(study, trial.number, digest, trial.user_attrs.get(SEED_INDICES_ATTR), rung_of(trial))
-            if twin is not None:
-                trial.set_user_attr(COPY_ATTR, twin.number)
-                raise DesignCopy(f"copy of trial {twin.number}'s design")
-            trial.set_user_attr(CLAIM_ATTR, True)
-            trial.set_user_attr(SHORT_ID_ATTR, arch.short_id)
-            trial.set_user_attr(N_MSA_ATTR, arch.n_msa)
-            trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
-            trial.set_user_attr(SPEC_ATTR, format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
-            return self._measure(trial, arch)
+            try:
+                return self._claimed(trial, arch, digest)
+            except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (archdsl.commands._signals): no verdict on the design
+                self._stopped(trial, f"{WORKER_STOPPED} (interrupted)")
+                raise
+
+    def _claimed(self, trial: optuna.Trial, arch: Arch, digest: str) -> float | tuple[float, ...]:
+        """The trial's design, measured unless the study has it (a copy)."""
+        study = trial.study
+        trial.set_user_attr(DIGEST_ATTR, digest)
+        twin = earlier_twin(study, trial.number, digest, trial.user_attrs.get(SEED_INDICES_ATTR), rung_of(trial))
+        if twin is not None:
+            trial.set_user_attr(COPY_ATTR, twin.number)
+            raise DesignCopy(f"copy of trial {twin.number}'s design")
+        trial.set_user_attr(CLAIM_ATTR, True)
+        trial.set_user_attr(SHORT_ID_ATTR, arch.short_id)
+        trial.set_user_attr(N_MSA_ATTR, arch.n_msa)
+        trial.set_user_attr(LAYOUT_ATTR, layout_text(arch))
+        trial.set_user_attr(SPEC_ATTR, format_arch(arch.model_copy(update={"name": _arch_name(trial, arch)})))
+        return self._measure(trial, arch)
 
     def _measure(self, trial: optuna.Trial, arch: Arch) -> float | tuple[float, ...]:
         answers = self.measurer.start(trial, arch, self.plan)
@@ -281,7 +291,10 @@ class TrialObjective:
         except optuna.TrialPruned:
             raise
         except measure.Diverged as err:
-            return self._fail(trial, f"training diverged: {err}")
+            return self._fail(trial, str(err))  # "training diverged: ..."
+        except SeedAsideFailed as err:  # a paired seed's process killed (the OOM killer, a kill): not the design's
+            self._stopped(trial, f"{WORKER_STOPPED}: {err}")
+            raise TrialFailed(str(err)) from None
         except DesignTooLarge as err:  # estimated before any allocation (docs/compiler.md)
             return self._fail(trial, f"too large: {err.message}")
         except UserError:
@@ -297,8 +310,7 @@ class TrialObjective:
             # trial, queue its design again (it is no verdict on it), then stop.
             last = traceback.extract_tb(err.__traceback__)[-1]
             where = f"{Path(last.filename).name}:{last.lineno}"
-            trial.set_user_attr(FAIL_REASON_ATTR, f"{SEARCH_STOPPED}: {type(err).__name__}: {err} ({where})")
-            requeue(trial.study, storage_of(trial.study).get_trial(trial_id(trial)), self.plan.storage.max_retry)
+            self._stopped(trial, f"{SEARCH_STOPPED}: {type(err).__name__}: {err} ({where})")
             raise
         return self._finish(trial, arch, metrics, sealed)
 
@@ -334,6 +346,12 @@ class TrialObjective:
     def _fail(self, trial: optuna.Trial, reason: str) -> NoReturn:
         trial.set_user_attr(FAIL_REASON_ATTR, reason)
         raise TrialFailed(reason)
+
+    def _stopped(self, trial: optuna.Trial, reason: str) -> None:
+        """The trial ends for a reason that is no verdict on its design (`record.is_verdict`): say why on it, and
+        queue its design again (at most --max-retry times), for this search or the same command's resume."""
+        trial.set_user_attr(FAIL_REASON_ATTR, reason)
+        requeue(trial.study, storage_of(trial.study).get_trial(trial_id(trial)), self.plan.storage.max_retry)
 
     def _report(self, trial: optuna.Trial, epoch: int, top1: float) -> None:
         objectives = self.plan.objectives
