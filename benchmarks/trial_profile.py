@@ -9,7 +9,7 @@ through `optimize_model`, a checkpoint written after every epoch. The designs ar
 `resnet-fmnist`'s space: the ResNet (k0_0_0) and an MSA ending every stage (k1_1_1); --designs
 takes others (k1_0_0: one MSA, in c1).
 
-Training is split by wrapping what an epoch calls (`archdsl.run.epoch`, `archdsl.run.epoch_metrics`), without
+Training is split by wrapping what an epoch calls (`archdsl.run.train`, `archdsl.run.epoch_metrics`), without
 changing it:
 - data: the loader's batches (shuffle, crop, flip, collation; `next()` on the loader);
 - forward, optimizer: the model's forward and `optimizer.step()` inside each `train_step`;
@@ -47,8 +47,8 @@ from archdsl.buildup import layout
 from archdsl.data.cards import OTHER
 from archdsl.lang.spec import load_spec
 from archdsl.nn.summary import ensure_fits
-from archdsl.run import epoch as epoch_module
 from archdsl.run import epoch_metrics as metrics_module
+from archdsl.run import train as training_module
 from archdsl.search.fidelity import measures
 from archdsl.search.fidelity.measures import Fidelity
 
@@ -102,7 +102,7 @@ class TimedBatches:
 @contextlib.contextmanager
 def instrumented_training(clock: Clock) -> Iterator[None]:
     """While open, an epoch's loader, train_step and predict_logits are timed into `clock`."""
-    modules = {"make_loader": epoch_module, "train_step": epoch_module, "predict_logits": metrics_module}
+    modules = {"make_loader": training_module, "train_step": training_module, "predict_logits": metrics_module}
     originals = {name: getattr(module, name) for name, module in modules.items()}
 
     def make_loader(*args: Any, **kwargs: Any) -> TimedBatches:

@@ -34,7 +34,6 @@ PUBLIC_MODULES = (
     "archdsl.nn.compiled",
     "archdsl.run.recipe",
     "archdsl.run.train",
-    "archdsl.run.epoch",
     "archdsl.run.epoch_metrics",
     "archdsl.run._run_dir",
     "archdsl.run.distributed",
