@@ -43,6 +43,7 @@ from typing import Any
 
 import torch
 
+from archdsl import markdown
 from archdsl.buildup import layout
 from archdsl.data.cards import OTHER
 from archdsl.lang.spec import load_spec
@@ -193,13 +194,13 @@ def profile_trial(
 
 def table(profiles: list[TrialProfile]) -> str:
     """A markdown table: one row per part, wall s / CPU s / share of the trial per design."""
-    head = "| part | " + " | ".join(f"{p.design} wall s | CPU s | share" for p in profiles) + " |"
-    rule = "|---|" + "---|---|---|" * len(profiles)
-    rows = [head, rule]
+    header = ["part", *(name for p in profiles for name in (f"{p.design} wall s", "CPU s", "share"))]
+    rows: list[list[str]] = []
 
     def row(label: str, cells: list[tuple[float, float, float | None]]) -> None:
-        text = " | ".join(f"{w:.2f} | {c:.2f} | " + (f"{s:.0%}" if s is not None else "") for w, c, s in cells)
-        rows.append(f"| {label} | {text} |")
+        rows.append(
+            [label, *(t for w, c, s in cells for t in (f"{w:.2f}", f"{c:.2f}", "" if s is None else f"{s:.0%}"))]
+        )
 
     for part in TRAINING_PARTS:
         row(part, [(p.train.wall[part], p.train.cpu[part], p.train.wall[part] / p.trial.wall["default trial"])
@@ -208,7 +209,7 @@ def table(profiles: list[TrialProfile]) -> str:
                                                     for p in profiles])  # fmt: skip
     for part in [k for k in profiles[0].trial.wall if k != "default trial"]:
         row(part, [(p.trial.wall[part], p.trial.cpu[part], None) for p in profiles])
-    return "\n".join(rows)
+    return "\n".join(markdown.table(header, rows))
 
 
 def main() -> None:
