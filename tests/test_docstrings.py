@@ -16,6 +16,7 @@ PUBLIC_MODULES = (
     "archdsl.kinds",
     "archdsl.errors",
     "archdsl.files",
+    "archdsl.markdown",
     "archdsl.buildup",
     "archdsl.lang.spec",
     "archdsl.lang.checks",
