@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from archdsl.exports import lazy_exports
 
-if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
     from archdsl.analysis._hessian_batches import training_batches as training_batches
     from archdsl.analysis._hessian_operator import hessian_operator as hessian_operator
     from archdsl.analysis.evaluation import CorruptedEvaluation as CorruptedEvaluation
@@ -36,4 +36,24 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.analysis.sources import AnalysisSources as AnalysisSources
     from archdsl.analysis.sources import EvalSettings as EvalSettings
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__)
+_EXPORTS = {
+    "training_batches": "archdsl.analysis._hessian_batches",
+    "hessian_operator": "archdsl.analysis._hessian_operator",
+    "CorruptedEvaluation": "archdsl.analysis.evaluation",
+    "TestEvaluation": "archdsl.analysis.evaluation",
+    "evaluate": "archdsl.analysis.evaluation",
+    "DEFAULT_MEASURES": "archdsl.analysis.pipeline",
+    "MEASURES": "archdsl.analysis.pipeline",
+    "AnalysisData": "archdsl.analysis.pipeline",
+    "analyze": "archdsl.analysis.pipeline",
+    "AnalysisReport": "archdsl.analysis.report",
+    "render_markdown": "archdsl.analysis.report",
+    "render_text": "archdsl.analysis.report",
+    "analyze_checkpoint": "archdsl.analysis.session",
+    "default_out": "archdsl.analysis.session",
+    "AnalysisSettings": "archdsl.analysis.settings",
+    "HessianSettings": "archdsl.analysis.settings",
+    "AnalysisSources": "archdsl.analysis.sources",
+    "EvalSettings": "archdsl.analysis.sources",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

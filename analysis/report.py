@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from archdsl import markdown
 from archdsl.analysis.cka import CKAResult
 from archdsl.analysis.fourier import FeatureMapStatistics
 from archdsl.analysis.hessian import Spectrum
@@ -233,12 +234,7 @@ def _headline_table(report: AnalysisReport) -> list[str]:
     rows = headline(report)
     if not rows:
         return []
-    return [
-        "| metric | value | measured on |",
-        "|---|---|---|",
-        *(f"| {row.metric} | {row.value} | {row.scope} |" for row in rows),
-        "",
-    ]
+    return [*markdown.table(["metric", "value", "measured on"], [[r.metric, r.value, r.scope] for r in rows]), ""]
 
 
 def render_text(report: AnalysisReport) -> str:
@@ -283,17 +279,19 @@ def render_markdown(report: AnalysisReport) -> str:
             "## Corruption robustness",
             "",
             *_figure(report, "robustness", "Accuracy per corruption"),
-            "| corruption | " + " | ".join(f"s{s}" for s in r.per_severity) + " | mean |",
-            "|---|" + "---|" * (len(r.per_severity) + 1),
         ]
         measured = {(c.corruption, c.severity): c.top1 for c in r.cells}
-        for corruption, mean in r.per_corruption.items():
-            cells = [
-                f"{100 * measured[(corruption, s)]:.1f}" if (corruption, s) in measured else "" for s in r.per_severity
+        severities = list(r.per_severity)
+        rows = [
+            [
+                corruption,
+                *(f"{100 * measured[(corruption, s)]:.1f}" if (corruption, s) in measured else "" for s in severities),
+                f"{100 * mean:.1f}",
             ]
-            lines.append(f"| {corruption} | " + " | ".join(cells) + f" | {100 * mean:.1f} |")
-        severity_means = " | ".join(f"{100 * v:.1f}" for v in r.per_severity.values())
-        lines += [f"| **mean** | {severity_means} | **{100 * r.mean:.1f}** |", ""]
+            for corruption, mean in r.per_corruption.items()
+        ]
+        rows.append(["**mean**", *(f"{100 * v:.1f}" for v in r.per_severity.values()), f"**{100 * r.mean:.1f}**"])
+        lines += [*markdown.table(["corruption", *(f"s{s}" for s in r.per_severity), "mean"], rows), ""]
     if report.feature_maps:
         f = report.feature_maps
         lines += [
@@ -304,15 +302,15 @@ def render_markdown(report: AnalysisReport) -> str:
             f"Both averaged over {f.variance.images} test images and all channels.",
             "",
             *_figure(report, "feature_maps", "Delta log amplitude and variance per block"),
-            "| depth | block | kind | Delta log amplitude | variance |",
-            "|---|---|---|---|---|",
+            *markdown.table(
+                ["depth", "block", "kind", "Delta log amplitude", "variance"],
+                [
+                    [amplitude.depth, amplitude.name, amplitude.kind, f"{amplitude.value:.3f}", f"{variance.value:.4g}"]
+                    for amplitude, variance in zip(f.delta_log_amplitude.layers, f.variance.layers, strict=True)
+                ],
+            ),
+            "",
         ]
-        for amplitude, variance in zip(f.delta_log_amplitude.layers, f.variance.layers, strict=True):
-            lines.append(
-                f"| {amplitude.depth} | {amplitude.name} | {amplitude.kind} "
-                f"| {amplitude.value:.3f} | {variance.value:.4g} |"
-            )
-        lines.append("")
     lines += _new_measures_markdown(report)
     return "\n".join(lines)
 
@@ -329,12 +327,18 @@ def _new_measures_markdown(report: AnalysisReport) -> list[str]:
             f"for every checkpoint ({h.method}, tolerance {h.tol:g}, wd {h.weight_decay:g}).",
             "",
             *_figure(report, "hessian_trajectory", "Hessian spectrum over training"),
-            "| epoch | checkpoint | top eigenvalue (mean over batches) | NEP | APE |",
-            "|---|---|---|---|---|",
-            *(
-                f"| {p.epoch} | {p.checkpoint} | {sum(p.top_eigenvalues) / len(p.top_eigenvalues):.4g} "
-                f"| {_percent(p.spectrum.nep)} | {'n/a' if p.spectrum.ape is None else f'{p.spectrum.ape:.4g}'} |"
-                for p in points
+            *markdown.table(
+                ["epoch", "checkpoint", "top eigenvalue (mean over batches)", "NEP", "APE"],
+                [
+                    [
+                        p.epoch,
+                        p.checkpoint,
+                        f"{sum(p.top_eigenvalues) / len(p.top_eigenvalues):.4g}",
+                        _percent(p.spectrum.nep),
+                        "n/a" if p.spectrum.ape is None else f"{p.spectrum.ape:.4g}",
+                    ]
+                    for p in points
+                ],
             ),
             "",
         ]
@@ -378,13 +382,18 @@ def _new_measures_markdown(report: AnalysisReport) -> list[str]:
             f"{count(lesion.images, 'test image')}; intact: {_percent(lesion.top1)}.",
             "",
             *_figure(report, "lesion", "Accuracy with each residual branch removed"),
-            "| depth | block | kind | top-1 | change | NLL |",
-            "|---|---|---|---|---|---|",
-            *(
-                f"| {b.depth} | {b.name} | {b.kind} | {100 * b.top1:.2f} | {100 * (b.top1 - lesion.top1):+.2f} "
-                f"| {b.nll:.4f} |"
-                for b in lesion.blocks
+            *markdown.table(
+                ["depth", "block", "kind", "top-1", "change", "NLL"],
+                [
+                    [b.depth, b.name, b.kind, f"{100 * b.top1:.2f}", _change(b.top1, lesion.top1), f"{b.nll:.4f}"]
+                    for b in lesion.blocks
+                ],
             ),
             "",
         ]
     return lines
+
+
+def _change(top1: float, intact: float) -> str:
+    """A lesioned block's top-1 less the intact model's, in points with its sign."""
+    return f"{100 * (top1 - intact):+.2f}"

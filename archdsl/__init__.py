@@ -28,7 +28,7 @@ from archdsl.nn import timm_models as _timm_models
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
     from archdsl import search as search
     from archdsl.analysis.evaluation import evaluate as evaluate
     from archdsl.analysis.report import AnalysisReport as AnalysisReport
@@ -62,6 +62,39 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.search.settings import SearchSettings as SearchSettings
 
 # dir(): the curated API only, not the submodules and helpers that importing leaves behind.
-__getattr__, __dir__, __all__ = lazy_exports(__name__, own=("__version__",))
+_EXPORTS = {
+    "search": "archdsl.search",
+    "evaluate": "archdsl.analysis.evaluation",
+    "AnalysisReport": "archdsl.analysis.report",
+    "analyze": "archdsl.analysis.session:analyze_checkpoint",
+    "AnalysisSettings": "archdsl.analysis.settings",
+    "AnalysisSources": "archdsl.analysis.sources",
+    "EvalSettings": "archdsl.analysis.sources",
+    "layout": "archdsl.buildup",
+    "ratio": "archdsl.buildup",
+    "UserError": "archdsl.errors",
+    "Arch": "archdsl.ir",
+    "BlockKind": "archdsl.kinds",
+    "register_block": "archdsl.kinds",
+    "unregister_block": "archdsl.kinds",
+    "SpecError": "archdsl.lang.diagnostics",
+    "format_arch": "archdsl.lang.printer",
+    "load_spec": "archdsl.lang.spec",
+    "parse_spec": "archdsl.lang.spec",
+    "resolve_spec": "archdsl.lang.spec",
+    "create_model": "archdsl.nn.build",
+    "summarize": "archdsl.nn.summary",
+    "register_timm": "archdsl.nn.timm_models",
+    "load_checkpoint": "archdsl.run.checkpoint",
+    "save_checkpoint": "archdsl.run.checkpoint",
+    "import_checkpoint": "archdsl.run.importer",
+    "optimize_model": "archdsl.run.optimize",
+    "TrainConfig": "archdsl.run.recipe",
+    "TrainSettings": "archdsl.run.session",
+    "train": "archdsl.run.session",
+    "Fidelity": "archdsl.search.fidelity.measures",
+    "SearchSettings": "archdsl.search.settings",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, own=("__version__",))
 
 _timm_models.install_timm_hook()

@@ -34,6 +34,7 @@ from pydantic import (
     ValidationError,
 )
 
+from archdsl import markdown
 from archdsl.errors import UsageError, did_you_mean
 
 __all__ = [
@@ -259,11 +260,8 @@ def default_text(flag: SettingFlag) -> str:
 def settings_table(model: type[BaseModel], *, exclude: Iterable[str] = ()) -> str:
     """A Markdown table of `model`'s flags (but those in `exclude`), defaults and meanings, for the
     docs (a test holds the page to it)."""
-    lines = ["| flag | default | meaning |", "|---|---|---|"]
-    for flag in setting_flags(model, exclude=exclude):
-        cells = [f"`{flag.flag}`", default_text(flag), flag.help]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-    return "\n".join(lines) + "\n"
+    rows = [[f"`{flag.flag}`", default_text(flag), flag.help] for flag in setting_flags(model, exclude=exclude)]
+    return "\n".join(markdown.table(["flag", "default", "meaning"], rows)) + "\n"
 
 
 def validated(

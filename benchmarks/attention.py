@@ -3,7 +3,7 @@
 The designs are those of a Fashion-MNIST search from `resnet-fmnist` (docs/search.md): the ResNet
 (`k0_0_0`), an MSA ending the 28x28 first stage (`k1_0_0`, 49 windows of 4x4) and an MSA ending
 every stage (`k1_1_1`: c2 and c3 attend globally over 196 and 49 tokens). One step is
-`archdsl.run.epoch.train_step` with the search's recipe (`fast`: batch 128, Nesterov SGD, no
+`archdsl.run.train.train_step` with the search's recipe (`fast`: batch 128, Nesterov SGD, no
 Mixup) on a model through `optimize_model(training=True)`, as a search trains it. Every variant
 takes its turn in every round and the best round counts, so a busy spell of a shared machine
 hits them alike; the load average is printed beside the figures.
@@ -35,9 +35,9 @@ from archdsl.buildup import layout
 from archdsl.lang.spec import load_spec
 from archdsl.nn.blocks.attention import WindowAttention, in_memory_format_of
 from archdsl.nn.build import build
-from archdsl.run.epoch import train_step
 from archdsl.run.optimize import optimize_model
 from archdsl.run.recipe import TrainConfig, make_loss, make_mixup, make_optimizer
+from archdsl.run.train import train_step
 
 LAYOUTS = {"ResNet (k0_0_0)": (0, 0, 0), "MSA in c1 (k1_0_0)": (1, 0, 0), "MSA per stage (k1_1_1)": (1, 1, 1)}
 CURRENT_FORWARD = WindowAttention.forward

@@ -282,6 +282,7 @@ def main() -> None:
     repeats = 10 if args.quick else args.repeats
     from matplotlib.figure import Figure
 
+    from archdsl import markdown
     from archdsl.data import describe
     from archdsl.files import save_figure
     from archdsl.search.fidelity.measures import fit_to_data, load_base
@@ -383,11 +384,8 @@ def main() -> None:
         f"{repeats} replays each, --seeds {args.seeds}"
         + (f" --max-seeds {args.max_seeds}." if args.max_seeds else "."),
         "",
-        "| strategy | trials to the best within the noise (median) | ratio to random | reached in | "
-        "regret at the end (median) | test regret of the chosen design (mean) | ends at the table's best | "
-        "simulated time, whole search (median) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for s in STRATEGIES:
         key = (s, "none")
         med = statistics.median(reach[key])
@@ -399,10 +397,16 @@ def main() -> None:
         best_test = max(truth.test.values())
         test_regret = statistics.fmean(best_test - truth.test[d] if d else best_test for d in ends_with)
         at_best = sum(d == truth.best_design for d in ends_with) / repeats
-        lines.append(
-            f"| {s} | {median_text(reach[key])} | {ratio} | {share:.0%} | {end:.4f} | {test_regret:.4f} "
-            f"| {at_best:.0%} | {total / 60:.1f} min |"
-        )
+        rows.append(
+            [s, median_text(reach[key]), ratio, f"{share:.0%}", f"{end:.4f}", f"{test_regret:.4f}", f"{at_best:.0%}",
+             f"{total / 60:.1f} min"]
+        )  # fmt: skip
+    lines += markdown.table(
+        ["strategy", "trials to the best within the noise (median)", "ratio to random", "reached in",
+         "regret at the end (median)", "test regret of the chosen design (mean)", "ends at the table's best",
+         "simulated time, whole search (median)"],
+        rows,
+    )  # fmt: skip
 
     ranking = sorted(truth.accuracy, key=truth.accuracy.get, reverse=True)
     ends = []
@@ -414,23 +418,22 @@ def main() -> None:
         "",
         "Where the build-up walk ends (the last design it kept; no pruner):",
         "",
-        "| rank of the end (1 = best of the table) | replays | regret | trials in the walk (median) |",
-        "|---|---|---|---|",
     ]
     walk_lengths = statistics.median(len(s) for s in runs["buildup", "none"])
-    for digest in sorted(set(ends), key=ranking.index):
-        lines.append(
-            f"| {ranking.index(digest) + 1} of {len(ranking)} | {ends.count(digest)} of {len(ends)} | "
-            f"{truth.best - truth.accuracy[digest]:.4f} | {walk_lengths:.0f} |"
-        )
+    lines += markdown.table(
+        ["rank of the end (1 = best of the table)", "replays", "regret", "trials in the walk (median)"],
+        [
+            [f"{ranking.index(digest) + 1} of {len(ranking)}", f"{ends.count(digest)} of {len(ends)}",
+             f"{truth.best - truth.accuracy[digest]:.4f}", f"{walk_lengths:.0f}"]
+            for digest in sorted(set(ends), key=ranking.index)
+        ],
+    )  # fmt: skip
     lines += [
         "",
         "Pruners (the same searches stopped early; at equal regret the cheaper one wins):",
         "",
-        "| strategy | pruner | pruned trials (median) | regret at the end (median) | time to the best within the noise "
-        "(median) | simulated time, whole search (median) | time saved vs no pruner |",
-        "|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for s in (*PRUNED_STRATEGIES, "buildup"):
         for p in PRUNERS:
             key = (s, p)
@@ -441,20 +444,31 @@ def main() -> None:
             base = statistics.median(t[-1] for t in times[s, "none"])
             end = statistics.median(c[-1] for c in curves[key])
             to_best = median_text([x / 60 for x in reach_time[key]], "{:.1f} min")
-            lines.append(
-                f"| {s} | {p} | {pruned:.0f} | {end:.4f} | {to_best} | {total / 60:.1f} min | {1 - total / base:.0%} |"
+            rows.append(
+                [s, p, f"{pruned:.0f}", f"{end:.4f}", to_best, f"{total / 60:.1f} min", f"{1 - total / base:.0%}"]
             )
+    lines += markdown.table(
+        ["strategy", "pruner", "pruned trials (median)", "regret at the end (median)",
+         "time to the best within the noise (median)", "simulated time, whole search (median)",
+         "time saved vs no pruner"],
+        rows,
+    )  # fmt: skip
     lines += [
         "",
         "Hypervolume (of the table's mean values, scaled; 1 = the whole table's front), median after n trials:",
         "",
-        "| objectives | strategy | after 4 | after 8 | after 12 | at the end |",
-        "|---|---|---|---|---|---|",
     ]
+    rows = []
     for (objectives, strategy), hv in fronts.items():
         med, _, _ = quartiles(hv)
-        at = [f"{med[min(n, len(med)) - 1]:.3f}" for n in (4, 8, 12, len(med))]
-        lines.append(f"| {objectives.replace(',', ' x ')} | {strategy} | {' | '.join(at)} |")
+        rows.append(
+            [
+                objectives.replace(",", " x "),
+                strategy,
+                *(f"{med[min(n, len(med)) - 1]:.3f}" for n in (4, 8, 12, len(med))),
+            ]
+        )
+    lines += markdown.table(["objectives", "strategy", "after 4", "after 8", "after 12", "at the end"], rows)
     lines.append("")
     lines.append(f"({time.perf_counter() - started:.0f} s for {len(tasks)} replayed searches, {args.jobs} processes)")
     text = "\n".join(lines)

@@ -1,6 +1,6 @@
 """Training throughput with archdsl's recipe: img/s of full training steps, as ratios.
 
-One step is `archdsl.run.epoch.train_step` with the paper's (deit) recipe: Mixup/CutMix on
+One step is `archdsl.run.train.train_step` with the paper's (deit) recipe: Mixup/CutMix on
 the batch, soft-target cross-entropy, backward, gradient clipping, AdamW (timm, no decay
 on 1-d parameters), stochastic depth 0.1. The batch already sits on the device, so this
 is the model+recipe cost; the data pipeline (crop, flip, RandAugment on PIL, collation)
@@ -23,8 +23,8 @@ import torch
 
 from archdsl.nn.build import create_model
 from archdsl.run.device import select_device
-from archdsl.run.epoch import train_step
 from archdsl.run.recipe import TrainConfig, make_loss, make_mixup, make_optimizer
+from archdsl.run.train import train_step
 
 
 def sync(device: torch.device) -> None:

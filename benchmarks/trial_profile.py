@@ -9,7 +9,7 @@ through `optimize_model`, a checkpoint written after every epoch. The designs ar
 `resnet-fmnist`'s space: the ResNet (k0_0_0) and an MSA ending every stage (k1_1_1); --designs
 takes others (k1_0_0: one MSA, in c1).
 
-Training is split by wrapping what an epoch calls (`archdsl.run.epoch`, `archdsl.run.epoch_metrics`), without
+Training is split by wrapping what an epoch calls (`archdsl.run.train`, `archdsl.run.epoch_metrics`), without
 changing it:
 - data: the loader's batches (shuffle, crop, flip, collation; `next()` on the loader);
 - forward, optimizer: the model's forward and `optimizer.step()` inside each `train_step`;
@@ -43,12 +43,13 @@ from typing import Any
 
 import torch
 
+from archdsl import markdown
 from archdsl.buildup import layout
 from archdsl.data.cards import OTHER
 from archdsl.lang.spec import load_spec
 from archdsl.nn.summary import ensure_fits
-from archdsl.run import epoch as epoch_module
 from archdsl.run import epoch_metrics as metrics_module
+from archdsl.run import train as training_module
 from archdsl.search.fidelity import measures
 from archdsl.search.fidelity.measures import Fidelity
 
@@ -102,7 +103,7 @@ class TimedBatches:
 @contextlib.contextmanager
 def instrumented_training(clock: Clock) -> Iterator[None]:
     """While open, an epoch's loader, train_step and predict_logits are timed into `clock`."""
-    modules = {"make_loader": epoch_module, "train_step": epoch_module, "predict_logits": metrics_module}
+    modules = {"make_loader": training_module, "train_step": training_module, "predict_logits": metrics_module}
     originals = {name: getattr(module, name) for name, module in modules.items()}
 
     def make_loader(*args: Any, **kwargs: Any) -> TimedBatches:
@@ -193,13 +194,13 @@ def profile_trial(
 
 def table(profiles: list[TrialProfile]) -> str:
     """A markdown table: one row per part, wall s / CPU s / share of the trial per design."""
-    head = "| part | " + " | ".join(f"{p.design} wall s | CPU s | share" for p in profiles) + " |"
-    rule = "|---|" + "---|---|---|" * len(profiles)
-    rows = [head, rule]
+    header = ["part", *(name for p in profiles for name in (f"{p.design} wall s", "CPU s", "share"))]
+    rows: list[list[str]] = []
 
     def row(label: str, cells: list[tuple[float, float, float | None]]) -> None:
-        text = " | ".join(f"{w:.2f} | {c:.2f} | " + (f"{s:.0%}" if s is not None else "") for w, c, s in cells)
-        rows.append(f"| {label} | {text} |")
+        rows.append(
+            [label, *(t for w, c, s in cells for t in (f"{w:.2f}", f"{c:.2f}", "" if s is None else f"{s:.0%}"))]
+        )
 
     for part in TRAINING_PARTS:
         row(part, [(p.train.wall[part], p.train.cpu[part], p.train.wall[part] / p.trial.wall["default trial"])
@@ -208,7 +209,7 @@ def table(profiles: list[TrialProfile]) -> str:
                                                     for p in profiles])  # fmt: skip
     for part in [k for k in profiles[0].trial.wall if k != "default trial"]:
         row(part, [(p.trial.wall[part], p.trial.cpu[part], None) for p in profiles])
-    return "\n".join(rows)
+    return "\n".join(markdown.table(header, rows))
 
 
 def main() -> None:

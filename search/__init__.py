@@ -15,7 +15,7 @@ from archdsl.exports import lazy_exports
 from archdsl.search.settings import PRUNERS as PRUNERS  # light: the CLI lists them without importing Optuna
 from archdsl.search.settings import STRATEGIES as STRATEGIES
 
-if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
     from archdsl.search.fidelity.measures import Fidelity as Fidelity
     from archdsl.search.objectives import OBJECTIVES as OBJECTIVES
     from archdsl.search.planning import SearchPlan as SearchPlan
@@ -54,7 +54,46 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.search.studies.storage import journal_path as journal_path
     from archdsl.search.studies.storage import proxy_answering as proxy_answering
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__, own=("PRUNERS", "STRATEGIES"))
+_EXPORTS = {
+    "Fidelity": "archdsl.search.fidelity.measures",
+    "OBJECTIVES": "archdsl.search.objectives",
+    "SearchPlan": "archdsl.search.planning",
+    "SearchResult": "archdsl.search.planning",
+    "describe_space": "archdsl.search.planning",
+    "estimate_time": "archdsl.search.planning",
+    "plan_search": "archdsl.search.planning",
+    "plan_space": "archdsl.search.planning",
+    "run_planned": "archdsl.search.planning",
+    "search": "archdsl.search.planning",
+    "progress_text": "archdsl.search.report",
+    "step_text": "archdsl.search.report",
+    "summarize_study": "archdsl.search.report",
+    "trial_line": "archdsl.search.report",
+    "trials_csv": "archdsl.search.report",
+    "load_saved_study": "archdsl.search.report.saved",
+    "report_study": "archdsl.search.report.saved",
+    "ReportPaths": "archdsl.search.report.write",
+    "write_report": "archdsl.search.report.write",
+    "study_progress": "archdsl.search.runner",
+    "target_trials": "archdsl.search.runner",
+    "GREY_BASE": "archdsl.search.settings",
+    "PAPER_BASE": "archdsl.search.settings",
+    "SMALL_BASE": "archdsl.search.settings",
+    "SearchSettings": "archdsl.search.settings",
+    "JournalRepair": "archdsl.search.studies",
+    "repair_journal": "archdsl.search.studies",
+    "DEFAULT_PROXY_HOST": "archdsl.search.studies.proxy:DEFAULT_HOST",
+    "DEFAULT_PROXY_PORT": "archdsl.search.studies.proxy:DEFAULT_PORT",
+    "DEFAULT_PROXY_THREADS": "archdsl.search.studies.proxy:DEFAULT_THREADS",
+    "RunningProxy": "archdsl.search.studies.proxy",
+    "start_proxy": "archdsl.search.studies.proxy",
+    "NOT_USED": "archdsl.search.studies.record",
+    "is_copy": "archdsl.search.studies.record",
+    "JOURNAL_SCHEME": "archdsl.search.studies.storage",
+    "journal_path": "archdsl.search.studies.storage",
+    "proxy_answering": "archdsl.search.studies.storage",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, own=("PRUNERS", "STRATEGIES"))
 
 
 class _CallablePackage(types.ModuleType):

@@ -10,16 +10,13 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from archdsl.search.objectives import Cost, Objective
-
-if TYPE_CHECKING:
-    from archdsl.search.fidelity.replay import TableDesign
 
 INTERVAL_LEVEL = 0.95  # two-sided coverage of the report's intervals and error bars
 KEEP_LEVEL = 0.05  # one-sided level of the walk's paired test: how often it keeps an MSA that does not help
@@ -190,7 +187,28 @@ class SeedStatistics(BaseModel):
     best_on_val_test_regret: float  # the best mean test top-1 less the val-best design's
 
 
-def seed_statistics(designs: list[TableDesign]) -> SeedStatistics | None:
+class SeedRun(Protocol):
+    """One training of a design with one seed, as a measured table holds it (`replay.TableRun`)."""
+
+    @property
+    def seed(self) -> int: ...
+    @property
+    def val_acc(self) -> float: ...
+    @property
+    def test_acc(self) -> float: ...
+
+
+class SeededDesign(Protocol):
+    """A design and its runs, as a measured table holds them (`replay.TableDesign`; the table's module imports
+    this one, so the type is named by what it offers)."""
+
+    @property
+    def layout(self) -> str: ...
+    @property
+    def runs(self) -> Sequence[SeedRun]: ...
+
+
+def seed_statistics(designs: Sequence[SeededDesign]) -> SeedStatistics | None:
     """The table's seed statistics, or None with fewer than 3 designs or 2 seeds measured throughout."""
     from scipy.stats import kendalltau, spearmanr
 

@@ -146,14 +146,14 @@ def test_train_and_analyze_on_a_terminal_leave_no_zero_percent_line(tmp_path, mo
 
 
 def test_training_stopped_in_its_first_step_leaves_no_zero_percent_line(tmp_path, monkeypatch) -> None:
-    import archdsl.run.epoch as epoch_module
+    import archdsl.run.train as training
     from archdsl.cli import main
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(progress, "DELAY_SECONDS", 0)
-    monkeypatch.setattr(epoch_module, "train_step", interrupted)
+    monkeypatch.setattr(training, "train_step", interrupted)
     spec = tmp_path / "micro.arch"
     spec.write_text(MICRO)
     terminal = Terminal()

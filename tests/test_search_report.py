@@ -308,3 +308,18 @@ def test_a_retried_design_is_marked_as_a_retry_of_the_trial_it_repeats():
     assert "retry of trial 1" in rows[2].note and "retry" not in rows[0].note
     assert "retry of trial 1" in trial_line(study, study.trials[2])
     assert "| retry of trial 1 |" in markdown(summarize_study(study), {}, {})
+
+
+def test_a_note_with_a_bar_or_a_line_break_stays_in_its_cell_escaped_as_every_table_escapes_it():
+    # The trials table wrote a `|` of a note as `/`, where the docs' tables write `\|`: one rule now (archdsl.markdown).
+    study = _study([0.5])
+    study.add_trial(
+        optuna.create_trial(
+            state=TrialState.FAIL,
+            params={"k_c1": 1, "k_c2": 2},
+            distributions={"k_c1": IntDistribution(0, 1), "k_c2": IntDistribution(0, 2)},
+            user_attrs={"fail_reason": "out of memory | at batch 3\nsee the log"},
+        )
+    )
+    row = next(line for line in markdown(summarize_study(study), {}, {}).splitlines() if line.startswith("| 1 |"))
+    assert row.endswith("| out of memory \\| at batch 3 see the log |")

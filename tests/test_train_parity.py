@@ -31,7 +31,7 @@ from archdsl.lang.printer import format_arch
 from archdsl.lang.spec import parse_spec
 from archdsl.nn.build import build
 from archdsl.run.checkpoint import save_checkpoint
-from archdsl.run.epoch import StepRecord
+from archdsl.run.epoch_metrics import StepRecord
 from archdsl.run.loader import derive_seed, make_loader
 from archdsl.run.recipe import TrainConfig
 from archdsl.run.schedule import LrSchedule

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from archdsl.exports import lazy_exports
 
-if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
     from archdsl.nn.build import ArchNet as ArchNet
     from archdsl.nn.build import create_model as create_model
     from archdsl.nn.compiled import CompiledArch as CompiledArch
@@ -23,4 +23,18 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.nn.summary import summarize as summarize
     from archdsl.nn.timm_models import register_timm as register_timm
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__)
+_EXPORTS = {
+    "ArchNet": "archdsl.nn.build",
+    "create_model": "archdsl.nn.build",
+    "CompiledArch": "archdsl.nn.compiled",
+    "compile_arch": "archdsl.nn.compiled",
+    "export_onnx": "archdsl.nn.compiled",
+    "require_onnx": "archdsl.nn.compiled",
+    "reference_layout": "archdsl.nn.convert.reference",
+    "timm_to_archdsl": "archdsl.nn.convert.timm",
+    "ModelSummary": "archdsl.nn.summary",
+    "ensure_fits": "archdsl.nn.summary",
+    "summarize": "archdsl.nn.summary",
+    "register_timm": "archdsl.nn.timm_models",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

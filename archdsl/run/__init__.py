@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from archdsl.exports import lazy_exports
 
-if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
     from archdsl.run._run_dir import FINAL_CHECKPOINT as FINAL_CHECKPOINT
     from archdsl.run._run_dir import LAST_CHECKPOINT as LAST_CHECKPOINT
     from archdsl.run._run_dir import TENSORBOARD_DIR as TENSORBOARD_DIR
@@ -41,4 +41,34 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.run.session import run_training as run_training
     from archdsl.run.train import TrainResult as TrainResult
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__)
+_EXPORTS = {
+    "FINAL_CHECKPOINT": "archdsl.run._run_dir",
+    "LAST_CHECKPOINT": "archdsl.run._run_dir",
+    "TENSORBOARD_DIR": "archdsl.run._run_dir",
+    "saved_epochs": "archdsl.run._run_dir",
+    "load_checkpoint": "archdsl.run.checkpoint",
+    "save_checkpoint": "archdsl.run.checkpoint",
+    "select_device": "archdsl.run.device",
+    "DEFAULT_TIMEOUT_S": "archdsl.run.distributed",
+    "command_scope": "archdsl.run.distributed",
+    "quiet_followers": "archdsl.run.distributed",
+    "TrainingDiverged": "archdsl.run.divergence",
+    "EpochMetrics": "archdsl.run.epoch_metrics",
+    "ImportedCheckpoint": "archdsl.run.importer",
+    "import_checkpoint": "archdsl.run.importer",
+    "optimize_model": "archdsl.run.optimize",
+    "DEFAULT_RECIPE": "archdsl.run.recipe",
+    "RECIPE_DEFAULTS": "archdsl.run.recipe",
+    "RECIPE_FIELDS": "archdsl.run.recipe",
+    "RECIPES": "archdsl.run.recipe",
+    "TrainConfig": "archdsl.run.recipe",
+    "per_recipe": "archdsl.run.recipe",
+    "recipe_flags": "archdsl.run.recipe",
+    "recipe_table": "archdsl.run.recipe",
+    "TrainPlan": "archdsl.run.session",
+    "TrainSettings": "archdsl.run.session",
+    "plan_training": "archdsl.run.session",
+    "run_training": "archdsl.run.session",
+    "TrainResult": "archdsl.run.train",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

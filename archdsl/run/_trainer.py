@@ -1,6 +1,7 @@
 """What an epoch of training reads and updates (`Trainer`), and its preparation: the data a run trains
 and is scored on, the model built or resumed and placed on its device, its optimiser, schedule, loss
-and Mixup (archdsl.run.train runs the epochs, archdsl.run.epoch each one)."""
+and Mixup. The training loop (archdsl.run.train) builds one and runs the epochs on it; this module knows
+nothing of the loop."""
 
 from __future__ import annotations
 
@@ -27,8 +28,7 @@ from archdsl.run.recipe import TrainConfig, make_loss, make_mixup, make_optimize
 from archdsl.run.schedule import LrSchedule, milestones_beyond
 
 if TYPE_CHECKING:
-    from archdsl.run.epoch import StepRecord
-    from archdsl.run.epoch_metrics import EpochMetrics
+    from archdsl.run.epoch_metrics import EpochMetrics, StepRecord
 
 
 @dataclass

@@ -1,6 +1,7 @@
-"""An epoch's figures, each named by the split that scored it: the record (`EpochMetrics`, a row of
-metrics.csv), the scoring of the trained model on the test and validation images, the epoch's line,
-and the figures a checkpoint keeps.
+"""What a run reports as it trains: a step's record (`StepRecord`, for `train(on_step=...)`) and an epoch's
+figures, each named by the split that scored it: the record (`EpochMetrics`, a row of metrics.csv), the scoring
+of the trained model on the test and validation images, the epoch's line, and the figures a checkpoint keeps.
+Plain functions of what they are given: the training loop (archdsl.run.train) calls them.
 
 `test_*` figures come from a test set, `val_*` ones from validation images (`--val-split`, or a
 search's trial, which has no test set); a run without one of them has None there, never the other's.
@@ -14,16 +15,29 @@ from typing import TYPE_CHECKING, Any
 from archdsl.run.evaluate import Evaluation, predict_logits, score_logits
 
 if TYPE_CHECKING:
-    from archdsl.data.base import ImageSet
-    from archdsl.run._trainer import Trainer
+    from torch import nn
 
-__all__ = ["EpochMetrics", "epoch_line", "kept_figures", "score_epoch", "scored_top1"]
+    from archdsl.data.base import ImageSet
+    from archdsl.run.divergence import DivergenceGuard
+    from archdsl.run.recipe import TrainConfig
+
+__all__ = ["EpochMetrics", "StepRecord", "epoch_line", "kept_figures", "score_epoch", "scored_top1"]
 
 # The figures a scored split adds to an epoch, by split: (loss, top-1, the loss's spike flag).
 _FIGURES = {
     "test": ("test_loss", "test_acc", "test_loss_spike"),
     "validation": ("val_loss", "val_acc", "val_loss_spike"),
 }
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One optimizer step, for `train(on_step=...)`: its number, epoch, learning rate and loss."""
+
+    step: int  # 0-based over the whole run
+    epoch: int  # 0-based
+    lr: float  # the rate the step ran with
+    loss: float  # the training objective of the batch, before the step
 
 
 @dataclass(frozen=True)
@@ -48,36 +62,37 @@ class EpochMetrics:
     val_loss_spike: bool | None = None
 
 
-def score_epoch(trainer: Trainer, epoch: int) -> dict[str, Any]:
+def score_epoch(
+    model: nn.Module,
+    test_set: ImageSet | None,
+    val_set: ImageSet | None,
+    guard: DivergenceGuard,
+    config: TrainConfig,
+    *,
+    epoch: int,
+    amp: bool,
+    scored: bool = True,
+) -> dict[str, Any]:
     """The trained model's figures on the test set and the validation images the run has (`EpochMetrics`
-    fields), checked by the divergence guard: a diverged epoch raises before it is saved, so it never
-    replaces the last good checkpoint (none before the last epoch where the trainer scores only the last).
-    `epoch` is 0-based."""
+    fields; all None where `scored` is False), checked by `guard`: a diverged epoch raises before it is
+    saved, so it never replaces the last good checkpoint. `epoch` is 0-based."""
     figures: dict[str, Any] = {}
-    # (scoring reads the model and draws nothing: skipping it changes no later epoch's training)
-    unscored = trainer.scored_last_only and epoch + 1 < trainer.config.epochs
-    for split, images in (("test", trainer.test_set), ("validation", trainer.val_set)):
+    for split, images in (("test", test_set), ("validation", val_set)):
         loss, top1, spike = _FIGURES[split]
-        if images is None or unscored:
+        if images is None or not scored:
             figures.update({loss: None, top1: None, spike: None})
             continue
-        scored = _evaluate(trainer, images)
-        figures[spike] = trainer.guard.check_evaluated_loss(f"the {split} loss", scored.nll, epoch)
-        trainer.guard.check_metric(f"the {split} accuracy", scored.top1, epoch)
-        figures.update({loss: scored.nll, top1: scored.top1})
+        evaluated = _evaluate(model, images, config, amp=amp)
+        figures[spike] = guard.check_evaluated_loss(f"the {split} loss", evaluated.nll, epoch)
+        guard.check_metric(f"the {split} accuracy", evaluated.top1, epoch)
+        figures.update({loss: evaluated.nll, top1: evaluated.top1})
     return figures
 
 
-def _evaluate(trainer: Trainer, images: ImageSet) -> Evaluation:
+def _evaluate(model: nn.Module, images: ImageSet, config: TrainConfig, *, amp: bool) -> Evaluation:
     """Loss and top-1 of the model on `images` (the test or the validation set)."""
-    config = trainer.config
     logits = predict_logits(
-        trainer.model,
-        images,
-        batch_size=config.eval_batch_size,
-        amp=trainer.amp,
-        workers=config.workers,
-        optimize=config.optimize,
+        model, images, batch_size=config.eval_batch_size, amp=amp, workers=config.workers, optimize=config.optimize
     )
     return score_logits(logits, images.labels)
 

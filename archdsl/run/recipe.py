@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import BeforeValidator, ConfigDict, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
+from archdsl import markdown
 from archdsl.common_settings import TORCHRUN_GROUP, DeviceSettings, OptimizeSettings, flag_field, setting_flags, show
 
 if TYPE_CHECKING:
@@ -381,11 +382,9 @@ def per_recipe(field: str) -> str:
 def recipe_table() -> str:
     """docs/training.md's table of every recipe field's flag and value per recipe (a test holds the
     page to this text)."""
-    lines = [f"| flag | {' | '.join(f'`{r}`' for r in RECIPES)} | meaning |", "|---" * (len(RECIPES) + 2) + "|"]
-    for field, (flag, help_text) in recipe_flags().items():
-        meaning = help_text.replace("|", "\\|")
-        lines.append(f"| `{flag}` | {' | '.join(recipe_values(field))} | {meaning} |")
-    return "\n".join(lines) + "\n"
+    header = ["flag", *(f"`{recipe}`" for recipe in RECIPES), "meaning"]
+    rows = [[f"`{flag}`", *recipe_values(field), help_text] for field, (flag, help_text) in recipe_flags().items()]
+    return "\n".join(markdown.table(header, rows)) + "\n"
 
 
 def recipe_command_words(settings: dict[str, Any]) -> list[str]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from archdsl.exports import lazy_exports
 
-if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
     from archdsl.search.fidelity.measures import DataContext as DataContext
     from archdsl.search.fidelity.measures import Fidelity as Fidelity
     from archdsl.search.fidelity.measures import load_data as load_data
@@ -17,4 +17,13 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.search.fidelity.replay import load_replay as load_replay
     from archdsl.search.fidelity.trial import TrialObjective as TrialObjective
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__)
+_EXPORTS = {
+    "DataContext": "archdsl.search.fidelity.measures",
+    "Fidelity": "archdsl.search.fidelity.measures",
+    "load_data": "archdsl.search.fidelity.measures",
+    "train_candidate": "archdsl.search.fidelity.measures",
+    "Table": "archdsl.search.fidelity.replay",
+    "load_replay": "archdsl.search.fidelity.replay",
+    "TrialObjective": "archdsl.search.fidelity.trial",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -6,12 +6,21 @@ annealed to its own end, so a verdict at a rung is what training that long gives
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from archdsl.data.cards import MIN_PER_CLASS, SMALL_PER_CLASS
 
-if TYPE_CHECKING:
-    from archdsl.search.fidelity.measures import Fidelity
+
+class FirstRung(Protocol):
+    """What the ladder reads of a study's fidelity (`measures.Fidelity`; that module reaches this one through the
+    study's record, so the type is named by what it offers)."""
+
+    @property
+    def epochs(self) -> int: ...
+    @property
+    def subset(self) -> float: ...
+    @property
+    def budget_steps(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -41,7 +50,7 @@ class Budget:
         return round(train_images * self.subset)
 
 
-def ladder(fidelity: Fidelity, train_images: int, classes: int) -> tuple[Budget, ...]:
+def ladder(fidelity: FirstRung, train_images: int, classes: int) -> tuple[Budget, ...]:
     """The rungs of `fidelity` (its epochs and subset first, then `fidelity.budget_steps` steps up) for a training
     split of `train_images` images (less the validation ones) in `classes` classes."""
     rungs = [Budget(fidelity.epochs, fidelity.subset)]

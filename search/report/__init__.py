@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from archdsl.exports import lazy_exports
 
-if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
     from archdsl.search.report._csv import trials_csv as trials_csv
     from archdsl.search.report._lines import progress_text as progress_text
     from archdsl.search.report._lines import step_text as step_text
@@ -22,4 +22,19 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.search.report.write import ReportPaths as ReportPaths
     from archdsl.search.report.write import write_report as write_report
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__)
+_EXPORTS = {
+    "trials_csv": "archdsl.search.report._csv",
+    "progress_text": "archdsl.search.report._lines",
+    "step_text": "archdsl.search.report._lines",
+    "summary_text": "archdsl.search.report._lines",
+    "trial_line": "archdsl.search.report._lines",
+    "TrialRow": "archdsl.search.report._summary",
+    "duration_text": "archdsl.search.report._summary",
+    "summarize_study": "archdsl.search.report._summary",
+    "run_final_test": "archdsl.search.report.final_test",
+    "load_saved_study": "archdsl.search.report.saved",
+    "report_study": "archdsl.search.report.saved",
+    "ReportPaths": "archdsl.search.report.write",
+    "write_report": "archdsl.search.report.write",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from archdsl.markdown import table as markdown_table
 from archdsl.search.report._checklist import CHECKLIST, checklist_items
 from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE
 from archdsl.search.report._retrain import retrain_note, retrain_text
@@ -116,12 +117,12 @@ def _plot_lines(summary: StudySummary, figure_files: dict[str, str]) -> list[str
 def _trial_table_lines(summary: StudySummary) -> list[str]:
     """Every trial, one table row each (a pruned trial's last reported values marked)."""
     header = ["trial", "state", "MSA", "design", *[o.name for o in summary.objectives], "time", "note"]
-    lines = ["## All trials", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for row in summary.rows:
         mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
         shown = [_fmt(v) + mark for v in row.values] if row.values else ["" for _ in summary.objectives]
         budget = f"at {summary.budget_label(row.rung)}" if row.rung else ""  # a raised budget
-        note = " ".join(p for p in (row.step or "", budget, row.note) if p).replace("|", "/").replace("\n", " ")
+        note = " ".join(p for p in (row.step or "", budget, row.note) if p)
         cells = [
             str(row.number),
             row.state,
@@ -131,7 +132,8 @@ def _trial_table_lines(summary: StudySummary) -> list[str]:
             "" if row.seconds is None else duration_text(row.seconds),
             note,
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines = ["## All trials", "", *markdown_table(header, rows)]
     if any(r.state == "PRUNED" and r.values for r in summary.rows):
         lines += ["", f"{PRUNED_MARK} pruned: the last value the trial reported before it was stopped."]
     return lines
@@ -169,13 +171,12 @@ def _ties_lines(summary: StudySummary) -> list[str]:
     if not summary.ties:
         return [*lines, f"{_capital(said)}.", ""]
     header = ["trial", "MSA", "design", "accuracy (validation)", f"test ({NOT_USED})"]
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for row in summary.ties:
         seeds = summary.accuracy_estimate(row)
         test = held_out_value_text(summary.held_out.get(row.number))
-        cells = [str(row.number), str(row.n_msa), f"`{design_text(row)}`", estimate_text(seeds) if seeds else "", test]
-        lines.append("| " + " | ".join(cells) + " |")
-    return [*lines, ""]
+        rows.append([row.number, row.n_msa, f"`{design_text(row)}`", estimate_text(seeds) if seeds else "", test])
+    return [*lines, *markdown_table(header, rows), ""]
 
 
 def _buildup_lines(summary: StudySummary) -> list[str]:
@@ -204,7 +205,7 @@ def _buildup_lines(summary: StudySummary) -> list[str]:
     ]
     header = ["step", "design", "validation accuracy", "verdict", "budget"]
     header += ["standing at each budget"] if summary.laddered else []
-    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    rows = []
     for step in summary.steps:
         verdict = verdict_text(step) + (" (still moving: train longer to be sure)" if step.moving else "")
         cells = [
@@ -214,9 +215,9 @@ def _buildup_lines(summary: StudySummary) -> list[str]:
         ]
         cells += [verdict, summary.budget_text(step.rung)]
         cells += [standings_text(summary, step)] if summary.laddered else []
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
     settled = [f"- {line}" for line in [*failed_seed_lines(summary), *settle_lines(summary)]]
-    return [*lines, "", *_moving_lines(summary), *settled, *([""] if settled else [])]
+    return [*lines, *markdown_table(header, rows), "", *_moving_lines(summary), *settled, *([""] if settled else [])]
 
 
 def _moving_lines(summary: StudySummary) -> list[str]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from archdsl.exports import lazy_exports
 
-if TYPE_CHECKING:  # each export's definition, for type checkers and editors; imported on first use
+if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
     from archdsl.search.walk.buildup import Ask as Ask
     from archdsl.search.walk.buildup import Rules as Rules
     from archdsl.search.walk.buildup import Step as Step
@@ -19,4 +19,15 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; im
     from archdsl.search.walk.samplers import make_pruner as make_pruner
     from archdsl.search.walk.samplers import make_sampler as make_sampler
 
-__getattr__, __dir__, __all__ = lazy_exports(__name__)
+_EXPORTS = {
+    "Ask": "archdsl.search.walk.buildup",
+    "Rules": "archdsl.search.walk.buildup",
+    "Step": "archdsl.search.walk.buildup",
+    "Walk": "archdsl.search.walk.buildup",
+    "longest_walk": "archdsl.search.walk.buildup",
+    "walk": "archdsl.search.walk.buildup",
+    "PlannedSampler": "archdsl.search.walk.planned",
+    "make_pruner": "archdsl.search.walk.samplers",
+    "make_sampler": "archdsl.search.walk.samplers",
+}
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
