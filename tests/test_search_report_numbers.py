@@ -41,3 +41,21 @@ def test_a_half_width_that_rounds_up_a_decade_keeps_two_digits():
 def test_large_figures_round_to_their_interval_too():
     found = estimate((310_000.0, 335_000.0, 322_000.0), None)
     assert mean_text(found, interval=True) == "322000 ± 31000"
+
+
+def test_a_trial_line_writes_its_accuracy_as_the_summary_does():
+    import optuna
+    from optuna.trial import TrialState
+
+    from archdsl.search import trial_line
+    from archdsl.search.studies.record import METRICS_ATTR, SEED_VALUES_KEY
+
+    study = optuna.create_study(direction="maximize", study_name="lines")
+    study.set_user_attr("objectives", "accuracy")
+    for seeds in ((0.808, 0.906, 0.742), (0.5,)):
+        metrics = {"accuracy": sum(seeds) / len(seeds), **({SEED_VALUES_KEY: list(seeds)} if len(seeds) > 1 else {})}
+        study.add_trial(optuna.create_trial(state=TrialState.COMPLETE, value=metrics["accuracy"],
+                                            user_attrs={METRICS_ATTR: metrics}))  # fmt: skip
+    three, one = study.trials
+    assert "accuracy=0.82 ± 0.20 " in trial_line(study, three)  # was accuracy=0.8187
+    assert "accuracy=0.5 " in trial_line(study, one)
