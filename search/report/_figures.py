@@ -13,6 +13,7 @@ import numpy as np
 import optuna
 
 from archdsl.search.objectives import Objective
+from archdsl.search.report._numbers import mean_text
 from archdsl.search.report._summary import StudySummary, TrialRow
 from archdsl.search.seed_stats import INTERVAL_LEVEL
 
@@ -153,11 +154,12 @@ def _history_figure(summary: StudySummary, lead: Objective) -> Any:
         best = summary.best[0]
         found = summary.accuracy_estimate(best)
         value = found.mean if found is not None else (best.values or (0.0,))[0]
+        figure = mean_text(found, interval=True) if found is not None else f"{value:.4g}"
         end = max(max(r.number for r in summary.rows), best.number + 0.5)
         where = f" at {summary.budget_label(best.rung)}" if summary.laddered else ""
         ax.plot(
             [best.number, end], [value, value], color="tab:red", ls="--", lw=1.5, zorder=4,
-            label=f"the search's answer: trial {best.number}{where}",
+            label=f"the search's answer: trial {best.number}{where}, {figure}",
         )  # fmt: skip
     ax.set_xlabel("trial")
     ax.set_ylabel(lead.name)
