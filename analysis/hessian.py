@@ -156,7 +156,7 @@ def hessian_spectrum(
     Batch b starts its solver from the random vectors of seed `seed + b`. The spectrum
     records the solver used (`auto` resolved by `choose_method`).
     """
-    from archdsl.progress import progress_bar
+    from archdsl.progress import StepLog, progress_bar
 
     if k < 1 or max_iter < 1 or not tol > 0:
         raise ValueError(f"need k >= 1, max_iter >= 1 and tol > 0, got k={k}, max_iter={max_iter}, tol={tol}")
@@ -174,6 +174,7 @@ def hessian_spectrum(
     # may use; a batch that converges early skips the rest of its share.
     dimension = sum(p.numel() for p in model.parameters() if p.requires_grad)
     per_batch = max_matvecs(method, k, max_iter, dimension)
+    log = StepLog("hessian", len(batches) * per_batch, show=progress)  # a log's lines, where the bar is not drawn
     with progress_bar(total=len(batches) * per_batch, desc="hessian", unit="hvp", show=progress) as bar:
         for index, (inputs, targets) in enumerate(batches):
             batch_size = max(batch_size, len(targets))
@@ -188,9 +189,10 @@ def hessian_spectrum(
                 method=method,
                 hvp=hvp,
                 seed=seed + index,
-                on_step=_bar_step(bar, index, len(batches), k) if progress else None,
+                on_step=_bar_step(bar, log, index, len(batches), k) if progress else None,
             )
             bar.update((index + 1) * per_batch - bar.n)
+            log.step(f"batch {index + 1}/{len(batches)} done", count=(index + 1) * per_batch - log.done)
             pooled.extend(estimate.eigenvalues)
             total += estimate.matvecs
     return Spectrum(
@@ -210,13 +212,13 @@ def hessian_spectrum(
     )
 
 
-def _bar_step(bar, batch: int, batches: int, k: int) -> OnStep:
-    """A solver callback that ticks `bar` once per product and shows the current estimate."""
+def _bar_step(bar, log, batch: int, batches: int, k: int) -> OnStep:
+    """A solver callback that ticks `bar` (and, in a log, `log`) once per product and shows the current estimate."""
 
     def step(state: SolverStep) -> None:
-        bar.set_postfix_str(
-            f"batch {batch + 1}/{batches}, found {state.found}/{k}, λ={state.estimate:.4g}", refresh=False
-        )
+        where = f"batch {batch + 1}/{batches}, found {state.found}/{k}, λ={state.estimate:.4g}"
+        bar.set_postfix_str(where, refresh=False)
         bar.update(1)
+        log.step(where)
 
     return step

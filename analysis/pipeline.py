@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from archdsl.analysis.settings import AnalysisSettings
+from archdsl.progress import Stages
 
 if TYPE_CHECKING:
     from archdsl.analysis.robustness import RobustnessResult
@@ -115,7 +116,7 @@ def _robustness(model, data: AnalysisData, settings: AnalysisSettings, context: 
         sets = [dataclasses.replace(s, images=s.images.subset(settings.test_subset, seed=settings.seed)) for s in sets]
     result = evaluate_robustness(
         context.inference_model(model), sets, batch_size=settings.batch_size, device=context.device,
-        progress=context.progress, optimize=False,
+        progress=context.progress, optimize=False, desc="robustness",
     )  # fmt: skip
     fields: dict[str, Any] = {"robustness": result}
     if context.baseline is not None:
@@ -270,10 +271,13 @@ def analyze(
     baseline=None,
     checkpoint: str | None = None,
     optimize: bool = True,
+    stages: Stages | None = None,
 ):
     """Measure `model` (an ArchNet, or any module with `.arch` for the report's name) on `data`.
 
-    Returns an `AnalysisReport` with one field per measure and the settings used. `baseline`
+    Returns an `AnalysisReport` with one field per measure, the settings used and each measure's seconds
+    (`stage_seconds`, after those of `stages`: the stages a caller timed before, such as loading the data; with
+    `progress`, a log gets a line as each starts and ends). `baseline`
     (a `RobustnessResult`) adds Hendrycks' mCE beside the robustness. `optimize`: acc,
     robustness, fourier and variance run on one fast inference copy (`archdsl.optimize_model`);
     the Hessian, landscape, nll-train, cka and lesion always run on the model as built (they
@@ -290,13 +294,16 @@ def analyze(
         device=device, progress=progress, baseline=baseline, optimize=optimize,
         images=_inference_images(data, settings, chosen),
     )  # fmt: skip
+    stages = stages or Stages("analyze", show=progress)
     results: dict[str, Any] = {}
     done: set[MeasureFn] = set()
     for name in chosen:
         measure = MEASURES[name]
         if measure.run in done:  # fourier and variance come from one pass
             continue
-        results.update(measure.run(model, data, settings, context))
+        together = "+".join(other for other in chosen if MEASURES[other].run is measure.run)
+        with stages.stage(together, measure.description):
+            results.update(measure.run(model, data, settings, context))
         done.add(measure.run)
     arch = getattr(model, "arch", None)
     return AnalysisReport(
@@ -306,6 +313,7 @@ def analyze(
         dataset=data.name,
         measures=chosen,
         settings=settings,
+        stage_seconds=dict(stages.seconds),
         **results,
     )
 

@@ -48,6 +48,9 @@ class AnalysisReport(BaseModel):
     lesion: LesionResult | None = None
     hessian_trajectory: HessianTrajectory | None = None  # of a run directory's checkpoints
     figures: dict[str, str] = {}  # what -> PNG file name, relative to the report
+    # stage -> the seconds it took, in the order they ran: loading the data (`data`), making or reading the corrupted
+    # copies (`corrupted copies`) and each measure (`acc`, `fourier+variance`: one pass for both)
+    stage_seconds: dict[str, float] = {}
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2) + "\n"

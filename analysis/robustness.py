@@ -96,7 +96,7 @@ def evaluate_robustness(
     `optimize`: all sets run through one fast inference copy of the model
     (`archdsl.optimize_model`), made once, so that compiling is judged on all their images.
     """
-    from archdsl.progress import progress_bar
+    from archdsl.progress import StepLog, progress_bar
 
     if predict is None:
         from archdsl.run.evaluate import predict_logits
@@ -108,9 +108,11 @@ def evaluate_robustness(
         images = sum(len(item.images) for item in corrupted_sets)
         model = optimize_model(model, training=False, device=device, images=images)
     cells = []
+    log = StepLog(desc, len(corrupted_sets), show=progress)  # a log's lines, where the bar is not drawn
     for item in progress_bar(corrupted_sets, desc=desc, unit="set", show=progress):
         logits = predict(model, item.images, batch_size=batch_size, device=device, optimize=False)
         scored = score_logits(require_finite_logits(logits, item.images.name), item.images.labels)
+        log.step(f"{item.corruption} {item.severity}: top-1 {scored.top1:.3f}")
         cells.append(
             CorruptionAccuracy(
                 corruption=item.corruption,

@@ -8,7 +8,8 @@ augmented batches and the weight decay, and a baseline's robustness for the mCE.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from archdsl.analysis.settings import AnalysisSettings
 from archdsl.analysis.sources import AnalysisSources
 from archdsl.common_settings import validated
 from archdsl.errors import UsageError, UserError
+from archdsl.progress import Stages
 
 if TYPE_CHECKING:
     from archdsl.run.checkpoint import Checkpoint
@@ -50,33 +52,60 @@ def _training_config(meta: Mapping[str, Any]):
         return TrainConfig()
 
 
-def load_data(dataset: str, sources: AnalysisSources, measures: Sequence[str], arch):
-    """The splits `measures` read, checked against the design's input shape and classes."""
+def load_data(dataset: str, sources: AnalysisSources, measures: Sequence[str], arch, stages: Stages | None = None):
+    """The splits `measures` read, checked against the design's input shape and classes; `stages` times the
+    loading (`data`) and the corrupted copies (`corrupted copies`: in a log, a line as they are made)."""
     from archdsl.analysis.pipeline import AnalysisData, needed_splits
     from archdsl.data import corrupted_name, load_corrupted, load_split
     from archdsl.data.image_size import corrupted_for_input
     from archdsl.run.train import check_compatible
 
+    stages = stages or Stages("analyze", show=False)
     splits = needed_splits(measures)
     loaded: dict = {}
-    for field, split in (("scored", "test"), ("train", "train")):  # a checkpoint is scored on the test split
-        if field in splits:
-            loaded[field] = load_split(dataset, split, root=sources.data_root, download=sources.download)
-            check_compatible(arch, loaded[field])
+    with stages.stage("data"):
+        for field, split in (("scored", "test"), ("train", "train")):  # a checkpoint is scored on the test split
+            if field in splits:
+                loaded[field] = load_split(dataset, split, root=sources.data_root, download=sources.download)
+                check_compatible(arch, loaded[field])
     if "corrupted" in splits:
         # --corrupted folder:CLEAN (copies generated from it) at the design's size, as the dataset is read
         given = sources.corrupted and corrupted_for_input(
             sources.corrupted, arch.input, sources.image_size, sources.data_root
         )
         corrupted = given or corrupted_name(dataset)
-        sets = load_corrupted(
-            corrupted, root=sources.data_root, corruptions=sources.corruptions, severities=sources.severities,
-            clean=dataset,
-        )  # fmt: skip
+        count = _corrupted_count(sources)
+        with stages.stage("corrupted copies", f"{count} sets"), _copies_progress(count, stages.show) as made:
+            sets = load_corrupted(
+                corrupted, root=sources.data_root, corruptions=sources.corruptions, severities=sources.severities,
+                clean=dataset, on_each=made,
+            )  # fmt: skip
         for item in sets[:1]:
             check_compatible(arch, item.images)
         loaded["corrupted"] = sets
     return AnalysisData(name=dataset, scored_split="test", **loaded)
+
+
+def _corrupted_count(sources: AnalysisSources) -> int:
+    """How many corrupted sets the sources ask for (every corruption and severity by default)."""
+    from archdsl.data.corruptions import CORRUPTIONS, SEVERITIES
+
+    return len(sources.corruptions or CORRUPTIONS) * len(sources.severities or SEVERITIES)
+
+
+@contextmanager
+def _copies_progress(count: int, show: bool) -> Iterator[Callable[[Any], None]]:
+    """A callback for each corrupted copy made: a bar on a terminal, a line now and then in a log."""
+    from archdsl.progress import StepLog, progress_bar
+
+    log = StepLog("corrupted copies", count, show=show)
+    with progress_bar(total=count, desc="corrupted copies", unit="set", show=show) as bar:
+
+        def made(item) -> None:
+            bar.update(1)
+            log.step(f"{item.corruption} {item.severity}")
+
+        yield made
 
 
 def analyze_checkpoint(
@@ -125,11 +154,12 @@ def _measure(path: Path, settings, sources: AnalysisSources) -> AnalysisReport:
     dataset = _dataset_for(checkpoint, sources)
     measures = sources.measures or DEFAULT_MEASURES
     chosen = settings_for(checkpoint.meta, settings)
-    data = load_data(dataset, sources, measures, checkpoint.arch)
+    stages = Stages("analyze", show=sources.progress)
+    data = load_data(dataset, sources, measures, checkpoint.arch, stages)
     with checkpoint_named(path):  # a model whose logits are NaN: refused, and no empty --out is left
         return analyze(
             checkpoint.model, data, measures, chosen, device=device, progress=sources.progress, baseline=baseline,
-            checkpoint=str(path), optimize=sources.optimize,
+            checkpoint=str(path), optimize=sources.optimize, stages=stages,
         )  # fmt: skip
 
 

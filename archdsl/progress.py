@@ -3,7 +3,8 @@
 `show=False` hides a bar; `show=True` still hides it when stderr is not a TTY (tqdm's
 `disable=None`), so a run piped into a log file gets no `\\r`-separated bar updates. There
 `log_line` says what the bar would have shown, one plain line per step worth a line (an epoch),
-so that a log is never silent for minutes.
+so that a log is never silent for minutes; `StepLog` does it for a loop of many short steps (a
+corrupted set, a Hessian-vector product), a line at most every `LOG_EVERY_SECONDS`.
 
 On a terminal a bar leaves no line that says nothing:
 - it first shows after `DELAY_SECONDS` (tqdm's `delay`), so a step that ends sooner (a cached
@@ -15,13 +16,16 @@ On a terminal a bar leaves no line that says nothing:
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 DELAY_SECONDS = 0.5  # a bar that finishes within this never shows
+LOG_EVERY_SECONDS = 10.0  # a log's lines of a loop of steps: at most one this often, and the last step's
 
 
 def progress_bar(iterable: Iterable[T] | None = None, *, show: bool, **options: Any) -> Any:
@@ -75,3 +79,46 @@ def _bar_class() -> type:
             super().close()
 
     return Bar
+
+
+class StepLog:
+    """Plain lines on stderr for a loop of `total` steps where `progress_bar(show=show)` draws nothing (a log, a
+    pipe): `what: 3/75 <text>` when LOG_EVERY_SECONDS have passed since the last line (the first step's too), and
+    at the last step, so a log shows a long loop moving without a line per quick step."""
+
+    def __init__(self, what: str, total: int, *, show: bool) -> None:
+        self.what, self.total, self.show = what, total, show
+        self.done = 0
+        self._last: float | None = None
+        self._ended = False
+
+    def step(self, text: str = "", count: int = 1) -> None:
+        """`count` more steps done; `text` says where the loop is (`fog 3: top-1 0.52`)."""
+        self.done += count
+        now = time.monotonic()
+        if self._ended:
+            return  # the last step's line is said once
+        self._ended = self.done >= self.total
+        if self._last is None or now - self._last >= LOG_EVERY_SECONDS or self._ended:
+            self._last = now
+            log_line(f"{self.what}: {self.done}/{self.total}" + (f" {text}" if text else ""), show=self.show)
+
+
+class Stages:
+    """The seconds each stage of a long command took (`seconds`, by name, in the order they ran), and in a log
+    (where the stages' bars are not drawn) a line as each starts and as it ends: `analyze: robustness ... mean
+    top-1 over the corrupted test sets`, `analyze: robustness took 12.3 s`."""
+
+    def __init__(self, command: str, *, show: bool) -> None:
+        self.command, self.show = command, show
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str, what: str = "") -> Iterator[None]:
+        """Time the block as stage `name` (its seconds add up, where a stage runs twice); `what` says more."""
+        log_line(f"{self.command}: {name} ..." + (f" {what}" if what else ""), show=self.show)
+        start = time.perf_counter()
+        yield
+        took = time.perf_counter() - start
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + took, 3)
+        log_line(f"{self.command}: {name} took {took:.1f} s", show=self.show)

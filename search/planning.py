@@ -318,6 +318,9 @@ def describe_space(plan: SearchPlan) -> str:
     if reach:
         lines.append(reach)
     lines.append(budget_text(plan))
+    steps = first_steps_text(plan)
+    if steps:
+        lines.append(steps)
     if plan.settings.strategy == "buildup":
         lines.append(keep_text(plan))
     lines.append("endpoints:")
@@ -373,6 +376,36 @@ def budget_text(plan: SearchPlan) -> str:
     else:
         where = "one budget (--budget-steps 0)"
     return f"budget: {first}, on {seeds}: {where}"
+
+
+FEW_FIRST_STEPS = 24  # fewer optimizer steps at the first budget than this: --dry-run says so (`first_steps_text`)
+SMALLEST_SUGGESTED_BATCH = 8
+
+
+def first_steps_text(plan: SearchPlan) -> str | None:
+    """Where the first budget gives a design fewer than FEW_FIRST_STEPS optimizer steps (small data, large batches),
+    a line that says how many, and the largest power-of-two batch size that gives that many; None otherwise. On a
+    folder of 400 images the first budget was 4 steps (360 images in batches of 128, less the last partial batch of
+    each epoch, for 2 epochs), and every design scored at chance there (issue 58)."""
+    from archdsl.search.fidelity.measures import train_config
+
+    if not plan.train_images or plan.replay is not None or plan.settings.fidelity_source != "train":
+        return None
+    first = plan.rungs[0]
+    images = first.images(plan.train_images)
+    batch = train_config(plan.fidelity, device="cpu", seed=0).batch_size
+    steps = images // batch * first.epochs  # a training epoch drops its last partial batch (run/loader.py)
+    if steps >= FEW_FIRST_STEPS:
+        return None
+    text = (
+        f"steps: {steps} optimizer steps a design at the first budget ({images:,} images in batches of {batch} a "
+        f"step, {first.epochs_text()}): too few for a design to leave chance on some data"
+    )
+    fitted = 2 ** max(0, math.floor(math.log2(max(1, images * first.epochs // FEW_FIRST_STEPS))))
+    if SMALLEST_SUGGESTED_BATCH <= fitted < batch:
+        more = images // fitted * first.epochs
+        text += f"; --batch-size {fitted} gives {more} (the learning rate scales with it)"
+    return text
 
 
 @dataclass(frozen=True)

@@ -216,3 +216,39 @@ def test_a_metrics_json_that_calls_the_test_fraction_subset_still_reads():
     from archdsl.analysis.settings import AnalysisSettings
 
     assert AnalysisSettings.model_validate({"subset": 0.5}).test_subset == 0.5
+
+
+def test_a_log_of_analyze_says_each_stage_and_step_and_metrics_json_holds_their_seconds(
+    checkpoint, tmp_path, capsys, monkeypatch
+):
+    # analyze ran 12 minutes into a log and printed nothing until the end, and metrics.json held no timings
+    # (issue 58, item 5); capsys's stderr is no terminal: the lines a log gets
+    import archdsl.progress
+
+    monkeypatch.setattr(archdsl.progress, "LOG_EVERY_SECONDS", 0.0)  # every step its line, however quick
+    out = tmp_path / "logged"
+    code = main([
+        "analyze", str(checkpoint), "--out", str(out), "--device", "cpu", "--progress", "--no-optimize",
+        "--test-subset", "0.2", "--corruptions", "fog,contrast", "--severities", "1",
+        "--batches", "1", "--hessian-batch-size", "4", "--k", "1", "--max-iter", "3", "--method", "lanczos",
+        "--images", "8",
+    ])  # fmt: skip
+    assert code == 0
+    lines = capsys.readouterr().err.splitlines()
+    stages = ("data", "corrupted copies", "acc", "robustness", "hessian", "fourier+variance")
+    for stage in stages:
+        assert any(line.startswith(f"analyze: {stage} ") for line in lines), (stage, lines)
+        assert any(line.startswith(f"analyze: {stage} took ") for line in lines), (stage, lines)
+    assert [line for line in lines if line.startswith("corrupted copies: ")][-1].startswith("corrupted copies: 2/2")
+    robustness = [line for line in lines if line.startswith("robustness: ")]
+    assert [line.split()[1] for line in robustness] == ["1/2", "2/2"] and "fog 1" in robustness[0]
+    assert any(line.startswith("hessian: ") and "batch 1/1" in line for line in lines)
+    seconds = json.loads((out / "metrics.json").read_text())["stage_seconds"]
+    assert list(seconds) == list(stages) and all(s >= 0 for s in seconds.values())
+
+
+def test_analyze_help_says_what_the_default_full_test_set_costs(capsys):
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "75 corrupted copies of the whole test split" in text and "--test-subset 0.1" in text

@@ -107,3 +107,15 @@ def test_the_400_image_folder_runs_the_search_with_its_defaults(tmp_path):
     out = tmp_path / "runs"
     args = ["search", "--dataset", f"folder:{root}", "--out", str(out), "--no-progress", "--budget-steps", "1"]
     assert main([*args, "--n-trials", "2", "--seeds", "2"]) == 0  # the defaults but a short walk, for time
+
+
+def test_dry_run_says_how_few_optimizer_steps_the_first_budget_gives_on_small_data(tmp_path, capsys):
+    # on the 400-image folder the first budget was 2 epochs of 360 images in batches of 128: a handful of optimizer
+    # steps, every design at chance, and nothing said so (issue 58, item 1)
+    root = _folder(tmp_path / "small")
+    assert main(["search", "--dry-run", "--dataset", f"folder:{root}"]) == 0
+    out = capsys.readouterr().out
+    assert "steps: 4 optimizer steps a design at the first budget (360 images in batches of 128 a step, 2 epochs" in out
+    assert "--batch-size 16 gives 44" in out
+    assert main(["search", "--dry-run", "--dataset", "odd-one-out", "--data-root", "/nonexistent-data-root"]) == 0
+    assert "steps:" not in capsys.readouterr().out  # 1,500 images for 8 epochs: enough steps, nothing to say

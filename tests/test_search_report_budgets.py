@@ -144,3 +144,71 @@ def test_the_trials_csv_names_each_trials_budget():
     assert [row["budget"] for row in rows[:4]] == ["1 epoch on 86 images (100 %)"] * 2 + [
         "2 epochs on 86 images (100 %)"
     ] * 2
+
+
+def test_report_md_states_the_settling_rule_the_walk_applies():
+    # it said "a tie at two budgets in a row", but the walk (walk/buildup.py: `_held` and `gap_moved`) also needs
+    # the gap not to have closed beyond the noise at the last step up: "better, tied, tied, better" did not settle
+    md = markdown(summarize_study(_laddered_study()), {}, {})
+    rule = md.split("## Build-up walk")[1].split("| step |")[0]
+    assert "a tie at two budgets in a row, a standing beyond the noise at three)" not in rule
+    assert "the same standing at the last two budgets measured (tied) or the last three (better or worse" in rule
+    assert "the gap between the two designs did not close beyond the noise" in rule
+
+
+def _labels_at_each_point(ax) -> dict[tuple[float, float], list[str]]:
+    """(x, y) -> the labels of the scatter collections that draw a point there."""
+    from matplotlib.collections import PathCollection
+
+    found: dict[tuple[float, float], list[str]] = {}
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection):
+            for x, y in collection.get_offsets():
+                found.setdefault((round(float(x), 6), round(float(y), 6)), []).append(collection.get_label())
+    return found
+
+
+def test_every_point_of_a_laddered_studys_figures_marks_its_budget():
+    # the history's staircase rose because the budget rose, and msa.png showed one design at two budgets as two
+    # results with nothing to tell them apart (issue 58, item 4)
+    from archdsl.search.report._figures import make_figures
+
+    study = _laddered_study()
+    summary = summarize_study(study)
+    figures = make_figures(study, summary)
+    rows = [row for row in summary.rows if row.values]
+    columns = {row.number: i for i, row in enumerate(r for r in summary.rows if r.layout)}
+    for name, x_of in (("history", lambda row: row.number), ("msa", lambda row: columns[row.number])):
+        ax = figures[name].axes[0]
+        labels = _labels_at_each_point(ax)
+        for row in rows:
+            budget = summary.budget_label(row.rung)
+            at_point = labels.get((round(float(x_of(row)), 6), round(row.values[0], 6)), [])
+            assert any(budget in label for label in at_point), (name, row.number, budget, at_point)
+        legend = [text.get_text() for text in ax.get_legend().get_texts()]
+        assert all(any(summary.budget_label(r) in t for t in legend) for r in (0, 1)), (name, legend)
+
+
+def test_the_history_draws_the_searchs_answer_not_the_best_of_mixed_budgets():
+    from archdsl.search.report._figures import make_figures
+
+    study = _laddered_study()
+    figures = make_figures(study, summarize_study(study))
+    ax = figures["history"].axes[0]
+    [answer] = [line for line in ax.get_lines() if line.get_label().startswith("the search's answer")]
+    assert set(answer.get_ydata()) == {0.705}  # trial 3 at 2 epochs; not trial 5's 0.71 at 1 epoch
+    assert answer.get_label() == "the search's answer: trial 3 at 2 epochs, 0.705 ± 0.064"  # as report.md says it
+    assert not [line for line in ax.get_lines() if 0.71 in list(line.get_ydata())]
+
+
+def test_parameter_importances_of_a_laddered_study_are_computed_at_one_budget():
+    from archdsl.search.report._figures import make_figures
+
+    study = _laddered_study()
+    for n in range(8):
+        _add(study, "c2" if n % 2 else "base", 0, (0.5 + n / 100, 0.52))
+    summary = summarize_study(study)
+    figures = make_figures(study, summary)
+    assert "at 1 epoch (11 trials)" in figures["importance"].axes[0].get_title()
+    md = markdown(summary, {"importance": "importance.png"}, {})
+    assert "from 11 complete trials at 1 epoch" in md

@@ -20,6 +20,7 @@ from archdsl.search.report._csv import CHOSEN_COLUMN, INTERVAL_COLUMNS, trials_c
 from archdsl.search.report._figures import make_figures
 from archdsl.search.report._lines import summary_text
 from archdsl.search.report._markdown import markdown
+from archdsl.search.report._numbers import estimate_text
 from archdsl.search.report._summary import summarize_study
 from archdsl.search.seed_stats import estimate, improves_beyond_noise, tied_with
 from archdsl.search.studies.record import DIGEST_ATTR, LAYOUT_ATTR, METRICS_ATTR, SEED_INDICES_ATTR, SEED_VALUES_KEY
@@ -122,9 +123,10 @@ def test_the_report_gives_the_best_designs_interval_and_lists_its_ties():
     assert [r.number for r in summary.best] == [1] and [r.number for r in summary.ties] == [2]
     found = estimate(SEEDED[1], ACCURACY.bounds)
     assert found.low is not None and found.high is not None and found.half_width is not None
-    shown = f"accuracy={found.mean:.4g} ± {found.half_width:.2g} [{found.low:.4g}, {found.high:.4g}] (2 seeds)"
+    shown = f"accuracy={estimate_text(found)}"  # one format everywhere (report/_numbers.py)
+    assert shown == "accuracy=0.82 ± 0.25 [0.57, 1.00] (2 seeds)"
     text = summary_text(summary)
-    assert shown in text and "tied within the noise: trial 2 (0.81)" in text
+    assert shown in text and "tied within the noise: trial 2 (0.81 ± 0.38)" in text
     md = markdown(summary, {}, {})
     assert shown.replace("accuracy=", "accuracy = ") in md
     assert "Validation accuracy on each paired seed: 0.8, 0.84" in md
@@ -184,4 +186,23 @@ def test_a_tie_is_shown_with_its_mean_over_every_seed_it_was_measured_on():
         )
     summary = summarize_study(study)
     assert [r.number for r in summary.ties] == [2]
-    assert f"tied within the noise: trial 2 ({(0.78 + 0.84 + 0.70) / 3:.4g})" in summary_text(summary)
+    assert "tied within the noise: trial 2 (0.77 ± 0.17)" in summary_text(summary)  # (0.78 + 0.84 + 0.70) / 3
+
+
+def test_trials_csv_has_plain_column_names_and_one_precision():
+    # `test_accuracy (not used for selection)` was awkward in pandas and R, and `accuracy` was written at full
+    # float precision beside the 6-digit seeds and interval (issue 58, item 6)
+    import dataclasses
+    import re
+
+    from archdsl.search.studies.record import HeldOutFigures
+
+    summary = summarize_study(_seeded_study([(0.6, 0.6, 0.7), (0.8, 0.9, 0.8), (0.5, 0.6, 0.6)]))
+    held = HeldOutFigures(seeds=[0, 1, 2], accuracy=[0.7, 0.7, 0.8], indices=[0, 1, 2], trial=1, digest="d1")
+    text = trials_csv(dataclasses.replace(summary, held_out={1: held}))
+    header = text.splitlines()[0].split(",")
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", name) for name in header), header
+    assert {"test_accuracy", "test_accuracy_seeds"} <= set(header)
+    rows = {r["trial"]: r for r in csv.DictReader(io.StringIO(text))}
+    assert rows["1"]["accuracy"] == "0.833333" and rows["0"]["accuracy"] == "0.633333"
+    assert rows["1"]["test_accuracy"] == "0.733333" and rows["1"]["test_accuracy_seeds"] == "0.7;0.7;0.8"

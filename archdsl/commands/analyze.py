@@ -35,7 +35,12 @@ def register(subparsers) -> None:
             "NLL on augmented training data (nll-train); the filter-normalised loss landscape; mini-batch CKA "
             "between every pair of blocks; accuracy with each block's residual branch removed (lesion). Given a "
             "run directory, measures the Hessian spectrum of every checkpoint it kept (train --save-every). "
-            "Writes metrics.json, PNG figures and report.md."
+            "Writes metrics.json, PNG figures and report.md. Cost: by default every measure reads the whole test "
+            "split, and robustness first makes 75 corrupted copies of the whole test split (15 corruptions x 5 "
+            "severities) and scores each; on a CPU that is most of the time analyze takes (minutes to tens of "
+            "minutes). --test-subset 0.1 scores a tenth of the test split and its copies, and --corruptions and "
+            "--severities fewer copies. With --progress (the default), a terminal shows a bar and a log a line per "
+            "stage; metrics.json records each stage's seconds (stage_seconds)."
         ),
     )
     parser.add_argument(

@@ -427,11 +427,14 @@ def load_corrupted(
     severities: list[int] | tuple[int, ...] | None = None,
     download: bool = False,
     clean: str | None = None,
+    on_each: Callable[[CorruptedSet], None] | None = None,
 ) -> list[CorruptedSet]:
     """The corrupted test sets of `name` (a -C name, or the clean dataset it comes from, or
     `folder:PATH` of a released set such as ImageNet-C), one per corruption (default: the 15) and
     severity (default: 1..5), in that order. A released folder is read as the test split of
-    `clean` (the dataset it corrupts) is: at its size, with its classes and normalisation."""
+    `clean` (the dataset it corrupts) is: at its size, with its classes and normalisation.
+    `on_each` is called with each copy archdsl generates (or reads back from its cache), as it is
+    made: generating them is most of the time `archdsl analyze` takes on a small model."""
     if is_corrupted_folder(name):
         if clean is None:
             raise UserError(
@@ -440,13 +443,13 @@ def load_corrupted(
             )
         return read_corrupted_folder(name, load_split(clean, "test", root, download), corruptions, severities)
     if image_folder.is_folder_name(name):
-        return _folder_corrupted(image_folder.parse_folder_name(name), corruptions, severities)
+        return _folder_corrupted(image_folder.parse_folder_name(name), corruptions, severities, on_each)
     if hf.is_hf_name(name):
-        return _folder_corrupted(name, corruptions, severities)
+        return _folder_corrupted(name, corruptions, severities, on_each)
     parsed = _parse(corrupted_name(name))
     if parsed.base == imagenet.NAME:
         folder_name = imagenet.folder_name(parsed, resolve_data_root(root), _canonical(parsed), download)
-        return _folder_corrupted(folder_name, corruptions, severities)
+        return _folder_corrupted(folder_name, corruptions, severities, on_each)
     picked = [p for p in _PICK_PARAMS if p in parsed.params]
     if picked:
         raise UserError(
@@ -459,13 +462,13 @@ def load_corrupted(
     if parsed.base in _GENERATED_OF:  # a -c name: corrupted_name made it one
         check_can_generate(chosen)
         base, config, label = _GENERATED_OF[parsed.base], _generated_config(parsed), _canonical(parsed)
-        return [CorruptedSet(c, s, _generated_corrupted_set(base, config, c, s, label)) for c in chosen for s in levels]
+        return _each_made(chosen, levels, lambda c, s: _generated_corrupted_set(base, config, c, s, label), on_each)
     if parsed.base in _GREY_CORRUPTED:
         check_can_generate(chosen)
         grey = DatasetName(_GREY_CORRUPTED[parsed.base], dict(parsed.params))
         _mnist_split(grey, "test", root, download)  # a missing dataset fails here, before anything is generated
         key = (_canonical(grey), str(resolve_data_root(root)), _canonical(parsed))
-        return [CorruptedSet(c, s, _generated_corrupted(*key, c, s)) for c in chosen for s in levels]
+        return _each_made(chosen, levels, lambda c, s: _generated_corrupted(*key, c, s), on_each)
     if download:
         raise UserError(
             f"{parsed.base} cannot be downloaded by archdsl (2-3 GB)",
@@ -530,12 +533,29 @@ def _folder_corrupted(
     name: image_folder.FolderName | str,
     corruptions: list[str] | tuple[str, ...] | None,
     severities: list[int] | tuple[int, ...] | None,
+    on_each: Callable[[CorruptedSet], None] | None = None,
 ) -> list[CorruptedSet]:
     chosen = tuple(check_corruption(c) for c in (CORRUPTIONS if corruptions is None else corruptions))
     levels = tuple(check_severity(s) for s in (SEVERITIES if severities is None else severities))
     check_can_generate(chosen)
     _identified_test(name)  # a bad folder fails here, before anything is generated
-    return [CorruptedSet(c, s, _folder_corrupted_set(name, c, s)) for c in chosen for s in levels]
+    return _each_made(chosen, levels, lambda c, s: _folder_corrupted_set(name, c, s), on_each)
+
+
+def _each_made(
+    chosen: tuple[str, ...],
+    levels: tuple[int, ...],
+    make: Callable[[str, int], ImageSet],
+    on_each: Callable[[CorruptedSet], None] | None,
+) -> list[CorruptedSet]:
+    """One copy per corruption and severity, in that order, each told to `on_each` as it is made."""
+    made = []
+    for corruption in chosen:
+        for severity in levels:
+            made.append(CorruptedSet(corruption, severity, make(corruption, severity)))
+            if on_each is not None:
+                on_each(made[-1])
+    return made
 
 
 @byte_bounded_cache(CORRUPTED_CACHE_BYTES)

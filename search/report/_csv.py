@@ -1,4 +1,5 @@
-"""Every trial of a study as CSV (`report/trials.csv`, `archdsl report --csv`)."""
+"""Every trial of a study as CSV (`report/trials.csv`, `archdsl report --csv`): column names in plain snake_case
+(they load as names in pandas and R), every figure at FIGURE_DIGITS significant digits."""
 
 from __future__ import annotations
 
@@ -7,19 +8,21 @@ import io
 
 from archdsl.search.report._summary import StudySummary, TrialRow
 from archdsl.search.seed_stats import mean_and_stderr
-from archdsl.search.studies.record import NOT_USED, SEED_VALUES_KEY, STDERR_KEY
+from archdsl.search.studies.record import SEED_VALUES_KEY, STDERR_KEY
 
 INTERVAL_COLUMNS = ("accuracy_ci95_low", "accuracy_ci95_high")  # the accuracy's 95 % t-interval (seed_stats)
 CHOSEN_COLUMN = "chosen"  # `best`, or `tied` with it within the noise (seed_stats.tied_with)
-TEST_COLUMNS = (f"test_accuracy ({NOT_USED})", f"test_accuracy_seeds ({NOT_USED})")
+# The chosen designs' test figures, measured after the search: not used for selection (docs: trials.csv's columns)
+TEST_COLUMNS = ("test_accuracy", "test_accuracy_seeds")
+FIGURE_DIGITS = 6  # significant digits of every figure: an accuracy on up to 100,000 images is exact at 6
 
 
 def trials_csv(summary: StudySummary) -> str:
     """Every trial as CSV (like `optuna trials -f table`): one column per objective and per parameter, and
     with --seeds N > 1 each paired seed's accuracy (`;`-separated), the standard error of their mean and its
     95 % t-interval, which trials are the best and tied with it; once the search has ended, the chosen
-    designs' test figures (measured after the search, not used for selection); where the build-up walk climbs a
-    ladder of budgets, the budget each trial trained at."""
+    designs' test figures (`test_accuracy`, `test_accuracy_seeds`: measured after the search, not used for
+    selection); where the build-up walk climbs a ladder of budgets, the budget each trial trained at."""
     param_names = list(dict.fromkeys(name for row in summary.rows for name in row.params))
     paired = [key for key in (SEED_VALUES_KEY, STDERR_KEY) if any(key in row.metrics for row in summary.rows)]
     intervals = INTERVAL_COLUMNS if paired and "accuracy" in {o.name for o in summary.objectives} else ()
@@ -45,7 +48,7 @@ def trials_csv(summary: StudySummary) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)
     for row in summary.rows:
-        values = list(row.values) if row.values else [""] * len(summary.objectives)
+        values = [_cell(v) for v in row.values] if row.values else [""] * len(summary.objectives)
         writer.writerow(
             [
                 row.number,
@@ -71,7 +74,7 @@ def _interval_cells(summary: StudySummary, row: TrialRow) -> tuple[str, str]:
     seeds = summary.accuracy_estimate(row) if row.state == "COMPLETE" else None
     if seeds is None or seeds.low is None or seeds.high is None:
         return "", ""
-    return f"{seeds.low:.6g}", f"{seeds.high:.6g}"
+    return _cell(seeds.low), _cell(seeds.high)
 
 
 def _chosen(summary: StudySummary, row: TrialRow) -> str:
@@ -86,10 +89,14 @@ def _test_cells(summary: StudySummary, row: TrialRow) -> tuple[str, str]:
         return "", ""
     if not figures.accuracy:
         return figures.note, ""
-    return f"{mean_and_stderr(tuple(figures.accuracy))[0]:.6g}", _cell(figures.accuracy)
+    return _cell(mean_and_stderr(tuple(figures.accuracy))[0]), _cell(figures.accuracy)
 
 
 def _cell(value: object) -> str:
     if value is None:
         return ""
-    return ";".join(f"{v:.6g}" for v in value) if isinstance(value, list) else f"{value:.6g}"
+    if isinstance(value, list):
+        return ";".join(_cell(v) for v in value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))  # a count (params, FLOPs) in full, not at 6 digits
+    return f"{value:.{FIGURE_DIGITS}g}" if isinstance(value, float) else str(value)

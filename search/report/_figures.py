@@ -13,6 +13,7 @@ import numpy as np
 import optuna
 
 from archdsl.search.objectives import Objective
+from archdsl.search.report._numbers import mean_text
 from archdsl.search.report._summary import StudySummary, TrialRow
 from archdsl.search.seed_stats import INTERVAL_LEVEL
 
@@ -26,7 +27,6 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
     through pyplot: its figures are closed there, so pyplot's open figures are left as they were."""
     import matplotlib
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
     from optuna.visualization import matplotlib as ovm
 
     figures: dict[str, Any] = {}
@@ -38,12 +38,6 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
     with warnings.catch_warnings(), matplotlib.rc_context():
         warnings.simplefilter("ignore")  # optuna marks its matplotlib backend experimental
         target = None if len(summary.objectives) == 1 else (lambda t: t.values[0])
-        ax = ovm.plot_optimization_history(study, target=target, target_name=lead.name)
-        if _seed_error_bars(ax, summary, lambda row: row.number):
-            ax.legend()
-        _mark_pruned(ax, summary)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        figures["history"] = ax.figure
         if len(summary.objectives) >= 2:
             # Optuna draws at most 3 axes; beyond that, the front of the first two objectives.
             shown = summary.objectives[:3] if len(summary.objectives) == 3 else summary.objectives[:2]
@@ -55,9 +49,11 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
             if len(shown) == 2:
                 _label_front(ax, summary)
             figures["pareto"] = ax.figure
-        if _importance_applies(summary):
+        rung = importance_rung(summary)
+        if rung is not None:
             try:
-                ax = ovm.plot_param_importances(study, target=target, target_name=lead.name)
+                ax = ovm.plot_param_importances(_at_rung(study, summary, rung), target=target, target_name=lead.name)
+                _title_importance(ax, summary, rung)
                 figures["importance"] = ax.figure
             except (RuntimeError, ValueError, ZeroDivisionError):
                 pass  # importances need variation optuna did not find
@@ -68,26 +64,110 @@ def make_figures(study: optuna.Study, summary: StudySummary) -> dict[str, Any]:
     for fig in figures.values():
         fig.set_size_inches(7, 4.5)
         fig.tight_layout()
+    figures = {"history": _history_figure(summary, lead), **figures}  # the history first, as report.md shows it
     if any(row.layout for row in summary.rows):
         figures["msa"] = _msa_figure(summary, lead)
     return figures
 
 
-def _importance_applies(summary: StudySummary) -> bool:
-    return summary.count("COMPLETE") >= MIN_TRIALS_FOR_IMPORTANCE and _params_vary(summary)
-
-
-def _params_vary(summary: StudySummary) -> bool:
+def importance_rung(summary: StudySummary) -> int | None:
+    """The budget rung the parameter importances are computed at: the one most complete trials trained at (the
+    higher of two as common), where it has MIN_TRIALS_FOR_IMPORTANCE of them and their parameters vary; None: no
+    importance plot. Trials at two budgets are never pooled: the budget's effect would be credited to whichever
+    parameters the raised trials had."""
     complete = [r for r in summary.rows if r.state == "COMPLETE"]
+    if not complete:
+        return None
+    rungs = [r.rung for r in complete]
+    rung = max(set(rungs), key=lambda r: (rungs.count(r), r))
+    at_rung = [r for r in complete if r.rung == rung]
+    if len(at_rung) < MIN_TRIALS_FOR_IMPORTANCE or not _params_vary(at_rung):
+        return None
+    return rung
+
+
+def importance_trials(summary: StudySummary, rung: int) -> int:
+    """How many complete trials the importances at budget rung `rung` are computed from."""
+    return sum(r.state == "COMPLETE" and r.rung == rung for r in summary.rows)
+
+
+def _params_vary(complete: list[TrialRow]) -> bool:
     return any(len({str(r.params.get(name)) for r in complete}) > 1 for name in complete[0].params)
 
 
-def _mark_pruned(ax: Any, summary: StudySummary) -> None:
-    """Optuna's history shows complete trials only: add the pruned ones at their last value."""
-    pruned = [(r.number, r.values[0]) for r in summary.rows if r.state == "PRUNED" and r.values]
-    if pruned:
-        ax.scatter(*zip(*pruned, strict=True), marker="x", color="tab:orange", s=40, zorder=3, label="pruned")
-        ax.legend()
+def _at_rung(study: optuna.Study, summary: StudySummary, rung: int) -> optuna.Study:
+    """The study itself where it has one budget; else an in-memory copy of its trials at budget rung `rung`."""
+    if not summary.laddered:
+        return study
+    numbers = {r.number for r in summary.rows if r.rung == rung}
+    copy = optuna.create_study(directions=study.directions, storage=optuna.storages.InMemoryStorage())
+    copy.add_trials([t for t in study.get_trials(deepcopy=False) if t.number in numbers])
+    return copy
+
+
+def _title_importance(ax: Any, summary: StudySummary, rung: int) -> None:
+    where = f" at {summary.budget_label(rung)}" if summary.laddered else ""
+    ax.set_title("", loc="left")
+    ax.set_title(f"Parameter importances{where} ({importance_trials(summary, rung)} trials)")
+
+
+def _budget_styles(summary: StudySummary) -> dict[int, dict[str, Any]]:
+    """Rung -> the colour and marker its points are drawn with (every rung a trial trained at)."""
+    rungs = sorted({r.rung for r in summary.rows})
+    return {
+        rung: {"color": _BUDGET_COLOURS[i % len(_BUDGET_COLOURS)], "marker": _BUDGET_MARKERS[i % len(_BUDGET_MARKERS)]}
+        for i, rung in enumerate(rungs)
+    }
+
+
+def _scatter_by_budget(
+    ax: Any, summary: StudySummary, rows: Sequence[TrialRow], x_of: Callable[[TrialRow], float]
+) -> None:
+    """Each complete or pruned trial's lead value: in a study of one budget, complete ones as dots and pruned ones
+    crossed; on a ladder of budgets, every point in its budget's colour and marker, labelled with its budget
+    (pruned ones crossed, in their budget's colour)."""
+    for state in ("COMPLETE", "PRUNED"):
+        for rung, style in _budget_styles(summary).items():
+            points = [(x_of(r), r.values[0]) for r in rows if r.state == state and r.rung == rung and r.values]
+            if not points:
+                continue
+            if summary.laddered:
+                label = f"{state.lower()} at {summary.budget_label(rung)}"
+                shape = {**style, "s": 36} if state == "COMPLETE" else {**style, "marker": "x", "s": 48}
+            else:
+                label, shape = state.lower(), _STATE_STYLES[state]
+            ax.scatter(*zip(*points, strict=True), label=label, zorder=3, **shape)
+
+
+def _history_figure(summary: StudySummary, lead: Objective) -> Any:
+    """The lead objective of every trial by number, each point at its budget, and the search's answer: the design
+    the report names, at the budget it was measured at (its mean over the seeds), a line from its trial on. Not a
+    running best over the trials: on a ladder of budgets that rises because the budget rose."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.subplots()
+    _scatter_by_budget(ax, summary, summary.rows, lambda row: row.number)
+    _seed_error_bars(ax, summary, lambda row: row.number)
+    if len(summary.objectives) == 1 and len(summary.best) == 1 and summary.best[0].values:
+        best = summary.best[0]
+        found = summary.accuracy_estimate(best)
+        value = found.mean if found is not None else (best.values or (0.0,))[0]
+        figure = mean_text(found, interval=True) if found is not None else f"{value:.4g}"
+        end = max(max(r.number for r in summary.rows), best.number + 0.5)
+        where = f" at {summary.budget_label(best.rung)}" if summary.laddered else ""
+        ax.plot(
+            [best.number, end], [value, value], color="tab:red", ls="--", lw=1.5, zorder=4,
+            label=f"the search's answer: trial {best.number}{where}, {figure}",
+        )  # fmt: skip
+    ax.set_xlabel("trial")
+    ax.set_ylabel(lead.name)
+    ax.set_title(f"{summary.name}: {lead.name} of each trial", fontsize=11)
+    ax.grid(alpha=0.3)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.legend(loc="best", fontsize=8)
+    return fig
 
 
 def _seed_error_bars(
@@ -149,13 +229,11 @@ def _msa_figure(summary: StudySummary, lead: Objective) -> Any:
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=[3, max(1.2, 0.45 * len(stages))])
 
     best = {r.number for r in summary.best}
-    for state, style in _STATE_STYLES.items():
-        points = [(column[r.number], r.values[0]) for r in rows if r.state == state and r.values]
-        if points:
-            top.scatter(*zip(*points, strict=True), label=state.lower(), zorder=3, **style)
+    _scatter_by_budget(top, summary, rows, lambda row: column[row.number])
     marked = [(column[r.number], r.values[0]) for r in rows if r.number in best and r.values]
     if marked:
-        top.scatter(*zip(*marked, strict=True), marker="*", s=200, color="tab:red", zorder=4, label="best")
+        named = "the search's answer" if len(summary.objectives) == 1 else "the Pareto front"
+        top.scatter(*zip(*marked, strict=True), marker="*", s=200, color="tab:red", zorder=4, label=named)
     _seed_error_bars(top, summary, lambda row: column[row.number], rows)
     top.set_ylabel(lead.name)
     top.grid(alpha=0.3)
@@ -190,5 +268,8 @@ _STATE_STYLES = {
     "COMPLETE": {"marker": "o", "color": "tab:blue", "s": 36},
     "PRUNED": {"marker": "x", "color": "tab:orange", "s": 48},
 }
+# One colour and marker per budget rung, the first budget first (a study of one budget: _STATE_STYLES).
+_BUDGET_COLOURS = ("tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:olive", "tab:cyan")
+_BUDGET_MARKERS = ("o", "s", "^", "D", "v", "P")
 # Darker for more MSAs in a stage (the MSA shade of the analysis plots, then browns).
 _MSA_COLOURS = ("#f2d8a7", "#e0a95b", "#b9772c", "#8a5216")

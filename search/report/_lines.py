@@ -7,12 +7,15 @@ from collections.abc import Mapping
 import optuna
 from optuna.trial import FrozenTrial
 
+from archdsl.search.objectives import OBJECTIVES
 from archdsl.search.report._checklist import checklist_line
+from archdsl.search.report._numbers import mean_text
 from archdsl.search.report._retrain import retrain_text
 from archdsl.search.report._settle import failed_seed_lines, settle_lines
 from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
+    TrialRow,
     copies_text,
     design_text,
     duration_text,
@@ -27,11 +30,12 @@ from archdsl.search.report._summary import (
     verdict_text,
 )
 from archdsl.search.runner import StudyProgress
+from archdsl.search.seed_stats import estimate
 from archdsl.search.studies.record import COPY_ATTR, RecordedStep, is_copy, read_protocol, rung_of
 
 
 def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
-    """`trial 3 COMPLETE accuracy=0.52  c1:CC c2:CM c3:CCCC  (14 s)`, with the budget where the walk raised it
+    """`trial 3 COMPLETE accuracy=0.52 ± 0.11  c1:CC c2:CM c3:CCCC  (14 s)`, with the budget where the walk raised it
     (`... c3:CCCC at 2 epochs on 86 images (100 %)  (14 s)`) and the reason of a failure."""
     if is_copy(trial):
         return f"trial {trial.number} drew trial {trial.user_attrs[COPY_ATTR]}'s design: not counted, drawing again"
@@ -40,12 +44,20 @@ def trial_line(study: optuna.Study, trial: FrozenTrial) -> str:
     values = ""
     if row.values and row.state in ("COMPLETE", "PRUNED"):
         mark = f" {PRUNED_MARK}" if row.state == "PRUNED" else ""
-        values = " ".join(f"{n}={v:.4g}{mark}" for n, v in zip(names, row.values, strict=False))
+        values = " ".join(f"{n}={_value_text(n, v, row)}{mark}" for n, v in zip(names, row.values, strict=False))
     simulated = "simulated " if row.simulated else ""
     seconds = f"({simulated}{duration_text(row.seconds)})" if row.seconds is not None else ""
     parts = [f"trial {row.number} {row.state}", values, f" {design_text(row)}{_raised(study, trial)} ", seconds]
     line = " ".join(p for p in parts if p)
     return f"{line}  ({row.note})" if row.note else line
+
+
+def _value_text(name: str, value: float, row: TrialRow) -> str:
+    """A trial's value: its accuracy over its own paired seeds as the summary writes a figure (`0.82 ± 0.20`,
+    report/_numbers.py), any other value (or a pruned trial's last) at 4 significant digits."""
+    if name == "accuracy" and row.state == "COMPLETE" and len(row.own_seeds) > 1:
+        return mean_text(estimate(row.own_seeds, OBJECTIVES["accuracy"].bounds), interval=True)
+    return f"{value:.4g}"
 
 
 def _raised(study: optuna.Study, trial: FrozenTrial) -> str:

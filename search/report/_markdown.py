@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from archdsl.markdown import table as markdown_table
 from archdsl.search.report._checklist import CHECKLIST, checklist_items
-from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE
+from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE, importance_rung, importance_trials
+from archdsl.search.report._numbers import estimate_text
 from archdsl.search.report._retrain import retrain_note, retrain_text
 from archdsl.search.report._settle import failed_seed_lines, settle_lines
 from archdsl.search.report._summary import (
@@ -14,7 +15,6 @@ from archdsl.search.report._summary import (
     copies_text,
     design_text,
     duration_text,
-    estimate_text,
     held_out_text,
     held_out_value_text,
     moving_steps,
@@ -92,26 +92,44 @@ def _best_lines(summary: StudySummary, best_files: dict[int, str], spec_paths: d
 
 
 def _plot_lines(summary: StudySummary, figure_files: dict[str, str]) -> list[str]:
-    """The plots, or why the parameter importances have none yet."""
+    """The plots, or why the parameter importances have none yet (computed at one budget: `importance_rung`)."""
     lines: list[str] = []
+    rung = importance_rung(summary)
+    where = f" at {summary.budget_label(rung)}" if summary.laddered and rung is not None else ""
     if figure_files:
         lines += ["## Plots", ""]
+        if summary.laddered:
+            lines += [
+                "Each point is drawn in its budget's colour and marker: values at two budgets do not compare.",
+                "",
+            ]
         for name, path in figure_files.items():
             lines += [f"![{name}]({path})", ""]
-            if name == "importance":
+            if name == "importance" and rung is not None:
                 lines += [
-                    f"Parameter importances (fANOVA) from {summary.count('COMPLETE')} complete trials: "
+                    f"Parameter importances (fANOVA) from {importance_trials(summary, rung)} complete trials{where}: "
                     "a rough guide until a study has a few dozen.",
                     "",
                 ]
     complete = summary.count("COMPLETE")
-    if complete and "importance" not in figure_files and complete < MIN_TRIALS_FOR_IMPORTANCE:
-        lines += [
-            f"No parameter-importance plot: {complete} complete trial{'s' if complete != 1 else ''}; "
-            f"it needs {MIN_TRIALS_FOR_IMPORTANCE}.",
-            "",
-        ]
+    if complete and "importance" not in figure_files and rung is None:
+        lines += [f"No parameter-importance plot: {_no_importance_reason(summary)}.", ""]
     return lines
+
+
+def _no_importance_reason(summary: StudySummary) -> str:
+    complete = [r for r in summary.rows if r.state == "COMPLETE"]
+    if not summary.laddered:
+        n = len(complete)
+        if n >= MIN_TRIALS_FOR_IMPORTANCE:
+            return "the parameters of the complete trials do not vary"
+        return f"{n} complete trial{'s' if n != 1 else ''}; it needs {MIN_TRIALS_FOR_IMPORTANCE}"
+    most = max(sum(r.rung == rung for r in complete) for rung in {r.rung for r in complete})
+    return (
+        f"at most {most} complete trials at one budget; it needs {MIN_TRIALS_FOR_IMPORTANCE} at one budget (trials "
+        "at two budgets are not pooled: the budget's effect would be credited to the parameters), and their "
+        "parameters must vary"
+    )
 
 
 def _trial_table_lines(summary: StudySummary) -> list[str]:
@@ -196,8 +214,13 @@ def _buildup_lines(summary: StudySummary) -> list[str]:
         "Each verdict compares the design with the one it would replace (the design kept before it) on the paired "
         f"seeds, and keeps it {rule}"
         + (
-            "; where no budget was measured for the data, a verdict is measured again one budget up until it holds "
-            "(a tie at two budgets in a row, a standing beyond the noise at three), or up to the last budget."
+            # the rule of walk/buildup.py (`_held`, and `gap_moved` at the last step up), word for word
+            "; where no budget was measured for the data, a verdict is measured again one budget up until it holds, "
+            "or up to the last budget. It holds when the design has the same standing at the last two budgets "
+            "measured (tied) or the last three (better or worse beyond the noise), and at the last step up the gap "
+            "between the two designs did not close beyond the noise (a one-sided paired test at "
+            f"{KEEP_LEVEL:.0%} on the per-seed change of the gap). Two ties in a row whose gap closed do not settle "
+            "a verdict: it goes one budget up."
             if summary.laddered
             else "."
         ),

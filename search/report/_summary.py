@@ -14,6 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.search._optuna_private import retried_trial
 from archdsl.search.objectives import OBJECTIVES, Objective
+from archdsl.search.report._numbers import estimate_text, mean_text
 from archdsl.search.seed_stats import SeedEstimate, estimate, tied_with
 from archdsl.search.space import msa_per_stage
 from archdsl.search.studies.record import (
@@ -315,21 +316,13 @@ def copies_text(n: int) -> str:
     return f"{n} cop{'y' if n == 1 else 'ies'}"
 
 
-def estimate_text(value: SeedEstimate) -> str:
-    """`0.72 ± 0.031 [0.689, 0.751] (2 seeds)`: the mean, the half-width of its 95 % t-interval and the
-    interval clipped to the objective's range; `0.72 (1 seed: no interval)`."""
-    if value.half_width is None or value.low is None or value.high is None:
-        return f"{value.mean:.4g} ({value.seeds} seed: no interval)"
-    return f"{value.mean:.4g} ± {value.half_width:.2g} [{value.low:.4g}, {value.high:.4g}] ({value.seeds} seeds)"
-
-
 def held_out_text(figures: HeldOutFigures | None) -> str:
-    """`test (not used for selection): 0.7 ± 0.02 [0.68, 0.72] (2 seeds)`, or why there is none."""
+    """`test (not used for selection): 0.70 ± 0.02 [0.68, 0.72] (2 seeds)`, or why there is none."""
     return f"test ({NOT_USED}): {held_out_value_text(figures)}"
 
 
 def held_out_value_text(figures: HeldOutFigures | None) -> str:
-    """`0.7 ± 0.02 [0.68, 0.72] (2 seeds)`: a design's test figures, or why it has none."""
+    """`0.70 ± 0.02 [0.68, 0.72] (2 seeds)`: a design's test figures (`estimate_text`), or why it has none."""
     if figures is None:
         return "not measured (the search has not ended, or ended before its final test)"
     if not figures.accuracy:
@@ -338,8 +331,8 @@ def held_out_value_text(figures: HeldOutFigures | None) -> str:
 
 
 def objective_values_text(summary: StudySummary, row: TrialRow, equals: str = "=") -> str:
-    """A row's objective values, `accuracy=0.72 ± 0.031 [0.689, 0.751] (2 seeds), params=3.2e+05`: the
-    accuracy with its interval over the paired seeds."""
+    """A row's objective values, `accuracy=0.720 ± 0.031 [0.689, 0.751] (2 seeds), params=3.2e+05`: the
+    accuracy with its interval over the paired seeds (`estimate_text`)."""
     seeds = summary.accuracy_estimate(row)
     return ", ".join(
         f"{o.name}{equals}{estimate_text(seeds) if o.name == 'accuracy' and seeds else f'{v:.4g}'}"
@@ -348,14 +341,18 @@ def objective_values_text(summary: StudySummary, row: TrialRow, equals: str = "=
 
 
 def ties_text(summary: StudySummary) -> str | None:
-    """`tied within the noise: trial 2 (0.71), trial 5 (0.7)` (or `none`); None where ties do not apply
-    (several objectives, or one seed: then nothing can be told from noise, which the line says)."""
+    """`tied within the noise: trial 2 (0.71 ± 0.05), trial 5 (0.70 ± 0.08)` (or `none`); None where ties do not
+    apply (several objectives, or one seed: then nothing can be told from noise, which the line says)."""
     if not summary.ties_apply:
         return None
     if len(summary.best[0].seed_values) < 2:
         return "tied within the noise: not told with 1 seed (--seeds 2 or more)"
     # each tie's mean over every seed it was measured on (pooled over its race's trials), as the best's is
-    tied = ", ".join(f"trial {row.number} ({fmean(row.seed_values):.4g})" for row in summary.ties if row.seed_values)
+    tied = ", ".join(
+        f"trial {row.number} ({mean_text(found, interval=True)})"
+        for row in summary.ties
+        if (found := summary.accuracy_estimate(row)) is not None
+    )
     return f"tied within the noise: {tied or 'none'}"
 
 
@@ -368,7 +365,8 @@ def step_layout(summary: StudySummary, step: RecordedStep) -> str:
 
 def step_value_text(summary: StudySummary, step: RecordedStep, *, interval: bool = True) -> str:
     """A verdict's value at its budget: the design's mean over its paired seeds there with its interval
-    (`estimate_text`; without `interval`, `0.705 ± 0.064`), or its state where it has none (`pruned`)."""
+    (`estimate_text`; without `interval`, `0.705 ± 0.064`: `mean_text`), or its state where it has none
+    (`pruned`)."""
     if step.value is None:
         return "failed" if step.state == "FAIL" else step.state.lower()
     row = summary.row_of(step.key)
@@ -377,7 +375,7 @@ def step_value_text(summary: StudySummary, step: RecordedStep, *, interval: bool
         return f"{step.value:.4g}"
     if interval:
         return estimate_text(found)
-    return f"{found.mean:.4g}" + (f" ± {found.half_width:.2g}" if found.half_width is not None else "")
+    return mean_text(found, interval=True)
 
 
 def standings_text(summary: StudySummary, step: RecordedStep) -> str:
