@@ -123,7 +123,9 @@ def parse_args() -> argparse.Namespace:
         "line's, and its test figures go to --work/test-curves-*.jsonl, which --assemble merges (resumes and shards "
         "as the runs do)",
     )
-    parser.add_argument("--markdown", help="with --assemble: also write the per-design table (docs/search.md's) here")
+    parser.add_argument(
+        "--markdown", help="with --assemble: also write the per-design table (docs/results-search.md's) here"
+    )
     parser.add_argument(
         "--fidelity-words", default="the search's default fidelity",
         help="with --assemble: the table description's words for how its runs were trained",
@@ -465,7 +467,7 @@ def assemble(args: argparse.Namespace, space, all_designs) -> Table:
 
 
 def markdown(table: Table) -> str:
-    """The table as docs/search.md shows it: each design's means +- standard deviations over the seeds."""
+    """The table as docs/results-search.md shows it: each design's means +- standard deviations over the seeds."""
     import numpy as np
 
     def cell(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
