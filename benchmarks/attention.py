@@ -1,6 +1,6 @@
 """MSA designs' training speed as a fraction of their ResNet's, with the current attention and the previous one.
 
-The designs are those of a Fashion-MNIST search from `resnet-fmnist` (docs/search.md): the ResNet
+The designs are those of a Fashion-MNIST search from `resnet-fmnist` (docs/results-search.md): the ResNet
 (`k0_0_0`), an MSA ending the 28x28 first stage (`k1_0_0`, 49 windows of 4x4) and an MSA ending
 every stage (`k1_1_1`: c2 and c3 attend globally over 196 and 49 tokens). One step is
 `archdsl.run.train.train_step` with the search's recipe (`fast`: batch 128, Nesterov SGD, no

@@ -136,7 +136,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "line's, and its test figures go to --work/test-curves-*.jsonl, which --assemble merges (resumes and shards "
         "as the runs do)",
     )
-    parser.add_argument("--markdown", help="with --assemble: also write the per-design table (docs/search.md's) here")
+    parser.add_argument(
+        "--markdown", help="with --assemble: also write the per-design table (docs/results-search.md's) here"
+    )
     parser.add_argument(
         "--fidelity-words", default="the search's default fidelity",
         help="with --assemble: the table description's words for how its runs were trained",
@@ -583,7 +585,7 @@ def _table(args: argparse.Namespace, space, meta: dict, rows: list[dict]) -> Tab
 
 
 def markdown(table: Table) -> str:
-    """The table as docs/search.md shows it: each design's means +- standard deviations over the seeds."""
+    """The table as docs/results-search.md shows it: each design's means +- standard deviations over the seeds."""
     import numpy as np
 
     def cell(values: list[float], scale: float = 1.0, digits: int = 1) -> str:

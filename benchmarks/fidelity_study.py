@@ -48,7 +48,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rung", help="a longer annealed fidelity on the same designs (the rung estimator)")
     parser.add_argument("--seeds", type=int, default=3, help="paired seeds per replayed walk (the search's --seeds)")
     parser.add_argument("--json", help="write the summary here")
-    parser.add_argument("--markdown", help="write the tables docs/search.md shows here")
+    parser.add_argument("--markdown", help="write the tables docs/results.md shows here")
     parser.add_argument("--figures", help="write the bias and estimator figures into this folder")
     parser.add_argument("--name", default="", help="a prefix for the figures' file names")
     return parser.parse_args(argv)

@@ -13,7 +13,7 @@ seeds a design was measured on.
     python benchmarks/racing_rates.py --races 400      # quick
 
 The default noise is today's tables': a design's own seed-to-seed std of 0.014 (1.4 points at the
-default fidelity, docs/search.md) over a shared seed effect of std 0.01.
+default fidelity, docs/results.md) over a shared seed effect of std 0.01.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Which recipe ranks designs best in a search's short runs: validation top-1 after a few epochs
-with `fast`, `weak` and `deit` (docs/search.md quotes the table).
+with `fast`, `weak` and `deit` (docs/results.md quotes the table).
 
 Each recipe trains each spec with every seed at the search's default fidelity (synthetic data,
 the validation tenth held out, subset 0.4 of the rest and of the validation images, 2 epochs,

@@ -2,7 +2,7 @@
 
 A trial is measured as `archdsl search` measures it, through the search's own functions
 (`archdsl.search.fidelity.measures`: the IR's costs, `train_candidate` at the search's fidelity, then the
-analysis measures), at the search's defaults on Fashion-MNIST (as README's example; found in
+analysis measures), at the search's defaults on Fashion-MNIST (as docs/tutorials.md's example; found in
 /usr/share/datasets/fashion-mnist or --data-root): recipe `fast`, 2 epochs on a class-stratified
 tenth of the training set (6,000 images), scored on a tenth of the test set (1,000), the model
 through `optimize_model`, a checkpoint written after every epoch. The designs are those of

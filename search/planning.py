@@ -334,7 +334,7 @@ def describe_space(plan: SearchPlan) -> str:
 
 def walk_reach_text(plan: SearchPlan) -> str | None:
     """Where `--strategy buildup` searches knobs besides k, what the walk leaves out: it keeps the base's heads,
-    windows, head widths and init, so it reaches one design per k (docs/search.md, "A space
+    windows, head widths and init, so it reaches one design per k (docs/results-search.md, "A space
     where right answers are a minority", measured what that costs); None where it reaches the whole space."""
     space = plan.space
     others = [knob for knob in space.searched if knob != "k"]

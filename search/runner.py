@@ -3,7 +3,7 @@
 Every worker of a study runs the same `run_search` on the same study (`load_if_exists`): running the command
 again resumes it, running it on more machines spreads it. `n_trials` counts the study's distinct designs
 measured (`record.measured_designs`), not a worker's trials; a copy does not count, and after
-`REDRAW_FALLBACK` copies in a row an undrawn design is queued (docs/search.md, "Storage, resuming and several
+`REDRAW_FALLBACK` copies in a row an undrawn design is queued (docs/storage.md, "Storage, resuming and several
 workers").
 """
 

@@ -178,7 +178,8 @@ class SeedStatistics(BaseModel):
     seed_std: float  # a design's std of val top-1 over the seeds, averaged over the designs
     seed_std_max: float
     design_mean_std: float  # the std of the designs' mean val top-1
-    seed_std_ratio: float  # seed_std / design_mean_std: at most 1/3 separates designs (docs/search.md)
+    # seed_std / design_mean_std: at most 1/3 separates designs (docs/results-search.md, "Three seeds")
+    seed_std_ratio: float
     spearman_between_seeds: list[float]  # one per pair of seeds, in seed order
     kendall_between_seeds: list[float]
     val_test_spearman: float  # between the designs' mean val and mean test top-1

@@ -89,13 +89,13 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         "successive halving, Hyperband, or none",
         group=CHOICE,
         default_text="auto, which is median for buildup and hyperband for the samplers (median below 3 epochs, where "
-        "Hyperband is successive halving), as the replayed efficiency study found best: docs/search.md",
+        "Hyperband is successive halving), as the replayed efficiency study found best: docs/results-search.md",
         default="auto", choices=("auto", *PRUNERS),
     )  # fmt: skip
     fidelity_source: Annotated[str, AfterValidator(check_fidelity_source)] = flag_field(
         "--fidelity",
         "train each candidate, or answer it from a fully measured table (a path, or a built-in: "
-        "table:fashion-mnist-k) in seconds, with simulated time (docs/search.md, Replay)",
+        "table:fashion-mnist-k) in seconds, with simulated time (docs/replay.md)",
         group=FIDELITY, metavar="train|table:TABLE", default="train", dest="fidelity_source",
     )  # fmt: skip
     objectives: str = flag_field(
@@ -184,7 +184,7 @@ def default_base(info: DatasetInfo, accelerator: bool) -> tuple[str, str]:
     return SMALL_BASE, f"default without a GPU; --base {PAPER_BASE} for the paper's, hours per candidate on a CPU"
 
 
-# `--pruner auto`, from the replayed efficiency study (docs/search.md, "Is the search worth running?"):
+# `--pruner auto`, from the replayed efficiency study (docs/results-search.md, "Is the search worth running?"):
 # chosen on the earlier fashion-mnist-k-init table (6 epochs), where Hyperband saved 48% of a TPE or random
 # search's simulated time at the unpruned regret and the median pruner 27% of the build-up walk's. On
 # today's fashion-mnist-k table (the default fidelity) the pruners end at the unpruned regret too, saving

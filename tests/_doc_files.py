@@ -1,8 +1,8 @@
 """Helpers of the tests that run the docs' examples.
 
-Files that the examples read (a `--config` file): a ```yaml block whose first line is the
-comment `# NAME.yaml` (a remark may follow: `# tiny.yaml: the run above`) is that file, written
-as shown into the examples' working folder. Sections with a runner of their own (the README's
+Files that the examples read (a `--config` file, a spec): a ```yaml or ```arch block whose first line is
+the comment `# NAME.yaml` or `# NAME.arch` (a remark may follow: `# tiny.yaml: the run above`) is that file,
+written as shown into the examples' working folder. Sections with a runner of their own (docs/tutorials.md's
 Fashion-MNIST walk-through, which needs the Debian dataset and runs two workers at once:
 tests/test_readme_fashion_mnist.py; the folder of Fashion-MNIST images: tests/test_readme_own_images.py)
 are left out of the general runner (`text_for_general_runner`)."""
@@ -14,11 +14,11 @@ from pathlib import Path
 
 NUMBER = re.compile(r"[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?")
 OWN_RUNNER_SECTIONS = ("A day on Fashion-MNIST", "Search on your own images")
-FILE_BLOCK = re.compile(r"^```yaml[ \t]*\n(# ([\w.-]+\.ya?ml)\b[^\n]*\n.*?)^```", re.M | re.S)
+FILE_BLOCK = re.compile(r"^```(?:yaml|arch)[ \t]*\n(# ([\w.-]+\.(?:ya?ml|arch))\b[^\n]*\n.*?)^```", re.M | re.S)
 
 
 def write_doc_files(doc: Path, folder: Path) -> list[str]:
-    """Write `doc`'s named ```yaml blocks into `folder`; their names."""
+    """Write `doc`'s named ```yaml and ```arch blocks into `folder`; their names."""
     names = []
     for text, name in FILE_BLOCK.findall(doc.read_text(encoding="utf-8")):
         (folder / name).write_text(text, encoding="utf-8")

@@ -179,7 +179,7 @@ def test_the_reorthogonalisation_benchmark_times_both_ways_on_tiny() -> None:
 
 @pytest.mark.slow
 def test_the_trial_profile_splits_a_trial_into_parts_that_add_up() -> None:
-    # benchmarks/trial_profile.py --quick (synthetic data, 1 epoch): the table of docs/search.md's
+    # benchmarks/trial_profile.py --quick (synthetic data, 1 epoch): the table of docs/results.md's
     # "Where a trial's time goes", for both designs, with each analysis measure.
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "trial_profile.py"), "--quick", "--threads", "1"],

@@ -1,4 +1,4 @@
-"""The cluster examples (examples/cluster/, explained in docs/search.md) checked as far as one
+"""The cluster examples (examples/cluster/, explained in docs/storage.md) checked as far as one
 machine allows: the SLURM script's #SBATCH lines parsed and checked (there is no `sbatch
 --test-only` here), the Kubernetes manifest validated against a vendored subset of the
 Kubernetes API schema (and the checks across fields the API server makes), and the commands

@@ -179,7 +179,7 @@ def test_the_search_trains_each_dataset_at_its_own_fidelity_unless_told():
         f = fidelity_for(SearchSettings(dataset=dataset), given)
         return f.subset, f.val_subset, f.epochs, f.val_split
 
-    # odd-one-out at its card's measured budget (8 epochs: docs/search.md) on all its images
+    # odd-one-out at its card's measured budget (8 epochs: docs/results.md) on all its images
     odd = card_for("odd-one-out").search
     assert odd.epochs != OTHER.search.epochs and odd.budget_steps == 0
     assert fields("odd-one-out") == fields("odd-one-out:classes=6") == (1.0, 1.0, odd.epochs, "500")

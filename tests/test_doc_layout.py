@@ -59,3 +59,15 @@ def test_each_link_leads_to_a_file_and_heading_that_exist(doc: Path) -> None:
         assert target.exists(), f"{doc.name}: {link} leads to no file"
         if anchor and target.suffix == ".md":
             assert anchor in _anchors(target), f"{doc.name}: {link} leads to no heading of {target.name}"
+
+
+def test_each_measured_budget_the_search_prints_leads_to_a_heading_that_exists() -> None:
+    """`search --dry-run` names where the docs measured a dataset's budget (`docs/PAGE.md#anchor`)."""
+    from archdsl.data.cards import CARDS
+
+    links = [card.search.measured for card in CARDS.values() if card.search.measured]
+    assert links
+    for link in links:
+        path, _, anchor = link.partition("#")
+        assert (ROOT / path).is_file(), link
+        assert anchor in _anchors(ROOT / path), f"{link} leads to no heading"

@@ -9,8 +9,9 @@ the code prints today. A Python line `print(...)  # value` promises that `value`
 A ```yaml block that starts with `# NAME.yaml` is a file the examples read (tests/_doc_files.py):
 it is written into the working folder first.
 
-docs/search.md's console examples have their own runner (tests/test_search_docs.py, which
-also checks dry runs verbatim); the README's two set-up commands are what `.ci/run` does.
+The search pages' console examples (docs/search.md, replay.md, report.md) have their own runner
+(tests/test_search_docs.py, which also checks dry runs verbatim); the README's two set-up commands are what
+`.ci/run` does.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from archdsl.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^```(console|python)[ \t]*\n(.*?)^```", re.M | re.S)
 PROMISE = re.compile(r"^print\(.*\)\s+# (\S+)\s*$", re.M)
-CONSOLE_HAS_OWN_RUNNER = {"search.md"}
+CONSOLE_HAS_OWN_RUNNER = {"search.md", "replay.md", "report.md"}
 
 
 @dataclass

@@ -10,7 +10,7 @@ import pytest
 
 import archdsl
 
-# The modules a user of the library reaches into (docs/architecture.md's contracts).
+# The modules a user of the library reaches into (docs/contracts.md).
 PUBLIC_MODULES = (
     "archdsl.ir",
     "archdsl.kinds",

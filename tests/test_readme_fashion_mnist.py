@@ -1,4 +1,4 @@
-"""The README's "A day on Fashion-MNIST" runs as written: train, the default analysis, a search by
+"""docs/tutorials.md's "A day on Fashion-MNIST" runs as written: train, the default analysis, a search by
 two workers on one journal, and the report, on the real Fashion-MNIST of the Debian package.
 
 Each command runs as its own process from the same working folder, as a user types them: a line
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from _doc_files import console_steps, mask_numbers, section
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "tutorials.md"  # (these sections were the README's)
 TITLE = "A day on Fashion-MNIST"
 DEBIAN_FOLDER = Path("/usr/share/datasets/fashion-mnist")  # the package dataset-fashion-mnist; CI installs it
 TIMEOUT = 900  # seconds per command: a stuck worker fails the test instead of hanging it
@@ -26,7 +26,7 @@ TIMEOUT = 900  # seconds per command: a stuck worker fails the test instead of h
 
 def _steps() -> list[tuple[str, list[str]]]:
     """(command line, the lines shown under it) for every `$ ` line of the section, in order."""
-    return console_steps(section(README.read_text(encoding="utf-8"), TITLE))
+    return console_steps(section(DOC.read_text(encoding="utf-8"), TITLE))
 
 
 def test_the_section_is_there_and_runs_what_the_issue_asks():
@@ -40,7 +40,7 @@ def test_the_section_is_there_and_runs_what_the_issue_asks():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not DEBIAN_FOLDER.is_dir(), reason="needs Fashion-MNIST: apt-get install dataset-fashion-mnist")
-def test_a_day_on_fashion_mnist_runs_as_the_readme_shows(tmp_path):
+def test_a_day_on_fashion_mnist_runs_as_the_tutorial_shows(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread per process: two workers share the cores
     background: list[tuple[str, list[str], subprocess.Popen]] = []
 

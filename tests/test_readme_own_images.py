@@ -1,4 +1,4 @@
-"""The README's "Search on your own images" runs as written: its first Python block writes a folder of
+"""docs/tutorials.md's "Search on your own images" runs as written: its first Python block writes a folder of
 Fashion-MNIST PNGs (the Debian package), then each `$ ` line runs as its own process in the same
 working folder, and every line shown under it must be printed (numbers masked, tests/_doc_files.py).
 Its second block saves a Hugging Face dataset of the same images, and the same commands take both
@@ -19,7 +19,7 @@ from _doc_files import console_steps, mask_numbers, section
 
 from archdsl.cli import main
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "tutorials.md"  # (these sections were the README's)
 TITLE = "Search on your own images"
 DEBIAN_FOLDER = Path("/usr/share/datasets/fashion-mnist")  # the package dataset-fashion-mnist; CI installs it
 PYTHON = re.compile(r"^```python[ \t]*\n(.*?)^```", re.M | re.S)
@@ -27,7 +27,7 @@ TIMEOUT = 900  # seconds per command
 
 
 def _text() -> str:
-    return section(README.read_text(encoding="utf-8"), TITLE)
+    return section(DOC.read_text(encoding="utf-8"), TITLE)
 
 
 def _steps() -> list[tuple[str, list[str]]]:
@@ -44,10 +44,10 @@ def test_the_section_writes_a_folder_then_trains_analyzes_and_searches_it():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not DEBIAN_FOLDER.is_dir(), reason="needs Fashion-MNIST: apt-get install dataset-fashion-mnist")
-def test_search_on_your_own_images_runs_as_the_readme_shows(tmp_path, monkeypatch):
+def test_search_on_your_own_images_runs_as_the_tutorial_shows(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     writer, _ = PYTHON.findall(_text())
-    exec(compile(writer, "README.md[own images]", "exec"), {"__name__": "__readme__"})
+    exec(compile(writer, "tutorials.md[own images]", "exec"), {"__name__": "__readme__"})
     assert len(list((tmp_path / "clothes" / "train").glob("*/*.png"))) == 300
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     for command, shown in _steps():
@@ -70,11 +70,11 @@ def test_a_folder_and_a_saved_hugging_face_dataset_go_through_train_analyze_and_
     (100 training and 50 test images, one seed): each command succeeds and leaves what it promises."""
     monkeypatch.chdir(tmp_path)
     writer, saver = PYTHON.findall(_text())
-    exec(compile(writer, "README.md[own images]", "exec"), {"__name__": "__readme__"})
+    exec(compile(writer, "tutorials.md[own images]", "exec"), {"__name__": "__readme__"})
     if kind == "hf":
         datasets = pytest.importorskip("datasets")
         monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")  # not the user's cache
-        exec(compile(saver, "README.md[hugging face]", "exec"), {"__name__": "__readme__"})
+        exec(compile(saver, "tutorials.md[hugging face]", "exec"), {"__name__": "__readme__"})
     for command, _ in _steps():
         argv = shlex.split(command)[1:]
         if "--dataset" in argv:

@@ -54,7 +54,7 @@ def test_optuna_dashboard_opens_the_journal_and_shows_objective_names(tmp_path: 
         )
     )
     port = _free_port()
-    # What docs/search.md tells users to run, `optuna-dashboard runs/STUDY/study.journal`
+    # What docs/report.md tells users to run, `optuna-dashboard runs/STUDY/study.journal`
     # (through the function its console script calls).
     command = "import sys; from optuna_dashboard._cli import main; sys.exit(main())"
     dashboard = subprocess.Popen(

@@ -271,7 +271,8 @@ def test_a_search_stopped_by_its_timeout_says_so(tmp_path, capsys):
 def test_the_default_pruner_follows_the_strategy_and_the_epochs_and_the_study_line_names_it(
     strategy, given, epochs, runs_with
 ):
-    # `auto` is the efficiency study's finding (docs/search.md): median for the walk, Hyperband for the samplers.
+    # `auto` is the efficiency study's finding (docs/results-search.md): median for the walk, Hyperband for the
+    # samplers.
     import shlex
 
     from archdsl.search.planning import plan_space

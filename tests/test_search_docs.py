@@ -1,5 +1,6 @@
-"""The ```console examples of docs/search.md run as written (dry runs print exactly what is shown),
-in a folder that holds the doc's ```yaml files (tests/_doc_files.py)."""
+"""The ```console examples of the search's pages (docs/search.md, docs/replay.md, docs/report.md) run as
+written, in that order in one folder (the report example reads a study that docs/search.md's examples made);
+dry runs print exactly what is shown. The folder holds the pages' ```yaml files (tests/_doc_files.py)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from _doc_files import write_doc_files
 
 from archdsl.cli import main
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "search.md"
+DOCS = [Path(__file__).resolve().parent.parent / "docs" / name for name in ("search.md", "replay.md", "report.md")]
 FENCE = re.compile(r"^```console[ \t]*\n(.*?)^```", re.M | re.S)
 
 
 def _examples() -> list[tuple[list[str], str]]:
     examples = []
-    for block in FENCE.findall(DOC.read_text(encoding="utf-8")):
+    blocks = [block for doc in DOCS for block in FENCE.findall(doc.read_text(encoding="utf-8"))]
+    for block in blocks:
         lines = block.splitlines()
         assert lines[0].startswith("$ archdsl "), lines[0]
         examples.append((shlex.split(lines[0][len("$ archdsl ") :]), "\n".join(lines[1:]) + "\n"))
@@ -27,7 +29,8 @@ def _examples() -> list[tuple[list[str], str]]:
 
 def test_dry_run_examples_print_what_the_doc_shows(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    write_doc_files(DOC, tmp_path)
+    for doc in DOCS:
+        write_doc_files(doc, tmp_path)
     dry = [(argv, shown) for argv, shown in _examples() if "--dry-run" in argv]
     assert dry
     for argv, shown in dry:
@@ -39,7 +42,8 @@ def test_dry_run_examples_print_what_the_doc_shows(tmp_path, monkeypatch, capsys
 @pytest.mark.usefixtures("one_thread")
 def test_search_and_report_examples_run_in_order(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    write_doc_files(DOC, tmp_path)
+    for doc in DOCS:
+        write_doc_files(doc, tmp_path)
     for argv, shown in _examples():
         if "--dry-run" in argv:
             continue

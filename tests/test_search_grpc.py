@@ -442,7 +442,7 @@ def test_a_proxy_killed_while_a_trial_is_told_is_named_not_optunas_unbound_local
     assert [t.state for t in study.trials if t.number == trials[0]] == [TrialState.COMPLETE]
     assert [t.state for t in study.trials if t.number == trials[1]] == [TrialState.RUNNING]  # never told
 
-    # As docs/search.md says: the proxy started again, the same command goes on. The untold trial's worker is
+    # As docs/storage.md says: the proxy started again, the same command goes on. The untold trial's worker is
     # gone (here: its process, as a worker's that ended), so it is failed and its design measured again.
     import archdsl.search.studies.storage as storage
 

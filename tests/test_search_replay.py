@@ -417,13 +417,13 @@ def test_a_file_that_is_not_json_and_another_base_are_user_errors(tmp_path, tabl
 
 
 def test_the_docs_replay_example_runs_on_the_shipped_table(tmp_path, monkeypatch, capsys):
-    """docs/search.md's replay example, as written (the slow doc runner runs it too; this one is fast)."""
+    """docs/replay.md's replay example, as written (the slow doc runner runs it too; this one is fast)."""
     import re
     import shlex
 
     from _doc_files import section
 
-    doc = Path(__file__).resolve().parent.parent / "docs" / "search.md"
+    doc = Path(__file__).resolve().parent.parent / "docs" / "replay.md"
     text = section(
         doc.read_text(encoding="utf-8"), "Replay: a search answered from a measured table (`--fidelity table:...`)"
     )

@@ -213,7 +213,7 @@ def test_one_gpu_for_every_rank_is_refused_before_cuda_is_touched(tmp_path: Path
         train(arch, data, data, _ddp_worker.CONFIG.model_copy(update={"device": "cuda:0"}), progress=False)
 
 
-@pytest.mark.parametrize("doc", ["training.md", "search.md"])
+@pytest.mark.parametrize("doc", ["training.md", "storage.md"])
 def test_the_docs_torchrun_commands_parse_as_torchrun_and_archdsl_read_them(doc: str) -> None:
     from torch.distributed.run import get_args_parser
 

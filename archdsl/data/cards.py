@@ -22,7 +22,7 @@ DEFAULT_DATASET = "odd-one-out"
 # holds fewer than this many images a class); and no budget trains on fewer images a class than MIN_PER_CLASS
 # (or the whole split, where it holds fewer): a small dataset is never cut below what trains. A thousand, because on
 # Fashion-MNIST 16 epochs on 550 images a class rank two designs behind the ResNet that 16 epochs on 1,100 tie with
-# it, as the 12-epoch reference does (docs/search.md, "The budget the search finds").
+# it, as the 12-epoch reference does (docs/results.md, "The budget the search finds, on Fashion-MNIST").
 SMALL_PER_CLASS = 1000
 MIN_PER_CLASS = 50
 
@@ -51,7 +51,7 @@ CARDS: Mapping[str, DatasetCard] = MappingProxyType(
     {
         # All its 1,500 training images (2,000 less 500 for validation) for 8 epochs: the two groups the 24-epoch
         # reference ranks (an MSA ending c3 or not) come out in the same order, at 69 % of 12 epochs' CPU, which the
-        # main job's 2 minutes need (docs/search.md, "The built-in data's reference").
+        # main job's 2 minutes need (docs/results.md, "The built-in data's reference").
         "odd-one-out": DatasetCard(
             "odd-one-out",
             odd_one_out.TRAINING_DEFAULTS,
@@ -60,7 +60,7 @@ CARDS: Mapping[str, DatasetCard] = MappingProxyType(
                 subset=1.0,
                 val_split="500",
                 budget_steps=0,
-                measured="docs/search.md#the-built-in-datas-reference-odd-one-out",
+                measured="docs/results.md#the-built-in-datas-reference-odd-one-out",
             ),  # fmt: skip
         ),
         # 1,800 of its 4,500 images for 2 epochs: a small-base candidate in seconds on a laptop CPU; its designs tie.
@@ -73,7 +73,7 @@ CARDS: Mapping[str, DatasetCard] = MappingProxyType(
     }
 )
 # Every other dataset (CIFAR, Fashion-MNIST, folders, hf:, ImageNet): a tenth of the images for 2 epochs to start
-# from, raised while a verdict moves. Fashion-MNIST showed why (docs/search.md): 2 epochs rank the designs with an
+# from, raised while a verdict moves. Fashion-MNIST showed why (docs/results.md): 2 epochs rank the designs with an
 # MSA in c2 last, where at the end of training they tie with the rest.
 OTHER = DatasetCard("other")
 

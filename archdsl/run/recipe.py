@@ -11,7 +11,7 @@ Three recipes (docs/training.md has every field of each, and where it comes from
 - `weak`: exactly the reference's `configs/cifar100_general.yaml` (weak augmentation): SGD with
   plain momentum 0.9, lr 0.1 per 128 images, weight decay 5e-4 on every parameter, 1 warm-up
   epoch then 200 epochs of MultiStepLR (x0.2 after 60, 120 and 160), crop + flip only.
-- `fast`: archdsl's short-run recipe (tests, search fidelities; docs/search.md measures it against
+- `fast`: archdsl's short-run recipe (tests, search fidelities; docs/results.md measures it against
   the other two): Nesterov SGD lr 0.1 per 128 images, weight decay 5e-4 (timm's parameter groups),
   cosine stepped every iteration from the first step, crop + flip only.
 

@@ -3,7 +3,7 @@
 Rank 0 alone talks to the study; when a trial comes to training it sends the design's canonical text, the budget
 it trains at (epochs, subset) and whether it scores every epoch to the other ranks (`measures.train_candidate`),
 which build and train it so (`follow_leader`); their digests are kept on the trial (`rank_digests`).
-docs/search.md, "Distributed candidates", shows how to start one.
+docs/storage.md, "Distributed candidates", shows how to start one.
 """
 
 from __future__ import annotations

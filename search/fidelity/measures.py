@@ -88,7 +88,7 @@ class Fidelity(OptimizeSettings):
     seeds: PositiveInt = flag_field(
         "--seeds", "paired seeds each candidate is trained on: its accuracy is their mean (seed index s is "
         "--seed + s for every design: the same training subset, batch order and augmentation draws; 3: the "
-        "fewest whose answers agree, docs/search.md)", default=3,
+        "fewest whose answers agree, docs/results-search.md)", default=3,
     )  # fmt: skip
     # A fraction or a count, kept as written (`0.1`, `5000`): archdsl.data.parse_val_split reads it.
     val_split: str | None = flag_field(
@@ -101,9 +101,9 @@ class Fidelity(OptimizeSettings):
         "that score each candidate", default=_DEFAULT.subset, gt=0, le=1, metavar="FRACTION",
         default_text="the --subset fraction",
     )  # fmt: skip
-    # `fast` learns fastest in few epochs (docs/search.md); the paper's `deit` needs hundreds.
+    # `fast` learns fastest in few epochs (docs/results.md, "Short recipes"); the paper's `deit` needs hundreds.
     recipe: RecipeName = flag_field(
-        "--recipe", "training recipe (fast learns fastest in few epochs: docs/search.md)", default="fast"
+        "--recipe", "training recipe (fast learns fastest in few epochs: docs/results.md)", default="fast"
     )
     # TrainConfig fields set over the recipe's (`search --opt adamw --lr 0.01`): (field, value) pairs.
     train_settings: tuple[tuple[str, Any], ...] = ()

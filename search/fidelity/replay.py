@@ -4,7 +4,7 @@ A table (`archdsl.search-table/2`, written by `benchmarks/buildup_table.py`) hol
 trained over several seeds: per run the validation curve (what a replayed search scores, prunes and chooses
 on), the test figures (for reporting only, never for a choice), the final measures and the times of training
 and measuring. The real search (strategies, pruners, storages, workers, report) runs with each trial answered
-from the table, as NAS-Bench answers it: docs/search.md, "Replay", says how a trial draws its run, reports its
+from the table, as NAS-Bench answers it: docs/replay.md says how a trial draws its run, reports its
 curve and keeps its simulated time. The table must be of this search's dataset, base and knobs.
 """
 

@@ -5,7 +5,7 @@ line with a bare JSONDecodeError, AssertionError or KeyError that names no line,
 Optuna's journal is one JSON record per line, replayed in order; a trial's id is the number of trial
 creations before it, and every later record names its trial by that id. So a damaged change is
 dropped, a damaged creation is rebuilt in its place, and an unreadable line is dropped unless a later
-record names a trial that only it could have created (docs/search.md, "A damaged journal", says
+record names a trial that only it could have created (docs/storage.md, "A damaged journal", says
 what is done to each kind of line).
 """
 

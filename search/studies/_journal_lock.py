@@ -3,7 +3,7 @@
 Optuna (4.9-5.x) judges a lock by the modification time of the file its link points at: a dangling link (the study
 folder moved while a worker held it) fails `os.stat`, and Optuna retries forever at 100 % CPU; with its grace period
 it removes a lock it judges stale, which a worker on another machine may still hold. This lock judges the link
-itself (`os.lstat`) and stops on a stale one with a UserError; it never removes it (docs/search.md, "A lock left
+itself (`os.lstat`) and stops on a stale one with a UserError; it never removes it (docs/storage.md, "A lock left
 behind", says why). Releasing the link is Optuna's.
 """
 

@@ -1,6 +1,6 @@
 """Where a study lives: a journal file on one machine, an RDB (PostgreSQL) for many, and Optuna's gRPC
 proxy (`grpc://HOST:PORT`, `archdsl study serve`) in front of either; and archdsl's heartbeat, which
-finds a killed worker's trial where Optuna keeps none (the journal, the proxy): docs/search.md, "Storage,
+finds a killed worker's trial where Optuna keeps none (the journal, the proxy): docs/storage.md, "Storage,
 resuming and several workers".
 """
 

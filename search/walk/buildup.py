@@ -39,7 +39,7 @@ class Rules:
     own, from one rung below where the last one settled; `calibrate`, the first verdict settles on the ladder and
     every later one is measured at that budget alone; and when a candidate is kept (`keep`): `beyond-noise`, where
     the paired test calls it better; `mean`, where its mean over the paired seeds is better (no test, no race).
-    docs/search.md ("Keeping on the mean") says what each costs."""
+    docs/results-search.md ("Keeping on the mean") says what each costs."""
 
     racing: Racing = Racing()
     rungs: int = 1

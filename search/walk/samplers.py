@@ -55,7 +55,7 @@ class PerTrialSeed(optuna.samplers.BaseSampler):
     """A sampler whose random draws for trial n come from a generator seeded with (seed, n).
 
     Optuna's samplers keep one random stream per process: two workers started with the same
-    `--seed` (what docs/search.md tells users to do on several machines), or a resumed
+    `--seed` (what docs/storage.md tells users to do on several machines), or a resumed
     search, would draw the same designs again. Trial numbers are unique in a study, so
     seeding by them gives every trial, whichever worker runs it, its own stream, and a
     search on one worker stays reproducible. The samplers used here keep all other state in
