@@ -436,12 +436,13 @@ def run_walk(
     variant: WalkVariant,
     paired: int | None = None,
     chance: float | None = None,
+    stand_ins: int = 0,
 ) -> Outcome:
     """The search's own walk, each measurement answered from the rung table on `seeds` (seed index i: seeds[i]).
     With `paired` below len(seeds) the walk races, as the search's `--seeds paired --max-seeds len(seeds)`: a
     design is measured on its first `paired` seeds, and on seed index i alone where a race asks for it. With
     `chance`, a seed on which a design failed to learn is stood in for (the search's rule): each stand-in index the
-    walk asks for takes the next of `seeds` after the first `paired`."""
+    walk asks for takes the next of the last `stand_ins` of `seeds` (which are no race's)."""
     from archdsl.search.objectives import OBJECTIVES
     from archdsl.search.seed_stats import Racing
     from archdsl.search.studies.record import Measured
@@ -449,7 +450,8 @@ def run_walk(
 
     lead = OBJECTIVES["accuracy"]
     paired = len(seeds) if paired is None else paired
-    racing = Racing(paired, len(seeds) if variant.keep == "beyond-noise" else paired)  # a mean has no test to race
+    most = len(seeds) - stand_ins
+    racing = Racing(paired, most if variant.keep == "beyond-noise" else paired)  # a mean has no test to race
     rules = Rules(racing, len(variant.tables), variant.budgeting, variant.keep, chance=chance)
     slot: dict[int, int] = {}  # a stand-in's seed index -> its place in `seeds`
     measured: dict[tuple[str, int], Measured] = {}
@@ -460,8 +462,7 @@ def run_walk(
         known = measured.get((digest, ask.rung))
         values = dict(known.seeds) if known is not None else {}
         for i in indices:
-            races = racing.max_seeds > racing.seeds  # a race's index is its place; a stand-in's, the next free one
-            at = i if i < paired or races else slot.setdefault(i, paired + len(slot))
+            at = i if i < most else slot.setdefault(i, most + len(slot))  # a stand-in: the next of the last ones
             values[i] = rung.val[digest][seeds[at]]
             cpu += rung.cpu[digest][seeds[at]]
         measured[(digest, ask.rung)] = Measured("COMPLETE", statistics.fmean(values.values()), values)
@@ -668,11 +669,16 @@ def replay_all(
     for seeds in plan.sets:
         extra = (max_seeds or len(seeds)) - len(seeds)
         orders = race_orders(plan.pool, seeds, extra, replays, f"{seed}-{seeds}") if extra else [()]
-        if chance is not None and not extra:  # stand-ins come from the pool's other seeds, in the pool's order
-            orders = [tuple(s for s in plan.pool if s not in seeds)]
+        # stand-ins come from the pool's other seeds, in the pool's order (after a race's draws, when it races)
+        spare = tuple(s for s in plan.pool if s not in seeds) if chance is not None else ()
         races = {
-            v: [run_walk(space, rungs, seeds + order, v, len(seeds), chance) for order in orders] for v in variants
-        }
+            v: [
+                run_walk(space, rungs, seeds + order + tuple(s for s in spare if s not in order), v, len(seeds),
+                         chance, len([s for s in spare if s not in order]))
+                for order in orders
+            ]
+            for v in variants
+        }  # fmt: skip
         for v, ws in races.items():
             outcomes[v.method("walk")][seeds] = ws
         for k in range(replays):

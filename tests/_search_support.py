@@ -57,6 +57,8 @@ def search_args(folder: Path, study: str, *extra: str) -> list[str]:
         "--no-progress",
         "--seeds",  # one sample per design, for speed; a test of paired seeds gives --seeds again after this
         "1",
+        "--settle-steps",  # no settle stage, for speed: tests/test_search_settle.py tries it
+        "0",
         *extra,
     ]
 

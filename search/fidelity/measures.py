@@ -76,10 +76,11 @@ class Fidelity(OptimizeSettings):
     )  # fmt: skip
     settle_steps: int = flag_field(
         "--settle-steps", "budgets above the search's at which the build-up walk re-measures its shortlist (the "
-        "answer, the designs tied with it, the best of the others) on fresh paired seeds before it names the answer: "
+        "answer and its strongest rival: the best mean of the designs tied with it, else of the others) on fresh "
+        "paired seeds before it names the answer: "
         f"{SETTLE_FACTORS[0]}x, then {SETTLE_FACTORS[1]}x the epochs of its last budget, until the best beats the rest "
-        "beyond the noise; 0: name the walk's answer as it stands",
-        default=2, ge=0, le=len(SETTLE_FACTORS), metavar="N",
+        "beyond the noise (or, at the last, the rest are named as its ties); 0: name the walk's answer as it stands",
+        default=1, ge=0, le=len(SETTLE_FACTORS), metavar="N",
     )  # fmt: skip
     budgeting: Literal["per-verdict", "calibrate"] = flag_field(
         "--budgeting", "how the walk climbs the budgets: each verdict on its own (per-verdict), or the first "

@@ -11,6 +11,12 @@ measured on a ladder of budgets (`Rules.rungs`): it is not final at its first bu
 the last step: `_held`) or at the top of the ladder, where a verdict still moving is marked (`Step.moving`: "train
 longer to be sure"). docs/search.md ("The budget the search finds") says why and what it costs.
 
+A seed on which a design fails to learn (it rose less than half as far above chance as its design's other seeds)
+is left out, and a fresh seed stands in for it, for both designs of that comparison and every later one
+(`Walk.failed`); two designs that both stand at chance are never compared (the verdict goes up a budget). Once the
+walk is done, a settle stage (`Rules.settle`) re-measures the answer and its strongest rival on fresh paired seeds at
+budgets above the walk's, and names the best there (`Walk.settled`).
+
 `walk` is the one place the rule lives: the sampler that runs it in a study (`planned.PlannedSampler`), the
 runner's end of the study, the replays and the benchmarks all call it, with the measurements that
 `archdsl.search.studies.record.measurements` reads off a study or a benchmark builds from a table.
@@ -161,7 +167,11 @@ class _Side:
 FAILED_SHARE = 0.5
 # A design has learned where its mean stands this share of the way from chance to a perfect score (10 classes: 0.19).
 LEARNED_SHARE = 0.1
-SHORTLIST = 3  # designs the settle stage re-measures: the answer, the designs tied with it, the best of the others
+# Designs the settle stage re-measures: the answer and its strongest rival (the best mean of the designs tied with it,
+# else of the others). Two, not three: the main job's walk trains 5 designs x 3 seeds x 8 epochs; 3 more designs at
+# 16 epochs would cost as much again (over 3 minutes on 2 cores), and the third is, on the shipped spaces, a design
+# 8 epochs already rank below both (a third that wins there by the noise of 3 seeds moves a right answer away).
+SHORTLIST = 2
 
 
 class _Walker:
@@ -355,8 +365,8 @@ class _Walker:
 
     # -- the settle stage ----------------------------------------------------------------------------------------
     def shortlist(self, answer: Params, rung: int, steps: list[Step], ties: tuple[Params, ...]) -> list[_Side]:
-        """The answer, the designs tied with it and the best of the others, by their mean at the answer's budget
-        (failed seeds left out), `SHORTLIST` at most."""
+        """The answer, then the designs tied with it and then the others, by their mean at the answer's budget (failed
+        seeds left out): `SHORTLIST` of them."""
         sign = 1.0 if self.lead.direction == "maximize" else -1.0
 
         def mean(params: Params) -> float:
