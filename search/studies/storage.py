@@ -27,7 +27,6 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.errors import UserError, install_extra
 from archdsl.files import ensure_dir
 from archdsl.search._optuna_private import FIXED_PARAMS_ATTR, heartbeat_enabled, storage_of, trial_id
-from archdsl.search.studies._grpc_probe import Probe
 from archdsl.search.studies._journal_check import (
     check_holds_records,
     damage_error,
@@ -235,25 +234,25 @@ def grpc_address(url: str) -> GrpcAddress:
 
 
 def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
-    """A client of the proxy at `address`, once the proxy has answered a call (a UserError naming what answered
-    if it does not within the URL's connect timeout, the probe and the call together)."""
+    """A client of the proxy at `address`, once the proxy has answered one call within the URL's connect timeout
+    (Optuna's own calls wait as long as it takes); else a UserError that says what answered, read from gRPC's
+    status and its readiness (whether the HTTP/2 handshake was made)."""
     require_grpc(f"storage grpc://{address}: the gRPC client")
     import grpc
     from optuna.storages import GrpcStorageProxy
 
     from archdsl.search._optuna_private import ask_grpc_storage
 
-    deadline = time.monotonic() + address.connect_timeout
-    found = _check_listening(address)
-    # Optuna's own calls wait as long as it takes: a listener that completes the HTTP/2 handshake and then
-    # holds every call would hold the worker for ever. One call first, within what is left of the timeout.
-    try:
-        _while_interruptible(
-            lambda: ask_grpc_storage(address.host, address.port, max(deadline - time.monotonic(), 0.1)),
-            f"while connecting to {address}",
-        )
-    except grpc.RpcError as err:
-        raise _no_call_answer(address, found, err) from None
+    with grpc.insecure_channel(str(address)) as channel:
+        handshake = grpc.channel_ready_future(channel)  # done once the channel is READY: an HTTP/2 server answered
+        try:
+            ask_grpc_storage(channel, address.connect_timeout)
+        except grpc.RpcError as err:
+            raise _not_a_proxy(address, err, handshake.done()) from None
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(f"while connecting to {address}") from None
+        finally:
+            handshake.cancel()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the proxy experimental
         return GrpcStorageProxy(host=address.host, port=address.port)
@@ -273,32 +272,44 @@ def require_grpc(what: str) -> None:
         raise UserError(f"{what} ({name!r}) is not installed", hint=install_extra("distributed")) from None
 
 
-def _no_answer(address: GrpcAddress) -> UserError:
-    return UserError(
-        f"cannot open storage grpc://{address}: no answer from {address} within {address.connect_timeout:g} s",
-        hint=f"{_START_THE_PROXY}; a slow network can wait longer with ?connect_timeout=SECONDS",
-    )
+_START_THE_PROXY = (
+    "start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check the host and port"
+)
+# What the details of gRPC's UNAVAILABLE say the connection met, and what that says answered (the first that
+# matches; HTTP/1 before HTTP/2: gRPC's words for an HTTP/1 answer hold both).
+_ANSWERED = (
+    ("Connection refused", "{address} refused the connection (nothing listens there)"),
+    ("http1.x server", "an HTTP server answers at {address}, not a gRPC proxy"),
+    ("Failed parsing HTTP/2", "something that is not a gRPC proxy answers at {address} (gRPC: {said})"),
+    ("Socket closed", "{address} closed the connection at once (what listens there is not a gRPC proxy)"),
+    ("GOAWAY", "an HTTP/2 server at {address} turned the call away (gRPC: {said}): not a gRPC proxy"),
+)
 
 
-def _no_call_answer(address: GrpcAddress, found: Probe | None, err: Exception) -> UserError:
-    """What the first call's failure (`err`, a grpc.RpcError) says of what listens at `address` (`found`: what the
-    probe saw, None when it could not connect)."""
+def _not_a_proxy(address: GrpcAddress, err: Exception, handshake: bool) -> UserError:
+    """The UserError for a first call that failed with `err` (a grpc.RpcError); `handshake`: whether the
+    connection got past the HTTP/2 handshake (then something answers, and holds or refuses the call)."""
     import grpc
 
     code = err.code() if isinstance(err, grpc.Call) else None
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED and found is not None:  # it connected: something holds the calls
-        said = (
-            f"{found.describe(str(address))}, but no gRPC call within {address.connect_timeout:g} s "
+    # The details end in what the connection met, after the address; repr: bytes from the network, escaped.
+    said = repr(err.details() if isinstance(err, grpc.Call) else "")[1:-1].split(f":{address.port}: ")[-1]
+    hint = _START_THE_PROXY
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED and handshake:
+        what = (
+            f"an HTTP/2 server answers at {address}, but no gRPC call within {address.connect_timeout:g} s "
             "(not a gRPC proxy, or a stuck one)"
         )
     elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return _no_answer(address)
+        what = f"no answer from {address} within {address.connect_timeout:g} s"
+        hint += "; a slow network can wait longer with ?connect_timeout=SECONDS"
     elif code == grpc.StatusCode.UNIMPLEMENTED:
-        said = f"a gRPC server answers at {address}, but not Optuna's storage proxy (it does not know its calls)"
+        what = f"a gRPC server answers at {address}, but not Optuna's storage proxy (it does not know its calls)"
     else:
-        details = err.details() if isinstance(err, grpc.Call) else None
-        said = f"the first gRPC call to {address} failed ({code.name if code else 'no status'}: {details or '?'})"
-    return UserError(f"cannot open storage grpc://{address}: {said}", hint=_START_THE_PROXY)
+        found = (text for words, text in _ANSWERED if code == grpc.StatusCode.UNAVAILABLE and words in said)
+        name = code.name if code else "no status"
+        what = next(found, f"the first gRPC call to {address} failed ({name}: {said or '?'})")
+    return UserError(f"cannot open storage grpc://{address}: {what.format(address=address, said=said)}", hint=hint)
 
 
 T = TypeVar("T")
@@ -348,38 +359,6 @@ def _rpc_error_in(err: BaseException, rpc_error: type[Exception]) -> Exception |
         seen.add(id(link))
         link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
     return None
-
-
-_START_THE_PROXY = (
-    "start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check the host and port"
-)
-
-
-def _check_listening(address: GrpcAddress) -> Probe | None:
-    """A UserError at once when no gRPC proxy answers at `address`: the connection refused (nothing listens on
-    the port), closed at once, turned away (an HTTP/2 GOAWAY), answered by an HTTP server or by something else,
-    or not answered in time. gRPC itself would retry until the timeout and then say only that there was no
-    answer. What answered (an HTTP/2 server, which the first call tells further), or None when no connection
-    was made (no route, a name that does not resolve, no connection in time: the first call's wait says it)."""
-    from archdsl.search.studies._grpc_probe import Answer, probe
-
-    try:
-        found = _while_interruptible(
-            lambda: probe(address.host.strip("[]"), address.port, address.connect_timeout),
-            f"while connecting to {address}",
-        )
-    except ConnectionRefusedError:
-        raise UserError(
-            f"cannot open storage grpc://{address}: {address} refused the connection (nothing listens there)",
-            hint=_START_THE_PROXY,
-        ) from None
-    except OSError:
-        return None
-    if found.answer is Answer.SILENT:
-        raise _no_answer(address)
-    if found.answer is not Answer.HTTP2:
-        raise UserError(f"cannot open storage grpc://{address}: {found.describe(str(address))}", hint=_START_THE_PROXY)
-    return found
 
 
 def _while_interruptible(work: Callable[[], T], doing: str) -> T:
