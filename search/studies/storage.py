@@ -13,27 +13,19 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import optuna
-from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError, install_extra
-from archdsl.files import ensure_dir
 from archdsl.search._optuna_private import FIXED_PARAMS_ATTR, heartbeat_enabled, storage_of, trial_id
-from archdsl.search.studies._journal_check import (
-    check_holds_records,
-    damage_error,
-    record_problem,
-    set_aside_torn_tail,
-)
-from archdsl.search.studies._journal_lock import JournalLock
+from archdsl.search.studies._journal_file import open_journal
 from archdsl.search.studies.record import (
     BEAT_ATTR,
     FAIL_REASON_ATTR,
@@ -70,24 +62,7 @@ def journal_path(out: Path, study_name: str) -> Path:
 def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.storages.BaseStorage:
     """The storage for `study_name`; every failure to reach it is a UserError with a hint."""
     if options.url is None or options.url.startswith(JOURNAL_SCHEME):
-        path = Path(options.url[len(JOURNAL_SCHEME) :]) if options.url else journal_path(out, study_name)
-        if path.exists() and not path.is_file():
-            raise UserError(
-                f"cannot use {path} as a study journal: not a regular file",
-                hint="give --storage journal:PATH a file path (it is created if missing)",
-            )
-        try:
-            ensure_dir(path.parent)
-            if path.is_file():  # Optuna would read a file of one unfinished line as an empty study
-                check_holds_records(path, hint="give --storage journal:PATH of a study.journal written by archdsl")
-            return JournalStorage(JournalFile(str(path)))
-        except OSError as err:
-            raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err
-        except (ValueError, KeyError, AssertionError, TypeError) as err:  # what Optuna's replay raises
-            damaged = damage_error(path, err)  # the first damaged line, named
-            if damaged is None:
-                raise
-            raise damaged from None
+        return open_journal(Path(options.url[len(JOURNAL_SCHEME) :]) if options.url else journal_path(out, study_name))
     url = options.url
     if "://" not in url:
         raise UserError(
@@ -124,43 +99,6 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
             hint="check the URL (dialect://user:password@host:port/database), that the server is up "
             "and that the database exists",
         ) from err
-
-
-class JournalFile(JournalFileBackend):
-    """Optuna's journal file, with what it lacks: a record Optuna cannot replay is named by its line (Optuna trusts
-    each record's fields: an AssertionError for an unknown op code, a KeyError for a missing name), and nothing is
-    appended to a torn record (Optuna's reader skips a last line cut short, but its next append would glue a record
-    onto it and make every later read fail)."""
-
-    def __init__(self, file_path: str) -> None:
-        self._path = Path(file_path)  # our own copy: Optuna's attribute for it is private
-        super().__init__(file_path, lock_obj=_TornTailLock(file_path))
-
-    def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
-        try:
-            for record in super().read_logs(log_number_from):
-                problem = record_problem(record)
-                if problem is not None:
-                    raise ValueError(problem)
-                yield record
-        except (ValueError, RecursionError) as err:  # a damaged line, or one nested deeper than json.loads follows
-            raise damage_error(self._path, err) or UserError(
-                f"{self._path}: a record Optuna cannot read ({err})"
-            ) from None
-
-
-class _TornTailLock(JournalLock):
-    """The journal's lock, which once held (no other writer is in the middle of a line then) moves a torn last
-    record to PATH.torn, so that Optuna's append that follows starts on a line of its own."""
-
-    def acquire(self) -> bool:
-        super().acquire()
-        try:
-            set_aside_torn_tail(Path(self._target))
-        except BaseException:
-            self.release()
-            raise
-        return True
 
 
 def _connect_args(url: str) -> dict[str, Any]:
