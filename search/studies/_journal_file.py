@@ -232,17 +232,12 @@ def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
 
 
 def damage_error(path: Path, err: Exception) -> UserError | None:
-    """The UserError for a journal Optuna could not read (`err`): the first damaged line named.
-    None if every line is a sound record (then `err` is not the file's fault)."""
-    decoded = [decode(line) for line in read_lines(path)[0]]
+    """The UserError for a journal Optuna could not read (`err`): the first damaged line named. None if every line
+    is a sound record (then `err` is not the file's fault). A file with no record at all is `check_holds_records`'."""
+    decoded = (decode(line) for line in read_lines(path)[0])
     damage = next((replace(d, line=n) for n, (_, d) in enumerate(decoded, start=1) if d is not None), None)
     if damage is None:
         return None
-    if all(record is None for record, _ in decoded):
-        return UserError(
-            f"{path} is not an Optuna journal file ({damage.describe()})",
-            hint="give --storage journal:PATH of a study.journal written by `archdsl search`",
-        )
     return UserError(
         f"the study journal {path} is damaged at {damage.describe()}",
         hint=f"stop its workers, then `archdsl study repair {path}` recovers every trial it can "

@@ -181,10 +181,17 @@ def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
 
     from archdsl.search._optuna_private import ask_grpc_storage
 
+    deadline = time.monotonic() + address.connect_timeout
     with grpc.insecure_channel(str(address)) as channel:
         handshake = grpc.channel_ready_future(channel)  # done once the channel is READY: an HTTP/2 server answered
         try:
-            ask_grpc_storage(channel, address.connect_timeout)
+            try:
+                ask_grpc_storage(channel, address.connect_timeout)
+            except grpc.RpcError as err:
+                if _what_answered(address, err) is not None or time.monotonic() >= deadline:
+                    raise
+                # Nothing met yet (a name that does not resolve, no route): wait for the proxy until the timeout.
+                ask_grpc_storage(channel, max(deadline - time.monotonic(), 0.1), wait_for_ready=True)
         except grpc.RpcError as err:
             raise _not_a_proxy(address, err, handshake.done()) from None
         except KeyboardInterrupt:
@@ -214,40 +221,50 @@ _START_THE_PROXY = (
     "start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check the host and port"
 )
 # What the details of gRPC's UNAVAILABLE say the connection met, and what that says answered (the first that
-# matches; HTTP/1 before HTTP/2: gRPC's words for an HTTP/1 answer hold both).
+# matches; HTTP/1 before HTTP/2: gRPC's words for an HTTP/1 answer hold both). None: no server met yet.
 _ANSWERED = (
     ("Connection refused", "{address} refused the connection (nothing listens there)"),
     ("http1.x server", "an HTTP server answers at {address}, not a gRPC proxy"),
     ("Failed parsing HTTP/2", "something that is not a gRPC proxy answers at {address} (gRPC: {said})"),
     ("Socket closed", "{address} closed the connection at once (what listens there is not a gRPC proxy)"),
+    ("Connection reset", "{address} closed the connection at once (what listens there is not a gRPC proxy)"),
     ("GOAWAY", "an HTTP/2 server at {address} turned the call away (gRPC: {said}): not a gRPC proxy"),
+    ("resolv", None),  # a name that does not resolve (yet)
+    ("unreachable", None),
+    ("No route", None),
 )
+
+
+def _what_answered(address: GrpcAddress, err: Exception) -> str | None:
+    """What a failed first call (`err`, a grpc.RpcError) shows answered at `address`, from gRPC's status and the
+    details of its UNAVAILABLE; None when no server was met (no name, no route, no answer in time)."""
+    import grpc
+
+    code = err.code() if isinstance(err, grpc.Call) else None
+    details = repr(err.details() if isinstance(err, grpc.Call) else "")[1:-1]  # bytes from the network, escaped
+    said = details.split(f":{address.port}: ")[-1]  # what the connection met, after the address
+    if code in (grpc.StatusCode.DEADLINE_EXCEEDED, None):
+        return None
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return f"a gRPC server answers at {address}, but not Optuna's storage proxy (it does not know its calls)"
+    found = (text for words, text in _ANSWERED if code == grpc.StatusCode.UNAVAILABLE and words in details)
+    template = next(found, "the first gRPC call to {address} failed ({code}: {said})")
+    return template and template.format(address=address, said=said or "?", code=code.name)
 
 
 def _not_a_proxy(address: GrpcAddress, err: Exception, handshake: bool) -> UserError:
     """The UserError for a first call that failed with `err` (a grpc.RpcError); `handshake`: whether the
-    connection got past the HTTP/2 handshake (then something answers, and holds or refuses the call)."""
-    import grpc
-
-    code = err.code() if isinstance(err, grpc.Call) else None
-    # The details end in what the connection met, after the address; repr: bytes from the network, escaped.
-    said = repr(err.details() if isinstance(err, grpc.Call) else "")[1:-1].split(f":{address.port}: ")[-1]
-    hint = _START_THE_PROXY
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED and handshake:
+    connection got past the HTTP/2 handshake (then something answers, and holds the call)."""
+    what, hint = _what_answered(address, err), _START_THE_PROXY
+    if what is None and handshake:
         what = (
             f"an HTTP/2 server answers at {address}, but no gRPC call within {address.connect_timeout:g} s "
             "(not a gRPC proxy, or a stuck one)"
         )
-    elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
+    elif what is None:
         what = f"no answer from {address} within {address.connect_timeout:g} s"
         hint += "; a slow network can wait longer with ?connect_timeout=SECONDS"
-    elif code == grpc.StatusCode.UNIMPLEMENTED:
-        what = f"a gRPC server answers at {address}, but not Optuna's storage proxy (it does not know its calls)"
-    else:
-        found = (text for words, text in _ANSWERED if code == grpc.StatusCode.UNAVAILABLE and words in said)
-        name = code.name if code else "no status"
-        what = next(found, f"the first gRPC call to {address} failed ({name}: {said or '?'})")
-    return UserError(f"cannot open storage grpc://{address}: {what.format(address=address, said=said)}", hint=hint)
+    return UserError(f"cannot open storage grpc://{address}: {what}", hint=hint)
 
 
 T = TypeVar("T")
