@@ -57,22 +57,22 @@ def add_grpc_storage_service(server: Any, storage: optuna.storages.BaseStorage) 
     add_StorageServiceServicer_to_server(OptunaStorageProxyService(storage), server)
 
 
-def ask_grpc_storage(host: str, port: int, timeout: float) -> None:
-    """One call to the Optuna storage proxy at HOST:PORT (an IPv6 HOST in brackets), answered within `timeout`
-    seconds (connecting included), or a grpc.RpcError: Optuna's client makes its calls without a deadline. The
-    call asks the id of a study name no study has (""), which a proxy answers at once with NOT_FOUND."""
+def ask_grpc_storage(channel: Any, timeout: float, *, wait_for_ready: bool = False) -> None:
+    """One call to the Optuna storage proxy on `channel` (a grpc.Channel), answered within `timeout` seconds
+    (connecting included), or a grpc.RpcError: Optuna's client makes its calls without a deadline. The call asks
+    the id of a study name no study has (""), which a proxy answers at once with NOT_FOUND. Unless
+    `wait_for_ready`, a connection that fails (refused, closed, not HTTP/2) fails the call at once, with gRPC's
+    words for why."""
     import grpc
     from optuna.storages._grpc.auto_generated import api_pb2, api_pb2_grpc
 
-    with grpc.insecure_channel(f"{host}:{port}") as channel:
-        stub = api_pb2_grpc.StorageServiceStub(channel)
-        try:
-            stub.GetStudyIdFromName(
-                api_pb2.GetStudyIdFromNameRequest(study_name=""), timeout=timeout, wait_for_ready=True
-            )
-        except grpc.RpcError as err:
-            if not isinstance(err, grpc.Call) or err.code() != grpc.StatusCode.NOT_FOUND:
-                raise
+    try:
+        api_pb2_grpc.StorageServiceStub(channel).GetStudyIdFromName(
+            api_pb2.GetStudyIdFromNameRequest(study_name=""), timeout=timeout, wait_for_ready=wait_for_ready
+        )
+    except grpc.RpcError as err:
+        if not isinstance(err, grpc.Call) or err.code() != grpc.StatusCode.NOT_FOUND:
+            raise
 
 
 def hypervolume(points: Any, reference: Any) -> float:

@@ -72,6 +72,7 @@ PUBLIC_MODULES = (
     "archdsl.search.report.write",
     "archdsl.search.report.saved",
     "archdsl.search.studies._journal_check",
+    "archdsl.search.studies._journal_file",
     "archdsl.search.studies.proxy",
     "archdsl.search.report._summary",
     "archdsl.search.report._lines",

@@ -105,7 +105,8 @@ def test_optunas_grpc_servicer_serves_a_storage_to_its_proxy_client():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             client = GrpcStorageProxy(host="127.0.0.1", port=port)
         client.wait_server_ready(timeout=30)
-        private.ask_grpc_storage("127.0.0.1", port, timeout=30)  # its generated stub, answered NOT_FOUND
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            private.ask_grpc_storage(channel, timeout=30)  # its generated stub, answered NOT_FOUND
         study = optuna.create_study(storage=client, study_name="served")
         study.optimize(lambda t: t.suggest_int("x", 0, 9) * 0.0, n_trials=2)
         assert [t.state for t in optuna.load_study(study_name="served", storage=client).trials] == [

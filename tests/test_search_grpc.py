@@ -150,6 +150,15 @@ def test_a_listener_that_never_answers_fails_within_the_urls_timeout(tmp_path, c
     assert "Traceback" not in err and not (tmp_path / "runs").exists()
 
 
+@needs_grpc
+def test_a_proxy_name_that_does_not_resolve_is_waited_for_until_the_urls_timeout(tmp_path, capsys):
+    """Nothing met yet (a cluster's worker may start before the proxy's name resolves): gRPC's call waits."""
+    url = "grpc://no-such-host.invalid:13000?connect_timeout=1"
+    assert main(["report", "s", "--storage", url, "--out", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "no answer from no-such-host.invalid:13000 within 1 s" in err and "Traceback" not in err, err
+
+
 @contextmanager
 def _listener(answer: Callable[[socket.socket], None], *, threaded: bool = False) -> Iterator[int]:
     """A listener on 127.0.0.1 (its port) that treats each connection with `answer`, until the block ends; with
@@ -215,16 +224,15 @@ def _closes_at_once(connection: socket.socket) -> None:
 @pytest.mark.parametrize(
     "listener, said",
     [
-        (_http_server, "an HTTP server answers at {address}, not a gRPC proxy"),
+        # Python's server sends an HTML page with no status line: gRPC names no HTTP/1 then, but no HTTP/2 either.
+        (_http_server, "something that is not a gRPC proxy answers at {address} (gRPC: Failed parsing HTTP/2"),
         (
             lambda: _listener(_reads_then(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")),
             "an HTTP server answers at {address}, not a gRPC proxy",
         ),
         (
             lambda: _listener(_reads_then(b"\x00\xffgarbage\x1b[31m")),
-            "something that is not a gRPC proxy answers at {address} (its first bytes: "
-            + repr(b"\x00\xffgarbage\x1b[31m")
-            + ")",
+            "something that is not a gRPC proxy answers at {address} (gRPC: Failed parsing HTTP/2",
         ),
         (
             lambda: _listener(_closes_at_once),
@@ -245,6 +253,25 @@ def test_a_listener_that_is_no_grpc_proxy_is_named_at_once(tmp_path, capsys, lis
     assert f"cannot open storage grpc://{address}: {said.format(address=address)}" in err, err
     assert "no answer" not in err and "Traceback" not in err and "\x1b" not in err, err
     assert not (tmp_path / "runs").exists()
+
+
+@needs_grpc
+def test_a_grpc_server_without_optunas_storage_service_is_named_at_once(tmp_path, capsys):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))  # no service: it answers every call UNIMPLEMENTED
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        url = f"grpc://127.0.0.1:{port}?connect_timeout=30"
+        assert main(["report", "s", "--storage", url, "--out", str(tmp_path)]) == 1
+    finally:
+        server.stop(None)
+    err = capsys.readouterr().err
+    assert f"a gRPC server answers at 127.0.0.1:{port}, but not Optuna's storage proxy" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
 
 
 @pytest.mark.parametrize("timeout", ["1e12", "1e400", "nan"])
@@ -483,14 +510,18 @@ def _goaway(code: int, debug: bytes = b"") -> bytes:
     return len(payload).to_bytes(3, "big") + bytes([7, 0, 0, 0, 0, 0]) + payload
 
 
-def _handshakes_then(after: bytes) -> Callable[[socket.socket], None]:
-    """An HTTP/2 server's handshake (its SETTINGS, and the ack of the client's), then `after`, then nothing until
-    the client goes (a listener that holds every call)."""
+def _handshakes_then(after: bytes, *, on_the_call: bool = False) -> Callable[[socket.socket], None]:
+    """An HTTP/2 server's handshake (its SETTINGS, and the ack of the client's), then `after` (with `on_the_call`:
+    once the client has opened the call's stream), then nothing until the client goes (a listener that holds
+    every call)."""
 
     def answer(connection: socket.socket) -> None:
-        connection.recv(1024)
-        connection.sendall(_SETTINGS + _SETTINGS_ACK + after)
+        received = connection.recv(1024)
+        connection.sendall(_SETTINGS + _SETTINGS_ACK + (b"" if on_the_call else after))
         try:
+            while on_the_call and not _holds_headers(received):
+                received += connection.recv(65536)
+            connection.sendall(after if on_the_call else b"")
             while connection.recv(65536):
                 pass
         except OSError:
@@ -499,28 +530,47 @@ def _handshakes_then(after: bytes) -> Callable[[socket.socket], None]:
     return answer
 
 
+def _holds_headers(received: bytes) -> bool:
+    """Whether the client's bytes (its preface, then frames) hold a HEADERS frame: a call's stream opened."""
+    at = len(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+    while at + 9 <= len(received):
+        if received[at + 3] == 1:  # the frame type HEADERS
+            return True
+        at += 9 + int.from_bytes(received[at : at + 3], "big")
+    return False
+
+
 @pytest.mark.parametrize(
-    "after, said",
+    "answer, said",
     [
-        (b"", "an HTTP/2 server answers at {address}, but no gRPC call within 2 s (not a gRPC proxy, or a stuck one)"),
-        (_goaway(0), "an HTTP/2 server at {address} closed the connection (GOAWAY, NO_ERROR): not a gRPC proxy"),
         (
-            _goaway(11, b"calm down\x1b[31m"),
-            "an HTTP/2 server at {address} closed the connection (GOAWAY, ENHANCE_YOUR_CALM: "
-            + repr(b"calm down\x1b[31m")
-            + "): not a gRPC proxy",
+            _handshakes_then(b""),
+            "an HTTP/2 server answers at {address}, but no gRPC call within 2 s (not a gRPC proxy, or a stuck one)",
+        ),
+        (  # turned away before any call: gRPC connects again and again, and the call waits its time
+            _handshakes_then(_goaway(0)),
+            "an HTTP/2 server answers at {address}, but no gRPC call within 2 s (not a gRPC proxy, or a stuck one)",
+        ),
+        (
+            _handshakes_then(_goaway(0), on_the_call=True),
+            "an HTTP/2 server at {address} turned the call away (gRPC: Stream removed (GOAWAY received; Error code: 0",
+        ),
+        (
+            _handshakes_then(_goaway(11, b"calm down\x1b[31m"), on_the_call=True),
+            "an HTTP/2 server at {address} turned the call away (gRPC: Stream removed (GOAWAY received; Error code: "
+            "11; Debug Text: calm down\\x1b[31m)): not a gRPC proxy",
         ),
     ],
-    ids=["silent-after-handshake", "goaway", "goaway-with-debug-data"],
+    ids=["silent-after-handshake", "goaway-before-the-call", "goaway", "goaway-with-debug-data"],
 )
 @pytest.mark.parametrize("command", ["search", "report"])
 @needs_grpc
 def test_an_http2_listener_that_never_answers_a_call_is_named_within_the_connect_timeout(
-    tmp_path, after, said, command
+    tmp_path, answer, said, command
 ):
     """It completes the HTTP/2 handshake, then holds every call (or turns the connection away): the wait is the
     URL's connect timeout, and one line says what answered (it used to hang until killed, then gRPC's traceback)."""
-    with _listener(_handshakes_then(after), threaded=True) as port:
+    with _listener(answer, threaded=True) as port:
         address = f"127.0.0.1:{port}"
         url = f"grpc://{address}?connect_timeout=2"
         argv = support.search_args(tmp_path, "s", "--storage", url) if command == "search" else ["report", "s"]

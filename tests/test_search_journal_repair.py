@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -232,3 +234,19 @@ def test_repair_of_a_line_of_many_small_pieces_invents_no_trial(tmp_path, capsys
     assert f"repaired {path}: {TRIALS} trials readable" in out
     assert len(out.splitlines()) < 10  # what was done to the line, said once per kind of piece
     assert _summary(path) == before
+
+
+def test_the_search_and_a_sound_journal_open_without_the_journal_repair(tmp_path):
+    """The repair is for `archdsl study repair` and a damaged journal: the search's modules, and a sound journal
+    opened and read, leave it unimported (a process of its own: this one has imported it above)."""
+    path = _journal(tmp_path)
+    code = f"""
+import sys
+import archdsl.search, archdsl.search.runner
+from archdsl.search.studies.storage import StorageOptions, open_storage
+study = archdsl.search.runner.load_study("s", open_storage(StorageOptions(url="journal:{path}"), None, "s"))
+assert len(study.trials) == {TRIALS}
+print(sorted(m for m in sys.modules if m.startswith("archdsl.search.studies")))
+"""
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "archdsl.search.studies.storage" in shown and "archdsl.search.studies._journal_check" not in shown, shown

@@ -503,7 +503,7 @@ def test_postgresql_statements_have_a_time_limit(tmp_path):
     ],
 )
 def test_a_journal_record_optuna_cannot_replay_is_named_by_its_line(tmp_path, capsys, record, problem):
-    from archdsl.search.studies.storage import JournalFile
+    from archdsl.search.studies._journal_file import JournalFile
 
     journal = tmp_path / "study.journal"
     optuna.create_study(storage=optuna.storages.JournalStorage(JournalFile(str(journal))), study_name="s")

@@ -1,5 +1,5 @@
 """A study's record: the name and meaning of every attribute a search writes (`record`), study names (`naming`),
-and where a study lives (`storage`, `proxy`; the journal's repair and lock and the gRPC probe are private)."""
+and where a study lives (`storage`, `proxy`; the journal file, its lock and its repair are private)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""A study journal read line by line: a torn last record set aside, which records are damaged, and a repaired journal
-that keeps every trial's id. Optuna (4.9-5.x) lacks all three: it appends behind a torn record, stops on a damaged
-line with a bare JSONDecodeError, AssertionError or KeyError that names no line, and repairs nothing.
+"""A damaged study journal repaired so that every trial keeps its id (`archdsl study repair`); Optuna (4.9-5.x)
+repairs nothing. Imported by the repair alone: the search opens a journal, and names its damaged line, with
+`_journal_file`.
 
 Optuna's journal is one JSON record per line, replayed in order; a trial's id is the number of trial
 creations before it, and every later record names its trial by that id. So a damaged change is
@@ -16,58 +16,27 @@ import os
 import re
 import shutil
 import tempfile
-import warnings
 from collections import Counter
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.distributions import json_to_distribution
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
-from optuna.study import StudyDirection
-from optuna.trial import TrialState
 
 from archdsl import json_text
-from archdsl.errors import ArchdslWarning, UserError
+from archdsl.errors import UserError
 from archdsl.files import atomic_path
 from archdsl.search._optuna_private import JournalOperation
+from archdsl.search.studies._journal_file import OP_NAMES, Damage, check_holds_records, decode, pieces, read_lines
 from archdsl.search.studies._journal_lock import JournalLock
 from archdsl.search.studies.record import BEAT_ATTR, REPAIRED_ATTR
 
 CREATE_STUDY, CREATE_TRIAL = JournalOperation.CREATE_STUDY, JournalOperation.CREATE_TRIAL
-OP_NAMES = {
-    0: "a study's creation",
-    1: "a study's deletion",
-    2: "a study's user attribute",
-    3: "a study's system attribute",
-    4: "a trial's creation",
-    5: "a trial's parameter",
-    6: "a trial's state and values",
-    7: "a trial's intermediate value",
-    8: "a trial's user attribute",
-    9: "a trial's system attribute",
-    10: "a discard of trials",
-}
 REPAIR_WORKER = "archdsl-study-repair"
-_RECORD_START = re.compile(rb'\{\s*"op_code"\s*:\s*(\d+)')
 _NUMBER_FIELD = r'"{}"\s*:\s*(\d+)'
 _STRING_FIELD = r'"{}"\s*:\s*("(?:[^"\\]|\\.)*")'
-
-
-@dataclass(frozen=True)
-class Damage:
-    """One damaged line of a journal: its number (from 1), what is wrong, and what it was if its start tells."""
-
-    line: int
-    problem: str
-    op_code: int | None = None
-
-    def describe(self) -> str:
-        what = f" ({OP_NAMES[self.op_code]})" if self.op_code in OP_NAMES else ""
-        return f"line {self.line}{what}: {self.problem}"
 
 
 @dataclass
@@ -76,170 +45,6 @@ class Repair:
 
     records: list[dict[str, Any]]
     actions: list[str] = field(default_factory=list)
-
-
-_STUDY = {"study_id": int}
-_TRIAL = {"trial_id": int}
-_TIME = (str, type(None))
-_NUMBER = (int, float, type(None))
-# The fields Optuna's replay (optuna.storages.journal._storage) reads from each kind of record,
-# by op code (`JournalOperation`), and their JSON types; more fields are optional or ignored.
-_RECORD_FIELDS: dict[int, dict[str, Any]] = {
-    JournalOperation.CREATE_STUDY: {"study_name": str, "directions": list},
-    JournalOperation.DELETE_STUDY: _STUDY,
-    JournalOperation.SET_STUDY_USER_ATTR: {**_STUDY, "user_attr": dict},
-    JournalOperation.SET_STUDY_SYSTEM_ATTR: {**_STUDY, "system_attr": dict},
-    JournalOperation.CREATE_TRIAL: {**_STUDY, "datetime_start": _TIME},
-    JournalOperation.SET_TRIAL_PARAM: {
-        **_TRIAL,
-        "param_name": str,
-        "param_value_internal": _NUMBER,
-        "distribution": str,
-    },
-    JournalOperation.SET_TRIAL_STATE_VALUES: {**_TRIAL, "state": int, "values": (list, type(None))},
-    JournalOperation.SET_TRIAL_INTERMEDIATE_VALUE: {**_TRIAL, "step": int, "intermediate_value": _NUMBER},
-    JournalOperation.SET_TRIAL_USER_ATTR: {**_TRIAL, "user_attr": dict},
-    JournalOperation.SET_TRIAL_SYSTEM_ATTR: {**_TRIAL, "system_attr": dict},
-    JournalOperation.DISCARD_TRIALS: {},
-}
-
-
-def record_problem(record: Any) -> str | None:
-    """What keeps Optuna from replaying one journal record (a parsed JSON line), or None: an
-    unknown op code, a field its op needs missing or of the wrong type, a study direction or trial
-    state Optuna does not know, a time that is no ISO time."""
-    if not isinstance(record, dict):
-        return f"a JSON {type(record).__name__}, not an object"
-    op = record.get("op_code")
-    if type(op) is not int or op not in _RECORD_FIELDS:
-        return f"unknown op code {op!r}" if "op_code" in record else "no op code"
-    fields = {"worker_id": str, **_RECORD_FIELDS[op]}
-    for name, kind in fields.items():
-        if name not in record:
-            return f"a {JournalOperation(op).name} record without its {name}"
-        if not isinstance(record[name], kind) or isinstance(record[name], bool) and kind in (int, _NUMBER):
-            return f"a {JournalOperation(op).name} record whose {name} is {record[name]!r}"
-    try:
-        if op == JournalOperation.CREATE_STUDY:
-            [StudyDirection(d) for d in record["directions"]]
-        if op == JournalOperation.SET_TRIAL_STATE_VALUES:
-            TrialState(record["state"])
-        for name in ("datetime_start", "datetime_complete"):
-            if record.get(name) is not None:
-                datetime.fromisoformat(record[name])
-        if op == JournalOperation.SET_TRIAL_PARAM:
-            json_to_distribution(record["distribution"])
-        for name in ("user_attr", "system_attr"):
-            if name in fields and len(record[name]) != 1:
-                return f"a {JournalOperation(op).name} record with {len(record[name])} attributes, not one"
-    except (ValueError, TypeError, KeyError) as err:
-        return f"a {JournalOperation(op).name} record with a bad value ({err})"
-    return None
-
-
-def read_lines(path: Path) -> tuple[list[bytes], bytes]:
-    """The journal's complete lines, and what follows the last newline: a write in progress or cut short (a torn
-    tail), which Optuna's reader skips, and so does this."""
-    with open(path, "rb") as f:
-        *lines, tail = f.read().split(b"\n")
-    return lines, tail
-
-
-def set_aside_torn_tail(path: Path) -> int:
-    """Cut a last line that lacks its newline off `path` (appended to PATH.torn); its length.
-
-    Call it with the journal's lock held: then no other writer is in the middle of a line.
-    """
-    with open(path, "r+b") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return 0
-        start = size
-        while start > 0:  # back to the newline that ends the last whole record
-            step = min(65536, start)
-            f.seek(start - step)
-            chunk = f.read(step)
-            cut = chunk.rfind(b"\n")
-            if cut >= 0:
-                start = start - step + cut + 1
-                break
-            start -= step
-        f.seek(start)
-        torn = f.read()
-        with open(f"{path}.torn", "ab") as aside:
-            aside.write(torn)
-        f.truncate(start)
-    warnings.warn(
-        f"the last record of {path} was cut short (an interrupted write, {len(torn)} bytes): "
-        f"it is ignored and kept in {path}.torn; every complete record is read as before",
-        ArchdslWarning,
-        stacklevel=2,
-    )
-    return len(torn)
-
-
-def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
-    """(the record, None) of a sound line; (None, what is wrong) of a damaged one (its Damage's line is 0)."""
-    try:
-        record = json_text.parse(line)
-    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, TooDeepJSON
-        start = _RECORD_START.match(line.lstrip())
-        op = int(start.group(1)) if start else None
-        reason = (
-            err.msg
-            if isinstance(err, json.JSONDecodeError)
-            else str(err)
-            if isinstance(err, json_text.TooDeepJSON)
-            else "not UTF-8 text"
-        )
-        return None, Damage(0, f"not a complete JSON record ({reason})", op if op in _RECORD_FIELDS else None)
-    problem = record_problem(record)
-    if problem is not None:
-        op = record.get("op_code") if isinstance(record, dict) else None
-        return None, Damage(0, problem, op if type(op) is int and op in _RECORD_FIELDS else None)
-    return record, None
-
-
-def check_holds_records(path: Path, *, hint: str) -> None:
-    """A UserError (with `hint`) if the file at `path` holds bytes but not one journal record: the wrong file
-    (a spec, a log, notes), not a damaged journal. A record cut short at the end counts: a journal killed
-    during its first write. Reads up to the first record (a journal's first line)."""
-    count = 0
-    with open(path, "rb") as f:
-        for line in f:
-            count += 1
-            if not line.endswith(b"\n"):  # the last line, unfinished: Optuna's reader skips it
-                if count == 1 and _RECORD_START.match(line.lstrip()):
-                    return  # the first record, cut short
-                break
-            if any(decode(piece)[0] is not None for piece in _pieces(line[:-1])):
-                return
-    if count:
-        raise UserError(
-            f"{path} is not an Optuna journal file: none of its {count} line(s) is a journal record", hint=hint
-        )
-
-
-def damage_error(path: Path, err: Exception) -> UserError | None:
-    """The UserError for a journal Optuna could not read (`err`): the first damaged line named.
-    None if every line is a sound record (then `err` is not the file's fault)."""
-    decoded = [decode(line) for line in read_lines(path)[0]]
-    damage = next((replace(d, line=n) for n, (_, d) in enumerate(decoded, start=1) if d is not None), None)
-    if damage is None:
-        return None
-    if all(record is None for record, _ in decoded):
-        return UserError(
-            f"{path} is not an Optuna journal file ({damage.describe()})",
-            hint="give --storage journal:PATH of a study.journal written by `archdsl search`",
-        )
-    return UserError(
-        f"the study journal {path} is damaged at {damage.describe()}",
-        hint=f"stop its workers, then `archdsl study repair {path}` recovers every trial it can "
-        "(the original is kept beside it)",
-    )
 
 
 @dataclass
@@ -267,13 +72,13 @@ def repair_records(path: Path) -> Repair:
             entries.append((number, record))
             continue
         kept = 0
-        pieces = _pieces(line)
-        for piece in pieces:
+        parts = pieces(line)
+        for piece in parts:
             whole, piece_damage = decode(piece)
             if whole is not None:
                 entries.append((number, whole))
                 kept += 1
-            elif len(pieces) > 1 and piece_damage is not None and piece_damage.op_code == CREATE_TRIAL:
+            elif len(parts) > 1 and piece_damage is not None and piece_damage.op_code == CREATE_TRIAL:
                 # One of several pieces on a line: a creation only if a later record needs it (no phantom trials).
                 action = (
                     f"a piece of a trial's creation dropped ({piece_damage.problem}); no later record names its trial"
@@ -296,14 +101,6 @@ def _counted(actions: list[str]) -> list[str]:
     """A line's actions, each said once, with how many pieces of the line it was done to when more than one."""
     counts = Counter(actions)
     return [f"{counts[a]:,} x {a}" if counts[a] > 1 else a for a in counts]
-
-
-def _pieces(line: bytes) -> list[bytes]:
-    """A damaged line cut before every record start it holds (a torn record with a whole one glued behind)."""
-    starts = [m.start() for m in _RECORD_START.finditer(line)]
-    if not starts or line[: starts[0]].strip():
-        starts = [0, *starts]
-    return [line[a:b] for a, b in zip(starts, [*starts[1:], len(line)], strict=True)]
 
 
 def _replace(number: int, piece: bytes, damage: Damage, entries: list[Entry]) -> str:

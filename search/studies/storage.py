@@ -13,28 +13,19 @@ import socket
 import threading
 import time
 import warnings
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import optuna
-from optuna.storages import JournalStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UserError, install_extra
-from archdsl.files import ensure_dir
 from archdsl.search._optuna_private import FIXED_PARAMS_ATTR, heartbeat_enabled, storage_of, trial_id
-from archdsl.search.studies._grpc_probe import Probe
-from archdsl.search.studies._journal_check import (
-    check_holds_records,
-    damage_error,
-    record_problem,
-    set_aside_torn_tail,
-)
-from archdsl.search.studies._journal_lock import JournalLock
+from archdsl.search.studies._journal_file import open_journal
 from archdsl.search.studies.record import (
     BEAT_ATTR,
     FAIL_REASON_ATTR,
@@ -71,24 +62,7 @@ def journal_path(out: Path, study_name: str) -> Path:
 def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.storages.BaseStorage:
     """The storage for `study_name`; every failure to reach it is a UserError with a hint."""
     if options.url is None or options.url.startswith(JOURNAL_SCHEME):
-        path = Path(options.url[len(JOURNAL_SCHEME) :]) if options.url else journal_path(out, study_name)
-        if path.exists() and not path.is_file():
-            raise UserError(
-                f"cannot use {path} as a study journal: not a regular file",
-                hint="give --storage journal:PATH a file path (it is created if missing)",
-            )
-        try:
-            ensure_dir(path.parent)
-            if path.is_file():  # Optuna would read a file of one unfinished line as an empty study
-                check_holds_records(path, hint="give --storage journal:PATH of a study.journal written by archdsl")
-            return JournalStorage(JournalFile(str(path)))
-        except OSError as err:
-            raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err
-        except (ValueError, KeyError, AssertionError, TypeError) as err:  # what Optuna's replay raises
-            damaged = damage_error(path, err)  # the first damaged line, named
-            if damaged is None:
-                raise
-            raise damaged from None
+        return open_journal(Path(options.url[len(JOURNAL_SCHEME) :]) if options.url else journal_path(out, study_name))
     url = options.url
     if "://" not in url:
         raise UserError(
@@ -125,43 +99,6 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
             hint="check the URL (dialect://user:password@host:port/database), that the server is up "
             "and that the database exists",
         ) from err
-
-
-class JournalFile(JournalFileBackend):
-    """Optuna's journal file, with what it lacks: a record Optuna cannot replay is named by its line (Optuna trusts
-    each record's fields: an AssertionError for an unknown op code, a KeyError for a missing name), and nothing is
-    appended to a torn record (Optuna's reader skips a last line cut short, but its next append would glue a record
-    onto it and make every later read fail)."""
-
-    def __init__(self, file_path: str) -> None:
-        self._path = Path(file_path)  # our own copy: Optuna's attribute for it is private
-        super().__init__(file_path, lock_obj=_TornTailLock(file_path))
-
-    def read_logs(self, log_number_from: int) -> Generator[dict[str, Any], None, None]:
-        try:
-            for record in super().read_logs(log_number_from):
-                problem = record_problem(record)
-                if problem is not None:
-                    raise ValueError(problem)
-                yield record
-        except (ValueError, RecursionError) as err:  # a damaged line, or one nested deeper than json.loads follows
-            raise damage_error(self._path, err) or UserError(
-                f"{self._path}: a record Optuna cannot read ({err})"
-            ) from None
-
-
-class _TornTailLock(JournalLock):
-    """The journal's lock, which once held (no other writer is in the middle of a line then) moves a torn last
-    record to PATH.torn, so that Optuna's append that follows starts on a line of its own."""
-
-    def acquire(self) -> bool:
-        super().acquire()
-        try:
-            set_aside_torn_tail(Path(self._target))
-        except BaseException:
-            self.release()
-            raise
-        return True
 
 
 def _connect_args(url: str) -> dict[str, Any]:
@@ -235,8 +172,9 @@ def grpc_address(url: str) -> GrpcAddress:
 
 
 def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
-    """A client of the proxy at `address`, once the proxy has answered a call (a UserError naming what answered
-    if it does not within the URL's connect timeout, the probe and the call together)."""
+    """A client of the proxy at `address`, once the proxy has answered one call within the URL's connect timeout
+    (Optuna's own calls wait as long as it takes); else a UserError that says what answered, read from gRPC's
+    status and its readiness (whether the HTTP/2 handshake was made)."""
     require_grpc(f"storage grpc://{address}: the gRPC client")
     import grpc
     from optuna.storages import GrpcStorageProxy
@@ -244,16 +182,22 @@ def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
     from archdsl.search._optuna_private import ask_grpc_storage
 
     deadline = time.monotonic() + address.connect_timeout
-    found = _check_listening(address)
-    # Optuna's own calls wait as long as it takes: a listener that completes the HTTP/2 handshake and then
-    # holds every call would hold the worker for ever. One call first, within what is left of the timeout.
-    try:
-        _while_interruptible(
-            lambda: ask_grpc_storage(address.host, address.port, max(deadline - time.monotonic(), 0.1)),
-            f"while connecting to {address}",
-        )
-    except grpc.RpcError as err:
-        raise _no_call_answer(address, found, err) from None
+    with grpc.insecure_channel(str(address)) as channel:
+        handshake = grpc.channel_ready_future(channel)  # done once the channel is READY: an HTTP/2 server answered
+        try:
+            try:
+                ask_grpc_storage(channel, address.connect_timeout)
+            except grpc.RpcError as err:
+                if _what_answered(address, err) is not None or time.monotonic() >= deadline:
+                    raise
+                # Nothing met yet (a name that does not resolve, no route): wait for the proxy until the timeout.
+                ask_grpc_storage(channel, max(deadline - time.monotonic(), 0.1), wait_for_ready=True)
+        except grpc.RpcError as err:
+            raise _not_a_proxy(address, err, handshake.done()) from None
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(f"while connecting to {address}") from None
+        finally:
+            handshake.cancel()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # Optuna marks the proxy experimental
         return GrpcStorageProxy(host=address.host, port=address.port)
@@ -273,32 +217,54 @@ def require_grpc(what: str) -> None:
         raise UserError(f"{what} ({name!r}) is not installed", hint=install_extra("distributed")) from None
 
 
-def _no_answer(address: GrpcAddress) -> UserError:
-    return UserError(
-        f"cannot open storage grpc://{address}: no answer from {address} within {address.connect_timeout:g} s",
-        hint=f"{_START_THE_PROXY}; a slow network can wait longer with ?connect_timeout=SECONDS",
-    )
+_START_THE_PROXY = (
+    "start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check the host and port"
+)
+# What the details of gRPC's UNAVAILABLE say the connection met, and what that says answered (the first that
+# matches; HTTP/1 before HTTP/2: gRPC's words for an HTTP/1 answer hold both). None: no server met yet.
+_ANSWERED = (
+    ("Connection refused", "{address} refused the connection (nothing listens there)"),
+    ("http1.x server", "an HTTP server answers at {address}, not a gRPC proxy"),
+    ("Failed parsing HTTP/2", "something that is not a gRPC proxy answers at {address} (gRPC: {said})"),
+    ("Socket closed", "{address} closed the connection at once (what listens there is not a gRPC proxy)"),
+    ("Connection reset", "{address} closed the connection at once (what listens there is not a gRPC proxy)"),
+    ("GOAWAY", "an HTTP/2 server at {address} turned the call away (gRPC: {said}): not a gRPC proxy"),
+    ("resolv", None),  # a name that does not resolve (yet)
+    ("unreachable", None),
+    ("No route", None),
+)
 
 
-def _no_call_answer(address: GrpcAddress, found: Probe | None, err: Exception) -> UserError:
-    """What the first call's failure (`err`, a grpc.RpcError) says of what listens at `address` (`found`: what the
-    probe saw, None when it could not connect)."""
+def _what_answered(address: GrpcAddress, err: Exception) -> str | None:
+    """What a failed first call (`err`, a grpc.RpcError) shows answered at `address`, from gRPC's status and the
+    details of its UNAVAILABLE; None when no server was met (no name, no route, no answer in time)."""
     import grpc
 
     code = err.code() if isinstance(err, grpc.Call) else None
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED and found is not None:  # it connected: something holds the calls
-        said = (
-            f"{found.describe(str(address))}, but no gRPC call within {address.connect_timeout:g} s "
+    details = repr(err.details() if isinstance(err, grpc.Call) else "")[1:-1]  # bytes from the network, escaped
+    said = details.split(f":{address.port}: ")[-1]  # what the connection met, after the address
+    if code in (grpc.StatusCode.DEADLINE_EXCEEDED, None):
+        return None
+    if code == grpc.StatusCode.UNIMPLEMENTED:
+        return f"a gRPC server answers at {address}, but not Optuna's storage proxy (it does not know its calls)"
+    found = (text for words, text in _ANSWERED if code == grpc.StatusCode.UNAVAILABLE and words in details)
+    template = next(found, "the first gRPC call to {address} failed ({code}: {said})")
+    return template and template.format(address=address, said=said or "?", code=code.name)
+
+
+def _not_a_proxy(address: GrpcAddress, err: Exception, handshake: bool) -> UserError:
+    """The UserError for a first call that failed with `err` (a grpc.RpcError); `handshake`: whether the
+    connection got past the HTTP/2 handshake (then something answers, and holds the call)."""
+    what, hint = _what_answered(address, err), _START_THE_PROXY
+    if what is None and handshake:
+        what = (
+            f"an HTTP/2 server answers at {address}, but no gRPC call within {address.connect_timeout:g} s "
             "(not a gRPC proxy, or a stuck one)"
         )
-    elif code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        return _no_answer(address)
-    elif code == grpc.StatusCode.UNIMPLEMENTED:
-        said = f"a gRPC server answers at {address}, but not Optuna's storage proxy (it does not know its calls)"
-    else:
-        details = err.details() if isinstance(err, grpc.Call) else None
-        said = f"the first gRPC call to {address} failed ({code.name if code else 'no status'}: {details or '?'})"
-    return UserError(f"cannot open storage grpc://{address}: {said}", hint=_START_THE_PROXY)
+    elif what is None:
+        what = f"no answer from {address} within {address.connect_timeout:g} s"
+        hint += "; a slow network can wait longer with ?connect_timeout=SECONDS"
+    return UserError(f"cannot open storage grpc://{address}: {what}", hint=hint)
 
 
 T = TypeVar("T")
@@ -348,38 +314,6 @@ def _rpc_error_in(err: BaseException, rpc_error: type[Exception]) -> Exception |
         seen.add(id(link))
         link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
     return None
-
-
-_START_THE_PROXY = (
-    "start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check the host and port"
-)
-
-
-def _check_listening(address: GrpcAddress) -> Probe | None:
-    """A UserError at once when no gRPC proxy answers at `address`: the connection refused (nothing listens on
-    the port), closed at once, turned away (an HTTP/2 GOAWAY), answered by an HTTP server or by something else,
-    or not answered in time. gRPC itself would retry until the timeout and then say only that there was no
-    answer. What answered (an HTTP/2 server, which the first call tells further), or None when no connection
-    was made (no route, a name that does not resolve, no connection in time: the first call's wait says it)."""
-    from archdsl.search.studies._grpc_probe import Answer, probe
-
-    try:
-        found = _while_interruptible(
-            lambda: probe(address.host.strip("[]"), address.port, address.connect_timeout),
-            f"while connecting to {address}",
-        )
-    except ConnectionRefusedError:
-        raise UserError(
-            f"cannot open storage grpc://{address}: {address} refused the connection (nothing listens there)",
-            hint=_START_THE_PROXY,
-        ) from None
-    except OSError:
-        return None
-    if found.answer is Answer.SILENT:
-        raise _no_answer(address)
-    if found.answer is not Answer.HTTP2:
-        raise UserError(f"cannot open storage grpc://{address}: {found.describe(str(address))}", hint=_START_THE_PROXY)
-    return found
 
 
 def _while_interruptible(work: Callable[[], T], doing: str) -> T:
