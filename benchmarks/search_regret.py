@@ -119,6 +119,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "default: no stand-ins (the walks before 2026-12-07)",
     )
     parser.add_argument(
+        "--settle",
+        metavar="TABLE",
+        help="a table at the settle stage's budget (the search's --settle-steps 1: twice the cheap table's epochs), on "
+        "seeds none of the other tables has: each walk is also replayed with its settle stage (the answer and its "
+        "rival re-measured there on the table's first --seeds seeds), and so is random search followed by the same "
+        "settle stage (its two best designs), each judged at its whole CPU",
+    )
+    parser.add_argument(
         "--replays", type=int, default=10, help="random search's and TPE's replays (own draws) on each set of seeds"
     )
     parser.add_argument(
@@ -383,6 +391,7 @@ class Outcome:
     cpu: float
     measured: int
     rung: int
+    searched_cpu: float | None = None  # a settled search's CPU before its settle stage (None: no settle stage)
 
 
 @dataclass(frozen=True)
@@ -394,13 +403,19 @@ class WalkVariant:
     tables: tuple[int, ...]
     budgeting: Literal["per-verdict", "calibrate"] = "per-verdict"
     keep: Keep = "beyond-noise"  # the search's --keep
+    settle: bool = False  # followed by the settle stage (the search's --settle-steps 1)
+
+    def kinds(self) -> list[str]:
+        """The methods replayed for this walk: the walk and the samplers at its CPU (and, once settled, random search
+        followed by the same settle stage)."""
+        return [kind for kind in KIND_NAMES if kind != "random+settle" or self.settle]
 
     def method(self, kind: str) -> str:
         """The name of the walk's row, or of the sampler held to its CPU: `random, 12 epochs on 100 %`."""
         return f"{KIND_NAMES[kind]}, {self.label}"
 
 
-KIND_NAMES = {"walk": "walk", "random": "random", "tpe": "TPE"}
+KIND_NAMES = {"walk": "walk", "random": "random", "tpe": "TPE", "random+settle": "random + settle"}
 
 
 def rung_label(rungs: Sequence[Rung], index: int) -> str:
@@ -411,7 +426,9 @@ def rung_label(rungs: Sequence[Rung], index: int) -> str:
     return Path(rungs[index].source).name
 
 
-def walk_variants(rungs: Sequence[Rung], keeps: Sequence[Keep] = ("beyond-noise",)) -> list[WalkVariant]:
+def walk_variants(
+    rungs: Sequence[Rung], keeps: Sequence[Keep] = ("beyond-noise",), settle: bool = False
+) -> list[WalkVariant]:
     """The walk at the first budget; with a ladder, also at the top budget alone and climbing it both ways; each
     with every rule of `keeps` (the search's --keep; labelled where it is not the default)."""
     ladder = tuple(range(len(rungs)))
@@ -422,11 +439,12 @@ def walk_variants(rungs: Sequence[Rung], keeps: Sequence[Keep] = ("beyond-noise"
             WalkVariant("per-verdict ladder", ladder, "per-verdict"),
             WalkVariant("calibrated ladder", ladder, "calibrate"),
         ]
-    return [
+    kept = [
         dataclasses.replace(v, keep=keep, label=v.label if keep == "beyond-noise" else f"{v.label}, keep {keep}")
         for keep in keeps
         for v in variants
     ]
+    return kept + [dataclasses.replace(v, settle=True, label=f"{v.label}, settled") for v in kept if settle]
 
 
 def run_walk(
@@ -437,12 +455,15 @@ def run_walk(
     paired: int | None = None,
     chance: float | None = None,
     stand_ins: int = 0,
+    settle: Rung | None = None,
 ) -> Outcome:
     """The search's own walk, each measurement answered from the rung table on `seeds` (seed index i: seeds[i]).
     With `paired` below len(seeds) the walk races, as the search's `--seeds paired --max-seeds len(seeds)`: a
     design is measured on its first `paired` seeds, and on seed index i alone where a race asks for it. With
     `chance`, a seed on which a design failed to learn is stood in for (the search's rule): each stand-in index the
-    walk asks for takes the next of the last `stand_ins` of `seeds` (which are no race's)."""
+    walk asks for takes the next of the last `stand_ins` of `seeds` (which are no race's). A settled variant's settle
+    stage is answered from `settle`: its fresh seed indices `paired`.. on the table's seeds in order (a stand-in there
+    on the next; none left: the seed is lost)."""
     from archdsl.search.objectives import OBJECTIVES
     from archdsl.search.seed_stats import Racing
     from archdsl.search.studies.record import Measured
@@ -452,23 +473,49 @@ def run_walk(
     paired = len(seeds) if paired is None else paired
     most = len(seeds) - stand_ins
     racing = Racing(paired, most if variant.keep == "beyond-noise" else paired)  # a mean has no test to race
-    rules = Rules(racing, len(variant.tables), variant.budgeting, variant.keep, chance=chance)
+    settles = variant.settle and settle is not None
+    rules = Rules(racing, len(variant.tables), variant.budgeting, variant.keep, chance=chance, settle=int(settles))
     slot: dict[int, int] = {}  # a stand-in's seed index -> its place in `seeds`
+    settle_slot: dict[int, int] = {}  # a settle-stage seed index -> its place in the settle table's seeds
     measured: dict[tuple[str, int], Measured] = {}
-    cpu = 0.0
+    cpu = searched = 0.0
     while (ask := walk(space, measured, lead, rules).next) is not None:
-        digest, rung = space.digest_of(ask.params), rungs[variant.tables[ask.rung]]
+        digest = space.digest_of(ask.params)
+        at_settle = ask.rung >= len(variant.tables)
+        if at_settle and not searched:
+            searched = cpu
         indices = range(paired) if ask.seed_index is None else (ask.seed_index,)
+        if at_settle:
+            assert settle is not None
+            indices = range(paired, 2 * paired) if ask.seed_index is None else (ask.seed_index,)
         known = measured.get((digest, ask.rung))
         values = dict(known.seeds) if known is not None else {}
+        lost = set(known.lost) if known is not None else set()
         for i in indices:
+            if at_settle:
+                assert settle is not None
+                place = settle_slot.setdefault(i, len(settle_slot))
+                if digest not in settle.val:
+                    raise UserError(
+                        f"--settle {settle.source} has no runs of design {digest[:12]}",
+                        hint="train the designs the settle stage may visit there (the walk's path)",
+                    )
+                if place >= len(settle.seeds):
+                    lost.add(i)  # no fresh seed left to stand in
+                    continue
+                values[i] = settle.val[digest][settle.seeds[place]]
+                cpu += settle.cpu[digest][settle.seeds[place]]
+                continue
+            rung = rungs[variant.tables[ask.rung]]
             at = i if i < most else slot.setdefault(i, most + len(slot))  # a stand-in: the next of the last ones
             values[i] = rung.val[digest][seeds[at]]
             cpu += rung.cpu[digest][seeds[at]]
-        measured[(digest, ask.rung)] = Measured("COMPLETE", statistics.fmean(values.values()), values)
+        mean = statistics.fmean(values.values()) if values else None
+        measured[(digest, ask.rung)] = Measured("COMPLETE" if values else "FAIL", mean, values, frozenset(lost))
     done = walk(space, measured, lead, rules)
     answer = space.digest_of(done.answer) if done.answer is not None else None
-    return Outcome(answer, cpu, len(measured), variant.tables[done.answer_rung])
+    last_search = variant.tables[min(done.answer_rung, len(variant.tables) - 1)]
+    return Outcome(answer, cpu, len(measured), last_search, (searched or cpu) if settles else None)
 
 
 @dataclass(frozen=True)
@@ -479,6 +526,12 @@ class Trajectory:
 
     cpu: tuple[float, ...]
     best: tuple[str, ...]
+    second: tuple[str | None, ...] = ()  # the design of the second-best mean so far
+
+    def rival_at(self, budget: float) -> str | None:
+        """The runner-up of the run stopped at `budget` (None: it measured one design or none)."""
+        n = int(np.searchsorted(np.asarray(self.cpu), budget * (1 + 1e-12), side="right"))
+        return self.second[n - 1] if n and self.second else None
 
     def at(self, budget: float, rung: int) -> Outcome:
         n = int(np.searchsorted(np.asarray(self.cpu), budget * (1 + 1e-12), side="right"))
@@ -489,8 +542,9 @@ class Trajectory:
 
 def _trajectory(order, rung: Rung, seeds: tuple[int, ...], budget: float) -> Trajectory:
     """Measure the designs `order` yields (a generator told each value) until one more would pass `budget`."""
-    cpu, best, spent = [], [], 0.0
+    cpu, best, second, spent = [], [], [], 0.0
     top: tuple[float, str] | None = None
+    runner_up: tuple[float, str] | None = None
     digest = order.send(None)
     while digest is not None:
         cost = rung.cost(digest, seeds)
@@ -499,12 +553,27 @@ def _trajectory(order, rung: Rung, seeds: tuple[int, ...], budget: float) -> Tra
         spent += cost
         value = statistics.fmean(rung.values(digest, seeds))
         if top is None or value > top[0]:
-            top = (value, digest)
+            top, runner_up = (value, digest), top
+        elif runner_up is None or value > runner_up[0]:
+            runner_up = (value, digest)
         cpu.append(spent)
         best.append(top[1])
+        second.append(runner_up[1] if runner_up is not None else None)
         digest = order.send(value)
     order.close()
-    return Trajectory(tuple(cpu), tuple(best))
+    return Trajectory(tuple(cpu), tuple(best), tuple(second))
+
+
+def settled_pick(answer: Outcome, rival: str | None, settle: Rung, paired: int) -> Outcome:
+    """A sampler's answer followed by the settle stage: its best and runner-up measured on the settle table's first
+    `paired` seeds; the better mean there is the answer, at the sampler's CPU plus the settle stage's."""
+    if answer.answer is None:
+        return answer
+    seeds = settle.seeds[:paired]
+    shortlist = [d for d in (answer.answer, rival) if d is not None]
+    best = max(shortlist, key=lambda d: statistics.fmean(settle.values(d, seeds)))
+    cost = sum(settle.cost(d, seeds) for d in shortlist)
+    return Outcome(best, answer.cpu + cost, answer.measured + len(shortlist), answer.rung, answer.cpu)
 
 
 def random_trajectory(digests: Sequence[str], rung: Rung, seeds: tuple[int, ...], rng: random.Random) -> Trajectory:
@@ -651,17 +720,18 @@ def replay_all(
     max_seeds: int | None = None,
     keeps: Sequence[Keep] = ("beyond-noise",),
     chance: float | None = None,
+    settle: Rung | None = None,
 ) -> Replays:
     """Every method on every seed set of `plan`. A racing walk (`max_seeds` above the sets' seeds) is replayed once
     per order of extra seeds it may draw (`race_orders`: a walk's own draws, like a sampler's), and the samplers'
     draws are held in turn to those walks' CPU; they measure the set's seeds alone. The bootstrap weighs a set by
     its own seeds (`SeedPlan`), not by the extras a race drew."""
     digests = sorted(rungs[0].val)
-    variants = walk_variants(rungs, keeps)
-    methods = [v.method(kind) for v in variants for kind in KIND_NAMES]
-    kinds = {v.method(kind): kind for v in variants for kind in KIND_NAMES}
-    partner = {v.method(kind): v.method("walk") for v in variants for kind in ("random", "tpe")}
-    label = {v.method(kind): v.label for v in variants for kind in KIND_NAMES}
+    variants = walk_variants(rungs, keeps, settle is not None)
+    methods = [v.method(kind) for v in variants for kind in v.kinds()]
+    kinds = {v.method(kind): kind for v in variants for kind in v.kinds()}
+    partner = {v.method(kind): v.method("walk") for v in variants for kind in v.kinds() if kind != "walk"}
+    label = {v.method(kind): v.label for v in variants for kind in v.kinds()}
     first_rule = {(v.tables, v.budgeting): v.method("walk") for v in variants if v.keep == keeps[0]}
     rivals = {v.method("walk"): first_rule[v.tables, v.budgeting] for v in variants if v.keep != keeps[0]}
     outcomes: dict[str, dict[SeedSet, list[Outcome]]] = {m: {} for m in methods}
@@ -674,7 +744,7 @@ def replay_all(
         races = {
             v: [
                 run_walk(space, rungs, seeds + order + tuple(s for s in spare if s not in order), v, len(seeds),
-                         chance, len([s for s in spare if s not in order]))
+                         chance, len([s for s in spare if s not in order]), settle)
                 for order in orders
             ]
             for v in variants
@@ -702,6 +772,12 @@ def replay_all(
             for v, w in walks.items():
                 outcomes[v.method("random")].setdefault(seeds, []).append(rand[w.rung].at(w.cpu, w.rung))
                 outcomes[v.method("tpe")].setdefault(seeds, []).append(tpe[w.rung].at(w.cpu, w.rung))
+                if v.settle and settle is not None and w.searched_cpu is not None:  # random at the walk's own part
+                    picked = rand[w.rung].at(w.searched_cpu, w.rung)
+                    rival = rand[w.rung].rival_at(w.searched_cpu)
+                    outcomes[v.method("random+settle")].setdefault(seeds, []).append(
+                        settled_pick(picked, rival, settle, len(seeds))
+                    )
             for rung in curve_rungs:
                 curves[rung].append(rand[rung])
     return Replays(methods, kinds, partner, label, outcomes, curves, rivals)
@@ -952,9 +1028,18 @@ def summarize(args: argparse.Namespace) -> dict:
     rng = np.random.default_rng(args.seed)
     plan = seed_plan(pool, args.seeds, args.bootstrap, rng)
     curve_rungs = sorted({0, len(rungs) - 1})
+    settle_rung = read_rung(args.settle, load(args.settle)) if args.settle else None
+    if settle_rung is not None and set(settle_rung.seeds) & (set(pool) | set(reference.seeds)):
+        raise UserError(
+            f"--settle {args.settle} has seeds {sorted(set(settle_rung.seeds) & (set(pool) | set(reference.seeds)))} "
+            "that the other tables have: the settle stage measures on fresh seeds",
+            hint="train the settle table on seeds none of the other tables has",
+        )
+    if settle_rung is not None and len(settle_rung.seeds) < args.seeds:
+        raise UserError(f"--settle {args.settle} has {len(settle_rung.seeds)} seeds of every design, below --seeds")
     replays = replay_all(
         space, rungs, plan, args.replays, args.seed, curve_rungs, args.tpe_startup, args.max_seeds, args.keep,
-        args.chance,
+        args.chance, settle_rung,
     )  # fmt: skip
     results, differences = judge_methods(reference, plan, replays, rng)
 
@@ -1002,6 +1087,7 @@ def summarize(args: argparse.Namespace) -> dict:
             "seeds_per_search": args.seeds,
             "max_seeds": args.max_seeds,
             "keep": list(args.keep),
+            "settle": args.settle,
             "seed_pool": list(plan.pool),
             "seed_sets": len(plan.sets),
             "sampler_replays_per_set": args.replays,

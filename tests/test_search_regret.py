@@ -350,3 +350,45 @@ def test_a_figure_name_that_leaves_its_folder_or_drives_the_terminal_ends_in_one
     err = capsys.readouterr().err
     assert err.startswith("archdsl: error: --name ") and "\x1b" not in err and "Traceback" not in err, err
     assert not list(tmp_path.rglob("*.png"))
+
+
+def test_a_replayed_walk_stands_a_fresh_seed_in_for_one_that_failed_to_learn(tmp_path: Path, monkeypatch):
+    """`--chance`: on seed 2 the designs with c3's MSA fail to learn (0.3, where their other seeds stand near 0.9).
+    Without stand-ins the paired test rejects c3's MSA; with them seed 2 is left out for the rest of the walk, seed 3
+    (the pool's next) stands in for it, the MSA is kept, and the walk pays for the stand-in's runs."""
+    script = load_script("search_regret", monkeypatch)
+    path = write_table(tmp_path / "t.json", with_cpu(make_table(the_space(("k",)), seeds=(0, 1, 2, 3, 4))))
+    table = script.load(str(path))
+    space, rung = script.space_of(table), script.read_rung(str(path), table)
+    by_digest = {d.digest: d.layout for d in table.designs}
+    for d in table.designs:
+        if d.layout.endswith("c3:CM"):
+            rung.val[d.digest][2] = 0.3
+    variant = script.walk_variants([rung])[0]
+    blind = script.run_walk(space, [rung], (0, 1, 2), variant)
+    stood_in = script.run_walk(space, [rung], (0, 1, 2, 3), variant, 3, chance=0.1, stand_ins=1)
+    assert not by_digest[blind.answer].endswith("c3:CM")
+    assert by_digest[stood_in.answer].endswith("c3:CM") and stood_in.cpu > blind.cpu
+
+
+def test_the_settle_stage_is_replayed_for_the_walk_and_for_random_search_on_fresh_seeds(
+    rule_tables, space, tmp_path: Path, monkeypatch
+):
+    """`--settle`: each walk is replayed again followed by its settle stage on the settle table's seeds (its CPU
+    counted), random search held to that whole CPU, and random search followed by the same settle stage; a settle
+    table that shares a seed with the others is refused in one line."""
+    script = load_script("search_regret", monkeypatch)
+    reference, cheap = rule_tables
+    settle = write_table(tmp_path / "s.json", with_cpu(make_table(space, noise=0.001, seeds=(10, 11, 12))))
+    summary = summarize(script, "--reference", str(reference), "--cheap", str(cheap), "--settle", str(settle))
+    methods = by_name(summary)
+    settled = [m for m in methods.values() if m["label"].endswith("settled")]
+    assert {m["kind"] for m in settled} == {"walk", "random", "tpe", "random+settle"}
+    (walk,) = [m for m in settled if m["kind"] == "walk"]
+    (plain,) = [m for m in methods.values() if m["kind"] == "walk" and m is not walk]
+    assert walk["cpu_seconds"]["value"] > plain["cpu_seconds"]["value"]  # the settle stage's runs counted
+    assert walk["designs_measured"] > plain["designs_measured"]
+    assert walk["answers"] == {"c1:CC c2:CM c3:CM": 1.0}  # the rule's best stays the answer once settled
+    overlapping = write_table(tmp_path / "o.json", with_cpu(make_table(space, seeds=(3, 11, 12))))
+    with pytest.raises(script.UserError, match="fresh seeds"):
+        summarize(script, "--reference", str(reference), "--cheap", str(cheap), "--settle", str(overlapping))
