@@ -24,9 +24,13 @@ from archdsl.search.studies.record import (
     SEED_VALUES_KEY,
     STRATEGY_ATTR,
     WALK_END_ATTR,
+    WALK_FAILED_ATTR,
+    WALK_SETTLE_ATTR,
     WALK_STEPS_ATTR,
     HeldOutFigures,
     Protocol,
+    RecordedFailedSeed,
+    RecordedSettle,
     RecordedStep,
 )
 
@@ -212,3 +216,31 @@ def test_parameter_importances_of_a_laddered_study_are_computed_at_one_budget():
     assert "at 1 epoch (11 trials)" in figures["importance"].axes[0].get_title()
     md = markdown(summary, {"importance": "importance.png"}, {})
     assert "from 11 complete trials at 1 epoch" in md
+
+
+def _settled_study() -> optuna.Study:
+    """The laddered study, its answer settled one budget up (rung 1 here) after a seed of c2's design failed to
+    learn at the first budget and seed index 4 stood in for it."""
+    study = _laddered_study()
+    failed = RecordedFailedSeed(digest="digest-c2", rung=0, index=1, value=0.11, typical=0.5, replacement=4)
+    settle = RecordedSettle(rung=1, values=[("digest-c2", 0.705), ("digest-c1", 0.605)], best="digest-c2", called=True)
+    study.set_user_attr(WALK_FAILED_ATTR, [failed.model_dump(mode="json")])
+    study.set_user_attr(WALK_SETTLE_ATTR, [settle.model_dump(mode="json")])
+    return study
+
+
+def test_a_failed_seed_and_its_stand_in_are_named_in_the_terminal_and_the_report():
+    summary = summarize_study(_settled_study())
+    for text in (summary_text(summary), markdown(summary, {}, {})):
+        [line] = [line for line in text.splitlines() if "failed seed:" in line]
+        assert "c1:CC c2:CM did not learn on seed 1 (index 1)" in line and "0.110" in line
+        assert "seed 4 (index 4) stands in for it" in line
+
+
+def test_the_settle_stage_s_means_and_verdict_are_in_the_terminal_and_the_report():
+    summary = summarize_study(_settled_study())
+    for text in (summary_text(summary), markdown(summary, {}, {})):
+        [line] = [line for line in text.splitlines() if "settle at" in line]
+        assert "2 epochs on 86 images (100 %)" in line and "fresh seeds" in line
+        assert line.index("c1:CC c2:CM 0.705") < line.index("c1:CM c2:CM 0.605")  # best first
+        assert line.endswith("the best beats the rest beyond the noise")
