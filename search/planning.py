@@ -434,10 +434,11 @@ class TimeEstimate:
 def estimate_time(plan: SearchPlan) -> TimeEstimate:
     """How long the search of `plan` takes here (`--dry-run`): the base's training time per image, measured on
     random images of its input shape, times the images each design trains on at each budget and seed, over the
-    shortest and the longest walk (each verdict at two budgets, or at every one, where the walk raises them)."""
+    shortest and the longest walk (each verdict at two budgets, or at every one, where the walk raises them), and
+    its settle stage (`SHORTLIST` designs at its first budget, or at every one)."""
     from archdsl.search.fidelity import measures as measure
     from archdsl.search.runner import target_trials
-    from archdsl.search.walk.buildup import longest_walk
+    from archdsl.search.walk.buildup import SHORTLIST, longest_walk
 
     fidelity, rungs, images = plan.fidelity, plan.rungs, plan.train_images or 0
     per_image = measure.training_seconds_per_image(plan.space.base, fidelity, device=plan.settings.device)
@@ -453,7 +454,10 @@ def estimate_time(plan: SearchPlan) -> TimeEstimate:
     shortest = min(shortest, longest)
     cheapest = sum(cost(r) for r in range(min(2, len(rungs))))  # a verdict is not final at its first budget
     dearest = sum(cost(r) for r in range(len(rungs)))
-    return TimeEstimate(shortest * cheapest, longest * dearest, per_image, (shortest, longest))
+    settles = [fidelity.seeds * b.epochs * images * b.subset * per_image for b in plan.settles]
+    low = shortest * cheapest + SHORTLIST * sum(settles[:1])  # the first settle budget decides, or ...
+    high = longest * dearest + SHORTLIST * sum(settles)  # ... every one is needed
+    return TimeEstimate(low, high, per_image, (shortest, longest))
 
 
 def plan_search(plan: SearchPlan) -> SearchPlan:

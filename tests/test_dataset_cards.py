@@ -119,3 +119,21 @@ def test_dry_run_says_how_few_optimizer_steps_the_first_budget_gives_on_small_da
     assert "--batch-size 16 gives 44" in out
     assert main(["search", "--dry-run", "--dataset", "odd-one-out", "--data-root", "/nonexistent-data-root"]) == 0
     assert "steps:" not in capsys.readouterr().out  # 1,500 images for 8 epochs: enough steps, nothing to say
+
+
+def test_the_time_estimate_counts_the_settle_stage(monkeypatch):
+    """The walk's settle stage trains its shortlist at twice the epochs on 3 more seeds: the dry run's range grows
+    by exactly that (2 designs x 3 seeds x 16 epochs on the main job), not by nothing."""
+    from archdsl.search.fidelity import measures
+    from archdsl.search.planning import estimate_time
+    from archdsl.search.walk.buildup import SHORTLIST
+
+    monkeypatch.setattr(measures, "training_seconds_per_image", lambda *args, **kwargs: 0.001)
+    settled = plan_space(SearchSettings(), {"settle_steps": 1})
+    plain = plan_space(SearchSettings(), {"settle_steps": 0})
+    with_stage, without = estimate_time(settled), estimate_time(plain)
+    [budget] = settled.settles
+    stage = SHORTLIST * settled.fidelity.seeds * budget.epochs * (settled.train_images or 0) * budget.subset * 0.001
+    assert budget.epochs == 2 * settled.fidelity.epochs and stage > 0
+    assert with_stage.low == pytest.approx(without.low + stage)
+    assert with_stage.high == pytest.approx(without.high + stage)
