@@ -207,11 +207,29 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     fitted = measure.fit_to_data(measure.load_base(base_name), info.image_shape, info.num_classes)
     images = train_images(info, resolved.val_split)
     walked = settings.strategy == "buildup" and not is_replay(settings.fidelity_source)
+    if walked:
+        check_ladder_trainable(resolved)
     return SearchPlan(
         settings=settings, fidelity=resolved, space=make_space(fitted, searched),
         objectives=objectives, study_name=study_name, base_name=base_name, why=why,
         budgets=ladder(resolved, images, info.num_classes) if walked else (), train_images=images,
     )  # fmt: skip
+
+
+def check_ladder_trainable(fidelity: Fidelity) -> None:
+    """A `UsageError` where the ladder's top rung (each budget step doubles the epochs) would train longer than a
+    training run may (`MAX_EPOCHS`): its trials would fail there, after hours on the rungs below."""
+    from archdsl.common_settings import MAX_EPOCHS
+
+    steps, epochs = fidelity.budget_steps, fidelity.epochs
+    if epochs * 2**steps <= MAX_EPOCHS:
+        return
+    fitting = max(0, math.floor(math.log2(MAX_EPOCHS / epochs)))
+    raise UsageError(
+        f"--budget-steps {steps} from --epochs {epochs} climbs to {epochs * 2**steps:,} epochs, past the "
+        f"{MAX_EPOCHS:,} a candidate may train",
+        hint=f"give --budget-steps {fitting} or fewer, or fewer --epochs",
+    )
 
 
 def train_images(info: DatasetInfo, val_split: str | None) -> int:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator
 
-from archdsl.common_settings import OptimizeSettings, flag_field
+from archdsl.common_settings import MAX_EPOCHS, MAX_SEEDS, OptimizeSettings, flag_field
 from archdsl.data.cards import DEFAULT_DATASET, SMALL_PER_CLASS, card_for, default_text
 from archdsl.errors import UserError
 from archdsl.ir import Arch
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 # A `Fidelity` made in Python takes the card of `archdsl search`'s default dataset (odd-one-out), as the command
 # with no arguments does; a study on another dataset takes that dataset's card (archdsl.search.planning.fidelity_for).
 _DEFAULT = card_for(DEFAULT_DATASET).search
+# Each budget step doubles the epochs: ten take a 2-epoch first rung to 2,048 (and the top rung stays within
+# MAX_EPOCHS, archdsl.search.planning checks).
+MAX_BUDGET_STEPS = 10
 
 
 class Fidelity(OptimizeSettings):
@@ -56,7 +59,7 @@ class Fidelity(OptimizeSettings):
 
     epochs: PositiveInt = flag_field(
         "--epochs", "training epochs per candidate (at the first budget, when the search raises it)",
-        default=_DEFAULT.epochs, default_text=default_text("epochs"),
+        default=_DEFAULT.epochs, le=MAX_EPOCHS, default_text=default_text("epochs"),
     )  # fmt: skip
     subset: float = flag_field(
         "--subset", "class-stratified fraction of the training set (at the first budget)", default=_DEFAULT.subset,
@@ -66,7 +69,8 @@ class Fidelity(OptimizeSettings):
         "--budget-steps", "how many times the build-up walk may raise a verdict's budget while the verdict still "
         "moves, each step doubling the epochs (and the subset while it holds fewer than "
         f"{SMALL_PER_CLASS:,} images a class); 0: one budget (docs/search.md, 'The budget the search finds')",
-        default=_DEFAULT.budget_steps, default_text=default_text("budget_steps") + " (where no budget was measured)",
+        default=_DEFAULT.budget_steps, le=MAX_BUDGET_STEPS,
+        default_text=default_text("budget_steps") + " (where no budget was measured)",
     )  # fmt: skip
     budgeting: Literal["per-verdict", "calibrate"] = flag_field(
         "--budgeting", "how the walk climbs the budgets: each verdict on its own (per-verdict), or the first "
@@ -75,7 +79,7 @@ class Fidelity(OptimizeSettings):
     seeds: PositiveInt = flag_field(
         "--seeds", "paired seeds each candidate is trained on: its accuracy is their mean (seed index s is "
         "--seed + s for every design: the same training subset, batch order and augmentation draws; 3: the "
-        "fewest whose answers agree, docs/search.md)", default=3,
+        "fewest whose answers agree, docs/search.md)", default=3, le=MAX_SEEDS,
     )  # fmt: skip
     # A fraction or a count, kept as written (`0.1`, `5000`): archdsl.data.parse_val_split reads it.
     val_split: str | None = flag_field(
@@ -96,11 +100,11 @@ class Fidelity(OptimizeSettings):
     train_settings: tuple[tuple[str, Any], ...] = ()
     # `objectives`: the command line that reproduces a study names the flag only when an objective reads it.
     hessian_batches: PositiveInt = flag_field(
-        "--hessian-batches", "batches of 16 for nep/ape", default=2, objectives=("nep", "ape")
+        "--hessian-batches", "batches of 16 for nep/ape", default=2, le=1_000, objectives=("nep", "ape")
     )
     # Lanczos converges in ~15-45 products where power iteration needs hundreds.
     hessian_max_iter: PositiveInt = flag_field(
-        "--hessian-iters", "Lanczos steps per batch for nep/ape", default=40, objectives=("nep", "ape")
+        "--hessian-iters", "Lanczos steps per batch for nep/ape", default=40, le=1_000, objectives=("nep", "ape")
     )
     hessian_tol: float = 1e-3
     # See benchmarks/hessian.py: Lanczos is 2.0-6.7x faster than PyHessian, and accurate.
