@@ -32,6 +32,7 @@ from archdsl.search.studies.record import (
     SIM_SECONDS_ATTR,
     SPEC_ATTR,
     STRATEGY_ATTR,
+    UNCHECKED,
     WALK_END_ATTR,
     HeldOutFigures,
     Protocol,
@@ -339,7 +340,8 @@ def held_out_value_text(figures: HeldOutFigures | None) -> str:
         return "not measured (the search has not ended, or ended before its final test)"
     if not figures.accuracy:
         return figures.note or "none"
-    return estimate_text(estimate(tuple(figures.accuracy), OBJECTIVES["accuracy"].bounds))
+    text = estimate_text(estimate(tuple(figures.accuracy), OBJECTIVES["accuracy"].bounds))
+    return f"{text}, {UNCHECKED}" if figures.unchecked else text
 
 
 def objective_values_text(summary: StudySummary, row: TrialRow, equals: str = "=") -> str:
