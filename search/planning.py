@@ -49,6 +49,8 @@ __all__ = [
     "SearchPlan",
     "SearchResult",
     "describe_space",
+    "dry_run_check",
+    "load_checked_data",
     "fidelity_for",
     "plan_search",
     "plan_space",
@@ -414,26 +416,13 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
 
     from archdsl.outputs import output_dir
     from archdsl.run.distributed import join_if_launched
-    from archdsl.search.fidelity import measures as measure
     from archdsl.search.runner import check_same_space, open_study
 
     settings, fidelity = plan.settings, plan.fidelity
     replay = replay_table(plan)  # None: trained
     data = None
     if replay is None:
-        data = measure.load_data(
-            settings.dataset,
-            Path(settings.data_root) if settings.data_root else None,
-            seed=settings.seed,
-            val_subset=fidelity.val_subset,
-            val_split=fidelity.val_split,
-            download=settings.download,
-        )
-        input_shape = plan.space.base.input
-        image_shape = (input_shape.channels, input_shape.height, input_shape.width)
-        measure.check_described(data, image_shape, plan.space.base.classes)
-        # not each trial's error
-        measure.check_fidelity(plan.space.base, data, fidelity, device=settings.device, seed=settings.seed)
+        data = load_checked_data(plan)
     else:  # the table's runs are as long as they are
         if "epochs" in fidelity.model_fields_set and fidelity.epochs != replay.epochs:
             warnings.warn(
@@ -455,6 +444,54 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
         study = open_study(plan)
         check_same_space(study, plan.space)
     return dataclasses.replace(plan, study=study, ranks=ranks)
+
+
+def load_checked_data(plan: SearchPlan) -> DataContext:
+    """The data of a trained study, loaded (downloaded where --download asks) and checked as every trial would meet
+    it: the files are what the description said, the fidelity fits them (a batch larger than the training set, a
+    device this machine lacks), and there is a choice to make (two classes or more). What the search and
+    `--dry-run` both check, so that a dry run never plans what the search refuses."""
+    from archdsl.errors import UserError
+    from archdsl.search.fidelity import measures as measure
+
+    settings, fidelity = plan.settings, plan.fidelity
+    data = measure.load_data(
+        settings.dataset,
+        Path(settings.data_root) if settings.data_root else None,
+        seed=settings.seed,
+        val_subset=fidelity.val_subset,
+        val_split=fidelity.val_split,
+        download=settings.download,
+    )
+    input_shape = plan.space.base.input
+    image_shape = (input_shape.channels, input_shape.height, input_shape.width)
+    measure.check_described(data, image_shape, plan.space.base.classes)
+    if data.train_set.num_classes < 2:  # every design scores 100 %: nothing to choose between
+        raise UserError(
+            f"dataset {settings.dataset} holds one class: every design would score 100 %, so the search has "
+            "nothing to choose between; give a dataset of two classes or more"
+        )
+    # not each trial's error
+    measure.check_fidelity(plan.space.base, data, fidelity, device=settings.device, seed=settings.seed)
+    return data
+
+
+def dry_run_check(plan: SearchPlan) -> str | None:
+    """What `--dry-run` checks before it plans: the data a trained study would load, loaded and checked as the
+    search checks it (`load_checked_data`: its refusal, a `UserError`, is the dry run's); a replayed study's
+    table. None when the plan can be timed; else why it cannot: the data is not here (the search's own message,
+    or that --download would fetch it), so no model is timed for data the machine has not got."""
+    from archdsl.search.fidelity import measures as measure
+
+    if plan.settings.fidelity_source != "train":
+        replay_table(plan)
+        return None
+    settings = plan.settings
+    missing = measure.data_not_here(settings.dataset, settings.data_root, download=settings.download)
+    if missing is not None:
+        return missing
+    load_checked_data(dataclasses.replace(plan, settings=settings.model_copy(update={"download": False})))
+    return None
 
 
 def replay_table(plan: SearchPlan) -> Replay | None:

@@ -192,6 +192,23 @@ def load_data(
     return DataContext(name=name, root=root, train_set=rest, validation=validation, test=test, train_split=train_set)
 
 
+def data_not_here(name: str, root: str | None, *, download: bool) -> str | None:
+    """Why dataset `name` is not here to load (None: it is): what loading it would say, or that --download fetches
+    it when the search starts. Data archdsl cannot fetch (ImageNet, given out after sign-up) with `download`: the
+    loader's UserError, as the search meets it."""
+    from archdsl.data import describe, load_split, why_missing
+
+    info = describe(name, root)
+    if info.available:
+        return None
+    if download and info.name.startswith("imagenet"):
+        load_split(name, "train", root, download=True)  # refuses at once: nothing is fetched
+    if download:
+        return f"{name} is not here yet: --download fetches it when the search starts"
+    missing = why_missing(name, root)
+    return None if missing is None else f"{missing.message}: the search refuses it until it is there"
+
+
 def _warn_if_below_one_a_class(validation: ImageSet, fraction: float) -> None:
     """A warning that says how many validation images score when `fraction` of a class is less than one image: the
     class-stratified subset keeps one of each class even then (--val-subset 1e-9 scores on one a class)."""
