@@ -40,6 +40,11 @@ from archdsl.errors import UsageError, did_you_mean
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DEVICES",
+    "MAX_BATCH_SIZE",
+    "MAX_EPOCHS",
+    "MAX_IMAGE_SIZE",
+    "MAX_SEEDS",
+    "MAX_WAIT_S",
     "TORCHRUN_GROUP",
     "DataSettings",
     "DeviceSettings",
@@ -65,6 +70,13 @@ __all__ = [
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # How long a collective waits for the other ranks before a torchrun run fails (archdsl.run.distributed).
 DEFAULT_TIMEOUT_S = 300.0
+# The upper bounds of the settings that size work, shared by the commands that take them (--help states each):
+# past them a run is a typo or an accident, not a plan (a ladder of budgets doubling 1,100 times, a batch of 10^8).
+MAX_EPOCHS = 10_000  # epochs one training run (or one rung of the search's ladder) may train
+MAX_BATCH_SIZE = 65_536
+MAX_IMAGE_SIZE = 4_096  # pixels a side
+MAX_SEEDS = 100  # paired seeds a search measures each design on (--seeds, --max-seeds)
+MAX_WAIT_S = 86_400.0  # a day: the longest a rank, a heartbeat or a grace period waits
 # The --help section of the settings that matter only under torchrun.
 TORCHRUN_GROUP = "under torchrun (docs/training.md: Data-parallel training)"
 
@@ -313,6 +325,7 @@ class DataSettings(_Shared):
         "read a folder:, hf: or imagenet dataset's images at NxN (its size=), and give the spec NxN inputs where "
         "it can take them",
         default=None,
+        le=MAX_IMAGE_SIZE,
         metavar="N",
         default_text="the spec's input size (eval, analyze: the checkpoint's); search, data: the dataset's size=",
     )
@@ -354,6 +367,7 @@ class DistSettings(_Shared):
         "--dist-timeout",
         "how long a rank waits for the others before the run fails with an error",
         default=DEFAULT_TIMEOUT_S,
+        le=MAX_WAIT_S,
         metavar="SECONDS",
         group=TORCHRUN_GROUP,
     )

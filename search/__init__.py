@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_
     from archdsl.search.planning import SearchPlan as SearchPlan
     from archdsl.search.planning import SearchResult as SearchResult
     from archdsl.search.planning import describe_space as describe_space
+    from archdsl.search.planning import dry_run_check as dry_run_check
     from archdsl.search.planning import estimate_time as estimate_time
     from archdsl.search.planning import plan_search as plan_search
     from archdsl.search.planning import plan_space as plan_space

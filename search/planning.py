@@ -49,6 +49,8 @@ __all__ = [
     "SearchPlan",
     "SearchResult",
     "describe_space",
+    "dry_run_check",
+    "load_checked_data",
     "fidelity_for",
     "plan_search",
     "plan_space",
@@ -219,6 +221,8 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     fitted = measure.fit_to_data(measure.load_base(base_name), info.image_shape, info.num_classes)
     images = train_images(info, resolved.val_split)
     walked = settings.strategy == "buildup" and not is_replay(settings.fidelity_source)
+    if walked:
+        check_ladder_trainable(resolved)
     return SearchPlan(
         settings=settings, fidelity=resolved, space=make_space(fitted, searched),
         objectives=objectives, study_name=study_name, base_name=base_name, why=why,
@@ -249,6 +253,22 @@ def keep_text(plan: SearchPlan) -> str:
         else "no settle stage (--settle-steps 0)"
     )
     return f"keep: {rule} (--keep {plan.keep}), a seed that fails to learn replaced by a fresh one; {settle}"
+
+
+def check_ladder_trainable(fidelity: Fidelity) -> None:
+    """A `UsageError` where the ladder's top rung (each budget step doubles the epochs) would train longer than a
+    training run may (`MAX_EPOCHS`): its trials would fail there, after hours on the rungs below."""
+    from archdsl.common_settings import MAX_EPOCHS
+
+    steps, epochs = fidelity.budget_steps, fidelity.epochs
+    if epochs * 2**steps <= MAX_EPOCHS:
+        return
+    fitting = max(0, math.floor(math.log2(MAX_EPOCHS / epochs)))
+    raise UsageError(
+        f"--budget-steps {steps} from --epochs {epochs} climbs to {epochs * 2**steps:,} epochs, past the "
+        f"{MAX_EPOCHS:,} a candidate may train",
+        hint=f"give --budget-steps {fitting} or fewer, or fewer --epochs",
+    )
 
 
 def train_images(info: DatasetInfo, val_split: str | None) -> int:
@@ -470,26 +490,13 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
 
     from archdsl.outputs import output_dir
     from archdsl.run.distributed import join_if_launched
-    from archdsl.search.fidelity import measures as measure
     from archdsl.search.runner import check_same_space, open_study
 
     settings, fidelity = plan.settings, plan.fidelity
     replay = replay_table(plan)  # None: trained
     data = None
     if replay is None:
-        data = measure.load_data(
-            settings.dataset,
-            Path(settings.data_root) if settings.data_root else None,
-            seed=settings.seed,
-            val_subset=fidelity.val_subset,
-            val_split=fidelity.val_split,
-            download=settings.download,
-        )
-        input_shape = plan.space.base.input
-        image_shape = (input_shape.channels, input_shape.height, input_shape.width)
-        measure.check_described(data, image_shape, plan.space.base.classes)
-        # not each trial's error
-        measure.check_fidelity(plan.space.base, data, fidelity, device=settings.device, seed=settings.seed)
+        data = load_checked_data(plan)
     else:  # the table's runs are as long as they are
         if "epochs" in fidelity.model_fields_set and fidelity.epochs != replay.epochs:
             warnings.warn(
@@ -511,6 +518,54 @@ def plan_search(plan: SearchPlan) -> SearchPlan:
         study = open_study(plan)
         check_same_space(study, plan.space)
     return dataclasses.replace(plan, study=study, ranks=ranks)
+
+
+def load_checked_data(plan: SearchPlan) -> DataContext:
+    """The data of a trained study, loaded (downloaded where --download asks) and checked as every trial would meet
+    it: the files are what the description said, the fidelity fits them (a batch larger than the training set, a
+    device this machine lacks), and there is a choice to make (two classes or more). What the search and
+    `--dry-run` both check, so that a dry run never plans what the search refuses."""
+    from archdsl.errors import UserError
+    from archdsl.search.fidelity import measures as measure
+
+    settings, fidelity = plan.settings, plan.fidelity
+    data = measure.load_data(
+        settings.dataset,
+        Path(settings.data_root) if settings.data_root else None,
+        seed=settings.seed,
+        val_subset=fidelity.val_subset,
+        val_split=fidelity.val_split,
+        download=settings.download,
+    )
+    input_shape = plan.space.base.input
+    image_shape = (input_shape.channels, input_shape.height, input_shape.width)
+    measure.check_described(data, image_shape, plan.space.base.classes)
+    if data.train_set.num_classes < 2:  # every design scores 100 %: nothing to choose between
+        raise UserError(
+            f"dataset {settings.dataset} holds one class: every design would score 100 %, so the search has "
+            "nothing to choose between; give a dataset of two classes or more"
+        )
+    # not each trial's error
+    measure.check_fidelity(plan.space.base, data, fidelity, device=settings.device, seed=settings.seed)
+    return data
+
+
+def dry_run_check(plan: SearchPlan) -> str | None:
+    """What `--dry-run` checks before it plans: the data a trained study would load, loaded and checked as the
+    search checks it (`load_checked_data`: its refusal, a `UserError`, is the dry run's); a replayed study's
+    table. None when the plan can be timed; else why it cannot: the data is not here (the search's own message,
+    or that --download would fetch it), so no model is timed for data the machine has not got."""
+    from archdsl.search.fidelity import measures as measure
+
+    if plan.settings.fidelity_source != "train":
+        replay_table(plan)
+        return None
+    settings = plan.settings
+    missing = measure.data_not_here(settings.dataset, settings.data_root, download=settings.download)
+    if missing is not None:
+        return missing
+    load_checked_data(dataclasses.replace(plan, settings=settings.model_copy(update={"download": False})))
+    return None
 
 
 def replay_table(plan: SearchPlan) -> Replay | None:

@@ -21,8 +21,10 @@ from optuna.trial import FrozenTrial
 
 from archdsl.errors import UserError
 from archdsl.search._optuna_private import storage_of
+from archdsl.search.fidelity.budget import Budget
 from archdsl.search.fidelity.replay import is_replay, make_objective
 from archdsl.search.fidelity.trial import TrialFailed
+from archdsl.search.settings import flag_number
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.studies.for_report import record_protocol, record_random_pick, record_walk
 from archdsl.search.studies.naming import REPLAY_SUFFIX
@@ -46,6 +48,7 @@ from archdsl.search.studies.record import (
     is_copy,
     is_verdict,
     measured_designs,
+    read_protocol,
     seed_values,
     taken_designs,
     trials,
@@ -129,6 +132,7 @@ def open_study(plan: SearchPlan) -> optuna.Study:
     study.set_user_attr(OBJECTIVES_ATTR, names)
     _check_same_fidelity(study, plan.settings.fidelity_source)
     _check_same_seeds(study, plan.fidelity.seeds)
+    _check_same_rules(study, plan)
     study.set_user_attr(STRATEGY_ATTR, plan.settings.strategy)
     study.set_user_attr(COMMAND_ATTR, plan.command)
     if study.metric_names != [o.name for o in plan.objectives]:
@@ -170,6 +174,38 @@ def _check_same_seeds(study: optuna.Study, seeds: int) -> None:
         )
     if study.user_attrs.get(SEEDS_ATTR) is None:
         study.set_user_attr(SEEDS_ATTR, seeds)
+
+
+def _check_same_rules(study: optuna.Study, plan: SearchPlan) -> None:
+    """A resumed study keeps the rules its protocol recorded (`for_report.record_protocol`, at each run's start):
+    how the build-up walk keeps an MSA (--keep: another rule flips its answer on the trials it has), and a trained
+    study's ladder of budgets (--epochs, --subset, --budget-steps: its trials were measured at the recorded rungs,
+    and a shorter ladder has no rung for them). A study that recorded no protocol yet takes this command's."""
+    recorded = read_protocol(study)
+    if recorded is None:
+        return
+    name, keep = study.study_name, plan.keep
+    if plan.settings.strategy == "buildup" and recorded.keep != keep:
+        raise UserError(
+            f"study {name!r} keeps an MSA by {recorded.keep}, not {keep} as this command asks",
+            hint=f"give the study's --keep {recorded.keep}, or a new --study-name for the other rule",
+        )
+    rungs = [*plan.rungs, *plan.settles]
+    if plan.replay is None and recorded.table is None and recorded.budgets and recorded.budgets != rungs:
+        first, steps = recorded.budgets[0], len(recorded.budgets) - 1 - recorded.settle_steps
+        raise UserError(
+            f"study {name!r} climbs the budgets {_ladder_text(recorded.budgets)}, not {_ladder_text(rungs)} as this "
+            "command asks",
+            hint=f"give the study's --epochs {first.epochs} --subset {flag_number(first.subset)} --budget-steps "
+            f"{steps} --settle-steps {recorded.settle_steps}, or a new --study-name",
+        )
+
+
+def _ladder_text(budgets: list[Budget]) -> str:
+    """`2, 4, 8 epochs` (on the same images), or `2 epochs on 10 %, 4 epochs on 20 %`."""
+    if all(budget.subset == budgets[0].subset for budget in budgets):
+        return ", ".join(str(budget.epochs) for budget in budgets) + " epochs"
+    return ", ".join(budget.text() for budget in budgets)
 
 
 def _seeds_of_first_design(study: optuna.Study) -> int | None:

@@ -19,7 +19,15 @@ from pydantic import (
     field_validator,
 )
 
-from archdsl.common_settings import DataSettings, DeviceSettings, DistSettings, ProgressSettings, flag_field
+from archdsl.common_settings import (
+    MAX_SEEDS,
+    MAX_WAIT_S,
+    DataSettings,
+    DeviceSettings,
+    DistSettings,
+    ProgressSettings,
+    flag_field,
+)
 from archdsl.data.cards import DEFAULT_DATASET
 from archdsl.outputs import RUNS_DIR
 from archdsl.search.objectives import OBJECTIVES
@@ -28,6 +36,9 @@ if TYPE_CHECKING:
     from archdsl.data import DatasetInfo
     from archdsl.search.planning import SearchPlan
 
+# The bounds of the study's own sizes (--help states each; the fidelity's are measures.Fidelity's).
+MAX_TRIALS = 100_000
+MAX_TIMEOUT_S = 30 * 86_400.0  # a month
 STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
 # How the build-up walk keeps a candidate (walk.buildup.Rules.keep): beyond the paired seeds' noise, or on their mean.
 Keep = Literal["beyond-noise", "mean"]
@@ -104,10 +115,15 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
     )  # fmt: skip
     n_trials: PositiveInt = flag_field(
         "--n-trials", "distinct designs the study should measure, a total over all workers and runs",
-        group=CHOICE, metavar="N", default=8,
+        group=CHOICE, metavar="N", default=8, le=MAX_TRIALS,
     )  # fmt: skip
     timeout: PositiveFloat | None = flag_field(
-        "--timeout", "stop starting trials after this many seconds", group=CHOICE, metavar="SECONDS", default=None
+        "--timeout",
+        "stop starting trials after this many seconds",
+        group=CHOICE,
+        metavar="SECONDS",
+        default=None,
+        le=MAX_TIMEOUT_S,
     )
     seed_endpoints: bool = flag_field(
         "--seed-endpoints", "measure the ResNet, AlterNet and Swin-like ends of the space first",
@@ -123,7 +139,7 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
     max_seeds: PositiveInt | None = flag_field(
         "--max-seeds", "racing: where the build-up walk's paired test cannot tell a candidate from the incumbent, "
         "measure both on one more seed, up to this many (and the samplers re-measure their leading designs up to it)",
-        group=CHOICE, metavar="M", default_text="--seeds (no racing)", default=None,
+        group=CHOICE, metavar="M", default_text="--seeds (no racing)", default=None, le=MAX_SEEDS,
     )  # fmt: skip
     keep: Keep | None = flag_field(
         "--keep", "how the build-up walk keeps an MSA: where its mean over the paired seeds is higher (mean: the "
@@ -141,14 +157,14 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         default_text="the journal file OUT/STUDY/study.journal", default=None,
     )  # fmt: skip
     heartbeat: PositiveInt = flag_field(
-        "--heartbeat", "worker heartbeat interval", group=STORE, metavar="SECONDS", default=30
+        "--heartbeat", "worker heartbeat interval", group=STORE, metavar="SECONDS", default=30, le=int(MAX_WAIT_S)
     )
     grace_period: PositiveInt | None = flag_field(
         "--grace-period", "a worker silent this long is dead; its trial is failed and retried",
-        group=STORE, metavar="SECONDS", default_text="3 x heartbeat", default=None,
+        group=STORE, metavar="SECONDS", default_text="3 x heartbeat", default=None, le=int(MAX_WAIT_S),
     )  # fmt: skip
     max_retry: NonNegativeInt = flag_field(
-        "--max-retry", "retries of a trial whose worker died", group=STORE, metavar="N", default=2
+        "--max-retry", "retries of a trial whose worker died", group=STORE, metavar="N", default=2, le=100
     )
     out: str = flag_field("--out", "runs folder", group=STORE, metavar="DIR", default=RUNS_DIR)
 

@@ -227,6 +227,6 @@ def test_describing_a_missing_folder_is_an_error_not_zero_classes(tmp_path, caps
 
 
 def test_search_fits_its_base_to_the_folder(tmp_path, capsys):
-    root = write_tree(tmp_path / "pets", {"train": 2, "test": 1})
-    assert main(["search", "--dataset", f"folder:{root},size=16", "--dry-run"]) == 0
+    root = write_tree(tmp_path / "pets", {"train": 12, "test": 1})  # enough for a batch: the dry run checks the data
+    assert main(["search", "--dataset", f"folder:{root},size=16", "--batch-size", "8", "--dry-run"]) == 0
     assert f"fitted to folder:{root},size=16: 3x16x16, 3 classes" in capsys.readouterr().out

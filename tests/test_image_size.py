@@ -77,10 +77,11 @@ def test_image_size_resizes_the_spec_and_the_folder_in_train_eval_and_analyze(tm
 
 
 def test_search_and_data_info_read_the_folder_at_the_size(tmp_path, capsys):
-    root = write_tree(tmp_path / "pets", {"train": 2, "test": 1})
+    root = write_tree(tmp_path / "pets", {"train": 12, "test": 1})  # enough for a batch: the dry run checks the data
     assert main(["data", "info", "--dataset", f"folder:{root}", "--image-size", "20"]) == 0
     assert "images:   3x20x20" in capsys.readouterr().out
-    assert main(["search", "--dataset", f"folder:{root},size=16", "--image-size", "20", "--dry-run"]) == 0
+    argv = ["search", "--dataset", f"folder:{root},size=16", "--image-size", "20", "--batch-size", "8", "--dry-run"]
+    assert main(argv) == 0
     assert f"fitted to folder:{root},size=20: 3x20x20, 3 classes" in capsys.readouterr().out
 
 

@@ -72,3 +72,19 @@ def test_the_printed_command_gives_the_trials_own_validation_figure(tmp_path, mo
     with (Path(run_dir) / "metrics.csv").open() as file:
         last = list(csv.DictReader(file))[-1]
     assert float(last["val_acc"]) == seed_values(study.trials[best.number])[0]  # exactly: seed index 0's
+
+
+def test_the_printed_command_names_absolute_paths_so_it_runs_from_any_folder(tmp_path, monkeypatch, capsys):
+    """With a relative --out and --data-root, the command named the spec (and the data) relative to the folder the
+    search ran in: from any other folder `archdsl train` found no spec file (issue 57)."""
+    monkeypatch.chdir(tmp_path)
+    extra = ("--n-trials", "1", "--out", "runs", "--data-root", "data")
+    assert main(support.search_args(tmp_path, "here", *extra)) == 0
+    out = capsys.readouterr().out
+    [line] = [line.strip() for line in out.splitlines() if line.strip().startswith("retrain: ")]
+    words = shlex.split(line[len("retrain: ") :])
+    spec = words[words.index("train") + 1]
+    assert Path(spec).is_absolute() and Path(spec).is_file(), spec
+    assert words[words.index("--data-root") + 1] == str(tmp_path / "data")
+    report = (tmp_path / "runs" / "here" / "report" / "report.md").read_text(encoding="utf-8")
+    assert f"train {shlex.quote(spec)} " in report

@@ -81,10 +81,6 @@ TAMPERED = {
     "lengths": (lambda seal: {**seal, "indices": [0, 1, 2]}, "2 seeds but 3 seed indices"),  # was an IndexError
     "figures-for-fewer-seeds": (lambda seal: {**seal, "accuracy": [0.5]}, "1 figure for 2 seeds"),
     "another-design": (lambda seal: {**seal, "digest": "0" * 64}, "they name another design"),
-    "no-owner": (
-        lambda seal: {k: v for k, v in seal.items() if k not in ("trial", "digest")},
-        "they name no trial (sealed by an earlier archdsl, or edited)",
-    ),
     "unreadable": (lambda seal: "seal", "not a record of test figures"),
 }
 
@@ -107,6 +103,40 @@ def test_a_damaged_seal_is_named_in_one_line_never_a_figure_and_the_study_stays_
     # ... and every later report reads it the same way
     assert main(["report", STUDY, "--out", str(folder / "runs")]) == 0
     assert said in capsys.readouterr().out
+
+
+def _unowned(figures: dict) -> dict:
+    """Figures as an earlier archdsl wrote them: naming no trial, nor design."""
+    return {k: v for k, v in figures.items() if k not in ("trial", "digest")}
+
+
+def test_a_seal_of_an_earlier_archdsl_is_shown_as_unchecked_not_damaged(folder, capsys):
+    """A seal that names no trial was written by an archdsl before seals said whose they are (or edited): its
+    figures are shown, marked unchecked, with the way to checked ones (issue 57: they were called damaged)."""
+    study = support.load(folder, STUDY)
+    best = _reopen(study, _unowned)
+    seal = study.user_attrs[f"{SEALED_ATTR_PREFIX}{best}"]
+    assert main(_search_again(folder)) == 0
+    out = capsys.readouterr().out
+    assert "damaged" not in out, out
+    line = next(line for line in out.splitlines() if LABEL in line)  # the best design's
+    assert f"{LABEL}: {seal['accuracy'][0]:.4g}"[:20] in line or "±" in line, line
+    assert "unchecked (sealed by an earlier archdsl: they name no trial" in line and "--study-name" in line, line
+    figures = read_held_out(study)[best]
+    assert figures.accuracy == seal["accuracy"] and figures.unchecked
+    assert "unchecked" in (folder / "runs" / STUDY / "report" / "report.md").read_text()
+
+
+def test_opened_figures_of_an_earlier_archdsl_are_shown_as_unchecked(folder, capsys):
+    study = support.load(folder, STUDY)
+    best = _best(study)
+    key = f"{TEST_ATTR_PREFIX}{best}"
+    study.set_user_attr(key, _unowned(study.user_attrs[key]))
+    capsys.readouterr()
+    assert main(["report", STUDY, "--out", str(folder / "runs")]) == 0
+    out = capsys.readouterr().out
+    line = out.split(LABEL)[1].splitlines()[0]
+    assert "damaged" not in line and "±" in line and "unchecked" in line, line
 
 
 def test_a_seal_copied_from_another_trial_is_named_as_that_trials(folder, capsys):

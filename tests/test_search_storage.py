@@ -267,7 +267,7 @@ def test_bad_search_flags_are_usage_errors_before_any_work(tmp_path, capsys, fla
 
 @pytest.mark.parametrize(
     "flags, message",
-    [(["--batch-size", "100000"], "fewer than one batch of 100000"), (["--device", "cuda:3"], "no CUDA GPU")],
+    [(["--batch-size", "60000"], "fewer than one batch of 60000"), (["--device", "cuda:3"], "no CUDA GPU")],
 )
 def test_settings_no_trial_could_run_are_refused_before_the_header(tmp_path, capsys, flags, message):
     args = support.search_args(tmp_path, "cannot", *flags)

@@ -89,6 +89,7 @@ def _search(args: argparse.Namespace) -> int:
     from archdsl.search import (
         JOURNAL_SCHEME,
         describe_space,
+        dry_run_check,
         estimate_time,
         journal_path,
         plan_search,
@@ -100,8 +101,10 @@ def _search(args: argparse.Namespace) -> int:
     settings, fidelity = settings_from_args(args)
     plan = plan_space(settings, fidelity)
     if args.dry_run:
+        unchecked = dry_run_check(plan)  # the search's own refusal (a UserError) comes before any plan
         say(describe_space(plan))
-        say(estimate_time(plan).text(), err=True)  # measured on this machine now: beside the plan, not in it
+        # measured on this machine now: beside the plan, not in it (never for data the machine has not got)
+        say(f"time: not estimated: {unchecked}" if unchecked else estimate_time(plan).text(), err=True)
         return 0
     with proxy_answering(args.storage):  # it opens the study: a proxy that stops answering there, in one line
         plan = plan_search(plan)

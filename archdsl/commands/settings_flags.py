@@ -133,10 +133,22 @@ def add_settings_arguments(
 
 
 def _help_with_default(flag: SettingFlag, shown_default: Callable[[SettingFlag], str] | None = None) -> str:
-    """The flag's help and its default (none for a required flag)."""
+    """The flag's help, its default (none for a required flag) and its upper bound, where it has one."""
+    bound = upper_bound_text(flag.model.model_fields[flag.field].metadata)
     if flag.required:
-        return flag.help
-    return f"{flag.help} (default: {(shown_default or default_text)(flag)})"
+        return f"{flag.help} ({bound})" if bound else flag.help
+    return f"{flag.help} (default: {(shown_default or default_text)(flag)}{'; ' + bound if bound else ''})"
+
+
+def upper_bound_text(metadata: list[Any]) -> str | None:
+    """`at most 10,000` (or `below 1`) for a field's `le`/`lt` bound; None without one."""
+    for constraint in metadata:
+        for name, words in (("le", "at most"), ("lt", "below")):
+            value = getattr(constraint, name, None)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                number = f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+                return f"{words} {number}"
+    return None
 
 
 def settings_given(

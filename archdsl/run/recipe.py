@@ -33,7 +33,16 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 from pydantic import BeforeValidator, ConfigDict, NonNegativeFloat, NonNegativeInt, PositiveInt, model_validator
 
 from archdsl import markdown
-from archdsl.common_settings import TORCHRUN_GROUP, DeviceSettings, OptimizeSettings, flag_field, setting_flags, show
+from archdsl.common_settings import (
+    MAX_BATCH_SIZE,
+    MAX_EPOCHS,
+    TORCHRUN_GROUP,
+    DeviceSettings,
+    OptimizeSettings,
+    flag_field,
+    setting_flags,
+    show,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -191,11 +200,14 @@ class TrainConfig(DeviceSettings, OptimizeSettings):
         "--epochs",
         "epochs in all, warm-up included (the main schedule spans the rest); with --resume, more than the run's "
         "extends it",
+        le=MAX_EPOCHS,
     )
     # Epochs after which a resumed run was lengthened (`train --resume --epochs N`): from each, the
     # learning-rate schedule is the one a run planned for the new length has at that step.
     extended_at: tuple[PositiveInt, ...] = ()
-    batch_size: PositiveInt = _recipe_field("--batch-size", "batch size (Mixup/CutMix need an even one)")
+    batch_size: PositiveInt = _recipe_field(
+        "--batch-size", "batch size (Mixup/CutMix need an even one)", le=MAX_BATCH_SIZE
+    )
     lr: float = _recipe_field(
         "--lr", "peak learning rate; left out, the recipe's scaled linearly with the batch size", gt=0
     )

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator
 
-from archdsl.common_settings import OptimizeSettings, flag_field
+from archdsl.common_settings import MAX_EPOCHS, MAX_SEEDS, OptimizeSettings, flag_field
 from archdsl.data.cards import DEFAULT_DATASET, SMALL_PER_CLASS, card_for, default_text
 from archdsl.errors import UserError
 from archdsl.ir import Arch
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 # A `Fidelity` made in Python takes the card of `archdsl search`'s default dataset (odd-one-out), as the command
 # with no arguments does; a study on another dataset takes that dataset's card (archdsl.search.planning.fidelity_for).
 _DEFAULT = card_for(DEFAULT_DATASET).search
+# Each budget step doubles the epochs: ten take a 2-epoch first rung to 2,048 (and the top rung stays within
+# MAX_EPOCHS, archdsl.search.planning checks).
+MAX_BUDGET_STEPS = 10
 
 
 # The settle stage's budgets, in multiples of the epochs of the walk's last budget: 2x first, then 3x (the 24 epochs
@@ -62,7 +65,7 @@ class Fidelity(OptimizeSettings):
 
     epochs: PositiveInt = flag_field(
         "--epochs", "training epochs per candidate (at the first budget, when the search raises it)",
-        default=_DEFAULT.epochs, default_text=default_text("epochs"),
+        default=_DEFAULT.epochs, le=MAX_EPOCHS, default_text=default_text("epochs"),
     )  # fmt: skip
     subset: float = flag_field(
         "--subset", "class-stratified fraction of the training set (at the first budget)", default=_DEFAULT.subset,
@@ -72,7 +75,8 @@ class Fidelity(OptimizeSettings):
         "--budget-steps", "how many times the build-up walk may raise a verdict's budget while the verdict still "
         "moves, each step doubling the epochs (and the subset while it holds fewer than "
         f"{SMALL_PER_CLASS:,} images a class); 0: one budget (docs/search.md, 'The budget the search finds')",
-        default=_DEFAULT.budget_steps, default_text=default_text("budget_steps") + " (where no budget was measured)",
+        default=_DEFAULT.budget_steps, le=MAX_BUDGET_STEPS,
+        default_text=default_text("budget_steps") + " (where no budget was measured)",
     )  # fmt: skip
     settle_steps: int = flag_field(
         "--settle-steps", "budgets above the search's at which the build-up walk re-measures its shortlist (the "
@@ -89,7 +93,7 @@ class Fidelity(OptimizeSettings):
     seeds: PositiveInt = flag_field(
         "--seeds", "paired seeds each candidate is trained on: its accuracy is their mean (seed index s is "
         "--seed + s for every design: the same training subset, batch order and augmentation draws; 3: the "
-        "fewest whose answers agree, docs/results-search.md)", default=3,
+        "fewest whose answers agree, docs/results-search.md)", default=3, le=MAX_SEEDS,
     )  # fmt: skip
     # A fraction or a count, kept as written (`0.1`, `5000`): archdsl.data.parse_val_split reads it.
     val_split: str | None = flag_field(
@@ -110,11 +114,11 @@ class Fidelity(OptimizeSettings):
     train_settings: tuple[tuple[str, Any], ...] = ()
     # `objectives`: the command line that reproduces a study names the flag only when an objective reads it.
     hessian_batches: PositiveInt = flag_field(
-        "--hessian-batches", "batches of 16 for nep/ape", default=2, objectives=("nep", "ape")
+        "--hessian-batches", "batches of 16 for nep/ape", default=2, le=1_000, objectives=("nep", "ape")
     )
     # Lanczos converges in ~15-45 products where power iteration needs hundreds.
     hessian_max_iter: PositiveInt = flag_field(
-        "--hessian-iters", "Lanczos steps per batch for nep/ape", default=40, objectives=("nep", "ape")
+        "--hessian-iters", "Lanczos steps per batch for nep/ape", default=40, le=1_000, objectives=("nep", "ape")
     )
     hessian_tol: float = 1e-3
     # See benchmarks/hessian.py: Lanczos is 2.0-6.7x faster than PyHessian, and accurate.
@@ -201,6 +205,23 @@ def load_data(
         validation = validation.subset(val_subset, seed=seed)
     test = load_split(name, "test", root, download=download)
     return DataContext(name=name, root=root, train_set=rest, validation=validation, test=test, train_split=train_set)
+
+
+def data_not_here(name: str, root: str | None, *, download: bool) -> str | None:
+    """Why dataset `name` is not here to load (None: it is): what loading it would say, or that --download fetches
+    it when the search starts. Data archdsl cannot fetch (ImageNet, given out after sign-up) with `download`: the
+    loader's UserError, as the search meets it."""
+    from archdsl.data import describe, load_split, why_missing
+
+    info = describe(name, root)
+    if info.available:
+        return None
+    if download and info.name.startswith("imagenet"):
+        load_split(name, "train", root, download=True)  # refuses at once: nothing is fetched
+    if download:
+        return f"{name} is not here yet: --download fetches it when the search starts"
+    missing = why_missing(name, root)
+    return None if missing is None else f"{missing.message}: the search refuses it until it is there"
 
 
 def _warn_if_below_one_a_class(validation: ImageSet, fraction: float) -> None:

@@ -5,6 +5,7 @@ the winners (the best trial, or the Pareto front), and the words every rendering
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from statistics import fmean
 from typing import Any
@@ -32,6 +33,7 @@ from archdsl.search.studies.record import (
     SIM_SECONDS_ATTR,
     SPEC_ATTR,
     STRATEGY_ATTR,
+    UNCHECKED,
     WALK_END_ATTR,
     HeldOutFigures,
     Protocol,
@@ -303,8 +305,20 @@ def design_text(row: TrialRow) -> str:
     return " ".join(parts)
 
 
+_DAY = 86_400  # seconds
+
+
 def duration_text(seconds: float) -> str:
-    """`9.5 s`, `14 s`, `1:20 min`, `2:05 h`."""
+    """`9.5 s`, `14 s`, `1:20 min`, `2:05 h`; from two days on `3 days`, `1.1 years`, `31,688,088 years` (a dry run's
+    estimate of a long ladder: hours in the millions read as nothing); `forever` for no finite time."""
+    if not math.isfinite(seconds):
+        return "forever"
+    if seconds >= 2 * _DAY:
+        days = seconds / _DAY
+        if days < 365.25:
+            return f"{days:.0f} days"
+        years = days / 365.25
+        return f"{years:.1f} years" if years < 10 else f"{years:,.0f} years"
     if seconds < 60:
         return f"{seconds:.1f} s" if round(seconds, 1) < 10 else f"{seconds:.0f} s"  # 9.97: `10 s`, not `10.0 s`
     minutes, seconds = divmod(round(seconds), 60)
@@ -327,7 +341,8 @@ def held_out_value_text(figures: HeldOutFigures | None) -> str:
         return "not measured (the search has not ended, or ended before its final test)"
     if not figures.accuracy:
         return figures.note or "none"
-    return estimate_text(estimate(tuple(figures.accuracy), OBJECTIVES["accuracy"].bounds))
+    text = estimate_text(estimate(tuple(figures.accuracy), OBJECTIVES["accuracy"].bounds))
+    return f"{text}, {UNCHECKED}" if figures.unchecked else text
 
 
 def objective_values_text(summary: StudySummary, row: TrialRow, equals: str = "=") -> str:

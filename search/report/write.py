@@ -64,7 +64,8 @@ def write_report(study: optuna.Study, study_dir: Path) -> ReportPaths:
             for name, fig in make_figures(study, summary).items()
         }
         table = write_text(report_dir / "trials.csv", trials_csv(summary), within=study_dir)
-        specs = {n: str(p) for n, p in best.items()}  # as written: what a retrain command names
+        # what a retrain command names: absolute, so that it runs from any folder (--out may be relative)
+        specs = {n: str(p.absolute()) for n, p in best.items()}
         text = markdown(
             summary,
             {name: path.name for name, path in figures.items()},

@@ -44,9 +44,10 @@ def protocol(plan: SearchPlan) -> Protocol:
             "test_images": len(data.test) if data.test is not None else None,
         }
     trained = Protocol(
-        dataset=s.dataset, data_root=s.data_root, seed=s.seed, seeds=fidelity.seeds, max_seeds=plan.max_seeds,
-        keep=plan.keep,
-        training_seeds=training_seeds(plan), budgets=[*plan.rungs, *plan.settles], recipe=fidelity.recipe,
+        dataset=s.dataset, data_root=_absolute(s.data_root), seed=s.seed, seeds=fidelity.seeds,
+        max_seeds=plan.max_seeds, keep=plan.keep,
+        training_seeds=training_seeds(plan), budgets=[*plan.rungs, *plan.settles], settle_steps=len(plan.settles),
+        recipe=fidelity.recipe,
         train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize,
     ).model_copy(update=counts)  # fmt: skip
     if plan.replay is None:
@@ -60,6 +61,13 @@ def protocol(plan: SearchPlan) -> Protocol:
             "recipe": str(made.get("recipe", fidelity.recipe)), "train_settings": dict(made.get("train_settings", {})),
         }
     )  # fmt: skip
+
+
+def _absolute(folder: str | None) -> str | None:
+    """`folder` from the root, so that the retrain commands (which name it) run from any folder."""
+    from pathlib import Path
+
+    return None if folder is None else str(Path(folder).absolute())
 
 
 def training_threads(plan: SearchPlan) -> int | None:

@@ -140,7 +140,8 @@ class Protocol(BaseModel):
     # Paired seed index i trains with training_seeds[i] (every design alike; a replayed study: the seed of the table
     # run that answers index i); empty where a replayed trial draws one run of its design (--seeds 1).
     training_seeds: list[int]
-    budgets: list[Budget]  # the ladder of budgets, rung by rung (one: the study's fidelity)
+    budgets: list[Budget]  # the ladder of budgets, rung by rung (one: the study's fidelity), then the settle stage's
+    settle_steps: int = 0  # how many of `budgets`, the last ones, are the settle stage's (--settle-steps)
     train_images: int | None = None  # the training split less the validation images: what --subset is a share of
     held_out: int | None = None  # validation images held out of the training split (--val-split)
     validation_images: int | None = None  # those that score every trial (--val-subset of them)
@@ -528,6 +529,16 @@ class HeldOutFigures(BaseModel):
     # digest. None in the records of an archdsl that did not write them (those do not check).
     trial: int | None = None
     digest: str | None = None
+    # Figures that name no trial (`trial` None: an earlier archdsl's, or edited), or opened from such a seal: whose
+    # they are cannot be checked, so they are shown marked `UNCHECKED` (and never used), not called damaged.
+    unchecked: bool = False
+
+
+# What the figures that name no trial are shown with, and the way to checked ones.
+UNCHECKED = (
+    "unchecked (sealed by an earlier archdsl: they name no trial, so whose they are is not known; a study run again "
+    "under a new --study-name seals checked ones)"
+)
 
 
 class DamagedFigures(ValueError):
@@ -537,7 +548,8 @@ class DamagedFigures(ValueError):
 def checked_figures(value: object, number: int, digest: str | None) -> HeldOutFigures | None:
     """The held-out figures a study attr holds (`value`) for trial `number` of design `digest`, checked: None
     when it holds none, a DamagedFigures unless they are trial `number`'s, of that design, with as many seeds
-    as seed indices and a finite fraction for each seed (or none at all: `note` says why). The note is made
+    as seed indices and a finite fraction for each seed (or none at all: `note` says why). Figures that name no
+    trial (an earlier archdsl's) are checked but for whose they are, and marked `unchecked`. The note is made
     safe to print: it is text from the storage, as every other."""
     if value is None:  # never written, or removed
         return None
@@ -546,11 +558,10 @@ def checked_figures(value: object, number: int, digest: str | None) -> HeldOutFi
     except ValidationError:
         raise DamagedFigures("not a record of test figures") from None
     seeds, indices, accuracy = figures.seeds, figures.indices, figures.accuracy
-    if figures.trial is None:
-        raise DamagedFigures("they name no trial (sealed by an earlier archdsl, or edited)")
-    if figures.trial != number:
+    unchecked = figures.unchecked or figures.trial is None
+    if figures.trial is not None and figures.trial != number:
         raise DamagedFigures(f"they are trial {figures.trial}'s")
-    if figures.digest != digest:
+    if figures.trial is not None and figures.digest != digest:
         raise DamagedFigures("they name another design")
     if len(seeds) != len(indices):
         raise DamagedFigures(f"{_count(len(seeds), 'seed')} but {_count(len(indices), 'seed index', 'seed indices')}")
@@ -561,7 +572,7 @@ def checked_figures(value: object, number: int, digest: str | None) -> HeldOutFi
     outside = next((v for v in accuracy if not 0 <= v <= 1), None)  # NaN is no fraction either
     if outside is not None:
         raise DamagedFigures(f"an accuracy of {outside:g}, not a fraction in [0, 1]")
-    return figures.model_copy(update={"note": visible(figures.note)})
+    return figures.model_copy(update={"note": visible(figures.note), "unchecked": unchecked})
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -587,6 +598,7 @@ def open_test(study: optuna.Study, number: int, design_trials: Iterable[FrozenTr
     values: dict[int, float] = {}
     source: Literal["trained", "table"] = "trained"
     notes: list[str] = []  # why there are no figures, the gravest first
+    unchecked = False  # a seal that names no trial (an earlier archdsl's) was opened
     for t in design:
         try:
             seal = checked_figures(study.user_attrs.get(f"{SEALED_ATTR_PREFIX}{t.number}"), t.number, digest_of(t))
@@ -600,6 +612,7 @@ def open_test(study: optuna.Study, number: int, design_trials: Iterable[FrozenTr
                 notes.append("no sealed test figures (its trials ran before trials sealed them)")
             continue
         source, notes = seal.source, [*notes, *([seal.note] if seal.note else [])]
+        unchecked = unchecked or seal.unchecked
         for position, index in enumerate(seal.indices):
             seeds.setdefault(index, seal.seeds[position])
             if seal.accuracy:
@@ -609,7 +622,7 @@ def open_test(study: optuna.Study, number: int, design_trials: Iterable[FrozenTr
     note = "" if whole else (notes or ["no sealed test figures (its trials ran before trials sealed them)"])[0]
     figures = HeldOutFigures(
         seeds=[seeds[i] for i in indices], accuracy=[values[i] for i in indices] if whole else [], indices=indices,
-        source=source, note=note, trial=number, digest=digest_of(design[0]) if design else None,
+        source=source, note=note, trial=number, digest=digest_of(design[0]) if design else None, unchecked=unchecked,
     )  # fmt: skip
     study.set_user_attr(f"{TEST_ATTR_PREFIX}{number}", figures.model_dump())
     return figures
