@@ -61,6 +61,7 @@ _EXPORTS = {
     "SearchPlan": "archdsl.search.planning",
     "SearchResult": "archdsl.search.planning",
     "describe_space": "archdsl.search.planning",
+    "dry_run_check": "archdsl.search.planning",
     "estimate_time": "archdsl.search.planning",
     "plan_search": "archdsl.search.planning",
     "plan_space": "archdsl.search.planning",
