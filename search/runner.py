@@ -53,7 +53,6 @@ from archdsl.search.studies.record import (
 from archdsl.search.studies.storage import fail_stale_trials, open_storage
 from archdsl.search.walk.buildup import Walk
 from archdsl.search.walk.planned import PlannedSampler
-from archdsl.search.walk.registry import strategy_named
 from archdsl.search.walk.samplers import make_pruner
 
 if TYPE_CHECKING:
@@ -87,7 +86,7 @@ class StudyProgress:
 def target_trials(plan: SearchPlan) -> int:
     """The most designs the study will measure: `n_trials`, fewer when the space (or the longest
     build-up walk) holds fewer (`Strategy.target_trials`)."""
-    return strategy_named(plan.settings.strategy).target_trials(plan)
+    return plan.strategy.target_trials(plan)
 
 
 def study_progress(study: optuna.Study, total: int) -> StudyProgress:
@@ -235,7 +234,7 @@ def run_search(
     if study is None:
         study = open_study(plan)
         check_same_space(study, space)
-    sampler = strategy_named(settings.strategy).sampler(plan)
+    sampler = plan.strategy.sampler(plan)
     walker = sampler if isinstance(sampler, PlannedSampler) else None  # the walk: the stop rule asks it
     pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
