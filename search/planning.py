@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from archdsl.search.space import Space
     from archdsl.search.studies.storage import StorageOptions
     from archdsl.search.walk.buildup import Rules
+    from archdsl.search.walk.strategy import Strategy
 
 __all__ = [
     "SearchPlan",
@@ -163,6 +164,13 @@ class SearchPlan:
         return reproduce_command(self)
 
     @property
+    def strategy(self) -> Strategy:
+        """How the designs are chosen (--strategy, from `walk.registry`)."""
+        from archdsl.search.walk.registry import strategy_named
+
+        return strategy_named(self.settings.strategy)
+
+    @property
     def follower(self) -> bool:
         """A rank after the first of a torchrun group: it trains what rank 0 sends."""
         return self.ranks is not None and not self.ranks.leader
@@ -171,7 +179,7 @@ class SearchPlan:
         """The line the command prints before the first trial."""
         settings = self.settings
         replayed = f", replayed from the table {self.replay.source}" if self.replay is not None else ""
-        reach = walk_reach_text(self)
+        reach = self.strategy.reach_text(self)
         return (
             f"search {self.study_name}: {settings.strategy} over {self.space.size()} points of {self.base_text} on "
             f"{settings.dataset}, objectives {','.join(o.name for o in self.objectives)}{replayed}"
@@ -190,6 +198,7 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     from archdsl.search.objectives import parse_objectives
     from archdsl.search.space import make_space, parse_searched
     from archdsl.search.studies.naming import check_study_name, default_study_name
+    from archdsl.search.walk.registry import strategy_named
 
     if settings.image_size is not None:  # the dataset read at that size: the base is fitted to it below
         dataset = sized_name(settings.dataset, settings.image_size, settings.data_root)
@@ -211,7 +220,8 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
             f"--max-seeds {settings.max_seeds} is below --seeds {resolved.seeds}",
             hint="racing measures more seeds than --seeds, never fewer: give --max-seeds >= --seeds",
         )
-    if settings.keep == "mean" and settings.strategy != "buildup":
+    strategy = strategy_named(settings.strategy)
+    if settings.keep == "mean" and "keep" not in strategy.flags:
         raise UsageError(f"--keep mean is the build-up walk's rule; --strategy {settings.strategy} does not walk",
                          hint="--strategy buildup --keep mean, or leave --keep out")  # fmt: skip
     if settings.keep == "mean" and (settings.max_seeds or resolved.seeds) > resolved.seeds:
@@ -220,14 +230,15 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     # the same for a dry run and a run
     fitted = measure.fit_to_data(measure.load_base(base_name), info.image_shape, info.num_classes)
     images = train_images(info, resolved.val_split)
-    walked = settings.strategy == "buildup" and not is_replay(settings.fidelity_source)
+    walked = strategy.walks and not is_replay(settings.fidelity_source)
     if walked:
         check_ladder_trainable(resolved)
     return SearchPlan(
         settings=settings, fidelity=resolved, space=make_space(fitted, searched),
         objectives=objectives, study_name=study_name, base_name=base_name, why=why,
         budgets=(rungs := ladder(resolved, images, info.num_classes) if walked else ()), train_images=images,
-        settles=settle_budgets(rungs[-1], resolved.settle_steps) if walked else (), classes=info.num_classes,
+        settles=settle_budgets(rungs[-1], resolved.settle_steps) if walked and "settle_steps" in strategy.flags else (),
+        classes=info.num_classes,
     )  # fmt: skip
 
 
@@ -238,21 +249,6 @@ def settle_budgets(last: Budget, steps: int) -> tuple[Budget, ...]:
     from archdsl.search.fidelity.measures import SETTLE_FACTORS
 
     return tuple(Budget(last.epochs * factor, last.subset) for factor in SETTLE_FACTORS[:steps])
-
-
-def keep_text(plan: SearchPlan) -> str:
-    """How the walk keeps an MSA and settles its answer, in the lines `--dry-run` prints."""
-    rule = (
-        "an MSA whose mean over the paired seeds is higher"
-        if plan.keep == "mean"
-        else "an MSA the paired seeds' t-test calls better"
-    )
-    settle = (
-        "then the shortlist re-measured on fresh seeds at " + " and ".join(b.epochs_text() for b in plan.settles)
-        if plan.settles
-        else "no settle stage (--settle-steps 0)"
-    )
-    return f"keep: {rule} (--keep {plan.keep}), a seed that fails to learn replaced by a fresh one; {settle}"
 
 
 def check_ladder_trainable(fidelity: Fidelity) -> None:
@@ -334,15 +330,15 @@ def describe_space(plan: SearchPlan) -> str:
     if "init" in space.searched:
         lines.append(f"  init: {', '.join(map(str, space.choices()['init']))} (base: {space.base.init})")
     lines.append(f"size: {space.size()} points, {space.n_designs()} distinct designs")
-    reach = walk_reach_text(plan)
+    reach, rule = plan.strategy.reach_text(plan), plan.strategy.rule_text(plan)
     if reach:
         lines.append(reach)
     lines.append(budget_text(plan))
     steps = first_steps_text(plan)
     if steps:
         lines.append(steps)
-    if plan.settings.strategy == "buildup":
-        lines.append(keep_text(plan))
+    if rule:
+        lines.append(rule)
     lines.append("endpoints:")
     for e in space.endpoints():
         arch = space.arch_from_params(e.params)
@@ -350,22 +346,6 @@ def describe_space(plan: SearchPlan) -> str:
         ks = ",".join(str(e.params.get(f"k_{s.name}", 0)) for s in space.stages)
         lines.append(f"  {e.name:<10} k=({ks})  {layout}  {arch.n_msa} MSA")
     return "\n".join(lines)
-
-
-def walk_reach_text(plan: SearchPlan) -> str | None:
-    """Where `--strategy buildup` searches knobs besides k, what the walk leaves out: it keeps the base's heads,
-    windows, head widths and init, so it reaches one design per k (docs/results-search.md, "A space
-    where right answers are a minority", measured what that costs); None where it reaches the whole space."""
-    space = plan.space
-    others = [knob for knob in space.searched if knob != "k"]
-    if plan.settings.strategy != "buildup" or not others:
-        return None
-    on_path = math.prod(stage.max_k + 1 for stage in space.stages)
-    knobs = " and ".join([", ".join(others[:-1]), others[-1]] if len(others) > 1 else others)
-    return (
-        f"walk: the build-up walk keeps the base's {knobs} ({on_path} of the {space.n_designs()} "
-        f"designs are within its reach); --strategy tpe or random searches {knobs} too"
-    )
 
 
 def budget_text(plan: SearchPlan) -> str:
@@ -389,7 +369,7 @@ def budget_text(plan: SearchPlan) -> str:
     measured = card_for(plan.settings.dataset).search.measured
     if plan.replay is not None or plan.settings.fidelity_source != "train":
         where = "replayed from its table"
-    elif plan.settings.strategy != "buildup":
+    elif not plan.strategy.walks:
         where = "the samplers train at one budget (--strategy buildup raises it where no budget is measured)"
     elif measured and fidelity.budget_steps == 0:
         where = f"measured for this data ({measured})"
@@ -457,8 +437,7 @@ def estimate_time(plan: SearchPlan) -> TimeEstimate:
     shortest and the longest walk (each verdict at two budgets, or at every one, where the walk raises them), and
     its settle stage (`SHORTLIST` designs at its first budget, or at every one)."""
     from archdsl.search.fidelity import measures as measure
-    from archdsl.search.runner import target_trials
-    from archdsl.search.walk.buildup import SHORTLIST, longest_walk
+    from archdsl.search.walk.buildup import SHORTLIST
 
     fidelity, rungs, images = plan.fidelity, plan.rungs, plan.train_images or 0
     per_image = measure.training_seconds_per_image(plan.space.base, fidelity, device=plan.settings.device)
@@ -466,12 +445,7 @@ def estimate_time(plan: SearchPlan) -> TimeEstimate:
     def cost(rung: int) -> float:
         return fidelity.seeds * rungs[rung].epochs * images * rungs[rung].subset * per_image
 
-    if plan.settings.strategy != "buildup":
-        n = target_trials(plan)
-        return TimeEstimate(n * cost(0), n * cost(0), per_image, (n, n))
-    shortest = 1 + sum(1 for s in plan.space.stages if s.max_k > 0)
-    longest = min(plan.settings.n_trials, longest_walk(plan.space))
-    shortest = min(shortest, longest)
+    shortest, longest = plan.strategy.fewest_trials(plan), plan.strategy.target_trials(plan)
     cheapest = sum(cost(r) for r in range(min(2, len(rungs))))  # a verdict is not final at its first budget
     dearest = sum(cost(r) for r in range(len(rungs)))
     settles = [fidelity.seeds * b.epochs * images * b.subset * per_image for b in plan.settles]

@@ -10,7 +10,6 @@ workers").
 from __future__ import annotations
 
 import random
-import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,9 +54,9 @@ from archdsl.search.studies.record import (
     workers_at_work,
 )
 from archdsl.search.studies.storage import fail_stale_trials, open_storage
-from archdsl.search.walk.buildup import Walk, longest_walk
+from archdsl.search.walk.buildup import Walk
 from archdsl.search.walk.planned import PlannedSampler
-from archdsl.search.walk.samplers import make_pruner, make_sampler
+from archdsl.search.walk.samplers import make_pruner
 
 if TYPE_CHECKING:
     from archdsl.search.planning import SearchPlan
@@ -89,10 +88,8 @@ class StudyProgress:
 
 def target_trials(plan: SearchPlan) -> int:
     """The most designs the study will measure: `n_trials`, fewer when the space (or the longest
-    build-up walk) holds fewer."""
-    space = plan.space
-    most = min(plan.settings.n_trials, space.n_designs())
-    return min(most, longest_walk(space)) if plan.settings.strategy == "buildup" else most
+    build-up walk) holds fewer (`Strategy.target_trials`)."""
+    return plan.strategy.target_trials(plan)
 
 
 def study_progress(study: optuna.Study, total: int) -> StudyProgress:
@@ -273,8 +270,8 @@ def run_search(
     if study is None:
         study = open_study(plan)
         check_same_space(study, space)
-    walker = _buildup_sampler(plan)
-    sampler = walker or make_sampler(settings.strategy, space, len(plan.objectives), settings.seed)
+    sampler = plan.strategy.sampler(plan)
+    walker = sampler if isinstance(sampler, PlannedSampler) else None  # the walk: the stop rule asks it
     pruner = make_pruner(plan.objectives, plan.fidelity.epochs, plan.pruner)
     # Re-open with this worker's sampler and pruner (they live in memory, not in the storage).
     study = optuna.load_study(study_name=plan.study_name, storage=storage_of(study), sampler=sampler, pruner=pruner)
@@ -315,17 +312,6 @@ def run_search(
         stale_failed=stale,
         exhausted=exhausted,
     )
-
-
-def _buildup_sampler(plan: SearchPlan) -> PlannedSampler | None:
-    """The build-up walk's sampler (None for the samplers'), taking a design anyway past --timeout."""
-    if plan.settings.strategy != "buildup":
-        return None
-    deadline = None if plan.settings.timeout is None else time.monotonic() + plan.settings.timeout
-    return PlannedSampler(
-        plan.space, plan.objectives[0], 0, plan.walk_rules, wait=lambda s: fail_stale_trials(s, plan.storage),
-        deadline=deadline,
-    )  # fmt: skip
 
 
 def _queue_endpoints(study: optuna.Study, space: Space) -> None:

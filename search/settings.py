@@ -8,7 +8,7 @@ these fields, without importing Optuna.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -31,6 +31,9 @@ from archdsl.common_settings import (
 from archdsl.data.cards import DEFAULT_DATASET
 from archdsl.outputs import RUNS_DIR
 from archdsl.search.objectives import OBJECTIVES
+from archdsl.search.walk.keep_rules import DEFAULT_KEEP, KEEPS, Keep
+from archdsl.search.walk.registry import REGISTRY, STRATEGIES, strategy_named
+from archdsl.search.walk.strategy import PRUNERS
 
 if TYPE_CHECKING:
     from archdsl.data import DatasetInfo
@@ -39,14 +42,6 @@ if TYPE_CHECKING:
 # The bounds of the study's own sizes (--help states each; the fidelity's are measures.Fidelity's).
 MAX_TRIALS = 100_000
 MAX_TIMEOUT_S = 30 * 86_400.0  # a month
-STRATEGIES = ("buildup", "tpe", "nsga2", "grid", "random")
-# How the build-up walk keeps a candidate (walk.buildup.Rules.keep): beyond the paired seeds' noise, or on their mean.
-Keep = Literal["beyond-noise", "mean"]
-KEEPS: tuple[Keep, ...] = ("beyond-noise", "mean")
-# The walk's rule when --keep is not given: the mean, the one rule never worse than random search beyond the noise on
-# any replayed space and best on the minority ones (docs/results.md); a failed seed is stood in for (walk.buildup).
-DEFAULT_KEEP: Keep = "mean"
-PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
 
 SMALL_BASE = "alter-small-base"  # the default base on the built-in data, and on CIFAR without an accelerator
 GREY_BASE = "resnet-fmnist"  # the default base on 28x28 grey images (Fashion-MNIST, MNIST)
@@ -171,8 +166,8 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
     @field_validator("strategy")
     @classmethod
     def _known_strategy(cls, value: str) -> str:
-        if value not in STRATEGIES:
-            raise ValueError(f"unknown strategy {value!r}; choose from {', '.join(STRATEGIES)}")
+        if value not in REGISTRY:
+            raise ValueError(f"unknown strategy {value!r}; choose from {', '.join(REGISTRY)}")
         return value
 
     @field_validator("pruner")
@@ -207,22 +202,13 @@ def default_base(info: DatasetInfo, accelerator: bool) -> tuple[str, str]:
 # 21-33% (median, halving, Hyperband) of TPE's and random search's time with one seed, 26-47% with two, and
 # 0-1% of the walk's; on the 32-design k x heads table 53-54% of a sampler's for 0.17-0.33 points of regret.
 AUTO_PRUNER = "auto"
-# Pruning rungs at epochs 1, 3, 9, ...: the halving pruners keep a third of the trials at each.
-REDUCTION_FACTOR = 3
 
 
 def default_pruner(strategy: str, epochs: int, raised: bool = False) -> str:
-    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: none for the build-up walk (a
-    pruner stops a candidate on one seed's early epochs, a verdict the walk's own rule, on every paired seed at the
-    end of training, would not call: the main job's c2 candidate at 0.14 after one epoch; and on a ladder, the very
-    bias the ladder is there to see past); Hyperband for the
-    samplers where it has two brackets or more (at least 3 epochs, as on the table's 6), else median: with one
-    bracket Hyperband is successive halving, the pruner the study rejected for its regret."""
-    if strategy == "buildup":
-        return "none"
-    if epochs < REDUCTION_FACTOR:
-        return "median"
-    return "hyperband"
+    """The pruner `--pruner auto` takes for `strategy` at a fidelity of `epochs`: the strategy's
+    (`walk.strategy.Strategy.auto_pruner`: none for the build-up walk, Hyperband for the samplers from 3 epochs,
+    median below)."""
+    return strategy_named(strategy).auto_pruner(epochs, raised)
 
 
 def chosen_pruner(kind: str, strategy: str, epochs: int, raised: bool = False) -> str:
@@ -252,7 +238,7 @@ def reproduce_command(plan: SearchPlan) -> str:
         "base": plan.base_name,
         "objectives": ",".join(o.name for o in plan.objectives),
         "pruner": plan.pruner,
-        "keep": plan.keep if s.strategy == "buildup" else None,
+        "keep": plan.keep if "keep" in strategy_named(s.strategy).flags else None,
         "max_seeds": plan.max_seeds if plan.max_seeds > fidelity.seeds else None,
         "study_name": plan.study_name,
         "storage": None if s.storage is None else without_password(s.storage),

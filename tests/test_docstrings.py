@@ -64,6 +64,8 @@ PUBLIC_MODULES = (
     "archdsl.search.walk.buildup",
     "archdsl.search.walk.planned",
     "archdsl.search.walk.samplers",
+    "archdsl.search.walk.strategy",
+    "archdsl.search.walk.registry",
     "archdsl.search.fidelity.budget",
     "archdsl.search.studies.storage",
     "archdsl.search.fidelity.trial",

@@ -72,6 +72,12 @@ LIGHT_AT_IMPORT = (
     "archdsl.run.recipe",
     "archdsl.search.fidelity.measures",
     "archdsl.search.settings",  # the search's flags are made from its fields; STRATEGIES is listed from it
+    # the strategies' registry and the modules it imports: --strategy's choices, without Optuna
+    "archdsl.search.walk.registry",
+    "archdsl.search.walk.strategy",
+    "archdsl.search.walk.buildup_strategy",
+    "archdsl.search.walk.sampler_strategies",
+    "archdsl.search.walk.keep_rules",
     "archdsl.analysis.sources",  # analyze's and eval's flags are made from its models
     "archdsl.search.studies.proxy",  # its defaults are read by `archdsl study serve --help`
     "archdsl.nn.timm_models",  # imported by `import archdsl`: it only installs the hook

@@ -57,6 +57,7 @@ from archdsl.search.studies.record import (
     seed_values_by_design,
     trials,
 )
+from archdsl.search.walk.registry import walks
 
 PRUNED_MARK = "✂"  # beside a pruned trial's value: the last one it reported, not a final one
 
@@ -229,7 +230,7 @@ def _best_numbers(
     if len(objectives) > 1:
         return [t.number for t in pareto_front(study)]
     # (the walk's answer only while the study is a walk's: one resumed by a sampler is judged by its means)
-    walk_end = study.user_attrs.get(WALK_END_ATTR) if study.user_attrs.get(STRATEGY_ATTR) == "buildup" else None
+    walk_end = study.user_attrs.get(WALK_END_ATTR) if walks(study.user_attrs.get(STRATEGY_ATTR)) else None
     if walk_end in firsts:
         return [firsts[walk_end].number]
     candidates = _at_one_budget([r for r in rows if r.number in {t.number for t in firsts.values()} and r.values])

@@ -1,6 +1,7 @@
-"""How the next design is chosen: the paper's build-up walk, one pure function (`buildup.walk`) that an Optuna
-sampler runs in a study (`planned.PlannedSampler`), and Optuna's samplers and pruners for the other strategies
-(`samplers`); docs/search.md, "Strategies"."""
+"""How the next design is chosen: the strategies (`strategy.Strategy`, the seam each implements; `registry.REGISTRY`,
+name -> strategy), the paper's build-up walk, one pure function (`buildup.walk`) that an Optuna sampler runs in a
+study (`planned.PlannedSampler`, `buildup_strategy.BuildUp`), and Optuna's samplers and pruners for the other
+strategies (`sampler_strategies`, `samplers`); docs/search.md, "Strategies"."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_
     from archdsl.search.walk.buildup import longest_walk as longest_walk
     from archdsl.search.walk.buildup import walk as walk
     from archdsl.search.walk.planned import PlannedSampler as PlannedSampler
+    from archdsl.search.walk.registry import REGISTRY as REGISTRY
+    from archdsl.search.walk.registry import strategy_named as strategy_named
     from archdsl.search.walk.samplers import make_pruner as make_pruner
-    from archdsl.search.walk.samplers import make_sampler as make_sampler
+    from archdsl.search.walk.strategy import Strategy as Strategy
 
 _EXPORTS = {
     "Ask": "archdsl.search.walk.buildup",

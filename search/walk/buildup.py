@@ -30,9 +30,9 @@ from typing import Literal
 
 from archdsl.search.objectives import Objective
 from archdsl.search.seed_stats import Racing, Standing, gap_moved, improves_beyond_noise, race_decision, standing
-from archdsl.search.settings import Keep
 from archdsl.search.space import ParamValue, Space
 from archdsl.search.studies.record import Measured, Measurements, State
+from archdsl.search.walk.keep_rules import Keep
 
 Params = dict[str, ParamValue]
 Paired = tuple[tuple[float, ...], tuple[float, ...]]

@@ -1,5 +1,6 @@
-"""Optuna's samplers for the strategies other than the walk (`tpe`, `nsga2`, `grid`, `random`), each trial's random
-draws seeded by (seed, trial number), and Optuna's pruners on the per-epoch validation accuracy."""
+"""What the strategies other than the walk run their Optuna samplers with (`sampler_strategies`): each trial's
+random draws seeded by (seed, trial number), a grid that the runner's stop rule ends; and Optuna's pruners on the
+per-epoch validation accuracy."""
 
 from __future__ import annotations
 
@@ -11,36 +12,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from archdsl.errors import UsageError
 from archdsl.search.objectives import Objective
-from archdsl.search.settings import PRUNERS, REDUCTION_FACTOR, STRATEGIES
-from archdsl.search.space import Space
-
-GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
+from archdsl.search.walk.strategy import PRUNERS, REDUCTION_FACTOR
 
 
-def make_sampler(strategy: str, space: Space, n_objectives: int, seed: int | None) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler of a strategy (`buildup`'s is `PlannedSampler`, made by the runner);
-    its random draws for trial n come from (seed, n) (see `PerTrialSeed`)."""
-    if strategy == "tpe":
-        # multivariate: the k's of different stages interact (a budget of MSAs).
-        return PerTrialSeed(lambda s: optuna.samplers.TPESampler(seed=s, multivariate=True, n_startup_trials=4), seed)
-    if strategy == "nsga2":
-        size = max(4, min(16, space.size()))
-        return PerTrialSeed(lambda s: optuna.samplers.NSGAIISampler(seed=s, population_size=size), seed)
-    if strategy == "grid":
-        # GridSampler's shuffle of the grid must be the same on every worker (a trial stores
-        # only its grid index), and it hands trial n the n-th grid point: not per trial.
-        if space.size() > GRID_LIMIT:
-            raise UsageError(
-                f"the grid has {space.size()} points (more than {GRID_LIMIT})",
-                hint="search fewer knobs (--search k), or use --strategy tpe",
-            )
-        return _GridSampler({n: list(v) for n, v in space.choices().items()}, seed=seed)
-    if strategy == "random":
-        return PerTrialSeed(lambda s: optuna.samplers.RandomSampler(seed=s), seed)
-    raise UsageError(f"unknown strategy {strategy!r}", hint=f"choose from {', '.join(STRATEGIES)}")
-
-
-class _GridSampler(optuna.samplers.GridSampler):
+class NonStoppingGridSampler(optuna.samplers.GridSampler):
     """Optuna's GridSampler, except that the runner's stop rule (`runner._StopAt`: every design
     taken, then the leaders re-measured up to --max-seeds) ends the study, not the grid's last point:
     GridSampler stopped it there, before the leaders' extra seeds were measured."""
