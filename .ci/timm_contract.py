@@ -47,7 +47,7 @@ FEAT_INTER_ANCHOR = "# transformer / hybrid models don't support"
 CONFTEST_ADDITION = """
 
 # -- added by archdsl's .ci/timm_contract.py ------------------------------------------------
-import archdsl  # noqa: E402,F401  (registers the archdsl_* models with timm)
+import archdsl.nn.timm_models  # noqa: E402,F401  (importing it registers the archdsl_* models with timm)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):  # one torch thread per worker, as archdsl's tests/conftest.py
     import torch as _torch

@@ -15,16 +15,16 @@ flags (docs/python.md walks through them):
     >>> report = archdsl.analyze("runs/train/tiny-.../final.safetensors", measures=("acc",))
     >>> found = archdsl.search(n_trials=4, fidelity={"epochs": 1})   # found.study, found.best
 
-Every built-in spec is also a timm model, `archdsl_<name>`, from the moment timm is imported
-(`archdsl.nn.timm_models`: `import archdsl` only installs the hook, it does not import timm).
+Every built-in spec is also a timm model, `archdsl_<name>`, once `archdsl.nn.timm_models` is imported
+(timm's convention); `import archdsl` imports it where timm is already imported, and never imports timm itself.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from archdsl.exports import lazy_exports
-from archdsl.nn import timm_models as _timm_models
 
 __version__ = "0.1.0"
 
@@ -97,4 +97,5 @@ _EXPORTS = {
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS, own=("__version__",))
 
-_timm_models.install_timm_hook()
+if "timm" in sys.modules:  # timm is loaded (so this costs nothing): make the specs timm models, as timm's own are
+    from archdsl.nn import timm_models as _timm_models  # noqa: F401 (importing it registers the models)

@@ -80,7 +80,6 @@ LIGHT_AT_IMPORT = (
     "archdsl.search.walk.keep_rules",
     "archdsl.analysis.sources",  # analyze's and eval's flags are made from its models
     "archdsl.search.studies.proxy",  # its defaults are read by `archdsl study serve --help`
-    "archdsl.nn.timm_models",  # imported by `import archdsl`: it only installs the hook
 )
 HEAVY = ("torch", "torchvision", "timm", "optuna", "matplotlib")
 
