@@ -182,7 +182,7 @@ def _check_same_rules(study: optuna.Study, plan: SearchPlan) -> None:
     if recorded is None:
         return
     name, keep = study.study_name, plan.keep
-    if plan.settings.strategy == "buildup" and recorded.keep != keep:
+    if "keep" in plan.strategy.flags and recorded.keep != keep:
         raise UserError(
             f"study {name!r} keeps an MSA by {recorded.keep}, not {keep} as this command asks",
             hint=f"give the study's --keep {recorded.keep}, or a new --study-name for the other rule",

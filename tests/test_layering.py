@@ -221,6 +221,9 @@ LEAD_REWRITE_EXEMPT = {
     ("archdsl.search.studies.for_report", "archdsl.search.planning"),  # SearchPlan
     ("archdsl.search.studies.for_report", "archdsl.search.walk.buildup"),  # Walk
     ("archdsl.search.runner", "archdsl.search.planning"),  # SearchPlan
+    ("archdsl.search.walk.strategy", "archdsl.search.planning"),  # SearchPlan, what a strategy reads
+    ("archdsl.search.walk.buildup_strategy", "archdsl.search.planning"),  # SearchPlan
+    ("archdsl.search.walk.sampler_strategies", "archdsl.search.planning"),  # SearchPlan
 }
 
 

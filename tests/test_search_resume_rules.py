@@ -22,13 +22,13 @@ def _refusal(capsys) -> str:
 
 def test_a_resume_with_another_keep_is_refused(tmp_path, capsys):
     argv = ["search", "--fidelity", f"table:{TABLE}", "--seeds", "3", "--out", str(tmp_path), "--study-name", "s"]
-    assert main([*argv, "--n-trials", "2", "--no-progress"]) == 0
+    assert main([*argv, "--n-trials", "2", "--no-progress"]) == 0  # the default rule: the mean
     capsys.readouterr()
-    assert main([*argv, "--keep", "mean", "--no-progress"]) == 1
+    assert main([*argv, "--keep", "beyond-noise", "--no-progress"]) == 1
     err = _refusal(capsys)
-    assert "keeps an MSA by beyond-noise, not mean" in err
-    assert "--keep beyond-noise" in err and "--study-name" in err
-    assert main([*argv, "--keep", "beyond-noise", "--no-progress"]) == 0  # the study's own rule resumes
+    assert "keeps an MSA by mean, not beyond-noise" in err
+    assert "--keep mean" in err and "--study-name" in err
+    assert main([*argv, "--keep", "mean", "--no-progress"]) == 0  # the study's own rule resumes
 
 
 def test_a_resume_with_fewer_budget_steps_is_refused(tmp_path, capsys):

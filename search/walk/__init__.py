@@ -30,7 +30,9 @@ _EXPORTS = {
     "longest_walk": "archdsl.search.walk.buildup",
     "walk": "archdsl.search.walk.buildup",
     "PlannedSampler": "archdsl.search.walk.planned",
+    "REGISTRY": "archdsl.search.walk.registry",
+    "strategy_named": "archdsl.search.walk.registry",
     "make_pruner": "archdsl.search.walk.samplers",
-    "make_sampler": "archdsl.search.walk.samplers",
+    "Strategy": "archdsl.search.walk.strategy",
 }
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
