@@ -16,6 +16,7 @@ from archdsl.search.objectives import Objective
 from archdsl.search.report._numbers import mean_text
 from archdsl.search.report._summary import StudySummary, TrialRow
 from archdsl.search.seed_stats import INTERVAL_LEVEL
+from archdsl.search.studies.record import trials
 
 # fANOVA importances from a handful of trials mostly measure noise: below this many complete
 # trials there is no importance plot (the report says why), and above it a caveat.
@@ -101,7 +102,7 @@ def _at_rung(study: optuna.Study, summary: StudySummary, rung: int) -> optuna.St
         return study
     numbers = {r.number for r in summary.rows if r.rung == rung}
     copy = optuna.create_study(directions=study.directions, storage=optuna.storages.InMemoryStorage())
-    copy.add_trials([t for t in study.get_trials(deepcopy=False) if t.number in numbers])
+    copy.add_trials([t for t in trials(study) if t.number in numbers])
     return copy
 
 
