@@ -130,3 +130,18 @@ def test_a_shortlist_still_tied_at_the_last_budget_names_the_best_mean_with_its_
     assert result.answer_rung == 2 and result.ties
     best = max(result.settled[-1].values, key=lambda pv: pv[1] or 0)[0]
     assert result.answer == best
+
+
+def test_a_shortlist_at_chance_at_the_settle_budget_leaves_the_walk_s_answer():
+    """Every design stands at chance at the settle budget too (10 classes, 0.10-0.12): the settle stage ranks
+    nothing there and the walk's answer stands, never the best of coin flips."""
+
+    def chance(layout, rung, index):
+        if rung == 0:
+            return _two_groups(layout, rung, index)
+        return 0.10 + 0.02 * (layout == (0, 1, 1)) + 0.001 * index
+
+    rules = Rules(racing=Racing(3, 3), keep="mean", chance=0.1, settle=1)
+    result, _ = _play(chance, rules)
+    walked = result.steps[-1].params if result.steps[-1].accepted else None
+    assert result.answer_rung == 0 and result.answer == walked and not result.settled

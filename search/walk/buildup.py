@@ -399,7 +399,8 @@ class _Walker:
             if isinstance(got, Ask):
                 return self.walk(steps, got, answer, rung, ties, tuple(rounds))
             scored = [(side, v) for side, v in zip(shortlist, got, strict=True) if v]
-            if not scored:  # every shortlisted design failed here: the walk's answer stands
+            if not scored or self.at_chance(*(v for _, v in scored)):
+                # every shortlisted design failed here, or stands at chance: no ranking, the walk's answer stands
                 return self.walk(steps, None, answer, rung, ties, tuple(rounds))
             sign = 1.0 if self.lead.direction == "maximize" else -1.0
             best, best_values = max(scored, key=lambda sv: sign * statistics.fmean(sv[1].values()))
