@@ -728,10 +728,17 @@ def replay_all(
     its own seeds (`SeedPlan`), not by the extras a race drew."""
     digests = sorted(rungs[0].val)
     variants = walk_variants(rungs, keeps, settle is not None)
-    methods = [v.method(kind) for v in variants for kind in v.kinds()]
-    kinds = {v.method(kind): kind for v in variants for kind in v.kinds()}
-    partner = {v.method(kind): v.method("walk") for v in variants for kind in v.kinds() if kind != "walk"}
-    label = {v.method(kind): v.label for v in variants for kind in v.kinds()}
+    # random search + settle needs the settle table to hold every design random search may pick; a table of the
+    # walk's path alone (the designs at the base's other knobs) settles the walk only
+    whole = settle is not None and set(digests) <= set(settle.val)
+
+    def kinds_of(v: WalkVariant) -> list[str]:
+        return [kind for kind in v.kinds() if kind != "random+settle" or whole]
+
+    methods = [v.method(kind) for v in variants for kind in kinds_of(v)]
+    kinds = {v.method(kind): kind for v in variants for kind in kinds_of(v)}
+    partner = {v.method(kind): v.method("walk") for v in variants for kind in kinds_of(v) if kind != "walk"}
+    label = {v.method(kind): v.label for v in variants for kind in kinds_of(v)}
     first_rule = {(v.tables, v.budgeting): v.method("walk") for v in variants if v.keep == keeps[0]}
     rivals = {v.method("walk"): first_rule[v.tables, v.budgeting] for v in variants if v.keep != keeps[0]}
     outcomes: dict[str, dict[SeedSet, list[Outcome]]] = {m: {} for m in methods}
@@ -772,7 +779,7 @@ def replay_all(
             for v, w in walks.items():
                 outcomes[v.method("random")].setdefault(seeds, []).append(rand[w.rung].at(w.cpu, w.rung))
                 outcomes[v.method("tpe")].setdefault(seeds, []).append(tpe[w.rung].at(w.cpu, w.rung))
-                if v.settle and settle is not None and w.searched_cpu is not None:  # random at the walk's own part
+                if v.settle and whole and settle is not None and w.searched_cpu is not None:  # at the walk's own part
                     picked = rand[w.rung].at(w.searched_cpu, w.rung)
                     rival = rand[w.rung].rival_at(w.searched_cpu)
                     outcomes[v.method("random+settle")].setdefault(seeds, []).append(

@@ -392,3 +392,18 @@ def test_the_settle_stage_is_replayed_for_the_walk_and_for_random_search_on_fres
     overlapping = write_table(tmp_path / "o.json", with_cpu(make_table(space, seeds=(3, 11, 12))))
     with pytest.raises(script.UserError, match="fresh seeds"):
         summarize(script, "--reference", str(reference), "--cheap", str(cheap), "--settle", str(overlapping))
+
+
+def test_a_settle_table_of_the_walks_path_alone_settles_the_walk_and_leaves_random_search_unsettled(
+    rule_tables, space, tmp_path: Path, monkeypatch
+):
+    """A settle table that lacks designs off the walk's path (as one trained for the walk alone does) settles the
+    walk; random search followed by the settle stage, which may pick any design, is left out, not a KeyError."""
+    script = load_script("search_regret", monkeypatch)
+    reference, cheap = rule_tables
+    table = with_cpu(make_table(space, noise=0.001, seeds=(10, 11, 12)))
+    path_only = table.model_copy(update={"designs": [d for d in table.designs if d.layout != "c1:CM c2:CC c3:CC"]})
+    settle = write_table(tmp_path / "s.json", path_only)
+    summary = summarize(script, "--reference", str(reference), "--cheap", str(cheap), "--settle", str(settle))
+    kinds = {m["kind"] for m in by_name(summary).values() if m["label"].endswith("settled")}
+    assert kinds == {"walk", "random", "tpe"}
