@@ -28,7 +28,7 @@ from archdsl.search.studies.record import (
 
 if TYPE_CHECKING:
     from archdsl.search.planning import SearchPlan
-    from archdsl.search.space import Space
+    from archdsl.search.space import ParamValue, Space
     from archdsl.search.walk.buildup import Walk
 
 
@@ -116,7 +116,10 @@ def record_walk(study: optuna.Study, space: Space, walk: Walk) -> None:
         for s in walk.steps
     ]  # fmt: skip
     study.set_user_attr(WALK_STEPS_ATTR, steps)
-    digest = lambda params: space.arch_from_params(params).digest()  # noqa: E731
+
+    def digest(params: dict[str, ParamValue]) -> str:
+        return space.arch_from_params(params).digest()
+
     failed = [
         RecordedFailedSeed(
             digest=digest(f.params), rung=f.rung, index=f.index, value=f.value, typical=f.typical,
@@ -133,8 +136,8 @@ def record_walk(study: optuna.Study, space: Space, walk: Walk) -> None:
     ]
     study.set_user_attr(WALK_SETTLE_ATTR, settle)
     if walk.answer is not None:
-        digest = space.arch_from_params(walk.answer).digest()
-        study.set_user_attr(WALK_END_ATTR, digest if walk.answer_rung == 0 else f"{digest}@{walk.answer_rung}")
+        end = digest(walk.answer)
+        study.set_user_attr(WALK_END_ATTR, end if walk.answer_rung == 0 else f"{end}@{walk.answer_rung}")
 
 
 def record_random_pick(study: optuna.Study, plan: SearchPlan) -> None:

@@ -263,12 +263,14 @@ class _Walker:
         """Each side's values on the required seeds at `rung`, once none holds a failed seed (an Ask for what is
         missing, a failed seed's stand-in included)."""
         while True:
-            got = [self.values(side, rung) for side in sides]
-            for g in got:
-                if isinstance(g, Ask):
-                    return g
+            got: list[dict[int, float] | None] = []
+            for side in sides:
+                found = self.values(side, rung)
+                if isinstance(found, Ask):
+                    return found
+                got.append(found)
             if not any(g is not None and self.failed_seed(side, rung, g) for side, g in zip(sides, got, strict=True)):
-                return got  # type: ignore[return-value]  # no Ask among them
+                return got
 
     def at_chance(self, *values: dict[int, float]) -> bool:
         """Whether every design's mean stands below what learning is (`LEARNED_SHARE` above chance)."""
