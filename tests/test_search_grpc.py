@@ -150,15 +150,6 @@ def test_a_listener_that_never_answers_fails_within_the_urls_timeout(tmp_path, c
     assert "Traceback" not in err and not (tmp_path / "runs").exists()
 
 
-@needs_grpc
-def test_a_proxy_name_that_does_not_resolve_is_waited_for_until_the_urls_timeout(tmp_path, capsys):
-    """Nothing met yet (a cluster's worker may start before the proxy's name resolves): gRPC's call waits."""
-    url = "grpc://no-such-host.invalid:13000?connect_timeout=1"
-    assert main(["report", "s", "--storage", url, "--out", str(tmp_path)]) == 1
-    err = capsys.readouterr().err
-    assert "no answer from no-such-host.invalid:13000 within 1 s" in err and "Traceback" not in err, err
-
-
 @contextmanager
 def _listener(answer: Callable[[socket.socket], None], *, threaded: bool = False) -> Iterator[int]:
     """A listener on 127.0.0.1 (its port) that treats each connection with `answer`, until the block ends; with
