@@ -94,8 +94,9 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         "stop poor candidates early on their per-epoch validation accuracy (accuracy-only studies): median, "
         "successive halving, Hyperband, or none",
         group=CHOICE,
-        default_text="auto, which is median for buildup and hyperband for the samplers (median below 3 epochs, where "
-        "Hyperband is successive halving), as the replayed efficiency study found best: docs/results-search.md",
+        default_text="auto, which is none for buildup (its verdicts read every seed at the end of training) and "
+        "hyperband for the samplers (median below 3 epochs, where Hyperband is successive halving), as the replayed "
+        "efficiency study found best: docs/results-search.md",
         default="auto", choices=("auto", *PRUNERS),
     )  # fmt: skip
     fidelity_source: Annotated[str, AfterValidator(check_fidelity_source)] = flag_field(
