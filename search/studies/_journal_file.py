@@ -86,9 +86,8 @@ def open_journal(path: Path) -> JournalStorage:
 
 
 class JournalFile(JournalFileBackend):
-    """Optuna's journal file, with what it lacks: a record Optuna cannot replay is refused, and its line named
-    (Optuna trusts each record's fields), and nothing is appended to a torn record (Optuna's reader skips a last
-    line cut short, but its next append would glue a record onto it and make every later read fail)."""
+    """Optuna's journal file, with what it lacks (see the module): a record Optuna cannot replay refused, its line
+    named, and a torn last record set aside before Optuna appends (its reader skips it, its append would not)."""
 
     def __init__(self, file_path: str) -> None:
         self._path = Path(file_path)  # our own copy: Optuna's attribute for it is private
@@ -129,9 +128,7 @@ class _TornTailLock(JournalLock):
 
 
 def record_problem(record: Any) -> str | None:
-    """What keeps Optuna from replaying one journal record (a parsed JSON line), or None: an
-    unknown op code, a field its op needs missing or of the wrong type, a study direction or trial
-    state Optuna does not know, a time that is no ISO time."""
+    """What keeps Optuna from replaying one journal record (a parsed JSON line) as it was written, or None."""
     if not isinstance(record, dict):
         return f"a JSON {type(record).__name__}, not an object"
     op = record.get("op_code")
