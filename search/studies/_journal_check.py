@@ -1,12 +1,7 @@
 """A damaged study journal repaired so that every trial keeps its id (`archdsl study repair`); Optuna (4.9-5.x)
 repairs nothing. Imported by the repair alone: the search opens a journal, and names its damaged line, with
-`_journal_file`.
-
-Optuna's journal is one JSON record per line, replayed in order; a trial's id is the number of trial
-creations before it, and every later record names its trial by that id. So a damaged change is
-dropped, a damaged creation is rebuilt in its place, and an unreadable line is dropped unless a later
-record names a trial that only it could have created (docs/storage.md, "A damaged journal", says
-what is done to each kind of line).
+`_journal_file`. A trial's id is the number of trial creations before it, and later records name their trial
+by it: what is done to each kind of damaged line keeps that count (docs/storage.md, "A damaged journal").
 """
 
 from __future__ import annotations
@@ -16,8 +11,8 @@ import os
 import re
 import shutil
 import tempfile
-from collections import Counter
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +20,6 @@ import optuna
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from archdsl import json_text
 from archdsl.errors import UserError
 from archdsl.files import atomic_path
 from archdsl.search._optuna_private import JournalOperation
@@ -44,7 +38,7 @@ class Repair:
     """The journal's records after repair, and what was done to each damaged line (for the user)."""
 
     records: list[dict[str, Any]]
-    actions: list[str] = field(default_factory=list)
+    actions: list[str]
 
 
 @dataclass
@@ -63,7 +57,7 @@ def repair_records(path: Path) -> Repair:
     trial keeps its id (see the module's docstring); a UserError when that cannot be done."""
     check_holds_records(path, hint="give the study's journal, OUT/STUDY/study.journal; nothing was changed")
     entries: list[Entry] = []
-    actions: dict[int, list[str]] = {}
+    actions: defaultdict[int, list[str]] = defaultdict(list)
     lines, torn_tail = read_lines(path)
     for number, line in enumerate(lines, start=1):
         record, damage = decode(line)
@@ -78,19 +72,11 @@ def repair_records(path: Path) -> Repair:
             if whole is not None:
                 entries.append((number, whole))
                 kept += 1
-            elif len(parts) > 1 and piece_damage is not None and piece_damage.op_code == CREATE_TRIAL:
-                # One of several pieces on a line: a creation only if a later record needs it (no phantom trials).
-                action = (
-                    f"a piece of a trial's creation dropped ({piece_damage.problem}); no later record names its trial"
-                )
-                start = _string(piece.decode("utf-8", errors="replace"), "datetime_start")
-                entries.append((number, _Unknown(start, action)))
-                actions.setdefault(number, []).append(action)
             else:
                 assert piece_damage is not None
-                actions.setdefault(number, []).append(_replace(number, piece, piece_damage, entries))
+                actions[number].append(_replace(number, piece, piece_damage, entries, alone=len(parts) == 1))
         if kept:  # records glued together (a newline lost, or a torn record before them)
-            actions.setdefault(number, []).append(f"{kept} complete record(s) on the line kept")
+            actions[number].append(f"{kept} complete record(s) on the line kept")
     records = _resolve_unknown(entries, actions)
     if actions and torn_tail:  # no damage alone (Optuna's reader skips it), but not in the repaired journal
         actions[len(lines) + 1] = ["the last record, cut short (an interrupted write), dropped"]
@@ -103,9 +89,15 @@ def _counted(actions: list[str]) -> list[str]:
     return [f"{counts[a]:,} x {a}" if counts[a] > 1 else a for a in counts]
 
 
-def _replace(number: int, piece: bytes, damage: Damage, entries: list[Entry]) -> str:
-    """Append what stands for the damaged record `piece` to `entries`; what was done, in words."""
+def _replace(number: int, piece: bytes, damage: Damage, entries: list[Entry], *, alone: bool) -> str:
+    """Append what stands for the damaged record `piece` (`alone` on its line, or one of several pieces) to
+    `entries`; what was done, in words."""
     text = piece.decode("utf-8", errors="replace")
+    if damage.op_code == CREATE_TRIAL and not alone:
+        # One of several pieces on a line: a creation only if a later record needs it (no phantom trials).
+        action = f"a piece of a trial's creation dropped ({damage.problem}); no later record names its trial"
+        entries.append((number, _Unknown(_string(text, "datetime_start"), action)))
+        return action
     if damage.op_code == CREATE_TRIAL:
         study = _number(text, "study_id")
         if study is None:
@@ -124,7 +116,7 @@ def _replace(number: int, piece: bytes, damage: Damage, entries: list[Entry]) ->
         record = {"op_code": CREATE_STUDY, "worker_id": REPAIR_WORKER, "study_name": name}
         entries.append((number, {**record, "directions": json.loads(directions.group(1))}))
         return f"the creation of study {name!r}, rebuilt from its readable name and directions"
-    if damage.op_code is not None or _is_json(piece):  # what it was is known, and no creation
+    if damage.op_code is not None or damage.parsed:  # what it was is known, and no creation
         trial = _number(text, "trial_id")
         whose = f" of trial id {trial}" if trial is not None else ""
         what = OP_NAMES[damage.op_code] if damage.op_code is not None else "a record"
@@ -183,14 +175,6 @@ def _resolve_unknown(entries: list[Entry], actions: dict[int, list[str]]) -> lis
     return [record for _, record in entries if not isinstance(record, _Unknown)]
 
 
-def _is_json(piece: bytes) -> bool:
-    try:
-        json_text.parse(piece)
-    except ValueError:
-        return False
-    return True
-
-
 def _number(text: str, key: str) -> int | None:
     match = re.search(_NUMBER_FIELD.format(key), text)
     return int(match.group(1)) if match else None
@@ -198,13 +182,10 @@ def _number(text: str, key: str) -> int | None:
 
 def _string(text: str, key: str) -> str | None:
     match = re.search(_STRING_FIELD.format(key), text)
-    if match is None:
-        return None
     try:
-        value = json.loads(match.group(1))
+        return json.loads(match.group(1)) if match else None  # a JSON string literal: a str, or a bad escape
     except ValueError:
         return None
-    return value if isinstance(value, str) else None
 
 
 def _only_study(studies: int, number: int) -> int:
@@ -219,21 +200,16 @@ def _only_study(studies: int, number: int) -> int:
     return 0
 
 
-def readable_trials(path: Path) -> int:
-    """How many trials Optuna reads from the journal at `path`, in all its studies (raises what Optuna raises)."""
-    storage = JournalStorage(JournalFileBackend(str(path)))
-    return sum(s.n_trials for s in optuna.get_all_study_summaries(storage, include_best_trial=False))
-
-
-def write_repaired(path: Path, repair: Repair) -> Path:
+def write_repaired(path: Path, repair: Repair) -> JournalRepair:
     """Write the repaired journal at `path`, under the journal's lock (no worker writes meanwhile),
-    once Optuna reads it whole; the original is kept as PATH.damaged (.2, .3 if taken), returned."""
+    once Optuna reads it whole; the original is kept as PATH.damaged (.2, .3 if taken)."""
     with tempfile.TemporaryDirectory() as scratch:
         trial = Path(scratch) / "study.journal"
         JournalFileBackend(str(trial)).append_logs(repair.records)  # each record written as Optuna writes it
         text = trial.read_bytes()
         try:
-            readable_trials(trial)
+            replayed = JournalStorage(JournalFileBackend(str(trial)))
+            trials = sum(s.n_trials for s in optuna.get_all_study_summaries(replayed, include_best_trial=False))
         except Exception as err:  # a damage this module does not understand: leave the journal as it was
             raise UserError(
                 f"cannot repair {path}: the repaired journal is still unreadable ({type(err).__name__}: {err})",
@@ -249,7 +225,7 @@ def write_repaired(path: Path, repair: Repair) -> Path:
             shutil.copymode(path, temporary)
     finally:
         lock.release()
-    return kept
+    return JournalRepair(path, list(repair.actions), kept=kept, trials=trials)
 
 
 @dataclass(frozen=True)
@@ -277,10 +253,7 @@ def repair_journal(path: str | os.PathLike[str]) -> JournalRepair:
         repair = repair_records(path)
     except OSError as err:
         raise UserError(f"cannot read {path}: {err.strerror or err}") from None
-    if not repair.actions:
-        return JournalRepair(path, actions=[])
-    kept = write_repaired(path, repair)
-    return JournalRepair(path, list(repair.actions), kept=kept, trials=readable_trials(path))
+    return write_repaired(path, repair) if repair.actions else JournalRepair(path, actions=[])
 
 
 def _unused(path: Path) -> Path:

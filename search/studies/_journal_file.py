@@ -6,12 +6,11 @@ wrong value). Repairing a damaged journal is `_journal_check`'s (`archdsl study 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import warnings
 from collections.abc import Generator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -71,7 +70,7 @@ OP_NAMES = {
 
 def open_journal(path: Path) -> JournalStorage:
     """The journal storage at `path` (created if missing); a UserError for a file that is no journal, one that
-    cannot be opened, and a damaged one (its first damaged line named)."""
+    cannot be opened, and a damaged one (its first damaged line named, by `JournalFile`)."""
     if path.exists() and not path.is_file():
         raise UserError(
             f"cannot use {path} as a study journal: not a regular file",
@@ -84,17 +83,11 @@ def open_journal(path: Path) -> JournalStorage:
         return JournalStorage(JournalFile(str(path)))
     except OSError as err:
         raise UserError(f"cannot open the study journal {path}: {err.strerror or err}") from err
-    except (ValueError, KeyError, AssertionError, TypeError) as err:  # what Optuna's replay raises
-        damaged = damage_error(path, err)  # the first damaged line, named
-        if damaged is None:
-            raise
-        raise damaged from None
 
 
 class JournalFile(JournalFileBackend):
-    """Optuna's journal file, with what it lacks: a record Optuna cannot replay is refused, and its line named
-    (Optuna trusts each record's fields), and nothing is appended to a torn record (Optuna's reader skips a last
-    line cut short, but its next append would glue a record onto it and make every later read fail)."""
+    """Optuna's journal file, with what it lacks (see the module): a record Optuna cannot replay refused, its line
+    named, and a torn last record set aside before Optuna appends (its reader skips it, its append would not)."""
 
     def __init__(self, file_path: str) -> None:
         self._path = Path(file_path)  # our own copy: Optuna's attribute for it is private
@@ -108,8 +101,15 @@ class JournalFile(JournalFileBackend):
                     raise ValueError(problem)
                 yield record
         except (ValueError, RecursionError) as err:  # a damaged line, or one nested deeper than json.loads follows
-            raise damage_error(self._path, err) or UserError(
-                f"{self._path}: a record Optuna cannot read ({err})"
+            decoded = (decode(line)[1] for line in read_lines(self._path)[0])
+            line, damage = next(((n, d) for n, d in enumerate(decoded, start=1) if d is not None), (0, None))
+            if damage is None:  # every line a sound record: not the file's fault
+                raise UserError(f"{self._path}: a record Optuna cannot read ({err})") from None
+            what = f" ({OP_NAMES[damage.op_code]})" if damage.op_code is not None else ""
+            raise UserError(
+                f"the study journal {self._path} is damaged at line {line}{what}: {damage.problem}",
+                hint=f"stop its workers, then `archdsl study repair {self._path}` recovers every trial it can "
+                "(the original is kept beside it)",
             ) from None
 
 
@@ -120,7 +120,7 @@ class _TornTailLock(JournalLock):
     def acquire(self) -> bool:
         super().acquire()
         try:
-            set_aside_torn_tail(Path(self._target))
+            _set_aside_torn_tail(Path(self._target))
         except BaseException:
             self.release()
             raise
@@ -128,9 +128,7 @@ class _TornTailLock(JournalLock):
 
 
 def record_problem(record: Any) -> str | None:
-    """What keeps Optuna from replaying one journal record (a parsed JSON line), or None: an
-    unknown op code, a field its op needs missing or of the wrong type, a study direction or trial
-    state Optuna does not know, a time that is no ISO time."""
+    """What keeps Optuna from replaying one journal record (a parsed JSON line) as it was written, or None."""
     if not isinstance(record, dict):
         return f"a JSON {type(record).__name__}, not an object"
     op = record.get("op_code")
@@ -190,15 +188,11 @@ def check_holds_records(path: Path, *, hint: str) -> None:
 
 @dataclass(frozen=True)
 class Damage:
-    """One damaged line of a journal: its number (from 1), what is wrong, and what it was if its start tells."""
+    """What is wrong with a damaged journal line, and what it was (its op code) if its start tells."""
 
-    line: int
     problem: str
     op_code: int | None = None
-
-    def describe(self) -> str:
-        what = f" ({OP_NAMES[self.op_code]})" if self.op_code in OP_NAMES else ""
-        return f"line {self.line}{what}: {self.problem}"
+    parsed: bool = False  # the line is JSON, with a field Optuna needs missing or wrong
 
 
 def read_lines(path: Path) -> tuple[list[bytes], bytes]:
@@ -210,53 +204,27 @@ def read_lines(path: Path) -> tuple[list[bytes], bytes]:
 
 
 def decode(line: bytes) -> tuple[dict[str, Any] | None, Damage | None]:
-    """(the record, None) of a sound line; (None, what is wrong) of a damaged one (its Damage's line is 0)."""
+    """(the record, None) of a sound line; (None, what is wrong) of a damaged one."""
     try:
         record = json_text.parse(line)
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, TooDeepJSON
         start = RECORD_START.match(line.lstrip())
         op = int(start.group(1)) if start else None
-        reason = (
-            err.msg
-            if isinstance(err, json.JSONDecodeError)
-            else str(err)
-            if isinstance(err, json_text.TooDeepJSON)
-            else "not UTF-8 text"
-        )
-        return None, Damage(0, f"not a complete JSON record ({reason})", op if op in RECORD_FIELDS else None)
+        reason = "not UTF-8 text" if isinstance(err, UnicodeDecodeError) else getattr(err, "msg", str(err))
+        return None, Damage(f"not a complete JSON record ({reason})", op if op in RECORD_FIELDS else None)
     problem = record_problem(record)
     if problem is not None:
         op = record.get("op_code") if isinstance(record, dict) else None
-        return None, Damage(0, problem, op if type(op) is int and op in RECORD_FIELDS else None)
+        return None, Damage(problem, op if type(op) is int and op in RECORD_FIELDS else None, parsed=True)
     return record, None
 
 
-def damage_error(path: Path, err: Exception) -> UserError | None:
-    """The UserError for a journal Optuna could not read (`err`): the first damaged line named. None if every line
-    is a sound record (then `err` is not the file's fault). A file with no record at all is `check_holds_records`'."""
-    decoded = (decode(line) for line in read_lines(path)[0])
-    damage = next((replace(d, line=n) for n, (_, d) in enumerate(decoded, start=1) if d is not None), None)
-    if damage is None:
-        return None
-    return UserError(
-        f"the study journal {path} is damaged at {damage.describe()}",
-        hint=f"stop its workers, then `archdsl study repair {path}` recovers every trial it can "
-        "(the original is kept beside it)",
-    )
-
-
-def set_aside_torn_tail(path: Path) -> int:
-    """Cut a last line that lacks its newline off `path` (appended to PATH.torn); its length.
-
-    Call it with the journal's lock held: then no other writer is in the middle of a line.
-    """
+def _set_aside_torn_tail(path: Path) -> None:
+    """Cut a last line that lacks its newline off `path` (appended to PATH.torn), with a warning."""
     with open(path, "r+b") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return 0
-        f.seek(size - 1)
-        if f.read(1) == b"\n":
-            return 0
+        f.seek(max(f.seek(0, os.SEEK_END) - 1, 0))
+        if f.read(1) in (b"", b"\n"):  # empty, or a whole record last
+            return
         f.seek(0)
         start = f.read().rfind(b"\n") + 1  # after the last whole record (the file read whole: a rare event)
         f.seek(start)
@@ -270,4 +238,3 @@ def set_aside_torn_tail(path: Path) -> int:
         ArchdslWarning,
         stacklevel=2,
     )
-    return len(torn)

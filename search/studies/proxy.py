@@ -23,9 +23,6 @@ DEFAULT_PORT = 13000  # Optuna's default for run_grpc_proxy_server
 DEFAULT_THREADS = 10  # Optuna's default: requests served at once
 
 
-WILDCARD_HOSTS = ("0.0.0.0", "::", "")  # every interface: no address a worker can give
-
-
 @dataclass
 class RunningProxy:
     """A started proxy: stop it with `server.stop(grace)`, wait with `server.wait_for_termination()`."""
@@ -37,12 +34,11 @@ class RunningProxy:
 
     @property
     def every_interface(self) -> bool:
-        """Whether it listens on every interface (--host 0.0.0.0 or ::)."""
-        return self.host in WILDCARD_HOSTS
+        """Whether it listens on every interface (--host 0.0.0.0 or ::): no address a worker can give."""
+        return self.host in ("0.0.0.0", "::", "")
 
     @property
     def listening(self) -> str:
-        """HOST:PORT it listens on."""
         return f"{_bracketed(self.host)}:{self.port}"
 
     @property
@@ -97,9 +93,7 @@ def _check_bindable(host: str, port: int) -> None:
         ) from None
     family, kind, proto, _, address = infos[0]
     with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(
-            socket.SOL_SOCKET, socket.SO_REUSEADDR, 1
-        )  # as servers do: a closed one's TIME_WAIT is no user
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT holds no port
         try:
             probe.bind(address)
         except OSError as err:

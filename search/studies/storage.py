@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import os
 import socket
+import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
@@ -41,12 +44,12 @@ GRPC_SCHEME = "grpc://"  # an Optuna gRPC storage proxy (`archdsl study serve`):
 CONNECT_TIMEOUT_S = 10  # a database server that answers nothing fails after this
 MAX_CONNECT_TIMEOUT_S = 86400  # a gRPC proxy's ?connect_timeout: a day is longer than any network needs
 STATEMENT_TIMEOUT_S = 60  # the server cancels a statement that runs longer (Optuna's take milliseconds)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class StorageOptions:
-    """Where a study lives (`url`; None: the journal file in the study's folder) and how dead workers are detected and
-    retried."""
+    """Where a study lives and how dead workers are detected and retried."""
 
     url: str | None  # None: the journal file in the study's folder
     heartbeat_interval: int = 30
@@ -75,11 +78,10 @@ def open_storage(options: StorageOptions, out: Path, study_name: str) -> optuna.
     url = with_postgres_driver(url)
     try:
         return _while_interruptible(lambda: _rdb_storage(url, options), f"while connecting to {_server(url)}")
-    except ImportError as err:  # optuna wraps the driver's ModuleNotFoundError
-        missing = err if isinstance(err, ModuleNotFoundError) else err.__cause__ or err.__context__
-        name = getattr(missing, "name", None) or "?"
+    except ImportError as err:  # Optuna wraps the driver's ModuleNotFoundError
         raise UserError(
-            f"storage {without_password(url)}: the database driver {name!r} is not installed",
+            f"storage {without_password(url)}: the database driver {getattr(err.__cause__, 'name', '?')!r} is "
+            "not installed",
             hint=f"for PostgreSQL (psycopg2): {install_extra('distributed')}; other databases need "
             "their SQLAlchemy driver (e.g. mysqlclient for mysql://)",
         ) from err
@@ -107,15 +109,10 @@ def _connect_args(url: str) -> dict[str, Any]:
     that accepts and never answers (or a lock held by a stuck worker) holds no worker forever."""
     from sqlalchemy.engine import make_url
 
-    if make_url(url).get_backend_name() != "postgresql":
-        return {}
-    query = make_url(url).query
-    limits: dict[str, Any] = {}
-    if "connect_timeout" not in query:
-        limits["connect_timeout"] = CONNECT_TIMEOUT_S
-    if "options" not in query:
-        limits["options"] = f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"
-    return limits
+    parsed = make_url(url)
+    limits = {"connect_timeout": CONNECT_TIMEOUT_S, "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"}
+    postgres = parsed.get_backend_name() == "postgresql"
+    return {key: value for key, value in limits.items() if postgres and key not in parsed.query}
 
 
 def _server(url: str) -> str:
@@ -130,7 +127,7 @@ def _server(url: str) -> str:
 class GrpcAddress:
     """Where an Optuna gRPC storage proxy listens, and how long a client waits for its answer."""
 
-    host: str  # an IPv6 address in brackets, as a gRPC target wants it: `[::1]`
+    host: str  # an IPv6 address in brackets, as a gRPC target wants it (`::1:13000` is no address): `[::1]`
     port: int
     connect_timeout: float = CONNECT_TIMEOUT_S
 
@@ -140,35 +137,30 @@ class GrpcAddress:
 
 def grpc_address(url: str) -> GrpcAddress:
     """`grpc://HOST:PORT[?connect_timeout=SECONDS]` parsed; a UserError for anything else."""
-    from urllib.parse import parse_qs, urlsplit
-
-    hint = "write grpc://HOST:PORT (the --host and --port of `archdsl study serve`), e.g. grpc://127.0.0.1:13000"
-    try:
-        parts = urlsplit(url)  # 'Invalid IPv6 URL' for an unclosed '['
-        port = parts.port  # a port that is no number
+    try:  # urlsplit: a ValueError for an unclosed '[', and its port for a port that is no number
+        parts = urlsplit(url)
+        if not parts.hostname or parts.port is None or parts.path not in ("", "/") or parts.username or parts.fragment:
+            raise ValueError(url)
     except ValueError:
-        raise UserError(f"storage {without_password(url)}: not a gRPC proxy address", hint=hint) from None
-    if not parts.hostname or port is None or parts.path not in ("", "/") or parts.username or parts.fragment:
-        raise UserError(f"storage {without_password(url)}: not a gRPC proxy address", hint=hint)
+        raise UserError(
+            f"storage {without_password(url)}: not a gRPC proxy address",
+            hint="write grpc://HOST:PORT (the --host and --port of `archdsl study serve`), e.g. grpc://127.0.0.1:13000",
+        ) from None
     query = parse_qs(parts.query, keep_blank_values=True)
     unknown = sorted(set(query) - {"connect_timeout"})
     if unknown:
         raise UserError(
             f"storage {url}: unknown option {unknown[0]!r}", hint="the only option is ?connect_timeout=SECONDS"
         )
-    timeout: float = CONNECT_TIMEOUT_S
-    if "connect_timeout" in query:
-        try:
-            timeout = float(query["connect_timeout"][-1])
-        except ValueError:
-            timeout = -1.0
-        if not 0 < timeout <= MAX_CONNECT_TIMEOUT_S:  # gRPC's wait overflows a time_t long before inf
-            raise UserError(
-                f"storage {url}: connect_timeout must be a number of seconds between 0 and {MAX_CONNECT_TIMEOUT_S}"
-            )
-    # An IPv6 host keeps its brackets: a gRPC target is HOST:PORT, and `::1:13000` is no address.
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return GrpcAddress(host, port, timeout)
+    try:
+        timeout = float(query.get("connect_timeout", [CONNECT_TIMEOUT_S])[-1])
+    except ValueError:
+        timeout = -1.0
+    if not 0 < timeout <= MAX_CONNECT_TIMEOUT_S:  # gRPC's wait overflows a time_t long before inf
+        raise UserError(
+            f"storage {url}: connect_timeout must be a number of seconds between 0 and {MAX_CONNECT_TIMEOUT_S}"
+        )
+    return GrpcAddress(f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname, parts.port, timeout)
 
 
 def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
@@ -193,7 +185,14 @@ def _grpc_storage(address: GrpcAddress) -> optuna.storages.BaseStorage:
                 # Nothing met yet (a name that does not resolve, no route): wait for the proxy until the timeout.
                 ask_grpc_storage(channel, max(deadline - time.monotonic(), 0.1), wait_for_ready=True)
         except grpc.RpcError as err:
-            raise _not_a_proxy(address, err, handshake.done()) from None
+            what = _what_answered(address, err, handshake.done())
+            no_answer = f"no answer from {address} within {address.connect_timeout:g} s"
+            wait = "" if what else "; a slow network can wait longer with ?connect_timeout=SECONDS"
+            raise UserError(
+                f"cannot open storage grpc://{address}: {what or no_answer}",
+                hint="start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check "
+                f"the host and port{wait}",
+            ) from None
         except KeyboardInterrupt:
             raise KeyboardInterrupt(f"while connecting to {address}") from None
         finally:
@@ -213,13 +212,10 @@ def require_grpc(what: str) -> None:
         import grpc  # noqa: F401
         from google import protobuf  # noqa: F401
     except ImportError as err:
-        name = getattr(err, "name", None) or "grpcio"
+        name = err.name or "grpcio"
         raise UserError(f"{what} ({name!r}) is not installed", hint=install_extra("distributed")) from None
 
 
-_START_THE_PROXY = (
-    "start the proxy there (`archdsl study serve --storage URL --host HOST --port PORT`) and check the host and port"
-)
 # What the details of gRPC's UNAVAILABLE say the connection met, and what that says answered (the first that
 # matches; HTTP/1 before HTTP/2: gRPC's words for an HTTP/1 answer hold both). None: no server met yet.
 _ANSWERED = (
@@ -235,39 +231,23 @@ _ANSWERED = (
 )
 
 
-def _what_answered(address: GrpcAddress, err: Exception) -> str | None:
-    """What a failed first call (`err`, a grpc.RpcError) shows answered at `address`, from gRPC's status and the
-    details of its UNAVAILABLE; None when no server was met (no name, no route, no answer in time)."""
+def _what_answered(address: GrpcAddress, err: Any, handshake: bool = False) -> str | None:
+    """What a failed first call (`err`, a grpc.RpcError, which gRPC's unary calls raise as a grpc.Call) shows
+    answered at `address`, from gRPC's status, the details of its UNAVAILABLE and whether the connection got past
+    the HTTP/2 handshake (then something answers, and holds the call); None when no server was met (no name, no
+    route, no answer in time)."""
     import grpc
 
-    code = err.code() if isinstance(err, grpc.Call) else None
-    details = repr(err.details() if isinstance(err, grpc.Call) else "")[1:-1]  # bytes from the network, escaped
+    details = repr(err.details() or "")[1:-1]  # bytes from the network, escaped
     said = details.split(f":{address.port}: ")[-1]  # what the connection met, after the address
-    if code in (grpc.StatusCode.DEADLINE_EXCEEDED, None):
-        return None
-    if code == grpc.StatusCode.UNIMPLEMENTED:
+    if err.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        timed_out = f"an HTTP/2 server answers at {address}, but no gRPC call within {address.connect_timeout:g} s"
+        return f"{timed_out} (not a gRPC proxy, or a stuck one)" if handshake else None
+    if err.code() == grpc.StatusCode.UNIMPLEMENTED:
         return f"a gRPC server answers at {address}, but not Optuna's storage proxy (it does not know its calls)"
-    found = (text for words, text in _ANSWERED if code == grpc.StatusCode.UNAVAILABLE and words in details)
+    found = (text for words, text in _ANSWERED if err.code() == grpc.StatusCode.UNAVAILABLE and words in details)
     template = next(found, "the first gRPC call to {address} failed ({code}: {said})")
-    return template and template.format(address=address, said=said or "?", code=code.name)
-
-
-def _not_a_proxy(address: GrpcAddress, err: Exception, handshake: bool) -> UserError:
-    """The UserError for a first call that failed with `err` (a grpc.RpcError); `handshake`: whether the
-    connection got past the HTTP/2 handshake (then something answers, and holds the call)."""
-    what, hint = _what_answered(address, err), _START_THE_PROXY
-    if what is None and handshake:
-        what = (
-            f"an HTTP/2 server answers at {address}, but no gRPC call within {address.connect_timeout:g} s "
-            "(not a gRPC proxy, or a stuck one)"
-        )
-    elif what is None:
-        what = f"no answer from {address} within {address.connect_timeout:g} s"
-        hint += "; a slow network can wait longer with ?connect_timeout=SECONDS"
-    return UserError(f"cannot open storage grpc://{address}: {what}", hint=hint)
-
-
-T = TypeVar("T")
+    return template and template.format(address=address, said=said or "?", code=err.code().name)
 
 
 @contextmanager
@@ -279,39 +259,31 @@ def proxy_answering(url: str | None) -> Iterator[None]:
         return
     grpc_address(url)  # a bad address is the user's first mistake to hear about, whatever is installed
     try:
-        import grpc
-    except ImportError:  # the README's install has no grpcio: opening the storage says which extra to install
-        yield
-        return
-
-    try:
         yield
     except UserError:  # it says what is wrong already (a study the proxy does not hold: its NOT_FOUND in the chain)
         raise
     except Exception as err:
-        # Optuna's call may meet the dead proxy inside its own error handling and fail there (its
-        # `_run_trial` then raises an UnboundLocalError whose context is gRPC's error): any error that
-        # gRPC's caused is the proxy's.
-        rpc = _rpc_error_in(err, grpc.RpcError)
+        # Optuna's call may meet the dead proxy inside its own error handling and fail there (its `_run_trial`
+        # then raises an UnboundLocalError whose context is gRPC's error): any error that gRPC's caused is the
+        # proxy's. gRPC never imported (none installed): no gRPC error.
+        grpc = sys.modules.get("grpc")
+        rpc = _rpc_error_in(err, grpc.RpcError) if grpc is not None else None
         if rpc is None:
             raise
-        code = rpc.code() if isinstance(rpc, grpc.Call) else None
         raise UserError(
-            f"the gRPC proxy {url} stopped answering ({code.name.lower() if code else 'no answer'}); "
+            f"the gRPC proxy {url} stopped answering ({rpc.code().name.lower()}); "
             "the finished trials are kept in the storage behind it",
             hint="start the proxy again (`archdsl study serve`) and run the same command: the search goes on "
             "where it stopped",
         ) from None
 
 
-def _rpc_error_in(err: BaseException, rpc_error: type[Exception]) -> Exception | None:
-    """The first `rpc_error` in `err`'s chain of causes (as a traceback shows them: not past `from None`)."""
-    seen: set[int] = set()
+def _rpc_error_in(err: BaseException, rpc_error: type[Exception]) -> Any:
+    """The first `rpc_error` in `err`'s chain of causes (as a traceback shows them: not past `from None`), or None."""
     link: BaseException | None = err
-    while link is not None and id(link) not in seen:
-        if isinstance(link, rpc_error):
+    for _ in range(100):  # a chain is short; a bound, as a chain may loop
+        if link is None or isinstance(link, rpc_error):
             return link
-        seen.add(id(link))
         link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
     return None
 
@@ -337,10 +309,9 @@ def _while_interruptible(work: Callable[[], T], doing: str) -> T:
         helper.join()
     except KeyboardInterrupt:
         raise KeyboardInterrupt(doing) from None
-    (result,) = outcome
-    if isinstance(result, BaseException):
-        raise result
-    return result
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:
@@ -371,20 +342,13 @@ def _rdb_storage(url: str, options: StorageOptions) -> RDBStorage:
 
 
 def with_postgres_driver(url: str) -> str:
-    """`postgresql://` (or `postgres://`) with the PostgreSQL driver that is installed.
-
-    SQLAlchemy 2.1 maps a bare `postgresql://` to psycopg 3, while `archdsl[distributed]`
-    installs psycopg2; an explicit `postgresql+DRIVER://` is left alone.
-    """
+    """`postgresql://` (or `postgres://`) with the PostgreSQL driver that is installed: SQLAlchemy 2.1 maps a bare
+    `postgresql://` to psycopg 3, while `archdsl[distributed]` installs psycopg2. `postgresql+DRIVER://` is kept."""
     scheme, sep, rest = url.partition("://")
     if scheme not in ("postgresql", "postgres"):
         return url
-    import importlib.util
-
-    for module, dialect in (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2")):
-        if importlib.util.find_spec(module) is not None:
-            return f"{dialect}{sep}{rest}"
-    return f"postgresql+psycopg2{sep}{rest}"  # reported below as a missing driver, with the hint
+    # Neither installed: psycopg2, reported as a missing driver with the hint.
+    return f"postgresql+{'psycopg' if importlib.util.find_spec('psycopg') else 'psycopg2'}{sep}{rest}"
 
 
 def without_password(url: str) -> str:
@@ -398,40 +362,34 @@ def without_password(url: str) -> str:
         return url.rsplit("@", 1)[-1] if "@" in url else url
 
 
+@dataclass
 class WorkerHeartbeat:
-    """Marks a running trial as ours (host, pid) and keeps its heartbeat fresh.
+    """Marks a running trial as ours (host, pid) and keeps its heartbeat fresh, as a context manager.
 
     Also on a storage with Optuna's heartbeat (a worker on PostgreSQL): workers through a gRPC proxy to the
     same database have none, and judge the trial by this beat alone (`fail_stale_trials`).
     """
 
-    def __init__(
-        self, storage: optuna.storages.BaseStorage, trial_id: int, interval: int, *, keep_beating: bool = True
-    ) -> None:
-        self._storage = storage
-        self._trial_id = trial_id
-        self._interval = interval
-        # A trial that ends in milliseconds (replayed from a table) needs only the first beat: no thread.
-        self._keep_beating = keep_beating
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    storage: optuna.storages.BaseStorage
+    trial_id: int
+    interval: float
+    # A trial that ends in milliseconds (replayed from a table) needs only the first beat: no thread.
+    keep_beating: bool = field(default=True, kw_only=True)
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: threading.Thread | None = field(default=None, init=False)
 
     def __enter__(self) -> WorkerHeartbeat:
-        self._storage.set_trial_system_attr(self._trial_id, HOST_ATTR, socket.gethostname())
-        self._storage.set_trial_system_attr(self._trial_id, PID_ATTR, os.getpid())
-        self._beat()
-        if self._keep_beating:
+        for key, value in ((HOST_ATTR, socket.gethostname()), (PID_ATTR, os.getpid()), (BEAT_ATTR, time.time())):
+            self.storage.set_trial_system_attr(self.trial_id, key, value)
+        if self.keep_beating:
             self._thread = threading.Thread(target=self._run, daemon=True, name="archdsl-heartbeat")
             self._thread.start()
         return self
 
-    def _beat(self) -> None:
-        self._storage.set_trial_system_attr(self._trial_id, BEAT_ATTR, time.time())
-
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._stop.wait(self.interval):
             try:
-                self._beat()
+                self.storage.set_trial_system_attr(self.trial_id, BEAT_ATTR, time.time())
             except Exception:  # the trial finished meanwhile: its attrs are frozen
                 return
 
@@ -451,17 +409,13 @@ def fail_stale_trials(study: optuna.Study, options: StorageOptions) -> list[int]
     storage = storage_of(study)
     if heartbeat_enabled(storage):
         return []
-    now = time.time()
-    host = socket.gethostname()
     failed = []
     for trial in trials(study, states=(TrialState.RUNNING,)):
         attrs = trial.system_attrs
-        beat = attrs.get(BEAT_ATTR)
-        if beat is None:
+        if BEAT_ATTR not in attrs:
             continue  # just asked for, not claimed yet
-        dead_here = attrs.get(HOST_ATTR) == host and not _pid_alive(int(attrs.get(PID_ATTR, -1)))
-        silent = now - float(beat) > options.grace_period
-        if not (dead_here or silent):
+        dead_here = attrs.get(HOST_ATTR) == socket.gethostname() and not _pid_alive(int(attrs.get(PID_ATTR, -1)))
+        if not (dead_here or time.time() - float(attrs[BEAT_ATTR]) > options.grace_period):
             continue
         try:
             storage.set_trial_user_attr(trial_id(trial), FAIL_REASON_ATTR, f"{WORKER_STOPPED} (killed or lost)")
