@@ -21,7 +21,8 @@ from optuna.trial import FrozenTrial
 from archdsl.errors import UserError
 from archdsl.search._optuna_private import storage_of
 from archdsl.search.fidelity.budget import Budget
-from archdsl.search.fidelity.replay import is_replay, make_objective
+from archdsl.search.fidelity.replay import is_replay
+from archdsl.search.fidelity.replaying import make_objective
 from archdsl.search.fidelity.trial import TrialFailed
 from archdsl.search.settings import flag_number
 from archdsl.search.space import ParamValue, Space
