@@ -60,7 +60,7 @@ from archdsl.search.walk.planned import PlannedSampler
 from archdsl.search.walk.samplers import make_pruner
 
 if TYPE_CHECKING:
-    from archdsl.search.planning import SearchPlan
+    from archdsl.search.plan import SearchPlan
 
 REDRAW_FALLBACK = 10  # copies in a row after which a random undrawn design is queued
 REDRAW_TRIES = 1000  # random points tried to find an undrawn design

@@ -62,7 +62,7 @@ from archdsl.search.studies.record import (
 from archdsl.search.studies.storage import WorkerHeartbeat, fail_stale_trials, requeue
 
 if TYPE_CHECKING:
-    from archdsl.search.planning import SearchPlan
+    from archdsl.search.plan import SearchPlan
 
 CLAIM_PATIENCE_S = 10.0  # the longest a trial waits for a twin's look (milliseconds, unless its worker died)
 
