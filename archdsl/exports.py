@@ -4,9 +4,9 @@ A package names each export and the module that defines it in a plain dict, and 
 `if TYPE_CHECKING:` for type checkers and editors (tests/test_layering.py checks that the two agree):
 
     if TYPE_CHECKING:
-        from archdsl.search.planning import SearchPlan, search
+        from archdsl.search.planning import plan_space, search
 
-    _EXPORTS = {"SearchPlan": "archdsl.search.planning", "search": "archdsl.search.planning"}
+    _EXPORTS = {"plan_space": "archdsl.search.planning", "search": "archdsl.search.planning"}
     __getattr__, __dir__, __all__ = lazy_exports(__name__, _EXPORTS)
 
 `import archdsl.search` then costs nothing (no torch, no Optuna) until a name is used, and `dir()` shows the

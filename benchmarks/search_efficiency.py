@@ -131,7 +131,7 @@ def replay_once(
     from archdsl.search.fidelity.measures import Fidelity
     from archdsl.search.fidelity.replay import TABLE_PREFIX
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.planning import SearchPlan
+    from archdsl.search.plan import SearchPlan
     from archdsl.search.report import summarize_study
     from archdsl.search.runner import run_search
     from archdsl.search.settings import SearchSettings

@@ -18,7 +18,7 @@ from archdsl.search.settings import STRATEGIES as STRATEGIES
 if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
     from archdsl.search.fidelity.measures import Fidelity as Fidelity
     from archdsl.search.objectives import OBJECTIVES as OBJECTIVES
-    from archdsl.search.planning import SearchPlan as SearchPlan
+    from archdsl.search.plan import SearchPlan as SearchPlan
     from archdsl.search.planning import SearchResult as SearchResult
     from archdsl.search.planning import describe_space as describe_space
     from archdsl.search.planning import dry_run_check as dry_run_check
@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_
 _EXPORTS = {
     "Fidelity": "archdsl.search.fidelity.measures",
     "OBJECTIVES": "archdsl.search.objectives",
-    "SearchPlan": "archdsl.search.planning",
+    "SearchPlan": "archdsl.search.plan",
     "SearchResult": "archdsl.search.planning",
     "describe_space": "archdsl.search.planning",
     "dry_run_check": "archdsl.search.planning",

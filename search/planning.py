@@ -2,7 +2,7 @@
 `archdsl search` prints what this plans and returns.
 
 Steps, so that a caller can say what will happen before it happens: `plan_space` reads the settings
-once into the study's one `SearchPlan`, with the base picked and fitted and the space made (what
+once into the study's one `plan.SearchPlan`, with the base picked and fitted and the space made (what
 `--dry-run` shows); `plan_search` adds the data and the open study, checking everything a trial would
 otherwise fail on; `run_planned` runs this worker's share of the study (`runner.run_search`, whose
 trials read their settings from the same plan). `search` does all three. Every refusal is a
@@ -27,27 +27,21 @@ from typing import TYPE_CHECKING
 
 from archdsl.errors import ArchdslWarning, UsageError
 from archdsl.ir import Arch
-from archdsl.search.settings import DEFAULT_KEEP, Keep, SearchSettings, default_base, reproduce_command
+from archdsl.search.plan import SearchPlan
+from archdsl.search.settings import SearchSettings, default_base
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
     from archdsl.data import DatasetInfo
-    from archdsl.run.distributed import Ranks
     from archdsl.search.fidelity.budget import Budget
     from archdsl.search.fidelity.measures import DataContext, Fidelity
     from archdsl.search.fidelity.replay import Replay
-    from archdsl.search.objectives import Objective
     from archdsl.search.report import TrialRow
     from archdsl.search.runner import SearchOutcome
-    from archdsl.search.space import Space
-    from archdsl.search.studies.storage import StorageOptions
-    from archdsl.search.walk.buildup import Rules
-    from archdsl.search.walk.strategy import Strategy
 
 __all__ = [
-    "SearchPlan",
     "SearchResult",
     "describe_space",
     "dry_run_check",
@@ -58,133 +52,6 @@ __all__ = [
     "run_planned",
     "search",
 ]
-
-
-@dataclass(frozen=True)
-class SearchPlan:
-    """One study, its settings read once: the one object the runner (`runner.run_search`) and every
-    trial (`trial.TrialObjective`, its `Measurer`) read their settings from.
-
-    `plan_space` makes it without loading anything (what `--dry-run` shows); `plan_search` adds the
-    data (or the replay table) and the open study (what `run_planned` runs). The flags' values stay in
-    `settings` and `fidelity`; the fields beside them are what was worked out from them once.
-    """
-
-    settings: SearchSettings
-    fidelity: Fidelity  # resolved: the dataset's subsets (fidelity_for); a replayed study's, the table's epochs
-    space: Space  # the build-up space of the base fitted to the data (`space.base`)
-    objectives: tuple[Objective, ...]
-    study_name: str
-    base_name: str  # as --base gave it (a path or a built-in name), or the default base's name
-    why: str | None = None  # why the base was chosen, when --base did not name it
-    data: DataContext | None = None  # a trained study's, once planned; None while a dry run or a table answers
-    replay: Replay | None = None  # the table of `--fidelity table:...`
-    study: optuna.Study | None = None  # once planned; None on a follower rank (the study is rank 0's)
-    ranks: Ranks | None = None  # under torchrun: this process's place in the group
-    keep_files: bool = True  # each trial's folder under OUT/STUDY/trials (False: an in-memory study, e.g. a benchmark)
-    # The ladder the build-up walk climbs (fidelity.budget; its first rung is `fidelity`'s epochs and subset); one
-    # rung where the budget was measured, for a replayed study, and for the samplers.
-    budgets: tuple[Budget, ...] = ()
-    # The settle stage's budgets, above the ladder (`settle_budgets`): the walk's shortlist is measured there last.
-    settles: tuple[Budget, ...] = ()
-    classes: int | None = None  # the data's classes (a guess scores 1 / classes: what a seed that failed stays near)
-    train_images: int | None = None  # the training images left once the validation ones are held out (described)
-
-    @property
-    def base_text(self) -> str:
-        name = self.space.base.name
-        return f"{name} ({self.why})" if self.why else name
-
-    @property
-    def out(self) -> Path:
-        return Path(self.settings.out)
-
-    @property
-    def trial_root(self) -> Path | None:
-        """The study's folder, where each trial's files go (under trials/); None when they are not kept."""
-        return self.out / self.study_name if self.keep_files else None
-
-    @property
-    def storage(self) -> StorageOptions:
-        """Where the study lives and how its dead workers are found (--storage, --heartbeat, --grace-period,
-        --max-retry)."""
-        from archdsl.search.studies.storage import StorageOptions
-
-        s = self.settings
-        return StorageOptions(
-            url=s.storage, heartbeat_interval=s.heartbeat, grace_period=s.grace_period or 3 * s.heartbeat,
-            max_retry=s.max_retry,
-        )  # fmt: skip
-
-    @property
-    def max_seeds(self) -> int:
-        """The most paired seeds a design is measured on (--max-seeds; --seeds when not given: no racing)."""
-        return self.settings.max_seeds or self.fidelity.seeds
-
-    @property
-    def pruner(self) -> str:
-        """The pruner the study runs with: --pruner, `auto` resolved for the strategy, the epochs and the budgets."""
-        return self.settings.chosen_pruner(self.fidelity.epochs, len(self.rungs) > 1)
-
-    @property
-    def rungs(self) -> tuple[Budget, ...]:
-        """The budgets a trial may train at (`budgets`; the fidelity's alone when there is no ladder)."""
-        from archdsl.search.fidelity.budget import Budget
-
-        return self.budgets or (Budget(self.fidelity.epochs, self.fidelity.subset),)
-
-    def fidelity_at(self, rung: int) -> Fidelity:
-        """The fidelity of budget rung `rung`: the study's, with that rung's epochs and training subset."""
-        if rung == 0:
-            return self.fidelity
-        budget = (*self.rungs, *self.settles)[rung]
-        return self.fidelity.model_copy(update={"epochs": budget.epochs, "subset": budget.subset})
-
-    @property
-    def walk_rules(self) -> Rules:
-        """How the build-up walk decides: the paired seeds and racing, the ladder of budgets, and how it keeps."""
-        from archdsl.search.seed_stats import Racing
-        from archdsl.search.walk.buildup import Rules
-
-        racing = Racing(self.fidelity.seeds, self.max_seeds)
-        accuracy = [o.name for o in self.objectives][:1] == ["accuracy"]
-        return Rules(
-            racing=racing, rungs=len(self.rungs), budgeting=self.fidelity.budgeting, keep=self.keep,
-            chance=1 / self.classes if self.classes and accuracy else None, settle=len(self.settles),
-        )  # fmt: skip
-
-    @property
-    def keep(self) -> Keep:
-        """How the walk keeps an MSA: --keep, or the default rule (racing, --max-seeds, races the paired test)."""
-        return self.settings.keep or ("beyond-noise" if self.max_seeds > self.fidelity.seeds else DEFAULT_KEEP)
-
-    @property
-    def command(self) -> str:
-        """The command line that runs this study again (kept in the study for its report)."""
-        return reproduce_command(self)
-
-    @property
-    def strategy(self) -> Strategy:
-        """How the designs are chosen (--strategy, from `walk.registry`)."""
-        from archdsl.search.walk.registry import strategy_named
-
-        return strategy_named(self.settings.strategy)
-
-    @property
-    def follower(self) -> bool:
-        """A rank after the first of a torchrun group: it trains what rank 0 sends."""
-        return self.ranks is not None and not self.ranks.leader
-
-    def describe(self) -> str:
-        """The line the command prints before the first trial."""
-        settings = self.settings
-        replayed = f", replayed from the table {self.replay.source}" if self.replay is not None else ""
-        reach = self.strategy.reach_text(self)
-        return (
-            f"search {self.study_name}: {settings.strategy} over {self.space.size()} points of {self.base_text} on "
-            f"{settings.dataset}, objectives {','.join(o.name for o in self.objectives)}{replayed}"
-            + (f"\n{reach}" if reach else "")
-        )
 
 
 def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, object] | None = None) -> SearchPlan:

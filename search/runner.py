@@ -21,7 +21,8 @@ from optuna.trial import FrozenTrial
 from archdsl.errors import UserError
 from archdsl.search._optuna_private import storage_of
 from archdsl.search.fidelity.budget import Budget
-from archdsl.search.fidelity.replay import is_replay, make_objective
+from archdsl.search.fidelity.replay import is_replay
+from archdsl.search.fidelity.replaying import make_objective
 from archdsl.search.fidelity.trial import TrialFailed
 from archdsl.search.settings import flag_number
 from archdsl.search.space import ParamValue, Space
@@ -59,7 +60,7 @@ from archdsl.search.walk.planned import PlannedSampler
 from archdsl.search.walk.samplers import make_pruner
 
 if TYPE_CHECKING:
-    from archdsl.search.planning import SearchPlan
+    from archdsl.search.plan import SearchPlan
 
 REDRAW_FALLBACK = 10  # copies in a row after which a random undrawn design is queued
 REDRAW_TRIES = 1000  # random points tried to find an undrawn design

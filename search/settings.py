@@ -1,6 +1,6 @@
-"""A study's settings besides its fidelity (`SearchSettings`, each field `archdsl search`'s flag), what they
-resolve to (the default base, the pruner `auto` runs), and the command line that runs a study again,
-spelled from the same fields' flags (`reproduce_command`).
+"""A study's settings besides its fidelity (`SearchSettings`, each field `archdsl search`'s flag) and what they
+resolve to (the default base, the pruner `auto` runs). The command line that runs a study again, spelled from the
+same fields' flags, is the plan's (`plan.reproduce_command`): it reads what the plan worked out from them.
 
 Light at import (pydantic): the command line lists STRATEGIES and PRUNERS, and builds its flags from
 these fields, without importing Optuna.
@@ -8,7 +8,7 @@ these fields, without importing Optuna.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import (
     AfterValidator,
@@ -37,7 +37,6 @@ from archdsl.search.walk.strategy import PRUNERS
 
 if TYPE_CHECKING:
     from archdsl.data import DatasetInfo
-    from archdsl.search.planning import SearchPlan
 
 # The bounds of the study's own sizes (--help states each; the fidelity's are measures.Fidelity's).
 MAX_TRIALS = 100_000
@@ -215,59 +214,6 @@ def default_pruner(strategy: str, epochs: int, raised: bool = False) -> str:
 def chosen_pruner(kind: str, strategy: str, epochs: int, raised: bool = False) -> str:
     """The pruner a study runs with: `kind`, or `default_pruner(strategy, epochs, raised)` for `auto`."""
     return default_pruner(strategy, epochs, raised) if kind == AUTO_PRUNER else kind
-
-
-# Settings that do not change what a study measures, left out of its command line: how the data is fetched,
-# how workers report, wait for each other and find the dead ones, and the fast copy of each model (which
-# computes the same numbers).
-NOT_RECORDED = ("download", "progress", "dist_timeout", "heartbeat", "grace_period", "max_retry", "optimize")
-
-
-def reproduce_command(plan: SearchPlan) -> str:
-    """The `archdsl search` line that runs this study again, kept in the study for its report: every flag of
-    `SearchSettings` and `measures.Fidelity` (`NOT_RECORDED` aside) with the value the study runs with,
-    defaults included (a later change of a default must not change what the line does), the recipe's given
-    settings after `--recipe`; the Hessian's and robustness's flags only when an objective reads them
-    (`json_schema_extra["objectives"]`). A database URL's password is left out."""
-    import shlex
-
-    from archdsl.run.recipe import recipe_command_words, recipe_flags
-    from archdsl.search.studies.storage import without_password
-
-    s, fidelity = plan.settings, plan.fidelity
-    resolved = {
-        "base": plan.base_name,
-        "objectives": ",".join(o.name for o in plan.objectives),
-        "pruner": plan.pruner,
-        "keep": plan.keep if "keep" in strategy_named(s.strategy).flags else None,
-        "max_seeds": plan.max_seeds if plan.max_seeds > fidelity.seeds else None,
-        "study_name": plan.study_name,
-        "storage": None if s.storage is None else without_password(s.storage),
-    }
-    names = {o.name for o in plan.objectives}
-    words = ["archdsl", "search"]
-    for settings in (s, fidelity):
-        for field, info in type(settings).model_fields.items():
-            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-            read_by = extra.get("objectives")  # the objectives that read it, where only some do
-            if "flag" not in extra or field in NOT_RECORDED or (isinstance(read_by, tuple) and not names & {*read_by}):
-                continue
-            words += _flag_words(str(extra["flag"]), resolved.get(field, getattr(settings, field)))
-            if field == "recipe":
-                given = dict(fidelity.train_settings)
-                words += recipe_command_words({name: given[name] for name in recipe_flags() if name in given})
-    return shlex.join(words)
-
-
-def _flag_words(flag: str, value: Any) -> list[str]:
-    """A flag with its value as the command line takes it back: a switch on or off, a list comma-separated."""
-    if value is None:
-        return []
-    if isinstance(value, bool):
-        return [flag if value else f"--no-{flag[2:]}"]
-    if isinstance(value, tuple):
-        return [flag, ",".join(map(str, value))]
-    return [flag, flag_number(value) if isinstance(value, float) else str(value)]
 
 
 def flag_number(value: float) -> str:

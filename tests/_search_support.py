@@ -84,7 +84,7 @@ def plan_for(
     from archdsl.lang.spec import parse_spec
     from archdsl.search.fidelity.measures import Fidelity
     from archdsl.search.objectives import parse_objectives
-    from archdsl.search.planning import SearchPlan
+    from archdsl.search.plan import SearchPlan
     from archdsl.search.settings import SearchSettings
     from archdsl.search.space import make_space
 

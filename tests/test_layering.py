@@ -211,20 +211,6 @@ def _every_import(path: Path) -> set[str]:
 
 
 CYCLE_GRAPH = _graph(_every_import)
-# Type-only imports into the search code the lead rewrites today (issue 55 item 1: search/planning.py,
-# search/runner.py, search/walk/*): each closes a cycle through planning -> runner/settings/walk, which that
-# rewrite removes; remove each line here as its edge goes (the test below fails on a line whose edge is gone).
-LEAD_REWRITE_EXEMPT = {
-    ("archdsl.search.fidelity.replay", "archdsl.search.planning"),  # SearchPlan
-    ("archdsl.search.fidelity.trial", "archdsl.search.planning"),  # SearchPlan
-    ("archdsl.search.settings", "archdsl.search.planning"),  # SearchPlan
-    ("archdsl.search.studies.for_report", "archdsl.search.planning"),  # SearchPlan
-    ("archdsl.search.studies.for_report", "archdsl.search.walk.buildup"),  # Walk
-    ("archdsl.search.runner", "archdsl.search.planning"),  # SearchPlan
-    ("archdsl.search.walk.strategy", "archdsl.search.planning"),  # SearchPlan, what a strategy reads
-    ("archdsl.search.walk.buildup_strategy", "archdsl.search.planning"),  # SearchPlan
-    ("archdsl.search.walk.sampler_strategies", "archdsl.search.planning"),  # SearchPlan
-}
 
 
 def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -277,23 +263,15 @@ def _shortest_cycle(graph: dict[str, set[str]], component: set[str]) -> list[str
 
 
 def test_no_import_cycle_counting_type_only_and_function_imports():
-    graph = {
-        name: deps - {dep for user, dep in LEAD_REWRITE_EXEMPT if user == name} for name, deps in CYCLE_GRAPH.items()
-    }
-    cycles = [" -> ".join(cycle) for cycle in import_cycles(graph)]
+    cycles = [" -> ".join(cycle) for cycle in import_cycles(CYCLE_GRAPH)]
     assert cycles == [], "import cycles (a shortest one per tangle):\n" + "\n".join(cycles)
-
-
-def test_each_exempt_edge_still_exists():
-    gone = sorted(edge for edge in LEAD_REWRITE_EXEMPT if edge[1] not in CYCLE_GRAPH[edge[0]])
-    assert gone == [], f"no longer imported, remove from LEAD_REWRITE_EXEMPT: {gone}"
 
 
 def test_the_cycle_check_names_a_cycle_through_a_type_only_import():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"d"}}
     assert import_cycles(graph) == [["a", "b", "c", "a"]]
-    assert "archdsl.search.planning" in CYCLE_GRAPH["archdsl.search.fidelity.trial"]  # a TYPE_CHECKING import
-    assert "archdsl.search.planning" not in CYCLE_GRAPH["archdsl.search"]  # the package's export table
+    assert "archdsl.search.plan" in CYCLE_GRAPH["archdsl.search.fidelity.trial"]  # a TYPE_CHECKING import
+    assert "archdsl.search.plan" not in CYCLE_GRAPH["archdsl.search"]  # the package's export table
 
 
 def test_every_package_names_its_exports_for_the_type_checker():
@@ -353,8 +331,8 @@ def test_every_imported_distribution_is_declared():
 
 def test_a_type_only_import_is_held_to_the_layers_and_never_runs():
     # trial names the study's plan for the checker only (the session imports the runner, which imports trial)
-    assert "archdsl.search.planning" in GRAPH["archdsl.search.fidelity.trial"]
-    assert "archdsl.search.planning" not in RUNTIME_GRAPH["archdsl.search.fidelity.trial"]
+    assert "archdsl.search.plan" in GRAPH["archdsl.search.fidelity.trial"]
+    assert "archdsl.search.plan" not in RUNTIME_GRAPH["archdsl.search.fidelity.trial"]
     assert "archdsl.search.runner" in RUNTIME_GRAPH["archdsl.search.planning"]  # a lazy import runs: it counts
 
 

@@ -115,8 +115,9 @@ def test_subset_shrinks_the_training_set_and_val_subset_the_sets_that_score(tmp_
     import _search_support as support
 
     from archdsl.search.fidelity import measures as measure
+    from archdsl.search.plan import reproduce_command
     from archdsl.search.planning import plan_space
-    from archdsl.search.settings import SearchSettings, reproduce_command
+    from archdsl.search.settings import SearchSettings
 
     # 96 training images: 16 held out for validation (a quarter of them score), 80 to train on
     data = measure.load_data(support.DATASET, None, seed=0, val_subset=0.25, val_split="16")
@@ -183,8 +184,9 @@ def test_the_recorded_command_runs_the_same_study(settings, fidelity):
 
     from archdsl.cli import build_parser
     from archdsl.commands.search import settings_from_args
+    from archdsl.search.plan import NOT_RECORDED, reproduce_command
     from archdsl.search.planning import plan_space
-    from archdsl.search.settings import NOT_RECORDED, SearchSettings, reproduce_command
+    from archdsl.search.settings import SearchSettings
 
     plan = plan_space(SearchSettings(study_name="s", **settings), fidelity)
     words = shlex.split(reproduce_command(plan))
@@ -277,8 +279,9 @@ def test_the_default_pruner_follows_the_strategy_and_the_epochs_and_the_study_li
     # samplers.
     import shlex
 
+    from archdsl.search.plan import reproduce_command
     from archdsl.search.planning import plan_space
-    from archdsl.search.settings import SearchSettings, reproduce_command
+    from archdsl.search.settings import SearchSettings
 
     settings = SearchSettings(study_name="s", strategy=strategy, pruner=given)
     assert settings.chosen_pruner(epochs) == runs_with

@@ -221,8 +221,9 @@ def test_the_summary_chooses_the_same_with_or_without_test_figures(tmp_path):
 
 
 def test_seeds_is_3_unless_told_and_the_command_line_always_says_how_many():
+    from archdsl.search.plan import reproduce_command
     from archdsl.search.planning import plan_space
-    from archdsl.search.settings import SearchSettings, reproduce_command
+    from archdsl.search.settings import SearchSettings
 
     assert measure.Fidelity().seeds == 3
     settings = SearchSettings(study_name="s")

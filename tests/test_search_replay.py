@@ -808,8 +808,9 @@ def test_the_grid_remeasures_its_leaders_after_its_last_grid_point(tmp_path, noi
 
 
 def test_the_recorded_command_names_max_seeds_only_when_racing():
+    from archdsl.search.plan import reproduce_command
     from archdsl.search.planning import plan_space
-    from archdsl.search.settings import SearchSettings, reproduce_command
+    from archdsl.search.settings import SearchSettings
 
     racing = reproduce_command(plan_space(SearchSettings(study_name="s", max_seeds=4), {"seeds": 2}))
     assert " --max-seeds 4 " in racing and " --seeds 2 " in racing

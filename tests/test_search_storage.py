@@ -55,8 +55,9 @@ def test_a_bad_storage_url_is_a_clear_error(tmp_path, capsys, url, message):
     ],
 )
 def test_the_study_command_leaves_the_password_out(url, shown):
+    from archdsl.search.plan import reproduce_command
     from archdsl.search.planning import plan_space
-    from archdsl.search.settings import SearchSettings, reproduce_command
+    from archdsl.search.settings import SearchSettings
 
     line = reproduce_command(plan_space(SearchSettings(study_name="s", storage=url)))
     assert "secret" not in line

@@ -62,7 +62,7 @@ from archdsl.search.studies.record import (
 from archdsl.search.studies.storage import WorkerHeartbeat, fail_stale_trials, requeue
 
 if TYPE_CHECKING:
-    from archdsl.search.planning import SearchPlan
+    from archdsl.search.plan import SearchPlan
 
 CLAIM_PATIENCE_S = 10.0  # the longest a trial waits for a twin's look (milliseconds, unless its worker died)
 
@@ -77,7 +77,7 @@ class DesignCopy(TrialFailed):
 
 class DesignAnswers(Protocol):
     """What one trial's design measures to, stage by stage: `Training` trains it, a replay table
-    (`archdsl.search.fidelity.replay.Replaying`) looks its run up. `TrialObjective` stages, constrains,
+    (`archdsl.search.fidelity.replaying.Replaying`) looks its run up. `TrialObjective` stages, constrains,
     prunes and records alike for both."""
 
     def fits(self) -> None:
@@ -101,7 +101,7 @@ class DesignAnswers(Protocol):
 
 
 class Measurer(Protocol):
-    """Where a search's trials get their answers (`Training`, or `archdsl.search.fidelity.replay.Replaying`)."""
+    """Where a search's trials get their answers (`Training`, or `archdsl.search.fidelity.replaying.Replaying`)."""
 
     def start(self, trial: optuna.Trial, arch: Arch, plan: SearchPlan) -> DesignAnswers:
         """The answers of trial `trial`'s design, measured as `plan` says."""
@@ -249,7 +249,7 @@ class TrialObjective:
             return self._staged(trial, arch, answers)
         finally:
             answers.close()
-            if self.plan.replay is None:  # a replayed trial's CPU is its table runs' (replay.Replaying)
+            if self.plan.replay is None:  # a replayed trial's CPU is its table runs' (replaying.Replaying)
                 trial.set_user_attr(CPU_SECONDS_ATTR, cpu_seconds() - started)
 
     def _staged(self, trial: optuna.Trial, arch: Arch, answers: DesignAnswers) -> float | tuple[float, ...]:

@@ -27,7 +27,7 @@ from archdsl.search.studies.record import (
 )
 
 if TYPE_CHECKING:
-    from archdsl.search.planning import SearchPlan
+    from archdsl.search.plan import SearchPlan
     from archdsl.search.space import ParamValue, Space
     from archdsl.search.walk.buildup import Walk
 

@@ -7,10 +7,9 @@ import math
 import time
 from typing import TYPE_CHECKING, ClassVar
 
-from archdsl.search.walk.strategy import Strategy
+from archdsl.search.walk.strategy import PlanView, Strategy
 
 if TYPE_CHECKING:
-    from archdsl.search.planning import SearchPlan
     from archdsl.search.walk.planned import PlannedSampler
 
 
@@ -23,7 +22,7 @@ class BuildUp(Strategy):
     walks = True
     flags: ClassVar[frozenset[str]] = frozenset({"keep", "settle_steps"})
 
-    def sampler(self, plan: SearchPlan) -> PlannedSampler:
+    def sampler(self, plan: PlanView) -> PlannedSampler:
         """The walk's sampler, failing dead workers' trials while it waits for another worker's verdict, and
         taking a design anyway past --timeout."""
         from archdsl.search.studies.storage import fail_stale_trials
@@ -35,13 +34,13 @@ class BuildUp(Strategy):
             deadline=deadline,
         )  # fmt: skip
 
-    def target_trials(self, plan: SearchPlan) -> int:
+    def target_trials(self, plan: PlanView) -> int:
         """`--n-trials`, fewer when the longest walk (or the space) holds fewer."""
         from archdsl.search.walk.buildup import longest_walk
 
         return min(super().target_trials(plan), longest_walk(plan.space))
 
-    def fewest_trials(self, plan: SearchPlan) -> int:
+    def fewest_trials(self, plan: PlanView) -> int:
         """The shortest walk: the base, then one MSA that does not help in each stage that takes one."""
         shortest = 1 + sum(1 for s in plan.space.stages if s.max_k > 0)
         return min(shortest, self.target_trials(plan))
@@ -52,7 +51,7 @@ class BuildUp(Strategy):
         epoch); and on a ladder, the very bias the ladder is there to see past."""
         return "none"
 
-    def reach_text(self, plan: SearchPlan) -> str | None:
+    def reach_text(self, plan: PlanView) -> str | None:
         """Where the study searches knobs besides k, what the walk leaves out: it keeps the base's heads, windows,
         head widths and init, so it reaches one design per k (docs/search.md, "A space where right answers are a
         minority", measured what that costs); None where it reaches the whole space."""
@@ -67,7 +66,7 @@ class BuildUp(Strategy):
             f"designs are within its reach); --strategy tpe or random searches {knobs} too"
         )
 
-    def rule_text(self, plan: SearchPlan) -> str:
+    def rule_text(self, plan: PlanView) -> str:
         """How the walk keeps an MSA and settles its answer."""
         rule = (
             "an MSA whose mean over the paired seeds is higher"

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from archdsl.search.walk.strategy import Strategy
+from archdsl.search.walk.strategy import PlanView, Strategy
 
 if TYPE_CHECKING:
     import optuna
 
-    from archdsl.search.planning import SearchPlan
 
 GRID_LIMIT = 4096  # a grid larger than this is a mistake, not a search
 
@@ -19,7 +18,7 @@ class TPE(Strategy):
     name = "tpe"
     help = "Optuna's TPESampler (multivariate)"
 
-    def sampler(self, plan: SearchPlan) -> optuna.samplers.BaseSampler:
+    def sampler(self, plan: PlanView) -> optuna.samplers.BaseSampler:
         import optuna
 
         from archdsl.search.walk.samplers import PerTrialSeed
@@ -34,7 +33,7 @@ class NSGAII(Strategy):
     name = "nsga2"
     help = "Optuna's NSGAIISampler, for several objectives"
 
-    def sampler(self, plan: SearchPlan) -> optuna.samplers.BaseSampler:
+    def sampler(self, plan: PlanView) -> optuna.samplers.BaseSampler:
         import optuna
 
         from archdsl.search.walk.samplers import PerTrialSeed
@@ -47,7 +46,7 @@ class Grid(Strategy):
     name = "grid"
     help = f"Optuna's GridSampler over every point (refused above {GRID_LIMIT:,} points)"
 
-    def sampler(self, plan: SearchPlan) -> optuna.samplers.BaseSampler:
+    def sampler(self, plan: PlanView) -> optuna.samplers.BaseSampler:
         """Not per trial: GridSampler's shuffle of the grid must be the same on every worker (a trial stores only
         its grid index), and it hands trial n the n-th grid point."""
         from archdsl.errors import UsageError
@@ -66,7 +65,7 @@ class Random(Strategy):
     name = "random"
     help = "Optuna's RandomSampler"
 
-    def sampler(self, plan: SearchPlan) -> optuna.samplers.BaseSampler:
+    def sampler(self, plan: PlanView) -> optuna.samplers.BaseSampler:
         import optuna
 
         from archdsl.search.walk.samplers import PerTrialSeed

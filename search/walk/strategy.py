@@ -9,16 +9,54 @@ imports its sampler's library when it makes one.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
     import optuna
 
-    from archdsl.search.planning import SearchPlan
+    from archdsl.search.fidelity.budget import Budget
+    from archdsl.search.objectives import Objective
+    from archdsl.search.space import Space
+    from archdsl.search.studies.storage import StorageOptions
+    from archdsl.search.walk.buildup import Rules
+    from archdsl.search.walk.keep_rules import Keep
 
 PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
 # Pruning rungs at epochs 1, 3, 9, ...: the halving pruners keep a third of the trials at each.
 REDUCTION_FACTOR = 3
+
+
+class SettingsView(Protocol):
+    """The settings a strategy reads (`settings.SearchSettings` has them)."""
+
+    @property
+    def n_trials(self) -> int: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def seed(self) -> int: ...
+
+
+class PlanView(Protocol):
+    """What a strategy reads of the study's plan. The plan it is given is `archdsl.search.plan.SearchPlan`, named here
+    by what it has rather than imported: the plan names its strategy and its settings, which list the strategies
+    (`registry`), so an import of the plan here would close a loop (tests/test_layering.py). A strategy that reads
+    more of the plan adds it here; mypy checks that the plan has it."""
+
+    @property
+    def settings(self) -> SettingsView: ...
+    @property
+    def space(self) -> Space: ...
+    @property
+    def objectives(self) -> tuple[Objective, ...]: ...
+    @property
+    def keep(self) -> Keep: ...
+    @property
+    def settles(self) -> tuple[Budget, ...]: ...
+    @property
+    def walk_rules(self) -> Rules: ...
+    @property
+    def storage(self) -> StorageOptions: ...
 
 
 class Strategy(ABC):
@@ -37,15 +75,15 @@ class Strategy(ABC):
     flags: ClassVar[frozenset[str]] = frozenset()
 
     @abstractmethod
-    def sampler(self, plan: SearchPlan) -> optuna.samplers.BaseSampler:
+    def sampler(self, plan: PlanView) -> optuna.samplers.BaseSampler:
         """The Optuna sampler that chooses each trial's design (one per worker; it lives in memory, not the
         storage)."""
 
-    def target_trials(self, plan: SearchPlan) -> int:
+    def target_trials(self, plan: PlanView) -> int:
         """The most designs the study measures: `--n-trials`, fewer when the space holds fewer."""
         return min(plan.settings.n_trials, plan.space.n_designs())
 
-    def fewest_trials(self, plan: SearchPlan) -> int:
+    def fewest_trials(self, plan: PlanView) -> int:
         """The fewest designs the study measures before it ends on its own (`--dry-run`'s time estimate)."""
         return self.target_trials(plan)
 
@@ -56,11 +94,11 @@ class Strategy(ABC):
         regret (settings.AUTO_PRUNER says what it measured)."""
         return "median" if epochs < REDUCTION_FACTOR else "hyperband"
 
-    def reach_text(self, plan: SearchPlan) -> str | None:
+    def reach_text(self, plan: PlanView) -> str | None:
         """A line on the designs of the space the strategy cannot reach (`--dry-run` and the study's first
         line); None where it reaches them all."""
         return None
 
-    def rule_text(self, plan: SearchPlan) -> str | None:
+    def rule_text(self, plan: PlanView) -> str | None:
         """A line on how it decides, with the flags that set it (`--dry-run`); None where nothing is set."""
         return None
