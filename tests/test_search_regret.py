@@ -105,7 +105,7 @@ def test_where_every_design_ties_no_difference_is_called(space, tmp_path: Path, 
     assert summary["reference"]["share_within_half_a_point"] == 1.0
     for m in summary["methods"]:
         assert m["regret"]["value"] == pytest.approx(0.0, abs=1e-9)
-        assert m["regret"]["low"] < 0 < m["regret"]["high"]  # the reference's noise, resampled
+        assert m["regret"]["low"] >= 0 and m["regret"]["high"] > 0  # the reference's noise, resampled: never below 0
     assert len(by_name(summary)[summary["differences"][0]["first"]]["answers"]) > 1  # the walk's answers differ
     assert summary["differences"] and not any(d["called"] for d in summary["differences"])
 
@@ -128,6 +128,34 @@ def test_methods_are_judged_on_the_same_resamples(rule_tables, space, monkeypatc
         results, (difference,) = script.judge_methods(reference, plan, replays, rng)
         assert (difference.regret.low, difference.regret.value, difference.regret.high) == pytest.approx((0, 0, 0))
         assert not difference.called and results["walk"].regret.high > results["walk"].regret.low
+
+
+def test_a_regret_interval_is_never_below_0_and_an_interval_is_the_bootstrap_s_percentiles(monkeypatch):
+    """A known case: a noiseless reference, one set of seeds; the walk answers the best, random search answers it
+    on 5 of its 10 draws and a design 2 points below on the others. Random search's regret is 1.0 point and a
+    resample of its draws is 0.2 x Binomial(10, 1/2) points, whose 2.5th and 97.5th percentiles are 0.4 and 1.6;
+    the walk's is 0 in every replicate. A t-interval, symmetric, would reach below 0 as soon as a regret's point
+    is near it."""
+    script = load_script("search_regret", monkeypatch)
+    values = np.array([[0.90] * 3, [0.88] * 3, [0.80] * 3])
+    designs = ("a", "b", "c")
+    reference = script.Reference("r", "24 epochs", designs, designs, (0, 1, 2), (0, 1, 2), values, values)
+    rng = np.random.default_rng(0)
+    plan = script.seed_plan((0, 1, 2), 3, 10000, rng)
+    (seeds,) = plan.sets
+    outcome = {d: script.Outcome(d, 10.0, 2, 0) for d in "ab"}
+    replays = script.Replays(
+        ["walk", "random"], {"walk": "walk", "random": "random"}, {"random": "walk"}, {"walk": "", "random": ""},
+        {"walk": {seeds: [outcome["a"]]}, "random": {seeds: [outcome["a"]] * 5 + [outcome["b"]] * 5}}, {},
+    )  # fmt: skip
+    results, (difference,) = script.judge_methods(reference, plan, replays, rng)
+
+    walk, rand = results["walk"].regret, results["random"].regret
+    assert (walk.value, walk.low, walk.high) == pytest.approx((0.0, 0.0, 0.0))
+    assert (rand.value, rand.low, rand.high) == pytest.approx((1.0, 0.4, 1.6))
+    d = difference.regret
+    assert (d.value, d.low, d.high) == pytest.approx((-1.0, -1.6, -0.4)) and difference.called
+    assert results["random"].within.high <= 1.0 and results["random"].within.low >= 0.0
 
 
 def test_the_seed_plan_resamples_seeds_and_never_repeats_one_within_a_search(monkeypatch):
