@@ -259,6 +259,23 @@ def load(path: str):
     return table
 
 
+def read_settle(path: str) -> tuple[Rung, int, int]:
+    """`--settle`: a table at the settle stage's budget, which may hold a part of the space (the designs the settle
+    stage visits, `buildup_table.py --designs`) and may be cut short: its designs with a run on every seed any of
+    them has, the others left out; with the designs it holds and the space's."""
+    from archdsl.search.fidelity.replay import load_replay
+
+    table = load_replay(path).table
+    seeds = set().union(*({r.seed for r in d.runs} for d in table.designs))
+    whole = [d for d in table.designs if seeds and {r.seed for r in d.runs} >= seeds]
+    if not whole:
+        raise UserError(
+            f"--settle {path} has no design with a run on each of its seeds",
+            hint="train the designs the settle stage visits there (buildup_table.py --designs)",
+        )
+    return read_rung(path, table.model_copy(update={"designs": whole})), len(whole), len(table.designs)
+
+
 def common_seeds(table) -> tuple[int, ...]:
     """The seeds every design of `table` has a run of."""
     return tuple(sorted(set.intersection(*({r.seed for r in d.runs} for d in table.designs))))
@@ -1007,7 +1024,10 @@ def summarize(args: argparse.Namespace) -> dict:
     rng = np.random.default_rng(args.seed)
     plan = seed_plan(pool, args.seeds, args.bootstrap, rng)
     curve_rungs = sorted({0, len(rungs) - 1})
-    settle_rung = read_rung(args.settle, load(args.settle)) if args.settle else None
+    settle_rung, settle_designs = None, None
+    if args.settle:
+        settle_rung, held, of = read_settle(args.settle)
+        settle_designs = {"held": held, "of": of}
     if settle_rung is not None and set(settle_rung.seeds) & (set(pool) | set(reference.seeds)):
         raise UserError(
             f"--settle {args.settle} has seeds {sorted(set(settle_rung.seeds) & (set(pool) | set(reference.seeds)))} "
@@ -1067,6 +1087,7 @@ def summarize(args: argparse.Namespace) -> dict:
             "max_seeds": args.max_seeds,
             "keep": list(args.keep),
             "settle": args.settle,
+            "settle_designs": settle_designs,
             "seed_pool": list(plan.pool),
             "seed_sets": len(plan.sets),
             "sampler_replays_per_set": args.replays,
@@ -1145,6 +1166,19 @@ def markdown(summary: dict) -> str:
         "times per set, each held to its walk's CPU on the same seeds. Regret: points of validation top-1 below "
         "the reference's best (test: report only).",
     ]
+    held = rep.get("settle_designs")
+    if held:
+        settled = {m["kind"] for m in summary["methods"]}
+        lines += [
+            "",
+            f"**The settle stage** (`{rep['settle']}`): the table holds {held['held']} of the space's {held['of']} "
+            "designs on every one of its seeds"
+            + (
+                "; random search followed by the settle stage, which may pick any design, is not replayed."
+                if "random+settle" not in settled
+                else "."
+            ),
+        ]
     if rep.get("max_seeds", rep["seeds_per_search"]) > rep["seeds_per_search"]:
         lines += [
             "",

@@ -435,3 +435,29 @@ def test_a_settle_table_of_the_walks_path_alone_settles_the_walk_and_leaves_rand
     summary = summarize(script, "--reference", str(reference), "--cheap", str(cheap), "--settle", str(settle))
     kinds = {m["kind"] for m in by_name(summary).values() if m["label"].endswith("settled")}
     assert kinds == {"walk", "random", "tpe"}
+
+
+def test_a_settle_table_cut_short_settles_the_walk_on_the_designs_it_holds_whole(
+    rule_tables, space, tmp_path: Path, monkeypatch
+):
+    """A settle table being made (`buildup_table.py --designs ... --assemble` before every run is done): designs
+    with no run, and one with a run on some of its seeds, are left out (it was refused as a partial table); the
+    walk is settled on the designs it holds whole, and the report says how many."""
+    script = load_script("search_regret", monkeypatch)
+    reference, cheap = rule_tables
+    table = with_cpu(make_table(space, noise=0.001, seeds=(10, 11, 12)))
+    cut = []
+    for d in table.designs:
+        if d.layout == "c1:CM c2:CC c3:CC":
+            d = d.model_copy(update={"runs": []})  # not trained yet
+        elif d.layout == "c1:CM c2:CM c3:CM":
+            d = d.model_copy(update={"runs": [r for r in d.runs if r.seed == 10]})  # in training
+        cut.append(d)
+    settle = write_table(tmp_path / "s.json", table.model_copy(update={"designs": cut}))
+    summary = summarize(script, "--reference", str(reference), "--cheap", str(cheap), "--settle", str(settle))
+    settled = [m for m in by_name(summary).values() if m["label"].endswith("settled")]
+    assert {m["kind"] for m in settled} == {"walk", "random", "tpe"}
+    assert summary["replays"]["settle_designs"] == {"held": 6, "of": 8}
+    (walk,) = [m for m in settled if m["kind"] == "walk"]
+    assert walk["answers"] == {"c1:CC c2:CM c3:CM": 1.0}
+    assert "holds 6 of the space's 8 designs" in script.markdown(summary)
