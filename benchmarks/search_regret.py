@@ -128,6 +128,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "settle stage (its two best designs), each judged at its whole CPU",
     )
     parser.add_argument(
+        "--list-settle-designs",
+        metavar="FILE",
+        help="instead of judging, write the designs the settle stage's shortlists visit (the settled walks', and "
+        "random search's followed by the settle stage) to FILE, a digest a line, the most needed first: "
+        "`buildup_table.py --designs FILE` trains the settle table",
+    )
+    parser.add_argument(
         "--replays", type=int, default=10, help="random search's and TPE's replays (own draws) on each set of seeds"
     )
     parser.add_argument(
@@ -151,6 +158,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     # The outputs before the replays (minutes on a large space): a path it cannot write ends here, in one line.
     output_file(args.json, "--json")
     output_file(args.markdown, "--markdown")
+    output_file(args.list_settle_designs, "--list-settle-designs")
     output_folder(args.figures, "--figures")
     file_prefix(args.name, "--name")
     if min(args.seeds, args.replays, args.tpe_startup) < 1 or args.bootstrap < 20:
@@ -410,6 +418,7 @@ class Outcome:
     measured: int
     rung: int
     searched_cpu: float | None = None  # a settled search's CPU before its settle stage (None: no settle stage)
+    shortlist: tuple[str, ...] = ()  # the designs its settle stage measured
 
 
 @dataclass(frozen=True)
@@ -497,11 +506,14 @@ def run_walk(
     settle_slot: dict[int, int] = {}  # a settle-stage seed index -> its place in the settle table's seeds
     measured: dict[tuple[str, int], Measured] = {}
     cpu = searched = 0.0
+    shortlist: list[str] = []
     while (ask := walk(space, measured, lead, rules).next) is not None:
         digest = space.digest_of(ask.params)
         at_settle = ask.rung >= len(variant.tables)
         if at_settle and not searched:
             searched = cpu
+        if at_settle and digest not in shortlist:
+            shortlist.append(digest)
         indices = range(paired) if ask.seed_index is None else (ask.seed_index,)
         if at_settle:
             assert settle is not None
@@ -533,7 +545,8 @@ def run_walk(
     done = walk(space, measured, lead, rules)
     answer = space.digest_of(done.answer) if done.answer is not None else None
     last_search = variant.tables[min(done.answer_rung, len(variant.tables) - 1)]
-    return Outcome(answer, cpu, len(measured), last_search, (searched or cpu) if settles else None)
+    searched_cpu = (searched or cpu) if settles else None
+    return Outcome(answer, cpu, len(measured), last_search, searched_cpu, tuple(shortlist))
 
 
 @dataclass(frozen=True)
@@ -591,7 +604,7 @@ def settled_pick(answer: Outcome, rival: str | None, settle: Rung, paired: int) 
     shortlist = [d for d in (answer.answer, rival) if d is not None]
     best = max(shortlist, key=lambda d: statistics.fmean(settle.values(d, seeds)))
     cost = sum(settle.cost(d, seeds) for d in shortlist)
-    return Outcome(best, answer.cpu + cost, answer.measured + len(shortlist), answer.rung, answer.cpu)
+    return Outcome(best, answer.cpu + cost, answer.measured + len(shortlist), answer.rung, answer.cpu, tuple(shortlist))
 
 
 def random_trajectory(digests: Sequence[str], rung: Rung, seeds: tuple[int, ...], rng: random.Random) -> Trajectory:
@@ -806,6 +819,49 @@ def replay_all(
             for rung in curve_rungs:
                 curves[rung].append(rand[rung])
     return Replays(methods, kinds, partner, label, outcomes, curves, rivals)
+
+
+def stand_in_settle(rungs: Sequence[Rung], taken: set[int], seeds: int) -> Rung:
+    """A settle table for `--list-settle-designs`: every design, on `seeds` fresh seeds, each run alike (0.5, at no
+    chance and no failed seed) at twice the first rung's CPU; which designs the shortlists name does not depend on
+    the values measured there."""
+    fresh = tuple(range(max(taken) + 1, max(taken) + 1 + seeds))
+    first = rungs[0]
+    return Rung(
+        "(every design)",
+        "twice the first rung's",
+        {d: dict.fromkeys(fresh, 0.5) for d in first.val},
+        {d: dict.fromkeys(fresh, 2 * max(first.cpu[d].values())) for d in first.cpu},
+        fresh,
+    )
+
+
+def settle_needs(replays: Replays) -> list[tuple[str, int, int]]:
+    """(digest, seed sets whose settled walks' shortlists hold it, random + settle searches whose shortlists do)
+    for every design a shortlist holds, the most needed first (by the walks, then random search)."""
+    walks: dict[str, set] = {}
+    randoms: Counter[str] = Counter()
+    for name, by_set in replays.outcomes.items():
+        kind = replays.kinds[name]
+        for seeds, outcomes in by_set.items():
+            for outcome in outcomes:
+                for digest in outcome.shortlist:
+                    if kind == "walk":
+                        walks.setdefault(digest, set()).add(seeds)
+                    elif kind == "random+settle":
+                        randoms[digest] += 1
+    found = [(d, len(walks.get(d, ())), randoms[d]) for d in set(walks) | set(randoms)]
+    return sorted(found, key=lambda row: (-row[1], -row[2], row[0]))
+
+
+def settle_needs_text(needs: list[tuple[str, int, int]], names: dict[str, str], sets: int, searches: int) -> str:
+    """`--list-settle-designs`'s file: `buildup_table.py --designs` reads the digest that starts each line."""
+    lines = [
+        f"# the designs the settle stage's shortlists visit, the most needed first: digest, the seed sets (of {sets}) "
+        f"whose settled walks need it, the random + settle searches (of {searches}) that do, the design"
+    ]
+    lines += [f"{d}\t{w}\t{r}\t{names[d]}" for d, w, r in needs]
+    return "\n".join(lines) + "\n"
 
 
 # -- the statistics -----------------------------------------------------------------------------------
@@ -1036,10 +1092,19 @@ def summarize(args: argparse.Namespace) -> dict:
         )
     if settle_rung is not None and len(settle_rung.seeds) < args.seeds:
         raise UserError(f"--settle {args.settle} has {len(settle_rung.seeds)} seeds of every design, below --seeds")
+    if args.list_settle_designs:
+        settle_rung = stand_in_settle(rungs, set(pool) | set(reference.seeds), args.seeds)
     replays = replay_all(
         space, rungs, plan, args.replays, args.seed, curve_rungs, args.tpe_startup, args.max_seeds, args.keep,
         args.chance, settle_rung,
     )  # fmt: skip
+    if args.list_settle_designs:
+        names = dict(zip(reference.digests, reference.layouts, strict=True))
+        searches = sum(len(o) for name, by in replays.outcomes.items() if replays.kinds[name] == "random+settle"
+                       for o in by.values())  # fmt: skip
+        text = settle_needs_text(settle_needs(replays), names, len(plan.sets), searches)
+        Path(args.list_settle_designs).write_text(text)
+        return {"settle_designs_file": args.list_settle_designs}
     results, differences = judge_methods(reference, plan, replays, rng)
 
     best = reference.best
@@ -1295,6 +1360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     from fidelity_study import write_summary
 
+    if args.list_settle_designs:
+        print(f"wrote {args.list_settle_designs}", file=sys.stderr)
+        return 0
     write_summary(summary, markdown(summary), args.json, args.markdown)
     if args.figures:
         print(f"wrote {figure(summary, Path(args.figures), args.name)}", file=sys.stderr)

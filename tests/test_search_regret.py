@@ -461,3 +461,21 @@ def test_a_settle_table_cut_short_settles_the_walk_on_the_designs_it_holds_whole
     (walk,) = [m for m in settled if m["kind"] == "walk"]
     assert walk["answers"] == {"c1:CC c2:CM c3:CM": 1.0}
     assert "holds 6 of the space's 8 designs" in script.markdown(summary)
+
+
+def test_list_settle_designs_names_the_shortlists_designs_the_walks_first(rule_tables, tmp_path: Path, monkeypatch):
+    """`--list-settle-designs FILE`: no judging; the designs the settle stage's shortlists visit, a digest a line
+    (what `buildup_table.py --designs` reads), the settled walks' first: here the walk settles the rule's best and
+    its rival on every set, and random search followed by the settle stage two designs a search."""
+    script = load_script("search_regret", monkeypatch)
+    reference, cheap = rule_tables
+    listed = tmp_path / "designs.txt"
+    summarize(script, "--reference", str(reference), "--cheap", str(cheap), "--list-settle-designs", str(listed))
+    rows = [line.split("\t") for line in listed.read_text().splitlines() if not line.startswith("#")]
+    digests = {d.digest: d.layout for d in script.load(str(cheap)).designs}
+    assert all(row[0] in digests for row in rows) and len({row[0] for row in rows}) == len(rows)
+    sets = 10  # every 3 of the 5 seeds
+    walks = [int(row[1]) for row in rows]
+    assert walks == sorted(walks, reverse=True) and walks[0] == sets  # the walks' designs first
+    assert digests[rows[0][0]] == "c1:CC c2:CM c3:CM" or digests[rows[1][0]] == "c1:CC c2:CM c3:CM"
+    assert sum(int(row[2]) for row in rows) == 2 * sets * 6  # two designs a random + settle search (6 a set)
