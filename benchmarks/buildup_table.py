@@ -122,6 +122,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "points of the best such mean (a reference's further seeds where they decide who ties with the best; "
         "designs with no run yet are trained)",
     )  # fmt: skip
+    parser.add_argument(
+        "--designs", metavar="FILE",
+        help="train only the designs this file names, a digest at the start of each line, in its order (the designs "
+        "a replay's settle stage visits, the most needed first, so that a table cut short holds those); default: "
+        "every design of the space",
+    )  # fmt: skip
     parser.add_argument("--threads", type=positive_int, default=1)
     parser.add_argument(
         "--shard", type=shard, default="0/1", help="I/N: this process runs every N-th run from the I-th (0 <= I < N)"
@@ -167,6 +173,31 @@ def check_args(args: argparse.Namespace) -> None:
     work = Path(args.work)
     if work.exists() and not work.is_dir():
         raise UsageError(f"--work '{visible(work)}' is a file", hint="give --work the folder of the runs' lines")
+
+
+def named_designs(path: Path, all_designs: list[tuple[str, dict, object]]) -> list[tuple[str, dict, object]]:
+    """`--designs`: the designs `path` names (a digest, or its first 12 or more characters, at the start of each
+    line; `#` starts a comment), in the file's order; a name that is no design of the space is a `UsageError`."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise UsageError(f"--designs '{visible(path)}' cannot be read: {err}", hint="a text file of digests") from None
+    chosen: list[tuple[str, dict, object]] = []
+    for number, line in enumerate(lines, start=1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        found = [d for d in all_designs if len(words[0]) >= 12 and d[0].startswith(words[0])]
+        if len(found) != 1:
+            raise UsageError(
+                f"--designs '{visible(path)}' line {number}: {visible(words[0][:64])} names no design of the space",
+                hint="a digest (12 characters or more) of a design of the --search space on --base",
+            )
+        if found[0] not in chosen:
+            chosen.append(found[0])
+    if not chosen:
+        raise UsageError(f"--designs '{visible(path)}' names no design", hint="a digest at the start of each line")
+    return chosen
 
 
 def the_space(searched: tuple[str, ...] = SEARCHED, dataset: str = DATASET, base_name: str = BASE):
@@ -644,6 +675,7 @@ def run(args: argparse.Namespace) -> None:
     from archdsl.search.fidelity import measures as measure
 
     index, count = args.shard
+    named = named_designs(Path(args.designs), all_designs) if args.designs else None  # before any file is made
     work.mkdir(parents=True, exist_ok=True)
     drop_cut_line(work / f"runs-{index}.jsonl")  # this shard's file, which it appends to
     drop_cut_line(work / f"test-curves-{index}.jsonl")
@@ -656,6 +688,8 @@ def run(args: argparse.Namespace) -> None:
     if args.first:
         first = {digest for digest, _, _ in designs(the_space(tuple(args.first.split(",")), args.dataset, args.base))}
     shuffled = sorted(random.Random(0).sample(all_designs, len(all_designs)), key=lambda d: d[0] not in first)
+    if named is not None:
+        shuffled = named
     if args.seed_major:
         todo = [(seed, d) for seed in args.seeds for d in shuffled][index::count]
     else:

@@ -21,12 +21,13 @@ independent: where the tables hold at least `MIN_DISJOINT_SETS` disjoint sets of
 are those sets and the intervals resample them; otherwise the point figures average every set of `--seeds` of
 the seeds every cheap table has, and the intervals come from a bootstrap over those seeds: each replicate draws
 the seeds with replacement and weighs each set by how often it drew each of the set's seeds (`SeedPlan`), the same
-weights for every method, so that differences between methods are paired. The reference's seeds are resampled as
-well (the same draw for every method: a regret is a difference of reference means, and the reference's own noise
-belongs in it), and a sampler's own draws on each set. A 95 % interval is the point -+ t x the standard error of
-the three sources (`Spread.interval`: each bootstrap variance scaled for its few units, t at their
-Welch-Satterthwaite degrees of freedom). With only `--seeds` seeds in common every search runs on the same
-seeds, and the intervals leave the cheap seeds' noise out (the report says so).
+weights for every method, so that differences between methods are paired. Each replicate resamples the reference's
+seeds too (the same draw for every method: a regret is a difference of reference means, and the reference's own
+noise belongs in it; the best is the resample's own, so a regret is never below 0), and a sampler's own draws on
+each set. A 95 % interval is the 2.5th and 97.5th percentiles of the replicates (`Spread.interval`), so it stays
+within a figure's bounds; a difference between methods is called where its interval excludes 0. With only
+`--seeds` seeds in common every search runs on the same seeds, and the intervals leave the cheap seeds' noise out
+(the report says so).
 
 Reported per method: the regret (the reference best's mean validation top-1 less the reference mean of the
 answer, in points; on test too, for reporting only) with its 95 % interval; the share of answers within 0.5
@@ -127,6 +128,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "settle stage (its two best designs), each judged at its whole CPU",
     )
     parser.add_argument(
+        "--list-settle-designs",
+        metavar="FILE",
+        help="instead of judging, write the designs the settle stage's shortlists visit (the settled walks', and "
+        "random search's followed by the settle stage) to FILE, a digest a line, the most needed first: "
+        "`buildup_table.py --designs FILE` trains the settle table",
+    )
+    parser.add_argument(
         "--replays", type=int, default=10, help="random search's and TPE's replays (own draws) on each set of seeds"
     )
     parser.add_argument(
@@ -136,7 +144,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="TPE's random start-up trials (Optuna's default 10: more designs than a walk's CPU pays for in small "
         "spaces, where TPE is its start-up sampling)",
     )
-    parser.add_argument("--bootstrap", type=int, default=1000, help="resamples behind each interval")
+    parser.add_argument("--bootstrap", type=int, default=10000, help="resamples behind each interval")
     parser.add_argument("--seed", type=int, default=0, help="seeds the resamples and the samplers' draws")
     parser.add_argument("--json", help="write the summary here (a file, in a folder that exists)")
     parser.add_argument(
@@ -150,6 +158,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     # The outputs before the replays (minutes on a large space): a path it cannot write ends here, in one line.
     output_file(args.json, "--json")
     output_file(args.markdown, "--markdown")
+    output_file(args.list_settle_designs, "--list-settle-designs")
     output_folder(args.figures, "--figures")
     file_prefix(args.name, "--name")
     if min(args.seeds, args.replays, args.tpe_startup) < 1 or args.bootstrap < 20:
@@ -256,6 +265,23 @@ def load(path: str):
             hint="a table being made: judge the search on it when every design has its runs",
         )
     return table
+
+
+def read_settle(path: str) -> tuple[Rung, int, int]:
+    """`--settle`: a table at the settle stage's budget, which may hold a part of the space (the designs the settle
+    stage visits, `buildup_table.py --designs`) and may be cut short: its designs with a run on every seed any of
+    them has, the others left out; with the designs it holds and the space's."""
+    from archdsl.search.fidelity.replay import load_replay
+
+    table = load_replay(path).table
+    seeds = set().union(*({r.seed for r in d.runs} for d in table.designs))
+    whole = [d for d in table.designs if seeds and {r.seed for r in d.runs} >= seeds]
+    if not whole:
+        raise UserError(
+            f"--settle {path} has no design with a run on each of its seeds",
+            hint="train the designs the settle stage visits there (buildup_table.py --designs)",
+        )
+    return read_rung(path, table.model_copy(update={"designs": whole})), len(whole), len(table.designs)
 
 
 def common_seeds(table) -> tuple[int, ...]:
@@ -392,6 +418,7 @@ class Outcome:
     measured: int
     rung: int
     searched_cpu: float | None = None  # a settled search's CPU before its settle stage (None: no settle stage)
+    shortlist: tuple[str, ...] = ()  # the designs its settle stage measured
 
 
 @dataclass(frozen=True)
@@ -479,11 +506,14 @@ def run_walk(
     settle_slot: dict[int, int] = {}  # a settle-stage seed index -> its place in the settle table's seeds
     measured: dict[tuple[str, int], Measured] = {}
     cpu = searched = 0.0
+    shortlist: list[str] = []
     while (ask := walk(space, measured, lead, rules).next) is not None:
         digest = space.digest_of(ask.params)
         at_settle = ask.rung >= len(variant.tables)
         if at_settle and not searched:
             searched = cpu
+        if at_settle and digest not in shortlist:
+            shortlist.append(digest)
         indices = range(paired) if ask.seed_index is None else (ask.seed_index,)
         if at_settle:
             assert settle is not None
@@ -515,7 +545,8 @@ def run_walk(
     done = walk(space, measured, lead, rules)
     answer = space.digest_of(done.answer) if done.answer is not None else None
     last_search = variant.tables[min(done.answer_rung, len(variant.tables) - 1)]
-    return Outcome(answer, cpu, len(measured), last_search, (searched or cpu) if settles else None)
+    searched_cpu = (searched or cpu) if settles else None
+    return Outcome(answer, cpu, len(measured), last_search, searched_cpu, tuple(shortlist))
 
 
 @dataclass(frozen=True)
@@ -573,7 +604,7 @@ def settled_pick(answer: Outcome, rival: str | None, settle: Rung, paired: int) 
     shortlist = [d for d in (answer.answer, rival) if d is not None]
     best = max(shortlist, key=lambda d: statistics.fmean(settle.values(d, seeds)))
     cost = sum(settle.cost(d, seeds) for d in shortlist)
-    return Outcome(best, answer.cpu + cost, answer.measured + len(shortlist), answer.rung, answer.cpu)
+    return Outcome(best, answer.cpu + cost, answer.measured + len(shortlist), answer.rung, answer.cpu, tuple(shortlist))
 
 
 def random_trajectory(digests: Sequence[str], rung: Rung, seeds: tuple[int, ...], rng: random.Random) -> Trajectory:
@@ -790,6 +821,49 @@ def replay_all(
     return Replays(methods, kinds, partner, label, outcomes, curves, rivals)
 
 
+def stand_in_settle(rungs: Sequence[Rung], taken: set[int], seeds: int) -> Rung:
+    """A settle table for `--list-settle-designs`: every design, on `seeds` fresh seeds, each run alike (0.5, at no
+    chance and no failed seed) at twice the first rung's CPU; which designs the shortlists name does not depend on
+    the values measured there."""
+    fresh = tuple(range(max(taken) + 1, max(taken) + 1 + seeds))
+    first = rungs[0]
+    return Rung(
+        "(every design)",
+        "twice the first rung's",
+        {d: dict.fromkeys(fresh, 0.5) for d in first.val},
+        {d: dict.fromkeys(fresh, 2 * max(first.cpu[d].values())) for d in first.cpu},
+        fresh,
+    )
+
+
+def settle_needs(replays: Replays) -> list[tuple[str, int, int]]:
+    """(digest, seed sets whose settled walks' shortlists hold it, random + settle searches whose shortlists do)
+    for every design a shortlist holds, the most needed first (by the walks, then random search)."""
+    walks: dict[str, set] = {}
+    randoms: Counter[str] = Counter()
+    for name, by_set in replays.outcomes.items():
+        kind = replays.kinds[name]
+        for seeds, outcomes in by_set.items():
+            for outcome in outcomes:
+                for digest in outcome.shortlist:
+                    if kind == "walk":
+                        walks.setdefault(digest, set()).add(seeds)
+                    elif kind == "random+settle":
+                        randoms[digest] += 1
+    found = [(d, len(walks.get(d, ())), randoms[d]) for d in set(walks) | set(randoms)]
+    return sorted(found, key=lambda row: (-row[1], -row[2], row[0]))
+
+
+def settle_needs_text(needs: list[tuple[str, int, int]], names: dict[str, str], sets: int, searches: int) -> str:
+    """`--list-settle-designs`'s file: `buildup_table.py --designs` reads the digest that starts each line."""
+    lines = [
+        f"# the designs the settle stage's shortlists visit, the most needed first: digest, the seed sets (of {sets}) "
+        f"whose settled walks need it, the random + settle searches (of {searches}) that do, the design"
+    ]
+    lines += [f"{d}\t{w}\t{r}\t{names[d]}" for d, w, r in needs]
+    return "\n".join(lines) + "\n"
+
+
 # -- the statistics -----------------------------------------------------------------------------------
 
 
@@ -806,49 +880,24 @@ class Estimate:
 
 @dataclass(frozen=True)
 class Spread:
-    """A figure, and its bootstrap replicates by source, each with the other two held fixed: the seeds of the
-    searches resampled (`seeds`, from `seed_units` seeds or disjoint sets), a sampler's own draws resampled
-    (`draws`, from `draw_units` searches), and the reference's seeds resampled (`reference`)."""
+    """A figure, and its bootstrap replicates: each replicate resamples at once the seeds of the searches (the sets
+    of `SeedPlan`), a sampler's own draws on each set, and the reference's seeds; every method is judged on the
+    same resamples of the seeds and the reference (a sampler's draws are its own), so differences are paired."""
 
     point: float
-    seeds: np.ndarray  # [replicates]
-    draws: np.ndarray
-    reference: np.ndarray
-    seed_units: int
-    draw_units: int
+    replicates: np.ndarray  # [replicates]
 
     def __sub__(self, other: Spread) -> Spread:
-        """The difference, paired: both were judged on the same resamples of the seeds and of the reference (a
-        sampler's draws are its own)."""
-        return Spread(
-            self.point - other.point,
-            self.seeds - other.seeds,
-            self.draws - other.draws,
-            self.reference - other.reference,
-            max(self.seed_units, other.seed_units),
-            max(self.draw_units, other.draw_units),
-        )
+        """The difference, paired: replicate by replicate."""
+        return Spread(self.point - other.point, self.replicates - other.replicates)
 
-    def interval(self, reference_units: int, scale: float = 1.0, bounds: tuple[float, float] | None = None):
-        """The point -+ t x its standard error: each source's bootstrap variance scaled by m / (m - 1) for its m
-        units, t at the Welch-Satterthwaite degrees of freedom of the three. With 4 to 6 seeds a bootstrap's
-        spread is too narrow and its percentiles cover too little: in simulated worlds of 8 designs, 5 or 6 cheap
-        and 4 reference seeds, the walk's percentile interval held its true expected regret 79-90 % of the time,
-        this one 87-95 % (100 worlds each)."""
-        from scipy.stats import t as student_t
-
-        sources = ((self.seeds, self.seed_units), (self.draws, self.draw_units), (self.reference, reference_units))
-        parts = [(float(np.var(reps, ddof=1)) * m / (m - 1), m - 1) for reps, m in sources if m > 1]
-        parts = [(v, df) for v, df in parts if v > 1e-24]  # float noise of a constant is no spread
-        variance = sum(v for v, _ in parts)
-        half = 0.0
-        if parts:
-            df = variance**2 / sum(v**2 / d for v, d in parts)
-            half = float(student_t.ppf(0.5 + LEVEL / 2, df)) * math.sqrt(variance)
-        low, high = self.point - half, self.point + half
-        if bounds is not None:
-            low, high = max(low, bounds[0]), min(high, bounds[1])
-        return Estimate(scale * self.point, scale * low, scale * high)
+    def interval(self, scale: float = 1.0) -> Estimate:
+        """The point and the 2.5th and 97.5th percentiles of its replicates: within the figure's own bounds (a regret
+        is never below 0, a share never outside [0, 1]), where the point -+ t x a standard error is not. With a few
+        seeds a percentile interval is narrower than that one (in simulated worlds of 8 designs, 5 or 6 cheap and 4
+        reference seeds, it held the walk's true expected regret 79-90 % of the time, the t-interval 87-95 %)."""
+        low, high = np.percentile(self.replicates, [50 * (1 - LEVEL), 50 * (1 + LEVEL)])
+        return Estimate(scale * self.point, scale * float(low), scale * float(high))
 
 
 @dataclass(frozen=True)
@@ -860,12 +909,12 @@ class Figures:
     replicates: np.ndarray  # [replicates, designs + 1]
 
 
-def regret_figures(values: np.ndarray, best: int, columns: np.ndarray) -> Figures:
-    """The regret of each design (the mean of `values` [designs, seeds] of design `best` less its own), on all the
-    seeds and on each row of `columns` (resampled seed positions)."""
+def regret_figures(values: np.ndarray, columns: np.ndarray) -> Figures:
+    """The regret of each design (the best mean of `values` [designs, seeds] less its own), on all the seeds and on
+    each row of `columns` (resampled seed positions). The best is the resample's own: a regret is never below 0."""
 
     def regrets(means: np.ndarray) -> np.ndarray:
-        found = means[..., best, None] - means
+        found = means.max(axis=-1, keepdims=True) - means
         return np.concatenate([found, found.mean(axis=-1, keepdims=True)], axis=-1)
 
     return Figures(regrets(values.mean(axis=1)), regrets(values[:, columns].mean(axis=2).T))
@@ -901,23 +950,20 @@ class Judge:
         return self.rng.integers(0, searches, size=shape)
 
     def of_answers(self, answers: np.ndarray, figures: Figures, draws: np.ndarray) -> Spread:
-        """The mean of a per-answer figure ([designs + 1]) over the searches ([sets, searches] answers)."""
-        return self._spread(figures.point[answers], figures.replicates[:, answers].mean(axis=(1, 2)), draws)
+        """The mean of a per-answer figure ([designs + 1]) over the searches ([sets, searches] answers): in each
+        replicate, the figure on its resample of the reference, of the searches its draws pick on each set, the
+        sets weighed as its resample of the seeds weighs them."""
+        sets = np.arange(answers.shape[0])
+        picked = answers[sets[None, :, None], draws]  # [replicates, sets, searches]
+        rows = np.arange(len(draws))[:, None, None]
+        per_set = figures.replicates[rows, picked].mean(axis=2)  # [replicates, sets]
+        return Spread(float(figures.point[answers].mean()), (self.plan.replicates * per_set).sum(axis=1))
 
     def of_searches(self, values: np.ndarray, draws: np.ndarray) -> Spread:
         """The mean of a per-search figure ([sets, searches], the CPU), which the reference does not move."""
-        return self._spread(values, np.full(len(draws), values.mean()), draws)
-
-    def _spread(self, values: np.ndarray, reference: np.ndarray, draws: np.ndarray) -> Spread:
         sets = np.arange(values.shape[0])
-        return Spread(
-            point=float(values.mean()),
-            seeds=self.plan.replicates @ values.mean(axis=1),
-            draws=values[sets[None, :, None], draws].mean(axis=(1, 2)),
-            reference=reference,
-            seed_units=self.plan.units,
-            draw_units=values.size,
-        )
+        per_set = values[sets[None, :, None], draws].mean(axis=2)  # [replicates, sets]
+        return Spread(float(values.mean()), (self.plan.replicates * per_set).sum(axis=1))
 
 
 @dataclass(frozen=True)
@@ -951,12 +997,11 @@ def judge_methods(
     judge = Judge(reference, plan, rng)
     replicates = len(plan.replicates)
     columns = rng.integers(0, len(reference.seeds), size=(replicates, len(reference.seeds)))
-    regret = regret_figures(reference.val, reference.best, columns)
-    test_regret = regret_figures(reference.test, reference.test_best, columns)  # the same resample of seeds
+    regret = regret_figures(reference.val, columns)
+    test_regret = regret_figures(reference.test, columns)  # the same resample of seeds
     within, tied = share_figures(reference.within, replicates), share_figures(reference.tied, replicates)
     results: dict[str, MethodResult] = {}
     regrets: dict[str, Spread] = {}
-    seeds = len(reference.seeds)
     for name in replays.methods:
         outcomes = replays.outcomes[name]
         answers, cpu = judge.answers(outcomes)
@@ -975,18 +1020,18 @@ def judge_methods(
             label=replays.label[name],
             partner=replays.partner.get(name),
             searches=len(searches),
-            regret=found["regret"].interval(seeds, POINTS),
-            test_regret=found["test"].interval(seeds, POINTS),
-            within=found["within"].interval(seeds, bounds=(0.0, 1.0)),
-            tied=found["tied"].interval(seeds, bounds=(0.0, 1.0)),
-            cpu_seconds=spent.interval(seeds, bounds=(0.0, math.inf)),
+            regret=found["regret"].interval(POINTS),
+            test_regret=found["test"].interval(POINTS),
+            within=found["within"].interval(),
+            tied=found["tied"].interval(),
+            cpu_seconds=spent.interval(),
             right_per_cpu_hour=found["within"].point / (spent.point / 3600) if spent.point > 0 else math.inf,
             designs_measured=statistics.fmean(o.measured for o in searches),
             answers={layout: n / len(searches) for layout, n in shares.most_common()},
         )
     differences = []
     for name, walk in [*replays.partner.items(), *replays.rivals.items()]:  # walk - name
-        found_difference = (regrets[walk] - regrets[name]).interval(seeds, POINTS)  # paired: the same replicates
+        found_difference = (regrets[walk] - regrets[name]).interval(POINTS)  # paired: the same replicates
         called = not found_difference.low <= 0 <= found_difference.high
         differences.append(Difference(walk, name, found_difference, called))
     return results, differences
@@ -1035,7 +1080,10 @@ def summarize(args: argparse.Namespace) -> dict:
     rng = np.random.default_rng(args.seed)
     plan = seed_plan(pool, args.seeds, args.bootstrap, rng)
     curve_rungs = sorted({0, len(rungs) - 1})
-    settle_rung = read_rung(args.settle, load(args.settle)) if args.settle else None
+    settle_rung, settle_designs = None, None
+    if args.settle:
+        settle_rung, held, of = read_settle(args.settle)
+        settle_designs = {"held": held, "of": of}
     if settle_rung is not None and set(settle_rung.seeds) & (set(pool) | set(reference.seeds)):
         raise UserError(
             f"--settle {args.settle} has seeds {sorted(set(settle_rung.seeds) & (set(pool) | set(reference.seeds)))} "
@@ -1044,10 +1092,19 @@ def summarize(args: argparse.Namespace) -> dict:
         )
     if settle_rung is not None and len(settle_rung.seeds) < args.seeds:
         raise UserError(f"--settle {args.settle} has {len(settle_rung.seeds)} seeds of every design, below --seeds")
+    if args.list_settle_designs:
+        settle_rung = stand_in_settle(rungs, set(pool) | set(reference.seeds), args.seeds)
     replays = replay_all(
         space, rungs, plan, args.replays, args.seed, curve_rungs, args.tpe_startup, args.max_seeds, args.keep,
         args.chance, settle_rung,
     )  # fmt: skip
+    if args.list_settle_designs:
+        names = dict(zip(reference.digests, reference.layouts, strict=True))
+        searches = sum(len(o) for name, by in replays.outcomes.items() if replays.kinds[name] == "random+settle"
+                       for o in by.values())  # fmt: skip
+        text = settle_needs_text(settle_needs(replays), names, len(plan.sets), searches)
+        Path(args.list_settle_designs).write_text(text)
+        return {"settle_designs_file": args.list_settle_designs}
     results, differences = judge_methods(reference, plan, replays, rng)
 
     best = reference.best
@@ -1095,6 +1152,7 @@ def summarize(args: argparse.Namespace) -> dict:
             "max_seeds": args.max_seeds,
             "keep": list(args.keep),
             "settle": args.settle,
+            "settle_designs": settle_designs,
             "seed_pool": list(plan.pool),
             "seed_sets": len(plan.sets),
             "sampler_replays_per_set": args.replays,
@@ -1168,11 +1226,24 @@ def markdown(summary: dict) -> str:
     lines += [
         "",
         f"Replays: {how}, with the reference's seeds and the samplers' draws, {rep['bootstrap']} times (95 % "
-        "intervals: the point -+ t x the standard error of the three); random "
+        "intervals: the 2.5th and 97.5th percentiles, all three resampled at once); random "
         f"search and TPE (its first {rep['tpe_startup_trials']} trials random) {rep['sampler_replays_per_set']} "
         "times per set, each held to its walk's CPU on the same seeds. Regret: points of validation top-1 below "
         "the reference's best (test: report only).",
     ]
+    held = rep.get("settle_designs")
+    if held:
+        settled = {m["kind"] for m in summary["methods"]}
+        lines += [
+            "",
+            f"**The settle stage** (`{rep['settle']}`): the table holds {held['held']} of the space's {held['of']} "
+            "designs on every one of its seeds"
+            + (
+                "; random search followed by the settle stage, which may pick any design, is not replayed."
+                if "random+settle" not in settled
+                else "."
+            ),
+        ]
     if rep.get("max_seeds", rep["seeds_per_search"]) > rep["seeds_per_search"]:
         lines += [
             "",
@@ -1289,6 +1360,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
     from fidelity_study import write_summary
 
+    if args.list_settle_designs:
+        print(f"wrote {args.list_settle_designs}", file=sys.stderr)
+        return 0
     write_summary(summary, markdown(summary), args.json, args.markdown)
     if args.figures:
         print(f"wrote {figure(summary, Path(args.figures), args.name)}", file=sys.stderr)

@@ -380,7 +380,7 @@ class _StopAt:
 
     def _undrawn(self, taken: set[str], rng: random.Random) -> dict[str, ParamValue] | None:
         for _ in range(REDRAW_TRIES):
-            params = self.space.random_params(rng)
+            params = self.space.random_design(rng)
             if self.space.arch_from_params(params).digest() not in taken:
                 return params
         return None

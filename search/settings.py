@@ -85,7 +85,8 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         default="k", comma_list=True,
     )  # fmt: skip
     strategy: str = flag_field(
-        "--strategy", "how the designs are chosen", group=CHOICE, default_text="buildup, the paper's rule",
+        "--strategy", "how the designs are chosen (random: uniform over the distinct designs)", group=CHOICE,
+        default_text="buildup, the paper's rule",
         default="buildup", choices=STRATEGIES,
     )  # fmt: skip
     pruner: str = flag_field(

@@ -9,6 +9,7 @@ space"). Parameters are named after the stages: `k_c3`, `heads_c3`, `window_c3`,
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass, field
@@ -105,25 +106,49 @@ class Space:
         Counted stage by stage with the running heads of the repair as the only state (a
         design is its per-stage rows of `stage_values`, and different rows give different IRs).
         """
-        from functools import cache
+        return self._designs_from(0, 0) * (len(INIT_SCHEMES) if INIT in self.searched else 1)
 
-        @cache
-        def count(index: int, running_heads: int) -> int:
-            if index == len(self.stages):
-                return 1
-            s = self.stages[index]
-            total = count(index + 1, running_heads)  # k = 0: heads, window and dim_head do not matter
-            if s.max_k > 0:
-                lifted = {max(h, running_heads) for h in s.heads}
-                per_heads = s.max_k * len(s.windows) * len(s.dim_heads)
-                total += per_heads * sum(count(index + 1, h) for h in lifted)
-            return total
+    def _designs_from(self, index: int, running_heads: int) -> int:
+        """The distinct designs of stages `index`.. after stages with MSAs whose heads reached `running_heads`."""
+        return _count_designs(self.stages, index, running_heads)
 
-        return count(0, 0) * (len(INIT_SCHEMES) if INIT in self.searched else 1)
+    def _rows(self, index: int, running_heads: int) -> list[tuple[int, int, int, ParamValue, int]]:
+        """Stage `index`'s distinct rows after `running_heads`, each with the designs of the later stages it leads
+        to: (designs, k, heads after the repair, window, dim_head); k = 0 is one row (nothing else matters there)."""
+        s = self.stages[index]
+        rows = [(self._designs_from(index + 1, running_heads), 0, running_heads, s.default_window, s.default_dim_head)]
+        if s.max_k > 0:
+            for heads in sorted({max(h, running_heads) for h in s.heads}):
+                after = self._designs_from(index + 1, heads)
+                rows += [(after, k, heads, w, d) for k in range(1, s.max_k + 1) for w in s.windows for d in s.dim_heads]
+        return rows
 
     def random_params(self, rng: random.Random) -> dict[str, ParamValue]:
-        """A uniformly random point of the space."""
+        """A uniformly random point of the space (uniform over the parameters: a design that many points name,
+        as the ResNet whose windows do not matter, is drawn that many times more often than one point names)."""
         return {name: rng.choice(values) for name, values in self.choices().items()}
+
+    def random_design(self, rng: random.Random) -> dict[str, ParamValue]:
+        """The parameters of a design drawn uniformly over the distinct designs (`n_designs`: the designs are told
+        apart as `Arch.digest()` tells them), stage by stage: each of a stage's rows weighed by the designs of the
+        later stages it leads to. A parameter that does not change the design (a stage's window where it holds no
+        MSA) takes its default, or its first choice."""
+        params: dict[str, ParamValue] = {}
+        choices = self.choices()
+        running_heads = 0
+        for index, s in enumerate(self.stages):
+            rows = self._rows(index, running_heads)
+            _, k, heads, window, dim_head = rng.choices(rows, weights=[r[0] for r in rows])[0]
+            if k > 0:
+                running_heads = heads
+            values = {"k": k, "heads": heads, "window": window, "dim_head": dim_head}
+            for name in (f"{knob}_{s.name}" for knob in ("k", *STAGE_KNOBS)):
+                if name in choices:
+                    knob = name.rsplit("_", 1)[0]
+                    params[name] = _a_choice(values[knob], choices[name], k > 0 or knob == "k")
+        if INIT in choices:
+            params[INIT] = rng.choice(choices[INIT])
+        return params
 
     # -- params <-> IR -----------------------------------------------------------------
     def stage_values(self, params: dict[str, ParamValue]) -> list[tuple[int, int, ParamValue, int]]:
@@ -207,6 +232,30 @@ class Space:
         if INIT in self.searched:
             params[INIT] = self.base.init
         return params
+
+
+@functools.cache
+def _count_designs(stages: tuple[StageChoices, ...], index: int, running_heads: int) -> int:
+    """`Space.n_designs`'s count from stage `index` on (cached: a stage's count depends on the later ones only)."""
+    if index == len(stages):
+        return 1
+    s = stages[index]
+    total = _count_designs(stages, index + 1, running_heads)  # k = 0: heads, window and dim_head do not matter
+    if s.max_k > 0:
+        lifted = {max(h, running_heads) for h in s.heads}
+        per_heads = s.max_k * len(s.windows) * len(s.dim_heads)
+        total += per_heads * sum(_count_designs(stages, index + 1, h) for h in lifted)
+    return total
+
+
+def _a_choice(value: ParamValue, options: tuple[ParamValue, ...], matters: bool) -> ParamValue:
+    """`value` as one of `options`: itself where it is one; else, for heads the repair lifted (`matters`), the
+    choices it lifts (any names the design; the first), or where it does not matter the first choice."""
+    if value in options:
+        return value
+    if matters and isinstance(value, int):
+        return next(o for o in options if isinstance(o, int) and o <= value)
+    return options[0]
 
 
 def _knob_of(block: MSABlock, knob: str) -> ParamValue:

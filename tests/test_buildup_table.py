@@ -117,3 +117,35 @@ def test_a_last_line_cut_mid_write_is_dropped_and_its_run_trained_again(tmp_path
     assert lines[0] == first and len(lines) == 2 and all(line.endswith("\n") for line in lines)
     assert json.loads(lines[1]) == json.loads(second) | {"meta": json.loads(lines[1])["meta"]}  # trained again
     assert len(script.finished(work)) == 2
+
+
+def test_designs_names_the_designs_trained_in_its_order_and_a_name_of_no_design_ends_in_one_line(
+    tmp_path: Path, monkeypatch, capsys
+):
+    """--designs: only the designs the file names, design by design in the file's order (a table cut short holds
+    the first ones whole); a name that is no design of the space ends in one line, before any work."""
+    script = load_script("buildup_table", monkeypatch)
+    trained: list[tuple[str, int]] = []
+
+    def run_one(arch, data, test_set, fid, seed, **kwargs):
+        trained.append((arch.digest(), seed))
+        return {"seed": seed, "val_acc": 0.5, "test_acc": 0.5, "curve": []}
+
+    monkeypatch.setattr(script, "run_one", run_one)
+    space = script.the_space(("k",), SYNTHETIC, "resnet-fmnist")
+    digests = [digest for digest, _, _ in script.designs(space)]
+    names = tmp_path / "designs.txt"
+    names.write_text(f"# the most needed first\n{digests[5]}\t3 sets\n\n{digests[2][:12]} # a prefix\n")
+    work = tmp_path / "work"
+    argv = ["--work", str(work), "--dataset", SYNTHETIC, "--base", "resnet-fmnist", "--search", "k", "--first", ""]
+    argv += ["--seeds", "0", "1", "--accuracy-only", "--designs", str(names)]
+    assert _status(script, argv, monkeypatch) == 0
+    assert trained == [(digests[5], 0), (digests[5], 1), (digests[2], 0), (digests[2], 1)]
+
+    names.write_text(f"{digests[5]}\nbeefbeefbeefbeef\n")
+    trained.clear()
+    capsys.readouterr()
+    assert _status(script, [*argv[:1], str(tmp_path / "other"), *argv[2:]], monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert "line 2: beefbeefbeefbeef names no design of the space" in err and "Traceback" not in err, err
+    assert not trained and not (tmp_path / "other").exists()

@@ -151,3 +151,55 @@ def test_no_two_window_choices_hold_the_whole_map(base, dataset):
         h, w = sizes[stage.name]
         whole = [x for x in stage.windows if x == GLOBAL or x >= max(h, w)]
         assert len(whole) == 1, (stage.name, (h, w), stage.windows)
+
+
+@functools.cache
+def _odd_one_out_space(searched: tuple[str, ...]):
+    """`resnet-fmnist` fitted to odd-one-out's 16x16 images, as `archdsl search --base resnet-fmnist` searches it."""
+    from archdsl.data import describe
+    from archdsl.search.fidelity.measures import fit_to_data, load_base
+
+    info = describe("odd-one-out")
+    return make_space(fit_to_data(load_base("resnet-fmnist"), info.image_shape, info.num_classes), searched)
+
+
+@pytest.mark.parametrize(("searched", "draws"), [(("k", "window"), 3000), (("k", "heads"), 1600)])
+def test_a_random_design_is_drawn_uniformly_over_the_distinct_designs(searched, draws):
+    """k,window: 60 designs in 192 points, 24 of them the ResNet's (a window does not matter where k is 0); k,heads:
+    the heads repair names one design by several points too. Each design comes up about draws / designs times (50),
+    the ResNet no more often than the others; drawn over the parameters it came up 1 time in 8 (375 of 3000)."""
+    import random
+    from collections import Counter
+
+    space = _odd_one_out_space(searched)
+    rng = random.Random(0)
+    drawn = [space.random_design(rng) for _ in range(draws)]
+    choices = space.choices()
+    assert all(set(p) == set(choices) and all(p[n] in choices[n] for n in p) for p in drawn)
+    counts = Counter(space.arch_from_params(p).digest() for p in drawn)
+    assert len(counts) == space.n_designs()  # every design drawn, none outside the space
+    expected = draws / space.n_designs()
+    assert min(counts.values()) > 0.5 * expected and max(counts.values()) < 1.7 * expected  # ~4 standard deviations
+    resnet = space.arch_from_params({n: v[0] for n, v in choices.items() if not n.startswith("k_")}).digest()
+    assert counts[resnet] < 1.7 * expected
+
+
+def test_the_random_strategy_draws_designs_not_parameters():
+    """`--strategy random`'s sampler, asked through Optuna as a study asks it: the ResNet 1 time in 60 (the
+    designs' share), not 1 in 8 (its points' share)."""
+    from types import SimpleNamespace
+
+    import optuna
+
+    from archdsl.search.walk.registry import strategy_named
+
+    space = _odd_one_out_space(("k", "window"))
+    plan = SimpleNamespace(space=space, settings=SimpleNamespace(seed=0))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=strategy_named("random").sampler(plan))
+    resnets = 0
+    for _ in range(480):
+        trial = study.ask()
+        resnets += space.arch_from_params(space.suggest(trial)).n_msa == 0
+        study.tell(trial, 0.0)
+    assert resnets < 24  # expected 8 (1/60); over the parameters 60 (1/8)

@@ -1,5 +1,5 @@
-"""`--strategy tpe`, `nsga2`, `grid` and `random`: Optuna's samplers as `Strategy`s, each trial's random draws seeded
-by (seed, trial number) (`samplers.PerTrialSeed`)."""
+"""`--strategy tpe`, `nsga2`, `grid` and `random`: Optuna's samplers (and, for random, one uniform over the distinct
+designs) as `Strategy`s, each trial's random draws seeded by (seed, trial number) (`samplers.PerTrialSeed`)."""
 
 from __future__ import annotations
 
@@ -63,11 +63,9 @@ class Grid(Strategy):
 
 class Random(Strategy):
     name = "random"
-    help = "Optuna's RandomSampler"
+    help = "uniform over the distinct designs (not over the parameters, which favours designs without MSAs)"
 
     def sampler(self, plan: PlanView) -> optuna.samplers.BaseSampler:
-        import optuna
+        from archdsl.search.walk.samplers import PerTrialSeed, UniformDesignSampler
 
-        from archdsl.search.walk.samplers import PerTrialSeed
-
-        return PerTrialSeed(lambda s: optuna.samplers.RandomSampler(seed=s), plan.settings.seed)
+        return PerTrialSeed(lambda s: UniformDesignSampler(plan.space, s), plan.settings.seed)

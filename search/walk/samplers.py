@@ -4,8 +4,9 @@ per-epoch validation accuracy."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -13,6 +14,9 @@ from optuna.trial import FrozenTrial, TrialState
 from archdsl.errors import UsageError
 from archdsl.search.objectives import Objective
 from archdsl.search.walk.strategy import PRUNERS, REDUCTION_FACTOR
+
+if TYPE_CHECKING:
+    from archdsl.search.space import Space
 
 
 class NonStoppingGridSampler(optuna.samplers.GridSampler):
@@ -68,6 +72,35 @@ class PerTrialSeed(optuna.samplers.BaseSampler):
 
     def reseed_rng(self) -> None:
         pass  # the streams are fixed by (seed, trial number)
+
+
+class UniformDesignSampler(optuna.samplers.BaseSampler):
+    """`--strategy random`: each trial's design drawn uniformly over the space's distinct designs
+    (`Space.random_design`), as the replays' random search draws them, not over its parameters: Optuna's
+    RandomSampler draws each parameter on its own, so a design that many points name (the ResNet, whose windows and
+    heads do not matter where it has no MSA) comes up that many times more often, and designs without MSAs are
+    favoured. Every parameter is drawn at once (`sample_relative`), in the distributions `Space.suggest` asks for."""
+
+    def __init__(self, space: Space, seed: int | None) -> None:
+        self._space = space
+        self._rng = random.Random(seed)
+        self._independent = optuna.samplers.RandomSampler(seed=seed)  # a parameter outside the space (none today)
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+        from optuna.distributions import CategoricalDistribution, IntDistribution
+
+        return {
+            name: IntDistribution(0, int(values[-1])) if name.startswith("k_") else CategoricalDistribution(values)
+            for name, values in self._space.choices().items()
+        }
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
+        if not search_space:
+            return {}
+        return {name: value for name, value in self._space.random_design(self._rng).items() if name in search_space}
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, name: str, distribution: Any) -> Any:
+        return self._independent.sample_independent(study, trial, name, distribution)
 
 
 def make_pruner(objectives: tuple[Objective, ...], epochs: int, kind: str = "median") -> optuna.pruners.BasePruner:
