@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from archdsl.search.runner import SearchOutcome
     from archdsl.search.space import Space
     from archdsl.search.studies.storage import StorageOptions
+    from archdsl.search.time_estimate import TimeEstimate, Workload
     from archdsl.search.walk.buildup import Rules
     from archdsl.search.walk.strategy import Strategy
 
@@ -89,6 +90,8 @@ class SearchPlan:
     settles: tuple[Budget, ...] = ()
     classes: int | None = None  # the data's classes (a guess scores 1 / classes: what a seed that failed stays near)
     train_images: int | None = None  # the training images left once the validation ones are held out (described)
+    validation_images: int | None = None  # the validation images each epoch scores (--val-split, --val-subset)
+    test_images: int | None = None  # the test images each paired seed scores once (sealed for the final test)
 
     @property
     def base_text(self) -> str:
@@ -132,6 +135,17 @@ class SearchPlan:
         from archdsl.search.fidelity.budget import Budget
 
         return self.budgets or (Budget(self.fidelity.epochs, self.fidelity.subset),)
+
+    @property
+    def workload(self) -> Workload:
+        """What each trial trains and scores (`time_estimate`: the dry run's range, the progress line's ETA)."""
+        from archdsl.search.time_estimate import Workload
+
+        return Workload(
+            rungs=self.rungs, settles=self.settles, seeds=self.fidelity.seeds, train_images=self.train_images or 0,
+            validation_images=self.validation_images or 0, test_images=self.test_images or 0,
+            stand_ins=self.strategy.walks,
+        )  # fmt: skip
 
     def fidelity_at(self, rung: int) -> Fidelity:
         """The fidelity of budget rung `rung`: the study's, with that rung's epochs and training subset."""
@@ -237,6 +251,7 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
         settings=settings, fidelity=resolved, space=make_space(fitted, searched),
         objectives=objectives, study_name=study_name, base_name=base_name, why=why,
         budgets=(rungs := ladder(resolved, images, info.num_classes) if walked else ()), train_images=images,
+        validation_images=scored_validation_images(info, resolved), test_images=int(info.split_sizes.get("test", 0)),
         settles=settle_budgets(rungs[-1], resolved.settle_steps) if walked and "settle_steps" in strategy.flags else (),
         classes=info.num_classes,
     )  # fmt: skip
@@ -277,6 +292,18 @@ def train_images(info: DatasetInfo, val_split: str | None) -> int:
         return 0
     size = None if val_split is None else parse_val_split(val_split)
     return max(0, total - held_out_count(total, info.num_classes, size))
+
+
+def scored_validation_images(info: DatasetInfo, fidelity: Fidelity) -> int:
+    """The validation images each epoch scores: those held out (--val-split), the --val-subset share of them (as
+    described; 0 where the description has no count)."""
+    from archdsl.data.validation import held_out_count, parse_val_split
+
+    total = int(info.split_sizes.get("train", 0))
+    if total <= 0:
+        return 0
+    size = None if fidelity.val_split is None else parse_val_split(fidelity.val_split)
+    return max(1, round(held_out_count(total, info.num_classes, size) * fidelity.val_subset))
 
 
 def fidelity_for(
@@ -408,50 +435,25 @@ def first_steps_text(plan: SearchPlan) -> str | None:
     return text
 
 
-@dataclass(frozen=True)
-class TimeEstimate:
-    """What a search will take on this machine: the seconds of the cheapest and the dearest walk (or `n_trials`
-    designs for a sampler), from one training step of the base timed now."""
-
-    low: float
-    high: float
-    seconds_per_image: float
-    designs: tuple[int, int]  # the fewest and the most designs measured
-
-    def text(self) -> str:
-        from archdsl.search.report import duration_text
-
-        low, high = duration_text(self.low), duration_text(self.high)
-        few, most = self.designs
-        count = f"{few}" if few == most else f"{few} to {most}"
-        return (
-            f"time: about {low if low == high else f'{low} to {high}'} of one core for {count} designs "
-            f"({1000 * self.seconds_per_image:.2g} ms a training image for the base on one thread, timed now; more "
-            "cores take less, MSAs, analyses and pruning move it)"
-        )
-
-
 def estimate_time(plan: SearchPlan) -> TimeEstimate:
-    """How long the search of `plan` takes here (`--dry-run`): the base's training time per image, measured on
-    random images of its input shape, times the images each design trains on at each budget and seed, over the
-    shortest and the longest walk (each verdict at two budgets, or at every one, where the walk raises them), and
-    its settle stage (`SHORTLIST` designs at its first budget, or at every one)."""
+    """How long the search of `plan` takes here (`--dry-run`), in seconds of one core: its `Workload` priced at a
+    training step and a scoring pass per image of the base and of the dearest design the strategy reaches (the space's
+    design with the most MSAs), each timed now on random images of its input shape (`time_estimate` says how)."""
     from archdsl.search.fidelity import measures as measure
-    from archdsl.search.walk.buildup import SHORTLIST
+    from archdsl.search.time_estimate import estimate
 
-    fidelity, rungs, images = plan.fidelity, plan.rungs, plan.train_images or 0
-    per_image = measure.training_seconds_per_image(plan.space.base, fidelity, device=plan.settings.device)
+    fidelity, device = plan.fidelity, plan.settings.device
+    cheapest = measure.step_seconds_per_image(plan.space.base, fidelity, device=device)
+    dearest = measure.step_seconds_per_image(dearest_design(plan), fidelity, device=device)
+    designs = (plan.strategy.fewest_trials(plan), plan.strategy.target_trials(plan))
+    return estimate(plan.workload, designs, cheapest, dearest)
 
-    def cost(rung: int) -> float:
-        return fidelity.seeds * rungs[rung].epochs * images * rungs[rung].subset * per_image
 
-    shortest, longest = plan.strategy.fewest_trials(plan), plan.strategy.target_trials(plan)
-    cheapest = sum(cost(r) for r in range(min(2, len(rungs))))  # a verdict is not final at its first budget
-    dearest = sum(cost(r) for r in range(len(rungs)))
-    settles = [fidelity.seeds * b.epochs * images * b.subset * per_image for b in plan.settles]
-    low = shortest * cheapest + SHORTLIST * sum(settles[:1])  # the first settle budget decides, or ...
-    high = longest * dearest + SHORTLIST * sum(settles)  # ... every one is needed
-    return TimeEstimate(low, high, per_image, (shortest, longest))
+def dearest_design(plan: SearchPlan) -> Arch:
+    """The design of the space with the most MSAs (its `swin-like` endpoint): the dearest to train of those the
+    strategy reaches, as far as MSAs set the price."""
+    space = plan.space
+    return max((space.arch_from_params(e.params) for e in space.endpoints()), key=lambda arch: arch.n_msa)
 
 
 def plan_search(plan: SearchPlan) -> SearchPlan:

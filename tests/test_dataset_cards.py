@@ -126,17 +126,21 @@ def test_dry_run_says_how_few_optimizer_steps_the_first_budget_gives_on_small_da
 
 def test_the_time_estimate_counts_the_settle_stage(monkeypatch):
     """The walk's settle stage trains its shortlist at twice the epochs on 3 more seeds: the dry run's range grows
-    by exactly that (2 designs x 3 seeds x 16 epochs on the main job), not by nothing."""
+    by exactly that (2 designs x 3 seeds x 16 epochs on the main job, scoring included), not by nothing."""
     from archdsl.search.fidelity import measures
     from archdsl.search.planning import estimate_time
+    from archdsl.search.time_estimate import StepSeconds
     from archdsl.search.walk.buildup import SHORTLIST
 
-    monkeypatch.setattr(measures, "training_seconds_per_image", lambda *args, **kwargs: 0.001)
+    step = StepSeconds(train=0.001, score=0.0004)
+    monkeypatch.setattr(measures, "step_seconds_per_image", lambda *args, **kwargs: step)
     settled = plan_space(SearchSettings(), {"settle_steps": 1})
     plain = plan_space(SearchSettings(), {"settle_steps": 0})
     with_stage, without = estimate_time(settled), estimate_time(plain)
     [budget] = settled.settles
-    stage = SHORTLIST * settled.fidelity.seeds * budget.epochs * (settled.train_images or 0) * budget.subset * 0.001
+    work = settled.workload
+    per_seed = budget.epochs * (budget.images(work.train_images) * 0.001 + work.validation_images * 0.0004)
+    stage = SHORTLIST * settled.fidelity.seeds * (per_seed + work.test_images * 0.0004)
     assert budget.epochs == 2 * settled.fidelity.epochs and stage > 0
     assert with_stage.low == pytest.approx(without.low + stage)
-    assert with_stage.high == pytest.approx(without.high + stage)
+    assert with_stage.high == pytest.approx(without.high + stage * work.stand_in_share())
