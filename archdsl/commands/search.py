@@ -29,6 +29,7 @@ EXAMPLES = (
 def register(subparsers) -> None:
     from archdsl.common_settings import DataSettings
     from archdsl.search import Fidelity, SearchSettings
+    from archdsl.search.fidelity.batch import BATCH_FROM_DATA
 
     parser = subparsers.add_parser(
         "search",
@@ -49,7 +50,7 @@ def register(subparsers) -> None:
     add_settings_arguments(parser, SearchSettings, exclude=DataSettings.model_fields, into=where)
     # The fidelity's settings (Fidelity declares each: default, bounds, help, flag), then the recipe's.
     add_settings_arguments(parser, Fidelity, into=fid)
-    add_recipe_arguments(parser, exclude=SEARCH_OWN_FIELDS)
+    add_recipe_arguments(parser, exclude=SEARCH_OWN_FIELDS, defaults_said={"batch_size": BATCH_FROM_DATA})
     # The old name of --val-subset, which scores on validation images, never on the test set: refused.
     fid.add_argument(
         "--test-subset", type=renamed("--val-subset", "it shrinks the validation images, not the test set"),

@@ -15,6 +15,11 @@ FEW_FIRST_STEPS = (
     24  # fewer optimizer steps a design at the first budget than this: too few to leave chance on some data
 )
 SMALLEST_BATCH = 8  # never chosen below (a batch's statistics, BatchNorm's included, need a few images)
+# What `archdsl search --help` adds to --batch-size's default.
+BATCH_FROM_DATA = (
+    f"left out, the search takes the largest power of two up to it that gives {FEW_FIRST_STEPS} optimizer steps at "
+    "the first budget (small data; --dry-run says which)"
+)
 
 
 def optimizer_steps(images: int, batch: int, epochs: int) -> int:
