@@ -21,7 +21,8 @@ from archdsl.search.studies.record import Protocol
 
 def test_the_smallest_difference_is_196_binomial_errors_of_a_difference():
     assert smallest_difference(500) == pytest.approx(1.96 * math.sqrt(0.5 / 500))  # 6.2 points at 50 %
-    assert smallest_difference(500, 0.9) == pytest.approx(1.96 * math.sqrt(2 * 0.09 / 500))
+    adjusted = (0.9 * 500 + 2) / 504  # Agresti and Coull's p
+    assert smallest_difference(500, 0.9) == pytest.approx(1.96 * math.sqrt(2 * adjusted * (1 - adjusted) / 500))
     assert images_for() == 769  # 5 points at 50 %
     assert smallest_difference(769) <= 0.05 < smallest_difference(768)
 
@@ -35,11 +36,11 @@ def test_small_data_holds_out_enough_to_call_five_points_where_a_fifth_of_it_can
 def test_the_text_says_the_difference_one_image_and_where_the_target_is_not_reached():
     text = difference_text(40, 3)
     assert text.startswith(
-        "validation: 40 images call a difference of 22 points of top-1 or more at 50 % accuracy, 13 at"
+        "validation: 40 images call a difference of 22 points of top-1 or more at 50 % accuracy, 15 at"
     )
     assert "one image is 2.5 points a seed, 0.83 of the mean over 3 seeds" in text
-    assert "5 points would need 277 images at 90 %: designs closer than 13 points are tied by the validation's" in text
-    assert "would need" not in difference_text(500, 3)  # the main job's, Fashion-MNIST's: 3.7 points at 90 %
+    assert "5 points would need 277 images at 90 %: designs closer than 15 points are tied by the validation's" in text
+    assert "would need" not in difference_text(500, 3)  # the main job's, Fashion-MNIST's: 3.8 points at 90 %
     assert "would need" not in difference_text(1000, 3, 0.8)  # 3.5 points at the answer's 80 %
 
 
@@ -67,3 +68,10 @@ def test_the_report_says_what_the_validation_calls_at_the_answers_accuracy():
     text = _validation(protocol, 0.8)
     assert "the 40 images call a difference of 18 points of top-1 or more at the answer's 80 %" in text
     assert "designs closer than 18 points are tied by the validation's size, not shown equal" in text
+
+
+def test_an_answer_at_100_percent_still_has_a_difference_it_cannot_call():
+    """The 400-image folder's answer scored 1.000 on its 40 validation images: a binomial error at p = 1 is 0, which
+    would say the validation calls any difference; the adjusted p (Agresti-Coull, (pn + 2) / (n + 4)) says 9 points."""
+    assert smallest_difference(40, 1.0) == pytest.approx(1.96 * math.sqrt(2 * (42 / 44) * (2 / 44) / 40))
+    assert "call a difference of 9.1 points of top-1 or more at the answer's 100 %" in difference_text(40, 3, 1.0)
