@@ -39,7 +39,7 @@ def test_the_text_says_the_difference_one_image_and_where_the_target_is_not_reac
         "validation: 40 images call a difference of 22 points of top-1 or more at 50 % accuracy, 15 at"
     )
     assert "one image is 2.5 points a seed, 0.83 of the mean over 3 seeds" in text
-    assert "5 points would need 277 images at 90 %: designs closer than 15 points are tied by the validation's" in text
+    assert "5 points would need 290 images at 90 %: designs closer than 15 points are tied by the validation's" in text
     assert "would need" not in difference_text(500, 3)  # the main job's, Fashion-MNIST's: 3.8 points at 90 %
     assert "would need" not in difference_text(1000, 3, 0.8)  # 3.5 points at the answer's 80 %
 
@@ -75,3 +75,9 @@ def test_an_answer_at_100_percent_still_has_a_difference_it_cannot_call():
     would say the validation calls any difference; the adjusted p (Agresti-Coull, (pn + 2) / (n + 4)) says 9 points."""
     assert smallest_difference(40, 1.0) == pytest.approx(1.96 * math.sqrt(2 * (42 / 44) * (2 / 44) / 40))
     assert "call a difference of 9.1 points of top-1 or more at the answer's 100 %" in difference_text(40, 3, 1.0)
+
+
+def test_the_images_an_answer_at_100_percent_would_need_are_more_than_none():
+    needed = images_for(accuracy=1.0)
+    assert needed > 40 and smallest_difference(needed, 1.0) <= 0.05 < smallest_difference(needed - 1, 1.0)
+    assert f"5 points would need {needed} images at 100 %" in difference_text(40, 3, 1.0)

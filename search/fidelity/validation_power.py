@@ -52,8 +52,14 @@ def smallest_difference(images: int, accuracy: float = WIDEST_ACCURACY) -> float
 
 
 def images_for(difference: float = TARGET_DIFFERENCE, accuracy: float = WIDEST_ACCURACY) -> int:
-    """The validation images that call `difference` at `accuracy` (769 for 5 points at 50 %)."""
-    return math.ceil(Z**2 * 2 * accuracy * (1 - accuracy) / difference**2)
+    """The fewest validation images that call `difference` at `accuracy` (769 for 5 points at 50 %)."""
+    low, high = 1, 1
+    while smallest_difference(high, accuracy) > difference:  # it falls as the images grow
+        low, high = high, 2 * high
+    while low < high:
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if smallest_difference(middle, accuracy) > difference else (low, middle)
+    return high
 
 
 def is_small(train_images: int, classes: int) -> bool:
