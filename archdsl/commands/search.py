@@ -28,8 +28,7 @@ EXAMPLES = (
 
 def register(subparsers) -> None:
     from archdsl.common_settings import DataSettings
-    from archdsl.search import Fidelity, SearchSettings
-    from archdsl.search.fidelity.batch import BATCH_FROM_DATA
+    from archdsl.search import BATCH_FROM_DATA, Fidelity, SearchSettings
 
     parser = subparsers.add_parser(
         "search",
