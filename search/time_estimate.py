@@ -146,8 +146,8 @@ def remaining_seconds(
     if steps <= 0 or seconds <= 0:
         return None
     pace = seconds / steps  # seconds per image-step here, now
-    few, most = designs_left
     settled = [t.rung - len(work.rungs) for t in done if t.rung >= len(work.rungs)]
+    few, most = designs_left if not settled else (0, 0)  # the settle stage runs once the walk is over
     settle_low = _settle_left(work, settled, 1)
     settle_high = _settle_left(work, settled, len(work.settles))
     walk_rungs = [t.rung for t in done if t.rung < len(work.rungs)]

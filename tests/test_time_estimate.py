@@ -75,6 +75,9 @@ def test_the_eta_counts_what_a_raised_budget_trains_not_designs():
     # the walk done, one settle trial run: one left, whatever the designs say
     settling = [*raised, FinishedTrial(rung=2, seeds=2, seconds=178.0)]
     assert remaining_seconds(WORK, settling, (0, 0)) == pytest.approx((178.0, 178.0))
+    # a walk shorter than the longest (the 400-image folder's: 4 designs of 5) left no design behind it: its last
+    # settle trial's line said `ETA 0.0 s to 3:10 min`
+    assert remaining_seconds(WORK, settling, (0, 1)) == pytest.approx((178.0, 178.0))
     assert remaining_seconds(WORK, [FinishedTrial(0, 2, 0.0)], (1, 3)) is None  # no pace yet
 
 
