@@ -16,6 +16,7 @@ from archdsl.search.settings import PRUNERS as PRUNERS  # light: the CLI lists t
 from archdsl.search.settings import STRATEGIES as STRATEGIES
 
 if TYPE_CHECKING:  # each export's definition, for type checkers and editors; `_EXPORTS` imports it on first use
+    from archdsl.search.fidelity.batch import BATCH_FROM_DATA as BATCH_FROM_DATA
     from archdsl.search.fidelity.measures import Fidelity as Fidelity
     from archdsl.search.objectives import OBJECTIVES as OBJECTIVES
     from archdsl.search.plan import SearchPlan as SearchPlan
@@ -90,6 +91,7 @@ _EXPORTS = {
     "RunningProxy": "archdsl.search.studies.proxy",
     "start_proxy": "archdsl.search.studies.proxy",
     "NOT_USED": "archdsl.search.studies.record",
+    "BATCH_FROM_DATA": "archdsl.search.fidelity.batch",
     "is_copy": "archdsl.search.studies.record",
     "JOURNAL_SCHEME": "archdsl.search.studies.storage",
     "journal_path": "archdsl.search.studies.storage",

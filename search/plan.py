@@ -19,12 +19,14 @@ if TYPE_CHECKING:
     import optuna
 
     from archdsl.run.distributed import Ranks
+    from archdsl.search.fidelity.batch import BatchChoice
     from archdsl.search.fidelity.budget import Budget
     from archdsl.search.fidelity.measures import DataContext, Fidelity
     from archdsl.search.fidelity.replay import Replay
     from archdsl.search.objectives import Objective
     from archdsl.search.space import Space
     from archdsl.search.studies.storage import StorageOptions
+    from archdsl.search.time_estimate import Workload
     from archdsl.search.walk.buildup import Rules
     from archdsl.search.walk.strategy import Strategy
 
@@ -60,6 +62,9 @@ class SearchPlan:
     settles: tuple[Budget, ...] = ()
     classes: int | None = None  # the data's classes (a guess scores 1 / classes: what a seed that failed stays near)
     train_images: int | None = None  # the training images left once the validation ones are held out (described)
+    validation_images: int | None = None  # the validation images each epoch scores (--val-split, --val-subset)
+    test_images: int | None = None  # the test images each paired seed scores once (sealed for the final test)
+    batch: BatchChoice | None = None  # the batch size chosen from the data, where none was given (in the fidelity)
 
     @property
     def base_text(self) -> str:
@@ -103,6 +108,17 @@ class SearchPlan:
         from archdsl.search.fidelity.budget import Budget
 
         return self.budgets or (Budget(self.fidelity.epochs, self.fidelity.subset),)
+
+    @property
+    def workload(self) -> Workload:
+        """What each trial trains and scores (`time_estimate`: the dry run's range, the progress line's ETA)."""
+        from archdsl.search.time_estimate import Workload
+
+        return Workload(
+            rungs=self.rungs, settles=self.settles, seeds=self.fidelity.seeds, train_images=self.train_images or 0,
+            validation_images=self.validation_images or 0, test_images=self.test_images or 0,
+            stand_ins=self.strategy.walks,
+        )  # fmt: skip
 
     def fidelity_at(self, rung: int) -> Fidelity:
         """The fidelity of budget rung `rung`: the study's, with that rung's epochs and training subset."""

@@ -35,11 +35,13 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from archdsl.data import DatasetInfo
+    from archdsl.search.fidelity.batch import BatchChoice
     from archdsl.search.fidelity.budget import Budget
     from archdsl.search.fidelity.measures import DataContext, Fidelity
     from archdsl.search.fidelity.replay import Replay
     from archdsl.search.report import TrialRow
     from archdsl.search.runner import SearchOutcome
+    from archdsl.search.time_estimate import TimeEstimate
 
 __all__ = [
     "SearchResult",
@@ -97,6 +99,11 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     # the same for a dry run and a run
     fitted = measure.fit_to_data(measure.load_base(base_name), info.image_shape, info.num_classes)
     images = train_images(info, resolved.val_split)
+    given_whole = isinstance(fidelity, measure.Fidelity)  # a caller's whole Fidelity: its batch size is as given
+    batch = None if given_whole or is_replay(settings.fidelity_source) else batch_from_data(resolved, images)
+    if batch is not None:
+        chosen = {**dict(resolved.train_settings), "batch_size": batch.chosen}
+        resolved = resolved.model_copy(update={"train_settings": tuple(sorted(chosen.items()))})
     walked = strategy.walks and not is_replay(settings.fidelity_source)
     if walked:
         check_ladder_trainable(resolved)
@@ -104,9 +111,24 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
         settings=settings, fidelity=resolved, space=make_space(fitted, searched),
         objectives=objectives, study_name=study_name, base_name=base_name, why=why,
         budgets=(rungs := ladder(resolved, images, info.num_classes) if walked else ()), train_images=images,
+        validation_images=scored_validation_images(info, resolved), test_images=int(info.split_sizes.get("test", 0)),
         settles=settle_budgets(rungs[-1], resolved.settle_steps) if walked and "settle_steps" in strategy.flags else (),
-        classes=info.num_classes,
+        classes=info.num_classes, batch=batch,
     )  # fmt: skip
+
+
+def batch_from_data(fidelity: Fidelity, images: int) -> BatchChoice | None:
+    """The batch size chosen from the data (`fidelity.batch`) where no batch size was given (on the command line, in
+    a --config file or by the dataset's card) and the recipe's gives the first budget too few optimizer steps."""
+    from archdsl.search.fidelity.batch import choose_batch
+    from archdsl.search.fidelity.budget import Budget
+    from archdsl.search.fidelity.measures import train_config
+
+    if "batch_size" in dict(fidelity.train_settings) or images <= 0:
+        return None
+    first = Budget(fidelity.epochs, fidelity.subset)  # the ladder's first rung (`budget.ladder`)
+    default = train_config(fidelity, device="cpu", seed=0).batch_size
+    return choose_batch(first.images(images), first.epochs, default)
 
 
 def settle_budgets(last: Budget, steps: int) -> tuple[Budget, ...]:
@@ -146,16 +168,32 @@ def train_images(info: DatasetInfo, val_split: str | None) -> int:
     return max(0, total - held_out_count(total, info.num_classes, size))
 
 
+def scored_validation_images(info: DatasetInfo, fidelity: Fidelity) -> int:
+    """The validation images each epoch scores: those held out (--val-split), the --val-subset share of them (as
+    described; 0 where the description has no count)."""
+    from archdsl.data.validation import held_out_count, parse_val_split
+
+    total = int(info.split_sizes.get("train", 0))
+    if total <= 0:
+        return 0
+    size = None if fidelity.val_split is None else parse_val_split(fidelity.val_split)
+    return max(1, round(held_out_count(total, info.num_classes, size) * fidelity.val_subset))
+
+
 def fidelity_for(
     settings: SearchSettings, fidelity: Fidelity | Mapping[str, object] | None = None, info: DatasetInfo | None = None
 ) -> Fidelity:
     """The `Fidelity` a study trains and measures with: `fidelity` whole when it is one; otherwise its fields (a
     mapping) over the dataset's card (archdsl.data.cards: epochs, subset, validation images, budget steps; the
     subset no lower than trains, `budget.floored_subset`, where `info` describes the data), the validation subset
-    the training one, and the card's training defaults under the train_settings, unless given."""
+    the training one (every validation image on small data, and enough held out to call a 5-point difference where
+    a fifth of the data holds them: `validation_power`), and the card's training defaults under the train_settings,
+    unless given."""
     from archdsl.data.cards import card_for
+    from archdsl.data.validation import held_out_count
     from archdsl.search.fidelity.budget import floored_subset
     from archdsl.search.fidelity.measures import Fidelity
+    from archdsl.search.fidelity.validation_power import held_out_for_target, is_small
 
     if isinstance(fidelity, Fidelity):
         return fidelity
@@ -169,11 +207,19 @@ def fidelity_for(
         "epochs": defaults.epochs, "subset": defaults.subset, "val_split": defaults.val_split,
         "budget_steps": defaults.budget_steps, **{k: v for k, v in given.items() if v is not None},
     }  # fmt: skip
+    # small data's validation, sized to call a difference (`validation_power`); a measured budget keeps its own
+    small = (
+        not defaults.measured and info is not None and is_small(int(info.split_sizes.get("train", 0)), info.num_classes)
+    )
+    if info is not None and small and chosen["val_split"] is None:  # sized to call a difference, where it can
+        total = int(info.split_sizes.get("train", 0))
+        raised = held_out_for_target(total, held_out_count(total, info.num_classes, None))
+        chosen["val_split"] = str(raised) if raised is not None else None
     if info is not None and given.get("subset") is None:
         images = train_images(info, chosen["val_split"])  # type: ignore[arg-type]
         chosen["subset"] = floored_subset(float(chosen["subset"]), images, info.num_classes)  # type: ignore[arg-type]
-    if chosen.get("val_subset") is None:
-        chosen["val_subset"] = chosen["subset"]
+    if chosen.get("val_subset") is None:  # small data: every validation image scores (validation_power says why)
+        chosen["val_subset"] = 1.0 if small else chosen["subset"]
     resolved = Fidelity.model_validate(chosen)
     training = {**card.training, **dict(resolved.train_settings)}  # the card's (odd-one-out: no crop), unless given
     return resolved.model_copy(update={"train_settings": tuple(sorted(training.items()))})
@@ -181,6 +227,7 @@ def fidelity_for(
 
 def describe_space(plan: SearchPlan) -> str:
     """What `--dry-run` prints: the base, the space, its size and endpoints."""
+    from archdsl.search.fidelity.validation_power import difference_text
     from archdsl.search.space import STAGE_KNOBS, layout_text
 
     space = plan.space
@@ -201,9 +248,13 @@ def describe_space(plan: SearchPlan) -> str:
     if reach:
         lines.append(reach)
     lines.append(budget_text(plan))
+    if plan.batch is not None:
+        lines.append(plan.batch.text())
     steps = first_steps_text(plan)
     if steps:
         lines.append(steps)
+    if plan.validation_images and plan.replay is None and plan.settings.fidelity_source == "train":
+        lines.append(difference_text(plan.validation_images, plan.fidelity.seeds))
     if rule:
         lines.append(rule)
     lines.append("endpoints:")
@@ -245,15 +296,13 @@ def budget_text(plan: SearchPlan) -> str:
     return f"budget: {first}, on {seeds}: {where}"
 
 
-FEW_FIRST_STEPS = 24  # fewer optimizer steps at the first budget than this: --dry-run says so (`first_steps_text`)
-SMALLEST_SUGGESTED_BATCH = 8
-
-
 def first_steps_text(plan: SearchPlan) -> str | None:
-    """Where the first budget gives a design fewer than FEW_FIRST_STEPS optimizer steps (small data, large batches),
-    a line that says how many, and the largest power-of-two batch size that gives that many; None otherwise. On a
-    folder of 400 images the first budget was 4 steps (360 images in batches of 128, less the last partial batch of
-    each epoch, for 2 epochs), and every design scored at chance there (issue 58)."""
+    """Where the first budget gives a design fewer than `batch.FEW_FIRST_STEPS` optimizer steps even in the batch
+    size given (or chosen from the data, down to `batch.SMALLEST_BATCH`), a line that says how many, and the
+    power-of-two batch size that gives enough where a smaller one does; None otherwise. On a folder of 400 images the
+    first budget was 4 steps (360 images in batches of 128 for 2 epochs), and every design scored at chance there
+    (issue 58); where nobody gives a batch size, `batch_from_data` now chooses one."""
+    from archdsl.search.fidelity.batch import FEW_FIRST_STEPS, batch_for_steps, optimizer_steps
     from archdsl.search.fidelity.measures import train_config
 
     if not plan.train_images or plan.replay is not None or plan.settings.fidelity_source != "train":
@@ -261,64 +310,39 @@ def first_steps_text(plan: SearchPlan) -> str | None:
     first = plan.rungs[0]
     images = first.images(plan.train_images)
     batch = train_config(plan.fidelity, device="cpu", seed=0).batch_size
-    steps = images // batch * first.epochs  # a training epoch drops its last partial batch (run/loader.py)
+    steps = optimizer_steps(images, batch, first.epochs)
     if steps >= FEW_FIRST_STEPS:
         return None
     text = (
         f"steps: {steps} optimizer steps a design at the first budget ({images:,} images in batches of {batch} a "
         f"step, {first.epochs_text()}): too few for a design to leave chance on some data"
     )
-    fitted = 2 ** max(0, math.floor(math.log2(max(1, images * first.epochs // FEW_FIRST_STEPS))))
-    if SMALLEST_SUGGESTED_BATCH <= fitted < batch:
-        more = images // fitted * first.epochs
-        text += f"; --batch-size {fitted} gives {more} (the learning rate scales with it)"
+    fitted = batch_for_steps(images, first.epochs, batch)
+    if fitted < batch:
+        text += f"; --batch-size {fitted} gives {optimizer_steps(images, fitted, first.epochs)} (the learning rate "
+        text += "scales with it)"
     return text
 
 
-@dataclass(frozen=True)
-class TimeEstimate:
-    """What a search will take on this machine: the seconds of the cheapest and the dearest walk (or `n_trials`
-    designs for a sampler), from one training step of the base timed now."""
-
-    low: float
-    high: float
-    seconds_per_image: float
-    designs: tuple[int, int]  # the fewest and the most designs measured
-
-    def text(self) -> str:
-        from archdsl.search.report import duration_text
-
-        low, high = duration_text(self.low), duration_text(self.high)
-        few, most = self.designs
-        count = f"{few}" if few == most else f"{few} to {most}"
-        return (
-            f"time: about {low if low == high else f'{low} to {high}'} of one core for {count} designs "
-            f"({1000 * self.seconds_per_image:.2g} ms a training image for the base on one thread, timed now; more "
-            "cores take less, MSAs, analyses and pruning move it)"
-        )
-
-
 def estimate_time(plan: SearchPlan) -> TimeEstimate:
-    """How long the search of `plan` takes here (`--dry-run`): the base's training time per image, measured on
-    random images of its input shape, times the images each design trains on at each budget and seed, over the
-    shortest and the longest walk (each verdict at two budgets, or at every one, where the walk raises them), and
-    its settle stage (`SHORTLIST` designs at its first budget, or at every one)."""
+    """How long the search of `plan` takes here (`--dry-run`), in seconds of one core: its `Workload` priced at a
+    training step and a scoring pass per image of the base and of the dearest design the strategy reaches (the space's
+    design with the most MSAs), each timed now on random images of its input shape (`time_estimate` says how)."""
     from archdsl.search.fidelity import measures as measure
-    from archdsl.search.walk.buildup import SHORTLIST
+    from archdsl.search.time_estimate import estimate
 
-    fidelity, rungs, images = plan.fidelity, plan.rungs, plan.train_images or 0
-    per_image = measure.training_seconds_per_image(plan.space.base, fidelity, device=plan.settings.device)
+    fidelity, device = plan.fidelity, plan.settings.device
+    cheapest = measure.step_seconds_per_image(plan.space.base, fidelity, device=device)
+    dearest = measure.step_seconds_per_image(dearest_design(plan), fidelity, device=device)
+    designs = (plan.strategy.fewest_trials(plan), plan.strategy.target_trials(plan))
+    return estimate(plan.workload, designs, cheapest, dearest)
 
-    def cost(rung: int) -> float:
-        return fidelity.seeds * rungs[rung].epochs * images * rungs[rung].subset * per_image
 
-    shortest, longest = plan.strategy.fewest_trials(plan), plan.strategy.target_trials(plan)
-    cheapest = sum(cost(r) for r in range(min(2, len(rungs))))  # a verdict is not final at its first budget
-    dearest = sum(cost(r) for r in range(len(rungs)))
-    settles = [fidelity.seeds * b.epochs * images * b.subset * per_image for b in plan.settles]
-    low = shortest * cheapest + SHORTLIST * sum(settles[:1])  # the first settle budget decides, or ...
-    high = longest * dearest + SHORTLIST * sum(settles)  # ... every one is needed
-    return TimeEstimate(low, high, per_image, (shortest, longest))
+def dearest_design(plan: SearchPlan) -> Arch:
+    """The design of the space with the most MSAs (its `swin-like` endpoint): the dearest to train of those the
+    strategy reaches, as far as MSAs set the price."""
+    space = plan.space
+    return max((space.arch_from_params(e.params) for e in space.endpoints()), key=lambda arch: arch.n_msa)
 
 
 def plan_search(plan: SearchPlan) -> SearchPlan:

@@ -9,6 +9,7 @@ workers").
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import warnings
 from collections.abc import Callable
@@ -49,6 +50,7 @@ from archdsl.search.studies.record import (
     is_verdict,
     measured_designs,
     read_protocol,
+    rung_of,
     seed_values,
     taken_designs,
     trials,
@@ -85,6 +87,7 @@ class StudyProgress:
     done: int  # distinct designs with a verdict, all workers together (what --n-trials counts)
     total: int  # the most the study will measure (`target_trials`), or `done` once it went past
     eta_seconds: float | None  # None before any trial took measurable time, or when nothing is left
+    eta_high: float | None = None  # the most time left, where it is a range (a walk's raises and settle stage)
 
 
 def target_trials(plan: SearchPlan) -> int:
@@ -93,17 +96,38 @@ def target_trials(plan: SearchPlan) -> int:
     return plan.strategy.target_trials(plan)
 
 
-def study_progress(study: optuna.Study, total: int) -> StudyProgress:
-    """`done/total` and an ETA: the mean time of the study's measured trials times the designs left,
-    shared among the workers at work now (the trials running elsewhere, plus this worker)."""
+def study_progress(study: optuna.Study, total: int, plan: SearchPlan | None = None) -> StudyProgress:
+    """`done/total` and an ETA, shared among the workers at work now (the trials running elsewhere, plus this
+    worker). With the study's `plan`, the ETA is a range: the work left (`time_estimate.remaining_seconds`: the
+    fewest to the most designs left, the last verdict's raises, the settle stage) at the pace of the finished trials,
+    so a trial at a raised budget counts what it trains. Without it, the mean trial time times the designs left."""
+    from archdsl.search.time_estimate import FinishedTrial, remaining_seconds
+
     found = trials(study)
     done = measured_designs(found)
-    seconds = [t.duration.total_seconds() for t in found if t.state in FINISHED and is_verdict(t) and t.duration]
+    finished = [t for t in found if t.state in FINISHED and is_verdict(t) and t.duration]
     left = max(0, total - done)
-    eta = None
+    workers = 1 + workers_at_work(found)
+    progress = StudyProgress(done=done, total=max(total, done), eta_seconds=None)
+    if plan is not None:
+        work = plan.workload
+        measured = [
+            FinishedTrial(rung_of(t), len(t.user_attrs.get(SEED_INDICES_ATTR) or ()) or work.seeds, _seconds(t))
+            for t in finished
+        ]
+        fewest = max(0, min(plan.strategy.fewest_trials(plan), total) - done)
+        span = remaining_seconds(work, measured, (fewest, left))
+        if span is None or span[1] <= 0:
+            return progress
+        return dataclasses.replace(progress, eta_seconds=span[0] / workers, eta_high=span[1] / workers)
+    seconds = [_seconds(t) for t in finished]
     if left and seconds and sum(seconds) > 0:
-        eta = sum(seconds) / len(seconds) * left / (1 + workers_at_work(found))
-    return StudyProgress(done=done, total=max(total, done), eta_seconds=eta)
+        return dataclasses.replace(progress, eta_seconds=sum(seconds) / len(seconds) * left / workers)
+    return progress
+
+
+def _seconds(trial: FrozenTrial) -> float:
+    return trial.duration.total_seconds() if trial.duration else 0.0
 
 
 def open_study(plan: SearchPlan) -> optuna.Study:

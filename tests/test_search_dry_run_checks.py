@@ -68,7 +68,7 @@ def test_data_not_here_is_planned_but_never_timed(tmp_path, capsys, monkeypatch,
     def no_model(*args, **kwargs):
         raise AssertionError("a training step was timed for data that is not here")
 
-    monkeypatch.setattr(measures, "training_seconds_per_image", no_model)
+    monkeypatch.setattr(measures, "step_seconds_per_image", no_model)
     status, out, err = _said(capsys, ["search", "--dataset", dataset, "--data-root", str(tmp_path), "--dry-run"])
     assert status == 0 and out.startswith("base ")
     assert err.startswith("time: not estimated: ") and "the search refuses it until it is there" in err, err

@@ -11,7 +11,7 @@ the field's own pydantic checks, so `--weight-decay -1` exits 2 with the field's
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from archdsl.commands.recording_parser import RecordingParser
@@ -20,14 +20,18 @@ from archdsl.common_settings import SettingFlag
 from archdsl.run import TrainConfig, per_recipe, recipe_flags
 
 
-def _per_recipe(flag: SettingFlag) -> str:
-    return per_recipe(flag.field)
-
-
-def add_recipe_arguments(parser: RecordingParser, *, exclude: Iterable[str] = ()) -> None:
+def add_recipe_arguments(
+    parser: RecordingParser, *, exclude: Iterable[str] = (), defaults_said: Mapping[str, str] | None = None
+) -> None:
     """One flag per recipe field of TrainConfig (but those in `exclude`), in the recipe's --help
-    section, each defaulting to None: left out, the recipe's value."""
-    add_settings_arguments(parser, TrainConfig, only=recipe_flags(), exclude=exclude, shown_default=_per_recipe)
+    section, each defaulting to None: left out, the recipe's value (and what `defaults_said` adds for a
+    field: how the command changes that default, as the search chooses a batch size from the data)."""
+    said = dict(defaults_said or {})
+
+    def shown(flag: SettingFlag) -> str:
+        return per_recipe(flag.field) + (f"; {said[flag.field]}" if flag.field in said else "")
+
+    add_settings_arguments(parser, TrainConfig, only=recipe_flags(), exclude=exclude, shown_default=shown)
 
 
 def recipe_settings(args: argparse.Namespace, *, exclude: Iterable[str] = ()) -> dict[str, Any]:

@@ -28,7 +28,7 @@ EXAMPLES = (
 
 def register(subparsers) -> None:
     from archdsl.common_settings import DataSettings
-    from archdsl.search import Fidelity, SearchSettings
+    from archdsl.search import BATCH_FROM_DATA, Fidelity, SearchSettings
 
     parser = subparsers.add_parser(
         "search",
@@ -49,7 +49,7 @@ def register(subparsers) -> None:
     add_settings_arguments(parser, SearchSettings, exclude=DataSettings.model_fields, into=where)
     # The fidelity's settings (Fidelity declares each: default, bounds, help, flag), then the recipe's.
     add_settings_arguments(parser, Fidelity, into=fid)
-    add_recipe_arguments(parser, exclude=SEARCH_OWN_FIELDS)
+    add_recipe_arguments(parser, exclude=SEARCH_OWN_FIELDS, defaults_said={"batch_size": BATCH_FROM_DATA})
     # The old name of --val-subset, which scores on validation images, never on the test set: refused.
     fid.add_argument(
         "--test-subset", type=renamed("--val-subset", "it shrinks the validation images, not the test set"),
@@ -115,7 +115,9 @@ def _search(args: argparse.Namespace) -> int:
         from archdsl.search import target_trials
 
         with proxy_answering(args.storage):
-            result = run_planned(plan, on_trial=_trial_printer(target_trials(plan)), on_final_test=_final_test_printer)
+            result = run_planned(
+                plan, on_trial=_trial_printer(plan, target_trials(plan)), on_final_test=_final_test_printer
+            )
     except KeyboardInterrupt as err:
         # Every finished trial is already in the storage; the interrupted one is queued again (TrialObjective).
         # (The URL may hold a password: do not echo it.)
@@ -161,15 +163,16 @@ def _final_test_printer(rows) -> None:
     )
 
 
-def _trial_printer(total: int):
+def _trial_printer(plan, total: int):
     """`on_trial` for run_search: one line per finished trial, as it finishes, with the study's
-    progress (`[3/8, ETA 1:20 min]`). A plain line, so a log gets it too (the report has the full table)."""
+    progress (`[3/8, ETA 1:20 min to 3:10 min]`, the raises and settle stage of `plan` counted). A plain line, so a
+    log gets it too (the report has the full table)."""
     from archdsl.search import is_copy, progress_text, study_progress, trial_line
 
     def print_trial(study, trial) -> None:
         line = trial_line(study, trial)
         if not is_copy(trial):  # a copy measures nothing: the count stands
-            line = f"{line}  {progress_text(study_progress(study, total))}"
+            line = f"{line}  {progress_text(study_progress(study, total, plan))}"
         say(line, err=True, flush=True)  # a failure's reason, from the storage
 
     return print_trial

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from statistics import fmean
 
+from archdsl.search.fidelity.validation_power import difference_text
 from archdsl.search.report._retrain import recipe_words
 from archdsl.search.report._summary import StudySummary, duration_text
 from archdsl.search.studies.record import Protocol
@@ -22,7 +23,7 @@ def checklist_items(summary: StudySummary) -> list[tuple[str, str]]:
         return []
     items = [
         ("Seeds", _seeds(protocol)),
-        ("Validation", _validation(protocol)),
+        ("Validation", _validation(protocol, _answer_accuracy(summary))),
         ("Test", _test(protocol)),
         ("Budgets", _budgets(summary, protocol)),
         ("Training", _training(protocol)),
@@ -72,15 +73,25 @@ def _seeds(protocol: Protocol) -> str:
     return text
 
 
-def _validation(protocol: Protocol) -> str:
+def _validation(protocol: Protocol, accuracy: float | None) -> str:
     if protocol.table is not None:
         return "every design was chosen on the table's validation figures (images held out of the training split)"
     shrunk = "" if protocol.validation_images == protocol.held_out else f" ({protocol.validation_images} of them)"
-    return (
+    text = (
         f"{protocol.held_out} validation images, held out of the training split (class-stratified, the same for "
         f"every trial and seed), scored every design{shrunk} and chose; each trained on the other "
         f"{protocol.train_images} images (a budget's subset of them)"
     )
+    if protocol.validation_images:  # what they can call (docs/search.md, "What the validation can call")
+        said = difference_text(protocol.validation_images, protocol.seeds, accuracy).removeprefix("validation: ")
+        text += f"; the {said}"
+    return text
+
+
+def _answer_accuracy(summary: StudySummary) -> float | None:
+    """The answer's mean validation top-1 over its seeds (what the smallest callable difference is computed at)."""
+    values = summary.best[0].seed_values if summary.best else ()
+    return fmean(values) if values else None
 
 
 def _test(protocol: Protocol) -> str:
@@ -104,7 +115,8 @@ def _training(protocol: Protocol) -> str:
     recipe = f"recipe {protocol.recipe}" + (f" (`{settings}`)" if settings else "")
     if protocol.table is not None:
         return f"the table's runs: {recipe}, on {protocol.device}"
-    return f"{recipe}, device {protocol.device}"
+    batch = f"; {protocol.batch_chosen}" if protocol.batch_chosen else ""
+    return f"{recipe}, device {protocol.device}{batch}"
 
 
 def _cpu(summary: StudySummary, protocol: Protocol) -> str:

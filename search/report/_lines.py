@@ -70,9 +70,13 @@ def _raised(study: optuna.Study, trial: FrozenTrial) -> str:
 
 
 def progress_text(progress: StudyProgress) -> str:
-    """`[3/8, ETA 1:20 min]`: designs measured of the most the study measures, and the time left."""
-    eta = f", ETA {duration_text(progress.eta_seconds)}" if progress.eta_seconds is not None else ""
-    return f"[{progress.done}/{progress.total}{eta}]"
+    """`[3/8, ETA 1:20 min]`: designs measured of the most the study measures, and the time left (a range where
+    the study may raise budgets or settle: `[2/5, ETA 40 s to 2:30 min]`)."""
+    if progress.eta_seconds is None:
+        return f"[{progress.done}/{progress.total}]"
+    low = duration_text(progress.eta_seconds)
+    high = duration_text(progress.eta_high) if progress.eta_high is not None else low
+    return f"[{progress.done}/{progress.total}, ETA {low if low == high else f'{low} to {high}'}]"
 
 
 def summary_text(summary: StudySummary, spec_files: Mapping[int, str] | None = None) -> str:

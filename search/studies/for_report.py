@@ -49,6 +49,7 @@ def protocol(plan: SearchPlan) -> Protocol:
         training_seeds=training_seeds(plan), budgets=[*plan.rungs, *plan.settles], settle_steps=len(plan.settles),
         recipe=fidelity.recipe,
         train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize,
+        batch_chosen=plan.batch.text() if plan.batch is not None else None,
     ).model_copy(update=counts)  # fmt: skip
     if plan.replay is None:
         return trained.model_copy(update={"threads": training_threads(plan)})

@@ -148,6 +148,7 @@ class Protocol(BaseModel):
     test_images: int | None = None  # the test split: sealed by each trial, opened once, at the end
     recipe: str = "fast"
     train_settings: dict[str, Any] = {}  # the recipe settings given (the dataset's card included)
+    batch_chosen: str | None = None  # why the batch size was chosen from the data (`fidelity.batch`), where it was
     device: str = "auto"
     optimize: bool = True
     # The intra-op threads that trained paired seed index 0 on a CPU (None: a GPU, a replay, or an older study): CPU
