@@ -72,6 +72,20 @@ def test_a_verdict_beyond_the_noise_is_final_once_it_holds_at_three_budgets():
     assert end.answer is not None and _ks(space, end.answer) == C4
 
 
+def test_the_base_is_reported_at_the_budget_its_comparison_used():
+    """Issue 58: on a 400-image folder the base scored chance at the first budget and was reported there, though
+    the verdict against it was taken three budgets up; its step now carries that budget and the figure there."""
+    space = _space()
+
+    def accuracy(ks, rung):  # the base at chance (0.1) at the first budget; an MSA in c4 better from then on
+        return (0.10 if rung == 0 else 0.60 + 0.05 * rung) + (0.05 if ks[3] == 1 else -0.02 if ks != BASE else 0.0)
+
+    end, _ = _play(space, accuracy, Rules(Racing(3, 3), rungs=4))
+    base, first = end.steps[0], end.steps[1]
+    assert first.rung >= 1
+    assert base.rung == first.rung and base.value == pytest.approx(0.60 + 0.05 * first.rung, abs=0.02)
+
+
 def test_a_tie_is_final_once_it_holds_at_two_budgets():
     space = _space()
     end, asked = _play(space, lambda ks, rung: 0.80 + 0.01 * rung, Rules(Racing(3, 3), rungs=4))

@@ -25,7 +25,7 @@ runner's end of the study, the replays and the benchmarks all call it, with the 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from archdsl.search.objectives import Objective
@@ -221,7 +221,17 @@ class _Walker:
         ties: tuple[Params, ...] = (), settled: tuple[Settled, ...] = (),
     ) -> Walk:  # fmt: skip
         rung = (steps[-1].rung if steps else 0) if rung is None else rung
-        return Walk(tuple(steps), ask, answer, rung, ties, tuple(self.failed), settled)
+        return Walk(tuple(self.base_as_compared(steps)), ask, answer, rung, ties, tuple(self.failed), settled)
+
+    def base_as_compared(self, steps: list[Step]) -> list[Step]:
+        """The steps with the base at the budget its first comparison settled at: the base has no verdict of its own,
+        and its figure at the first budget can be chance where the verdict against it used a later one."""
+        if len(steps) < 2 or steps[1].rung == steps[0].rung:
+            return steps
+        there = self.at(steps[0].params, steps[1].rung)
+        if there is None:
+            return steps
+        return [replace(steps[0], value=there.value, state=there.state, rung=steps[1].rung), *steps[1:]]
 
     # -- the paired seeds, with the failed ones stood in for -----------------------------------------------------
     def phase(self, rung: int) -> int:
