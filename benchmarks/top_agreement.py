@@ -77,13 +77,20 @@ def agreement_rows(reference, tables, within: float) -> tuple[str, list[str]]:
     return head, rows
 
 
+def read_table(path: str):
+    """The assembled table at `path`, or one line that names the file and what is wrong with it."""
+    try:
+        return load_table(path)
+    except OSError as error:
+        sys.exit(f"top_agreement: {path}: cannot be read ({error.strerror or error})")
+    except ValueError as error:  # pydantic's ValidationError: not JSON, or not a table
+        sys.exit(f"top_agreement: {path}: not a table ({str(error).splitlines()[0]})")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    try:
-        reference = load_table(args.reference)
-        tables = [(path.rsplit("/", 1)[-1].removesuffix(".json"), load_table(path)) for path in args.table]
-    except (OSError, ValueError) as error:
-        sys.exit(f"top_agreement: {error}".splitlines()[0])
+    reference = read_table(args.reference)
+    tables = [(path.rsplit("/", 1)[-1].removesuffix(".json"), read_table(path)) for path in args.table]
     head, rows = agreement_rows(reference, tables, args.within)
     print(head + "\n\n" + "\n".join(rows))
 

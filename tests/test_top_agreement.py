@@ -50,3 +50,13 @@ def test_a_missing_table_ends_in_one_line(monkeypatch, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         script.main(["--reference", str(tmp_path / "none.json"), "--table", str(tmp_path / "none.json")])
     assert str(stop.value).startswith("top_agreement: ") and "\n" not in str(stop.value)
+
+
+def test_a_file_that_is_not_a_table_is_named_in_one_line(monkeypatch, tmp_path):
+    script = load_script("top_agreement", monkeypatch)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    with pytest.raises(SystemExit) as stop:
+        script.main(["--reference", str(broken), "--table", str(broken)])
+    message = str(stop.value)
+    assert str(broken) in message and "not a table" in message and "\n" not in message
