@@ -73,6 +73,7 @@ from script_args import file_prefix, output_file, output_folder
 from archdsl.errors import UsageError, UserError, visible_lines
 from archdsl.search.settings import KEEPS, Keep
 from archdsl.search.space import ParamValue, Space
+from archdsl.search.walk.keep_rules import KNOBS, Knobs
 
 POINTS = 100.0  # accuracies are fractions; regrets are reported in points
 RIGHT_WITHIN = 0.005  # an answer within half a point of the reference's best is right
@@ -105,6 +106,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=["beyond-noise"],
         help="how the walk keeps an MSA (the search's --keep); several: one walk of each, each with its samplers "
         "and set against the same walk under the first rule",
+    )
+    parser.add_argument(
+        "--knobs",
+        nargs="+",
+        choices=KNOBS,
+        default=["base"],
+        help="a new MSA's other searched knobs (the search's --knobs): the base's, or chosen as a stage takes its "
+        "first MSA; several: one walk of each",
     )
     parser.add_argument(
         "--max-seeds",
@@ -430,6 +439,7 @@ class WalkVariant:
     tables: tuple[int, ...]
     budgeting: Literal["per-verdict", "calibrate"] = "per-verdict"
     keep: Keep = "beyond-noise"  # the search's --keep
+    knobs: Knobs = "base"  # the search's --knobs
     settle: bool = False  # followed by the settle stage (the search's --settle-steps 1)
 
     def kinds(self) -> list[str]:
@@ -454,10 +464,11 @@ def rung_label(rungs: Sequence[Rung], index: int) -> str:
 
 
 def walk_variants(
-    rungs: Sequence[Rung], keeps: Sequence[Keep] = ("beyond-noise",), settle: bool = False
-) -> list[WalkVariant]:
+    rungs: Sequence[Rung], keeps: Sequence[Keep] = ("beyond-noise",), settle: bool = False,
+    knobs: Sequence[Knobs] = ("base",),
+) -> list[WalkVariant]:  # fmt: skip
     """The walk at the first budget; with a ladder, also at the top budget alone and climbing it both ways; each
-    with every rule of `keeps` (the search's --keep; labelled where it is not the default)."""
+    with every rule of `keeps` (the search's --keep) and of `knobs` (--knobs), labelled where not the default."""
     ladder = tuple(range(len(rungs)))
     variants = [WalkVariant(rung_label(rungs, 0), (0,))]
     if len(rungs) > 1:
@@ -470,6 +481,11 @@ def walk_variants(
         dataclasses.replace(v, keep=keep, label=v.label if keep == "beyond-noise" else f"{v.label}, keep {keep}")
         for keep in keeps
         for v in variants
+    ]
+    kept = [
+        dataclasses.replace(v, knobs=knob, label=v.label if knob == "base" else f"{v.label}, knobs {knob}")
+        for knob in knobs
+        for v in kept
     ]
     return kept + [dataclasses.replace(v, settle=True, label=f"{v.label}, settled") for v in kept if settle]
 
@@ -501,7 +517,10 @@ def run_walk(
     most = len(seeds) - stand_ins
     racing = Racing(paired, most if variant.keep == "beyond-noise" else paired)  # a mean has no test to race
     settles = variant.settle and settle is not None
-    rules = Rules(racing, len(variant.tables), variant.budgeting, variant.keep, chance=chance, settle=int(settles))
+    rules = Rules(
+        racing, len(variant.tables), variant.budgeting, variant.keep, chance=chance, settle=int(settles),
+        knobs=variant.knobs,
+    )  # fmt: skip
     slot: dict[int, int] = {}  # a stand-in's seed index -> its place in `seeds`
     settle_slot: dict[int, int] = {}  # a settle-stage seed index -> its place in the settle table's seeds
     measured: dict[tuple[str, int], Measured] = {}
@@ -752,13 +771,14 @@ def replay_all(
     keeps: Sequence[Keep] = ("beyond-noise",),
     chance: float | None = None,
     settle: Rung | None = None,
+    knobs: Sequence[Knobs] = ("base",),
 ) -> Replays:
     """Every method on every seed set of `plan`. A racing walk (`max_seeds` above the sets' seeds) is replayed once
     per order of extra seeds it may draw (`race_orders`: a walk's own draws, like a sampler's), and the samplers'
     draws are held in turn to those walks' CPU; they measure the set's seeds alone. The bootstrap weighs a set by
     its own seeds (`SeedPlan`), not by the extras a race drew."""
     digests = sorted(rungs[0].val)
-    variants = walk_variants(rungs, keeps, settle is not None)
+    variants = walk_variants(rungs, keeps, settle is not None, knobs)
     # random search + settle needs the settle table to hold every design random search may pick; a table of the
     # walk's path alone (the designs at the base's other knobs) settles the walk only
     whole = settle is not None and set(digests) <= set(settle.val)
@@ -770,8 +790,8 @@ def replay_all(
     kinds = {v.method(kind): kind for v in variants for kind in kinds_of(v)}
     partner = {v.method(kind): v.method("walk") for v in variants for kind in kinds_of(v) if kind != "walk"}
     label = {v.method(kind): v.label for v in variants for kind in kinds_of(v)}
-    first_rule = {(v.tables, v.budgeting): v.method("walk") for v in variants if v.keep == keeps[0]}
-    rivals = {v.method("walk"): first_rule[v.tables, v.budgeting] for v in variants if v.keep != keeps[0]}
+    first_rule = {(v.tables, v.budgeting, v.knobs): v.method("walk") for v in variants if v.keep == keeps[0]}
+    rivals = {v.method("walk"): first_rule[v.tables, v.budgeting, v.knobs] for v in variants if v.keep != keeps[0]}
     outcomes: dict[str, dict[SeedSet, list[Outcome]]] = {m: {} for m in methods}
     curves: dict[int, list[Trajectory]] = {r: [] for r in curve_rungs}
     for seeds in plan.sets:
@@ -1096,7 +1116,7 @@ def summarize(args: argparse.Namespace) -> dict:
         settle_rung = stand_in_settle(rungs, set(pool) | set(reference.seeds), args.seeds)
     replays = replay_all(
         space, rungs, plan, args.replays, args.seed, curve_rungs, args.tpe_startup, args.max_seeds, args.keep,
-        args.chance, settle_rung,
+        args.chance, settle_rung, args.knobs,
     )  # fmt: skip
     if args.list_settle_designs:
         names = dict(zip(reference.digests, reference.layouts, strict=True))
@@ -1151,6 +1171,7 @@ def summarize(args: argparse.Namespace) -> dict:
             "seeds_per_search": args.seeds,
             "max_seeds": args.max_seeds,
             "keep": list(args.keep),
+            "knobs": list(args.knobs),
             "settle": args.settle,
             "settle_designs": settle_designs,
             "seed_pool": list(plan.pool),

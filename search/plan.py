@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from archdsl.search.settings import SearchSettings, flag_number
-from archdsl.search.walk.keep_rules import DEFAULT_KEEP, Keep
+from archdsl.search.walk.keep_rules import DEFAULT_KEEP, DEFAULT_KNOBS, Keep, Knobs
 
 if TYPE_CHECKING:
     import optuna
@@ -138,12 +138,18 @@ class SearchPlan:
         return Rules(
             racing=racing, rungs=len(self.rungs), budgeting=self.fidelity.budgeting, keep=self.keep,
             chance=1 / self.classes if self.classes and accuracy else None, settle=len(self.settles),
+            knobs=self.knobs,
         )  # fmt: skip
 
     @property
     def keep(self) -> Keep:
         """How the walk keeps an MSA: --keep, or the default rule (racing, --max-seeds, races the paired test)."""
         return self.settings.keep or ("beyond-noise" if self.max_seeds > self.fidelity.seeds else DEFAULT_KEEP)
+
+    @property
+    def knobs(self) -> Knobs:
+        """What the walk gives a new MSA's searched heads, window and head width: --knobs, or the default."""
+        return self.settings.knobs or DEFAULT_KNOBS
 
     @property
     def command(self) -> str:
@@ -197,6 +203,7 @@ def reproduce_command(plan: SearchPlan) -> str:
         "objectives": ",".join(o.name for o in plan.objectives),
         "pruner": plan.pruner,
         "keep": plan.keep if "keep" in plan.strategy.flags else None,
+        "knobs": plan.knobs if "knobs" in plan.strategy.flags and plan.space.searched != ("k",) else None,
         "max_seeds": plan.max_seeds if plan.max_seeds > fidelity.seeds else None,
         "study_name": plan.study_name,
         "storage": None if s.storage is None else without_password(s.storage),

@@ -212,6 +212,12 @@ def _check_same_rules(study: optuna.Study, plan: SearchPlan) -> None:
             f"study {name!r} keeps an MSA by {recorded.keep}, not {keep} as this command asks",
             hint=f"give the study's --keep {recorded.keep}, or a new --study-name for the other rule",
         )
+    knobs = plan.knobs
+    if "knobs" in plan.strategy.flags and plan.space.searched != ("k",) and recorded.knobs != knobs:
+        raise UserError(
+            f"study {name!r} gave a new MSA's knobs by --knobs {recorded.knobs}, not {knobs} as this command asks",
+            hint=f"give the study's --knobs {recorded.knobs}, or a new --study-name for the other rule",
+        )
     rungs = [*plan.rungs, *plan.settles]
     if plan.replay is None and recorded.table is None and recorded.budgets and recorded.budgets != rungs:
         first, steps = recorded.budgets[0], len(recorded.budgets) - 1 - recorded.settle_steps

@@ -31,7 +31,7 @@ from archdsl.common_settings import (
 from archdsl.data.cards import DEFAULT_DATASET
 from archdsl.outputs import RUNS_DIR
 from archdsl.search.objectives import OBJECTIVES
-from archdsl.search.walk.keep_rules import DEFAULT_KEEP, KEEPS, Keep
+from archdsl.search.walk.keep_rules import DEFAULT_KEEP, DEFAULT_KNOBS, KEEPS, KNOBS, Keep, Knobs
 from archdsl.search.walk.registry import REGISTRY, STRATEGIES, strategy_named
 from archdsl.search.walk.strategy import PRUNERS
 
@@ -142,6 +142,12 @@ class SearchSettings(DataSettings, DeviceSettings, ProgressSettings, DistSetting
         "paper's own rule), or where the paired seeds' one-sided t-test calls it better (beyond-noise); a seed on "
         "which a design fails to learn is replaced by a fresh one either way",
         group=CHOICE, default_text=f"{DEFAULT_KEEP}, for --strategy buildup", default=None, choices=KEEPS,
+    )  # fmt: skip
+    knobs: Knobs | None = flag_field(
+        "--knobs", "where --search takes heads, window or dim_head beside k, what the build-up walk gives a new MSA: "
+        "the base's (base), or, when a stage takes its first MSA, each searched knob's best value on the paired "
+        "seeds' mean (choose; one design per other value, at the verdict's budget)",
+        group=CHOICE, default_text=f"{DEFAULT_KNOBS}, for --strategy buildup", default=None, choices=KNOBS,
     )  # fmt: skip
     study_name: str | None = flag_field(
         "--study-name", "the study's name", group=STORE, metavar="NAME",

@@ -23,12 +23,14 @@ from archdsl.search.studies.record import (
     SEALED_ATTR_PREFIX,
     SEED_VALUES_KEY,
     STRATEGY_ATTR,
+    WALK_CHOICES_ATTR,
     WALK_END_ATTR,
     WALK_FAILED_ATTR,
     WALK_SETTLE_ATTR,
     WALK_STEPS_ATTR,
     HeldOutFigures,
     Protocol,
+    RecordedChoice,
     RecordedFailedSeed,
     RecordedSettle,
     RecordedStep,
@@ -244,3 +246,16 @@ def test_the_settle_stage_s_means_and_verdict_are_in_the_terminal_and_the_report
         assert "2 epochs on 86 images (100 %)" in line and "fresh seeds" in line
         assert line.index("c1:CC c2:CM 0.705") < line.index("c1:CM c2:CM 0.605")  # best first
         assert line.endswith("the best beats the rest beyond the noise")
+
+
+def test_the_knobs_the_walk_chose_are_in_the_terminal_and_the_report():
+    """`--knobs choose`: the window c2's first MSA took, with every window's mean at the budget it was chosen at."""
+    study = _laddered_study()
+    choice = RecordedChoice(stage="c2", knob="window", rung=0, values=[(4, 0.515), (2, 0.48), ("global", 0.53)],
+                            chosen="global")  # fmt: skip
+    study.set_user_attr(WALK_CHOICES_ATTR, [choice.model_dump(mode="json")])
+    summary = summarize_study(study)
+    for text in (summary_text(summary), markdown(summary, {}, {})):
+        [line] = [line for line in text.splitlines() if "chose window" in line]
+        assert "chose window global for c2's first MSA at 1 epoch on 86 images (100 %)" in line
+        assert "4 0.515, 2 0.480, global 0.530" in line

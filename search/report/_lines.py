@@ -11,7 +11,7 @@ from archdsl.search.objectives import OBJECTIVES
 from archdsl.search.report._checklist import checklist_line
 from archdsl.search.report._numbers import mean_text
 from archdsl.search.report._retrain import retrain_text
-from archdsl.search.report._settle import failed_seed_lines, settle_lines
+from archdsl.search.report._settle import choice_lines, failed_seed_lines, settle_lines
 from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
@@ -84,7 +84,7 @@ def summary_text(summary: StudySummary, spec_files: Mapping[int, str] | None = N
     command that retrains each as its trial trained, where `spec_files` names its .arch file by trial number), the
     designs still moving at the top of the ladder, and the checklist's line."""
     lines = [f"build-up: {step_text(summary, step)}" for step in summary.steps]
-    lines += [*failed_seed_lines(summary), *settle_lines(summary)]
+    lines += [*choice_lines(summary), *failed_seed_lines(summary), *settle_lines(summary)]
     lines.append(
         f"study {summary.name}: {len(summary.rows)} trials ({summary.count('COMPLETE')} complete, "
         f"{summary.count('PRUNED')} pruned, {summary.count('FAIL')} failed"

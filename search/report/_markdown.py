@@ -7,7 +7,7 @@ from archdsl.search.report._checklist import CHECKLIST, checklist_items
 from archdsl.search.report._figures import MIN_TRIALS_FOR_IMPORTANCE, importance_rung, importance_trials
 from archdsl.search.report._numbers import estimate_text
 from archdsl.search.report._retrain import retrain_note, retrain_text
-from archdsl.search.report._settle import failed_seed_lines, settle_lines
+from archdsl.search.report._settle import choice_lines, failed_seed_lines, settle_lines
 from archdsl.search.report._summary import (
     PRUNED_MARK,
     StudySummary,
@@ -239,7 +239,7 @@ def _buildup_lines(summary: StudySummary) -> list[str]:
         cells += [verdict, summary.budget_text(step.rung)]
         cells += [standings_text(summary, step)] if summary.laddered else []
         rows.append(cells)
-    settled = [f"- {line}" for line in [*failed_seed_lines(summary), *settle_lines(summary)]]
+    settled = [f"- {line}" for line in [*choice_lines(summary), *failed_seed_lines(summary), *settle_lines(summary)]]
     return [*lines, *markdown_table(header, rows), "", *_moving_lines(summary), *settled, *([""] if settled else [])]
 
 

@@ -1,4 +1,5 @@
-"""The settle stage and the seeds that failed to learn, as the terminal and report.md say them."""
+"""The settle stage, the seeds that failed to learn and the knobs the walk chose, as the terminal and report.md say
+them."""
 
 from __future__ import annotations
 
@@ -44,3 +45,13 @@ def settle_lines(summary: StudySummary) -> list[str]:
     if summary.settled and not summary.settled[-1].called:
         lines.append("settle: tied at the last budget; the answer is the best mean there, named with its ties")
     return lines
+
+
+def choice_lines(summary: StudySummary) -> list[str]:
+    """One line per knob the walk chose as a stage took its first MSA: each value's mean, and the one chosen."""
+    return [
+        f"chose {c.knob} {c.chosen} for {c.stage}'s first MSA at {summary.budget_text(c.rung)}: "
+        + ", ".join(f"{value} {'failed' if mean is None else f'{mean:.3f}'}" for value, mean in c.values)
+        + (" (mean over the paired seeds)" if len(c.values) > 1 else "")
+        for c in summary.choices
+    ]

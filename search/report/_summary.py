@@ -38,6 +38,7 @@ from archdsl.search.studies.record import (
     HeldOutFigures,
     Protocol,
     RandomPick,
+    RecordedChoice,
     RecordedFailedSeed,
     RecordedSettle,
     RecordedStep,
@@ -46,6 +47,7 @@ from archdsl.search.studies.record import (
     first_trials,
     is_copy,
     pareto_front,
+    read_choices,
     read_failed_seeds,
     read_held_out,
     read_protocol,
@@ -128,6 +130,7 @@ class StudySummary:
     cpu_unknown: int = 0  # ... and the measured trials that recorded none
     random_pick: RandomPick | None = None  # a replayed study's: random designs within its CPU, from the table
     failed_seeds: tuple[RecordedFailedSeed, ...] = ()  # the seeds on which the walk found a design did not learn
+    choices: tuple[RecordedChoice, ...] = ()  # the knobs the walk chose as stages took their first MSA
     settled: tuple[RecordedSettle, ...] = ()  # the walk's settle stage, budget by budget
 
     def budget_text(self, rung: int) -> str:
@@ -216,6 +219,7 @@ def summarize_study(study: optuna.Study) -> StudySummary:
         random_pick=read_random_pick(study),
         failed_seeds=read_failed_seeds(study),
         settled=read_settle(study),
+        choices=read_choices(study),
     )
     return dataclasses.replace(summary, ties=_ties(summary))
 

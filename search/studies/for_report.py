@@ -14,11 +14,13 @@ from archdsl.search.fidelity.budget import Budget
 from archdsl.search.studies.record import (
     PROTOCOL_ATTR,
     RANDOM_PICK_ATTR,
+    WALK_CHOICES_ATTR,
     WALK_END_ATTR,
     WALK_FAILED_ATTR,
     WALK_SETTLE_ATTR,
     WALK_STEPS_ATTR,
     Protocol,
+    RecordedChoice,
     RecordedFailedSeed,
     RecordedSettle,
     RecordedStep,
@@ -45,7 +47,7 @@ def protocol(plan: SearchPlan) -> Protocol:
         }
     trained = Protocol(
         dataset=s.dataset, data_root=_absolute(s.data_root), seed=s.seed, seeds=fidelity.seeds,
-        max_seeds=plan.max_seeds, keep=plan.keep,
+        max_seeds=plan.max_seeds, keep=plan.keep, knobs=plan.knobs,
         training_seeds=training_seeds(plan), budgets=[*plan.rungs, *plan.settles], settle_steps=len(plan.settles),
         recipe=fidelity.recipe,
         train_settings=dict(fidelity.train_settings), device=s.device, optimize=fidelity.optimize,
@@ -136,6 +138,13 @@ def record_walk(study: optuna.Study, space: Space, walk: Walk) -> None:
         for s in walk.settled
     ]
     study.set_user_attr(WALK_SETTLE_ATTR, settle)
+    choices = [
+        RecordedChoice(stage=c.stage, knob=c.knob, rung=c.rung, values=list(c.values), chosen=c.chosen).model_dump(
+            mode="json"
+        )
+        for c in walk.choices
+    ]
+    study.set_user_attr(WALK_CHOICES_ATTR, choices)
     if walk.answer is not None:
         end = digest(walk.answer)
         study.set_user_attr(WALK_END_ATTR, end if walk.answer_rung == 0 else f"{end}@{walk.answer_rung}")

@@ -114,6 +114,7 @@ WALK_END_ATTR = "buildup_end"
 WALK_STEPS_ATTR = "buildup_steps"  # the walk's verdicts (`RecordedStep`), as the runner's end saw them
 WALK_FAILED_ATTR = "buildup_failed_seeds"  # the seeds on which a design failed to learn (`RecordedFailedSeed`)
 WALK_SETTLE_ATTR = "buildup_settle"  # the settle stage, budget by budget (`RecordedSettle`)
+WALK_CHOICES_ATTR = "buildup_choices"  # the knobs the walk chose as stages took their first MSA (`RecordedChoice`)
 PROTOCOL_ATTR = "protocol"  # how every trial is trained and scored (`Protocol`): seeds, splits, budgets, recipe
 RANDOM_PICK_ATTR = "random_pick"  # a replayed study's: what random designs within its CPU score (`RandomPick`)
 TEST_ATTR_PREFIX = "test:"  # + a chosen trial's number: its design's test figures, opened by the final test
@@ -137,6 +138,7 @@ class Protocol(BaseModel):
     seeds: int  # the paired seeds every design is measured on (--seeds)
     max_seeds: int  # the most a race measures (--max-seeds; --seeds without racing)
     keep: str = "beyond-noise"  # how the build-up walk kept a candidate (--keep; an older study: the paired test)
+    knobs: str = "base"  # what the walk gave a new MSA's searched knobs (--knobs; an older study: the base's)
     # Paired seed index i trains with training_seeds[i] (every design alike; a replayed study: the seed of the table
     # run that answers index i); empty where a replayed trial draws one run of its design (--seeds 1).
     training_seeds: list[int]
@@ -209,6 +211,19 @@ class RecordedSettle(BaseModel):
     called: bool
 
 
+class RecordedChoice(BaseModel):
+    """A stage's knob the walk chose as the stage took its first MSA (`walk.buildup.Choice`): each value's mean over
+    the paired seeds at budget `rung` (None: failed), and the value chosen."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    stage: str
+    knob: str
+    rung: int
+    values: list[tuple[int | str, float | None]]
+    chosen: int | str
+
+
 class RandomPick(BaseModel):
     """What a random pick of designs within a replayed study's CPU would be expected to score, from its table:
     designs drawn at random without repeats, each measured as the study measures them (its paired seeds' runs and
@@ -248,6 +263,11 @@ def read_failed_seeds(study: optuna.Study) -> tuple[RecordedFailedSeed, ...]:
 def read_settle(study: optuna.Study) -> tuple[RecordedSettle, ...]:
     """The walk's settle stage, budget by budget, as the runner's end recorded it (() without one)."""
     return _read_list(study, WALK_SETTLE_ATTR, RecordedSettle)
+
+
+def read_choices(study: optuna.Study) -> tuple[RecordedChoice, ...]:
+    """The knobs the walk chose as stages took their first MSA, as the runner's end recorded them (() without)."""
+    return _read_list(study, WALK_CHOICES_ATTR, RecordedChoice)
 
 
 def _read_list(study: optuna.Study, attr: str, model: type[_Record]) -> tuple[_Record, ...]:

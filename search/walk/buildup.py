@@ -15,7 +15,8 @@ A seed on which a design fails to learn (it rose less than half as far above cha
 is left out, and a fresh seed stands in for it, for both designs of that comparison and every later one
 (`Walk.failed`); two designs that both stand at chance are never compared (the verdict goes up a budget). Once the
 walk is done, a settle stage (`Rules.settle`) re-measures the answer and its strongest rival on fresh paired seeds at
-budgets above the walk's, and names the best there (`Walk.settled`).
+budgets above the walk's (and the answer at the base's knobs, where the walk chose others), and names the best there
+(`Walk.settled`).
 
 `walk` is the one place the rule lives: the sampler that runs it in a study (`planned.PlannedSampler`), the
 runner's end of the study, the replays and the benchmarks all call it, with the measurements that
@@ -30,9 +31,9 @@ from typing import Literal
 
 from archdsl.search.objectives import Objective
 from archdsl.search.seed_stats import Racing, Standing, gap_moved, improves_beyond_noise, race_decision, standing
-from archdsl.search.space import ParamValue, Space
+from archdsl.search.space import STAGE_KNOBS, ParamValue, Space
 from archdsl.search.studies.record import Measured, Measurements, State
-from archdsl.search.walk.keep_rules import Keep
+from archdsl.search.walk.keep_rules import Keep, Knobs
 
 Params = dict[str, ParamValue]
 Paired = tuple[tuple[float, ...], tuple[float, ...]]
@@ -53,6 +54,7 @@ class Rules:
     keep: Keep = "beyond-noise"
     chance: float | None = None  # the lead's value of a guess (1 / classes): below it no seed has learned
     settle: int = 0  # budgets above the ladder that settle the shortlist before the answer is named (0: none)
+    knobs: Knobs = "base"  # a new MSA's heads, window, head width: the base's, or chosen when a stage takes its first
 
 
 PLAIN = Rules()  # one seed, no racing, one budget
@@ -100,6 +102,19 @@ class Settled:
 
 
 @dataclass(frozen=True)
+class Choice:
+    """A stage's knob chosen when the stage took its first MSA (`Rules.knobs` "choose"): each value tried, with the
+    mean over its paired seeds at budget `rung` (None: failed), and the value kept (the first value on a tie, the
+    current one where every design stands at chance)."""
+
+    stage: str
+    knob: str
+    rung: int
+    values: tuple[tuple[ParamValue, float | None], ...]
+    chosen: ParamValue
+
+
+@dataclass(frozen=True)
 class Step:
     """One verdict of the walk: the design tried, the stage given an MSA (None for the base), its value at the
     budget the verdict settled at (`rung`), whether it was kept, its state there, where it stood against the
@@ -134,6 +149,7 @@ class Walk:
     ties: tuple[Params, ...] = ()
     failed: tuple[FailedSeed, ...] = ()  # the seeds that failed to learn, and their stand-ins
     settled: tuple[Settled, ...] = ()  # the settle stage, budget by budget (empty without one)
+    choices: tuple[Choice, ...] = ()  # the knobs chosen as stages took their first MSA (`Rules.knobs` "choose")
 
 
 def step_label(stage: str | None) -> str:
@@ -141,10 +157,19 @@ def step_label(stage: str | None) -> str:
     return "base" if stage is None else f"+1 MSA in {stage}"
 
 
-def longest_walk(space: Space) -> int:
+def longest_walk(space: Space, knobs: Knobs = "base") -> int:
     """The most designs a walk measures: the base, then one MSA added at a time until every stage is full (a walk
-    stops sooner when an added MSA does not help)."""
-    return 1 + sum(stage.max_k for stage in space.stages)
+    stops sooner when an added MSA does not help); with `knobs` "choose", each stage's first MSA with every other
+    value of each searched knob too."""
+    chosen = sum(
+        len(set(stage.options(knob))) - 1 for stage in space.stages if stage.max_k > 0 for knob in _chosen(space)
+    )
+    return 1 + sum(stage.max_k for stage in space.stages) + (chosen if knobs == "choose" else 0)
+
+
+def _chosen(space: Space) -> tuple[str, ...]:
+    """The stage knobs the space searches beside k, in the order `Rules.knobs` "choose" chooses them."""
+    return tuple(knob for knob in STAGE_KNOBS if knob in space.searched)
 
 
 def walk(space: Space, measured: Measurements, lead: Objective, rules: Rules = PLAIN) -> Walk:
@@ -168,7 +193,8 @@ class _Side:
 FAILED_SHARE = 0.5
 # A design has learned where its mean stands this share of the way from chance to a perfect score (10 classes: 0.19).
 LEARNED_SHARE = 0.1
-# Designs the settle stage re-measures: the answer and its strongest rival (the best mean of the designs tied with it,
+# Designs the settle stage re-measures (and, where the walk chose the answer's knobs, the answer at the base's knobs):
+# the answer and its strongest rival (the best mean of the designs tied with it,
 # else of the others). Two, not three: the main job's walk trains 5 designs x 3 seeds x 8 epochs; 3 more designs at
 # 16 epochs would cost as much again (over 3 minutes on 2 cores), and the third is, on the shipped spaces, a design
 # 8 epochs already rank below both (a third that wins there by the noise of 3 seeds moves a right answer away).
@@ -183,6 +209,7 @@ class _Walker:
         # Per phase (0: the walk's budgets, 1: the settle stage's), the failed seed indices and their stand-ins.
         self.stand_ins: dict[int, dict[int, int]] = {0: {}, 1: {}}
         self.failed: list[FailedSeed] = []
+        self.choices: list[Choice] = []
 
     def at(self, params: Params, rung: int) -> Measured | None:
         return self.measured.get((self.space.arch_from_params(params).digest(), rung))
@@ -199,6 +226,11 @@ class _Walker:
             key = f"k_{stage.name}"
             while int(incumbent.params[key]) < stage.max_k:
                 candidate = _Side(dict(incumbent.params, **{key: int(incumbent.params[key]) + 1}), stage.name)
+                if self.rules.knobs == "choose" and int(incumbent.params[key]) == 0:
+                    chosen = self.choose(candidate, start)
+                    if isinstance(chosen, Ask):
+                        return self.walk(steps, chosen, answer)
+                    candidate = chosen
                 step = self.verdict(candidate, incumbent, start, top)
                 if isinstance(step, Ask):
                     return self.walk(steps, step, answer)
@@ -221,7 +253,10 @@ class _Walker:
         ties: tuple[Params, ...] = (), settled: tuple[Settled, ...] = (),
     ) -> Walk:  # fmt: skip
         rung = (steps[-1].rung if steps else 0) if rung is None else rung
-        return Walk(tuple(self.base_as_compared(steps)), ask, answer, rung, ties, tuple(self.failed), settled)
+        return Walk(
+            tuple(self.base_as_compared(steps)), ask, answer, rung, ties, tuple(self.failed), settled,
+            tuple(self.choices),
+        )  # fmt: skip
 
     def base_as_compared(self, steps: list[Step]) -> list[Step]:
         """The steps with the base at the budget its first comparison settled at: the base has no verdict of its own,
@@ -289,6 +324,36 @@ class _Walker:
         return chance is not None and all(
             statistics.fmean(v.values()) - chance < LEARNED_SHARE * (1 - chance) for v in values if v
         )
+
+    # -- a new MSA's knobs -------------------------------------------------------------------------------------
+    def choose(self, candidate: _Side, rung: int) -> _Side | Ask:
+        """The candidate with its stage's searched knobs chosen one at a time (`_chosen`'s order), each the best mean
+        over the paired seeds at `rung` (failed seeds stood in for): the value it has first, so that a tie keeps it;
+        where every value stands at chance, it is kept too (no ranking there)."""
+        assert candidate.stage is not None
+        stage = next(s for s in self.space.stages if s.name == candidate.stage)
+        sign = 1.0 if self.lead.direction == "maximize" else -1.0
+        for knob in _chosen(self.space):
+            name = f"{knob}_{stage.name}"
+            sides, digests = [candidate], {self.space.arch_from_params(candidate.params).digest()}
+            for value in stage.options(knob):
+                side = _Side(dict(candidate.params, **{name: value}), candidate.stage)
+                digest = self.space.arch_from_params(side.params).digest()  # the heads repair can merge two values
+                if digest not in digests:
+                    sides.append(side)
+                    digests.add(digest)
+            if len(sides) < 2:
+                continue
+            got = self.compared(tuple(sides), rung)
+            if isinstance(got, Ask):
+                return got
+            means = [statistics.fmean(v.values()) if v else None for v in got]
+            scored = [(side, m) for side, m in zip(sides, means, strict=True) if m is not None]
+            if scored and not self.at_chance(*(v for v in got if v)):
+                candidate = max(scored, key=lambda sm: sign * sm[1])[0]
+            values = tuple((side.params[name], m) for side, m in zip(sides, means, strict=True))
+            self.choices.append(Choice(stage.name, knob, rung, values, candidate.params[name]))
+        return candidate
 
     # -- a verdict ---------------------------------------------------------------------------------------------
     def verdict(self, candidate: _Side, incumbent: _Side, start: int, top: int) -> Step | Ask:
@@ -395,8 +460,19 @@ class _Walker:
             (s for s in measured if s.params not in ties and s.params != answer), key=lambda s: -mean(s.params)
         )
         first = next(s for s in measured if s.params == answer)
-        chosen = [first, *tied, *others[:1]][:SHORTLIST]
-        return [_Side(s.params, s.stage) for s in chosen]
+        chosen = [_Side(s.params, s.stage) for s in [first, *tied, *others[:1]][:SHORTLIST]]
+        if self.rules.knobs == "choose":
+            # the knobs were chosen at the walk's budget, which can rank them otherwise than a long training (on
+            # odd-one-out alter-small's c1, a global window leads at 8 epochs and ends 0.9 points below window 4):
+            # the answer at the base's knobs is settled beside it
+            base = dict(answer)
+            for stage in self.space.stages:
+                for knob in _chosen(self.space):
+                    base[f"{knob}_{stage.name}"] = stage.default(knob)
+            digests = {self.space.arch_from_params(s.params).digest() for s in chosen}
+            if self.space.arch_from_params(base).digest() not in digests:
+                chosen.append(_Side(base, first.stage))
+        return chosen
 
     def settle(self, steps: list[Step], answer: Params, rung: int, ties: tuple[Params, ...]) -> Walk:
         """Re-measure the shortlist on fresh paired seeds at the settle budgets, each above the last, until its best

@@ -20,7 +20,7 @@ class BuildUp(Strategy):
     name = "buildup"  # also the `strategy` its trials record (planned.PlannedSampler)
     help = "the paper's rule: add an MSA at the end of the last stage while it helps, then the stage before"
     walks = True
-    flags: ClassVar[frozenset[str]] = frozenset({"keep", "settle_steps"})
+    flags: ClassVar[frozenset[str]] = frozenset({"keep", "knobs", "settle_steps"})
 
     def sampler(self, plan: PlanView) -> PlannedSampler:
         """The walk's sampler, failing dead workers' trials while it waits for another worker's verdict, and
@@ -35,14 +35,20 @@ class BuildUp(Strategy):
         )  # fmt: skip
 
     def target_trials(self, plan: PlanView) -> int:
-        """`--n-trials`, fewer when the longest walk (or the space) holds fewer."""
+        """The longest walk (`longest_walk`), or `--n-trials` where it is given and fewer: the default --n-trials
+        (8) would cut short a walk that chooses its windows (10 designs on resnet-fmnist's k,window space)."""
         from archdsl.search.walk.buildup import longest_walk
 
-        return min(super().target_trials(plan), longest_walk(plan.space))
+        longest = longest_walk(plan.space, plan.knobs)
+        given = "n_trials" in plan.settings.model_fields_set
+        return min(super().target_trials(plan), longest) if given else min(longest, plan.space.n_designs())
 
     def fewest_trials(self, plan: PlanView) -> int:
-        """The shortest walk: the base, then one MSA that does not help in each stage that takes one."""
-        shortest = 1 + sum(1 for s in plan.space.stages if s.max_k > 0)
+        """The shortest walk: the base, then one MSA that does not help in each stage that takes one (with its
+        knobs' other values, where it chooses them)."""
+        from archdsl.search.walk.buildup import longest_walk
+
+        shortest = longest_walk(plan.space, plan.knobs) - sum(s.max_k - 1 for s in plan.space.stages if s.max_k > 0)
         return min(shortest, self.target_trials(plan))
 
     def auto_pruner(self, epochs: int, raised: bool) -> str:
@@ -52,15 +58,29 @@ class BuildUp(Strategy):
         return "none"
 
     def reach_text(self, plan: PlanView) -> str | None:
-        """Where the study searches knobs besides k, what the walk leaves out: it keeps the base's heads, windows,
-        head widths and init, so it reaches one design per k (docs/search.md, "A space where right answers are a
-        minority", measured what that costs); None where it reaches the whole space."""
+        """Where the study searches knobs besides k, what the walk leaves out: with --knobs base it keeps the base's
+        heads, windows, head widths and init, so it reaches one design per k (docs/search.md, "A space where right
+        answers are a minority", measured what that costs); with --knobs choose it chooses each stage's knobs as the
+        stage takes its first MSA, and leaves out init alone; None where it reaches the whole space."""
+        from archdsl.search.walk.buildup import longest_walk
+
         space = plan.space
         others = [knob for knob in space.searched if knob != "k"]
         if not others:
             return None
+        staged = [knob for knob in others if knob != "init"]
+        if plan.knobs == "choose" and staged:
+            from archdsl.ir import INIT_SCHEMES
+
+            reach = space.n_designs() // (len(INIT_SCHEMES) if "init" in others else 1)
+            left_out = " (and keeps the base's init)" if "init" in others else ""
+            return (
+                f"walk: the build-up walk chooses a stage's {_listed(staged)} as the stage takes its first MSA "
+                f"(--knobs choose{left_out}; {reach} of the {space.n_designs()} designs are within its reach, "
+                f"at most {longest_walk(space, 'choose')} measured)"
+            )
         on_path = math.prod(stage.max_k + 1 for stage in space.stages)
-        knobs = " and ".join([", ".join(others[:-1]), others[-1]] if len(others) > 1 else others)
+        knobs = _listed(others)
         return (
             f"walk: the build-up walk keeps the base's {knobs} ({on_path} of the {space.n_designs()} "
             f"designs are within its reach); --strategy tpe or random searches {knobs} too"
@@ -78,4 +98,17 @@ class BuildUp(Strategy):
             if plan.settles
             else "no settle stage (--settle-steps 0)"
         )
-        return f"keep: {rule} (--keep {plan.keep}), a seed that fails to learn replaced by a fresh one; {settle}"
+        staged = [knob for knob in plan.space.searched if knob not in ("k", "init")]
+        chosen = (
+            f"; a stage's first MSA takes the {_listed(staged)} with the best mean (--knobs choose)"
+            if staged and plan.knobs == "choose"
+            else ""
+        )
+        return (
+            f"keep: {rule} (--keep {plan.keep}){chosen}, a seed that fails to learn replaced by a fresh one; {settle}"
+        )
+
+
+def _listed(knobs: list[str]) -> str:
+    """`heads and window`, `heads, window and init`."""
+    return " and ".join([", ".join(knobs[:-1]), knobs[-1]] if len(knobs) > 1 else knobs)

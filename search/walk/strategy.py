@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from archdsl.search.space import Space
     from archdsl.search.studies.storage import StorageOptions
     from archdsl.search.walk.buildup import Rules
-    from archdsl.search.walk.keep_rules import Keep
+    from archdsl.search.walk.keep_rules import Keep, Knobs
 
 PRUNERS = ("median", "halving", "hyperband", "none")  # --pruner: Optuna's, on the per-epoch validation accuracy
 # Pruning rungs at epochs 1, 3, 9, ...: the halving pruners keep a third of the trials at each.
@@ -35,6 +35,8 @@ class SettingsView(Protocol):
     def timeout(self) -> float | None: ...
     @property
     def seed(self) -> int: ...
+    @property
+    def model_fields_set(self) -> set[str]: ...  # the flags given (pydantic's): a default --n-trials caps no walk
 
 
 class PlanView(Protocol):
@@ -51,6 +53,8 @@ class PlanView(Protocol):
     def objectives(self) -> tuple[Objective, ...]: ...
     @property
     def keep(self) -> Keep: ...
+    @property
+    def knobs(self) -> Knobs: ...
     @property
     def settles(self) -> tuple[Budget, ...]: ...
     @property
