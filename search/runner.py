@@ -316,7 +316,9 @@ def run_search(
     leaders = None
     if walker is None and plan.max_seeds > plan.fidelity.seeds and [o.name for o in plan.objectives] == ["accuracy"]:
         leaders = _Leaders(plan.max_seeds, plan.objectives[0].direction == "maximize")
-    stop = _StopAt(settings.n_trials, space, settings.seed, walker, leaders)
+    # the strategy's count: --n-trials, or a walk's longest where --n-trials was not given (a walk that chooses its
+    # windows measures up to 10 designs on resnet-fmnist's k,window space; the default 8 would cut it short)
+    stop = _StopAt(plan.strategy.target_trials(plan), space, settings.seed, walker, leaders)
     if not stop.done(study):
         # No trial count for optimize: copies do not count, so _StopAt (the walk's end, the grid's
         # end, or the timeout) ends the loop.
@@ -380,10 +382,14 @@ class _StopAt:
     def done(self, study: optuna.Study) -> bool:
         """Whether the study has nothing left to measure for this search (queueing a leader's extra seeds
         when the samplers' designs are all measured and a leader lacks some)."""
-        if self.walker is not None:  # done, or asking for a design past --n-trials (a verdict's budgets still count)
+        if self.walker is not None:  # done, or asking for a design past --n-trials (a verdict's budgets still count,
+            # and so does the settle stage, which may measure a design the walk did not: the answer at the base's
+            # knobs, where the walk chose others)
             ask = self.walker.walk(study).next
             if ask is None:
                 return True
+            if self.walker.settling(ask):
+                return False
             new = self.space.arch_from_params(ask.params).digest() not in taken_designs(trials(study))
             return new and (_finished(study) >= self.n or _exhausted(study, self.space))
         if _finished(study) < self.n and not _exhausted(study, self.space):

@@ -95,3 +95,53 @@ def test_the_settle_stage_measures_the_answer_at_the_bases_window_beside_the_cho
     shortlisted = [p["window_c1"] for p, _ in settled.values if int(p["k_c1"])]
     assert "global" in shortlisted and BASE_WINDOW["c1"] in shortlisted
     assert result.answer["window_c1"] == BASE_WINDOW["c1"] and int(result.answer["k_c1"]) == 1
+
+
+def test_a_search_that_chooses_its_windows_is_not_cut_short_by_the_default_n_trials(tmp_path, capsys):
+    """`archdsl search --search k,window` on resnet-fmnist's space, replayed: the walk measures the base, then each
+    stage's first MSA at every window (2 + 3 + 4), 10 designs; the default --n-trials (8) stopped it at 8, in the
+    middle of c1's windows, and the settle stage never ran."""
+    import _replay_support as support
+    import optuna
+
+    from archdsl.cli import main
+    from archdsl.search.studies.record import DIGEST_ATTR
+    from archdsl.search.walk.buildup import longest_walk
+
+    space = support.the_space(("k", "window"))
+    table = support.write_table(tmp_path / "t.json", support.make_table(space, noise=0.002))
+    out = tmp_path / "runs"
+    argv = [
+        "search", "--dataset", support.DATASET, "--base", support.BASE, "--search", "k,window",
+        "--fidelity", f"table:{table}", "--study-name", "s", "--out", str(out), "--no-progress",
+    ]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr()
+    study = optuna.load_study(
+        study_name="s", storage=optuna.storages.JournalStorage(
+            optuna.storages.journal.JournalFileBackend(str(out / "s" / "study.journal"))
+        ),
+    )  # fmt: skip
+    designs = {t.user_attrs.get(DIGEST_ATTR) for t in study.trials if t.state.name == "COMPLETE"}
+    assert len(designs) == longest_walk(space, "choose") == 10
+    assert "chose window" in printed.out and "for c1's first MSA" in printed.out
+
+
+def test_the_stop_rule_lets_the_settle_stage_measure_a_design_the_walk_did_not():
+    """The answer at the base's windows can be a design the walk never measured (c2 chose window 2, so c1's windows
+    were tried beside c2's 2): with the study at its count of designs, the stop rule stopped the search before the
+    settle stage measured it, and the search answered the unsettled walk."""
+    import optuna
+
+    from archdsl.search.runner import _StopAt
+    from archdsl.search.walk.buildup import Ask
+    from archdsl.search.walk.planned import PlannedSampler
+
+    rules = Rules(racing=Racing(3, 3), keep="mean", knobs="choose", settle=1)
+    sampler = PlannedSampler(SPACE, ACCURACY, 0, rules)
+    unmeasured = dict(SPACE.endpoints()[-1].params)
+    sampler.walk = lambda study: type("W", (), {"next": Ask(unmeasured, "c1", rung=1)})()  # type: ignore[method-assign]
+    study = optuna.create_study(direction="maximize")
+    assert not _StopAt(0, SPACE, 0, sampler).done(study)  # at its count (0 designs), a settle ask still runs
+    sampler.walk = lambda study: type("W", (), {"next": Ask(unmeasured, "c1", rung=0)})()  # type: ignore[method-assign]
+    assert _StopAt(0, SPACE, 0, sampler).done(study)  # a walk's new design past the count: stopped, as before

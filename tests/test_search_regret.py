@@ -479,3 +479,21 @@ def test_list_settle_designs_names_the_shortlists_designs_the_walks_first(rule_t
     assert walks == sorted(walks, reverse=True) and walks[0] == sets  # the walks' designs first
     assert digests[rows[0][0]] == "c1:CC c2:CM c3:CM" or digests[rows[1][0]] == "c1:CC c2:CM c3:CM"
     assert sum(int(row[2]) for row in rows) == 2 * sets * 6  # two designs a random + settle search (6 a set)
+
+
+def test_a_walk_that_chooses_its_windows_is_replayed_and_pays_for_every_window_it_measured(tmp_path: Path, monkeypatch):
+    """`--knobs choose`: the replayed walk measures each window of a stage's first MSA and answers the window the
+    table ranks first; `base` keeps the base's; each walk's CPU counts the designs it measured."""
+    script = load_script("search_regret", monkeypatch)
+    path = write_table(tmp_path / "w.json", with_cpu(make_table(the_space(("k", "window")), seeds=(0, 1, 2))))
+    table = script.load(str(path))
+    space, rung = script.space_of(table), script.read_rung(str(path), table)
+    global_c1 = {d.digest for d in table.designs if d.params.get("k_c1") and d.params.get("window_c1") == "global"}
+    for digest in global_c1:  # a global window in c1 is 5 points ahead of every other design with its MSAs
+        rung.val[digest] = {s: v + 0.05 for s, v in rung.val[digest].items()}
+    base, chose = script.walk_variants([rung], ("mean",), knobs=("base", "choose"))
+    assert (base.knobs, chose.knobs, chose.label) == ("base", "choose", f"{base.label}, knobs choose")
+    kept = script.run_walk(space, [rung], (0, 1, 2), base)
+    chosen = script.run_walk(space, [rung], (0, 1, 2), chose)
+    assert kept.answer not in global_c1 and chosen.answer in global_c1
+    assert chosen.measured > kept.measured and chosen.cpu > kept.cpu

@@ -3,13 +3,14 @@ them."""
 
 from __future__ import annotations
 
-from archdsl.search.report._summary import StudySummary
+from archdsl.search.report._summary import StudySummary, design_text
 
 
 def digest_layout(summary: StudySummary, digest: str) -> str:
-    """The layout of the design with this digest (`c1:CC c2:CM c3:CMCM`), from any of its rows."""
+    """The design with this digest, from any of its rows: its layout (`c1:CC c2:CM c3:CMCM`) and, where the study
+    searches more than k, its other knobs (two designs of one layout at other windows are told apart)."""
     row = next((r for r in summary.rows if r.digest == digest and r.layout), None)
-    return row.layout if row is not None and row.layout else digest[:12]
+    return design_text(row) if row is not None else digest[:12]
 
 
 def seed_text(summary: StudySummary, index: int) -> str:

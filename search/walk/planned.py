@@ -52,6 +52,10 @@ class PlannedSampler(optuna.samplers.BaseSampler):
         self._planned: dict[int, dict[str, ParamValue]] = {}
         self.latest: Walk | None = None  # the walk as last read (by a trial that started, or the stop rule)
 
+    def settling(self, ask: Ask) -> bool:
+        """Whether `ask` is the settle stage's (a budget above the walk's ladder)."""
+        return ask.rung >= self._rules.rungs
+
     def walk(self, study: optuna.Study) -> Walk:
         """Where the walk stands on `study`'s trials now (one scan of them)."""
         found = measurements(trials(study), self._lead.name, self._lead_index)
@@ -71,7 +75,7 @@ class PlannedSampler(optuna.samplers.BaseSampler):
         if ask.seed_index is not None:  # an extra seed of a design measured already (not counted by --n-trials): a
             # race's look, or the stand-in for a seed that failed to learn
             attrs = {STRATEGY_ATTR: ask.why, SEED_INDICES_ATTR: [ask.seed_index]}
-        elif ask.rung >= self._rules.rungs:  # the settle stage: fresh paired seeds, after the walk's own
+        elif self.settling(ask):  # the settle stage: fresh paired seeds, after the walk's own
             attrs[SEED_BASE_ATTR] = self._rules.racing.seeds
         if ask.rung:  # a raised budget: the trial trains at this rung of the ladder (or the settle stage's)
             attrs[RUNG_ATTR] = ask.rung
