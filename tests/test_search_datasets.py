@@ -329,11 +329,15 @@ def test_paired_seeds_train_every_design_on_the_same_seeds(tmp_path, monkeypatch
 
 
 def test_the_build_up_walk_says_which_of_the_searched_designs_it_can_reach(capsys):
-    """`--search k,window` with the default strategy: the walk keeps the base's windows, so it reaches 12 of the 100
-    designs, and the dry run says so with the strategies that search the windows; with k alone there is nothing to
-    say, and a sampler reaches everything."""
+    """`--search k,window` with the default strategy: the walk chooses each stage's window (`--knobs choose`), so it
+    reaches all 100 designs and measures 11 at most (the base, c3 at 2 windows and one MSA more, c2 at 3, c1 at 4);
+    with `--knobs base` it keeps the base's windows, reaches 12, and the dry run names the strategies that search
+    the windows; with k alone there is nothing to say, and a sampler reaches everything."""
     out, _ = _dry_run(capsys, "--search", "k,window")
     assert "size: 288 points, 100 distinct designs" in out
+    assert "chooses a stage's window as the stage takes its first MSA" in out
+    assert "100 of the 100 designs are within its reach, at most 11 measured" in out
+    out, _ = _dry_run(capsys, "--search", "k,window", "--knobs", "base")
     assert "the build-up walk keeps the base's window (12 of the 100 designs are within its reach)" in out
     assert "--strategy tpe or random searches window too" in out
     for argv in ((), ("--search", "k,window", "--strategy", "tpe")):
