@@ -175,12 +175,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "--seeds, --replays and --tpe-startup must be 1 or more, --bootstrap 20 or more",
             hint="--seeds 3 --replays 10 --bootstrap 1000",
         )
-    twice = sorted({keep for keep in args.keep if args.keep.count(keep) > 1})
-    if twice:
-        raise UsageError(
-            f"--keep names {' and '.join(twice)} twice: each rule is one walk",
-            hint="--keep beyond-noise mean (both rules, side by side)",
-        )
+    for flag, values, both in (("--keep", args.keep, "beyond-noise mean"), ("--knobs", args.knobs, "base choose")):
+        twice = sorted({value for value in values if values.count(value) > 1})
+        if twice:
+            raise UsageError(
+                f"{flag} names {' and '.join(twice)} twice: each rule is one walk",
+                hint=f"{flag} {both} (both rules, side by side)",
+            )
     if args.max_seeds is None:
         args.max_seeds = args.seeds
     if args.max_seeds < args.seeds:

@@ -113,11 +113,12 @@ class SearchPlan:
     def workload(self) -> Workload:
         """What each trial trains and scores (`time_estimate`: the dry run's range, the progress line's ETA)."""
         from archdsl.search.time_estimate import Workload
+        from archdsl.search.walk.buildup import settle_size
 
         return Workload(
             rungs=self.rungs, settles=self.settles, seeds=self.fidelity.seeds, train_images=self.train_images or 0,
             validation_images=self.validation_images or 0, test_images=self.test_images or 0,
-            stand_ins=self.strategy.walks,
+            stand_ins=self.strategy.walks, shortlist=settle_size(self.space, self.knobs),
         )  # fmt: skip
 
     def fidelity_at(self, rung: int) -> Fidelity:

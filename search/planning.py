@@ -93,6 +93,9 @@ def plan_space(settings: SearchSettings, fidelity: Fidelity | Mapping[str, objec
     if settings.keep == "mean" and "keep" not in strategy.flags:
         raise UsageError(f"--keep mean is the build-up walk's rule; --strategy {settings.strategy} does not walk",
                          hint="--strategy buildup --keep mean, or leave --keep out")  # fmt: skip
+    if settings.knobs is not None and "knobs" not in strategy.flags:
+        raise UsageError(f"--knobs is the build-up walk's rule; --strategy {settings.strategy} draws every knob itself",
+                         hint="--strategy buildup --knobs ..., or leave --knobs out")  # fmt: skip
     if settings.keep == "mean" and (settings.max_seeds or resolved.seeds) > resolved.seeds:
         raise UsageError("--keep mean compares means, so there is no test to race: --max-seeds has nothing to do",
                          hint="leave --max-seeds out, or race the paired test: --keep beyond-noise")  # fmt: skip

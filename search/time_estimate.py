@@ -48,6 +48,7 @@ class Workload:
     validation_images: int
     test_images: int
     stand_ins: bool = True  # a seed that fails to learn is replaced (the build-up walk): one seed more at most
+    shortlist: int = SHORTLIST  # the designs the settle stage re-measures at most (`buildup.settle_size`)
 
     @property
     def budgets(self) -> tuple[Budget, ...]:
@@ -68,7 +69,7 @@ class Workload:
 
     def settle_seconds(self, step: StepSeconds, budgets: int) -> float:
         """The settle stage's shortlist at its first `budgets` budgets."""
-        return SHORTLIST * sum(self.trial_seconds(budget, step) for budget in self.settles[:budgets])
+        return self.shortlist * sum(self.trial_seconds(budget, step) for budget in self.settles[:budgets])
 
     def least_rungs(self) -> int:
         """The budgets every design is measured at, at least: two on a ladder (a verdict is not final at its first
@@ -163,6 +164,6 @@ def _settle_left(work: Workload, settled: Iterable[int], budgets: int) -> float:
     """The settle trials at its first `budgets` budgets not run yet (`settled`: the settle budget of each one run)."""
     runs = list(settled)
     return sum(
-        max(0, SHORTLIST - runs.count(index)) * work.trial_seconds(budget, UNIT_STEP)
+        max(0, work.shortlist - runs.count(index)) * work.trial_seconds(budget, UNIT_STEP)
         for index, budget in enumerate(work.settles[:budgets])
     )

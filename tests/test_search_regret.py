@@ -342,6 +342,9 @@ def test_a_rule_named_twice_in_keep_ends_in_one_line(rule_tables, monkeypatch, c
     assert script.main(["--reference", str(reference), "--cheap", str(cheap), "--keep", "mean", "mean"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("archdsl: error: ") and "--keep names mean twice" in err and "Traceback" not in err
+    assert script.main(["--reference", str(reference), "--cheap", str(cheap), "--knobs", "choose", "choose"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("archdsl: error: ") and "--knobs names choose twice" in err and "Traceback" not in err
 
 
 @pytest.mark.parametrize(

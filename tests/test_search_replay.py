@@ -941,3 +941,11 @@ def test_keep_mean_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys, extra
     assert main(["search", "--keep", "mean", *extra, "--out", str(tmp_path), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("archdsl: error: ") and message in err and "Traceback" not in err
+
+
+def test_knobs_with_a_strategy_that_does_not_walk_ends_in_one_line(tmp_path, capsys):
+    """`--knobs` is how the walk gives a new MSA its knobs; TPE draws every knob itself: refused, not ignored."""
+    argv = ["search", "--knobs", "base", "--strategy", "tpe", "--search", "k,window", "--out", str(tmp_path)]
+    assert main([*argv, "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("archdsl: error: --knobs is the build-up walk's rule") and "Traceback" not in err

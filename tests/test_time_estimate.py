@@ -42,6 +42,21 @@ def test_the_range_runs_from_the_shortest_walk_at_the_base_to_the_longest_at_the
     assert WORK.high(5, dear) == pytest.approx(longest + 2 * WORK.trial_seconds(Budget(8, 1.0), dear))
     stand_in = Workload(**{**WORK.__dict__, "stand_ins": True})  # a failed seed's stand-in: one seed more at most
     assert stand_in.high(5, dear) == pytest.approx(WORK.high(5, dear) * 3 / 2)
+    chosen = Workload(**{**WORK.__dict__, "shortlist": 3})  # --knobs choose: the answer at the base's knobs too
+    assert chosen.low(3, cheap) - WORK.low(3, cheap) == pytest.approx(WORK.trial_seconds(Budget(8, 1.0), cheap))
+
+
+def test_a_walk_that_chooses_its_windows_prices_a_third_settled_design():
+    """`--knobs choose` on a space that searches windows settles the answer at the base's windows too (3 designs);
+    `--knobs base`, or a space of k alone, settles 2."""
+    from archdsl.lang.spec import load_spec
+    from archdsl.search.space import make_space
+    from archdsl.search.walk.buildup import settle_size
+
+    base = load_spec("alter-small-base")
+    assert settle_size(make_space(base, ("k", "window")), "choose") == 3
+    assert settle_size(make_space(base, ("k", "window")), "base") == 2
+    assert settle_size(make_space(base, ("k",)), "choose") == 2
 
 
 def test_the_dry_run_prices_the_high_end_at_the_design_with_the_most_msas(monkeypatch):

@@ -167,6 +167,12 @@ def longest_walk(space: Space, knobs: Knobs = "base") -> int:
     return 1 + sum(stage.max_k for stage in space.stages) + (chosen if knobs == "choose" else 0)
 
 
+def settle_size(space: Space, knobs: Knobs = "base") -> int:
+    """The most designs the settle stage re-measures: `SHORTLIST`, and the answer at the base's knobs where the walk
+    chooses them (`Rules.knobs` "choose" on a space that searches a stage knob)."""
+    return SHORTLIST + (1 if knobs == "choose" and _chosen(space) else 0)
+
+
 def _chosen(space: Space) -> tuple[str, ...]:
     """The stage knobs the space searches beside k, in the order `Rules.knobs` "choose" chooses them."""
     return tuple(knob for knob in STAGE_KNOBS if knob in space.searched)
