@@ -113,7 +113,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         choices=KNOBS,
         default=["base"],
         help="a new MSA's other searched knobs (the search's --knobs): the base's, or chosen as a stage takes its "
-        "first MSA; several: one walk of each",
+        "first MSA; several: one walk of each (default base, the walk the shipped tables were replayed with before "
+        "--knobs; the search's own default is choose: give --knobs choose to replay it)",
     )
     parser.add_argument(
         "--max-seeds",
